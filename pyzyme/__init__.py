@@ -1,0 +1,26 @@
+"""pyzyme: Enzyme-style automatic differentiation of optimized LLVM IR.
+
+The public API is re-exported here and nothing else; see the README for the status of each part.
+"""
+
+from pyzyme.errors import (
+    ActivityError,
+    CaptureError,
+    IRTypeError,
+    ParseError,
+    PyzymeError,
+    UnsupportedError,
+    VerifyError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ActivityError",
+    "CaptureError",
+    "IRTypeError",
+    "ParseError",
+    "PyzymeError",
+    "UnsupportedError",
+    "VerifyError",
+]

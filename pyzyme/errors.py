@@ -1,0 +1,88 @@
+"""Every exception pyzyme raises, and the context they carry.
+
+Errors name what was being done when they happened (the operation, the function, the
+Python source line when there is one) and say what the user can do about it. Context is
+attached on the way out by :func:`error_context`, so deep code raises plainly and the
+layers above add what they know.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+
+class PyzymeError(Exception):
+    """Base class of every error pyzyme raises.
+
+    ``context`` holds ``(what, detail)`` pairs added by :func:`error_context`, innermost first.
+    """
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.context: list[tuple[str, str]] = []
+
+    def __str__(self) -> str:
+        lines = [self.message]
+        lines += [f"  in {what}: {detail}" for what, detail in self.context]
+        if self.hint:
+            lines.append(f"  hint: {self.hint}")
+        return "\n".join(lines)
+
+
+class ParseError(PyzymeError):
+    """LLVM IR text that pyzyme cannot read, with the line, column and a caret excerpt."""
+
+    def __init__(self, message: str, text: str, offset: int) -> None:
+        line_no = text.count("\n", 0, offset) + 1
+        start = text.rfind("\n", 0, offset) + 1
+        end = text.find("\n", offset)
+        end = len(text) if end < 0 else end
+        self.line = line_no
+        self.column = offset - start + 1
+        source_line = text[start:end]
+        self.excerpt = f"{source_line}\n{' ' * (offset - start)}^"
+        super().__init__(f"line {self.line}, column {self.column}: {message}\n{self.excerpt}")
+
+
+class VerifyError(PyzymeError):
+    """A module that LLVM's verifier (or pyzyme's own checks) rejects."""
+
+
+class IRTypeError(PyzymeError):
+    """An instruction built with operands of the wrong types."""
+
+
+class UnsupportedError(PyzymeError):
+    """An operation, call or type that pyzyme has no derivative for."""
+
+
+class ActivityError(PyzymeError):
+    """An active value would be lost, e.g. stored into memory passed as ``Const``."""
+
+
+class CaptureError(PyzymeError):
+    """The IR of a function could not be captured from its frontend."""
+
+
+@contextlib.contextmanager
+def error_context(what: str, detail: str) -> Iterator[None]:
+    """Add ``(what, detail)`` to any :class:`PyzymeError` passing through.
+
+    Examples
+    --------
+    >>> try:
+    ...     with error_context("function", "@f"):
+    ...         raise UnsupportedError("no rule for @g")
+    ... except UnsupportedError as e:
+    ...     print(e)
+    no rule for @g
+      in function: @f
+    """
+    try:
+        yield
+    except PyzymeError as err:
+        err.context.append((what, detail))
+        raise
