@@ -67,6 +67,17 @@ class CaptureError(PyzymeError):
     """The IR of a function could not be captured from its frontend."""
 
 
+class FrontendError(PyzymeError):
+    """A frontend (e.g. the C/C++ compiler behind :mod:`pyzyme.frontends.clang`) failed to produce IR.
+
+    ``stderr`` holds the compiler's diagnostics when there are any.
+    """
+
+    def __init__(self, message: str, *, hint: str | None = None, stderr: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.stderr = stderr
+
+
 @contextlib.contextmanager
 def error_context(what: str, detail: str) -> Iterator[None]:
     """Add ``(what, detail)`` to any :class:`PyzymeError` passing through.

@@ -1,0 +1,192 @@
+"""C and C++ to LLVM IR, through the clang that the ``ziglang`` wheel bundles.
+
+``ziglang`` (PyPI) ships clang 22, the same LLVM major version as llvmlite 0.50, so its IR
+needs no upgrade. The text it writes is normalised through llvmlite (parsed, given the host's
+triple and data layout, printed again), so what :func:`compile_to_ir` returns is exactly what
+LLVM 22 prints and can be linked into JIT modules without data-layout mismatches.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from pyzyme.errors import FrontendError
+
+__all__ = ["compile_to_ir", "normalize_ir", "ziglang_available"]
+
+Lang = Literal["c", "c++"]
+
+_CXX_SUFFIXES = {".cpp", ".cc", ".cxx", ".c++", ".C", ".hpp"}
+_SUFFIX = {"c": ".c", "c++": ".cpp"}
+# Printed by `zig cc` on every -S compile; not a diagnostic about the user's code.
+_ZIG_NOISE = {"zig: warning: argument unused during compilation: '-c' [-Wunused-command-line-argument]"}
+
+
+def ziglang_available() -> bool:
+    """Whether the ``ziglang`` package (and so its bundled clang) can be imported.
+
+    Examples
+    --------
+    >>> isinstance(ziglang_available(), bool)
+    True
+    """
+    return importlib.util.find_spec("ziglang") is not None
+
+
+def compile_to_ir(
+    source: str | os.PathLike[str],
+    lang: Lang | None = None,
+    opt: str = "-O2",
+    extra_args: Sequence[str] = (),
+    *,
+    compiler: Sequence[str] | None = None,
+    timeout: float = 120.0,
+) -> str:
+    """Compile C or C++ to LLVM IR text as LLVM 22 prints it.
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        A path (``pathlib.Path``, or a ``str`` naming an existing file) or the source code
+        itself (any other ``str``).
+    lang : {"c", "c++"}, optional
+        The language. By default it is taken from the file's suffix (``.cpp``, ``.cc``,
+        ``.cxx`` mean C++) and is ``"c"`` for source code given as a string.
+    opt : str, default "-O2"
+        The optimisation flag, e.g. ``"-O0"``, ``"-O1"``, ``"-O3"``, ``"-Os"``.
+    extra_args : sequence of str, optional
+        More compiler arguments, e.g. ``("-ffast-math", "-DN=4", "-std=c++17")``.
+    compiler : sequence of str, optional
+        The command that runs the compiler, e.g. ``["clang-19"]``. By default
+        ``[sys.executable, "-m", "ziglang", "cc"]`` (``"c++"`` for C++).
+    timeout : float, default 120
+        Seconds to wait for the compiler.
+
+    Returns
+    -------
+    str
+        The module's LLVM IR, with the host's target triple and data layout.
+
+    Raises
+    ------
+    FrontendError
+        When ``ziglang`` is not installed, the compiler fails (the message includes its
+        diagnostics) or llvmlite cannot read what it wrote.
+
+    Examples
+    --------
+    >>> ir = compile_to_ir("double sq(double x) { return x * x; }")
+    >>> "fmul double" in ir
+    True
+    >>> ir0 = compile_to_ir("int id(int x) { return x; }", opt="-O0")
+    >>> "alloca i32" in ir0
+    True
+    """
+    path: Path | None = None
+    if isinstance(source, os.PathLike):
+        path = Path(source)
+    elif "\n" not in source and len(source) < 4096 and os.path.isfile(source):
+        path = Path(source)
+    if lang is None:
+        lang = "c++" if path is not None and path.suffix in _CXX_SUFFIXES else "c"
+    if lang not in _SUFFIX:
+        raise FrontendError(f"unknown language {lang!r}", hint='use lang="c" or lang="c++"')
+    if compiler is None:
+        if not ziglang_available():
+            raise FrontendError(
+                "the C/C++ frontend needs the 'ziglang' package, which bundles clang 22",
+                hint="pip install ziglang  (or pass compiler=['clang-22'])",
+            )
+        compiler = [sys.executable, "-m", "ziglang", "cc" if lang == "c" else "c++"]
+
+    with tempfile.TemporaryDirectory(prefix="pyzyme-clang-") as tmp:
+        if path is None:
+            # Compiled from inside the temporary folder under a fixed relative name, so that
+            # ``source_filename`` does not depend on the folder's random name.
+            what = f"input{_SUFFIX[lang]}"
+            (Path(tmp) / what).write_text(str(source))
+            arg = what
+        elif not path.is_file():
+            raise FrontendError(f"no such source file: {path}")
+        else:
+            what, arg = path.name, str(path.resolve())
+        cmd = [*compiler, "-x", lang, opt, "-g0", "-S", "-emit-llvm", *extra_args,
+               arg, "-o", "output.ll"]
+        out = Path(tmp) / "output.ll"
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp)
+        except FileNotFoundError as err:
+            raise FrontendError(f"cannot run the compiler {compiler[0]!r}: {err}") from None
+        except subprocess.TimeoutExpired:
+            raise FrontendError(f"compiling {what} took longer than {timeout} s") from None
+        if proc.returncode != 0 or not out.is_file():
+            stderr = "\n".join(
+                line for line in proc.stderr.strip().splitlines() if line not in _ZIG_NOISE
+            )
+            raise FrontendError(
+                f"compiling {what} as {lang} failed (exit status {proc.returncode}):\n{stderr}",
+                hint=f"command: {' '.join(cmd)}",
+                stderr=proc.stderr,
+            )
+        text = out.read_text()
+    return normalize_ir(text, name=what)
+
+
+def normalize_ir(text: str, name: str = "<module>") -> str:
+    """Re-print LLVM IR through llvmlite with the host's triple and data layout.
+
+    Parameters
+    ----------
+    text : str
+        LLVM IR text from any producer LLVM 22 can read (older clangs' typed pointers too).
+    name : str, optional
+        What the text came from, for error messages.
+
+    Returns
+    -------
+    str
+        The same module as LLVM 22 prints it.
+
+    Raises
+    ------
+    FrontendError
+        When llvmlite cannot parse the text or the module does not verify.
+
+    Examples
+    --------
+    >>> txt = normalize_ir("define i32 @f(i32 %x) {\\n  ret i32 %x\\n}\\n")
+    >>> "target triple" in txt and "define i32 @f(i32 %x)" in txt
+    True
+    """
+    import llvmlite.binding as llvm
+
+    triple, layout = _host_target()
+    try:
+        mod = llvm.parse_assembly(text)
+        mod.name = name
+        mod.triple = triple
+        mod.data_layout = layout
+        mod.verify()
+    except RuntimeError as err:
+        raise FrontendError(f"llvmlite cannot read the IR of {name}: {err}") from None
+    return str(mod)
+
+
+@functools.cache
+def _host_target() -> tuple[str, str]:
+    """The process triple and the data layout of the host's target machine."""
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    triple = llvm.get_process_triple()
+    tm = llvm.Target.from_triple(triple).create_target_machine()
+    return triple, str(tm.target_data)
