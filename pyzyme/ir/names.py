@@ -1,0 +1,64 @@
+"""Spelling of LLVM identifiers: when a name needs quotes, and how it is escaped.
+
+Names are stored unescaped; these functions turn them into the text LLVM reads.
+
+Examples
+--------
+>>> local_ref("x.1")
+'%x.1'
+>>> global_ref(".const.missing Environment: f")
+'@".const.missing Environment: f"'
+>>> unescape(r'a\\22b')
+'a"b'
+"""
+
+from __future__ import annotations
+
+import re
+
+_PLAIN = re.compile(r"[-a-zA-Z$._][-a-zA-Z$._0-9]*\Z")
+_ESCAPE = re.compile(r'\\([0-9A-Fa-f]{2}|\\)')
+
+
+def quote(name: str) -> str:
+    """``name`` as it appears after ``%`` or ``@``: bare when LLVM allows it, else quoted."""
+    if _PLAIN.match(name):
+        return name
+    return '"' + escape(name) + '"'
+
+
+def escape(text: str) -> str:
+    """Escape a string the way LLVM prints quoted names and ``c"..."`` strings."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch == '"' or ch == "\\" or code < 0x20 or code >= 0x7F:
+            out.append(f"\\{code:02X}" if code < 0x100 else ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def unescape(text: str) -> str:
+    """Undo :func:`escape`: ``\\XX`` becomes the character XX, ``\\\\`` a backslash."""
+    if "\\" not in text:
+        return text
+
+    def repl(m: re.Match) -> str:
+        code = m.group(1)
+        return "\\" if code == "\\" else chr(int(code, 16))
+
+    return _ESCAPE.sub(repl, text)
+
+
+def local_ref(name: str) -> str:
+    return "%" + quote(name)
+
+
+def global_ref(name: str) -> str:
+    return "@" + quote(name)
+
+
+def label_def(name: str) -> str:
+    """A basic block's label as it starts the block (``name:``)."""
+    return quote(name) + ":"

@@ -1,0 +1,1218 @@
+"""LLVM IR text to a :class:`~pyzyme.ir.module.Module`.
+
+A recursive-descent parser over the token lists of :mod:`pyzyme.ir.lexer`. It reads what LLVM 22
+prints (and, through llvmlite, anything older that LLVM upgrades). What pyzyme does not interpret
+(attribute groups, metadata, comdats, function and parameter attributes) is kept as the exact
+source text. Malformed input raises :class:`~pyzyme.ParseError` with line, column and a caret;
+no other exception escapes.
+
+Examples
+--------
+>>> m = parse_module('''
+... define double @sq(double %x) {
+... entry:
+...   %y = fmul double %x, %x
+...   ret double %y
+... }''')
+>>> print(m.get_function("sq").blocks[0].instructions[0])
+fmul double %x, %x
+"""
+
+from __future__ import annotations
+
+import re
+
+from pyzyme.errors import IRTypeError, ParseError
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.lexer import tokenize
+from pyzyme.ir.module import BasicBlock, Function, Module
+from pyzyme.ir.names import unescape
+from pyzyme.ir.values import (
+    ConstantAggregate,
+    ConstantExpr,
+    ConstantFP,
+    ConstantInt,
+    ConstantSplat,
+    ConstantString,
+    GlobalAlias,
+    GlobalVariable,
+    InlineAsm,
+    MetadataValue,
+    NamedValue,
+    NoneToken,
+    Null,
+    OpaqueConstant,
+    Poison,
+    Undef,
+    Value,
+    ZeroInitializer,
+    float_from_hex,
+)
+
+_INT_TYPE = re.compile(r"i(\d+)\Z")
+_FUNC_HEAD = re.compile(
+    r'^(?:define|declare)\b[^\n]*?@("[^"\n]*"|[-a-zA-Z$._0-9]+)\(', re.M)
+_GLOBAL_HEAD = re.compile(
+    r'^@("[^"\n]*"|[-a-zA-Z$._0-9]+)\s*=\s*(?:[^\n]*?\b(alias|ifunc)\b)?', re.M)
+_ADDRSPACE = re.compile(r"addrspace\((\d+)\)")
+
+_TYPE_START_PUNCT = frozenset("[{<")
+_SIMPLE_CONSTANTS = {"null": Null, "undef": Undef, "poison": Poison,
+                     "zeroinitializer": ZeroInitializer, "none": NoneToken}
+_OPAQUE_CONSTANT_WORDS = frozenset({"blockaddress", "dso_local_equivalent", "no_cfi",
+                                    "ptrauth", "dso_local", "asm"})
+_BINOP_FLAGS = frozenset({"nuw", "nsw", "exact", "disjoint"}) | frozenset(I.FAST_MATH_FLAGS)
+_CAST_FLAGS = frozenset({"nneg", "nuw", "nsw"}) | frozenset(I.FAST_MATH_FLAGS)
+_GEP_FLAGS = frozenset({"inbounds", "nusw", "nuw"})
+_FMF = frozenset(I.FAST_MATH_FLAGS)
+_CMP_FLAGS = _FMF | {"samesign"}
+_TAIL = frozenset({"tail", "musttail", "notail"})
+_UNSUPPORTED = frozenset({"catchswitch", "catchpad", "cleanuppad", "catchret", "cleanupret",
+                          "callbr"})
+
+
+class _Forward(Value):
+    """A local used before its definition; replaced when the function is complete."""
+
+    __slots__ = ("name", "offset")
+
+    def __init__(self, type: T.Type, name: str, offset: int) -> None:  # noqa: A002
+        super().__init__(type)
+        self.name = name
+        self.offset = offset
+
+    @property
+    def ref(self) -> str:
+        return "%" + self.name
+
+
+def parse_module(text: str, name: str = "") -> Module:
+    """Parse LLVM IR ``text`` into a :class:`~pyzyme.ir.module.Module`.
+
+    Parameters
+    ----------
+    text
+        LLVM IR as LLVM 22 prints it.
+    name
+        The module's name (``; ModuleID``); taken from the text when it has one.
+
+    Raises
+    ------
+    pyzyme.ParseError
+        With line, column and a caret excerpt, for any text this parser cannot read.
+    """
+    parser = _Parser(text, name)
+    try:
+        return parser.module()
+    except ParseError:
+        raise
+    except IRTypeError as err:
+        raise ParseError(str(err), text, parser.offset()) from None
+    except (IndexError, KeyError, ValueError, TypeError, AttributeError) as err:
+        raise ParseError(f"cannot parse here ({type(err).__name__}: {err})", text,
+                         parser.offset()) from None
+
+
+class _Parser:
+    def __init__(self, text: str, name: str) -> None:
+        self.text = text
+        self.kinds, self.texts, self.offsets = tokenize(text)
+        self.i = 0
+        self.mod = Module(name)
+        if not name:
+            m = re.match(r"\s*; ModuleID = '([^'\n]*)'", text)
+            if m:
+                self.mod.name = m.group(1)
+        self.fn: Function | None = None
+        self.locals: dict[str, Value] = {}
+        self.blocks: dict[str, BasicBlock] = {}
+        self.forwards: dict[str, _Forward] = {}
+        self.ifunc_names: set[str] = set()
+
+    # -- token helpers ------------------------------------------------------------------
+    def offset(self) -> int:
+        return self.offsets[min(self.i, len(self.offsets) - 1)]
+
+    def error(self, message: str, at: int | None = None) -> ParseError:
+        return ParseError(message, self.text, self.offsets[self.i] if at is None else at)
+
+    def expect(self, tok: str) -> None:
+        if self.texts[self.i] != tok or self.kinds[self.i] not in ("punct", "word"):
+            got = self.texts[self.i] or "end of input"
+            raise self.error(f"expected {tok!r}, found {got.strip() or 'end of line'!r}")
+        self.i += 1
+
+    def accept(self, tok: str) -> bool:
+        if self.texts[self.i] == tok and self.kinds[self.i] in ("punct", "word"):
+            self.i += 1
+            return True
+        return False
+
+    def skip_nl(self) -> None:
+        while self.kinds[self.i] == "nl":
+            self.i += 1
+
+    def end_of_line(self) -> None:
+        kind = self.kinds[self.i]
+        if kind == "nl":
+            self.i += 1
+        elif kind != "eof":
+            raise self.error(f"expected end of line, found {self.texts[self.i]!r}")
+
+    def int_token(self) -> int:
+        if self.kinds[self.i] != "num":
+            raise self.error(f"expected an integer, found {self.texts[self.i]!r}")
+        value = int(self.texts[self.i])
+        self.i += 1
+        return value
+
+    def balanced(self) -> None:
+        """Skip a parenthesised group starting at the current ``(``."""
+        depth = 0
+        kinds, texts = self.kinds, self.texts
+        while True:
+            kind, tok = kinds[self.i], texts[self.i]
+            if kind == "eof":
+                raise self.error("unbalanced parentheses")
+            self.i += 1
+            if kind == "punct":
+                if tok == "(":
+                    depth += 1
+                elif tok == ")":
+                    depth -= 1
+                    if depth == 0:
+                        return
+
+    def rest_of_line(self) -> str:
+        """The source text from the current token to the end of its line; skips those tokens."""
+        start = self.offsets[self.i]
+        while self.kinds[self.i] not in ("nl", "eof"):
+            self.i += 1
+        end = self.offsets[self.i]
+        self.end_of_line()
+        return self.text[start:end].rstrip()
+
+    def span(self, start_index: int) -> str:
+        """The source text of tokens ``start_index .. self.i - 1``."""
+        if start_index == self.i:
+            return ""
+        end = self.offsets[self.i - 1] + len(self.texts[self.i - 1])
+        return self.text[self.offsets[start_index]:end]
+
+    # -- module ------------------------------------------------------------------------
+    def module(self) -> Module:
+        self.prescan()
+        kinds, texts = self.kinds, self.texts
+        mod = self.mod
+        while True:
+            self.skip_nl()
+            kind, tok = kinds[self.i], texts[self.i]
+            if kind == "eof":
+                break
+            if kind == "word":
+                if tok == "define" or tok == "declare":
+                    self.function()
+                elif tok == "source_filename":
+                    self.i += 1
+                    self.expect("=")
+                    mod.source_filename = unescape(self.string())
+                    self.end_of_line()
+                elif tok == "target":
+                    self.i += 1
+                    which = texts[self.i]
+                    self.i += 1
+                    self.expect("=")
+                    value = self.string()
+                    if which == "datalayout":
+                        mod.data_layout = value
+                    elif which == "triple":
+                        mod.triple = value
+                    else:
+                        raise self.error(f"unknown target property {which!r}")
+                    self.end_of_line()
+                elif tok == "attributes":
+                    mod.extra_lines.append(("attributes", self.rest_of_line()))
+                elif tok == "module":
+                    mod.extra_lines.append(("asm", self.rest_of_line()))
+                elif tok == "uselistorder" or tok == "uselistorder_bb":
+                    mod.extra_lines.append(("other", self.rest_of_line()))
+                else:
+                    raise self.error(f"unexpected {tok!r} at top level")
+            elif kind == "global":
+                self.global_definition()
+            elif kind == "local":
+                self.type_definition()
+            elif kind == "meta":
+                mod.extra_lines.append(("metadata", self.rest_of_line()))
+            elif kind == "comdat":
+                mod.extra_lines.append(("comdat", self.rest_of_line()))
+            else:
+                raise self.error(f"unexpected {tok!r} at top level")
+        return mod
+
+    def string(self) -> str:
+        if self.kinds[self.i] != "str":
+            raise self.error(f"expected a string, found {self.texts[self.i]!r}")
+        tok = self.texts[self.i]
+        self.i += 1
+        return tok[1:-1]
+
+    def prescan(self) -> None:
+        """Create every global symbol first, so uses before definitions resolve directly."""
+        mod = self.mod
+        for m in _FUNC_HEAD.finditer(self.text):
+            name = _name_of("@" + m.group(1))
+            if name not in mod._symbols:
+                fn = Function(name)
+                fn.module = mod
+                mod._symbols[name] = fn
+        for m in _GLOBAL_HEAD.finditer(self.text):
+            name = _name_of("@" + m.group(1))
+            if name in mod._symbols:
+                raise ParseError(f"redefinition of @{name}", self.text, m.start())
+            sym = GlobalAlias(name) if m.group(2) else GlobalVariable(name)
+            sym.module = mod
+            mod._symbols[name] = sym
+
+    def type_definition(self) -> None:
+        name = _name_of(self.texts[self.i])
+        self.i += 1
+        self.expect("=")
+        self.expect("type")
+        ty = self.mod.identified_struct(name)
+        if self.accept("opaque"):
+            self.end_of_line()
+            return
+        body = self.type()
+        if not isinstance(body, T.StructType):
+            raise self.error(f"%{name} must be defined as a struct type")
+        ty.set_body(body.elements, body.packed)
+        self.end_of_line()
+
+    def global_definition(self) -> None:
+        name = _name_of(self.texts[self.i])
+        sym = self.mod._symbols[name]
+        self.i += 1
+        self.expect("=")
+        if isinstance(sym, GlobalAlias):
+            sym.text = self.rest_of_line()
+            self.mod.aliases.append(sym)
+            return
+        start = self.i
+        kinds, texts = self.kinds, self.texts
+        while not (kinds[self.i] == "word" and texts[self.i] in ("global", "constant")):
+            if kinds[self.i] in ("nl", "eof"):
+                raise self.error(f"@{name}: expected 'global' or 'constant'")
+            if texts[self.i] == "(":
+                self.balanced()
+            else:
+                self.i += 1
+        prefix = self.span(start)
+        sym.prefix = prefix
+        m = _ADDRSPACE.search(prefix)
+        if m:
+            sym.type = T.PointerType(int(m.group(1)))
+        sym.is_constant = texts[self.i] == "constant"
+        self.i += 1
+        sym.value_type = self.type()
+        if kinds[self.i] not in ("nl", "eof") and texts[self.i] != ",":
+            sym.initializer = self.value(sym.value_type)
+        if kinds[self.i] in ("nl", "eof"):
+            sym.suffix = ""
+            self.end_of_line()
+        else:
+            sym.suffix = self.rest_of_line()
+        self.mod.globals.append(sym)
+
+    # -- types -------------------------------------------------------------------------
+    def is_type_start(self) -> bool:
+        kind, tok = self.kinds[self.i], self.texts[self.i]
+        if kind == "word":
+            return tok in T.KEYWORD_TYPES or _INT_TYPE.match(tok) is not None or tok == "target"
+        if kind == "punct":
+            return tok in _TYPE_START_PUNCT
+        return kind == "local"
+
+    def type(self) -> T.Type:
+        kind, tok = self.kinds[self.i], self.texts[self.i]
+        self.i += 1
+        if kind == "word":
+            ty = T.KEYWORD_TYPES.get(tok)
+            if ty is None:
+                m = _INT_TYPE.match(tok)
+                if m:
+                    ty = T.IntType(int(m.group(1)))
+                elif tok == "target":
+                    start = self.i - 1
+                    self.balanced()
+                    ty = T.OpaqueType(self.span(start))
+                else:
+                    self.i -= 1
+                    raise self.error(f"expected a type, found {tok!r}")
+            elif ty is T.ptr and self.texts[self.i] == "addrspace":
+                self.i += 1
+                self.expect("(")
+                ty = T.PointerType(self.int_token())
+                self.expect(")")
+        elif kind == "punct" and tok == "[":
+            count = self.int_token()
+            self.expect("x")
+            elem = self.type()
+            self.expect("]")
+            ty = T.ArrayType(count, elem)
+        elif kind == "punct" and tok == "{":
+            ty = T.StructType(self.type_list("}"))
+        elif kind == "punct" and tok == "<":
+            if self.accept("{"):
+                elems = self.type_list("}")
+                self.expect(">")
+                ty = T.StructType(elems, packed=True)
+            else:
+                scalable = self.accept("vscale")
+                if scalable:
+                    self.expect("x")
+                count = self.int_token()
+                self.expect("x")
+                elem = self.type()
+                self.expect(">")
+                ty = T.VectorType(count, elem, scalable)
+        elif kind == "local":
+            ty = self.mod.identified_struct(_name_of(tok))
+        else:
+            self.i -= 1
+            raise self.error(f"expected a type, found {tok.strip() or 'end of line'!r}")
+        if self.texts[self.i] == "*" and self.kinds[self.i] == "punct":
+            raise self.error("typed pointers are not LLVM 22 IR; pass the text through "
+                             "llvmlite.binding.parse_assembly first to upgrade it")
+        return ty
+
+    def type_list(self, close: str) -> list[T.Type]:
+        out: list[T.Type] = []
+        if self.accept(close):
+            return out
+        while True:
+            out.append(self.type())
+            if self.accept(close):
+                return out
+            self.expect(",")
+
+    def function_type_after(self, ret: T.Type) -> T.FunctionType:
+        """Parse ``(params)`` after a return type, as in ``call i32 (ptr, ...) @printf``."""
+        self.expect("(")
+        params: list[T.Type] = []
+        var_arg = False
+        if not self.accept(")"):
+            while True:
+                if self.accept("..."):
+                    var_arg = True
+                    self.expect(")")
+                    break
+                params.append(self.type())
+                if self.accept(")"):
+                    break
+                self.expect(",")
+        return T.FunctionType(ret, params, var_arg)
+
+    # -- values ------------------------------------------------------------------------
+    def typed_value(self) -> Value:
+        return self.value(self.type())
+
+    def value(self, ty: T.Type) -> Value:
+        kind, tok = self.kinds[self.i], self.texts[self.i]
+        self.i += 1
+        if kind == "local":
+            name = tok[1:] if tok[1] != '"' else unescape(tok[2:-1])
+            v = self.locals.get(name)
+            if v is None:
+                v = self.forwards.get(name)
+                if v is None:
+                    v = self.forwards[name] = _Forward(ty, name, self.offsets[self.i - 1])
+            return v
+        if kind == "num":
+            if ty.is_int:
+                return ConstantInt(ty, int(tok))
+            if ty.is_float:
+                return ConstantFP(ty, float(tok), tok)
+            raise self.error(f"number {tok} is not a {ty} value", self.offsets[self.i - 1])
+        if kind == "global":
+            sym = self.mod._symbols.get(_name_of(tok))
+            if sym is None:
+                raise self.error(f"use of undefined global {tok}", self.offsets[self.i - 1])
+            return sym
+        if kind == "word":
+            if tok == "true" or tok == "false":
+                if ty != T.i1:
+                    raise self.error(f"{tok} is not a {ty} value", self.offsets[self.i - 1])
+                return ConstantInt(ty, int(tok == "true"))
+            simple = _SIMPLE_CONSTANTS.get(tok)
+            if simple is not None:
+                return simple(ty)
+            self.i -= 1
+            return self.constant_expr(ty)
+        if kind == "hex":
+            if ty.is_float:
+                value = float_from_hex(tok) if tok[2] not in "KLMHR" and ty.kind in (
+                    "double", "float") else float("nan")
+                return ConstantFP(ty, value, tok)
+            if ty.is_int:
+                return ConstantInt(ty, int(tok[3:], 16) if tok[0] in "us" else int(tok, 16))
+            raise self.error(f"{tok} is not a {ty} value", self.offsets[self.i - 1])
+        if kind == "punct":
+            if tok == "[":
+                return ConstantAggregate(ty, self.constant_list("]"))
+            if tok == "{":
+                return ConstantAggregate(ty, self.constant_list("}"))
+            if tok == "<":
+                if self.accept("{"):
+                    elems = self.constant_list("}")
+                    self.expect(">")
+                    return ConstantAggregate(ty, elems)
+                return ConstantAggregate(ty, self.constant_list(">"))
+        if kind == "cstr":
+            return ConstantString(ty, tok[2:-1])
+        self.i -= 1
+        raise self.error(f"expected a value, found {tok.strip() or 'end of line'!r}")
+
+    def constant_list(self, close: str) -> list[Value]:
+        out: list[Value] = []
+        if self.accept(close):
+            return out
+        while True:
+            out.append(self.typed_value())
+            if self.accept(close):
+                return out
+            self.expect(",")
+
+    def constant_expr(self, ty: T.Type) -> Value:
+        start = self.i
+        op = self.texts[self.i]
+        self.i += 1
+        if op in I.CASTS:
+            flags = self.flags(_CAST_FLAGS)
+            self.expect("(")
+            operand = self.typed_value()
+            self.expect("to")
+            to = self.type()
+            self.expect(")")
+            return ConstantExpr(op, to, [operand], flags=flags)
+        if op == "getelementptr":
+            flags = list(self.flags(_GEP_FLAGS))
+            while self.texts[self.i] == "inrange":
+                s = self.i
+                self.i += 1
+                self.balanced()
+                flags.append(self.span(s))
+            self.expect("(")
+            source = self.type()
+            operands = []
+            while self.accept(","):
+                operands.append(self.typed_value())
+            self.expect(")")
+            return ConstantExpr(op, ty, operands, source_type=source, flags=flags)
+        if op in I.INT_BINOPS:
+            flags = self.flags(_BINOP_FLAGS)
+            self.expect("(")
+            a = self.typed_value()
+            self.expect(",")
+            b = self.typed_value()
+            self.expect(")")
+            return ConstantExpr(op, ty, [a, b], flags=flags)
+        if op == "splat":
+            self.expect("(")
+            elem = self.typed_value()
+            self.expect(")")
+            return ConstantSplat(ty, elem)
+        if op in _OPAQUE_CONSTANT_WORDS or op in ("extractelement", "insertelement",
+                                                   "shufflevector"):
+            if op == "asm":
+                return self.inline_asm(ty)
+            while self.kinds[self.i] == "word":
+                self.i += 1
+            if self.texts[self.i] == "(":
+                self.balanced()
+            elif self.kinds[self.i] == "global":
+                self.i += 1
+            return OpaqueConstant(ty, self.span(start))
+        self.i = start
+        raise self.error(f"expected a value, found {op!r}")
+
+    def inline_asm(self, ty: T.Type) -> Value:
+        start = self.i - 1
+        while self.kinds[self.i] == "word":
+            self.i += 1
+        self.string()
+        self.expect(",")
+        self.string()
+        return InlineAsm(ty, self.span(start))
+
+    def flags(self, allowed: frozenset) -> tuple[str, ...]:
+        out = []
+        texts = self.texts
+        while texts[self.i] in allowed and self.kinds[self.i] == "word":
+            out.append(texts[self.i])
+            self.i += 1
+        return tuple(out)
+
+    # -- functions ---------------------------------------------------------------------
+    def attrs_until_type(self) -> str:
+        """Skip attribute-like tokens up to the start of a type; return their text."""
+        start = self.i
+        while not self.is_type_start():
+            kind = self.kinds[self.i]
+            if kind in ("nl", "eof"):
+                raise self.error("expected a type")
+            if self.texts[self.i] == "(" and kind == "punct":
+                self.balanced()
+            else:
+                self.i += 1
+        return self.span(start)
+
+    def param_attrs(self) -> str:
+        """Parameter attributes: everything up to the value (or ``,``/``)`` in a header)."""
+        start = self.i
+        kinds, texts = self.kinds, self.texts
+        while True:
+            kind, tok = kinds[self.i], texts[self.i]
+            if kind == "word":
+                if tok in _ATTR_STOP_WORDS:
+                    break
+                self.i += 1
+                if texts[self.i] == "(" and kinds[self.i] == "punct":
+                    self.balanced()
+                elif tok == "align" and kinds[self.i] == "num":
+                    self.i += 1
+            elif kind == "str" or kind == "hash":
+                self.i += 1
+            elif kind == "punct" and tok == "=":
+                self.i += 1
+            else:
+                break
+        return self.span(start)
+
+    def function(self) -> None:
+        is_define = self.texts[self.i] == "define"
+        self.i += 1
+        prefix = self.attrs_until_type()
+        ret = self.type()
+        if self.kinds[self.i] != "global":
+            raise self.error(f"expected a function name, found {self.texts[self.i]!r}")
+        name = _name_of(self.texts[self.i])
+        fn = self.mod._symbols.get(name)
+        if not isinstance(fn, Function) or fn.function_type is not None:
+            raise self.error(f"redefinition of @{name}")
+        self.i += 1
+        self.expect("(")
+        params: list[tuple[T.Type, str, str]] = []
+        var_arg = False
+        if not self.accept(")"):
+            while True:
+                if self.accept("..."):
+                    var_arg = True
+                    self.expect(")")
+                    break
+                pty = self.type()
+                attrs = self.param_attrs()
+                pname = ""
+                if self.kinds[self.i] == "local":
+                    pname = _name_of(self.texts[self.i])
+                    self.i += 1
+                params.append((pty, attrs, pname))
+                if self.accept(")"):
+                    break
+                self.expect(",")
+        start = self.i
+        kinds, texts = self.kinds, self.texts
+        while kinds[self.i] not in ("nl", "eof") and not (texts[self.i] == "{"
+                                                         and kinds[self.i] == "punct"):
+            if texts[self.i] == "(" and kinds[self.i] == "punct":
+                self.balanced()
+            else:
+                self.i += 1
+        suffix = self.span(start)
+        fn.function_type = T.FunctionType(ret, [p[0] for p in params], var_arg)
+        fn.prefix = prefix
+        fn.suffix = suffix
+        fn.args = []
+        for index, (pty, attrs, pname) in enumerate(params):
+            arg = _make_argument(fn, pty, index, pname, attrs)
+            fn.args.append(arg)
+        self.mod.functions.append(fn)
+        if not is_define:
+            self.end_of_line()
+            return
+        self.expect("{")
+        self.body(fn)
+
+    def body(self, fn: Function) -> None:
+        self.fn = fn
+        self.locals = {}
+        self.blocks = {}
+        self.forwards = {}
+        slot = 0
+        for arg in fn.args:
+            if arg.name:
+                self.locals[arg.name] = arg
+            else:
+                self.locals[str(slot)] = arg
+                slot += 1
+        kinds, texts = self.kinds, self.texts
+        self.skip_nl()
+        block: BasicBlock | None = None
+        records: list[str] = []
+        while True:
+            kind = kinds[self.i]
+            if kind == "label":
+                tok = texts[self.i]
+                name = _name_of(tok[:-1])
+                if name.isdigit():
+                    slot = int(name) + 1
+                block = self.define_block(name)
+                self.i += 1
+                self.skip_nl()
+                continue
+            if kind == "punct" and texts[self.i] == "}":
+                self.i += 1
+                break
+            if kind == "eof":
+                raise self.error(f"@{fn.name}: missing '}}' at end of function body")
+            if kind == "hash":
+                records.append(self.rest_of_line())
+                self.skip_nl()
+                continue
+            if block is None:
+                block = self.define_block(str(slot))
+                slot += 1
+            inst_start = self.i
+            name = ""
+            if kind == "local" and texts[self.i + 1] == "=":
+                name = _name_of(texts[self.i])
+                self.i += 2
+            try:
+                inst = self.instruction()
+            except IRTypeError as err:
+                raise self.error(f"@{fn.name}: {err}", self.offsets[inst_start]) from None
+            if records:
+                inst.debug_records = records
+                records = []
+            if texts[self.i] == "," and kinds[self.i + 1] == "meta":
+                self.attachments(inst)
+            self.end_of_line()
+            self.skip_nl()
+            if name:
+                if inst.type is T.void:
+                    raise self.error(f"cannot name a {inst.opcode} that has no result",
+                                     self.offsets[inst_start])
+                self.define_local(name, inst, inst_start)
+                if not name.isdigit():
+                    inst.name = name
+                else:
+                    slot = int(name) + 1
+            elif inst.type is not T.void and not isinstance(inst.type, T.VoidType):
+                self.define_local(str(slot), inst, inst_start)
+                slot += 1
+            block.instructions.append(inst)
+            inst.parent = block
+        self.finish_function(fn)
+
+    def define_block(self, name: str) -> BasicBlock:
+        fn = self.fn
+        block = self.blocks.get(name)
+        if block is None:
+            block = self.blocks[name] = BasicBlock(fn, "" if name.isdigit() else name)
+        elif block.parent is not None:
+            raise self.error(f"@{fn.name}: redefinition of label %{name}")
+        block.parent = fn
+        fn.blocks.append(block)
+        return block
+
+    def block_ref(self) -> BasicBlock:
+        kind, tok = self.kinds[self.i], self.texts[self.i]
+        if kind != "local":
+            raise self.error(f"expected a label, found {tok!r}")
+        self.i += 1
+        name = _name_of(tok)
+        block = self.blocks.get(name)
+        if block is None:
+            block = self.blocks[name] = BasicBlock(None, "" if name.isdigit() else name)
+        return block
+
+    def label(self) -> BasicBlock:
+        self.expect("label")
+        return self.block_ref()
+
+    def define_local(self, name: str, value: Value, at_index: int) -> None:
+        if name in self.locals:
+            raise self.error(f"@{self.fn.name}: redefinition of %{name}",
+                             self.offsets[at_index])
+        self.locals[name] = value
+
+    def finish_function(self, fn: Function) -> None:
+        for name, block in self.blocks.items():
+            if block.parent is None:
+                raise self.error(f"@{fn.name}: use of undefined label %{name}")
+        forwards = self.forwards
+        locals_ = self.locals
+        for name, fwd in forwards.items():
+            real = locals_.get(name)
+            if real is None:
+                raise ParseError(f"@{fn.name}: use of undefined value %{name}", self.text,
+                                 fwd.offset)
+            if real.type != fwd.type:
+                raise ParseError(f"@{fn.name}: %{name} is {real.type} but used as {fwd.type}",
+                                 self.text, fwd.offset)
+        for block in fn.blocks:
+            for inst in block.instructions:
+                ops = inst.operands
+                for j, op in enumerate(ops):
+                    if op.__class__ is _Forward:
+                        op = ops[j] = locals_[op.name]
+                    if isinstance(op, NamedValue):
+                        op.users.append(inst)
+                if inst.__class__ is I.Phi:
+                    for blk in inst.blocks:
+                        if blk.parent is None:
+                            raise self.error(f"@{fn.name}: phi names an undefined block")
+        self.fn = None
+
+    def attachments(self, inst: I.Instruction) -> None:
+        kinds, texts = self.kinds, self.texts
+        while texts[self.i] == "," and kinds[self.i + 1] == "meta":
+            self.i += 1
+            kind = texts[self.i][1:]
+            self.i += 1
+            start = self.i
+            depth = 0
+            while True:
+                k, tok = kinds[self.i], texts[self.i]
+                if k in ("nl", "eof") or (depth == 0 and tok == "," and k == "punct"):
+                    break
+                if k == "punct":
+                    if tok in "({":
+                        depth += 1
+                    elif tok in ")}":
+                        depth -= 1
+                self.i += 1
+            inst.metadata.append((kind, self.span(start)))
+
+    # -- instructions ------------------------------------------------------------------
+    def instruction(self) -> I.Instruction:
+        kind, op = self.kinds[self.i], self.texts[self.i]
+        if kind != "word":
+            raise self.error(f"expected an instruction, found {op!r}")
+        self.i += 1
+        method = _DISPATCH.get(op)
+        if method is None:
+            if op in _UNSUPPORTED:
+                raise self.error(f"{op} (Windows-style exception handling) is not supported",
+                                 self.offsets[self.i - 1])
+            raise self.error(f"unknown instruction {op!r}", self.offsets[self.i - 1])
+        return method(self, op)
+
+    def binop(self, op: str) -> I.Instruction:
+        flags = self.flags(_BINOP_FLAGS)
+        ty = self.type()
+        a = self.value(ty)
+        self.expect(",")
+        b = self.value(ty)
+        return I.BinaryOp(op, a, b, flags)
+
+    def fneg(self, op: str) -> I.Instruction:
+        flags = self.flags(_FMF)
+        return I.UnaryOp(op, self.typed_value(), flags)
+
+    def compare(self, op: str) -> I.Instruction:
+        flags = self.flags(_CMP_FLAGS)
+        pred = self.texts[self.i]
+        self.i += 1
+        ty = self.type()
+        a = self.value(ty)
+        self.expect(",")
+        b = self.value(ty)
+        return I.Compare(op, pred, a, b, flags)
+
+    def cast(self, op: str) -> I.Instruction:
+        flags = self.flags(_CAST_FLAGS)
+        v = self.typed_value()
+        self.expect("to")
+        return I.Cast(op, v, self.type(), flags)
+
+    def select(self, op: str) -> I.Instruction:
+        flags = self.flags(_FMF)
+        c = self.typed_value()
+        self.expect(",")
+        a = self.typed_value()
+        self.expect(",")
+        b = self.typed_value()
+        return I.Select(c, a, b, flags)
+
+    def phi(self, op: str) -> I.Instruction:
+        flags = self.flags(_FMF)
+        ty = self.type()
+        phi = I.Phi(ty, flags)
+        while True:
+            self.expect("[")
+            v = self.value(ty)
+            self.expect(",")
+            block = self.block_ref()
+            self.expect("]")
+            phi.operands.append(v)
+            phi.blocks.append(block)
+            if not (self.texts[self.i] == "," and self.texts[self.i + 1] == "["):
+                return phi
+            self.i += 1
+
+    def freeze(self, op: str) -> I.Instruction:
+        return I.Freeze(self.typed_value())
+
+    def alloca(self, op: str) -> I.Instruction:
+        flags = self.flags(frozenset({"inalloca"}))
+        ty = self.type()
+        count = None
+        align = None
+        addrspace = 0
+        while self.texts[self.i] == "," and self.kinds[self.i + 1] != "meta":
+            self.i += 1
+            if self.accept("align"):
+                align = self.int_token()
+            elif self.accept("addrspace"):
+                self.expect("(")
+                addrspace = self.int_token()
+                self.expect(")")
+            else:
+                count = self.typed_value()
+        return I.Alloca(ty, count, align, addrspace, flags)
+
+    def align_suffix(self) -> int | None:
+        if self.texts[self.i] == "," and self.texts[self.i + 1] == "align":
+            self.i += 2
+            return self.int_token()
+        return None
+
+    def atomic_tail(self) -> tuple[str | None, str]:
+        scope = None
+        if self.accept("syncscope"):
+            self.expect("(")
+            scope = self.string()
+            self.expect(")")
+        ordering = self.texts[self.i]
+        self.i += 1
+        return scope, ordering
+
+    def load(self, op: str) -> I.Instruction:
+        atomic = self.accept("atomic")
+        volatile = self.accept("volatile")
+        ty = self.type()
+        self.expect(",")
+        p = self.typed_value()
+        scope, ordering = self.atomic_tail() if atomic else (None, None)
+        return I.Load(ty, p, self.align_suffix(), volatile, ordering, scope)
+
+    def store(self, op: str) -> I.Instruction:
+        atomic = self.accept("atomic")
+        volatile = self.accept("volatile")
+        v = self.typed_value()
+        self.expect(",")
+        p = self.typed_value()
+        scope, ordering = self.atomic_tail() if atomic else (None, None)
+        return I.Store(v, p, self.align_suffix(), volatile, ordering, scope)
+
+    def gep(self, op: str) -> I.Instruction:
+        flags = self.flags(_GEP_FLAGS)
+        source = self.type()
+        self.expect(",")
+        p = self.typed_value()
+        indices = []
+        while self.texts[self.i] == "," and self.kinds[self.i + 1] != "meta":
+            self.i += 1
+            indices.append(self.typed_value())
+        return I.GetElementPtr(source, p, indices, flags)
+
+    def index_list(self) -> list[int]:
+        out = []
+        while self.texts[self.i] == "," and self.kinds[self.i + 1] == "num":
+            self.i += 1
+            out.append(self.int_token())
+        return out
+
+    def extractvalue(self, op: str) -> I.Instruction:
+        agg = self.typed_value()
+        return I.ExtractValue(agg, self.index_list())
+
+    def insertvalue(self, op: str) -> I.Instruction:
+        agg = self.typed_value()
+        self.expect(",")
+        elem = self.typed_value()
+        return I.InsertValue(agg, elem, self.index_list())
+
+    def extractelement(self, op: str) -> I.Instruction:
+        v = self.typed_value()
+        self.expect(",")
+        return I.ExtractElement(v, self.typed_value())
+
+    def insertelement(self, op: str) -> I.Instruction:
+        v = self.typed_value()
+        self.expect(",")
+        e = self.typed_value()
+        self.expect(",")
+        return I.InsertElement(v, e, self.typed_value())
+
+    def shufflevector(self, op: str) -> I.Instruction:
+        a = self.typed_value()
+        self.expect(",")
+        b = self.typed_value()
+        self.expect(",")
+        return I.ShuffleVector(a, b, self.typed_value())
+
+    def call_parts(self):
+        """``[cconv] [ret attrs] [addrspace(N)] <ty> <callee>(<args>) [fn attrs] [bundles]``."""
+        ret_attrs = self.attrs_until_type()
+        ret = self.type()
+        fnty = None
+        if self.texts[self.i] == "(" and self.kinds[self.i] == "punct":
+            fnty = self.function_type_after(ret)
+        if self.texts[self.i] == "asm":
+            self.i += 1
+            callee = self.inline_asm(T.ptr)
+        else:
+            callee = self.value(T.ptr)
+        self.expect("(")
+        args: list[Value] = []
+        attrs: list[str] = []
+        if not self.accept(")"):
+            while True:
+                if self.accept("metadata"):
+                    start = self.i
+                    self.metadata_operand()
+                    args.append(MetadataValue(self.span(start)))
+                    attrs.append("")
+                else:
+                    aty = self.type()
+                    attrs.append(self.param_attrs())
+                    args.append(self.value(aty))
+                if self.accept(")"):
+                    break
+                self.expect(",")
+        if fnty is None:
+            fnty = T.FunctionType(ret, [a.type for a in args])
+        fn_start = self.i
+        while self.kinds[self.i] == "hash" or (self.kinds[self.i] == "word"
+                                              and self.texts[self.i] not in ("to",)):
+            self.i += 1
+            if self.texts[self.i] == "(" and self.kinds[self.i] == "punct":
+                self.balanced()
+        fn_attrs = self.span(fn_start)
+        bundles: list[tuple[str, list[Value]]] = []
+        if self.texts[self.i] == "[" and self.kinds[self.i] == "punct":
+            self.i += 1
+            while True:
+                tag = self.string()
+                self.expect("(")
+                vals = []
+                if not self.accept(")"):
+                    while True:
+                        vals.append(self.typed_value())
+                        if self.accept(")"):
+                            break
+                        self.expect(",")
+                bundles.append((tag, vals))
+                if self.accept("]"):
+                    break
+                self.expect(",")
+        return ret_attrs, fnty, callee, args, attrs, fn_attrs, bundles
+
+    def metadata_operand(self) -> None:
+        kind, tok = self.kinds[self.i], self.texts[self.i]
+        if kind == "meta":
+            self.i += 1
+            if tok == "!":
+                if self.texts[self.i] == "{":
+                    depth = 0
+                    while True:
+                        t = self.texts[self.i]
+                        self.i += 1
+                        if t == "{":
+                            depth += 1
+                        elif t == "}":
+                            depth -= 1
+                            if depth == 0:
+                                return
+                        elif self.kinds[self.i - 1] == "eof":
+                            raise self.error("unterminated metadata")
+                elif self.kinds[self.i] == "str":
+                    self.i += 1
+            elif self.texts[self.i] == "(":
+                self.balanced()
+            return
+        self.typed_value()  # metadata i32 0, metadata ptr %x
+
+    def _finish_call(self, inst: I.CallBase, parts) -> I.CallBase:
+        ret_attrs, _fnty, _callee, _args, _attrs, fn_attrs, bundles = parts
+        cconv, _, rattrs = _split_cconv(ret_attrs)
+        inst.cconv = cconv
+        inst.ret_attrs = rattrs
+        inst.fn_attrs = fn_attrs
+        for tag, vals in bundles:
+            inst.add_bundle(tag, vals)
+        return inst
+
+    def call(self, op: str) -> I.Instruction:
+        flags = self.flags(_FMF)
+        parts = self.call_parts()
+        _r, fnty, callee, args, attrs, _f, _b = parts
+        return self._finish_call(I.Call(callee, args, fnty, flags, "", attrs), parts)
+
+    def tail_call(self, op: str) -> I.Instruction:
+        self.expect("call")
+        inst = self.call("call")
+        inst.tail = op
+        return inst
+
+    def invoke(self, op: str) -> I.Instruction:
+        parts = self.call_parts()
+        _r, fnty, callee, args, attrs, _f, _b = parts
+        self.expect("to")
+        normal = self.label()
+        self.expect("unwind")
+        unwind = self.label()
+        return self._finish_call(I.Invoke(callee, args, fnty, normal, unwind, attrs), parts)
+
+    def br(self, op: str) -> I.Instruction:
+        if self.texts[self.i] == "label":
+            return I.Branch(self.label())
+        cond = self.typed_value()
+        self.expect(",")
+        t = self.label()
+        self.expect(",")
+        return I.Branch(t, self.label(), cond)
+
+    def switch(self, op: str) -> I.Instruction:
+        v = self.typed_value()
+        self.expect(",")
+        inst = I.Switch(v, self.label())
+        self.expect("[")
+        self.skip_nl()
+        while not self.accept("]"):
+            c = self.typed_value()
+            self.expect(",")
+            inst.add_case(c, self.label())
+            self.skip_nl()
+        return inst
+
+    def indirectbr(self, op: str) -> I.Instruction:
+        addr = self.typed_value()
+        self.expect(",")
+        self.expect("[")
+        dests = []
+        while not self.accept("]"):
+            dests.append(self.label())
+            self.accept(",")
+        return I.IndirectBr(addr, dests)
+
+    def ret(self, op: str) -> I.Instruction:
+        if self.accept("void"):
+            return I.Ret()
+        return I.Ret(self.typed_value())
+
+    def unreachable(self, op: str) -> I.Instruction:
+        return I.Unreachable()
+
+    def resume(self, op: str) -> I.Instruction:
+        return I.Resume(self.typed_value())
+
+    def landingpad(self, op: str) -> I.Instruction:
+        inst = I.LandingPad(self.type())
+        while True:
+            save = self.i
+            self.skip_nl()
+            tok = self.texts[self.i]
+            if tok == "cleanup":
+                self.i += 1
+                inst.cleanup = True
+            elif tok in ("catch", "filter"):
+                self.i += 1
+                inst.add_clause(tok, self.typed_value())
+            else:
+                self.i = save
+                return inst
+
+    def atomicrmw(self, op: str) -> I.Instruction:
+        volatile = self.accept("volatile")
+        operation = self.texts[self.i]
+        self.i += 1
+        p = self.typed_value()
+        self.expect(",")
+        v = self.typed_value()
+        scope, ordering = self.atomic_tail()
+        return I.AtomicRMW(operation, p, v, ordering, scope, volatile, self.align_suffix())
+
+    def cmpxchg(self, op: str) -> I.Instruction:
+        weak = self.accept("weak")
+        volatile = self.accept("volatile")
+        p = self.typed_value()
+        self.expect(",")
+        c = self.typed_value()
+        self.expect(",")
+        n = self.typed_value()
+        scope, success = self.atomic_tail()
+        failure = self.texts[self.i]
+        self.i += 1
+        return I.CmpXchg(p, c, n, success, failure, scope, weak, volatile, self.align_suffix())
+
+    def fence(self, op: str) -> I.Instruction:
+        scope, ordering = self.atomic_tail()
+        return I.Fence(ordering, scope)
+
+    def va_arg(self, op: str) -> I.Instruction:
+        v = self.typed_value()
+        self.expect(",")
+        return I.VAArg(v, self.type())
+
+
+# Words that end a run of parameter attributes: the start of a value or of the next item.
+_ATTR_STOP_WORDS = frozenset({"true", "false", "null", "undef", "poison", "zeroinitializer",
+                              "none", "asm", "splat", "blockaddress", "dso_local_equivalent",
+                              "no_cfi", "ptrauth", "getelementptr"}) | I.CASTS | I.INT_BINOPS
+
+_DISPATCH = {op: _Parser.binop for op in I.INT_BINOPS | I.FLOAT_BINOPS}
+_DISPATCH.update({op: _Parser.cast for op in I.CASTS})
+_DISPATCH.update({
+    "fneg": _Parser.fneg, "icmp": _Parser.compare, "fcmp": _Parser.compare,
+    "select": _Parser.select, "phi": _Parser.phi, "freeze": _Parser.freeze,
+    "alloca": _Parser.alloca, "load": _Parser.load, "store": _Parser.store,
+    "getelementptr": _Parser.gep, "extractvalue": _Parser.extractvalue,
+    "insertvalue": _Parser.insertvalue, "extractelement": _Parser.extractelement,
+    "insertelement": _Parser.insertelement, "shufflevector": _Parser.shufflevector,
+    "call": _Parser.call, "tail": _Parser.tail_call, "musttail": _Parser.tail_call,
+    "notail": _Parser.tail_call, "invoke": _Parser.invoke, "br": _Parser.br,
+    "switch": _Parser.switch, "indirectbr": _Parser.indirectbr, "ret": _Parser.ret,
+    "unreachable": _Parser.unreachable, "resume": _Parser.resume,
+    "landingpad": _Parser.landingpad, "atomicrmw": _Parser.atomicrmw,
+    "cmpxchg": _Parser.cmpxchg, "fence": _Parser.fence, "va_arg": _Parser.va_arg,
+})
+
+_CCONV = re.compile(r"^(cc\s+\d+|[a-z_0-9]*cc|swiftcc|tailcc|preserve_\w+|ccc|cxx_fast_tlscc"
+                    r"|x86_\w+|arm_\w+|aarch64_\w+|amdgpu_\w+|ptx_\w+|spir_\w+|intel_\w+"
+                    r"|win64cc|riscv_\w+|msp430_\w+|avr_\w+|m68k_\w+|hhvm\w*)(?:\s+|$)")
+
+
+def _split_cconv(text: str) -> tuple[str, str, str]:
+    """Split call-site text before the type into (calling convention, '', return attributes)."""
+    m = _CCONV.match(text)
+    if m and not text.startswith(("captures", "nocapture")):
+        return m.group(1), "", text[m.end():]
+    return "", "", text
+
+
+def _name_of(tok: str) -> str:
+    """The unescaped name in a ``%name``, ``@"quoted"`` or ``label:`` token."""
+    if tok[0] in "%@$":
+        tok = tok[1:]
+    if tok[:1] == '"':
+        return unescape(tok[1:-1])
+    return tok
+
+
+def _make_argument(fn: Function, ty: T.Type, index: int, name: str, attrs: str):
+    from pyzyme.ir.values import Argument
+    return Argument(fn, ty, index, "" if name.isdigit() else name, attrs)
