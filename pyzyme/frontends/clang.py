@@ -55,15 +55,16 @@ def compile_to_ir(
     Parameters
     ----------
     source : str or os.PathLike
-        A path (``pathlib.Path``, or a ``str`` naming an existing file) or the source code
-        itself (any other ``str``).
+        A path (``pathlib.Path``, or a one-line ``str`` naming an existing file or ending in
+        ``.c``, ``.cpp``, ...) or the source code itself (any other ``str``).
     lang : {"c", "c++"}, optional
         The language. By default it is taken from the file's suffix (``.cpp``, ``.cc``,
         ``.cxx`` mean C++) and is ``"c"`` for source code given as a string.
     opt : str, default "-O2"
         The optimisation flag, e.g. ``"-O0"``, ``"-O1"``, ``"-O3"``, ``"-Os"``.
     extra_args : sequence of str, optional
-        More compiler arguments, e.g. ``("-ffast-math", "-DN=4", "-std=c++17")``.
+        More compiler arguments, e.g. ``("-ffast-math", "-DN=4", "-std=c++17")``. Debug
+        information is off (``-g0``) unless one of them is a ``-g`` flag.
     compiler : sequence of str, optional
         The command that runs the compiler, e.g. ``["clang-19"]``. By default
         ``[sys.executable, "-m", "ziglang", "cc"]`` (``"c++"`` for C++).
@@ -93,7 +94,7 @@ def compile_to_ir(
     path: Path | None = None
     if isinstance(source, os.PathLike):
         path = Path(source)
-    elif "\n" not in source and len(source) < 4096 and os.path.isfile(source):
+    elif _looks_like_path(source):
         path = Path(source)
     if lang is None:
         lang = "c++" if path is not None and path.suffix in _CXX_SUFFIXES else "c"
@@ -113,16 +114,20 @@ def compile_to_ir(
             # ``source_filename`` does not depend on the folder's random name.
             what = f"input{_SUFFIX[lang]}"
             (Path(tmp) / what).write_text(str(source))
-            arg = what
+            arg, cwd = what, tmp
         elif not path.is_file():
             raise FrontendError(f"no such source file: {path}")
         else:
-            what, arg = path.name, str(path.resolve())
-        cmd = [*compiler, "-x", lang, opt, "-g0", "-S", "-emit-llvm", *extra_args,
-               arg, "-o", "output.ll"]
+            # Run beside the file: relative includes work and the IR names the file alone.
+            what = arg = path.name
+            cwd = str(path.resolve().parent)
         out = Path(tmp) / "output.ll"
+        # zig honours -g0 wherever it appears, so it is left out when the caller asks for -g.
+        debug = [] if any(a.startswith("-g") for a in extra_args) else ["-g0"]
+        cmd = [*compiler, "-x", lang, opt, *debug, "-S", "-emit-llvm", *extra_args,
+               arg, "-o", str(out)]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
         except FileNotFoundError as err:
             raise FrontendError(f"cannot run the compiler {compiler[0]!r}: {err}") from None
         except subprocess.TimeoutExpired:
@@ -138,6 +143,15 @@ def compile_to_ir(
             )
         text = out.read_text()
     return normalize_ir(text, name=what)
+
+
+def _looks_like_path(source: str) -> bool:
+    """A one-line string naming an existing file, or shaped like a C/C++ file name."""
+    if "\n" in source or len(source) > 4096:
+        return False
+    if os.path.isfile(source):
+        return True
+    return not any(c in source for c in " {};()") and Path(source).suffix in _CXX_SUFFIXES | {".c"}
 
 
 def normalize_ir(text: str, name: str = "<module>") -> str:
