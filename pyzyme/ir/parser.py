@@ -26,6 +26,12 @@ from pyzyme.errors import IRTypeError, ParseError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.lexer import tokenize
+from pyzyme.ir.parse_instructions import (
+    BINOP_FLAGS,
+    CAST_FLAGS,
+    GEP_FLAGS,
+    InstructionParser,
+)
 from pyzyme.ir.module import BasicBlock, Function, Module
 from pyzyme.ir.names import unescape
 from pyzyme.ir.values import (
@@ -38,7 +44,6 @@ from pyzyme.ir.values import (
     GlobalAlias,
     GlobalVariable,
     InlineAsm,
-    MetadataValue,
     NamedValue,
     NoneToken,
     Null,
@@ -62,14 +67,6 @@ _SIMPLE_CONSTANTS = {"null": Null, "undef": Undef, "poison": Poison,
                      "zeroinitializer": ZeroInitializer, "none": NoneToken}
 _OPAQUE_CONSTANT_WORDS = frozenset({"blockaddress", "dso_local_equivalent", "no_cfi",
                                     "ptrauth", "dso_local", "asm"})
-_BINOP_FLAGS = frozenset({"nuw", "nsw", "exact", "disjoint"}) | frozenset(I.FAST_MATH_FLAGS)
-_CAST_FLAGS = frozenset({"nneg", "nuw", "nsw"}) | frozenset(I.FAST_MATH_FLAGS)
-_GEP_FLAGS = frozenset({"inbounds", "nusw", "nuw"})
-_FMF = frozenset(I.FAST_MATH_FLAGS)
-_CMP_FLAGS = _FMF | {"samesign"}
-_TAIL = frozenset({"tail", "musttail", "notail"})
-_UNSUPPORTED = frozenset({"catchswitch", "catchpad", "cleanuppad", "catchret", "cleanupret",
-                          "callbr"})
 
 
 class _Forward(Value):
@@ -114,7 +111,7 @@ def parse_module(text: str, name: str = "") -> Module:
                          parser.offset()) from None
 
 
-class _Parser:
+class _Parser(InstructionParser):
     def __init__(self, text: str, name: str) -> None:
         self.text = text
         self.kinds, self.texts, self.offsets = tokenize(text)
@@ -128,7 +125,7 @@ class _Parser:
         self.locals: dict[str, Value] = {}
         self.blocks: dict[str, BasicBlock] = {}
         self.forwards: dict[str, _Forward] = {}
-        self.ifunc_names: set[str] = set()
+        self.block_uses: dict[str, int] = {}
 
     # -- token helpers ------------------------------------------------------------------
     def offset(self) -> int:
@@ -428,6 +425,9 @@ class _Parser:
                 v = self.forwards.get(name)
                 if v is None:
                     v = self.forwards[name] = _Forward(ty, name, self.offsets[self.i - 1])
+            if v.type is not ty and v.type != ty:
+                raise self.error(f"%{name} is {v.type} but used as {ty}",
+                                 self.offsets[self.i - 1])
             return v
         if kind == "num":
             if ty.is_int:
@@ -439,6 +439,9 @@ class _Parser:
             sym = self.mod._symbols.get(_name_of(tok))
             if sym is None:
                 raise self.error(f"use of undefined global {tok}", self.offsets[self.i - 1])
+            if not ty.is_pointer:
+                raise self.error(f"global {tok} used as {ty}; globals are pointers",
+                                 self.offsets[self.i - 1])
             return sym
         if kind == "word":
             if tok == "true" or tok == "false":
@@ -489,7 +492,7 @@ class _Parser:
         op = self.texts[self.i]
         self.i += 1
         if op in I.CASTS:
-            flags = self.flags(_CAST_FLAGS)
+            flags = self.flags(CAST_FLAGS)
             self.expect("(")
             operand = self.typed_value()
             self.expect("to")
@@ -497,7 +500,7 @@ class _Parser:
             self.expect(")")
             return ConstantExpr(op, to, [operand], flags=flags)
         if op == "getelementptr":
-            flags = list(self.flags(_GEP_FLAGS))
+            flags = list(self.flags(GEP_FLAGS))
             while self.texts[self.i] == "inrange":
                 s = self.i
                 self.i += 1
@@ -511,7 +514,7 @@ class _Parser:
             self.expect(")")
             return ConstantExpr(op, ty, operands, source_type=source, flags=flags)
         if op in I.INT_BINOPS:
-            flags = self.flags(_BINOP_FLAGS)
+            flags = self.flags(BINOP_FLAGS)
             self.expect("(")
             a = self.typed_value()
             self.expect(",")
@@ -649,6 +652,7 @@ class _Parser:
         self.locals = {}
         self.blocks = {}
         self.forwards = {}
+        self.block_uses = {}
         slot = 0
         for arg in fn.args:
             if arg.name:
@@ -735,6 +739,7 @@ class _Parser:
         block = self.blocks.get(name)
         if block is None:
             block = self.blocks[name] = BasicBlock(None, "" if name.isdigit() else name)
+            self.block_uses[name] = self.offsets[self.i - 1]
         return block
 
     def label(self) -> BasicBlock:
@@ -750,7 +755,8 @@ class _Parser:
     def finish_function(self, fn: Function) -> None:
         for name, block in self.blocks.items():
             if block.parent is None:
-                raise self.error(f"@{fn.name}: use of undefined label %{name}")
+                raise self.error(f"@{fn.name}: use of undefined label %{name}",
+                                 self.block_uses.get(name))
         forwards = self.forwards
         locals_ = self.locals
         for name, fwd in forwards.items():
@@ -795,414 +801,11 @@ class _Parser:
                 self.i += 1
             inst.metadata.append((kind, self.span(start)))
 
-    # -- instructions ------------------------------------------------------------------
-    def instruction(self) -> I.Instruction:
-        kind, op = self.kinds[self.i], self.texts[self.i]
-        if kind != "word":
-            raise self.error(f"expected an instruction, found {op!r}")
-        self.i += 1
-        method = _DISPATCH.get(op)
-        if method is None:
-            if op in _UNSUPPORTED:
-                raise self.error(f"{op} (Windows-style exception handling) is not supported",
-                                 self.offsets[self.i - 1])
-            raise self.error(f"unknown instruction {op!r}", self.offsets[self.i - 1])
-        return method(self, op)
-
-    def binop(self, op: str) -> I.Instruction:
-        flags = self.flags(_BINOP_FLAGS)
-        ty = self.type()
-        a = self.value(ty)
-        self.expect(",")
-        b = self.value(ty)
-        return I.BinaryOp(op, a, b, flags)
-
-    def fneg(self, op: str) -> I.Instruction:
-        flags = self.flags(_FMF)
-        return I.UnaryOp(op, self.typed_value(), flags)
-
-    def compare(self, op: str) -> I.Instruction:
-        flags = self.flags(_CMP_FLAGS)
-        pred = self.texts[self.i]
-        self.i += 1
-        ty = self.type()
-        a = self.value(ty)
-        self.expect(",")
-        b = self.value(ty)
-        return I.Compare(op, pred, a, b, flags)
-
-    def cast(self, op: str) -> I.Instruction:
-        flags = self.flags(_CAST_FLAGS)
-        v = self.typed_value()
-        self.expect("to")
-        return I.Cast(op, v, self.type(), flags)
-
-    def select(self, op: str) -> I.Instruction:
-        flags = self.flags(_FMF)
-        c = self.typed_value()
-        self.expect(",")
-        a = self.typed_value()
-        self.expect(",")
-        b = self.typed_value()
-        return I.Select(c, a, b, flags)
-
-    def phi(self, op: str) -> I.Instruction:
-        flags = self.flags(_FMF)
-        ty = self.type()
-        phi = I.Phi(ty, flags)
-        while True:
-            self.expect("[")
-            v = self.value(ty)
-            self.expect(",")
-            block = self.block_ref()
-            self.expect("]")
-            phi.operands.append(v)
-            phi.blocks.append(block)
-            if not (self.texts[self.i] == "," and self.texts[self.i + 1] == "["):
-                return phi
-            self.i += 1
-
-    def freeze(self, op: str) -> I.Instruction:
-        return I.Freeze(self.typed_value())
-
-    def alloca(self, op: str) -> I.Instruction:
-        flags = self.flags(frozenset({"inalloca"}))
-        ty = self.type()
-        count = None
-        align = None
-        addrspace = 0
-        while self.texts[self.i] == "," and self.kinds[self.i + 1] != "meta":
-            self.i += 1
-            if self.accept("align"):
-                align = self.int_token()
-            elif self.accept("addrspace"):
-                self.expect("(")
-                addrspace = self.int_token()
-                self.expect(")")
-            else:
-                count = self.typed_value()
-        return I.Alloca(ty, count, align, addrspace, flags)
-
-    def align_suffix(self) -> int | None:
-        if self.texts[self.i] == "," and self.texts[self.i + 1] == "align":
-            self.i += 2
-            return self.int_token()
-        return None
-
-    def atomic_tail(self) -> tuple[str | None, str]:
-        scope = None
-        if self.accept("syncscope"):
-            self.expect("(")
-            scope = self.string()
-            self.expect(")")
-        ordering = self.texts[self.i]
-        self.i += 1
-        return scope, ordering
-
-    def load(self, op: str) -> I.Instruction:
-        atomic = self.accept("atomic")
-        volatile = self.accept("volatile")
-        ty = self.type()
-        self.expect(",")
-        p = self.typed_value()
-        scope, ordering = self.atomic_tail() if atomic else (None, None)
-        return I.Load(ty, p, self.align_suffix(), volatile, ordering, scope)
-
-    def store(self, op: str) -> I.Instruction:
-        atomic = self.accept("atomic")
-        volatile = self.accept("volatile")
-        v = self.typed_value()
-        self.expect(",")
-        p = self.typed_value()
-        scope, ordering = self.atomic_tail() if atomic else (None, None)
-        return I.Store(v, p, self.align_suffix(), volatile, ordering, scope)
-
-    def gep(self, op: str) -> I.Instruction:
-        flags = self.flags(_GEP_FLAGS)
-        source = self.type()
-        self.expect(",")
-        p = self.typed_value()
-        indices = []
-        while self.texts[self.i] == "," and self.kinds[self.i + 1] != "meta":
-            self.i += 1
-            indices.append(self.typed_value())
-        return I.GetElementPtr(source, p, indices, flags)
-
-    def index_list(self) -> list[int]:
-        out = []
-        while self.texts[self.i] == "," and self.kinds[self.i + 1] == "num":
-            self.i += 1
-            out.append(self.int_token())
-        return out
-
-    def extractvalue(self, op: str) -> I.Instruction:
-        agg = self.typed_value()
-        return I.ExtractValue(agg, self.index_list())
-
-    def insertvalue(self, op: str) -> I.Instruction:
-        agg = self.typed_value()
-        self.expect(",")
-        elem = self.typed_value()
-        return I.InsertValue(agg, elem, self.index_list())
-
-    def extractelement(self, op: str) -> I.Instruction:
-        v = self.typed_value()
-        self.expect(",")
-        return I.ExtractElement(v, self.typed_value())
-
-    def insertelement(self, op: str) -> I.Instruction:
-        v = self.typed_value()
-        self.expect(",")
-        e = self.typed_value()
-        self.expect(",")
-        return I.InsertElement(v, e, self.typed_value())
-
-    def shufflevector(self, op: str) -> I.Instruction:
-        a = self.typed_value()
-        self.expect(",")
-        b = self.typed_value()
-        self.expect(",")
-        return I.ShuffleVector(a, b, self.typed_value())
-
-    def call_parts(self):
-        """``[cconv] [ret attrs] [addrspace(N)] <ty> <callee>(<args>) [fn attrs] [bundles]``."""
-        ret_attrs = self.attrs_until_type()
-        ret = self.type()
-        fnty = None
-        if self.texts[self.i] == "(" and self.kinds[self.i] == "punct":
-            fnty = self.function_type_after(ret)
-        if self.texts[self.i] == "asm":
-            self.i += 1
-            callee = self.inline_asm(T.ptr)
-        else:
-            callee = self.value(T.ptr)
-        self.expect("(")
-        args: list[Value] = []
-        attrs: list[str] = []
-        if not self.accept(")"):
-            while True:
-                if self.accept("metadata"):
-                    start = self.i
-                    self.metadata_operand()
-                    args.append(MetadataValue(self.span(start)))
-                    attrs.append("")
-                else:
-                    aty = self.type()
-                    attrs.append(self.param_attrs())
-                    args.append(self.value(aty))
-                if self.accept(")"):
-                    break
-                self.expect(",")
-        if fnty is None:
-            fnty = T.FunctionType(ret, [a.type for a in args])
-        fn_start = self.i
-        while self.kinds[self.i] == "hash" or (self.kinds[self.i] == "word"
-                                              and self.texts[self.i] not in ("to",)):
-            self.i += 1
-            if self.texts[self.i] == "(" and self.kinds[self.i] == "punct":
-                self.balanced()
-        fn_attrs = self.span(fn_start)
-        bundles: list[tuple[str, list[Value]]] = []
-        if self.texts[self.i] == "[" and self.kinds[self.i] == "punct":
-            self.i += 1
-            while True:
-                tag = self.string()
-                self.expect("(")
-                vals = []
-                if not self.accept(")"):
-                    while True:
-                        vals.append(self.typed_value())
-                        if self.accept(")"):
-                            break
-                        self.expect(",")
-                bundles.append((tag, vals))
-                if self.accept("]"):
-                    break
-                self.expect(",")
-        return ret_attrs, fnty, callee, args, attrs, fn_attrs, bundles
-
-    def metadata_operand(self) -> None:
-        kind, tok = self.kinds[self.i], self.texts[self.i]
-        if kind == "meta":
-            self.i += 1
-            if tok == "!":
-                if self.texts[self.i] == "{":
-                    depth = 0
-                    while True:
-                        t = self.texts[self.i]
-                        self.i += 1
-                        if t == "{":
-                            depth += 1
-                        elif t == "}":
-                            depth -= 1
-                            if depth == 0:
-                                return
-                        elif self.kinds[self.i - 1] == "eof":
-                            raise self.error("unterminated metadata")
-                elif self.kinds[self.i] == "str":
-                    self.i += 1
-            elif self.texts[self.i] == "(":
-                self.balanced()
-            return
-        self.typed_value()  # metadata i32 0, metadata ptr %x
-
-    def _finish_call(self, inst: I.CallBase, parts) -> I.CallBase:
-        ret_attrs, _fnty, _callee, _args, _attrs, fn_attrs, bundles = parts
-        cconv, _, rattrs = _split_cconv(ret_attrs)
-        inst.cconv = cconv
-        inst.ret_attrs = rattrs
-        inst.fn_attrs = fn_attrs
-        for tag, vals in bundles:
-            inst.add_bundle(tag, vals)
-        return inst
-
-    def call(self, op: str) -> I.Instruction:
-        flags = self.flags(_FMF)
-        parts = self.call_parts()
-        _r, fnty, callee, args, attrs, _f, _b = parts
-        return self._finish_call(I.Call(callee, args, fnty, flags, "", attrs), parts)
-
-    def tail_call(self, op: str) -> I.Instruction:
-        self.expect("call")
-        inst = self.call("call")
-        inst.tail = op
-        return inst
-
-    def invoke(self, op: str) -> I.Instruction:
-        parts = self.call_parts()
-        _r, fnty, callee, args, attrs, _f, _b = parts
-        self.expect("to")
-        normal = self.label()
-        self.expect("unwind")
-        unwind = self.label()
-        return self._finish_call(I.Invoke(callee, args, fnty, normal, unwind, attrs), parts)
-
-    def br(self, op: str) -> I.Instruction:
-        if self.texts[self.i] == "label":
-            return I.Branch(self.label())
-        cond = self.typed_value()
-        self.expect(",")
-        t = self.label()
-        self.expect(",")
-        return I.Branch(t, self.label(), cond)
-
-    def switch(self, op: str) -> I.Instruction:
-        v = self.typed_value()
-        self.expect(",")
-        inst = I.Switch(v, self.label())
-        self.expect("[")
-        self.skip_nl()
-        while not self.accept("]"):
-            c = self.typed_value()
-            self.expect(",")
-            inst.add_case(c, self.label())
-            self.skip_nl()
-        return inst
-
-    def indirectbr(self, op: str) -> I.Instruction:
-        addr = self.typed_value()
-        self.expect(",")
-        self.expect("[")
-        dests = []
-        while not self.accept("]"):
-            dests.append(self.label())
-            self.accept(",")
-        return I.IndirectBr(addr, dests)
-
-    def ret(self, op: str) -> I.Instruction:
-        if self.accept("void"):
-            return I.Ret()
-        return I.Ret(self.typed_value())
-
-    def unreachable(self, op: str) -> I.Instruction:
-        return I.Unreachable()
-
-    def resume(self, op: str) -> I.Instruction:
-        return I.Resume(self.typed_value())
-
-    def landingpad(self, op: str) -> I.Instruction:
-        inst = I.LandingPad(self.type())
-        while True:
-            save = self.i
-            self.skip_nl()
-            tok = self.texts[self.i]
-            if tok == "cleanup":
-                self.i += 1
-                inst.cleanup = True
-            elif tok in ("catch", "filter"):
-                self.i += 1
-                inst.add_clause(tok, self.typed_value())
-            else:
-                self.i = save
-                return inst
-
-    def atomicrmw(self, op: str) -> I.Instruction:
-        volatile = self.accept("volatile")
-        operation = self.texts[self.i]
-        self.i += 1
-        p = self.typed_value()
-        self.expect(",")
-        v = self.typed_value()
-        scope, ordering = self.atomic_tail()
-        return I.AtomicRMW(operation, p, v, ordering, scope, volatile, self.align_suffix())
-
-    def cmpxchg(self, op: str) -> I.Instruction:
-        weak = self.accept("weak")
-        volatile = self.accept("volatile")
-        p = self.typed_value()
-        self.expect(",")
-        c = self.typed_value()
-        self.expect(",")
-        n = self.typed_value()
-        scope, success = self.atomic_tail()
-        failure = self.texts[self.i]
-        self.i += 1
-        return I.CmpXchg(p, c, n, success, failure, scope, weak, volatile, self.align_suffix())
-
-    def fence(self, op: str) -> I.Instruction:
-        scope, ordering = self.atomic_tail()
-        return I.Fence(ordering, scope)
-
-    def va_arg(self, op: str) -> I.Instruction:
-        v = self.typed_value()
-        self.expect(",")
-        return I.VAArg(v, self.type())
-
 
 # Words that end a run of parameter attributes: the start of a value or of the next item.
 _ATTR_STOP_WORDS = frozenset({"true", "false", "null", "undef", "poison", "zeroinitializer",
                               "none", "asm", "splat", "blockaddress", "dso_local_equivalent",
                               "no_cfi", "ptrauth", "getelementptr"}) | I.CASTS | I.INT_BINOPS
-
-_DISPATCH = {op: _Parser.binop for op in I.INT_BINOPS | I.FLOAT_BINOPS}
-_DISPATCH.update({op: _Parser.cast for op in I.CASTS})
-_DISPATCH.update({
-    "fneg": _Parser.fneg, "icmp": _Parser.compare, "fcmp": _Parser.compare,
-    "select": _Parser.select, "phi": _Parser.phi, "freeze": _Parser.freeze,
-    "alloca": _Parser.alloca, "load": _Parser.load, "store": _Parser.store,
-    "getelementptr": _Parser.gep, "extractvalue": _Parser.extractvalue,
-    "insertvalue": _Parser.insertvalue, "extractelement": _Parser.extractelement,
-    "insertelement": _Parser.insertelement, "shufflevector": _Parser.shufflevector,
-    "call": _Parser.call, "tail": _Parser.tail_call, "musttail": _Parser.tail_call,
-    "notail": _Parser.tail_call, "invoke": _Parser.invoke, "br": _Parser.br,
-    "switch": _Parser.switch, "indirectbr": _Parser.indirectbr, "ret": _Parser.ret,
-    "unreachable": _Parser.unreachable, "resume": _Parser.resume,
-    "landingpad": _Parser.landingpad, "atomicrmw": _Parser.atomicrmw,
-    "cmpxchg": _Parser.cmpxchg, "fence": _Parser.fence, "va_arg": _Parser.va_arg,
-})
-
-_CCONV = re.compile(r"^(cc\s+\d+|[a-z_0-9]*cc|swiftcc|tailcc|preserve_\w+|ccc|cxx_fast_tlscc"
-                    r"|x86_\w+|arm_\w+|aarch64_\w+|amdgpu_\w+|ptx_\w+|spir_\w+|intel_\w+"
-                    r"|win64cc|riscv_\w+|msp430_\w+|avr_\w+|m68k_\w+|hhvm\w*)(?:\s+|$)")
-
-
-def _split_cconv(text: str) -> tuple[str, str, str]:
-    """Split call-site text before the type into (calling convention, '', return attributes)."""
-    m = _CCONV.match(text)
-    if m and not text.startswith(("captures", "nocapture")):
-        return m.group(1), "", text[m.end():]
-    return "", "", text
-
 
 def _name_of(tok: str) -> str:
     """The unescaped name in a ``%name``, ``@"quoted"`` or ``label:`` token."""

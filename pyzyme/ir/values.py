@@ -135,7 +135,7 @@ def _format_float(type: T.Type, value: float) -> str:  # noqa: A002
         if float(decimal) == value:
             return decimal
     # LLVM spells float constants as the hex of the double they widen to.
-    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
+    return "0x%X" % struct.unpack("<Q", struct.pack("<d", value))[0]
 
 
 def float_from_hex(text: str) -> float:
