@@ -107,3 +107,12 @@ def test_verify_reports_llvm_message():
 
 def test_llvm_agrees_on_good_text():
     assert llvm.parse_assembly(str(ir.parse_module(GOOD))).verify() is None
+
+
+def test_verify_survives_broken_debug_info():
+    """LLVM aborts the process on a broken module with debug info; verify must not."""
+    text = str(ir.parse_module(GOOD)).replace(
+        "br i1 %c, label %loop, label %exit", "br i1 %c, label %loop, label %loop")
+    text += ('\n!llvm.module.flags = !{!0}\n!0 = !{i32 2, !"Debug Info Version", i32 3}\n')
+    with pytest.raises(VerifyError, match="PHI"):
+        ir.verify(text)
