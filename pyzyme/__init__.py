@@ -15,6 +15,8 @@ from pyzyme.errors import (
 
 __version__ = "0.1.0"
 
+import pyzyme.frontends.numba.hook  # noqa: E402,F401  installs the capture hook before Numba compiles anything
+
 __all__ = [
     "ActivityError",
     "CaptureError",

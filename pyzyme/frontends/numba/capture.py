@@ -1,0 +1,295 @@
+"""Capture an ``@njit`` function as an LLVM module ready for differentiation.
+
+``capture(f, args)`` compiles ``f`` for one signature and returns its *native* function (Numba's
+internal calling convention, see :mod:`~pyzyme.frontends.numba.abi`) together with every callee
+and global it needs, and nothing else: the CPython and C-callable wrappers Numba adds are removed.
+
+The IR comes from the snapshots of :mod:`~pyzyme.frontends.numba.hook`: the module of ``f``'s
+library and of every library it links (its callees, Numba's runtime), each as it was after
+Numba's per-function passes and before any module optimization. They are linked into one module,
+everything but the native function is made internal, and the result is optimized by
+:func:`pyzyme.runtime.passes.ad_friendly` (O2 without unrolling or vectorization).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import llvmlite.binding as llvm
+import numba
+from numba.core import codegen as numba_codegen
+from numba.core import sigutils, types
+from numba.core.compiler import CompileResult
+from numba.core.dispatcher import Dispatcher
+from numba.core.errors import NumbaError
+from numba.core.runtime import nrtdynmod, rtsys
+from numba.core.typing import Signature
+
+from pyzyme.errors import CaptureError, error_context
+from pyzyme.frontends.numba import hook
+from pyzyme.frontends.numba.abi import AbiMap
+from pyzyme.runtime import modules, passes
+
+PIPELINES = ("ad", "numba")
+
+# Numba's environment pointers: ``common global ptr null`` definitions filled in by name when the
+# library is loaded (JITCPUCodegen.set_env). The captured module must refer to the filled one.
+_ENV_GLOBAL = re.compile(r'^(@"?_ZN08NumbaEnv[^ ]*) = (?:[a-z_]+ )*global ptr null(?:, align \d+)?$', re.M)
+
+
+def _is_env_global(name: str) -> bool:
+    return name.startswith("_ZN08NumbaEnv")
+
+
+@dataclass(frozen=True, eq=False)
+class Captured:
+    """One compiled signature of a Numba function, as an LLVM module.
+
+    Attributes
+    ----------
+    text
+        The module as LLVM IR text: the native function ``symbol``, its callees and globals.
+    symbol
+        Name of the native function in the module (Numba's mangled name; it changes between
+        processes).
+    signature
+        The Numba signature the function was compiled for.
+    abi
+        Where each Python argument goes among the native parameters, and how the result returns.
+    dispatcher
+        The Numba dispatcher that compiled it (a private copy if ``f`` had been compiled before
+        pyzyme was imported).
+    compile_result
+        Numba's result for ``signature`` (library, function descriptor, environment).
+    pipeline
+        ``"ad"`` (pre-AD O2) or ``"numba"`` (Numba's own O3, before code generation).
+    stale_libraries
+        Names of linked libraries whose clean IR was not available (compiled before the hook was
+        installed, or loaded from Numba's cache); their code is taken as Numba linked it.
+    """
+
+    text: str
+    symbol: str
+    signature: Signature
+    abi: AbiMap
+    dispatcher: Dispatcher
+    compile_result: CompileResult
+    pipeline: str
+    stale_libraries: tuple[str, ...] = field(default=())
+
+    @cached_property
+    def module(self):
+        """The module as a :class:`pyzyme.ir.Module` (parsed on first use)."""
+        from pyzyme import ir
+
+        return ir.parse_module(self.text)
+
+    def llvm_module(self) -> llvm.ModuleRef:
+        """A fresh llvmlite module parsed from :attr:`text`."""
+        return modules.parse(self.text, what=f"captured module of {self.abi.function}")
+
+    def __repr__(self) -> str:
+        return f"<Captured {self.abi.function}{self.signature} as @{self.symbol}, {self.pipeline} pipeline>"
+
+
+def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad") -> Captured:
+    """Compile ``f`` for one signature and capture its native function as an LLVM module.
+
+    Parameters
+    ----------
+    f
+        A Numba dispatcher (``@njit`` function) or a plain Python function, which is compiled
+        with ``numba.njit``.
+    args
+        The signature, as a tuple of Numba types (``(float64[::1], int64)``), a Numba signature
+        or signature string (``"float64(float64[::1], int64)"``), or a tuple of example arguments
+        whose types Numba infers (``(np.ones(3), 2)``).
+    pipeline
+        ``"ad"``: the module before any of Numba's module optimizations, optimized for AD (O2,
+        no unrolling or vectorization). ``"numba"``: Numba's own optimized module (O3), before
+        machine code generation.
+
+    Raises
+    ------
+    CaptureError
+        If Numba cannot compile ``f`` for ``args``, or an argument type has no native form pyzyme
+        can describe, or the installed Numba is not the one pyzyme was written for.
+
+    Examples
+    --------
+    >>> import numba
+    >>> @numba.njit
+    ... def f(x, n):
+    ...     return x ** n
+    >>> cap = capture(f, (2.0, 3))
+    >>> cap.signature
+    (float64, int64) -> float64
+    >>> ("define double" in cap.text, "@_ZN7cpython" in cap.text)
+    (False, False)
+    >>> cap.abi.native_type
+    'i32 (ptr retptr, ptr excinfo, double, i64)'
+    >>> cap.module.get_function(cap.symbol).is_declaration
+    False
+    """
+    if pipeline not in PIPELINES:
+        raise ValueError(f"pipeline must be one of {PIPELINES}; got {pipeline!r}")
+    hook.require_installed()
+    dispatcher = _as_dispatcher(f)
+    name = dispatcher.py_func.__qualname__
+    with error_context("capturing Numba function", name):
+        argtypes, return_type = _signature_types(args, name)
+        cres = _compile(dispatcher, argtypes, return_type, name)
+        if not hook.has_prelink(cres.library):
+            # Compiled before pyzyme was imported, or loaded from Numba's cache: no clean IR was
+            # kept, so compile a private copy while the hook watches.
+            dispatcher = _private_copy(dispatcher)
+            cres = _compile(dispatcher, argtypes, return_type, name)
+        symbol = cres.fndesc.llvm_func_name
+        abi = AbiMap.from_signature(cres.target_context, name, tuple(cres.fndesc.args), cres.signature)
+
+        if pipeline == "ad":
+            module, stale = _linked_prelink_module(cres.library)
+            passes.strip_to(module, [symbol], keep_globals=_is_env_global)
+            passes.ad_friendly(module)
+        else:
+            module, stale = modules.module_for_linking(cres.library._get_module_for_linking()), ()
+            module.get_function(symbol).linkage = "external"
+            passes.strip_to(module, [symbol], keep_globals=_is_env_global)
+        text = _declare_env_globals(str(module))
+        module = modules.parse(text, what=f"captured module of {name}")
+        abi.check_function(module.get_function(symbol))
+    return Captured(
+        text=str(module),
+        symbol=symbol,
+        signature=cres.signature,
+        abi=abi,
+        dispatcher=dispatcher,
+        compile_result=cres,
+        pipeline=pipeline,
+        stale_libraries=stale,
+    )
+
+
+def _as_dispatcher(f: Callable | Dispatcher) -> Dispatcher:
+    if isinstance(f, Dispatcher):
+        return f
+    if callable(f) and hasattr(f, "__code__"):
+        return numba.njit(f)
+    raise CaptureError(f"cannot capture {f!r}: expected an @njit function or a plain Python function")
+
+
+def _private_copy(dispatcher: Dispatcher) -> Dispatcher:
+    # njit implies nopython (and warns if told); the copy must not load from or write to the cache.
+    options = {k: v for k, v in dispatcher.targetoptions.items() if k not in ("cache", "nopython")}
+    return numba.njit(**options)(dispatcher.py_func)
+
+
+def _signature_types(args: Any, name: str) -> tuple[tuple[types.Type, ...], types.Type | None]:
+    """(argument types, return type or None) from a signature, a type tuple or example values."""
+    if isinstance(args, (str, Signature)):
+        try:
+            argtypes, return_type = sigutils.normalize_signature(args)
+        except (TypeError, NameError, SyntaxError) as err:
+            raise CaptureError(f"cannot read signature {args!r}: {err}") from None
+        return tuple(argtypes), return_type
+    if not isinstance(args, (tuple, list)):
+        raise CaptureError(
+            f"expected the argument types of {name} as a tuple (of Numba types or of example values); "
+            f"got {type(args).__name__}",
+            hint="write capture(f, (x,)) for a single argument",
+        )
+    if all(isinstance(a, types.Type) for a in args):
+        return tuple(args), None
+    try:
+        return tuple(numba.typeof(a) for a in args), None
+    except ValueError as err:
+        raise CaptureError(f"Numba cannot type an example argument of {name}: {err}") from None
+
+
+def _compile(dispatcher: Dispatcher, argtypes, return_type, name: str) -> CompileResult:
+    sig = argtypes if return_type is None else return_type(*argtypes)
+    try:
+        dispatcher.compile(sig)
+    except NumbaError as err:
+        first = str(err).strip().splitlines()[0]
+        shown = ", ".join(map(str, argtypes))
+        raise CaptureError(f"Numba cannot compile {name}({shown}): {first}") from err
+    cres = dispatcher.overloads.get(tuple(argtypes))
+    if cres is None:  # Numba chose an existing overload that the arguments convert to
+        cres = dispatcher.overloads[dispatcher.find_matching_overload(argtypes)]
+    return cres
+
+
+def _linked_prelink_module(root: numba_codegen.CPUCodeLibrary) -> tuple[llvm.ModuleRef, tuple[str, ...]]:
+    """``root``'s own module with the own modules of all libraries it links, transitively.
+
+    Linked libraries contribute their definitions as ``linkonce_odr``, as Numba links them, except
+    Numba's runtime library, whose definitions are linked first and strong: they then replace
+    any copy of ``NRT_incref``/``NRT_decref`` that a library compiled before the hook carries in
+    its machine-code-rewritten form. Returns the module and the names of libraries for which only
+    Numba's linked module was available.
+    """
+    module = hook.prelink_module(root)
+    runtime = _runtime_library()
+    libraries = [lib for lib in _linked_libraries(root) if lib is not runtime]
+    if runtime is not root:
+        module.link_in(hook.prelink_module(runtime) or _fresh_runtime_module())
+    stale = []
+    for library in libraries:
+        part = hook.prelink_module(library)
+        if part is None:
+            stale.append(library.name)
+            part = library._get_module_for_linking().clone()
+        try:
+            module.link_in(modules.module_for_linking(part))
+        except RuntimeError as err:
+            raise CaptureError(f"cannot link the IR of library {library.name!r}: {err}") from None
+    return module, tuple(stale)
+
+
+def _linked_libraries(root: numba_codegen.CPUCodeLibrary) -> list[numba_codegen.CPUCodeLibrary]:
+    """The libraries ``root`` links, transitively, each after every library that links it.
+
+    The order matters: LLVM's linker brings in a ``linkonce_odr`` definition only if the module
+    linked so far refers to it, so a callee must be linked after all of its callers.
+    """
+    postorder, seen = [], {id(root)}
+
+    def visit(library):
+        for callee in library._linking_libraries:
+            if id(callee) not in seen:
+                seen.add(id(callee))
+                visit(callee)
+        postorder.append(library)
+
+    visit(root)
+    return postorder[-2::-1]  # reverse postorder, without root itself
+
+
+def _runtime_library():
+    return rtsys.library
+
+
+def _fresh_runtime_module() -> llvm.ModuleRef:
+    # Numba's runtime library is compiled once, at the first compilation in the process; if that
+    # happened before the hook, its IR is regenerated (not recompiled: NRT_incref would then be
+    # defined twice in the JIT).
+    from numba.core.registry import cpu_target
+
+    ir_module, _unfinalized_library = nrtdynmod.create_nrt_module(cpu_target.target_context)
+    return modules.parse(str(ir_module), what="Numba runtime module")
+
+
+def _declare_env_globals(text: str) -> str:
+    """Turn Numba's environment pointer definitions into declarations, dropping unused ones."""
+
+    def replace(match: re.Match) -> str:
+        name = match.group(1)
+        uses = len(re.findall(re.escape(name) + r'(?![\w.$"])', text)) - 1  # minus the definition
+        return f"{name} = external global ptr" if uses else ""
+
+    return _ENV_GLOBAL.sub(replace, text)

@@ -1,0 +1,191 @@
+"""Compile LLVM IR to native code inside Numba's JIT engine.
+
+A module compiled here becomes a Numba code library: its functions get addresses in the same
+MCJIT engine that runs all ``@njit`` code, resolve Numba's runtime (``NRT_*``, ``numba_*``
+helpers) exactly as Numba's own code does, and can be *linked into* ``@njit`` callers, where LLVM
+inlines them (see :func:`pyzyme.frontends.numba.njit_callable`).
+
+MCJIT cannot unload code, so every compiled module lives as long as the process; compiling the
+same text twice returns the first result instead of defining its symbols twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+from numba.core import codegen as numba_codegen
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.runtime import rtsys
+
+from pyzyme.errors import PyzymeError, VerifyError, error_context
+from pyzyme.runtime import modules, passes, target
+
+# Numba's runtime linker creates these globals for recursive calls and resolves them itself.
+_NUMBA_UNRESOLVED_PREFIX = ".numba.unresolved$"
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledModule:
+    """A module compiled into Numba's JIT engine.
+
+    Attributes
+    ----------
+    library
+        The Numba code library holding the code; pass it to
+        ``context.active_code_library.add_linking_library`` to link (and inline) it into a caller.
+    functions
+        Names of the externally visible functions the module defines.
+    opt
+        The optimization level it was compiled at.
+    """
+
+    library: numba_codegen.JITCodeLibrary
+    functions: tuple[str, ...]
+    opt: int
+
+    def address(self, symbol: str) -> int:
+        """The address of the native code of function ``symbol``.
+
+        Raises
+        ------
+        PyzymeError
+            If the module defines no such externally visible function.
+        """
+        if symbol not in self.functions:
+            raise PyzymeError(f"compiled module defines no function @{symbol}; it defines {list(self.functions)}")
+        return self.library.get_pointer_to_function(symbol)
+
+    @property
+    def optimized_ir(self) -> str:
+        """The module after optimization, before machine code generation, as LLVM IR text."""
+        return str(self.library._get_module_for_linking())
+
+
+class _PyzymeLibrary(numba_codegen.JITCodeLibrary):
+    """A Numba code library whose optimization level pyzyme chooses.
+
+    At level 3 it runs Numba's own pipeline, so derivative code is optimized exactly like the
+    ``@njit`` code around it; at lower levels LLVM's default pipeline at that level (level 0 to
+    inspect or debug generated code). Either way, the module callers link is taken before
+    machine code generation rewrites it.
+    """
+
+    def __init__(self, codegen: numba_codegen.JITCPUCodegen, name: str, *, opt: int) -> None:
+        super().__init__(codegen, name)
+        self._pyzyme_opt = opt
+
+    def _optimize_functions(self, ll_module: llvm.ModuleRef) -> None:
+        if self._pyzyme_opt == 3:
+            super()._optimize_functions(ll_module)
+        else:
+            ll_module.data_layout = self._codegen._data_layout
+
+    def _optimize_final_module(self) -> None:
+        if self._pyzyme_opt == 3:
+            super()._optimize_final_module()
+        else:
+            passes.optimize(self._final_module, self._pyzyme_opt)
+        self._shared_module = modules.module_for_linking(self._final_module)
+
+
+@dataclass
+class _CompiledRegistry:
+    """Modules compiled in this process, by hash of (text, opt): MCJIT keeps them all anyway."""
+
+    by_key: dict[str, CompiledModule]
+    lock: threading.Lock
+
+
+_COMPILED = _CompiledRegistry(by_key={}, lock=threading.Lock())
+
+
+def compile_module(module, opt: int = 3, *, name: str = "pyzyme") -> CompiledModule:
+    """Verify, optimize and JIT-compile an LLVM module into Numba's engine.
+
+    Parameters
+    ----------
+    module
+        A :class:`pyzyme.ir.Module`, or LLVM IR text (anything whose ``str()`` is LLVM IR).
+        Functions meant to be called must have external linkage.
+    opt
+        Optimization level, 0-3. Level 3 is Numba's own pipeline.
+    name
+        Name of the code library (shown in Numba's diagnostics).
+
+    Raises
+    ------
+    VerifyError
+        If LLVM rejects the module, a function or global it uses cannot be found in the process
+        or the JIT, or a symbol it defines already has a different definition in the JIT.
+
+    Examples
+    --------
+    >>> import ctypes
+    >>> cm = compile_module("define double @__pyzyme_doc_twice(double %x) {\\n"
+    ...                     "  %y = fmul double %x, 2.0\\n  ret double %y\\n}")
+    >>> ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(cm.address("__pyzyme_doc_twice"))(4.0)
+    8.0
+    """
+    if opt not in (0, 1, 2, 3):
+        raise ValueError(f"optimization level must be 0, 1, 2 or 3; got {opt!r}")
+    text = str(module)
+    key = hashlib.sha256(f"{opt}\n{text}".encode()).hexdigest()
+    with _COMPILED.lock, global_compiler_lock:
+        if key in _COMPILED.by_key:
+            return _COMPILED.by_key[key]
+        with error_context("compiling module", name):
+            compiled = _compile(text, opt, name)
+        _COMPILED.by_key[key] = compiled
+        return compiled
+
+
+def _compile(text: str, opt: int, name: str) -> CompiledModule:
+    ll_module = modules.parse(text)
+    codegen = target.numba_codegen_instance()
+    _check_new_definitions(ll_module, codegen)
+    _check_resolvable(ll_module, codegen)
+    functions = tuple(
+        fn.name for fn in ll_module.functions if not fn.is_declaration and fn.linkage == llvm.Linkage.external
+    )
+    if not functions:
+        raise VerifyError(
+            "the module defines no externally visible function, so nothing could be called",
+            hint="give the entry points external linkage (no 'internal'/'linkonce_odr')",
+        )
+    library = _PyzymeLibrary(codegen, name, opt=opt)
+    # Numba links its runtime into every library so NRT_incref/NRT_decref can be inlined.
+    library.add_linking_library(rtsys.library)
+    library.add_llvm_module(ll_module)
+    library.finalize()
+    return CompiledModule(library=library, functions=functions, opt=opt)
+
+
+def _check_new_definitions(ll_module: llvm.ModuleRef, codegen: numba_codegen.JITCPUCodegen) -> None:
+    # MCJIT does not diagnose a second definition of a symbol: calls silently go to one of them.
+    clashes = [n for n in modules.defined_names(ll_module) if codegen._engine.is_symbol_defined(n)]
+    if clashes:
+        raise VerifyError(
+            f"symbol(s) {', '.join('@' + n for n in clashes)} are already defined in the JIT by other code",
+            hint="name generated functions with pyzyme.runtime.symbol_name(kind, <their IR>)",
+        )
+
+
+def _check_resolvable(ll_module: llvm.ModuleRef, codegen: numba_codegen.JITCPUCodegen) -> None:
+    # An unresolved symbol makes MCJIT abort the whole process; say which one instead.
+    missing = [
+        n
+        for n in modules.declared_names(ll_module)
+        if not n.startswith(_NUMBA_UNRESOLVED_PREFIX)
+        and not codegen._engine.is_symbol_defined(n)
+        and not llvm.address_of_symbol(n)
+    ]
+    if missing:
+        raise VerifyError(
+            f"the module uses {', '.join('@' + n for n in missing)}, defined neither in the module, "
+            "nor in Numba's JIT, nor in the process",
+            hint="include the callee's definition in the module, or load the shared library "
+            "that defines it (llvmlite.binding.load_library_permanently)",
+        )

@@ -1,0 +1,111 @@
+"""LLVM pass pipelines, run through llvmlite's new pass manager on Numba's target machine.
+
+Two pipelines matter to AD:
+
+``ad_friendly`` (before differentiation)
+    LLVM's O2 with loop unrolling, loop vectorization, SLP vectorization and interleaving off.
+    Inlining, SROA, instcombine, GVN, LICM and loop canonicalization all run, so the primal is as
+    simple as optimization can make it; but a loop stays one loop over scalars, whose derivative
+    is one loop over scalars (Numba's O3 unrolls a matmul's inner loop 8x and vectorizes
+    ``np.exp`` to ``<4 x double>``, which would multiply the derivative code and its tape).
+``optimize`` (after differentiation)
+    The full pipeline at a chosen level, with the vectorization Numba itself uses, so derivative
+    code is optimized like Numba's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import llvmlite.binding as llvm
+from numba.core import config as numba_config
+
+from pyzyme.runtime import target
+from pyzyme.runtime.modules import internalize_all_but
+
+
+def _run(module: llvm.ModuleRef, pto: llvm.PipelineTuningOptions) -> None:
+    pb = llvm.create_pass_builder(target.target_machine(), pto)
+    pb.getModulePassManager().run(module, pb)
+
+
+def ad_friendly(module: llvm.ModuleRef) -> None:
+    """Optimize ``module`` in place for differentiation: O2 without unrolling or vectorization.
+
+    Numba's reference-count pruning runs as well: inlining brings ``NRT_incref``/``NRT_decref``
+    pairs into one function where they cancel. It runs after a first O1 round too, because O2's
+    jump threading and loop rotation split the blocks of a pair apart before pruning could see
+    them (an array allocated, filled in a loop and summed keeps two pairs otherwise).
+
+    Examples
+    --------
+    >>> from pyzyme.runtime.modules import parse
+    >>> m = parse('''define double @f(double %x) {
+    ...   %p = alloca double
+    ...   store double %x, ptr %p
+    ...   %y = load double, ptr %p
+    ...   ret double %y
+    ... }''')
+    >>> ad_friendly(m)
+    >>> "alloca" in str(m)
+    False
+    """
+    for level in (1, 2):
+        _run(module, _no_unroll_no_vectorize(level))
+        _prune_refcounts(module)
+    cleanup = llvm.create_new_module_pass_manager()
+    cleanup.add_simplify_cfg_pass()
+    cleanup.add_global_dead_code_eliminate_pass()
+    cleanup.add_strip_dead_prototype_pass()
+    cleanup.run(module, _plain_pass_builder())
+
+
+def _no_unroll_no_vectorize(level: int) -> llvm.PipelineTuningOptions:
+    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    pto.loop_unrolling = False
+    pto.loop_vectorization = False
+    pto.slp_vectorization = False
+    pto.loop_interleaving = False
+    return pto
+
+
+def _prune_refcounts(module: llvm.ModuleRef) -> None:
+    mpm = llvm.create_new_module_pass_manager()
+    mpm.add_refprune_pass(llvm.RefPruneSubpasses.ALL)
+    mpm.run(module, _plain_pass_builder())
+
+
+def _plain_pass_builder() -> llvm.PassBuilder:
+    """A pass builder for running hand-picked passes (its own pipeline is not used)."""
+    return llvm.create_pass_builder(target.target_machine(), llvm.create_pipeline_tuning_options(0))
+
+
+def optimize(module: llvm.ModuleRef, level: int = 3) -> None:
+    """Optimize ``module`` in place at ``level`` (0-3), vectorizing as Numba is configured to.
+
+    Level 0 only runs the always-inliner; levels 1-3 are LLVM's default pipelines.
+    """
+    if level not in (0, 1, 2, 3):
+        raise ValueError(f"optimization level must be 0, 1, 2 or 3; got {level!r}")
+    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    pto.loop_vectorization = bool(numba_config.LOOP_VECTORIZE) and level > 1
+    pto.slp_vectorization = bool(numba_config.SLP_VECTORIZE) and level > 1
+    _run(module, pto)
+
+
+def strip_to(module: llvm.ModuleRef, keep: Iterable[str], *, keep_globals=lambda name: False) -> None:
+    """Delete every function and global of ``module`` not reachable from the definitions in ``keep``.
+
+    Examples
+    --------
+    >>> from pyzyme.runtime.modules import parse
+    >>> m = parse("define void @a() {\\n ret void\\n}\\ndefine void @b() {\\n ret void\\n}")
+    >>> strip_to(m, ["a"])
+    >>> [f.name for f in m.functions]
+    ['a']
+    """
+    internalize_all_but(module, keep, keep_globals=keep_globals)
+    mpm = llvm.create_new_module_pass_manager()
+    mpm.add_global_dead_code_eliminate_pass()
+    mpm.add_strip_dead_prototype_pass()
+    mpm.run(module, _plain_pass_builder())

@@ -1,0 +1,53 @@
+"""The one LLVM target pyzyme compiles for: Numba's own JIT code generator.
+
+Compiled derivatives are linked into Numba-compiled callers and run in Numba's MCJIT engine, so
+they must be optimized for exactly the CPU, features, triple and data layout Numba uses. Instead of
+building a second target machine that could drift from Numba's, pyzyme borrows Numba's.
+
+Nothing here runs at import time: asking for Numba's codegen initializes Numba's CPU target and
+compiles its runtime library, which must happen after the capture hook is installed.
+"""
+
+from __future__ import annotations
+
+import llvmlite.binding as llvm
+from numba.core import codegen as numba_codegen
+from numba.core.registry import cpu_target
+from numba.core.runtime import rtsys
+
+
+def numba_codegen_instance() -> numba_codegen.JITCPUCodegen:
+    """Numba's process-wide JIT code generator (one MCJIT engine, one target machine).
+
+    Numba's runtime (``NRT_*`` symbols, its JIT-compiled ``NRT_incref``/``NRT_decref``) is
+    initialized too, as Numba does before its first compilation.
+
+    Examples
+    --------
+    >>> numba_codegen_instance() is numba_codegen_instance()
+    True
+    """
+    context = cpu_target.target_context
+    rtsys.initialize(context)  # idempotent
+    return context.codegen()
+
+
+def target_machine() -> llvm.TargetMachine:
+    """Numba's target machine: host CPU name and features, static relocation, JIT code model."""
+    return numba_codegen_instance()._tm
+
+
+def data_layout() -> str:
+    """The data layout string of Numba's target.
+
+    Examples
+    --------
+    >>> data_layout().startswith("e-m:")
+    True
+    """
+    return numba_codegen_instance()._data_layout
+
+
+def triple() -> str:
+    """The target triple Numba compiles for (the host's)."""
+    return llvm.get_process_triple()
