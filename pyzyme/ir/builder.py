@@ -77,58 +77,58 @@ class IRBuilder:
               name: str = "") -> I.BinaryOp:
         return self.insert(I.BinaryOp(opcode, a, b, flags), name)
 
-    def add(self, a, b, flags=(), name=""):
+    def add(self, a: Value, b: Value, flags: Sequence[str] = (), name: str = "") -> I.BinaryOp:
         return self.binop("add", a, b, flags, name)
 
-    def sub(self, a, b, flags=(), name=""):
+    def sub(self, a: Value, b: Value, flags: Sequence[str] = (), name: str = "") -> I.BinaryOp:
         return self.binop("sub", a, b, flags, name)
 
-    def mul(self, a, b, flags=(), name=""):
+    def mul(self, a: Value, b: Value, flags: Sequence[str] = (), name: str = "") -> I.BinaryOp:
         return self.binop("mul", a, b, flags, name)
 
-    def sdiv(self, a, b, flags=(), name=""):
+    def sdiv(self, a: Value, b: Value, flags: Sequence[str] = (), name: str = "") -> I.BinaryOp:
         return self.binop("sdiv", a, b, flags, name)
 
-    def udiv(self, a, b, flags=(), name=""):
+    def udiv(self, a: Value, b: Value, flags: Sequence[str] = (), name: str = "") -> I.BinaryOp:
         return self.binop("udiv", a, b, flags, name)
 
-    def srem(self, a, b, name=""):
+    def srem(self, a: Value, b: Value, name: str = "") -> I.BinaryOp:
         return self.binop("srem", a, b, (), name)
 
-    def urem(self, a, b, name=""):
+    def urem(self, a: Value, b: Value, name: str = "") -> I.BinaryOp:
         return self.binop("urem", a, b, (), name)
 
-    def shl(self, a, b, flags=(), name=""):
+    def shl(self, a: Value, b: Value, flags: Sequence[str] = (), name: str = "") -> I.BinaryOp:
         return self.binop("shl", a, b, flags, name)
 
-    def lshr(self, a, b, flags=(), name=""):
+    def lshr(self, a: Value, b: Value, flags: Sequence[str] = (), name: str = "") -> I.BinaryOp:
         return self.binop("lshr", a, b, flags, name)
 
-    def ashr(self, a, b, flags=(), name=""):
+    def ashr(self, a: Value, b: Value, flags: Sequence[str] = (), name: str = "") -> I.BinaryOp:
         return self.binop("ashr", a, b, flags, name)
 
-    def and_(self, a, b, name=""):
+    def and_(self, a: Value, b: Value, name: str = "") -> I.BinaryOp:
         return self.binop("and", a, b, (), name)
 
-    def or_(self, a, b, flags=(), name=""):
+    def or_(self, a: Value, b: Value, flags: Sequence[str] = (), name: str = "") -> I.BinaryOp:
         return self.binop("or", a, b, flags, name)
 
-    def xor(self, a, b, name=""):
+    def xor(self, a: Value, b: Value, name: str = "") -> I.BinaryOp:
         return self.binop("xor", a, b, (), name)
 
-    def fadd(self, a, b, flags=(), name=""):
+    def fadd(self, a: Value, b: Value, flags: Sequence[str] = (), name: str = "") -> I.BinaryOp:
         return self.binop("fadd", a, b, flags, name)
 
-    def fsub(self, a, b, flags=(), name=""):
+    def fsub(self, a: Value, b: Value, flags: Sequence[str] = (), name: str = "") -> I.BinaryOp:
         return self.binop("fsub", a, b, flags, name)
 
-    def fmul(self, a, b, flags=(), name=""):
+    def fmul(self, a: Value, b: Value, flags: Sequence[str] = (), name: str = "") -> I.BinaryOp:
         return self.binop("fmul", a, b, flags, name)
 
-    def fdiv(self, a, b, flags=(), name=""):
+    def fdiv(self, a: Value, b: Value, flags: Sequence[str] = (), name: str = "") -> I.BinaryOp:
         return self.binop("fdiv", a, b, flags, name)
 
-    def frem(self, a, b, flags=(), name=""):
+    def frem(self, a: Value, b: Value, flags: Sequence[str] = (), name: str = "") -> I.BinaryOp:
         return self.binop("frem", a, b, flags, name)
 
     def fneg(self, a: Value, flags: Sequence[str] = (), name: str = "") -> I.UnaryOp:
@@ -146,40 +146,40 @@ class IRBuilder:
              name: str = "") -> I.Cast:
         return self.insert(I.Cast(opcode, value, to, flags), name)
 
-    def trunc(self, v, to, name=""):
+    def trunc(self, v: Value, to: T.Type, name: str = "") -> I.Cast:
         return self.cast("trunc", v, to, (), name)
 
-    def zext(self, v, to, name=""):
+    def zext(self, v: Value, to: T.Type, name: str = "") -> I.Cast:
         return self.cast("zext", v, to, (), name)
 
-    def sext(self, v, to, name=""):
+    def sext(self, v: Value, to: T.Type, name: str = "") -> I.Cast:
         return self.cast("sext", v, to, (), name)
 
-    def fptrunc(self, v, to, name=""):
+    def fptrunc(self, v: Value, to: T.Type, name: str = "") -> I.Cast:
         return self.cast("fptrunc", v, to, (), name)
 
-    def fpext(self, v, to, name=""):
+    def fpext(self, v: Value, to: T.Type, name: str = "") -> I.Cast:
         return self.cast("fpext", v, to, (), name)
 
-    def fptosi(self, v, to, name=""):
+    def fptosi(self, v: Value, to: T.Type, name: str = "") -> I.Cast:
         return self.cast("fptosi", v, to, (), name)
 
-    def fptoui(self, v, to, name=""):
+    def fptoui(self, v: Value, to: T.Type, name: str = "") -> I.Cast:
         return self.cast("fptoui", v, to, (), name)
 
-    def sitofp(self, v, to, name=""):
+    def sitofp(self, v: Value, to: T.Type, name: str = "") -> I.Cast:
         return self.cast("sitofp", v, to, (), name)
 
-    def uitofp(self, v, to, name=""):
+    def uitofp(self, v: Value, to: T.Type, name: str = "") -> I.Cast:
         return self.cast("uitofp", v, to, (), name)
 
-    def ptrtoint(self, v, to, name=""):
+    def ptrtoint(self, v: Value, to: T.Type, name: str = "") -> I.Cast:
         return self.cast("ptrtoint", v, to, (), name)
 
-    def inttoptr(self, v, to, name=""):
+    def inttoptr(self, v: Value, to: T.Type, name: str = "") -> I.Cast:
         return self.cast("inttoptr", v, to, (), name)
 
-    def bitcast(self, v, to, name=""):
+    def bitcast(self, v: Value, to: T.Type, name: str = "") -> I.Cast:
         return self.cast("bitcast", v, to, (), name)
 
     def select(self, cond: Value, a: Value, b: Value, flags: Sequence[str] = (),

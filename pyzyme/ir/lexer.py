@@ -8,8 +8,8 @@ CPython to index.
 Examples
 --------
 >>> kinds, texts, _ = tokenize("%x = fadd double %a, 1.0 ; sum\\n")
->>> list(zip(kinds, texts))[:6]
-[('local', '%x'), ('punct', '='), ('word', 'fadd'), ('word', 'double'), ('local', '%a'), ('punct', ',')]
+>>> list(zip(kinds, texts))[:4]
+[('local', '%x'), ('punct', '='), ('word', 'fadd'), ('word', 'double')]
 >>> kinds[6:]
 ['num', 'nl', 'nl', 'eof', 'eof']
 """

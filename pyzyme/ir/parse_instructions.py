@@ -399,21 +399,20 @@ class InstructionParser:
         return I.VAArg(v, self.type())
 
 
-_DISPATCH = {op: InstructionParser.binop for op in I.INT_BINOPS | I.FLOAT_BINOPS}
-_DISPATCH.update({op: InstructionParser.cast for op in I.CASTS})
+_P = InstructionParser
+_DISPATCH = {op: _P.binop for op in I.INT_BINOPS | I.FLOAT_BINOPS}
+_DISPATCH.update({op: _P.cast for op in I.CASTS})
 _DISPATCH.update({
-    "fneg": InstructionParser.fneg, "icmp": InstructionParser.compare, "fcmp": InstructionParser.compare,
-    "select": InstructionParser.select, "phi": InstructionParser.phi, "freeze": InstructionParser.freeze,
-    "alloca": InstructionParser.alloca, "load": InstructionParser.load, "store": InstructionParser.store,
-    "getelementptr": InstructionParser.gep, "extractvalue": InstructionParser.extractvalue,
-    "insertvalue": InstructionParser.insertvalue, "extractelement": InstructionParser.extractelement,
-    "insertelement": InstructionParser.insertelement, "shufflevector": InstructionParser.shufflevector,
-    "call": InstructionParser.call, "tail": InstructionParser.tail_call, "musttail": InstructionParser.tail_call,
-    "notail": InstructionParser.tail_call, "invoke": InstructionParser.invoke, "br": InstructionParser.br,
-    "switch": InstructionParser.switch, "indirectbr": InstructionParser.indirectbr, "ret": InstructionParser.ret,
-    "unreachable": InstructionParser.unreachable, "resume": InstructionParser.resume,
-    "landingpad": InstructionParser.landingpad, "atomicrmw": InstructionParser.atomicrmw,
-    "cmpxchg": InstructionParser.cmpxchg, "fence": InstructionParser.fence, "va_arg": InstructionParser.va_arg,
+    "fneg": _P.fneg, "icmp": _P.compare, "fcmp": _P.compare, "select": _P.select,
+    "phi": _P.phi, "freeze": _P.freeze, "alloca": _P.alloca, "load": _P.load,
+    "store": _P.store, "getelementptr": _P.gep, "extractvalue": _P.extractvalue,
+    "insertvalue": _P.insertvalue, "extractelement": _P.extractelement,
+    "insertelement": _P.insertelement, "shufflevector": _P.shufflevector, "call": _P.call,
+    "tail": _P.tail_call, "musttail": _P.tail_call, "notail": _P.tail_call,
+    "invoke": _P.invoke, "br": _P.br, "switch": _P.switch, "indirectbr": _P.indirectbr,
+    "ret": _P.ret, "unreachable": _P.unreachable, "resume": _P.resume,
+    "landingpad": _P.landingpad, "atomicrmw": _P.atomicrmw, "cmpxchg": _P.cmpxchg,
+    "fence": _P.fence, "va_arg": _P.va_arg,
 })
 
 _CCONV = re.compile(r"^(cc\s+\d+|[a-z_0-9]*cc|swiftcc|tailcc|preserve_\w+|ccc|cxx_fast_tlscc"
