@@ -263,3 +263,42 @@ def test_llvm_module_is_fresh_each_time():
     a, b = cap.llvm_module(), cap.llvm_module()
     assert a is not b and isinstance(a, llvm.ModuleRef)
     assert str(a) == str(b) == cap.text
+
+
+def test_capture_of_a_function_loaded_from_numbas_cache(tmp_path):
+    (tmp_path / "cached_kernel.py").write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            from numba import njit
+
+            @njit(cache=True)
+            def kernel(a):
+                s = 0.0
+                for i in range(a.shape[0]):
+                    s += a[i] * a[i]
+                return s
+            """
+        )
+    )
+    script = textwrap.dedent(
+        """
+        import sys, numpy as np
+        import pyzyme
+        from pyzyme.frontends.numba import capture
+        from cached_kernel import kernel
+        assert kernel(np.arange(3.0)) == 5.0
+        cached = bool(kernel.stats.cache_hits)
+        cap = capture(kernel, (np.arange(3.0),))
+        assert "fmul double" in cap.text and "@_ZN7cpython" not in cap.text
+        print("cache hit" if cached else "compiled", cap.dispatcher is kernel)
+        """
+    )
+    runs = [
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        for _ in range(2)
+    ]
+    assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr
+    # First process: compiled with the hook watching, captured as is. Second: loaded from the
+    # cache (no IR kept), so capture compiled a private copy.
+    assert [r.stdout.strip() for r in runs] == ["compiled True", "cache hit False"]

@@ -12,7 +12,6 @@ same text twice returns the first result instead of defining its symbols twice.
 from __future__ import annotations
 
 import hashlib
-import threading
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -93,13 +92,16 @@ class _PyzymeLibrary(numba_codegen.JITCodeLibrary):
 
 @dataclass
 class _CompiledRegistry:
-    """Modules compiled in this process, by hash of (text, opt): MCJIT keeps them all anyway."""
+    """Modules compiled in this process, by hash of (text, opt): MCJIT keeps them all anyway.
+
+    Guarded by Numba's global compiler lock, which any compilation takes first (a second lock
+    could deadlock against a Numba compilation that compiles a module from an intrinsic).
+    """
 
     by_key: dict[str, CompiledModule]
-    lock: threading.Lock
 
 
-_COMPILED = _CompiledRegistry(by_key={}, lock=threading.Lock())
+_COMPILED = _CompiledRegistry(by_key={})
 
 
 def compile_module(module, opt: int = 3, *, name: str = "pyzyme") -> CompiledModule:
@@ -133,7 +135,7 @@ def compile_module(module, opt: int = 3, *, name: str = "pyzyme") -> CompiledMod
         raise ValueError(f"optimization level must be 0, 1, 2 or 3; got {opt!r}")
     text = str(module)
     key = hashlib.sha256(f"{opt}\n{text}".encode()).hexdigest()
-    with _COMPILED.lock, global_compiler_lock:
+    with global_compiler_lock:
         if key in _COMPILED.by_key:
             return _COMPILED.by_key[key]
         with error_context("compiling module", name):
