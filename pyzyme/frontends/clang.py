@@ -26,6 +26,15 @@ Lang = Literal["c", "c++"]
 
 _CXX_SUFFIXES = {".cpp", ".cc", ".cxx", ".c++", ".C", ".hpp"}
 _SUFFIX = {"c": ".c", "c++": ".cpp"}
+# Flags added unless extra_args has one of the same family: no debug info; and neither the UBSan
+# runtime calls (__ubsan_handle_*) nor the stack protectors (__stack_chk_fail) that zig cc adds
+# to unoptimised builds, which a JIT cannot resolve. (zig lets -g0, -fno-sanitize=all and
+# -fno-stack-protector win wherever they appear, so they must be left out, not overridden.)
+_DEFAULT_FLAGS = (
+    ("-g0", ("-g",)),
+    ("-fno-sanitize=all", ("-fsanitize", "-fno-sanitize")),
+    ("-fno-stack-protector", ("-fstack-protector", "-fno-stack-protector")),
+)
 # Printed by `zig cc` on every -S compile; not a diagnostic about the user's code.
 _ZIG_NOISE = {"zig: warning: argument unused during compilation: '-c' [-Wunused-command-line-argument]"}
 
@@ -64,7 +73,9 @@ def compile_to_ir(
         The optimisation flag, e.g. ``"-O0"``, ``"-O1"``, ``"-O3"``, ``"-Os"``.
     extra_args : sequence of str, optional
         More compiler arguments, e.g. ``("-ffast-math", "-DN=4", "-std=c++17")``. Debug
-        information is off (``-g0``) unless one of them is a ``-g`` flag.
+        information is off (``-g0``) unless one of them is a ``-g`` flag. Sanitizers and stack
+        protectors (which zig turns on at ``-O0``) are off unless asked for here, e.g.
+        ``("-fsanitize=undefined",)``.
     compiler : sequence of str, optional
         The command that runs the compiler, e.g. ``["clang-19"]``. By default
         ``[sys.executable, "-m", "ziglang", "cc"]`` (``"c++"`` for C++).
@@ -122,10 +133,8 @@ def compile_to_ir(
             what = arg = path.name
             cwd = str(path.resolve().parent)
         out = Path(tmp) / "output.ll"
-        # zig honours -g0 wherever it appears, so it is left out when the caller asks for -g.
-        debug = [] if any(a.startswith("-g") for a in extra_args) else ["-g0"]
-        cmd = [*compiler, "-x", lang, opt, *debug, "-S", "-emit-llvm", *extra_args,
-               arg, "-o", str(out)]
+        cmd = [*compiler, "-x", lang, opt, *_default_flags(extra_args), "-S", "-emit-llvm",
+               *extra_args, arg, "-o", str(out)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
         except FileNotFoundError as err:
@@ -143,6 +152,11 @@ def compile_to_ir(
             )
         text = out.read_text()
     return normalize_ir(text, name=what)
+
+
+def _default_flags(extra_args: Sequence[str]) -> list[str]:
+    """The flags of :data:`_DEFAULT_FLAGS` whose family ``extra_args`` does not mention."""
+    return [flag for flag, family in _DEFAULT_FLAGS if not any(a.startswith(family) for a in extra_args)]
 
 
 def _looks_like_path(source: str) -> bool:
