@@ -27,8 +27,12 @@ def build_poly():
     fn = m.add_function(name, ir.FunctionType(ir.double, [ir.double]))
     b = ir.IRBuilder(fn.append_block("entry"))
     x = fn.args[0]
-    b.ret(b.fadd(b.fmul(b.fmul(x, x), ir.const_float(ir.double, 0.5)), ir.const_float(ir.double, 1.0)))
-    return name, njit_callable(compile_module(m), name, "float64(float64)", convention="c", arg_names=["x"])
+    b.ret(
+        b.fadd(b.fmul(b.fmul(x, x), ir.const_float(ir.double, 0.5)), ir.const_float(ir.double, 1.0))
+    )
+    return name, njit_callable(
+        compile_module(m), name, "float64(float64)", convention="c", arg_names=["x"]
+    )
 
 
 def main() -> None:

@@ -93,7 +93,7 @@ def or_zero(x):
 
 
 def native_definitions(text: str) -> list[str]:
-    return re.findall(r"^define [^@]*@\"?([^\"(]+)", text, re.M)
+    return re.findall(r"^define [^@]*@\"?([^\"(]+)", text, re.MULTILINE)
 
 
 def native_body(text: str, symbol: str) -> str:
@@ -123,7 +123,9 @@ def test_capture_keeps_the_native_function_only(what, fn, args, nparams):
     assert "@_ZN7cpython" not in cap.text and "@cfunc." not in cap.text
     assert "PyArg_UnpackTuple" not in cap.text
     # Post-codegen artefacts of MCJIT never reach the captured IR.
-    assert "sunkaddr" not in cap.text and "llvm.x86." not in cap.text and "const_mat" not in cap.text
+    assert (
+        "sunkaddr" not in cap.text and "llvm.x86." not in cap.text and "const_mat" not in cap.text
+    )
     # Verifies with LLVM, in both llvmlite and pyzyme.ir form, and agrees with the AbiMap.
     fn_ref = cap.llvm_module().get_function(cap.symbol)
     assert len(list(fn_ref.arguments)) == 2 + nparams == 2 + len(cap.abi.native_params)
@@ -233,7 +235,9 @@ def test_capture_after_numba_compiled_before_pyzyme():
         print("ok", cap.stale_libraries)
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ok")
 
@@ -248,12 +252,17 @@ def test_numba_internals_pin_reports_missing_method(monkeypatch):
     with pytest.raises(CaptureError) as err:
         check_numba_internals()
     message = str(err.value)
-    assert f"pyzyme {pyzyme.__version__} was written for Numba 0.68.x; found Numba {numba.__version__}" in message
-    assert "CPUCodeLibrary._get_module_for_linking is missing" in message
+    assert (
+        f"pyzyme {pyzyme.__version__} was written for Numba 0.68.x; found Numba {numba.__version__}"
+        in message
+    )
+    assert "numba.core.codegen.CPUCodeLibrary._get_module_for_linking is missing" in message
 
 
 def test_numba_internals_pin_reports_changed_signature(monkeypatch):
-    monkeypatch.setattr(numba_codegen.CPUCodeLibrary, "add_linking_library", lambda self, lib, extra: None)
+    monkeypatch.setattr(
+        numba_codegen.CPUCodeLibrary, "add_linking_library", lambda self, lib, extra: None
+    )
     with pytest.raises(CaptureError, match=r"add_linking_library\('self', 'lib', 'extra'\)"):
         check_numba_internals()
 
@@ -295,10 +304,42 @@ def test_capture_of_a_function_loaded_from_numbas_cache(tmp_path):
         """
     )
     runs = [
-        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        subprocess.run(
+            [sys.executable, "-c", script],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
         for _ in range(2)
     ]
     assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr
     # First process: compiled with the hook watching, captured as is. Second: loaded from the
     # cache (no IR kept), so capture compiled a private copy.
     assert [r.stdout.strip() for r in runs] == ["compiled True", "cache hit False"]
+
+
+def test_numba_internals_pin_reports_missing_class_and_attribute(monkeypatch):
+    monkeypatch.delattr(numba_codegen, "JitEngine")
+    monkeypatch.setattr(
+        numba_codegen.CPUCodegen,
+        "_init",
+        lambda self, llvm_module: setattr(self, "_target_machine", None),
+    )
+    with pytest.raises(CaptureError) as err:
+        check_numba_internals()
+    assert "numba.core.codegen.JitEngine.is_symbol_defined is missing" in str(err.value)
+    assert "numba.core.codegen.CPUCodegen no longer sets self._tm" in str(err.value)
+
+
+def test_eagerly_compiled_dispatcher():
+    @njit("float64(float64)")
+    def half(x):
+        return x / 2
+
+    assert capture(half, (types.float64,)).signature == types.float64(types.float64)
+    with pytest.raises(
+        CaptureError, match=r"half was declared for \(float64\) only, not \(int64\)"
+    ):
+        capture(half, (types.int64,))

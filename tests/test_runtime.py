@@ -128,6 +128,7 @@ def test_array_result_is_owned_by_the_caller(nrt_stats):
     f = recompiled(ramp, (3, 1.0))
     expected = np.arange(5) * 0.5
     np.testing.assert_array_equal(f(5, 0.5), expected)
+
     def allocations(fn):
         before = nrt_stats()
         for _ in range(100):
@@ -243,7 +244,9 @@ def test_compile_module_errors_are_clear():
     with pytest.raises(VerifyError, match="LLVM cannot parse"):
         compile_module("define double @f(double %x) {\n  ret i32 %x\n}\n")
     with pytest.raises(VerifyError, match="verifier rejects"):
-        compile_module("define double @__pyzyme_test_bad() {\nentry:\n  br label %entry\n  ret double 0.0\n}\n")
+        compile_module(
+            "define double @__pyzyme_test_bad() {\nentry:\n  br label %entry\n  ret double 0.0\n}\n"
+        )
     missing = (
         "declare double @__pyzyme_no_such_symbol(double)\n"
         "define double @__pyzyme_test_uses_missing(double %x) {\n"
@@ -252,7 +255,9 @@ def test_compile_module_errors_are_clear():
     with pytest.raises(VerifyError, match="@__pyzyme_no_such_symbol, defined neither"):
         compile_module(missing)
     with pytest.raises(VerifyError, match="no externally visible function"):
-        compile_module("define internal double @__pyzyme_test_hidden(double %x) {\n  ret double %x\n}\n")
+        compile_module(
+            "define internal double @__pyzyme_test_hidden(double %x) {\n  ret double %x\n}\n"
+        )
     with pytest.raises(ValueError, match="optimization level"):
         compile_module("", opt=4)
 
@@ -285,8 +290,8 @@ def test_optimization_levels():
     for opt in (0, 3):
         name = symbol_name("test_levels", "alloca", str(opt))
         compiled = compile_module(
-            f"define double @{name}(double %x) {{\n  %p = alloca double\n  store double %x, ptr %p\n"
-            "  %y = load double, ptr %p\n  ret double %y\n}\n",
+            f"define double @{name}(double %x) {{\n  %p = alloca double\n"
+            "  store double %x, ptr %p\n  %y = load double, ptr %p\n  ret double %y\n}\n",
             opt=opt,
         )
         assert compiled.opt == opt

@@ -4,7 +4,7 @@
 - :mod:`~pyzyme.runtime.modules` -- parsing, verifying and relinking llvmlite modules.
 - :mod:`~pyzyme.runtime.passes` -- the pre-AD pipeline and the post-AD optimization levels.
 - :mod:`~pyzyme.runtime.naming` -- the one place symbol names of compiled code are made.
-- :mod:`~pyzyme.runtime.jit` -- :func:`compile_module`: verify, optimize and JIT into Numba's engine.
+- :mod:`~pyzyme.runtime.jit` -- :func:`compile_module`: verify, optimize, JIT into Numba's engine.
 """
 
 from pyzyme.runtime.jit import CompiledModule, compile_module

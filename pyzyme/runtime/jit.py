@@ -54,7 +54,9 @@ class CompiledModule:
             If the module defines no such externally visible function.
         """
         if symbol not in self.functions:
-            raise PyzymeError(f"compiled module defines no function @{symbol}; it defines {list(self.functions)}")
+            raise PyzymeError(
+                f"compiled module defines no function @{symbol}; it defines {list(self.functions)}"
+            )
         return self.library.get_pointer_to_function(symbol)
 
     @property
@@ -150,7 +152,9 @@ def _compile(text: str, opt: int, name: str) -> CompiledModule:
     _check_new_definitions(ll_module, codegen)
     _check_resolvable(ll_module, codegen)
     functions = tuple(
-        fn.name for fn in ll_module.functions if not fn.is_declaration and fn.linkage == llvm.Linkage.external
+        fn.name
+        for fn in ll_module.functions
+        if not fn.is_declaration and fn.linkage == llvm.Linkage.external
     )
     if not functions:
         raise VerifyError(
@@ -170,7 +174,8 @@ def _check_new_definitions(ll_module: llvm.ModuleRef, codegen: numba_codegen.JIT
     clashes = [n for n in modules.defined_names(ll_module) if codegen._engine.is_symbol_defined(n)]
     if clashes:
         raise VerifyError(
-            f"symbol(s) {', '.join('@' + n for n in clashes)} are already defined in the JIT by other code",
+            f"symbol(s) {', '.join('@' + n for n in clashes)} are already defined in the JIT "
+            "by other code",
             hint="name generated functions with pyzyme.runtime.symbol_name(kind, <their IR>)",
         )
 
@@ -186,8 +191,8 @@ def _check_resolvable(ll_module: llvm.ModuleRef, codegen: numba_codegen.JITCPUCo
     ]
     if missing:
         raise VerifyError(
-            f"the module uses {', '.join('@' + n for n in missing)}, defined neither in the module, "
-            "nor in Numba's JIT, nor in the process",
+            f"the module uses {', '.join('@' + n for n in missing)}, defined neither in the "
+            "module, nor in Numba's JIT, nor in the process",
             hint="include the callee's definition in the module, or load the shared library "
             "that defines it (llvmlite.binding.load_library_permanently)",
         )

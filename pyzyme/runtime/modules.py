@@ -62,7 +62,9 @@ def verify(module: llvm.ModuleRef, *, what: str = "module") -> None:
         raise VerifyError(f"LLVM's verifier rejects the {what}: {str(err).strip()}") from None
 
 
-def internalize_all_but(module: llvm.ModuleRef, keep: Iterable[str], *, keep_globals=lambda name: False) -> None:
+def internalize_all_but(
+    module: llvm.ModuleRef, keep: Iterable[str], *, keep_globals=lambda name: False
+) -> None:
     """Give every definition except those named in ``keep`` internal linkage.
 
     Internal definitions that nothing uses are what global dead-code elimination may delete; this

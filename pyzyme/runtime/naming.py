@@ -15,7 +15,7 @@ PREFIX = "__pyzyme"
 
 
 def symbol_name(kind: str, *inputs: str) -> str:
-    """The symbol for a compiled function of ``kind`` built from ``inputs`` (e.g. IR text, activity).
+    """The symbol of a compiled function of ``kind`` built from ``inputs`` (IR text, activity...).
 
     Parameters
     ----------

@@ -93,8 +93,10 @@ def optimize(module: llvm.ModuleRef, level: int = 3) -> None:
     _run(module, pto)
 
 
-def strip_to(module: llvm.ModuleRef, keep: Iterable[str], *, keep_globals=lambda name: False) -> None:
-    """Delete every function and global of ``module`` not reachable from the definitions in ``keep``.
+def strip_to(
+    module: llvm.ModuleRef, keep: Iterable[str], *, keep_globals=lambda name: False
+) -> None:
+    """Delete the functions and globals of ``module`` not reachable from those named in ``keep``.
 
     Examples
     --------

@@ -29,10 +29,10 @@ from pyzyme.errors import CaptureError
 #: Meaning of the ``i32`` a native function returns (numba/core/callconv.py).
 STATUS_CODES: dict[str, str] = {
     "0": "ok",
-    "-1": "Python exception set",
-    "-2": "returned None",
+    "-1": "error set",
+    "-2": "None",
     "-3": "StopIteration",
-    ">=1": "user exception, described by *excinfo",
+    ">=1": "user exception (*excinfo)",
 }
 
 _SUPPORTED = (
@@ -72,7 +72,10 @@ class ArgAbi:
         for p in self.params:
             if p.field == field:
                 return p
-        raise KeyError(f"argument {self.name!r} has no field {field!r}; it has {[p.field for p in self.params]}")
+        raise KeyError(
+            f"argument {self.name!r} has no field {field!r}; "
+            f"it has {[p.field for p in self.params]}"
+        )
 
 
 @dataclass(frozen=True)
@@ -124,9 +127,9 @@ class AbiMap:
         #8   i64     a.strides[0]  %arg.a.6.0  int64 (bytes)
       arg 1 k: float64 [scalar]
         #9   double  k             %arg.k      float64
-      result none [none]: retptr -> ptr, 8 bytes
+      result none [none]: retptr -> 8 bytes
         (a null pointer is stored)
-      status 0 ok | -1 Python exception set | -2 returned None | -3 StopIteration | >=1 user exception, described by *excinfo
+      status 0 ok | -1 error set | -2 None | -3 StopIteration | >=1 user exception (*excinfo)
     """
 
     function: str
@@ -147,19 +150,29 @@ class AbiMap:
         """
         if len(arg_names) != len(signature.args):
             raise CaptureError(
-                f"{function} has {len(arg_names)} parameters but the signature has {len(signature.args)} types"
+                f"{function} has {len(arg_names)} parameters "
+                f"but the signature has {len(signature.args)} types"
             )
         args, index = [], 2
         for position, (name, ty) in enumerate(zip(arg_names, signature.args)):
             kind = _kind(ty, what=f"argument {name!r} of {function}")
             params = tuple(
-                NativeParam(index + i, f"arg.{name}" + ("." + ".".join(map(str, path)) if path else ""),
-                            field, _llvm_str(llty), leaf_ty)
-                for i, (field, path, llty, leaf_ty) in enumerate(_argument_leaves(context, ty, name))
+                NativeParam(
+                    index + i,
+                    f"arg.{name}" + ("." + ".".join(map(str, path)) if path else ""),
+                    field,
+                    _llvm_str(llty),
+                    leaf_ty,
+                )
+                for i, (field, path, llty, leaf_ty) in enumerate(
+                    _argument_leaves(context, ty, name)
+                )
             )
             index += len(params)
             args.append(ArgAbi(position, name, ty, kind, params))
-        abi = cls(function, signature, tuple(args), _result_abi(context, signature.return_type, function))
+        abi = cls(
+            function, signature, tuple(args), _result_abi(context, signature.return_type, function)
+        )
         abi._check_against_numba(context)
         return abi
 
@@ -171,7 +184,9 @@ class AbiMap:
     @property
     def native_type(self) -> str:
         """The native function type, e.g. ``i32 (ptr retptr, ptr excinfo, double)``."""
-        params = ", ".join(["ptr retptr", "ptr excinfo"] + [p.llvm_type for p in self.native_params])
+        params = ", ".join(
+            ["ptr retptr", "ptr excinfo"] + [p.llvm_type for p in self.native_params]
+        )
         return f"i32 ({params})"
 
     def arg(self, name: str) -> ArgAbi:
@@ -204,8 +219,9 @@ class AbiMap:
         mine = [p.llvm_type for p in self.native_params]
         if numba_params != mine:
             raise CaptureError(
-                f"pyzyme's reading of Numba's data model for {self.function} gives ({', '.join(mine)}) "
-                f"but Numba's calling convention gives ({', '.join(numba_params)})"
+                f"pyzyme's reading of Numba's data model for {self.function} gives "
+                f"({', '.join(mine)}) but Numba's calling convention gives "
+                f"({', '.join(numba_params)})"
             )
 
     def __str__(self) -> str:
@@ -225,15 +241,14 @@ class AbiMap:
                     f"{'%' + p.ir_name:<{name_width}}  {_type_str(p.numba_type)}{_unit(p.field)}"
                 )
         r = self.result
-        lines.append(f"  result {r.numba_type} [{r.kind}]: retptr -> {r.llvm_type}, {r.size} bytes")
+        lines.append(f"  result {r.numba_type} [{r.kind}]: retptr -> {r.size} bytes")
         if r.kind == "none":
             lines.append("    (a null pointer is stored)")
         else:
             fwidth = max(len(f.field) for f in r.fields)
             for f in r.fields:
-                lines.append(
-                    f"    +{f.offset:<4} {f.llvm_type:<7} {f.field:<{fwidth}}  {_type_str(f.numba_type)}{_unit(f.field)}"
-                )
+                held = _type_str(f.numba_type) + _unit(f.field)
+                lines.append(f"    +{f.offset:<4} {f.llvm_type:<7} {f.field:<{fwidth}}  {held}")
             if r.kind == "optional":
                 lines.append("    (None is status -2, with retptr unwritten)")
             if r.kind == "array":
@@ -250,7 +265,9 @@ def _kind(ty: types.Type, *, what: str, result: bool = False) -> str:
         return "complex"
     if isinstance(ty, (types.Integer, types.Float)):
         return "scalar"
-    if isinstance(ty, types.Array) and isinstance(ty.dtype, (types.Number, types.Boolean, types.Record)):
+    if isinstance(ty, types.Array) and isinstance(
+        ty.dtype, (types.Number, types.Boolean, types.Record)
+    ):
         return "array"
     if isinstance(ty, types.BaseTuple):
         for i, elem in enumerate(ty):
@@ -303,7 +320,6 @@ def _elem_name(ty: types.Type, i: int) -> str:
     return f".{fields[i]}" if fields else f"[{i}]"
 
 
-
 def _result_abi(context: BaseContext, ty: types.Type, function: str) -> ResultAbi:
     kind = _kind(ty, what=f"the result of {function}", result=True)
     model = context.data_model_manager[ty]
@@ -324,7 +340,9 @@ def _result_leaves(context: BaseContext, ty: types.Type, llty: llir.Type, field:
     if isinstance(llty, llir.ArrayType) and isinstance(model, models.UniTupleModel):
         step = llty.element.get_abi_size(td)
         for i in range(llty.count):
-            yield from _result_leaves(context, ty.dtype, llty.element, f"{field}{_elem_name(ty, i)}", offset + i * step)
+            yield from _result_leaves(
+                context, ty.dtype, llty.element, f"{field}{_elem_name(ty, i)}", offset + i * step
+            )
     elif isinstance(llty, llir.LiteralStructType) and isinstance(model, models.StructModel):
         here = offset
         for i, (member, mty, elem) in enumerate(zip(model._fields, model._members, llty.elements)):

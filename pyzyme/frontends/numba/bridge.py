@@ -16,6 +16,7 @@ library into the caller and emits a direct call, so:
 from __future__ import annotations
 
 import keyword
+import re
 from collections.abc import Sequence
 
 import numba
@@ -29,6 +30,8 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.runtime.jit import CompiledModule
 
 CONVENTIONS = ("numba", "c")
+_TARGET = "__pyzyme_target__"
+_RESERVED = ("typingctx", _TARGET)
 
 
 def njit_callable(
@@ -77,7 +80,8 @@ def njit_callable(
     sig = _full_signature(signature)
     compiled.address(symbol)  # fail now, with the list of defined functions, if absent
     names = list(arg_names) if arg_names is not None else [f"a{i}" for i in range(len(sig.args))]
-    if len(names) != len(sig.args) or not all(n.isidentifier() and not keyword.iskeyword(n) for n in names):
+    valid = all(n.isidentifier() and not keyword.iskeyword(n) and n not in _RESERVED for n in names)
+    if len(names) != len(sig.args) or len(set(names)) != len(names) or not valid:
         raise ValueError(f"need {len(sig.args)} distinct identifiers as arg_names; got {names!r}")
     if convention == "c":
         _check_c_signature(sig, symbol)
@@ -89,7 +93,9 @@ def njit_callable(
 def _full_signature(signature: Signature | str) -> Signature:
     argtypes, return_type = sigutils.normalize_signature(signature)
     if return_type is None:
-        raise ValueError(f"the signature needs a return type, e.g. 'float64(float64)'; got {signature!r}")
+        raise ValueError(
+            f"the signature needs a return type, e.g. 'float64(float64)'; got {signature!r}"
+        )
     return return_type(*argtypes)
 
 
@@ -101,11 +107,14 @@ def _make_intrinsic(compiled: CompiledModule, symbol: str, sig: Signature, names
         return emit(context, builder, symbol, sig, args)
 
     def define(typingctx, *args):
-        if all(typingctx.can_convert(actual, formal) is not None for actual, formal in zip(args, sig.args)):
+        if all(
+            typingctx.can_convert(actual, formal) is not None
+            for actual, formal in zip(args, sig.args)
+        ):
             return sig.return_type(*args), codegen
         return None
 
-    return intrinsic(_forwarder(f"call_{symbol}", ["typingctx", *names], define))
+    return intrinsic(_forwarder(f"call_{_identifier(symbol)}", ["typingctx", *names], define))
 
 
 def _emit_numba_call(context, builder, symbol: str, sig: Signature, args):
@@ -141,7 +150,11 @@ def _check_c_signature(sig: Signature, symbol: str) -> None:
 
 
 def _make_wrapper(symbol: str, names: list[str], call, sig: Signature) -> Dispatcher:
-    return numba.njit(sig)(_forwarder(symbol, names, call))
+    return numba.njit(sig)(_forwarder(_identifier(symbol), names, call))
+
+
+def _identifier(symbol: str) -> str:
+    return re.sub(r"\W", "_", symbol)
 
 
 def _forwarder(name: str, params: list[str], target):
@@ -151,7 +164,7 @@ def _forwarder(name: str, params: list[str], target):
     tuple), so the arity is spelled out in generated source.
     """
     joined = ", ".join(params)
-    source = f"def {name}({joined}):\n    return _target({joined})\n"
-    namespace = {"_target": target}
-    exec(compile(source, f"<pyzyme: {name}>", "exec"), namespace)
+    source = f"def {name}({joined}):\n    return {_TARGET}({joined})\n"
+    namespace = {_TARGET: target}
+    exec(compile(source, f"<pyzyme: {name}>", "exec"), namespace)  # noqa: S102  (our own source)
     return namespace[name]

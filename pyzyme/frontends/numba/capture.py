@@ -38,7 +38,9 @@ PIPELINES = ("ad", "numba")
 
 # Numba's environment pointers: ``common global ptr null`` definitions filled in by name when the
 # library is loaded (JITCPUCodegen.set_env). The captured module must refer to the filled one.
-_ENV_GLOBAL = re.compile(r'^(@"?_ZN08NumbaEnv[^ ]*) = (?:[a-z_]+ )*global ptr null(?:, align \d+)?$', re.M)
+_ENV_GLOBAL = re.compile(
+    r'^(@"?_ZN08NumbaEnv[^ ]*) = (?:[a-z_]+ )*global ptr null(?:, align \d+)?$', re.MULTILINE
+)
 
 
 def _is_env_global(name: str) -> bool:
@@ -93,7 +95,8 @@ class Captured:
         return modules.parse(self.text, what=f"captured module of {self.abi.function}")
 
     def __repr__(self) -> str:
-        return f"<Captured {self.abi.function}{self.signature} as @{self.symbol}, {self.pipeline} pipeline>"
+        where = f"@{self.symbol}, {self.pipeline} pipeline"
+        return f"<Captured {self.abi.function}{self.signature} as {where}>"
 
 
 def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad") -> Captured:
@@ -149,14 +152,16 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad") -> Cap
             dispatcher = _private_copy(dispatcher)
             cres = _compile(dispatcher, argtypes, return_type, name)
         symbol = cres.fndesc.llvm_func_name
-        abi = AbiMap.from_signature(cres.target_context, name, tuple(cres.fndesc.args), cres.signature)
+        abi = AbiMap.from_signature(
+            cres.target_context, name, tuple(cres.fndesc.args), cres.signature
+        )
 
         if pipeline == "ad":
             module, stale = _linked_prelink_module(cres.library)
             passes.strip_to(module, [symbol], keep_globals=_is_env_global)
             passes.ad_friendly(module)
         else:
-            module, stale = modules.module_for_linking(cres.library._get_module_for_linking()), ()
+            module, stale = cres.library._get_module_for_linking().clone(), ()
             module.get_function(symbol).linkage = "external"
             passes.strip_to(module, [symbol], keep_globals=_is_env_global)
         text = _declare_env_globals(str(module))
@@ -179,7 +184,9 @@ def _as_dispatcher(f: Callable | Dispatcher) -> Dispatcher:
         return f
     if callable(f) and hasattr(f, "__code__"):
         return numba.njit(f)
-    raise CaptureError(f"cannot capture {f!r}: expected an @njit function or a plain Python function")
+    raise CaptureError(
+        f"cannot capture {f!r}: expected an @njit function or a plain Python function"
+    )
 
 
 def _private_copy(dispatcher: Dispatcher) -> Dispatcher:
@@ -198,8 +205,8 @@ def _signature_types(args: Any, name: str) -> tuple[tuple[types.Type, ...], type
         return tuple(argtypes), return_type
     if not isinstance(args, (tuple, list)):
         raise CaptureError(
-            f"expected the argument types of {name} as a tuple (of Numba types or of example values); "
-            f"got {type(args).__name__}",
+            f"expected the argument types of {name} as a tuple (of Numba types or of example "
+            f"values); got {type(args).__name__}",
             hint="write capture(f, (x,)) for a single argument",
         )
     if all(isinstance(a, types.Type) for a in args):
@@ -212,19 +219,27 @@ def _signature_types(args: Any, name: str) -> tuple[tuple[types.Type, ...], type
 
 def _compile(dispatcher: Dispatcher, argtypes, return_type, name: str) -> CompileResult:
     sig = argtypes if return_type is None else return_type(*argtypes)
+    shown = ", ".join(map(str, argtypes))
+    existing = dispatcher.overloads.get(tuple(argtypes))
+    if existing is not None:
+        return existing
     try:
         dispatcher.compile(sig)
     except NumbaError as err:
         first = str(err).strip().splitlines()[0]
-        shown = ", ".join(map(str, argtypes))
         raise CaptureError(f"Numba cannot compile {name}({shown}): {first}") from err
-    cres = dispatcher.overloads.get(tuple(argtypes))
-    if cres is None:  # Numba chose an existing overload that the arguments convert to
-        cres = dispatcher.overloads[dispatcher.find_matching_overload(argtypes)]
-    return cres
+    except RuntimeError as err:  # "compilation disabled": declared with explicit signatures
+        declared = "; ".join("(" + ", ".join(map(str, s)) + ")" for s in dispatcher.signatures)
+        raise CaptureError(
+            f"{name} was declared for {declared} only, not ({shown}): {err}",
+            hint="capture one of the declared signatures, or declare this one too",
+        ) from None
+    return dispatcher.overloads[tuple(argtypes)]
 
 
-def _linked_prelink_module(root: numba_codegen.CPUCodeLibrary) -> tuple[llvm.ModuleRef, tuple[str, ...]]:
+def _linked_prelink_module(
+    root: numba_codegen.CPUCodeLibrary,
+) -> tuple[llvm.ModuleRef, tuple[str, ...]]:
     """``root``'s own module with the own modules of all libraries it links, transitively.
 
     Linked libraries contribute their definitions as ``linkonce_odr``, as Numba links them, except

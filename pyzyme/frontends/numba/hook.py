@@ -26,6 +26,7 @@ The hook must be installed before Numba compiles anything, in particular its run
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import weakref
 from dataclasses import dataclass, field
@@ -39,30 +40,42 @@ from pyzyme.errors import CaptureError
 
 SUPPORTED_NUMBA = "0.68"
 
-# (owner, attribute, parameter names or None for a plain attribute) that pyzyme relies on.
-_REQUIRED_METHODS: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
-    (numba_codegen.CPUCodeLibrary, "finalize", ("self",)),
-    (numba_codegen.CPUCodeLibrary, "_optimize_final_module", ("self",)),
-    (numba_codegen.CPUCodeLibrary, "_get_module_for_linking", ("self",)),
-    (numba_codegen.CPUCodeLibrary, "add_linking_library", ("self", "library")),
-    (numba_codegen.CPUCodeLibrary, "add_llvm_module", ("self", "ll_module")),
-    (numba_codegen.JITCodeLibrary, "get_pointer_to_function", ("self", "name")),
-    (numba_codegen.CPUCodegen, "create_library", ("self", "name")),
-    (numba_codegen.CPUCodegen, "_pass_builder", ("self",)),
-    (numba_codegen.JitEngine, "is_symbol_defined", ("self", "name")),
-)
-# Attributes set in CPUCodeLibrary.__init__ / CPUCodegen._init, found by reading their source.
-_REQUIRED_INSTANCE_ATTRIBUTES: tuple[tuple[Any, str, tuple[str, ...]], ...] = (
+# (owner, attribute, leading parameter names) of every Numba function or method pyzyme calls or
+# wraps: the hook, capture, the AbiMap, the runtime and the @njit bridge. Owners are dotted paths,
+# resolved when checked, so that a Numba missing one fails the check rather than this import.
+_REQUIRED_METHODS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("numba.core.codegen.CPUCodeLibrary", "finalize", ("self",)),
+    ("numba.core.codegen.CPUCodeLibrary", "_optimize_final_module", ("self",)),
+    ("numba.core.codegen.CPUCodeLibrary", "_optimize_functions", ("self", "ll_module")),
+    ("numba.core.codegen.CPUCodeLibrary", "_get_module_for_linking", ("self",)),
+    ("numba.core.codegen.CPUCodeLibrary", "add_linking_library", ("self", "library")),
+    ("numba.core.codegen.CPUCodeLibrary", "add_llvm_module", ("self", "ll_module")),
+    ("numba.core.codegen.JITCodeLibrary", "get_pointer_to_function", ("self", "name")),
+    ("numba.core.codegen.JitEngine", "is_symbol_defined", ("self", "name")),
+    ("numba.core.callconv.CPUCallConv", "get_function_type", ("self", "restype", "argtypes")),
     (
-        numba_codegen.CPUCodeLibrary,
+        "numba.core.callconv.CPUCallConv",
+        "call_function",
+        ("self", "builder", "callee", "resty", "argtys", "args"),
+    ),
+    ("numba.core.callconv.CPUCallConv", "return_status_propagate", ("self", "builder", "status")),
+    (
+        "numba.core.imputils",
+        "fix_returning_optional",
+        ("context", "builder", "sig", "status", "retval"),
+    ),
+    ("numba.core.runtime.nrtdynmod", "create_nrt_module", ("ctx",)),
+)
+# Attributes set in constructors, found by reading their source.
+_REQUIRED_INSTANCE_ATTRIBUTES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "numba.core.codegen.CPUCodeLibrary",
         "__init__",
         ("self._final_module", "self._shared_module", "self._linking_libraries"),
     ),
-    (
-        numba_codegen.CPUCodegen,
-        "_init",
-        ("self._tm", "self._engine", "self._data_layout"),
-    ),
+    ("numba.core.codegen.CPUCodegen", "_init", ("self._tm", "self._engine", "self._data_layout")),
+    ("numba.core.datamodel.models.StructModel", "__init__", ("self._fields", "self._members")),
+    ("numba.core.datamodel.models.UniTupleModel", "__init__", ("self._count",)),
 )
 
 
@@ -95,24 +108,41 @@ def check_numba_internals() -> None:
     >>> check_numba_internals()   # Numba 0.68.x: passes silently
     """
     problems = []
-    for owner, name, params in _REQUIRED_METHODS:
-        method = getattr(owner, name, None)
+    for path, name, params in _REQUIRED_METHODS:
+        method = getattr(_resolve(path), name, None)
         if method is None:
-            problems.append(f"{owner.__qualname__}.{name} is missing")
+            problems.append(f"{path}.{name} is missing")
             continue
-        method = getattr(method, "__wrapped__", method)
+        method = getattr(method, "__wrapped__", method)  # our own wrapper, once installed
         found = tuple(inspect.signature(method).parameters)
         if found[: len(params)] != params:
-            problems.append(f"{owner.__qualname__}.{name}{found} (expected {params})")
-    for owner, name, attributes in _REQUIRED_INSTANCE_ATTRIBUTES:
-        source = inspect.getsource(getattr(owner, name))
-        problems += [f"{owner.__qualname__} no longer sets {a}" for a in attributes if a not in source]
+            problems.append(f"{path}.{name}{found} (expected {params})")
+    for path, name, attributes in _REQUIRED_INSTANCE_ATTRIBUTES:
+        try:
+            source = inspect.getsource(getattr(_resolve(path), name))
+        except (OSError, TypeError, AttributeError):  # no source shipped, or no such method
+            continue
+        problems += [f"{path} no longer sets {a}" for a in attributes if a not in source]
     if problems:
         raise CaptureError(
             f"pyzyme {_pyzyme_version()} was written for Numba {SUPPORTED_NUMBA}.x; "
             f"found Numba {numba.__version__}, whose internals differ: " + "; ".join(problems),
             hint=f"install numba=={SUPPORTED_NUMBA}.* (see pyproject.toml)",
         )
+
+
+def _resolve(path: str) -> Any:
+    """The module or class at dotted ``path``, or None if it does not exist."""
+    parts = path.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for attribute in parts[split:]:
+            obj = getattr(obj, attribute, None)
+        return obj
+    return None
 
 
 def _pyzyme_version() -> str:
