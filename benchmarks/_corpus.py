@@ -17,14 +17,23 @@ _TESTS = Path(__file__).resolve().parent.parent / "tests"
 if str(_TESTS) not in sys.path:
     sys.path.insert(0, str(_TESTS))
 
-import corpus as _corpus  # noqa: E402  (tests/corpus, found through the path set above)
+import corpus as _corpus
 
 # Numba functions whose compilation takes over a second each (BLAS/LAPACK, sorting, strings);
 # left out of the default benchmark corpus to keep it quick to build.
-SLOW_NUMBA = frozenset({
-    "alloc_2d", "np_cumsum_diff", "np_linalg", "np_matmul", "np_outer_axis", "np_reductions",
-    "np_sort_where", "slices_and_views", "string_ops",
-})
+SLOW_NUMBA = frozenset(
+    {
+        "alloc_2d",
+        "np_cumsum_diff",
+        "np_linalg",
+        "np_matmul",
+        "np_outer_axis",
+        "np_reductions",
+        "np_sort_where",
+        "slices_and_views",
+        "string_ops",
+    }
+)
 
 
 def numba_names(include_slow: bool = False) -> list[str]:
@@ -71,15 +80,18 @@ def corpus_texts(
         texts.update(_corpus.ll_modules())
     names = set(numba_names() if numba is None else numba)
     if names:
-        from pyzyme.frontends.numba import capture
         from corpus.numba_functions import corpus as numba_corpus
+
+        from pyzyme.frontends.numba import capture
 
         for name, function, args in numba_corpus():
             if name not in names:
                 continue
             for pipeline in pipelines:
                 try:
-                    texts[f"numba/{name}/{pipeline}"] = capture(function, args, pipeline=pipeline).text
+                    texts[f"numba/{name}/{pipeline}"] = capture(
+                        function, args, pipeline=pipeline
+                    ).text
                 except Exception as err:  # noqa: BLE001 - a benchmark reports and goes on
                     print(f"note: cannot capture {name} ({pipeline}): {err}", file=sys.stderr)
     return texts

@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _corpus import corpus_texts, numba_names  # noqa: E402
+from _corpus import corpus_texts, numba_names
 
-from pyzyme import ir  # noqa: E402
-from pyzyme.errors import PyzymeError  # noqa: E402
+from pyzyme import ir
+from pyzyme.errors import PyzymeError
 
 TARGET = 30_000
 
@@ -63,7 +63,9 @@ def measure(texts: dict[str, str], min_lines: int) -> dict[str, dict[str, float]
 
 
 def report(stats: dict[str, dict[str, float]], slowest: int) -> bool:
-    groups: dict[str, dict[str, float]] = defaultdict(lambda: {"lines": 0.0, "parse": 0.0, "print": 0.0})
+    groups: dict[str, dict[str, float]] = defaultdict(
+        lambda: {"lines": 0.0, "parse": 0.0, "print": 0.0}
+    )
     for key, s in stats.items():
         for group in ("all", key.split("/")[0]):
             for field in ("lines", "parse", "print"):
@@ -74,28 +76,41 @@ def report(stats: dict[str, dict[str, float]], slowest: int) -> bool:
             continue
         g = groups[group]
         n = sum(1 for key in stats if group == "all" or key.startswith(group + "/"))
-        print(f"{group:8} {n:8d} {int(g['lines']):9d} {g['lines'] / g['parse']:14,.0f} "
-              f"{g['lines'] / g['print']:14,.0f}")
+        print(
+            f"{group:8} {n:8d} {int(g['lines']):9d} {g['lines'] / g['parse']:14,.0f} "
+            f"{g['lines'] / g['print']:14,.0f}"
+        )
     if slowest:
         print("\nslowest modules to parse (best round; modules of at least 200 lines):")
         rate = {k: s["module_lines"] / s["best_parse"] for k, s in stats.items()}
         big = [k for k, s in stats.items() if s["module_lines"] >= 200]
         for key in sorted(big, key=rate.get)[:slowest]:
-            print(f"  {key:40} {int(stats[key]['module_lines']):6d} lines {rate[key]:10,.0f} lines/s")
+            print(
+                f"  {key:40} {int(stats[key]['module_lines']):6d} lines {rate[key]:10,.0f} lines/s"
+            )
     total = groups["all"]
     parse_rate, print_rate = total["lines"] / total["parse"], total["lines"] / total["print"]
     ok = parse_rate >= TARGET and print_rate >= TARGET
-    print(f"\nparse {parse_rate:,.0f} lines/s, print {print_rate:,.0f} lines/s "
-          f"(target {TARGET:,} each): {'OK' if ok else 'BELOW TARGET'}")
+    print(
+        f"\nparse {parse_rate:,.0f} lines/s, print {print_rate:,.0f} lines/s "
+        f"(target {TARGET:,} each): {'OK' if ok else 'BELOW TARGET'}"
+    )
     return ok
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--min-lines", type=int, default=100_000,
-                        help="process the corpus in rounds until this many lines (default 100000)")
-    parser.add_argument("--all-numba", action="store_true",
-                        help="also capture the Numba functions that are slow to compile")
+    parser.add_argument(
+        "--min-lines",
+        type=int,
+        default=100_000,
+        help="process the corpus in rounds until this many lines (default 100000)",
+    )
+    parser.add_argument(
+        "--all-numba",
+        action="store_true",
+        help="also capture the Numba functions that are slow to compile",
+    )
     parser.add_argument("--no-numba", action="store_true", help="leave the Numba corpus out")
     parser.add_argument("--slowest", type=int, default=5, help="list this many slowest modules")
     parser.add_argument("--check", action="store_true", help="exit with 1 below the target")
@@ -105,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     names = () if args.no_numba else numba_names(include_slow=args.all_numba)
     texts = corpus_texts(numba=names)
     n_lines = sum(t.count("\n") for t in texts.values())
-    print(f"corpus: {len(texts)} modules, {n_lines:,} lines, built in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"corpus: {len(texts)} modules, {n_lines:,} lines, built in {time.perf_counter() - t0:.1f} s"
+    )
     t1 = time.perf_counter()
     stats = measure(texts, args.min_lines)
     print(f"measured in {time.perf_counter() - t1:.1f} s\n")

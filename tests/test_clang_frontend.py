@@ -43,8 +43,10 @@ def test_optimisation_level() -> None:
 @needs_zig
 def test_file_path_and_language_from_suffix(tmp_path: Path) -> None:
     src = tmp_path / "k.cpp"
-    src.write_text("template <class T> T twice(T x) { return x + x; }\n"
-                   "double use(double x) { return twice(x); }\n")
+    src.write_text(
+        "template <class T> T twice(T x) { return x + x; }\n"
+        "double use(double x) { return twice(x); }\n"
+    )
     text = compile_to_ir(src)
     assert 'source_filename = "k.cpp"' in text
     assert "_Z3used" in text  # C++ mangling: compiled as C++
@@ -110,7 +112,9 @@ def test_unknown_language() -> None:
 def test_without_ziglang(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(
-        clang.importlib.util, "find_spec", lambda name, *a: None if name == "ziglang" else real(name, *a)
+        clang.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "ziglang" else real(name, *a),
     )
     assert not ziglang_available()
     with pytest.raises(FrontendError, match="needs the 'ziglang' package") as info:

@@ -36,7 +36,9 @@ _DEFAULT_FLAGS = (
     ("-fno-stack-protector", ("-fstack-protector", "-fno-stack-protector")),
 )
 # Printed by `zig cc` on every -S compile; not a diagnostic about the user's code.
-_ZIG_NOISE = {"zig: warning: argument unused during compilation: '-c' [-Wunused-command-line-argument]"}
+_ZIG_NOISE = {
+    "zig: warning: argument unused during compilation: '-c' [-Wunused-command-line-argument]"
+}
 
 
 def ziglang_available() -> bool:
@@ -103,9 +105,7 @@ def compile_to_ir(
     True
     """
     path: Path | None = None
-    if isinstance(source, os.PathLike):
-        path = Path(source)
-    elif _looks_like_path(source):
+    if isinstance(source, os.PathLike) or _looks_like_path(source):
         path = Path(source)
     if lang is None:
         lang = "c++" if path is not None and path.suffix in _CXX_SUFFIXES else "c"
@@ -133,10 +133,23 @@ def compile_to_ir(
             what = arg = path.name
             cwd = str(path.resolve().parent)
         out = Path(tmp) / "output.ll"
-        cmd = [*compiler, "-x", lang, opt, *_default_flags(extra_args), "-S", "-emit-llvm",
-               *extra_args, arg, "-o", str(out)]
+        cmd = [
+            *compiler,
+            "-x",
+            lang,
+            opt,
+            *_default_flags(extra_args),
+            "-S",
+            "-emit-llvm",
+            *extra_args,
+            arg,
+            "-o",
+            str(out),
+        ]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False
+            )
         except FileNotFoundError as err:
             raise FrontendError(f"cannot run the compiler {compiler[0]!r}: {err}") from None
         except subprocess.TimeoutExpired:
@@ -156,7 +169,9 @@ def compile_to_ir(
 
 def _default_flags(extra_args: Sequence[str]) -> list[str]:
     """The flags of :data:`_DEFAULT_FLAGS` whose family ``extra_args`` does not mention."""
-    return [flag for flag, family in _DEFAULT_FLAGS if not any(a.startswith(family) for a in extra_args)]
+    return [
+        flag for flag, family in _DEFAULT_FLAGS if not any(a.startswith(family) for a in extra_args)
+    ]
 
 
 def _looks_like_path(source: str) -> bool:

@@ -114,9 +114,8 @@ def capture_numba_corpus(pipelines: Iterable[str] = NUMBA_PIPELINES) -> dict[str
     A function that cannot be captured maps to the :class:`~pyzyme.errors.PyzymeError` (or
     other exception) raised, so that one failure does not hide the rest of the corpus.
     """
-    from pyzyme.frontends.numba import capture
-
     from corpus.numba_functions import corpus
+    from pyzyme.frontends.numba import capture
 
     out: dict[str, str] = {}
     for name, function, args in corpus():

@@ -26,11 +26,14 @@ from numba import literal_unroll, njit, prange
 
 Point = namedtuple("Point", ["x", "y"])
 
-RECORD = np.dtype([("mass", np.float64), ("charge", np.int32), ("pos", np.float64, (3,))], align=True)
+RECORD = np.dtype(
+    [("mass", np.float64), ("charge", np.int32), ("pos", np.float64, (3,))], align=True
+)
 WEIGHTS = np.array([0.25, 0.5, 0.25])
 
 
 # --- scalars -------------------------------------------------------------------------------
+
 
 @njit
 def poly_scalar(x):
@@ -63,6 +66,7 @@ def float32_ops(x, y):
 
 
 # --- loops ---------------------------------------------------------------------------------
+
 
 @njit
 def taylor_exp(x, n):
@@ -130,6 +134,7 @@ def reversed_range_step(x):
 
 
 # --- arrays --------------------------------------------------------------------------------
+
 
 @njit
 def dot_loop(x, y):
@@ -226,6 +231,7 @@ def global_weights(x):
 
 # --- allocation ----------------------------------------------------------------------------
 
+
 @njit
 def alloc_1d(n):
     a = np.empty(n)
@@ -252,6 +258,7 @@ def arange_linspace(n):
 
 
 # --- NumPy functions -----------------------------------------------------------------------
+
 
 @njit
 def np_reductions(x):
@@ -303,6 +310,7 @@ def np_bool_arrays(x):
 
 
 # --- tuples, namedtuples, records ----------------------------------------------------------
+
 
 @njit
 def tuple_minmax(x):
@@ -359,6 +367,7 @@ def record_update(recs, dt):
 
 # --- complex -------------------------------------------------------------------------------
 
+
 @njit
 def complex_scalar(z, w):
     u = z * w / (z + 1j) - z.conjugate()
@@ -385,6 +394,7 @@ def mandelbrot(cr, ci, max_iter):
 
 
 # --- parallel and fastmath -----------------------------------------------------------------
+
 
 @njit(parallel=True)
 def prange_sum(x):
@@ -429,6 +439,7 @@ def fastmath_partial(x, y):
 
 # --- exceptions ----------------------------------------------------------------------------
 
+
 @njit
 def checked_log(x):
     if x <= 0.0:
@@ -455,12 +466,13 @@ def try_except(x):
         if x < 0:
             raise ValueError()
         r = x * 2
-    except Exception:
+    except Exception:  # noqa: BLE001 - Numba matches no narrower class here
         r = -1.0
     return r
 
 
 # --- powers and math -----------------------------------------------------------------------
+
 
 @njit
 def int_power(x, n):
@@ -475,21 +487,42 @@ def float_power(x, y):
 @njit
 def math_functions(x, y):
     return (
-        math.sin(x) * math.cos(y) + math.tan(x / 4) + math.exp(-x) + math.log(y) + math.log10(y)
-        + math.tanh(x) + math.atan2(y, x) + math.hypot(x, y) + math.erf(x) + math.gamma(y)
-        + math.lgamma(y) + math.asinh(x) + math.expm1(x) + math.log2(y) + math.atan(x)
+        math.sin(x) * math.cos(y)
+        + math.tan(x / 4)
+        + math.exp(-x)
+        + math.log(y)
+        + math.log10(y)
+        + math.tanh(x)
+        + math.atan2(y, x)
+        + math.hypot(x, y)
+        + math.erf(x)
+        + math.gamma(y)
+        + math.lgamma(y)
+        + math.asinh(x)
+        + math.expm1(x)
+        + math.log2(y)
+        + math.atan(x)
     )
 
 
 @njit
 def math_predicates(x):
     return (
-        math.isnan(x), math.isinf(x), math.isfinite(x), math.copysign(2.0, x),
-        math.floor(x), math.ceil(x), math.trunc(x), round(x, 2), x % 0.7, -x // 0.3,
+        math.isnan(x),
+        math.isinf(x),
+        math.isfinite(x),
+        math.copysign(2.0, x),
+        math.floor(x),
+        math.ceil(x),
+        math.trunc(x),
+        round(x, 2),
+        x % 0.7,
+        -x // 0.3,
     )
 
 
 # --- calls, recursion, closures, generators -----------------------------------------------
+
 
 @njit
 def fib(n):
@@ -548,6 +581,7 @@ def function_argument(x):
 
 # --- optionals, lists, strings -------------------------------------------------------------
 
+
 @njit
 def optional_return(x):
     if x > 0:
@@ -593,6 +627,7 @@ def random_walk(n, seed):
 
 
 # --- the corpus ----------------------------------------------------------------------------
+
 
 def _records() -> np.ndarray:
     recs = np.zeros(4, dtype=RECORD)
