@@ -689,6 +689,37 @@ class Invoke(CallBase):
                 f" unwind label {ref(self.operands[-1])}")
 
 
+class CallBr(CallBase):
+    """``callbr ... to label %fallthrough [label %indirect, ...]`` (``asm goto``).
+
+    ``operands`` ends with the fallthrough block and then the ``nindirect`` indirect blocks.
+    """
+
+    __slots__ = ("nindirect",)
+    is_terminator = True
+
+    def __init__(self, callee: Value, args: Sequence[Value], function_type: T.FunctionType,
+                 fallthrough, indirect: Sequence, arg_attrs: Sequence[str] | None = None,
+                 name: str = "") -> None:
+        super().__init__("callbr", function_type.ret if isinstance(function_type, T.FunctionType)
+                         else T.void, (callee, *args, fallthrough, *indirect), (), name)
+        self._setup(callee, args, function_type, arg_attrs)
+        self.nindirect = len(indirect)
+
+    @property
+    def successors(self) -> list:
+        return self.operands[-1 - self.nindirect:]
+
+    def _bundle_end(self) -> int:
+        return len(self.operands) - 1 - self.nindirect
+
+    def body(self, ref: Ref) -> str:
+        ops = self.operands
+        indirect = ", ".join(f"label {ref(b)}" for b in ops[len(ops) - self.nindirect:])
+        fallthrough = ops[len(ops) - 1 - self.nindirect]
+        return f"{self._call_text(ref)} to label {ref(fallthrough)} [{indirect}]"
+
+
 # ---------------------------------------------------------------------------- terminators
 
 class Terminator(Instruction):
@@ -825,6 +856,69 @@ class LandingPad(Instruction):
         for kind, value in zip(self.clauses, self.operands):
             lines.append(f"          {kind} {_tref(ref, value)}")
         return "\n".join(lines)
+
+
+def _unwind_text(ref: Ref, dest) -> str:
+    return f"unwind label {ref(dest)}" if dest is not None else "unwind to caller"
+
+
+class CatchSwitch(Terminator):
+    """``catchswitch within <parent> [label %h, ...] unwind (label %d | to caller)``.
+
+    ``operands`` is ``[parent pad (or none), *handlers, unwind dest?]``.
+    """
+
+    __slots__ = ("nhandlers",)
+
+    def __init__(self, parent_pad: Value, handlers: Sequence, unwind=None, name: str = "") -> None:
+        ops = (parent_pad, *handlers) + ((unwind,) if unwind is not None else ())
+        super().__init__("catchswitch", T.token, ops, (), name)
+        self.nhandlers = len(handlers)
+
+    @property
+    def unwind_dest(self):
+        return self.operands[-1] if len(self.operands) > 1 + self.nhandlers else None
+
+    def body(self, ref: Ref) -> str:
+        handlers = ", ".join(f"label {ref(h)}" for h in self.operands[1:1 + self.nhandlers])
+        return (f"catchswitch within {ref(self.operands[0])} [{handlers}] "
+                f"{_unwind_text(ref, self.unwind_dest)}")
+
+
+class FuncletPad(Instruction):
+    """``catchpad``/``cleanuppad within <parent> [<args>]``; ``operands`` is ``[parent, *args]``."""
+
+    __slots__ = ()
+
+    def __init__(self, opcode: str, parent_pad: Value, args: Sequence[Value],
+                 name: str = "") -> None:
+        _require(opcode in ("catchpad", "cleanuppad"), opcode, "unknown funclet pad")
+        super().__init__(opcode, T.token, (parent_pad, *args), (), name)
+
+    def body(self, ref: Ref) -> str:
+        args = ", ".join(_tref(ref, v) for v in self.operands[1:])
+        return f"{self.opcode} within {ref(self.operands[0])} [{args}]"
+
+
+class CatchRet(Terminator):
+    __slots__ = ()
+
+    def __init__(self, pad: Value, dest) -> None:
+        super().__init__("catchret", T.void, (pad, dest))
+
+    def body(self, ref: Ref) -> str:
+        return f"catchret from {ref(self.operands[0])} to label {ref(self.operands[1])}"
+
+
+class CleanupRet(Terminator):
+    __slots__ = ()
+
+    def __init__(self, pad: Value, unwind=None) -> None:
+        super().__init__("cleanupret", T.void, (pad,) if unwind is None else (pad, unwind))
+
+    def body(self, ref: Ref) -> str:
+        unwind = self.operands[1] if len(self.operands) > 1 else None
+        return f"cleanupret from {ref(self.operands[0])} {_unwind_text(ref, unwind)}"
 
 
 class AtomicRMW(Instruction):

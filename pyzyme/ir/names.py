@@ -56,6 +56,9 @@ def local_ref(name: str) -> str:
 
 
 def global_ref(name: str) -> str:
+    """``@name``; an all-digit name is an unnamed global's number (``@0``) and stays bare."""
+    if name.isdigit():
+        return "@" + name
     return "@" + quote(name)
 
 

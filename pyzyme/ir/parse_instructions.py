@@ -12,15 +12,13 @@ import re
 
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import MetadataValue, Value
+from pyzyme.ir.values import MetadataValue, NoneToken, Value
 
 _FMF = frozenset(I.FAST_MATH_FLAGS)
 _CMP_FLAGS = _FMF | {"samesign"}
 BINOP_FLAGS = frozenset({"nuw", "nsw", "exact", "disjoint"}) | _FMF
 CAST_FLAGS = frozenset({"nneg", "nuw", "nsw"}) | _FMF
 GEP_FLAGS = frozenset({"inbounds", "nusw", "nuw"})
-_UNSUPPORTED = frozenset({"catchswitch", "catchpad", "cleanuppad", "catchret", "cleanupret",
-                          "callbr"})
 
 
 class InstructionParser:
@@ -32,9 +30,6 @@ class InstructionParser:
         self.i += 1
         method = _DISPATCH.get(op)
         if method is None:
-            if op in _UNSUPPORTED:
-                raise self.error(f"{op} (Windows-style exception handling) is not supported",
-                                 self.offsets[self.i - 1])
             raise self.error(f"unknown instruction {op!r}", self.offsets[self.i - 1])
         return method(self, op)
 
@@ -307,6 +302,62 @@ class InstructionParser:
         unwind = self.label()
         return self._finish_call(I.Invoke(callee, args, fnty, normal, unwind, attrs), parts)
 
+    def callbr(self, op: str) -> I.Instruction:
+        parts = self.call_parts()
+        _r, fnty, callee, args, attrs, _f, _b = parts
+        self.skip_nl()
+        self.expect("to")
+        fallthrough = self.label()
+        self.expect("[")
+        indirect = []
+        while not self.accept("]"):
+            indirect.append(self.label())
+            self.accept(",")
+        return self._finish_call(
+            I.CallBr(callee, args, fnty, fallthrough, indirect, attrs), parts)
+
+    def pad_parent(self) -> Value:
+        self.expect("within")
+        if self.accept("none"):
+            return NoneToken(T.token)
+        return self.value(T.token)
+
+    def unwind_dest(self):
+        self.expect("unwind")
+        if self.accept("to"):
+            self.expect("caller")
+            return None
+        return self.label()
+
+    def catchswitch(self, op: str) -> I.Instruction:
+        parent = self.pad_parent()
+        self.expect("[")
+        handlers = []
+        while not self.accept("]"):
+            handlers.append(self.label())
+            self.accept(",")
+        return I.CatchSwitch(parent, handlers, self.unwind_dest())
+
+    def funclet_pad(self, op: str) -> I.Instruction:
+        parent = self.pad_parent()
+        self.expect("[")
+        args = []
+        while not self.accept("]"):
+            args.append(self.typed_value())
+            self.accept(",")
+        return I.FuncletPad(op, parent, args)
+
+    def catchret(self, op: str) -> I.Instruction:
+        self.expect("from")
+        pad = self.value(T.token)
+        self.expect("to")
+        return I.CatchRet(pad, self.label())
+
+    def cleanupret(self, op: str) -> I.Instruction:
+        self.expect("from")
+        pad = self.value(T.token)
+        return I.CleanupRet(pad, self.unwind_dest())
+
     def br(self, op: str) -> I.Instruction:
         if self.texts[self.i] == "label":
             return I.Branch(self.label())
@@ -409,10 +460,12 @@ _DISPATCH.update({
     "insertvalue": _P.insertvalue, "extractelement": _P.extractelement,
     "insertelement": _P.insertelement, "shufflevector": _P.shufflevector, "call": _P.call,
     "tail": _P.tail_call, "musttail": _P.tail_call, "notail": _P.tail_call,
-    "invoke": _P.invoke, "br": _P.br, "switch": _P.switch, "indirectbr": _P.indirectbr,
+    "invoke": _P.invoke, "callbr": _P.callbr, "br": _P.br, "switch": _P.switch, "indirectbr": _P.indirectbr,
     "ret": _P.ret, "unreachable": _P.unreachable, "resume": _P.resume,
     "landingpad": _P.landingpad, "atomicrmw": _P.atomicrmw, "cmpxchg": _P.cmpxchg,
-    "fence": _P.fence, "va_arg": _P.va_arg,
+    "fence": _P.fence, "va_arg": _P.va_arg, "catchswitch": _P.catchswitch,
+    "catchpad": _P.funclet_pad, "cleanuppad": _P.funclet_pad, "catchret": _P.catchret,
+    "cleanupret": _P.cleanupret,
 })
 
 _CCONV = re.compile(r"^(cc\s+\d+|[a-z_0-9]*cc|swiftcc|tailcc|preserve_\w+|ccc|cxx_fast_tlscc"
