@@ -22,7 +22,8 @@ from pyzyme.ir.instructions import (
     AtomicRMW, Alloca, BinaryOp, Branch, Call, CallBase, CallBr, Cast, CmpXchg, Compare, ExtractElement,
     ExtractValue, Fence, Freeze, GetElementPtr, IndirectBr, InsertElement, InsertValue,
     Instruction, Invoke, LandingPad, Load, Phi, Resume, Ret, Select, ShuffleVector, Store,
-    Switch, Unreachable, UnaryOp, VAArg, CatchSwitch, FuncletPad, CatchRet, CleanupRet,
+    Switch, Unreachable, UnaryOp, VAArg, CatchSwitch, FuncletPad, CatchRet,
+    CleanupRet,
 )
 from pyzyme.ir.module import BasicBlock, Function, Module
 from pyzyme.ir.parser import parse_module
