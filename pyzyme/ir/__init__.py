@@ -19,7 +19,8 @@ entry:
 
 from pyzyme.ir.builder import IRBuilder
 from pyzyme.ir.instructions import (
-    AtomicRMW, Alloca, BinaryOp, Branch, Call, CallBase, CallBr, Cast, CmpXchg, Compare, ExtractElement,
+    AtomicRMW, Alloca, BinaryOp, Branch, Call, CallBase, CallBr, Cast, CmpXchg, Compare,
+    ExtractElement,
     ExtractValue, Fence, Freeze, GetElementPtr, IndirectBr, InsertElement, InsertValue,
     Instruction, Invoke, LandingPad, Load, Phi, Resume, Ret, Select, ShuffleVector, Store,
     Switch, Unreachable, UnaryOp, VAArg, CatchSwitch, FuncletPad, CatchRet,
