@@ -132,7 +132,11 @@ def check_fixed_point(rt: RoundTrip) -> None:
 
 
 def check_preserved(rt: RoundTrip) -> None:
-    before, after = _llvm_print(rt.text0), _llvm_print(rt.text1)
+    before = _llvm_print(rt.text0)
+    try:
+        after = _llvm_print(rt.text1)
+    except RuntimeError as err:
+        pytest.fail(f"LLVM cannot read pyzyme's print of {rt.key}: {err}\n{rt.where()}")
     if before != after:
         pytest.fail(
             f"LLVM sees a different module after pyzyme's round trip of {rt.key} {rt.where()}:\n"
