@@ -205,7 +205,8 @@ class IdentifiedStructType(Type):
         self.name = name
         self.elements: tuple[Type, ...] | None = None
         self.packed = False
-        self._text = local_ref(name)
+        # An all-digit name is an unnamed type's number (%0 = type {...}) and stays bare.
+        self._text = "%" + name if name.isdigit() else local_ref(name)
 
     def set_body(self, elements: Sequence[Type], packed: bool = False) -> None:
         self.elements = tuple(elements)
@@ -219,9 +220,9 @@ class IdentifiedStructType(Type):
         return self.elements is not None
 
     def body_text(self) -> str:
-        """The definition's right-hand side: ``type { ... }`` or ``opaque``."""
+        """The definition's right-hand side: ``type { ... }`` or ``type opaque``."""
         if self.elements is None:
-            return "opaque"
+            return "type opaque"
         return "type " + str(StructType(self.elements, self.packed))
 
 
