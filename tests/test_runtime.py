@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import subprocess
+import sys
+import textwrap
 from collections import namedtuple
 
 import numpy as np
@@ -318,3 +321,40 @@ def test_symbol_names():
     assert symbol_name("rev", "a").startswith("__pyzyme_rev_")
     with pytest.raises(ValueError):
         symbol_name("bad kind", "a")
+
+
+def test_captured_locals_do_not_capture_numbas_symbols():
+    # A captured module carries an internal (and optimizer-made fastcc) copy of NRT_decref.
+    # Compiled as is, MCJIT bound the weak NRT_decref of code Numba compiled later to that copy,
+    # and Numba's own string function crashed. Run in a child: the failure mode is a segfault.
+    script = textwrap.dedent(
+        """
+        from numba import njit
+        from pyzyme.frontends.numba import capture
+        from pyzyme.runtime import compile_module, symbol_name
+        from pyzyme.runtime.modules import parse
+
+        @njit
+        def list_build(n):
+            out = [0.0]
+            for i in range(1, n):
+                out.append(out[-1] + i)
+            return sum(out)
+
+        @njit
+        def string_ops(n):
+            s = "ab" * n + "c"
+            return len(s.upper() + s[::-1])
+
+        cap = capture(list_build, (10,))
+        assert "define internal fastcc void @NRT_decref" in cap.text
+        module = parse(cap.text)
+        module.get_function(cap.symbol).name = symbol_name("copy", cap.text)
+        compile_module(str(module))
+        print(string_ops(3))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert (out.returncode, out.stdout.strip()) == (0, "14"), out.stderr[-2000:]

@@ -71,12 +71,14 @@ class _PyzymeLibrary(numba_codegen.JITCodeLibrary):
     At level 3 it runs Numba's own pipeline, so derivative code is optimized exactly like the
     ``@njit`` code around it; at lower levels LLVM's default pipeline at that level (level 0 to
     inspect or debug generated code). Either way, the module callers link is taken before
-    machine code generation rewrites it.
+    machine code generation rewrites it, and its local symbols get names of their own (see
+    :func:`_rename_locals`).
     """
 
-    def __init__(self, codegen: numba_codegen.JITCPUCodegen, name: str, *, opt: int) -> None:
+    def __init__(self, codegen: numba_codegen.JITCPUCodegen, name: str, *, opt: int, tag: str):
         super().__init__(codegen, name)
         self._pyzyme_opt = opt
+        self._pyzyme_tag = tag
 
     def _optimize_functions(self, ll_module: llvm.ModuleRef) -> None:
         if self._pyzyme_opt == 3:
@@ -89,7 +91,24 @@ class _PyzymeLibrary(numba_codegen.JITCodeLibrary):
             super()._optimize_final_module()
         else:
             passes.optimize(self._final_module, self._pyzyme_opt)
+        _rename_locals(self._final_module, self._pyzyme_tag)
         self._shared_module = modules.module_for_linking(self._final_module)
+
+
+def _rename_locals(module: llvm.ModuleRef, tag: str) -> None:
+    """Suffix every internal/private function and global of ``module`` with ``.tag``.
+
+    MCJIT's object linker can bind another module's *weak* definition of a name (Numba links
+    ``NRT_decref`` into every library as ``linkonce_odr``) to a *local* symbol of the same name
+    in a module loaded earlier. A captured module has exactly such locals: its copy of
+    ``NRT_decref``, made internal and ``fastcc`` by the optimizer, then served Numba's own calls
+    with the wrong calling convention. Local names are free to change, so they are made unique.
+    """
+    local = (llvm.Linkage.internal, llvm.Linkage.private)
+    for group in (module.functions, module.global_variables):
+        for value in group:
+            if not value.is_declaration and value.linkage in local:
+                value.name = f"{value.name}.{tag}"
 
 
 @dataclass
@@ -141,12 +160,12 @@ def compile_module(module, opt: int = 3, *, name: str = "pyzyme") -> CompiledMod
         if key in _COMPILED.by_key:
             return _COMPILED.by_key[key]
         with error_context("compiling module", name):
-            compiled = _compile(text, opt, name)
+            compiled = _compile(text, opt, name, tag=key[:16])
         _COMPILED.by_key[key] = compiled
         return compiled
 
 
-def _compile(text: str, opt: int, name: str) -> CompiledModule:
+def _compile(text: str, opt: int, name: str, *, tag: str) -> CompiledModule:
     ll_module = modules.parse(text)
     codegen = target.numba_codegen_instance()
     _check_new_definitions(ll_module, codegen)
@@ -161,7 +180,7 @@ def _compile(text: str, opt: int, name: str) -> CompiledModule:
             "the module defines no externally visible function, so nothing could be called",
             hint="give the entry points external linkage (no 'internal'/'linkonce_odr')",
         )
-    library = _PyzymeLibrary(codegen, name, opt=opt)
+    library = _PyzymeLibrary(codegen, name, opt=opt, tag=tag)
     # Numba links its runtime into every library so NRT_incref/NRT_decref can be inlined.
     library.add_linking_library(rtsys.library)
     library.add_llvm_module(ll_module)
