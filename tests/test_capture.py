@@ -20,7 +20,7 @@ from pyzyme import ir
 from pyzyme.errors import CaptureError
 from pyzyme.frontends.numba import capture, check_numba_internals
 
-Point = namedtuple("Point", ["x", "y"])
+Point = namedtuple("CapturePoint", ["x", "y"])  # own name: see tests/test_runtime.py
 RECORD = np.dtype([("mass", np.float64), ("charge", np.int32)], align=True)
 
 

@@ -18,7 +18,9 @@ from pyzyme.errors import PyzymeError, UnsupportedError, VerifyError
 from pyzyme.frontends.numba import capture, njit_callable
 from pyzyme.runtime import compile_module, symbol_name
 
-Point = namedtuple("Point", ["x", "y"])
+# A name of its own: Numba 0.68 fails to dispatch on a namedtuple class whose name and field
+# types equal those of another class it has already seen (other tests use "Point").
+Point = namedtuple("RuntimePoint", ["x", "y"])
 RECORD = np.dtype([("mass", np.float64), ("charge", np.int32)], align=True)
 
 
