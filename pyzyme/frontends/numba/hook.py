@@ -37,6 +37,7 @@ import numba
 from numba.core import codegen as numba_codegen
 
 from pyzyme.errors import CaptureError
+from pyzyme.runtime.modules import module_for_linking
 
 SUPPORTED_NUMBA = "0.68"
 
@@ -217,19 +218,6 @@ def _wrap_optimize_final_module(cls: type) -> None:
 
     _optimize_final_module.__wrapped__ = original
     cls._optimize_final_module = _optimize_final_module
-
-
-def module_for_linking(module: llvm.ModuleRef) -> llvm.ModuleRef:
-    """A clone of ``module`` whose external definitions are ``linkonce_odr``.
-
-    This is Numba's ``_get_module_for_linking`` transformation: callers may link the module many
-    times, inline from it and drop what they do not use.
-    """
-    clone = module.clone()
-    for fn in clone.functions:
-        if not fn.is_declaration and fn.linkage == llvm.Linkage.external:
-            fn.linkage = "linkonce_odr"
-    return clone
 
 
 # Installed on import, because the hook only sees libraries finalized after it is in place and
