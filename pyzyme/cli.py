@@ -1,9 +1,4 @@
-"""The ``pyzyme`` command line: ``pyzyme demo`` (and, in later issues, ``opt``, ``explain``).
-
-Examples
---------
->>> main(["--help"])  # doctest: +SKIP
-"""
+"""The ``pyzyme`` command line: ``pyzyme demo`` (and, in later issues, ``opt``, ``explain``)."""
 
 from __future__ import annotations
 
