@@ -385,11 +385,15 @@ class _Parser(InstructionParser):
         return ty
 
     def type_list(self, close: str) -> list[T.Type]:
-        out: list[T.Type] = []
+        return self.comma_list(close, self.type)
+
+    def comma_list(self, close: str, item):
+        """``item()`` repeated, separated by commas, up to and including ``close``."""
+        out = []
         if self.accept(close):
             return out
         while True:
-            out.append(self.type())
+            out.append(item())
             if self.accept(close):
                 return out
             self.expect(",")
@@ -478,14 +482,7 @@ class _Parser(InstructionParser):
         raise self.error(f"expected a value, found {tok.strip() or 'end of line'!r}")
 
     def constant_list(self, close: str) -> list[Value]:
-        out: list[Value] = []
-        if self.accept(close):
-            return out
-        while True:
-            out.append(self.typed_value())
-            if self.accept(close):
-                return out
-            self.expect(",")
+        return self.comma_list(close, self.typed_value)
 
     def constant_expr(self, ty: T.Type) -> Value:
         start = self.i

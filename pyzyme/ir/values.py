@@ -242,7 +242,17 @@ class ConstantSplat(Constant):
         return f"splat ({self.element.typed_ref()})"
 
 
-class OpaqueConstant(Constant):
+class _Verbatim:
+    """A value pyzyme carries as its source text, which is also its reference."""
+
+    __slots__ = ()
+
+    @property
+    def ref(self) -> str:
+        return self.text
+
+
+class OpaqueConstant(_Verbatim, Constant):
     """A constant pyzyme carries as text (``blockaddress``, ``dso_local_equivalent``, ...)."""
 
     __slots__ = ("text",)
@@ -251,12 +261,8 @@ class OpaqueConstant(Constant):
         super().__init__(type)
         self.text = text
 
-    @property
-    def ref(self) -> str:
-        return self.text
 
-
-class MetadataValue(Value):
+class MetadataValue(_Verbatim, Value):
     """A metadata operand of a call (``metadata !5``, ``metadata i64 0``), kept as text."""
 
     __slots__ = ("text",)
@@ -265,12 +271,8 @@ class MetadataValue(Value):
         super().__init__(T.metadata)
         self.text = text
 
-    @property
-    def ref(self) -> str:
-        return self.text
 
-
-class InlineAsm(Value):
+class InlineAsm(_Verbatim, Value):
     """``asm [sideeffect] "code", "constraints"`` as the callee of a call; kept as text."""
 
     __slots__ = ("text",)
@@ -278,10 +280,6 @@ class InlineAsm(Value):
     def __init__(self, type: T.Type, text: str) -> None:  # noqa: A002
         super().__init__(type)
         self.text = text
-
-    @property
-    def ref(self) -> str:
-        return self.text
 
 
 # ------------------------------------------------------------------------------------ globals
