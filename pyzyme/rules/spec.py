@@ -1,0 +1,93 @@
+"""The kinds of row a rule table holds.
+
+One row per LLVM opcode, LLVM intrinsic (by base name: ``llvm.sin`` covers ``llvm.sin.f32`` and
+``llvm.sin.v4f64``), C math symbol (every spelling listed: ``sin``, ``sinf``, ``sinl``) or runtime
+helper. A row says what the derivative *is*; ``pyzyme.diff`` decides how to emit it for a mode,
+a width and the activity of each operand.
+
+- :class:`Partials`: the derivative of the result with respect to each operand, as expressions
+  (:mod:`pyzyme.rules.expr`). Forward mode emits ``sum_i partial_i * dot(x_i)`` over the active
+  operands; reverse mode emits ``x_i_bar += partial_i * ret_bar``. One row, both modes.
+- :class:`Linear`: the operation is linear in its one operand, so the tangent is the same
+  operation applied to the operand's tangent (``fpext``, ``bitcast``); the adjoint applies
+  ``transpose``.
+- :class:`Memory`: the call moves or fills memory (``llvm.memcpy``); the same call is made on the
+  shadows.
+- :class:`Inactive`: the result carries no derivative and the call has no effect derivatives
+  must mirror (``llvm.assume``, ``llvm.lifetime.start``, ``icmp``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyzyme.rules.expr import Expr
+
+__all__ = ["KINDS", "Row", "Partials", "Linear", "Memory", "Inactive"]
+
+KINDS = ("opcode", "intrinsic", "libm", "runtime")
+
+
+@dataclass(frozen=True)
+class Row:
+    """Common fields: the names the row answers to, and what kind of name they are."""
+
+    names: tuple[str, ...]
+    kind: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"row {self.names}: kind must be one of {KINDS}, not {self.kind!r}")
+        if not self.names:
+            raise ValueError("a row needs at least one name")
+
+
+@dataclass(frozen=True)
+class Partials(Row):
+    """``partials[i]`` is d(result)/d(operand i), or None where operand i carries no derivative
+    (an integer exponent, a rounding mode). ``result_field`` is the index of the differentiable
+    field when the result is a struct (``llvm.frexp`` returns ``{ double, i32 }``: field 0).
+    ``note`` records the choice made where the derivative is not defined (ties, kinks, zeros).
+    """
+
+    partials: tuple[Expr | None, ...] = ()
+    result_field: int | None = None
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for i, p in enumerate(self.partials):
+            if p is None:
+                continue
+            for place in p.placeholders():
+                if place != "ret" and not 0 <= place < len(self.partials):
+                    raise ValueError(f"row {self.names[0]}: partial {i} reads operand {place}, "
+                                     f"but the row has {len(self.partials)} operands")
+        if all(p is None for p in self.partials):
+            raise ValueError(f"row {self.names[0]}: no operand has a partial; use Inactive")
+
+    @property
+    def nargs(self) -> int:
+        return len(self.partials)
+
+
+@dataclass(frozen=True)
+class Linear(Row):
+    """Linear in operand 0: tangent = same op on the tangent; adjoint = ``transpose`` op."""
+
+    transpose: str = ""
+
+
+@dataclass(frozen=True)
+class Memory(Row):
+    """A memory intrinsic whose effect is mirrored on shadows. ``pointer_args`` are the
+    positions of its pointer operands (destination first)."""
+
+    pointer_args: tuple[int, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class Inactive(Row):
+    """No derivative, by rule; ``reason`` says why (shown by ``pyzyme explain``)."""
+
+    reason: str = ""
