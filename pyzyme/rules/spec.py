@@ -13,6 +13,8 @@ a width and the activity of each operand.
   ``transpose``.
 - :class:`Memory`: the call moves or fills memory (``llvm.memcpy``); the same call is made on the
   shadows.
+- :class:`Allocation` and :class:`Mirror`: the call allocates, frees or reference-counts
+  memory; shadows get allocations of their own, freed and counted alongside.
 - :class:`Inactive`: the result carries no derivative and the call has no effect derivatives
   must mirror (``llvm.assume``, ``llvm.lifetime.start``, ``icmp``).
 """
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 
 from pyzyme.rules.expr import Expr
 
-__all__ = ["KINDS", "Row", "Partials", "Linear", "Memory", "Inactive"]
+__all__ = ["KINDS", "Row", "Partials", "Linear", "Memory", "Allocation", "Mirror", "Inactive"]
 
 KINDS = ("opcode", "intrinsic", "libm", "runtime")
 
@@ -84,6 +86,27 @@ class Memory(Row):
     positions of its pointer operands (destination first)."""
 
     pointer_args: tuple[int, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class Allocation(Row):
+    """Allocates memory; the shadow gets an allocation of its own, of the same size, zeroed.
+
+    The byte size is the product of the operands at ``size_args``. When the result is a
+    handle rather than the memory itself (Numba's ``MemInfo``), the data pointer is the pointer
+    stored at byte ``data_offset`` of it.
+    """
+
+    size_args: tuple[int, ...] = ()
+    data_offset: int | None = None
+
+
+@dataclass(frozen=True)
+class Mirror(Row):
+    """Frees or reference-counts memory: the same call is made on the shadows of the operands at
+    ``pointer_args``, so a shadow lives exactly as long as its primal."""
+
+    pointer_args: tuple[int, ...] = (0,)
 
 
 @dataclass(frozen=True)

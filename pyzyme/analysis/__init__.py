@@ -1,0 +1,1 @@
+"""Facts about IR, as pure functions returning result objects that print themselves."""

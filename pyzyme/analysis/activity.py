@@ -1,0 +1,154 @@
+"""Activity analysis: which values of a function carry derivatives.
+
+A value is *varied* when it can depend on an active input: a float computed from one, a pointer
+into memory that has a shadow (so loads through it read tangents), an aggregate holding either.
+Integers never carry derivatives, by rule; so neither do comparisons, addresses computed as
+integers, or floats converted from integers. Values that are not varied get no derivative code.
+
+This is the forward half of Enzyme's activity analysis (does the value depend on an active
+input?); the backward half (can it reach an active output?) comes with reverse mode.
+
+Examples
+--------
+>>> from pyzyme.ir import parse_module
+>>> m = parse_module('''define double @f(double %x, double %c, i64 %n) {
+... entry:
+...   %a = fmul double %x, %c
+...   %b = sitofp i64 %n to double
+...   %s = fadd double %a, %b
+...   %k = fadd double %c, %b
+...   ret double %s
+... }''')
+>>> act = analyze_activity(m.get_function("f"), [Activity.ACTIVE, Activity.CONST, Activity.CONST])
+>>> print(act)
+activity of @f
+  arg %x: active
+  arg %c: const
+  arg %n: const
+  %a = fmul double %x, %c: active
+  %b = sitofp i64 %n to double: const
+  %s = fadd double %a, %b: active
+  %k = fadd double %c, %b: const
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pyzyme.analysis.cfg import reverse_post_order
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import Value
+
+__all__ = ["Activity", "ActivityResult", "analyze_activity", "can_carry_derivative"]
+
+
+class Activity(enum.Enum):
+    """How an argument takes part in differentiation (Enzyme's annotations, one enum)."""
+
+    CONST = "const"
+    ACTIVE = "active"            # a value with a tangent (forward) or adjoint (reverse)
+    DUPLICATED = "duplicated"    # a pointer with a shadow
+
+
+def can_carry_derivative(ty: T.Type) -> bool:
+    """Floats, pointers, and vectors or aggregates containing them; never integers."""
+    if ty.is_float or ty.is_pointer:  # vectors answer by their element type
+        return True
+    if isinstance(ty, T.ArrayType):
+        return can_carry_derivative(ty.element)
+    if isinstance(ty, (T.StructType, T.IdentifiedStructType)) and ty.elements is not None:
+        return any(can_carry_derivative(e) for e in ty.elements)
+    return False
+
+
+# Opcodes whose result depends only on their operands' values (no memory, no calls): the result
+# is varied when any operand is.
+_PURE = (frozenset({"fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "fpext", "fptrunc",
+                    "bitcast", "addrspacecast", "select", "phi", "freeze", "getelementptr",
+                    "extractvalue", "insertvalue", "extractelement", "insertelement",
+                    "shufflevector"}))
+
+CallPolicy = Callable[[I.CallBase, Callable[[Value], bool]], bool]
+
+
+@dataclass
+class ActivityResult:
+    """The varied values of ``function`` (arguments and instructions)."""
+
+    function: object
+    varied: set = field(default_factory=set)
+
+    def is_varied(self, value: Value) -> bool:
+        return value in self.varied
+
+    def __str__(self) -> str:
+        fn = self.function
+        lines = [f"activity of {fn.ref}"]
+        for arg in fn.args:
+            lines.append(f"  arg {arg.ref if arg.name else '%' + str(arg.index)}: "
+                         f"{'active' if arg in self.varied else 'const'}")
+        for inst in fn.instructions():
+            if inst.has_result:
+                text = f"{inst.ref if inst.name else '%?'} = {inst}"
+                lines.append(f"  {text}: {'active' if inst in self.varied else 'const'}")
+        return "\n".join(lines)
+
+
+def analyze_activity(fn, params: Sequence[Activity],
+                     call_policy: CallPolicy | None = None,
+                     allocation_policy: Callable[[I.Instruction], bool] | None = None
+                     ) -> ActivityResult:
+    """Which values of ``fn`` carry derivatives, given the activity of each parameter.
+
+    Parameters
+    ----------
+    fn
+        A function with a body.
+    params
+        One :class:`Activity` per parameter; ``ACTIVE`` and ``DUPLICATED`` seed the analysis.
+    call_policy
+        ``(call, is_varied) -> bool``: whether a call's result is varied. The default says a
+        call's result is varied when any of its arguments is.
+    allocation_policy
+        ``(inst) -> bool``: whether an ``alloca`` or an allocating call gets a shadow. The default
+        gives one to every allocation that can hold floats or pointers, once anything is varied.
+    """
+    result = ActivityResult(fn)
+    varied = result.varied
+    for arg, act in zip(fn.args, params):
+        if act is not Activity.CONST and can_carry_derivative(arg.type):
+            varied.add(arg)
+    if not varied:
+        return result
+    is_varied = varied.__contains__
+    order = [inst for block in reverse_post_order(fn) for inst in block.instructions]
+    changed = True
+    while changed:
+        changed = False
+        for inst in order:
+            if inst in varied or not can_carry_derivative(inst.type):
+                continue
+            if _is_varied(inst, is_varied, call_policy, allocation_policy):
+                varied.add(inst)
+                changed = True
+    return result
+
+
+def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy) -> bool:
+    op = inst.opcode
+    if op in _PURE:
+        return any(is_varied(v) for v in inst.operands)
+    if op == "load":
+        return is_varied(inst.operands[0])
+    if op == "alloca":
+        return allocation_policy(inst) if allocation_policy else True
+    if op in ("call", "invoke"):
+        if call_policy is not None:
+            return call_policy(inst, is_varied)
+        return any(is_varied(v) for v in inst.args)
+    if op in ("atomicrmw", "cmpxchg"):
+        return is_varied(inst.operands[0])
+    return False  # sitofp, inttoptr, va_arg, landingpad, ...: nothing flows in

@@ -1,0 +1,1 @@
+"""Derivative code generation: forward mode now, reverse mode in a later issue."""

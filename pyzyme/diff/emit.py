@@ -1,0 +1,122 @@
+"""The only place rule expressions become IR.
+
+An :class:`Emitter` writes an expression of :mod:`pyzyme.rules.expr` at a builder's insertion
+point, in the floating type of the derivative (scalar or vector), with the fast-math flags the
+primal instruction allows: its own, less ``nnan`` and ``ninf``, because a derivative may be
+infinite or NaN where the primal is not (d/dx sqrt(x) at 0), and with those flags LLVM may treat
+such a value as poison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import IRBuilder, types as T
+from pyzyme.ir.values import ConstantSplat, Value, const_float, const_int
+from pyzyme.rules import expr as E
+
+__all__ = ["Emitter", "derivative_flags", "type_suffix"]
+
+_UNSAFE_FLAGS = {"nnan", "ninf"}
+_FAST_EXPANDED = ("reassoc", "nsz", "arcp", "contract", "afn")
+
+
+def derivative_flags(flags: Sequence[str]) -> tuple[str, ...]:
+    """Fast-math ``flags`` of a primal instruction, as its derivative code may use them."""
+    out: list[str] = []
+    for flag in flags:
+        if flag == "fast":
+            out.extend(_FAST_EXPANDED)
+        elif flag not in _UNSAFE_FLAGS and flag in _FAST_EXPANDED:
+            out.append(flag)
+    return tuple(dict.fromkeys(out))
+
+
+def type_suffix(ty: T.Type) -> str:
+    """The overload suffix LLVM intrinsics use for ``ty``: ``f64``, ``v4f32``, ``i32``."""
+    if ty.is_vector:
+        return f"{'nx' if ty.scalable else ''}v{ty.count}{type_suffix(ty.element)}"
+    if ty.is_int:
+        return f"i{ty.width}"
+    if ty.is_float:
+        return {"half": "f16", "bfloat": "bf16", "float": "f32", "double": "f64",
+                "x86_fp80": "f80", "fp128": "f128", "ppc_fp128": "ppcf128"}[ty.kind]
+    raise UnsupportedError(f"no intrinsic overload for type {ty}")
+
+
+def _libm_name(symbol: str, ty: T.Type) -> str:
+    kind = ty.scalar.kind
+    if kind == "double":
+        return symbol
+    if kind == "float":
+        return symbol + "f"
+    if kind == "x86_fp80":
+        return symbol + "l"
+    raise UnsupportedError(f"no C math function {symbol} for {ty}")
+
+
+class Emitter:
+    """Writes rule expressions at ``builder`` for values of floating type ``ty``."""
+
+    def __init__(self, builder: IRBuilder, module, ty: T.Type, flags: Sequence[str] = ()) -> None:
+        self.b = builder
+        self.module = module
+        self.ty = ty
+        self.flags = derivative_flags(flags)
+
+    def constant(self, value: float) -> Value:
+        if self.ty.is_vector:
+            return ConstantSplat(self.ty, const_float(self.ty.element, value))
+        return const_float(self.ty, value)
+
+    def expr(self, e: E.Expr, args: Sequence[Value], result: Value | None,
+             name: str = "") -> Value:
+        """The value of ``e`` with ``arg(i) = args[i]`` and ``ret() = result``."""
+        if isinstance(e, E.Arg):
+            return args[e.index]
+        if isinstance(e, E.Ret):
+            if result is None:
+                raise UnsupportedError("a rule reads the primal result, which is not available")
+            return result
+        if isinstance(e, E.Const):
+            return self.constant(e.value)
+        return self._op(e, args, result, name)
+
+    def _op(self, e: E.Op, args, result, name: str) -> Value:
+        b, opname = self.b, e.name
+        if opname == "select":
+            cond, t, f = e.operands
+            a, c = (self.expr(o, args, result) for o in cond.operands)
+            test = b.fcmp(cond.name[5:], a, c)
+            return b.select(test, self.expr(t, args, result), self.expr(f, args, result),
+                            name=name)
+        if opname == "iadd":
+            v = self.expr(e.operands[0], args, result)
+            return b.add(v, const_int(v.type, int(e.operands[1].value)), name=name)
+        if opname == "sitofp":
+            return b.sitofp(self.expr(e.operands[0], args, result), self.ty, name=name)
+        vals = [self.expr(o, args, result) for o in e.operands]
+        if opname == "fneg":
+            return b.fneg(vals[0], self.flags, name=name)
+        if opname in ("fadd", "fsub", "fmul", "fdiv"):
+            return b.binop(opname, vals[0], vals[1], self.flags, name=name)
+        return self.call(opname, vals, name)
+
+    def call(self, function: str, vals: Sequence[Value], name: str = "") -> Value:
+        """Call math function ``function`` of :data:`pyzyme.rules.expr.FUNCTIONS`."""
+        symbol = E.FUNCTIONS[function].symbol
+        ty = self.ty
+        if symbol.startswith("llvm."):
+            ints = "".join("." + type_suffix(v.type) for v in vals if v.type.scalar.is_int)
+            callee_name = f"{symbol}.{type_suffix(ty)}{ints}"
+        elif symbol.startswith("pyzyme."):
+            from pyzyme.rules import mathlib
+            callee_name = mathlib.ensure(self.module, symbol, ty)
+        else:
+            callee_name = _libm_name(symbol, ty)
+        fnty = T.FunctionType(ty, [v.type for v in vals])
+        callee = self.module.get_function(callee_name)
+        if callee is None:
+            callee = self.module.add_function(callee_name, fnty)
+        return self.b.call(callee, list(vals), flags=self.flags, name=name)

@@ -1,0 +1,196 @@
+"""Forward-mode handling of calls.
+
+Lookup order: the rule table (intrinsics, C math, memory and runtime functions), then the
+callee's own body (differentiated recursively, once per callee and activity), then an
+:class:`~pyzyme.UnsupportedError` naming the function when an argument carries a derivative.
+(User rules, which come first, arrive with the custom-rules issue.)
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from pyzyme.analysis.activity import Activity, can_carry_derivative
+from pyzyme.errors import ActivityError, UnsupportedError
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import const_int
+from pyzyme.rules import spec
+
+__all__ = ["call", "call_result_varied"]
+
+
+def _row(gen, inst: I.CallBase):
+    callee = inst.called_function
+    return gen.rules.lookup(callee.name) if callee is not None else None
+
+
+def call_result_varied(gen, inst: I.CallBase, is_varied) -> bool:
+    """Whether the result of call ``inst`` carries a derivative (for activity analysis)."""
+    row = _row(gen, inst)
+    args = inst.args
+    if isinstance(row, spec.Partials):
+        return any(p is not None and is_varied(a) for p, a in zip(row.partials, args))
+    if isinstance(row, spec.Linear):
+        return is_varied(args[0])
+    if isinstance(row, spec.Allocation):
+        return True  # every allocation gets a shadow once anything is varied
+    if row is not None:
+        return False
+    callee = inst.called_function
+    if callee is not None and not callee.is_declaration:
+        return any(is_varied(a) for a in args)
+    return False
+
+
+def call(gen, st, inst: I.CallBase) -> None:
+    """Emit the primal call and the code of its derivative."""
+    if isinstance(inst, (I.Invoke, I.CallBr)):
+        if any(a in st.activity.varied for a in inst.args):
+            raise UnsupportedError(f"no derivative for {inst.opcode} with active arguments in "
+                                   f"{st.old.ref}")
+        gen._clone(st, inst)
+        return
+    row = _row(gen, inst)
+    callee = inst.called_function
+    if row is None and callee is not None and not callee.is_declaration and (
+            inst in st.activity.varied or _any_varied(st, inst)):
+        _call_derivative(gen, st, inst, callee)
+        return
+    new = gen._clone(st, inst)
+    if isinstance(row, spec.Partials):
+        gen._partials(st, inst, new, row, inst.args, new.args, inst.flags)
+    elif isinstance(row, spec.Linear):
+        _linear_call(gen, st, inst, new)
+    elif isinstance(row, spec.Memory):
+        _memory(gen, st, inst, new, row)
+    elif isinstance(row, spec.Allocation):
+        _allocation(gen, st, inst, new, row)
+    elif isinstance(row, spec.Mirror):
+        _mirror(gen, st, inst, new, row)
+    elif row is None and _any_varied(st, inst):
+        what = f"@{callee.name}" if callee is not None else "an indirect call"
+        raise UnsupportedError(
+            f"no derivative for a call to {what} in {st.old.ref}: it has no body pyzyme can "
+            f"see and no rule, and an argument carries a derivative",
+            hint="write a custom rule for it, or pass the arguments that reach it as Const")
+
+
+def _any_varied(st, inst: I.CallBase) -> bool:
+    return any(a in st.activity.varied for a in inst.args)
+
+
+def _call_derivative(gen, st, inst: I.Call, callee) -> None:
+    from pyzyme.diff.forward import ForwardSignature
+
+    acts = []
+    for a in inst.args:
+        if a not in st.activity.varied:
+            acts.append(Activity.CONST)
+        else:
+            acts.append(Activity.DUPLICATED if a.type.is_pointer else Activity.ACTIVE)
+    sig = ForwardSignature.standard(callee, acts, st.width)
+    dfn = gen.derivative(callee, sig)
+    args = [gen._value(st, a) for a in inst.args]
+    attrs = list(inst.arg_attrs)
+    for i, act in enumerate(acts):
+        if act is not Activity.CONST:
+            for k in range(st.width):
+                args.append(st.derivs[inst.args[i]][k])
+                attrs.append("")
+    b = st.builder
+    returns_pair = dfn.function_type.ret != callee.function_type.ret
+    res = b.insert(I.Call(dfn, args, dfn.function_type, inst.flags,
+                          "tail" if inst.tail == "tail" else "", attrs),
+                   "" if returns_pair else inst.name)
+    if not returns_pair:
+        st.values[inst] = res
+        return
+    st.values[inst] = b.extractvalue(res, 0, name=inst.name)
+    st.derivs[inst] = [b.extractvalue(res, k + 1, name=_tangent_name(inst, k, st.width))
+                       for k in range(st.width)]
+
+
+def _tangent_name(inst, lane: int, width: int) -> str:
+    from pyzyme.diff import naming
+    return naming.tangent(inst.name, lane, width)
+
+
+def _linear_call(gen, st, inst: I.Call, new: I.Call) -> None:
+    if inst not in st.activity.varied:
+        return
+    b = st.builder
+    gen._lanes(st, inst, lambda k, name: b.insert(I.Call(
+        new.callee, [st.derivs[inst.args[0]][k]] + list(new.args[1:]), new.function_type,
+        inst.flags), name))
+
+
+def _memory(gen, st, inst: I.Call, new: I.Call, row: spec.Memory) -> None:
+    """memcpy/memmove/memset: the same on the shadows (zeros where the source has none)."""
+    b = st.builder
+    dest = inst.args[row.pointer_args[0]]
+    dshadow = st.derivs.get(dest)
+    src = inst.args[row.pointer_args[1]] if len(row.pointer_args) > 1 else None
+    sshadow = st.derivs.get(src) if src is not None else None
+    if dshadow is None:
+        if sshadow is not None:
+            raise ActivityError(f"{st.old.ref} copies active memory into memory that has no "
+                                f"shadow: {inst}",
+                                hint="pass the destination buffer as Duplicated")
+        return
+    length, volatile = new.args[2], new.args[3]
+    for k in range(st.width):
+        if sshadow is not None:
+            b.insert(I.Call(new.callee, [dshadow[k], sshadow[k], length, volatile],
+                            new.function_type, (), "", list(inst.arg_attrs)))
+        else:
+            _memset_zero(gen, b, dshadow[k], length, volatile)
+
+
+def _memset_zero(gen, b, pointer, length, volatile=None) -> None:
+    name = f"llvm.memset.p0.i{length.type.width}"
+    fnty = T.FunctionType(T.void, [T.ptr, T.i8, length.type, T.i1])
+    fn = gen.module.get_function(name) or gen.module.add_function(name, fnty)
+    vol = volatile if volatile is not None else const_int(T.i1, 0)
+    b.call(fn, [pointer, const_int(T.i8, 0), length, vol])
+
+
+def _allocation(gen, st, inst: I.Call, new: I.Call, row: spec.Allocation) -> None:
+    """A shadow allocation of the same size, its memory zeroed."""
+    if inst not in st.activity.varied:
+        return
+    b = st.builder
+    size = reduce(lambda acc, v: b.mul(acc, v), [new.args[i] for i in row.size_args])
+    zeroed = inst.called_function.name == "calloc"
+
+    def make(k: int, name: str):
+        shadow = b.insert(I.Call(new.callee, list(new.args), new.function_type, new.flags,
+                                 "", list(inst.arg_attrs)), name)
+        if zeroed:
+            return shadow
+        data = shadow
+        if row.data_offset is not None:
+            slot = b.gep(T.i8, shadow, [const_int(T.i64, row.data_offset)], ("inbounds",))
+            data = b.load(T.ptr, slot, align=8)
+        _memset_zero(gen, b, data, size)
+        return shadow
+
+    gen._lanes(st, inst, make)
+
+
+def _mirror(gen, st, inst: I.Call, new: I.Call, row: spec.Mirror) -> None:
+    """The same call (free, reference count) on the shadows of its pointer arguments."""
+    b = st.builder
+    for i in row.pointer_args:
+        shadows = st.derivs.get(inst.args[i])
+        if shadows is None:
+            continue
+        for k in range(st.width):
+            args = list(new.args)
+            args[i] = shadows[k]
+            b.insert(I.Call(new.callee, args, new.function_type, new.flags, "",
+                            list(inst.arg_attrs)))
+
+
+def carries(ty: T.Type) -> bool:
+    return can_carry_derivative(ty)
