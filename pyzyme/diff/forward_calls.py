@@ -8,6 +8,7 @@ callee's own body (differentiated recursively, once per callee and activity), th
 
 from __future__ import annotations
 
+import copy
 from functools import reduce
 
 from pyzyme.analysis.activity import Activity, can_carry_derivative
@@ -111,6 +112,15 @@ def _call_derivative(gen, st, inst: I.Call, callee) -> None:
                        for k in range(st.width)]
 
 
+def _same_call(st, new: I.Call, args, name: str = "") -> I.Call:
+    """Another call like ``new`` (callee, calling convention, attributes) on ``args``."""
+    clone = copy.copy(new)
+    clone.operands = [new.callee, *args] + new.operands[1 + new.nargs:]
+    clone.users, clone.parent, clone.metadata, clone.debug_records = [], None, [], []
+    clone.name = ""
+    return st.builder.insert(clone, name)
+
+
 def _tangent_name(inst, lane: int, width: int) -> str:
     from pyzyme.diff import naming
     return naming.tangent(inst.name, lane, width)
@@ -119,10 +129,8 @@ def _tangent_name(inst, lane: int, width: int) -> str:
 def _linear_call(gen, st, inst: I.Call, new: I.Call) -> None:
     if inst not in st.activity.varied:
         return
-    b = st.builder
-    gen._lanes(st, inst, lambda k, name: b.insert(I.Call(
-        new.callee, [st.derivs[inst.args[0]][k]] + list(new.args[1:]), new.function_type,
-        inst.flags), name))
+    gen._lanes(st, inst, lambda k, name: _same_call(
+        st, new, [st.derivs[inst.args[0]][k]] + list(new.args[1:]), name))
 
 
 def _memory(gen, st, inst: I.Call, new: I.Call, row: spec.Memory) -> None:
@@ -141,8 +149,7 @@ def _memory(gen, st, inst: I.Call, new: I.Call, row: spec.Memory) -> None:
     length, volatile = new.args[2], new.args[3]
     for k in range(st.width):
         if sshadow is not None:
-            b.insert(I.Call(new.callee, [dshadow[k], sshadow[k], length, volatile],
-                            new.function_type, (), "", list(inst.arg_attrs)))
+            _same_call(st, new, [dshadow[k], sshadow[k], length, volatile])
         else:
             _memset_zero(gen, b, dshadow[k], length, volatile)
 
@@ -164,8 +171,7 @@ def _allocation(gen, st, inst: I.Call, new: I.Call, row: spec.Allocation) -> Non
     zeroed = inst.called_function.name == "calloc"
 
     def make(k: int, name: str):
-        shadow = b.insert(I.Call(new.callee, list(new.args), new.function_type, new.flags,
-                                 "", list(inst.arg_attrs)), name)
+        shadow = _same_call(st, new, list(new.args), name)
         if zeroed:
             return shadow
         data = shadow
@@ -180,7 +186,6 @@ def _allocation(gen, st, inst: I.Call, new: I.Call, row: spec.Allocation) -> Non
 
 def _mirror(gen, st, inst: I.Call, new: I.Call, row: spec.Mirror) -> None:
     """The same call (free, reference count) on the shadows of its pointer arguments."""
-    b = st.builder
     for i in row.pointer_args:
         shadows = st.derivs.get(inst.args[i])
         if shadows is None:
@@ -188,8 +193,7 @@ def _mirror(gen, st, inst: I.Call, new: I.Call, row: spec.Mirror) -> None:
         for k in range(st.width):
             args = list(new.args)
             args[i] = shadows[k]
-            b.insert(I.Call(new.callee, args, new.function_type, new.flags, "",
-                            list(inst.arg_attrs)))
+            _same_call(st, new, args)
 
 
 def carries(ty: T.Type) -> bool:

@@ -27,7 +27,7 @@ from pyzyme.ir.instructions import (
     CleanupRet,
 )
 from pyzyme.ir.module import BasicBlock, Function, Module
-from pyzyme.ir.parser import parse_module
+from pyzyme.ir.parser import parse_module, parse_type
 from pyzyme.ir.types import (
     ArrayType, FloatType, FunctionType, IdentifiedStructType, IntType, PointerType, StructType,
     Type, VectorType, double, float, half, i1, i8, i16, i32, i64, i128, label, metadata, ptr,

@@ -32,6 +32,7 @@ from pyzyme.ir.values import (
     GlobalVariable,
     NamedValue,
     _linkage_of,
+    with_linkage,
 )
 
 
@@ -124,6 +125,10 @@ class Function(GlobalValue):
     @property
     def linkage(self) -> str:
         return _linkage_of(self.prefix)
+
+    @linkage.setter
+    def linkage(self, value: str) -> None:
+        self.prefix = with_linkage(self.prefix, value)
 
     @property
     def return_type(self) -> T.Type:

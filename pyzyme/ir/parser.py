@@ -111,6 +111,25 @@ def parse_module(text: str, name: str = "") -> Module:
                          parser.offset()) from None
 
 
+def parse_type(text: str, module: Module | None = None) -> T.Type:
+    """Parse one LLVM type, e.g. ``"{ double, [2 x i64] }"``; named structs come from
+    ``module``.
+
+    >>> str(parse_type("<4 x double>"))
+    '<4 x double>'
+    """
+    parser = _Parser(text, "")
+    if module is not None:
+        parser.mod = module
+    try:
+        ty = parser.type()
+    except (IndexError, KeyError, ValueError, TypeError, AttributeError) as err:
+        raise ParseError(f"cannot parse a type here ({err})", text, parser.offset()) from None
+    if parser.kinds[parser.i] not in ("nl", "eof"):
+        raise parser.error(f"unexpected {parser.texts[parser.i]!r} after the type")
+    return ty
+
+
 class _Parser(InstructionParser):
     def __init__(self, text: str, name: str) -> None:
         self.text = text

@@ -326,6 +326,10 @@ class GlobalVariable(GlobalValue):
     def linkage(self) -> str:
         return _linkage_of(self.prefix)
 
+    @linkage.setter
+    def linkage(self, value: str) -> None:
+        self.prefix = with_linkage(self.prefix, value)
+
     def __str__(self) -> str:
         parts = [f"{self.ref} ="]
         if self.prefix:
@@ -362,6 +366,26 @@ def _linkage_of(prefix: str) -> str:
         if word in LINKAGES:
             return word
     return "external"
+
+
+def with_linkage(prefix: str, linkage: str) -> str:
+    """``prefix`` (the text before a global's type) with its linkage replaced by ``linkage``.
+
+    Visibility and DLL storage must go with local linkage, so they are dropped with it.
+
+    >>> with_linkage("linkonce_odr hidden", "internal")
+    'internal'
+    >>> with_linkage("dso_local", "external")
+    'dso_local'
+    """
+    if linkage not in LINKAGES:
+        raise ValueError(f"unknown linkage {linkage!r}")
+    drop = LINKAGES | ({"hidden", "protected", "default", "dllimport", "dllexport"}
+                       if linkage in ("internal", "private") else set())
+    words = [w for w in prefix.split() if w not in drop]
+    if linkage != "external":
+        words.insert(0, linkage)
+    return " ".join(words)
 
 
 # ------------------------------------------------------------------------- constant builders

@@ -1,0 +1,212 @@
+"""``autodiff``: Enzyme.jl's entry point, for Numba functions.
+
+Compiled derivatives are kept per (function, argument types, activities, mode, width) in one
+process-wide :class:`DerivativeCache`, so the second call of a derivative costs what a call of an
+``@njit`` function costs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from pyzyme.api import annotations as A
+from pyzyme.api.modes import Mode
+from pyzyme.errors import PyzymeError, UnsupportedError
+
+__all__ = ["autodiff", "DerivativeCache"]
+
+
+class DerivativeCache:
+    """Compiled derivatives by key; one instance serves the process (MCJIT keeps all code
+    for the life of the process anyway, so there is nothing to evict)."""
+
+    def __init__(self) -> None:
+        self._plans: dict[tuple, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple, build):
+        plan = self._plans.get(key)
+        if plan is None:
+            with self._lock:
+                plan = self._plans.get(key)
+                if plan is None:
+                    plan = self._plans[key] = build()
+        return plan
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+
+CACHE = DerivativeCache()
+_RETURN_ACTIVITIES = (A.Const, A.Active, A.Duplicated, A.DuplicatedNoNeed, A.BatchDuplicated,
+                      A.BatchDuplicatedNoNeed)
+
+
+def autodiff(mode: Mode, f, *args) -> tuple:
+    """Differentiate ``f`` at the annotated arguments ``args``.
+
+    ``autodiff(mode, f, ret_activity, *args)``: ``ret_activity`` is an annotation class and may
+    be left out (a float result is then ``Duplicated`` in forward mode).
+
+    Examples
+    --------
+    >>> from pyzyme import Forward, Duplicated, DuplicatedNoNeed
+    >>> autodiff(Forward, lambda x: x * x, Duplicated, Duplicated(3.14, 1.0))
+    (9.8596, 6.28)
+    >>> autodiff(Forward, lambda x: x * x, DuplicatedNoNeed, Duplicated(3.14, 1.0))
+    (6.28,)
+    """
+    if not isinstance(mode, Mode):
+        raise TypeError(f"autodiff's first argument must be a mode (Forward, Reverse, ...), "
+                        f"got {mode!r}")
+    ret_activity = None
+    if args and isinstance(args[0], type) and issubclass(args[0], A.Annotation):
+        ret_activity, args = args[0], args[1:]
+        if ret_activity not in _RETURN_ACTIVITIES:
+            raise TypeError(f"{ret_activity.__name__} is not a return activity")
+    anns = [A.annotate(a) for a in args]
+    if mode.is_forward:
+        return _forward(mode, f, ret_activity, anns)
+    raise UnsupportedError(f"{mode} mode is not implemented yet (reverse mode is a later issue)")
+
+
+def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
+    from pyzyme.api.numba_forward import build_forward
+
+    width = _batch_width(anns, ret_activity)
+    calls = [_ForwardArg(a) for a in anns]
+    if ret_activity is None:
+        ret_activity = A.Duplicated if width == 1 else A.BatchDuplicated
+    if ret_activity is A.Active:
+        raise UnsupportedError("Active is a reverse-mode return activity; use Duplicated in "
+                               "forward mode")
+    dispatcher = _dispatcher(f)
+    key = ("forward", dispatcher, tuple(c.type_key for c in calls), ret_activity, width)
+    plan = CACHE.get(key, lambda: build_forward(
+        dispatcher, [c.annotation for c in calls], ret_activity, width, _rules()))
+    primals = [c.primal for c in calls]
+    shadows = [s for c in calls for s in c.shadows]
+    out = plan.function(*primals, *shadows)
+    for c in calls:
+        c.copy_back()
+    return _forward_result(mode, ret_activity, plan, out)
+
+
+def _forward_result(mode: Mode, ret_activity, plan, out) -> tuple:
+    if plan.returns_tangent:
+        primal, tangents = out[0], tuple(out[1:])
+    else:
+        primal, tangents = out, ()
+    if ret_activity is A.Const or not tangents:
+        return (primal,) if mode.with_primal else ()
+    batch = ret_activity in (A.BatchDuplicated, A.BatchDuplicatedNoNeed)
+    derivative = tangents if batch else tangents[0]
+    if ret_activity.needs_primal or mode.with_primal:
+        return (primal, derivative)
+    return (derivative,)
+
+
+def _batch_width(anns: Sequence[A.Annotation], ret_activity) -> int:
+    widths = {len(a.shadows) for a in anns if isinstance(a, A.BatchDuplicated)}
+    if len(widths) > 1:
+        raise PyzymeError(f"all BatchDuplicated arguments of one call need the same number of "
+                          f"shadows; got widths {sorted(widths)}")
+    width = widths.pop() if widths else 1
+    for a in anns:
+        if isinstance(a, A.Active):
+            raise UnsupportedError(f"Active({a.val!r}) is for reverse mode; in forward mode "
+                                   f"pass Duplicated(value, tangent)")
+    return width
+
+
+class _ForwardArg:
+    """One argument as the compiled derivative takes it: the primal, its shadows laid out
+    exactly like it (same shape, dtype and strides), and how to return tangents to the user."""
+
+    def __init__(self, ann: A.Annotation) -> None:
+        self.annotation = ann
+        self._copies: list[tuple[np.ndarray, np.ndarray]] = []
+        value = ann.val
+        if isinstance(ann, A.Const):
+            self.primal, self.shadows = value, ()
+        elif isinstance(value, np.ndarray):
+            self.primal = value
+            self.shadows = tuple(self._array_shadow(value, s, i)
+                                 for i, s in enumerate(ann.shadows))
+        elif isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(
+                value, bool):
+            self.primal = float(value)
+            self.shadows = tuple(float(s) for s in ann.shadows)
+        else:
+            raise UnsupportedError(
+                f"{type(ann).__name__} of a {type(value).__name__} is not supported in forward "
+                f"mode yet; pass floats or NumPy arrays")
+        if self.shadows:
+            self.annotation = type(ann).__new__(type(ann))
+            self.annotation.val = self.primal
+            if isinstance(ann, A.BatchDuplicated):
+                self.annotation.dvals = self.shadows
+            else:
+                self.annotation.dval = self.shadows[0]
+        import numba
+        self.type_key = (numba.typeof(self.primal), type(ann).__name__, len(self.shadows))
+
+    def _array_shadow(self, x: np.ndarray, dx, lane: int) -> np.ndarray:
+        if not isinstance(dx, np.ndarray):
+            raise PyzymeError(f"the shadow of an array must be an array, got "
+                              f"{type(dx).__name__}")
+        if dx.shape != x.shape or dx.dtype != x.dtype:
+            raise PyzymeError(f"shadow {lane} has shape {dx.shape} and dtype {dx.dtype}; the "
+                              f"primal has shape {x.shape} and dtype {x.dtype}")
+        if dx.strides == x.strides:
+            return dx
+        # Shadow addresses are computed like primal ones, so the shadow needs the primal's
+        # strides: a buffer spanning the same extent, viewed with the same strides.
+        span = _extent(x)
+        buf = np.zeros(span // x.itemsize + 1, dtype=x.dtype)
+        offset = -min(0, _lowest_offset(x)) // x.itemsize
+        view = np.lib.stride_tricks.as_strided(buf[offset:], x.shape, x.strides)
+        view[...] = dx
+        self._copies.append((dx, view))
+        return view
+
+    def copy_back(self) -> None:
+        for user, view in self._copies:
+            user[...] = view
+
+
+def _lowest_offset(x: np.ndarray) -> int:
+    return sum(min(0, (n - 1) * s) for n, s in zip(x.shape, x.strides) if n)
+
+
+def _extent(x: np.ndarray) -> int:
+    hi = sum(max(0, (n - 1) * s) for n, s in zip(x.shape, x.strides) if n)
+    return hi - _lowest_offset(x) + x.itemsize
+
+
+def _dispatcher(f):
+    import numba
+    from numba.core.dispatcher import Dispatcher
+
+    if isinstance(f, Dispatcher):
+        return f
+    if callable(f) and hasattr(f, "__code__"):
+        cached = getattr(f, "__pyzyme_njit__", None)
+        if cached is None:
+            cached = numba.njit(f)
+            try:
+                f.__pyzyme_njit__ = cached
+            except AttributeError:
+                pass
+        return cached
+    raise TypeError(f"cannot differentiate {f!r}: expected an @njit function or a plain Python "
+                    f"function")
+
+
+def _rules():
+    from pyzyme.rules import default_rules
+    return default_rules()

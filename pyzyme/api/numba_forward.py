@@ -1,0 +1,123 @@
+"""Forward-mode derivatives of ``@njit`` functions, compiled and callable like them.
+
+For ``f(a, x)`` with ``a`` Duplicated and width N, the derivative is a native function in Numba's
+own calling convention for the signature ``UniTuple(R, N + 1)(A, X, A, ..., A)``: the primal
+arguments, then N shadows of each Duplicated one, returning the primal result followed by its N
+tangents. It is made from ``f``'s captured native function by :mod:`pyzyme.diff.forward`: the
+result slot Numba passes (``retptr``) holds the primal result and then each tangent, so the
+shadow of ``retptr`` in lane k is ``retptr + (k + 1) * sizeof(R)``. Numba then boxes tangent
+arrays as it boxes any array it returns, and the derivative can be called from other ``@njit``
+code, where it is inlined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from numba.core import types
+
+from pyzyme import ir
+from pyzyme.analysis.activity import Activity
+from pyzyme.api.annotations import Annotation, Const
+from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
+from pyzyme.errors import UnsupportedError, error_context
+from pyzyme.frontends.numba import capture, njit_callable
+from pyzyme.frontends.numba.abi import AbiMap, ArgAbi
+from pyzyme.runtime import compile_module, symbol_name
+
+__all__ = ["ForwardPlan", "build_forward"]
+
+
+@dataclass(frozen=True)
+class ForwardPlan:
+    """What a compiled forward derivative takes and gives back."""
+
+    function: object            # the njit dispatcher of the derivative
+    width: int
+    returns_tangent: bool       # the result is (primal, t1, ..., tN) rather than the primal
+    symbol: str
+    ir_text: str                # the derivative's module before optimization
+
+
+def _differentiable(arg: ArgAbi) -> list[int]:
+    """Native parameters of ``arg`` that carry derivatives: floats, and the pointers to an
+    array's data (and its MemInfo, so shadow arrays are reference-counted like primals)."""
+    out = []
+    for p in arg.params:
+        if p.llvm_type in ("double", "float", "half"):
+            out.append(p.index)
+        elif p.llvm_type == "ptr":
+            leaf = p.field.rsplit(".", 1)[-1]
+            if leaf in ("data", "meminfo") or arg.kind == "record":
+                out.append(p.index)
+    return out
+
+
+def _result_carries(abi: AbiMap) -> bool:
+    return any(f.llvm_type in ("double", "float", "half", "ptr") for f in abi.result.fields)
+
+
+def forward_signature(abi: AbiMap, annotations: Sequence[Annotation], width: int,
+                      ret_differentiated: bool) -> ForwardSignature:
+    """The derivative's parameters, from the ABI map and the argument annotations."""
+    n = 2 + sum(len(a.params) for a in abi.args)
+    acts = [Activity.CONST] * n
+    extra: list[ExtraParam] = []
+    for arg, ann in zip(abi.args, annotations):
+        if not ann.shadows:
+            continue
+        diff = set(_differentiable(arg))
+        if not diff:
+            raise UnsupportedError(
+                f"argument {arg.name!r} of {abi.function} is {arg.numba_type}, which carries no "
+                f"derivative; pass it as Const")
+        for index in diff:
+            ty = ir.parse_type(next(p.llvm_type for p in arg.params if p.index == index))
+            acts[index] = Activity.DUPLICATED if ty.is_pointer else Activity.ACTIVE
+        for lane in range(width):
+            for p in arg.params:
+                extra.append(ExtraParam(ir.parse_type(p.llvm_type),
+                                        p.index if p.index in diff else None, lane))
+    derived = ()
+    if ret_differentiated:
+        acts[0] = Activity.DUPLICATED
+        size = abi.result.size
+        derived = ((0, tuple(size * (k + 1) for k in range(width))),)
+    return ForwardSignature(tuple(acts), tuple(extra), width, derived, False)
+
+
+def build_forward(f, annotations: Sequence[Annotation], ret_activity: type, width: int,
+                  rules) -> ForwardPlan:
+    """Capture ``f`` for the types of the annotated values and compile its derivative."""
+    import numba
+
+    primal_types = tuple(numba.typeof(a.val) for a in annotations)
+    cap = capture(f, primal_types)
+    abi = cap.abi
+    ret_differentiated = ret_activity is not Const and _result_carries(abi)
+    if ret_activity is not Const and not ret_differentiated and \
+            abi.result.kind not in ("none",):
+        raise UnsupportedError(
+            f"{abi.function} returns {abi.result.numba_type}, which carries no derivative; "
+            f"use Const as the return activity")
+    sig = forward_signature(abi, annotations, width, ret_differentiated)
+    module = ir.parse_module(cap.text)
+    native = module.get_function(cap.symbol)
+    symbol = symbol_name("fwd", cap.text, repr(sig))
+    with error_context("differentiating", f"{abi.function} in forward mode"):
+        gen = ForwardGenerator(module, rules)
+        dfn = gen.derivative(native, sig, name=symbol)
+    for fn in module.functions:  # only the entry point is visible outside the module
+        if not fn.is_declaration:
+            fn.linkage = "external" if fn is dfn else "internal"
+    text = str(module)
+    compiled = compile_module(text, name=f"pyzyme_fwd_{abi.function}")
+    restype = abi.signature.return_type
+    if ret_differentiated:
+        restype = types.UniTuple(restype, width + 1)
+    shadow_types = [t for t, a in zip(primal_types, annotations) for _ in a.shadows]
+    nsig = restype(*primal_types, *shadow_types)
+    names = [f"a{i}" for i in range(len(primal_types) + len(shadow_types))]
+    fn = njit_callable(compiled, symbol, nsig, arg_names=names)
+    return ForwardPlan(fn, width, ret_differentiated, symbol, text)
