@@ -22,6 +22,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pyzyme.rules import mathlib
+
 __all__ = [
     "Expr", "Arg", "Ret", "Const", "Op", "MathFunction", "arg", "ret", "const", "call",
     "select", "cmp", "to_float", "int_add", "evaluate", "FUNCTIONS",
@@ -192,18 +194,52 @@ _CMP: dict[str, Callable[[float, float], bool]] = {
 }
 
 
-def _safe(fn: Callable[..., float]) -> Callable[..., float]:
-    """IEEE semantics for Python's math functions: inf/nan instead of exceptions."""
+def _safe(fn: Callable[..., float],
+          overflow: Callable[..., float] = lambda *args: math.inf) -> Callable[..., float]:
+    """IEEE semantics for Python's math functions: inf/nan instead of exceptions. ``overflow``
+    gives the result where Python raises OverflowError (``+inf`` unless told otherwise)."""
 
     def wrapped(*args: float) -> float:
         try:
             return fn(*args)
         except ZeroDivisionError:
             return math.copysign(math.inf, args[0]) if args[0] else math.nan
-        except (ValueError, OverflowError):
+        except ValueError:
             return math.nan
+        except OverflowError:
+            return overflow(*args)
 
     return wrapped
+
+
+def _odd_integer(v: float) -> bool:
+    return v.is_integer() and v % 2.0 == 1.0
+
+
+def _pow(x: float, y: float) -> float:
+    """C's ``pow`` (C11 Annex F) where Python's raises: ``pow(+-0, y < 0)`` is an infinity,
+    overflow is an infinity with the sign of ``x`` when ``y`` is an odd integer."""
+    try:
+        return math.pow(x, y)
+    except ValueError:  # 0 to a negative power, or a negative base to a non-integer power
+        if x == 0.0:
+            return math.copysign(math.inf, x) if _odd_integer(y) else math.inf
+        return math.nan
+    except OverflowError:
+        return -math.inf if x < 0.0 and _odd_integer(y) else math.inf
+
+
+def _rounding(fn: Callable[[float], int]) -> Callable[[float], float]:
+    """C's rounding functions: a float with the sign of ``v`` (``trunc(-0.5) = -0.0``);
+    infinities and NaN unchanged."""
+    return lambda v: math.copysign(float(fn(v)), v) if math.isfinite(v) else v
+
+
+def _log(v: float) -> float:
+    """C's ``log``: ``-inf`` at zero, NaN below."""
+    if v == 0.0:
+        return -math.inf
+    return math.log(v) if v > 0.0 or math.isnan(v) else math.nan
 
 
 def _div(a: float, b: float) -> float:
@@ -231,20 +267,24 @@ FUNCTIONS: dict[str, MathFunction] = {
     "sqrt": MathFunction(_safe(math.sqrt), "llvm.sqrt"),
     "exp": MathFunction(_safe(math.exp), "llvm.exp"),
     "exp2": MathFunction(_safe(lambda v: 2.0 ** v), "llvm.exp2"),
-    "log": MathFunction(_safe(math.log), "llvm.log"),
-    "sin": MathFunction(math.sin, "llvm.sin"),
-    "cos": MathFunction(math.cos, "llvm.cos"),
+    "log": MathFunction(_log, "llvm.log"),
+    "sin": MathFunction(_safe(math.sin), "llvm.sin"),
+    "cos": MathFunction(_safe(math.cos), "llvm.cos"),
     "tan": MathFunction(_safe(math.tan), "llvm.tan"),
-    "sinh": MathFunction(_safe(math.sinh), "llvm.sinh"),
+    "sinh": MathFunction(_safe(math.sinh, lambda v: math.copysign(math.inf, v)), "llvm.sinh"),
     "cosh": MathFunction(_safe(math.cosh), "llvm.cosh"),
     "tanh": MathFunction(math.tanh, "llvm.tanh"),
     "fabs": MathFunction(math.fabs, "llvm.fabs"),
-    "pow": MathFunction(_safe(math.pow), "llvm.pow"),
+    "pow": MathFunction(_pow, "llvm.pow"),
+    # powi(x, n): n is an integer operand (``int_add(n, -1)`` in powi's own rule).
+    "powi": MathFunction(lambda x, n: _pow(x, float(n)), "llvm.powi"),
     "copysign": MathFunction(math.copysign, "llvm.copysign"),
-    "floor": MathFunction(_safe(math.floor), "llvm.floor"),
-    "trunc": MathFunction(_safe(math.trunc), "llvm.trunc"),
-    "rint": MathFunction(_safe(lambda v: float(round(v))), "llvm.rint"),
+    "floor": MathFunction(_rounding(math.floor), "llvm.floor"),
+    "trunc": MathFunction(_rounding(math.trunc), "llvm.trunc"),
+    "rint": MathFunction(_rounding(round), "llvm.rint"),  # round(): ties to even, as rint
     "erf": MathFunction(math.erf, "erf"),
+    # Not in libm: pyzyme defines it in IR (pyzyme.rules.mathlib); lgamma' and tgamma' need it.
+    "digamma": MathFunction(mathlib.digamma, "pyzyme.digamma"),
 }
 
 

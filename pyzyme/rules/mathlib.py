@@ -1,0 +1,193 @@
+"""Math functions that derivatives need but libm does not have, defined by pyzyme in IR.
+
+``lgamma' = digamma`` and ``tgamma' = tgamma * digamma``, and C has no digamma. Rule expressions
+call it as ``call("digamma", x)``; its :class:`~pyzyme.rules.expr.MathFunction` has the symbol
+``pyzyme.digamma``. This module owns both of its implementations, which follow one algorithm
+step for step:
+
+- :func:`digamma`, on Python floats, for :func:`pyzyme.rules.expr.evaluate`;
+- :func:`define`, which adds ``double @pyzyme.digamma(double)`` (and
+  ``float @pyzyme.digammaf(float)``, the C convention for the float spelling) to a
+  :class:`pyzyme.ir.Module`, for derivative code to call.
+
+The algorithm (as in Cephes' ``psi`` and Boost's ``digamma``, without their rational
+approximations):
+
+1. ``x < 0``: reflection, ``psi(x) = psi(1 - x) - pi / tan(pi * x)``. ``tan`` has period 1 in
+   ``pi * x``, so it is evaluated at ``r = x - rint(x)`` in ``[-0.5, 0.5]``, which is exact;
+   ``r == 0`` (a pole at a non-positive integer) gives NaN, as ``scipy.special.digamma`` does.
+2. recurrence, ``psi(x) = psi(x + 1) - 1/x``, until ``x >= 10``.
+3. the asymptotic series ``psi(x) = log(x) - 1/(2x) - sum_k B_2k / (2k x^2k)`` to ``k = 7``; at
+   ``x >= 10`` the first omitted term is below ``5e-17``.
+
+``psi(+0) = -inf`` and ``psi(-0) = +inf`` (the one-sided limits), ``psi(+inf) = +inf``,
+``psi(-inf) = NaN``. The error is a few ulp of the largest term summed, so it is relative to
+``|psi(x)|`` except near the zeros of digamma (``x = 1.4616...`` and one in each negative unit
+interval), where it is absolute (about ``1e-15``).
+
+Examples
+--------
+>>> round(digamma(1.0), 14)  # minus Euler's constant
+-0.57721566490153
+>>> digamma(-2.0)
+nan
+"""
+
+from __future__ import annotations
+
+import math
+
+from pyzyme import ir
+
+__all__ = ["digamma", "define", "SYMBOLS"]
+
+# The functions define() can add, by symbol: (return/parameter type, implementation).
+SYMBOLS = ("pyzyme.digamma", "pyzyme.digammaf")
+
+# Asymptotic series: psi(x) ~ log(x) - 1/(2x) - w * P(w) with w = 1/x^2 and P's coefficients
+# B_2k / 2k for k = 1..7 (B_2 = 1/6, B_4 = -1/30, B_6 = 1/42, B_8 = -1/30, B_10 = 5/66,
+# B_12 = -691/2730, B_14 = 7/6), lowest power first.
+_SERIES = (1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760, 1 / 12)
+_ASYMPTOTIC_FROM = 10.0
+
+
+def digamma(x: float) -> float:
+    """The digamma function ``psi(x) = d/dx log(Gamma(x))`` on a Python float.
+
+    Parameters
+    ----------
+    x
+        Any float; non-positive integers give NaN (poles), ``+0``/``-0`` give ``-inf``/``+inf``.
+
+    Returns
+    -------
+    float
+        ``psi(x)``, computed as ``@pyzyme.digamma`` computes it (see the module docstring).
+    """
+    x = float(x)
+    if not math.isfinite(x):
+        return x if x > 0 else math.nan
+    if x == 0.0:
+        return math.copysign(math.inf, -x)  # the loop below divides by zero here
+    acc = 0.0
+    if x < 0.0:
+        r = x - round(x)  # round() is rint: ties to even
+        if r == 0.0:
+            return math.nan
+        acc = -math.pi / math.tan(math.pi * r)
+        x = 1.0 - x
+    while x < _ASYMPTOTIC_FROM:
+        acc -= 1.0 / x
+        x += 1.0
+    w = 1.0 / (x * x)
+    p = 0.0
+    for c in reversed(_SERIES):
+        p = c + w * p
+    return acc + (math.log(x) - 0.5 / x - w * p)
+
+
+def define(module: ir.Module, symbol: str) -> ir.Function:
+    """Add the definition of ``symbol`` (one of :data:`SYMBOLS`) to ``module``.
+
+    The function is ``internal`` (each module that needs it gets its own copy, which LLVM may
+    inline) and ``memory(none)``, so LLVM can merge and hoist its calls. Intrinsics it calls
+    are declared when the module lacks them. Calling this again returns the existing function.
+
+    Parameters
+    ----------
+    module
+        The module to define it in.
+    symbol
+        ``"pyzyme.digamma"`` (double) or ``"pyzyme.digammaf"`` (float: fpext, the double
+        version, fptrunc).
+
+    Returns
+    -------
+    pyzyme.ir.Function
+        The defined function.
+
+    Raises
+    ------
+    ValueError
+        For a symbol this module does not define.
+    """
+    if symbol not in SYMBOLS:
+        raise ValueError(f"pyzyme.rules.mathlib defines {SYMBOLS}, not {symbol!r}")
+    fn = module.get_function(symbol)
+    if fn is not None and not fn.is_declaration:
+        return fn
+    ty = ir.double if symbol == "pyzyme.digamma" else ir.float
+    if fn is None:
+        fn = module.add_function(symbol, ir.FunctionType(ty, [ty]))
+    fn.prefix = "internal"
+    fn.suffix = "nounwind willreturn memory(none)"
+    if ty is ir.double:
+        _build_digamma(module, fn)
+    else:
+        b = ir.IRBuilder(fn.append_block("entry"))
+        wide = b.fpext(fn.args[0], ir.double, name="x")
+        psi = b.call(define(module, "pyzyme.digamma"), [wide], name="psi")
+        b.ret(b.fptrunc(psi, ir.float, name="psif"))
+    return fn
+
+
+def _intrinsic(module: ir.Module, name: str, nargs: int = 1) -> ir.Function:
+    fn = module.get_function(name)
+    if fn is None:
+        fn = module.add_function(name, ir.FunctionType(ir.double, [ir.double] * nargs))
+    return fn
+
+
+def _build_digamma(module: ir.Module, fn: ir.Function) -> None:
+    """The body of ``@pyzyme.digamma``, block for block the steps of :func:`digamma`."""
+    def c(v: float) -> ir.ConstantFP:
+        return ir.const_float(ir.double, v)
+
+    x = fn.args[0]
+    x.name = "x"
+    entry, reflect, shifted = (fn.append_block(n) for n in ("entry", "reflect", "shifted"))
+    loop, step, series = (fn.append_block(n) for n in ("loop", "step", "series"))
+    b = ir.IRBuilder(entry)
+    b.cbranch(b.fcmp("olt", x, c(0.0), name="negative"), reflect, shifted)
+
+    # psi(x) = psi(1 - x) - pi / tan(pi * r), r = x - rint(x) exact; NaN at the poles (r == 0).
+    b.position_at_end(reflect)
+    r = b.fsub(x, b.call(_intrinsic(module, "llvm.rint.f64"), [x], name="n"), name="r")
+    tan = b.call(_intrinsic(module, "llvm.tan.f64"), [b.fmul(c(math.pi), r)], name="tan")
+    cot = b.fdiv(c(-math.pi), tan, name="reflected")
+    pole = b.fcmp("oeq", r, c(0.0), name="pole")
+    acc0 = b.select(pole, c(math.nan), cot, name="acc0")
+    mirrored = b.fsub(c(1.0), x, name="mirrored")
+    b.br(shifted)
+
+    b.position_at_end(shifted)
+    start = b.phi(ir.double, name="start")
+    start.add_incoming(x, entry)
+    start.add_incoming(mirrored, reflect)
+    start_acc = b.phi(ir.double, name="start.acc")
+    start_acc.add_incoming(c(0.0), entry)
+    start_acc.add_incoming(acc0, reflect)
+    b.br(loop)
+
+    # psi(v) = psi(v + 1) - 1/v until v >= 10 (NaN and +inf leave at once).
+    b.position_at_end(loop)
+    v = b.phi(ir.double, name="v")
+    acc = b.phi(ir.double, name="acc")
+    b.cbranch(b.fcmp("olt", v, c(_ASYMPTOTIC_FROM), name="small"), step, series)
+    b.position_at_end(step)
+    acc_next = b.fsub(acc, b.fdiv(c(1.0), v), name="acc.next")
+    v_next = b.fadd(v, c(1.0), name="v.next")
+    b.br(loop)
+    v.add_incoming(start, shifted)
+    v.add_incoming(v_next, step)
+    acc.add_incoming(start_acc, shifted)
+    acc.add_incoming(acc_next, step)
+
+    b.position_at_end(series)
+    w = b.fdiv(c(1.0), b.fmul(v, v), name="w")
+    p = c(0.0)
+    for coefficient in reversed(_SERIES):
+        p = b.fadd(c(coefficient), b.fmul(w, p))
+    log = b.call(_intrinsic(module, "llvm.log.f64"), [v], name="log")
+    tail = b.fsub(b.fsub(log, b.fdiv(c(0.5), v)), b.fmul(w, p), name="tail")
+    b.ret(b.fadd(acc, tail, name="psi"))
