@@ -1,11 +1,12 @@
 """pyzyme: Enzyme-style automatic differentiation of optimized LLVM IR.
 
-The public API is re-exported here and nothing else; see the README for the status of each part.
+The public API (see the README) is re-exported here and nothing else.
 """
 
 from pyzyme.errors import (
     ActivityError,
     CaptureError,
+    FrontendError,
     IRTypeError,
     ParseError,
     PyzymeError,
@@ -17,12 +18,43 @@ __version__ = "0.1.0"
 
 import pyzyme.frontends.numba.hook  # noqa: E402,F401  installs the capture hook before Numba compiles anything
 
+from pyzyme.api.annotations import (  # noqa: E402
+    Active,
+    BatchDuplicated,
+    BatchDuplicatedNoNeed,
+    Const,
+    Duplicated,
+    DuplicatedNoNeed,
+)
+from pyzyme.api.autodiff import autodiff  # noqa: E402
+from pyzyme.api.convenience import gradient, jacobian, make_zero  # noqa: E402
+from pyzyme.api.functional import jacfwd, jvp  # noqa: E402
+from pyzyme.api.modes import (  # noqa: E402
+    Forward,
+    ForwardWithPrimal,
+    Reverse,
+    ReverseHolomorphic,
+    ReverseSplitNoPrimal,
+    ReverseSplitWithPrimal,
+    ReverseWithPrimal,
+)
+from pyzyme.api.pending import (  # noqa: E402
+    autodiff_thunk,
+    grad,
+    hessian,
+    hvp,
+    jacrev,
+    value_and_grad,
+    vjp,
+)
+
 __all__ = [
-    "ActivityError",
-    "CaptureError",
-    "IRTypeError",
-    "ParseError",
-    "PyzymeError",
-    "UnsupportedError",
-    "VerifyError",
+    "ActivityError", "CaptureError", "FrontendError", "IRTypeError", "ParseError", "PyzymeError",
+    "UnsupportedError", "VerifyError",
+    "Active", "BatchDuplicated", "BatchDuplicatedNoNeed", "Const", "Duplicated",
+    "DuplicatedNoNeed",
+    "Forward", "ForwardWithPrimal", "Reverse", "ReverseHolomorphic", "ReverseSplitNoPrimal",
+    "ReverseSplitWithPrimal", "ReverseWithPrimal",
+    "autodiff", "autodiff_thunk", "gradient", "jacobian", "hvp", "make_zero",
+    "grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian",
 ]

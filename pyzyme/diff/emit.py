@@ -23,13 +23,19 @@ _FAST_EXPANDED = ("reassoc", "nsz", "arcp", "contract", "afn")
 
 
 def derivative_flags(flags: Sequence[str]) -> tuple[str, ...]:
-    """Fast-math ``flags`` of a primal instruction, as its derivative code may use them."""
+    """Flags of a primal instruction, as its derivative code may use them.
+
+    >>> derivative_flags(("fast",))
+    ('reassoc', 'nsz', 'arcp', 'contract', 'afn')
+    >>> derivative_flags(("nnan", "contract"))
+    ('contract',)
+    """
     out: list[str] = []
     for flag in flags:
         if flag == "fast":
             out.extend(_FAST_EXPANDED)
-        elif flag not in _UNSAFE_FLAGS and flag in _FAST_EXPANDED:
-            out.append(flag)
+        elif flag not in _UNSAFE_FLAGS:
+            out.append(flag)  # other fast-math flags, and inbounds/nuw/... of addressing
     return tuple(dict.fromkeys(out))
 
 
@@ -112,7 +118,8 @@ class Emitter:
             callee_name = f"{symbol}.{type_suffix(ty)}{ints}"
         elif symbol.startswith("pyzyme."):
             from pyzyme.rules import mathlib
-            callee_name = mathlib.ensure(self.module, symbol, ty)
+            callee_name = _libm_name(symbol, ty)
+            mathlib.define(self.module, callee_name)
         else:
             callee_name = _libm_name(symbol, ty)
         fnty = T.FunctionType(ty, [v.type for v in vals])

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pyzyme.analysis.activity import Activity, ActivityResult, analyze_activity
 from pyzyme.analysis.cfg import reverse_post_order
 from pyzyme.diff import naming
-from pyzyme.diff.emit import Emitter
+from pyzyme.diff.emit import Emitter, derivative_flags
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.values import (
@@ -274,7 +274,8 @@ class ForwardGenerator:
         st.values[inst] = new
         dphis = None
         if inst in st.activity.varied:
-            dphis = [b.phi(inst.type, inst.flags, name=naming.tangent(inst.name, k, st.width))
+            dphis = [b.phi(inst.type, derivative_flags(inst.flags),
+                           name=naming.tangent(inst.name, k, st.width))
                      for k in range(st.width)]
             st.derivs[inst] = dphis
         st.phis.append((inst, new, dphis))
@@ -298,7 +299,7 @@ class ForwardGenerator:
         _, a, c = inst.operands
         self._lanes(st, inst, lambda k, name: st.builder.select(
             cond, self._deriv_or_zero(st, a, k), self._deriv_or_zero(st, c, k),
-            name=name))
+            derivative_flags(inst.flags), name=name))
 
     def _same_op(self, st: _State, inst: I.Instruction, new: I.Instruction) -> None:
         """Derivative = the same instruction on the derivatives of its carrying operands
@@ -312,6 +313,7 @@ class ForwardGenerator:
                               else new_op for old_op, new_op in zip(inst.operands, new.operands)]
             clone.users, clone.parent, clone.metadata, clone.debug_records = [], None, [], []
             clone.name = ""
+            clone.flags = derivative_flags(new.flags)
             return st.builder.insert(clone, name)
 
         self._lanes(st, inst, make)
@@ -358,7 +360,7 @@ class ForwardGenerator:
         self._lanes(st, inst, make)
 
     def _arith(self, st: _State, inst: I.Instruction, new: I.Instruction) -> None:
-        row = self.rules.lookup(inst.opcode)
+        row = self.rules.lookup(inst.opcode, "opcode")
         if isinstance(row, spec.Partials):
             self._partials(st, inst, new, row, inst.operands, new.operands, inst.flags)
         elif isinstance(row, spec.Linear):

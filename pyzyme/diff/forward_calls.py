@@ -23,7 +23,7 @@ __all__ = ["call", "call_result_varied"]
 
 def _row(gen, inst: I.CallBase):
     callee = inst.called_function
-    return gen.rules.lookup(callee.name) if callee is not None else None
+    return gen.rules.lookup(callee.name, "call") if callee is not None else None
 
 
 def call_result_varied(gen, inst: I.CallBase, is_varied) -> bool:
