@@ -68,7 +68,7 @@ class CaptureError(PyzymeError):
 
 
 class FrontendError(PyzymeError):
-    """A frontend (e.g. the C/C++ compiler behind :mod:`pyzyme.frontends.clang`) failed to produce IR.
+    """A frontend (the C/C++ compiler behind :mod:`pyzyme.frontends.clang`) produced no IR.
 
     ``stderr`` holds the compiler's diagnostics when there are any.
     """

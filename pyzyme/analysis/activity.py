@@ -113,8 +113,8 @@ def analyze_activity(fn, params: Sequence[Activity],
         ``(call, is_varied) -> bool``: whether a call's result is varied. The default says a
         call's result is varied when any of its arguments is.
     allocation_policy
-        ``(inst) -> bool``: whether an ``alloca`` or an allocating call gets a shadow. The default
-        gives one to every allocation that can hold floats or pointers, once anything is varied.
+        ``(inst) -> bool``: whether an ``alloca`` gets a shadow. The default gives one to every
+        stack slot whose type can hold floats or pointers, once anything is varied.
     """
     result = ActivityResult(fn)
     varied = result.varied
@@ -144,7 +144,9 @@ def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy) -
     if op == "load":
         return is_varied(inst.operands[0])
     if op == "alloca":
-        return allocation_policy(inst) if allocation_policy else True
+        if allocation_policy is not None:
+            return allocation_policy(inst)
+        return can_carry_derivative(inst.allocated_type)
     if op in ("call", "invoke"):
         if call_policy is not None:
             return call_policy(inst, is_varied)
