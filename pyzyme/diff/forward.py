@@ -38,6 +38,7 @@ from pyzyme.ir.values import (
 )
 from pyzyme.rules import spec
 from pyzyme.rules.expr import Const as ConstExpr
+from pyzyme.rules.expr import Op
 from pyzyme.rules.table import RuleTable
 
 __all__ = ["ForwardSignature", "ForwardGenerator", "ExtraParam"]
@@ -338,6 +339,11 @@ class ForwardGenerator:
         for i, (p, old) in enumerate(zip(row.partials, operands)):
             if p is None or old not in st.activity.varied:
                 continue
+            if _is_reciprocal(p):
+                # partial = 1 / d: the term is dx / d, one division instead of two operations
+                # (LLVM may not rewrite (1 / d) * dx itself without the arcp flag).
+                terms.append((p, em.expr(p.operands[1], new_operands, result), old))
+                continue
             scale = None if isinstance(p, ConstExpr) else em.expr(
                 p, new_operands, result, naming.partial(inst.name, i))
             terms.append((p, scale, old))
@@ -346,7 +352,9 @@ class ForwardGenerator:
             total = None
             for p, scale, old in terms:
                 dx = st.derivs[old][lane]
-                if scale is None:
+                if _is_reciprocal(p):
+                    term = st.builder.fdiv(dx, scale, em.flags)
+                elif scale is None:
                     term = dx if p.value == 1.0 else (
                         st.builder.fneg(dx, em.flags) if p.value == -1.0
                         else st.builder.fmul(em.constant(p.value), dx, em.flags))
@@ -376,6 +384,12 @@ class ForwardGenerator:
     def _call_policy(self, call: I.CallBase, is_varied) -> bool:
         from pyzyme.diff.forward_calls import call_result_varied
         return call_result_varied(self, call, is_varied)
+
+
+def _is_reciprocal(p) -> bool:
+    """Whether partial ``p`` is ``1 / something``."""
+    return (isinstance(p, Op) and p.name == "fdiv" and isinstance(p.operands[0], ConstExpr)
+            and p.operands[0].value == 1.0)
 
 
 def _carries(ty: T.Type) -> bool:
