@@ -14,3 +14,14 @@ def test_demo_shows_ir_and_round_trip():
     assert "LLVM verifies the printed module" in text
     assert "arg 1 v: array(float64, 1d, C) [array]" in text
     assert "taylor_exp(1.5, 20) = 4.48168907033806" in text
+
+
+def test_demo_shows_a_forward_derivative():
+    out = io.StringIO()
+    demo(out)
+    text = out.getvalue()
+    assert "== forward mode" in text
+    line = next(ln for ln in text.splitlines() if "d/dx taylor_exp(x, 20) at x = 1.5:" in ln)
+    assert abs(float(line.rsplit(":", 1)[1]) - 4.481689070338) < 1e-9
+    assert "define i32 @__pyzyme_fwd_" in text
+    assert "%\".148'\" = fdiv double %\"arg.x'\"" in text or "fdiv double %\"arg.x'\"" in text
