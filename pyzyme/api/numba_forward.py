@@ -87,6 +87,13 @@ def forward_signature(abi: AbiMap, annotations: Sequence[Annotation], width: int
     return ForwardSignature(tuple(acts), tuple(extra), width, derived, False)
 
 
+def _where(f) -> str:
+    """``name (file:line)`` of the Python function behind dispatcher ``f``."""
+    code = getattr(getattr(f, "py_func", f), "__code__", None)
+    name = getattr(getattr(f, "py_func", f), "__qualname__", repr(f))
+    return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code else name
+
+
 def build_forward(f, annotations: Sequence[Annotation], ret_activity: type, width: int,
                   rules) -> ForwardPlan:
     """Capture ``f`` for the types of the annotated values and compile its derivative."""
@@ -105,7 +112,7 @@ def build_forward(f, annotations: Sequence[Annotation], ret_activity: type, widt
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
     symbol = symbol_name("fwd", cap.text, repr(sig))
-    with error_context("differentiating", f"{abi.function} in forward mode"):
+    with error_context("differentiating", f"{_where(f)} in forward mode"):
         gen = ForwardGenerator(module, rules)
         dfn = gen.derivative(native, sig, name=symbol)
     for fn in module.functions:  # only the entry point is visible outside the module

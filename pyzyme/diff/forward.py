@@ -25,6 +25,7 @@ from pyzyme.diff import naming
 from pyzyme.diff.emit import Emitter, derivative_flags
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import IRBuilder, instructions as I, types as T
+from pyzyme.ir.names import readable
 from pyzyme.ir.values import (
     Constant,
     GlobalValue,
@@ -95,6 +96,11 @@ class _State:
     phis: list = field(default_factory=list)
     builder: IRBuilder = field(default_factory=IRBuilder)
 
+    @property
+    def where(self) -> str:
+        """The primal function, as error messages name it."""
+        return readable(self.old.name)
+
 
 class ForwardGenerator:
     """Builds forward-mode derivatives of the functions of one module, memoized.
@@ -119,7 +125,7 @@ class ForwardGenerator:
         done = self._done.get(key)
         if done is not None:
             return done
-        with error_context("forward mode of function", fn.ref):
+        with error_context("forward mode of function", readable(fn.name)):
             new = self._declare(fn, sig, name)
             self._done[key] = new  # before the body: recursive calls find it
             self._body(fn, new, sig)
@@ -201,7 +207,7 @@ class ForwardGenerator:
         if handler is not None:
             handler(self, st, inst, new)
         elif inst in st.activity.varied or self._has_varied_operand(st, inst):
-            raise UnsupportedError(f"no derivative for {inst.opcode} in {st.old.ref}",
+            raise UnsupportedError(f"no derivative for {inst.opcode} in {st.where}",
                                    hint="this instruction has an active operand; please report it")
 
     # -- helpers shared by the handlers ------------------------------------------------
@@ -223,7 +229,7 @@ class ForwardGenerator:
         if mapped is not None:
             return mapped
         if isinstance(value, NamedValue) and not isinstance(value, GlobalValue):
-            raise UnsupportedError(f"{st.old.ref} uses {value!r} before it is defined")
+            raise UnsupportedError(f"{st.where} uses {value!r} before it is defined")
         return value
 
     def _has_varied_operand(self, st: _State, inst: I.Instruction) -> bool:
@@ -378,7 +384,7 @@ class ForwardGenerator:
         elif isinstance(row, spec.Linear):
             self._same_op(st, inst, new)
         elif inst in st.activity.varied:
-            raise UnsupportedError(f"no derivative rule for {inst.opcode} in {st.old.ref}")
+            raise UnsupportedError(f"no derivative rule for {inst.opcode} in {st.where}")
 
     # -- calls: activity of results ----------------------------------------------------
     def _call_policy(self, call: I.CallBase, is_varied) -> bool:

@@ -49,7 +49,7 @@ def call(gen, st, inst: I.CallBase) -> None:
     if isinstance(inst, (I.Invoke, I.CallBr)):
         if any(a in st.activity.varied for a in inst.args):
             raise UnsupportedError(f"no derivative for {inst.opcode} with active arguments in "
-                                   f"{st.old.ref}")
+                                   f"{st.where}")
         gen._clone(st, inst)
         return
     row = _row(gen, inst)
@@ -72,7 +72,7 @@ def call(gen, st, inst: I.CallBase) -> None:
     elif row is None and _any_varied(st, inst):
         what = f"@{callee.name}" if callee is not None else "an indirect call"
         raise UnsupportedError(
-            f"no derivative for a call to {what} in {st.old.ref}: it has no body pyzyme can "
+            f"no derivative for a call to {what} in {st.where}: it has no body pyzyme can "
             f"see and no rule, and an argument carries a derivative",
             hint="write a custom rule for it, or pass the arguments that reach it as Const")
 
@@ -142,7 +142,7 @@ def _memory(gen, st, inst: I.Call, new: I.Call, row: spec.Memory) -> None:
     sshadow = st.derivs.get(src) if src is not None else None
     if dshadow is None:
         if sshadow is not None:
-            raise ActivityError(f"{st.old.ref} copies active memory into memory that has no "
+            raise ActivityError(f"{st.where} copies active memory into memory that has no "
                                 f"shadow: {inst}",
                                 hint="pass the destination buffer as Duplicated")
         return

@@ -34,7 +34,7 @@ def store(gen, st, inst: I.Store, new: I.Store) -> None:
     if shadows is None:
         if varied:
             raise ActivityError(
-                f"{st.old.ref} stores an active value into memory that has no shadow: {inst}",
+                f"{st.where} stores an active value into memory that has no shadow: {inst}",
                 hint="pass the array (or temporary buffer) it writes to as Duplicated, "
                      "not Const, so its derivative has somewhere to go")
         return
@@ -58,7 +58,7 @@ def alloca(gen, st, inst: I.Alloca, new: I.Alloca) -> None:
     count = inst.count
     if count is not None and getattr(count, "value", None) != 1:
         raise UnsupportedError(
-            f"{st.old.ref} allocates a variable-size stack buffer whose shadow pyzyme "
+            f"{st.where} allocates a variable-size stack buffer whose shadow pyzyme "
             f"cannot zero yet: {inst}")
 
     def make(k: int, name: str):
@@ -81,20 +81,20 @@ def atomicrmw(gen, st, inst: I.AtomicRMW, new: I.AtomicRMW) -> None:
     shadows = st.derivs.get(pointer)
     if shadows is None:
         if value in st.activity.varied:
-            raise ActivityError(f"{st.old.ref} updates memory that has no shadow with an "
+            raise ActivityError(f"{st.where} updates memory that has no shadow with an "
                                 f"active value: {inst}")
         return
     if value.type.is_float or inst.operation in ("fadd", "fsub", "fmax", "fmin"):
         if inst.operation not in ("fadd", "fsub", "xchg"):
             raise UnsupportedError(f"no derivative for atomicrmw {inst.operation} in "
-                                   f"{st.old.ref}")
+                                   f"{st.where}")
         for k in range(st.width):
             st.builder.insert(I.AtomicRMW(inst.operation, shadows[k],
                                           gen._deriv_or_zero(st, value, k), inst.ordering,
                                           inst.syncscope, inst.volatile, inst.align))
         if inst in st.activity.varied:
             raise UnsupportedError(f"the old value of a floating atomicrmw is used in "
-                                   f"{st.old.ref}; pyzyme does not differentiate that yet")
+                                   f"{st.where}; pyzyme does not differentiate that yet")
         return
     # Integer updates of shadowed memory (reference counts of shadow MemInfos) are mirrored,
     # so shadow structures count like their primals.
@@ -106,4 +106,4 @@ def atomicrmw(gen, st, inst: I.AtomicRMW, new: I.AtomicRMW) -> None:
 def cmpxchg(gen, st, inst: I.CmpXchg, new: I.CmpXchg) -> None:
     pointer = inst.operands[0]
     if pointer in st.activity.varied and inst.operands[1].type.is_float:
-        raise UnsupportedError(f"no derivative for a floating cmpxchg in {st.old.ref}")
+        raise UnsupportedError(f"no derivative for a floating cmpxchg in {st.where}")

@@ -65,3 +65,39 @@ def global_ref(name: str) -> str:
 def label_def(name: str) -> str:
     """A basic block's label as it starts the block (``name:``)."""
     return quote(name) + ":"
+
+
+_MANGLED_PART = re.compile(r"(\d+)")
+_NUMBA_ESCAPE = re.compile(r"_([0-9a-f]{2})")
+
+
+def readable(name: str) -> str:
+    """A mangled C++ or Numba name shortened for people: ``_ZN8__main__1fB2v1...E`` ->
+    ``__main__.f``; any other name is returned as it is.
+
+    >>> readable("_ZN8__main__12_3clambda_3eB2v1B38c8tJTIeFIjxB2IKSgI4CrvQClQZ6FczSBAA_3dEd")
+    '__main__.<lambda>'
+    >>> readable("_ZN8__main__5my_abB2v1E")
+    '__main__.my_ab'
+    >>> readable("sqrt")
+    'sqrt'
+    """
+    if not name.startswith("_ZN"):
+        return name
+    parts, pos = [], 3
+    while pos < len(name) and name[pos].isdigit():
+        m = _MANGLED_PART.match(name, pos)
+        length = int(m.group(1))
+        start = m.end()
+        parts.append(name[start:start + length])
+        pos = start + length
+    if not parts:
+        return name
+    return ".".join(_NUMBA_ESCAPE.sub(_unescape_numba, p) for p in parts)
+
+
+def _unescape_numba(m: re.Match) -> str:
+    # Numba writes characters outside [A-Za-z0-9_] as _XX; an underscore followed by two hex
+    # digits that would decode to an identifier character is the name's own text.
+    ch = chr(int(m.group(1), 16))
+    return m.group(0) if ch.isalnum() or ch == "_" else ch
