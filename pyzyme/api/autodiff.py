@@ -78,7 +78,8 @@ def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
     from pyzyme.api.numba_forward import build_forward
 
     width = _batch_width(anns, ret_activity)
-    calls = [_ForwardArg(a) for a in anns]
+    views: dict = {}
+    calls = [_ForwardArg(a, views) for a in anns]
     if ret_activity is None:
         ret_activity = A.Duplicated if width == 1 else A.BatchDuplicated
     if ret_activity is A.Active:
@@ -111,15 +112,25 @@ def _forward_result(mode: Mode, ret_activity, plan, out) -> tuple:
 
 
 def _batch_width(anns: Sequence[A.Annotation], ret_activity) -> int:
+    for a in anns:
+        if isinstance(a, A.Active):
+            raise UnsupportedError(f"Active({a.val!r}) is for reverse mode; in forward mode "
+                                   f"pass Duplicated(value, tangent)")
     widths = {len(a.shadows) for a in anns if isinstance(a, A.BatchDuplicated)}
     if len(widths) > 1:
         raise PyzymeError(f"all BatchDuplicated arguments of one call need the same number of "
                           f"shadows; got widths {sorted(widths)}")
     width = widths.pop() if widths else 1
-    for a in anns:
-        if isinstance(a, A.Active):
-            raise UnsupportedError(f"Active({a.val!r}) is for reverse mode; in forward mode "
-                                   f"pass Duplicated(value, tangent)")
+    single = [a for a in anns if isinstance(a, A.Duplicated)]
+    if widths or any(isinstance(a, A.BatchDuplicated) for a in anns):
+        if single and width > 1:
+            raise PyzymeError(
+                f"Duplicated arguments (one shadow) cannot be mixed with BatchDuplicated ones "
+                f"({width} shadows): give every differentiated argument {width} shadows")
+        if ret_activity in (A.Duplicated, A.DuplicatedNoNeed) and width > 1:
+            raise PyzymeError(f"the arguments carry {width} shadows each, so the result has "
+                              f"{width} tangents: use BatchDuplicated or BatchDuplicatedNoNeed "
+                              f"as the return activity")
     return width
 
 
@@ -127,9 +138,10 @@ class _ForwardArg:
     """One argument as the compiled derivative takes it: the primal, its shadows laid out
     exactly like it (same shape, dtype and strides), and how to return tangents to the user."""
 
-    def __init__(self, ann: A.Annotation) -> None:
+    def __init__(self, ann: A.Annotation, views: dict) -> None:
         self.annotation = ann
         self._copies: list[tuple[np.ndarray, np.ndarray]] = []
+        self._views = views
         value = ann.val
         if isinstance(ann, A.Const):
             self.primal, self.shadows = value, ()
@@ -137,10 +149,12 @@ class _ForwardArg:
             self.primal = value
             self.shadows = tuple(self._array_shadow(value, s, i)
                                  for i, s in enumerate(ann.shadows))
-        elif isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(
-                value, bool):
+        elif _is_real(value):
             self.primal = float(value)
-            self.shadows = tuple(float(s) for s in ann.shadows)
+            self.shadows = tuple(_real_shadow(s) for s in ann.shadows)
+        elif isinstance(value, tuple) and value and all(_is_real(v) for v in value):
+            self.primal = tuple(float(v) for v in value)
+            self.shadows = tuple(_tuple_shadow(s, len(value)) for s in ann.shadows)
         else:
             raise UnsupportedError(
                 f"{type(ann).__name__} of a {type(value).__name__} is not supported in forward "
@@ -162,21 +176,45 @@ class _ForwardArg:
         if dx.shape != x.shape or dx.dtype != x.dtype:
             raise PyzymeError(f"shadow {lane} has shape {dx.shape} and dtype {dx.dtype}; the "
                               f"primal has shape {x.shape} and dtype {x.dtype}")
-        if dx.strides == x.strides:
+        if dx.strides == x.strides and dx.flags.writeable and dx.flags.aligned:
             return dx
         # Shadow addresses are computed like primal ones, so the shadow needs the primal's
-        # strides: a buffer spanning the same extent, viewed with the same strides.
+        # strides: a buffer spanning the same extent, viewed with the same strides. One such
+        # view serves every argument given this same pair of arrays.
+        key = (id(x), id(dx))
+        if key in self._views:
+            return self._views[key]
         span = _extent(x)
         buf = np.zeros(span // x.itemsize + 1, dtype=x.dtype)
         offset = -min(0, _lowest_offset(x)) // x.itemsize
         view = np.lib.stride_tricks.as_strided(buf[offset:], x.shape, x.strides)
         view[...] = dx
-        self._copies.append((dx, view))
+        if dx.flags.writeable:
+            self._copies.append((dx, view))
+        self._views[key] = view
         return view
 
     def copy_back(self) -> None:
         for user, view in self._copies:
             user[...] = view
+        self._copies.clear()
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)
+
+
+def _real_shadow(s) -> float:
+    if not _is_real(s):
+        raise PyzymeError(f"the shadow of a float must be a float, got {type(s).__name__}")
+    return float(s)
+
+
+def _tuple_shadow(s, n: int) -> tuple:
+    if not (isinstance(s, tuple) and len(s) == n and all(_is_real(v) for v in s)):
+        raise PyzymeError(f"the shadow of a tuple of {n} floats must be a tuple of {n} floats, "
+                          f"got {s!r}")
+    return tuple(float(v) for v in s)
 
 
 def _lowest_offset(x: np.ndarray) -> int:

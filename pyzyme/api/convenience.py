@@ -80,7 +80,17 @@ def gradient(mode: Mode, f, x, *, chunk: int | None = None, out=None):
         raise UnsupportedError("gradient(Reverse, ...) arrives with reverse mode")
     if out is not None:
         raise PyzymeError("out= is for reverse mode; forward mode returns a tuple")
-    return tuple(float(t) for _, t in forward_columns(f, (x,), 0, chunk))
+    out = []
+    for _, t in forward_columns(f, (x,), 0, chunk):
+        if not _is_real(t):
+            raise PyzymeError(f"gradient needs a function returning a float; this one returns "
+                              f"{type(t).__name__}: use jacobian for vector results")
+        out.append(float(t))
+    return tuple(out)
+
+
+def _is_real(t) -> bool:
+    return isinstance(t, (float, int, np.floating, np.integer)) and not isinstance(t, bool)
 
 
 def jacobian(mode: Mode, f, x, *, chunk: int | None = None, n_outs: int | None = None):

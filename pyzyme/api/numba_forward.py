@@ -79,12 +79,16 @@ def forward_signature(abi: AbiMap, annotations: Sequence[Annotation], width: int
             for p in arg.params:
                 extra.append(ExtraParam(ir.parse_type(p.llvm_type),
                                         p.index if p.index in diff else None, lane))
-    derived = ()
+    derived, scratch = (), ()
+    acts[0] = Activity.DUPLICATED
+    size = abi.result.size
     if ret_differentiated:
-        acts[0] = Activity.DUPLICATED
-        size = abi.result.size
         derived = ((0, tuple(size * (k + 1) for k in range(width))),)
-    return ForwardSignature(tuple(acts), tuple(extra), width, derived, False)
+    else:
+        # The result's derivative is not wanted: it goes to a scratch buffer, so storing an
+        # active result is no error.
+        scratch = ((0, size),)
+    return ForwardSignature(tuple(acts), tuple(extra), width, derived, False, scratch)
 
 
 def _where(f) -> str:

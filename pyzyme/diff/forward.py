@@ -62,7 +62,9 @@ class ForwardSignature:
     ``activities`` has one entry per primal parameter. ``extra`` lists the added parameters, in
     order. ``derived`` gives, for a pointer parameter whose shadow is not passed but lies at a
     fixed byte offset from the parameter itself (Numba's ``retptr`` when the result slot holds
-    the primal and then each tangent), the offset of each lane's shadow. With
+    the primal and then each tangent), the offset of each lane's shadow. ``scratch`` gives, for
+    a pointer parameter whose derivative nobody wants (the result slot of a ``Const`` result),
+    the byte size of a stack buffer that receives it and is thrown away. With
     ``return_derivative``, a function returning a float (or pointer, or aggregate) returns
     ``{ primal, d0, ..., dN-1 }`` instead.
     """
@@ -72,6 +74,7 @@ class ForwardSignature:
     width: int = 1
     derived: tuple[tuple[int, tuple[int, ...]], ...] = ()
     return_derivative: bool = False
+    scratch: tuple[tuple[int, int], ...] = ()
 
     @staticmethod
     def standard(fn, activities: Sequence[Activity], width: int = 1) -> ForwardSignature:
@@ -170,6 +173,14 @@ class ForwardGenerator:
                 st.values[block] = new.append_block(block.name)
         b = st.builder
         b.position_at_end(st.values[fn.blocks[0]])
+        for index, size in sig.scratch:
+            arg = fn.args[index]
+            if arg in activity.varied:
+                slot = T.ArrayType(size, T.i8)
+                st.derivs[arg] = [b.alloca(slot, align=16,
+                                           name=naming.tangent(arg.name + ".discard", k,
+                                                               sig.width))
+                                  for k in range(sig.width)]
         for index, offsets in sig.derived:
             arg = fn.args[index]
             if arg in activity.varied:

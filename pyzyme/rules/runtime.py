@@ -8,11 +8,27 @@ MemInfos of their own, so a tangent array Numba returns is an ordinary array Pyt
 
 from __future__ import annotations
 
-from pyzyme.rules.spec import Allocation, Mirror
+from dataclasses import replace
+
+from pyzyme.rules import libm
+from pyzyme.rules.spec import Allocation, Inactive, Mirror
 
 _MEMINFO_DATA = 24
 
+def _numba_helper(libm_name: str) -> tuple:
+    """Numba's helperlib wrapper of C's ``libm_name`` (``numba_gamma`` for ``tgamma``): the
+    same partial derivatives, under the helper's double and float spellings."""
+    row = next(r for r in libm.ROWS if libm_name in r.names)
+    helper = "numba_" + {"tgamma": "gamma"}.get(libm_name, libm_name)
+    return (replace(row, names=(helper, helper + "f"), kind="runtime"),)
+
+
 ROWS = (
+    *_numba_helper("tgamma"),
+    *_numba_helper("frexp"),
+    *_numba_helper("ldexp"),
+    Inactive(("numba_attempt_nocopy_reshape",), "runtime",
+             reason="computes the strides of a reshaped view: integers only"),
     Allocation(("NRT_MemInfo_alloc_aligned", "NRT_MemInfo_alloc_safe_aligned",
                 "NRT_MemInfo_alloc", "NRT_MemInfo_alloc_safe"), "runtime",
                size_args=(0,), data_offset=_MEMINFO_DATA),

@@ -51,17 +51,6 @@ CASES: list[Case] = []
 
 ALL_KINDS = ("fd", "primal", "batch")
 
-# numba_attempt_nocopy_reshape (Numba's helperlib, called for x.max(), np.cumsum, ... through
-# flat iteration) only reads shapes and strides, but pyzyme has no rule for it and refuses.
-NOCOPY_RESHAPE = dict.fromkeys(
-    ALL_KINDS, "pyzyme bug: no rule for numba_attempt_nocopy_reshape (UnsupportedError)")
-# Numba compiles this recursion through a '.numba.unresolved$...' global function pointer;
-# pyzyme sees an indirect call and refuses.
-UNRESOLVED_RECURSION = dict.fromkeys(
-    ALL_KINDS, "pyzyme bug: recursion through Numba's '.numba.unresolved$' pointer is an "
-    "'indirect call' (UnsupportedError)")
-
-
 def case(name: str, fn, make_args, pattern: str, **kw) -> None:
     CASES.append(Case(name, fn, make_args, pattern, **kw))
 
@@ -530,8 +519,7 @@ def n_cumsum(x):
     return np.sum(c * c)
 
 
-case("np_cumsum", n_cumsum, lambda: (vec(5, 28),), "D",
-     xfail=NOCOPY_RESHAPE)
+case("np_cumsum", n_cumsum, lambda: (vec(5, 28),), "D")
 
 
 @njit
@@ -547,8 +535,7 @@ def n_max_method(x):
     return x.max() * 2.0 + x.min()
 
 
-case("array_max_min_method", n_max_method, lambda: (vec(7, 31),), "D",
-     xfail=NOCOPY_RESHAPE)
+case("array_max_min_method", n_max_method, lambda: (vec(7, 31),), "D")
 
 
 @njit
@@ -557,8 +544,7 @@ def n_logsumexp(x):
     return m + math.log(np.sum(np.exp(x - m)))
 
 
-case("np_logsumexp", n_logsumexp, lambda: (vec(6, 32, -2.0, 2.0),), "D",
-     xfail=NOCOPY_RESHAPE)
+case("np_logsumexp", n_logsumexp, lambda: (vec(6, 32, -2.0, 2.0),), "D")
 
 
 @njit
@@ -605,7 +591,7 @@ def n_returns_reshaped(x):
     return (x * x).reshape(2, 2)
 
 
-case("returns_reshaped", n_returns_reshaped, lambda: (vec(4, 54),), "D", xfail=NOCOPY_RESHAPE)
+case("returns_reshaped", n_returns_reshaped, lambda: (vec(4, 54),), "D")
 
 
 # --- float32 -----------------------------------------------------------------------------------
@@ -701,10 +687,8 @@ def c_recursive_horner(c, x):
     return _horner(c, x, 0)
 
 
-case("recursive_horner", c_recursive_horner, lambda: (vec(5, 38), 0.8), "DD",
-     xfail=UNRESOLVED_RECURSION)
-case("recursive_horner_const_coeffs", c_recursive_horner, lambda: (vec(4, 39), -0.6), "CD",
-     xfail=UNRESOLVED_RECURSION)
+case("recursive_horner", c_recursive_horner, lambda: (vec(5, 38), 0.8), "DD")
+case("recursive_horner_const_coeffs", c_recursive_horner, lambda: (vec(4, 39), -0.6), "CD")
 
 
 @njit
@@ -764,8 +748,7 @@ def s_gamma(x):
     return math.gamma(x) * x
 
 
-case("gamma", s_gamma, lambda: (2.3,), "D",
-     xfail=dict.fromkeys(ALL_KINDS, "pyzyme gap: no rule for numba_gamma (math.gamma)"))
+case("gamma", s_gamma, lambda: (2.3,), "D")
 
 
 # --- fastmath, int constants --------------------------------------------------------------------

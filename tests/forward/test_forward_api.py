@@ -153,17 +153,11 @@ SCALAR_SHAPES = [
 ]
 
 
-CONST_RETURN_BUG = pytest.mark.xfail(
-    strict=True, raises=pyzyme.ActivityError,
-    reason="pyzyme bug: Const return activity of a float-returning function with active "
-           "arguments raises ActivityError (the primal's store into retptr has no shadow)")
-
 
 def _shape_params():
     out = []
     for mode, ret, batch, expected in SCALAR_SHAPES:
-        marks = (CONST_RETURN_BUG,) if ret is Const else ()
-        out.append(pytest.param(mode, ret, batch, expected, marks=marks,
+        out.append(pytest.param(mode, ret, batch, expected,
                                 id=f"{mode}-{ret.__name__}-{'batch' if batch else 'single'}"))
     return out
 
@@ -206,7 +200,6 @@ def test_tuple_return_tangent_is_tuple():
     assert tuple(tangent) == (3.0, 1.0)
 
 
-@CONST_RETURN_BUG
 def test_const_return_of_mutating_function_that_also_returns_a_float():
     @numba.njit
     def fill_and_total(out, x):
@@ -341,9 +334,6 @@ def _in_subprocess(code: str) -> subprocess.CompletedProcess:
                           text=True, timeout=240)
 
 
-@pytest.mark.xfail(strict=True, reason="pyzyme bug: a Duplicated array next to a "
-                   "BatchDuplicated one (width 2) is passed with one shadow where the "
-                   "derivative expects two; the process crashes (segfault)")
 def test_duplicated_mixed_with_batch_arrays_is_an_error_not_a_crash():
     proc = _in_subprocess("""
         import numpy as np, pyzyme
@@ -359,16 +349,12 @@ def test_duplicated_mixed_with_batch_arrays_is_an_error_not_a_crash():
     assert "PyzymeError" in proc.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="pyzyme bug: Duplicated(2.0, 1.0) next to a width-2 "
-                   "BatchDuplicated scalar gives lane 1 a zero tangent instead of an error")
 def test_duplicated_mixed_with_batch_scalars_is_an_error():
     with pytest.raises(pyzyme.PyzymeError, match=r"(?i)batch|width|shadow"):
         autodiff(Forward, lambda x, y: x * y, BatchDuplicated(2.0, (1.0, 1.0)),
                  Duplicated(3.0, 1.0))
 
 
-@pytest.mark.xfail(strict=True, reason="pyzyme bug: ret_activity Duplicated with width-2 "
-                   "BatchDuplicated arguments silently returns lane 0 only")
 def test_single_return_activity_with_batch_arguments_is_an_error():
     with pytest.raises(pyzyme.PyzymeError, match=r"(?i)batch|width"):
         autodiff(Forward, square, Duplicated, BatchDuplicated(3.0, (1.0, 2.0)))
@@ -445,8 +431,6 @@ def test_same_contiguous_array_passed_twice():
     np.testing.assert_array_equal(dx, [3.0, 0.0, 0.0])
 
 
-@pytest.mark.xfail(strict=True, reason="pyzyme bug: a strided primal passed twice gets two "
-                   "separate strided shadow copies; the second copy-back overwrites the first")
 def test_same_strided_view_passed_twice():
     v = np.arange(6.0)[::2]
     dv = np.array([1.0, 0.0, 0.0])
@@ -455,23 +439,17 @@ def test_same_strided_view_passed_twice():
     np.testing.assert_array_equal(dv, [3.0, 0.0, 0.0])
 
 
-@pytest.mark.xfail(strict=True, reason="pyzyme bug: a read-only shadow of an input the "
-                   "function only reads fails with Numba's 'No matching definition' TypeError")
 def test_read_only_input_shadow():
     dx = np.frombuffer(np.ones(3).tobytes())
     assert not dx.flags.writeable
     assert autodiff(Forward, array_sum, Duplicated(np.ones(3), dx)) == (3.0, 3.0)
 
 
-@pytest.mark.xfail(strict=True, reason="pyzyme gap: gradient(Forward, ...) of a function "
-                   "returning a tuple fails with TypeError from float() instead of a PyzymeError")
 def test_gradient_of_non_scalar_function_is_a_clear_error():
     with pytest.raises(pyzyme.PyzymeError, match=r"(?i)scalar|jacobian"):
         gradient(Forward, lambda x: (x[0], x[1]), np.ones(2))
 
 
-@pytest.mark.xfail(strict=True, reason="pyzyme gap: jvp/jacfwd do not flatten tuple "
-                   "arguments yet (API.md: 'accept floats, ndarrays, and tuples/lists/dicts')")
 def test_jvp_with_tuple_primals():
     primal, tangent = jvp(lambda t: t[0] * t[1], ((2.0, 3.0),), ((1.0, 0.0),))
     assert (primal, tangent) == (6.0, 3.0)

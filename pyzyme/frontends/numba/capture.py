@@ -248,7 +248,7 @@ def _linked_prelink_module(
     its machine-code-rewritten form. Returns the module and the names of libraries for which only
     Numba's linked module was available.
     """
-    module = hook.prelink_module(root)
+    module = _resolve_recursion(hook.prelink_module(root))
     runtime = _runtime_library()
     libraries = [lib for lib in _linked_libraries(root) if lib is not runtime]
     if runtime is not root:
@@ -260,10 +260,36 @@ def _linked_prelink_module(
             stale.append(library.name)
             part = library._get_module_for_linking().clone()
         try:
-            module.link_in(modules.module_for_linking(part))
+            module.link_in(modules.module_for_linking(_resolve_recursion(part)))
         except RuntimeError as err:
             raise CaptureError(f"cannot link the IR of library {library.name!r}: {err}") from None
     return module, tuple(stale)
+
+
+_UNRESOLVED = re.compile(
+    r'^(@"\.numba\.unresolved\$([^"]+)") = external (?:local_unnamed_addr )?global ptr'
+    r'(?:, align \d+)?$', re.M)
+
+
+def _resolve_recursion(module: llvm.ModuleRef) -> llvm.ModuleRef:
+    """Recursive calls as direct calls.
+
+    Numba compiles a call of a function to itself through a pointer it fills in when the code is
+    loaded (``load ptr, ptr @".numba.unresolved$NAME"``); AD needs to see the callee. Giving the
+    global ``@NAME`` as its constant value makes the reference visible to the linker (which then
+    brings in ``NAME``'s definition) and lets the optimizer turn the call into a direct one.
+    """
+    text = str(module)
+    if ".numba.unresolved$" not in text:
+        return module
+    declared = set(re.findall(r'^(?:define|declare)[^@\n]*@"?([^"(\s]+)"?\(', text, re.M))
+
+    def resolve(match: re.Match) -> str:
+        name = match.group(2)
+        decl = "" if name in declared else f'\ndeclare void @"{name}"()'
+        return f'{match.group(1)} = internal constant ptr @"{name}"{decl}'
+
+    return modules.parse(_UNRESOLVED.sub(resolve, text), what="module with recursion resolved")
 
 
 def _linked_libraries(root: numba_codegen.CPUCodeLibrary) -> list[numba_codegen.CPUCodeLibrary]:
@@ -275,7 +301,7 @@ def _linked_libraries(root: numba_codegen.CPUCodeLibrary) -> list[numba_codegen.
     postorder, seen = [], {id(root)}
 
     def visit(library):
-        for callee in library._linking_libraries:
+        for callee in [*library._linking_libraries, *_recursion_libraries(library)]:
             if id(callee) not in seen:
                 seen.add(id(callee))
                 visit(callee)
@@ -283,6 +309,17 @@ def _linked_libraries(root: numba_codegen.CPUCodeLibrary) -> list[numba_codegen.
 
     visit(root)
     return postorder[-2::-1]  # reverse postorder, without root itself
+
+
+def _recursion_libraries(library) -> list:
+    """Libraries defining the functions ``library`` calls through Numba's unresolved-symbol
+    pointers (recursive calls, possibly of another specialization of the same function)."""
+    snapshot = hook.prelink_module(library)
+    if snapshot is None:
+        return []
+    names = re.findall(r'@"\.numba\.unresolved\$([^"]+)"', str(snapshot))
+    found = (hook.library_defining(name) for name in dict.fromkeys(names))
+    return [lib for lib in found if lib is not None and lib is not library]
 
 
 def _runtime_library():

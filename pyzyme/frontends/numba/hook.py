@@ -190,6 +190,18 @@ def prelink_module(library: numba_codegen.CPUCodeLibrary) -> llvm.ModuleRef | No
     return None if snapshot is None else snapshot.clone()
 
 
+def library_defining(symbol: str) -> numba_codegen.CPUCodeLibrary | None:
+    """A library the hook saw that defines function ``symbol``, or None."""
+    for library, snapshot in list(_REGISTRY.prelink.items()):
+        try:
+            fn = snapshot.get_function(symbol)
+        except NameError:
+            continue
+        if not fn.is_declaration:
+            return library
+    return None
+
+
 def has_prelink(library: numba_codegen.CPUCodeLibrary) -> bool:
     """Whether the hook saw ``library`` being finalized (see :func:`prelink_module`)."""
     return library in _REGISTRY.prelink
