@@ -36,6 +36,8 @@ def call_result_varied(gen, inst: I.CallBase, is_varied) -> bool:
         return is_varied(args[0])
     if isinstance(row, spec.Allocation):
         return True  # every allocation gets a shadow once anything is varied
+    if isinstance(row, spec.Mirror):
+        return inst.type.is_pointer and any(is_varied(args[i]) for i in row.pointer_args)
     if row is not None:
         return False
     callee = inst.called_function
@@ -185,7 +187,9 @@ def _allocation(gen, st, inst: I.Call, new: I.Call, row: spec.Allocation) -> Non
 
 
 def _mirror(gen, st, inst: I.Call, new: I.Call, row: spec.Mirror) -> None:
-    """The same call (free, reference count) on the shadows of its pointer arguments."""
+    """The same call (free, reference count, resize) on the shadows of its pointer arguments;
+    a pointer it returns from the shadow call is the shadow of the primal's result."""
+    results = []
     for i in row.pointer_args:
         shadows = st.derivs.get(inst.args[i])
         if shadows is None:
@@ -193,7 +197,12 @@ def _mirror(gen, st, inst: I.Call, new: I.Call, row: spec.Mirror) -> None:
         for k in range(st.width):
             args = list(new.args)
             args[i] = shadows[k]
-            _same_call(st, new, args)
+            results.append(_same_call(st, new, args, _tangent_name(inst, k, st.width)))
+    if inst.type.is_pointer and inst in st.activity.varied:
+        if len(results) != st.width:
+            raise UnsupportedError(f"{st.where} resizes memory that has no shadow, and uses the "
+                                   f"result as if it had one: {inst}")
+        st.derivs[inst] = results
 
 
 def carries(ty: T.Type) -> bool:

@@ -13,7 +13,7 @@ from pyzyme.analysis.activity import can_carry_derivative
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import ZeroInitializer, const_null
+from pyzyme.ir.values import Argument, ZeroInitializer, const_null
 
 __all__ = ["load", "store", "alloca", "atomicrmw", "cmpxchg"]
 
@@ -34,7 +34,8 @@ def store(gen, st, inst: I.Store, new: I.Store) -> None:
     if shadows is None:
         if varied:
             raise ActivityError(
-                f"{st.where} stores an active value into memory that has no shadow: {inst}",
+                f"{st.where} stores an active value into memory that has no shadow"
+                f"{_whose(pointer)}: {inst}",
                 hint="pass the array (or temporary buffer) it writes to as Duplicated, "
                      "not Const, so its derivative has somewhere to go")
         return
@@ -42,6 +43,19 @@ def store(gen, st, inst: I.Store, new: I.Store) -> None:
         d = gen._deriv_or_zero(st, value, k) if varied else _stored_derivative(gen, st, value)
         st.builder.insert(I.Store(d, shadows[k], inst.align, inst.volatile, inst.ordering,
                                   inst.syncscope))
+
+
+def _whose(pointer) -> str:
+    """`` (argument 'tmp')`` when ``pointer`` is an address into a parameter's memory."""
+    seen = 0
+    while isinstance(pointer, (I.GetElementPtr, I.Cast)) and seen < 64:
+        pointer, seen = pointer.operands[0], seen + 1
+    if not isinstance(pointer, Argument) or not pointer.name:
+        return ""
+    name = pointer.name
+    if name.startswith("arg."):  # Numba's native parameters: arg.<python name>.<field>
+        name = name[4:].split(".", 1)[0]
+    return f" (argument '{name}')"
 
 
 def _stored_derivative(gen, st, value):

@@ -32,9 +32,15 @@ ROWS = (
     Allocation(("NRT_MemInfo_alloc_aligned", "NRT_MemInfo_alloc_safe_aligned",
                 "NRT_MemInfo_alloc", "NRT_MemInfo_alloc_safe"), "runtime",
                size_args=(0,), data_offset=_MEMINFO_DATA),
+    # Lists and other variable-size containers: a MemInfo whose data is allocated apart.
+    Allocation(("NRT_MemInfo_new_varsize", "NRT_MemInfo_new_varsize_dtor"), "runtime",
+               size_args=(0,), data_offset=_MEMINFO_DATA),
     Allocation(("NRT_Allocate",), "runtime", size_args=(0,)),
     Allocation(("malloc",), "libm", size_args=(0,)),
     Allocation(("calloc",), "libm", size_args=(0, 1)),
     Mirror(("NRT_incref", "NRT_decref", "NRT_MemInfo_call_dtor", "NRT_Free"), "runtime"),
+    # Resizing a container's storage: done to the shadow container too; the returned data
+    # pointer of the shadow call is the shadow of the returned one.
+    Mirror(("NRT_MemInfo_varsize_alloc", "NRT_MemInfo_varsize_realloc"), "runtime"),
     Mirror(("free",), "libm"),
 )

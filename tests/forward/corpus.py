@@ -738,9 +738,7 @@ def c_list_of_floats(x, y):
     return s
 
 
-case("list_of_floats", c_list_of_floats, lambda: (0.7, 1.2), "DD",
-     xfail=dict.fromkeys(ALL_KINDS, "pyzyme bug: ActivityError 'stores an active value into "
-                         "memory that has no shadow' for Numba's internal list storage"))
+case("list_of_floats", c_list_of_floats, lambda: (0.7, 1.2), "DD")
 
 
 @njit

@@ -455,8 +455,6 @@ def test_jvp_with_tuple_primals():
     assert (primal, tangent) == (6.0, 3.0)
 
 
-@pytest.mark.xfail(strict=True, reason="pyzyme gap: ActivityError shows the argument only "
-                   "inside an IR operand ('ptr %arg.tmp.4'), not as a named argument")
 def test_activity_error_names_the_argument():
     with pytest.raises(pyzyme.ActivityError, match=r"argument '?tmp'?"):
         autodiff(Forward, tmp_power, Duplicated(1.2, 1.0), Const(np.empty(1)), Const(5))
