@@ -98,6 +98,19 @@ def _where(f) -> str:
     return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code else name
 
 
+def _add_source_line(err: UnsupportedError, dispatcher, argtypes) -> None:
+    """Name the Python line of the call pyzyme could not differentiate, where Numba can say."""
+    callee = getattr(err, "callee", None)
+    if not callee:
+        return
+    from pyzyme.frontends.numba.source_lines import line_of_call
+
+    line = line_of_call(dispatcher, argtypes, callee)
+    if line is not None:
+        code = dispatcher.py_func.__code__
+        err.context.insert(0, ("Python source", f"{code.co_filename}:{line}"))
+
+
 def build_forward(f, annotations: Sequence[Annotation], ret_activity: type, width: int,
                   rules) -> ForwardPlan:
     """Capture ``f`` for the types of the annotated values and compile its derivative."""
@@ -116,9 +129,13 @@ def build_forward(f, annotations: Sequence[Annotation], ret_activity: type, widt
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
     symbol = symbol_name("fwd", cap.text, repr(sig))
-    with error_context("differentiating", f"{_where(f)} in forward mode"):
-        gen = ForwardGenerator(module, rules)
-        dfn = gen.derivative(native, sig, name=symbol)
+    try:
+        with error_context("differentiating", f"{_where(f)} in forward mode"):
+            gen = ForwardGenerator(module, rules)
+            dfn = gen.derivative(native, sig, name=symbol)
+    except UnsupportedError as err:
+        _add_source_line(err, cap.dispatcher, primal_types)
+        raise
     for fn in module.functions:  # only the entry point is visible outside the module
         if not fn.is_declaration:
             fn.linkage = "external" if fn is dfn else "internal"

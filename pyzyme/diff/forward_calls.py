@@ -73,10 +73,12 @@ def call(gen, st, inst: I.CallBase) -> None:
         _mirror(gen, st, inst, new, row)
     elif row is None and _any_varied(st, inst):
         what = f"@{callee.name}" if callee is not None else "an indirect call"
-        raise UnsupportedError(
+        err = UnsupportedError(
             f"no derivative for a call to {what} in {st.where}: it has no body pyzyme can "
             f"see and no rule, and an argument carries a derivative",
             hint="write a custom rule for it, or pass the arguments that reach it as Const")
+        err.callee = callee.name if callee is not None else None
+        raise err
 
 
 def _any_varied(st, inst: I.CallBase) -> bool:

@@ -43,4 +43,5 @@ ROWS = (
     # pointer of the shadow call is the shadow of the returned one.
     Mirror(("NRT_MemInfo_varsize_alloc", "NRT_MemInfo_varsize_realloc"), "runtime"),
     Mirror(("free",), "libm"),
+    Mirror(("realloc",), "libm"),  # the shadow block is resized alongside the primal one
 )

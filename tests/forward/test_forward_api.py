@@ -367,9 +367,6 @@ def test_unsupported_blas_call_names_the_function():
         autodiff(Forward, blas_dot, Duplicated(np.ones(3), np.ones(3)), Const(np.ones(3)))
 
 
-@pytest.mark.xfail(strict=True, reason="pyzyme gap: UnsupportedError names the LLVM call and "
-                   "the Python function's first line, not the line of the unsupported operation "
-                   "(API.md: 'naming the operation and the source line')")
 def test_unsupported_blas_call_names_the_source_line():
     with pytest.raises(pyzyme.UnsupportedError) as info:
         autodiff(Forward, blas_dot, Duplicated(np.ones(3), np.ones(3)), Const(np.ones(3)))
