@@ -152,8 +152,8 @@ def matmul_loops(a, b):
     for i in range(n):
         for j in range(m):
             acc = 0.0
-            for l in range(k):
-                acc += a[i, l] * b[l, j]
+            for p in range(k):
+                acc += a[i, p] * b[p, j]
             c[i, j] = acc
     return c
 
