@@ -75,8 +75,6 @@ def autodiff(mode: Mode, f, *args) -> tuple:
 
 
 def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
-    from pyzyme.api.numba_forward import build_forward
-
     width = _batch_width(anns, ret_activity)
     views: dict = {}
     calls = [_ForwardArg(a, views) for a in anns]
@@ -86,15 +84,23 @@ def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
         raise UnsupportedError("Active is a reverse-mode return activity; use Duplicated in "
                                "forward mode")
     dispatcher = _dispatcher(f)
-    key = ("forward", dispatcher, tuple(c.type_key for c in calls), ret_activity, width)
-    plan = CACHE.get(key, lambda: build_forward(
-        dispatcher, [c.annotation for c in calls], ret_activity, width, _rules()))
+    plan = forward_plan(dispatcher, [c.numba_type for c in calls],
+                        [bool(c.shadows) for c in calls], ret_activity, width)
     primals = [c.primal for c in calls]
     shadows = [s for c in calls for s in c.shadows]
     out = plan.function(*primals, *shadows)
     for c in calls:
         c.copy_back()
     return _forward_result(mode, ret_activity, plan, out)
+
+
+def forward_plan(dispatcher, primal_types, shadowed, ret_activity, width: int):
+    """The compiled forward derivative of ``dispatcher`` for these types and activities."""
+    from pyzyme.api.numba_forward import build_forward
+
+    key = ("forward", dispatcher, tuple(primal_types), tuple(shadowed), ret_activity, width)
+    return CACHE.get(key, lambda: build_forward(dispatcher, primal_types, shadowed,
+                                                ret_activity, width, _rules()))
 
 
 def _forward_result(mode: Mode, ret_activity, plan, out) -> tuple:
@@ -159,15 +165,8 @@ class _ForwardArg:
             raise UnsupportedError(
                 f"{type(ann).__name__} of a {type(value).__name__} is not supported in forward "
                 f"mode yet; pass floats or NumPy arrays")
-        if self.shadows:
-            self.annotation = type(ann).__new__(type(ann))
-            self.annotation.val = self.primal
-            if isinstance(ann, A.BatchDuplicated):
-                self.annotation.dvals = self.shadows
-            else:
-                self.annotation.dval = self.shadows[0]
         import numba
-        self.type_key = (numba.typeof(self.primal), type(ann).__name__, len(self.shadows))
+        self.numba_type = numba.typeof(self.primal)
 
     def _array_shadow(self, x: np.ndarray, dx, lane: int) -> np.ndarray:
         if not isinstance(dx, np.ndarray):

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 from pyzyme.api import annotations as A
 from pyzyme.api.autodiff import autodiff
-from pyzyme.api.convenience import jacobian_of
 from pyzyme.api.modes import Forward
 from pyzyme.errors import PyzymeError
 
@@ -36,6 +35,8 @@ def jvp(f, primals: Sequence, tangents: Sequence):
 def jacfwd(f, argnums: int = 0):
     """A function computing the Jacobian of ``f`` with respect to argument ``argnums``.
 
+    The function is ``@njit``-compiled: call it from Python or from other ``@njit`` code.
+
     Examples
     --------
     >>> import numpy as np
@@ -45,11 +46,7 @@ def jacfwd(f, argnums: int = 0):
     """
     if not isinstance(argnums, int):
         raise PyzymeError("jacfwd differentiates with respect to one positional argument")
+    from pyzyme.api.autodiff import _dispatcher
+    from pyzyme.api.njit_jacobian import njit_jacobian
 
-    def jac(*args):
-        if not 0 <= argnums < len(args):
-            raise PyzymeError(f"argnums={argnums}, but the function was given {len(args)} "
-                              f"arguments")
-        return jacobian_of(f, args, argnums, None)
-
-    return jac
+    return njit_jacobian(_dispatcher(f), argnums)

@@ -19,7 +19,7 @@ from numba.core import types
 
 from pyzyme import ir
 from pyzyme.analysis.activity import Activity
-from pyzyme.api.annotations import Annotation, Const
+from pyzyme.api.annotations import Const
 from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.frontends.numba import capture, njit_callable
@@ -58,14 +58,14 @@ def _result_carries(abi: AbiMap) -> bool:
     return any(f.llvm_type in ("double", "float", "half", "ptr") for f in abi.result.fields)
 
 
-def forward_signature(abi: AbiMap, annotations: Sequence[Annotation], width: int,
+def forward_signature(abi: AbiMap, shadowed: Sequence[bool], width: int,
                       ret_differentiated: bool) -> ForwardSignature:
-    """The derivative's parameters, from the ABI map and the argument annotations."""
+    """The derivative's parameters, from the ABI map and which arguments have shadows."""
     n = 2 + sum(len(a.params) for a in abi.args)
     acts = [Activity.CONST] * n
     extra: list[ExtraParam] = []
-    for arg, ann in zip(abi.args, annotations):
-        if not ann.shadows:
+    for arg, has_shadows in zip(abi.args, shadowed):
+        if not has_shadows:
             continue
         diff = set(_differentiable(arg))
         if not diff:
@@ -111,12 +111,11 @@ def _add_source_line(err: UnsupportedError, dispatcher, argtypes) -> None:
         err.context.insert(0, ("Python source", f"{code.co_filename}:{line}"))
 
 
-def build_forward(f, annotations: Sequence[Annotation], ret_activity: type, width: int,
-                  rules) -> ForwardPlan:
-    """Capture ``f`` for the types of the annotated values and compile its derivative."""
-    import numba
-
-    primal_types = tuple(numba.typeof(a.val) for a in annotations)
+def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool],
+                  ret_activity: type, width: int, rules) -> ForwardPlan:
+    """Capture ``f`` for ``primal_types`` and compile its forward derivative, in which the
+    arguments marked in ``shadowed`` have ``width`` shadows each."""
+    primal_types = tuple(primal_types)
     cap = capture(f, primal_types)
     abi = cap.abi
     ret_differentiated = ret_activity is not Const and _result_carries(abi)
@@ -125,7 +124,7 @@ def build_forward(f, annotations: Sequence[Annotation], ret_activity: type, widt
         raise UnsupportedError(
             f"{abi.function} returns {abi.result.numba_type}, which carries no derivative; "
             f"use Const as the return activity")
-    sig = forward_signature(abi, annotations, width, ret_differentiated)
+    sig = forward_signature(abi, shadowed, width, ret_differentiated)
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
     symbol = symbol_name("fwd", cap.text, repr(sig))
@@ -144,7 +143,7 @@ def build_forward(f, annotations: Sequence[Annotation], ret_activity: type, widt
     restype = abi.signature.return_type
     if ret_differentiated:
         restype = types.UniTuple(restype, width + 1)
-    shadow_types = [t for t, a in zip(primal_types, annotations) for _ in a.shadows]
+    shadow_types = [t for t, has in zip(primal_types, shadowed) if has for _ in range(width)]
     nsig = restype(*primal_types, *shadow_types)
     names = [f"a{i}" for i in range(len(primal_types) + len(shadow_types))]
     fn = njit_callable(compiled, symbol, nsig, arg_names=names)
