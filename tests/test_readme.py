@@ -1,0 +1,24 @@
+"""The README's example runs and gives what its comments say."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+@pytest.mark.skipif(not README.exists(), reason="README.md is not installed with the package")
+def test_readme_example():
+    text = README.read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    value, derivative = scope["autodiff"](scope["Forward"], scope["taylor_exp"],
+                                          scope["Duplicated"], scope["Duplicated"](1.5, 1.0),
+                                          scope["Const"](20))
+    assert (value, derivative) == pytest.approx((np.exp(1.5), np.exp(1.5)), rel=1e-9)
+    assert "4.4816890703380645, 4.481689070338046" in text
+    p = scope["descend"](np.zeros(2), np.linspace(0, 1, 20), 0.01, 2000)
+    np.testing.assert_allclose(p, [0.85365031, 0.03082361], rtol=1e-6)
