@@ -142,6 +142,8 @@ def case_for(name: str):
     """The primal and domain of ``name``: itself, or its function without ``llvm.`` or the
     ``f``/``l`` of the float and long double spellings."""
     stem = name.removeprefix("llvm.")
+    if stem.startswith("numba_"):  # Numba's helperlib wrappers of C functions
+        stem = {"gamma": "tgamma", "gammaf": "tgammaf"}.get(stem[6:], stem[6:])
     for key in (name, stem, stem[:-1] if stem[-1:] in ("f", "l") else None):
         if key in CASES:
             return CASES[key]

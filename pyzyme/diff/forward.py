@@ -15,7 +15,6 @@ silently zero.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -223,15 +222,8 @@ class ForwardGenerator:
 
     # -- helpers shared by the handlers ------------------------------------------------
     def _clone(self, st: _State, inst: I.Instruction) -> I.Instruction:
-        new = copy.copy(inst)
-        new.operands = [self._value(st, op) for op in inst.operands]
-        new.users = []
-        new.parent = None
-        new.metadata = list(inst.metadata)
-        new.debug_records = list(inst.debug_records)
-        name = inst.name
-        new.name = ""
-        st.builder.insert(new, name)
+        new = inst.copy_with([self._value(st, op) for op in inst.operands], keep_metadata=True)
+        st.builder.insert(new, inst.name)
         st.values[inst] = new
         return new
 
@@ -330,11 +322,9 @@ class ForwardGenerator:
             return
 
         def make(lane: int, name: str) -> Value:
-            clone = copy.copy(new)
-            clone.operands = [self._deriv_or_zero(st, old_op, lane) if _carries(old_op.type)
-                              else new_op for old_op, new_op in zip(inst.operands, new.operands)]
-            clone.users, clone.parent, clone.metadata, clone.debug_records = [], None, [], []
-            clone.name = ""
+            clone = new.copy_with([self._deriv_or_zero(st, old_op, lane)
+                                   if _carries(old_op.type) else new_op
+                                   for old_op, new_op in zip(inst.operands, new.operands)])
             clone.flags = derivative_flags(new.flags)
             return st.builder.insert(clone, name)
 

@@ -8,7 +8,6 @@ callee's own body (differentiated recursively, once per callee and activity), th
 
 from __future__ import annotations
 
-import copy
 from functools import reduce
 
 from pyzyme.analysis.activity import Activity, can_carry_derivative
@@ -118,10 +117,7 @@ def _call_derivative(gen, st, inst: I.Call, callee) -> None:
 
 def _same_call(st, new: I.Call, args, name: str = "") -> I.Call:
     """Another call like ``new`` (callee, calling convention, attributes) on ``args``."""
-    clone = copy.copy(new)
-    clone.operands = [new.callee, *args] + new.operands[1 + new.nargs:]
-    clone.users, clone.parent, clone.metadata, clone.debug_records = [], None, [], []
-    clone.name = ""
+    clone = new.copy_with([new.callee, *args] + new.operands[1 + new.nargs:])
     return st.builder.insert(clone, name)
 
 

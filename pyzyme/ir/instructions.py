@@ -11,6 +11,7 @@ printer passes one that knows the slot numbers of unnamed values).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 
 from pyzyme.errors import IRTypeError
@@ -91,6 +92,20 @@ class Instruction(NamedValue):
         for i, op in enumerate(self.operands):
             if op is old:
                 self.set_operand(i, new)
+
+    def copy_with(self, operands: Sequence[Value], *, keep_metadata: bool = False) -> Instruction:
+        """A detached, unnamed copy of this instruction on ``operands`` (same opcode, flags and
+        syntax fields; metadata and debug records only when ``keep_metadata``)."""
+        clone = copy.copy(self)
+        clone.operands = list(operands)
+        clone.users = []
+        clone.parent = None
+        clone.name = ""
+        clone.metadata = list(self.metadata) if keep_metadata else []
+        clone.debug_records = list(self.debug_records) if keep_metadata else []
+        if isinstance(self, Phi):
+            clone.blocks = list(self.blocks)
+        return clone
 
     def erase(self) -> None:
         """Remove this instruction from its block and drop its operands' uses of it."""

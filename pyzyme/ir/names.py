@@ -99,5 +99,6 @@ def readable(name: str) -> str:
 def _unescape_numba(m: re.Match) -> str:
     # Numba writes characters outside [A-Za-z0-9_] as _XX; an underscore followed by two hex
     # digits that would decode to an identifier character is the name's own text.
-    ch = chr(int(m.group(1), 16))
-    return m.group(0) if ch.isalnum() or ch == "_" else ch
+    code = int(m.group(1), 16)
+    ch = chr(code)
+    return m.group(0) if code >= 0x80 or ch.isalnum() or ch == "_" else ch
