@@ -26,7 +26,6 @@ from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.names import readable
 from pyzyme.ir.values import (
-    Constant,
     GlobalValue,
     NamedValue,
     Poison,
@@ -253,14 +252,12 @@ class ForwardGenerator:
         value itself for integers, null for pointers (never the primal address: tangents
         written through it would overwrite primal memory)."""
         ty = value.type
-        if isinstance(value, (Undef, Poison)):
-            return value
         if not _carries(ty):
             return self._value(st, value)
         if ty.is_float or ty.is_pointer:
             return const_null(ty)
-        if isinstance(value, (Constant,)) and isinstance(value, ZeroInitializer):
-            return value
+        if isinstance(value, (Undef, Poison, ZeroInitializer)):
+            return value  # an aggregate with nothing in it yet, or all zeros
         # An aggregate: zero its float and pointer leaves, keep its integers.
         return self._zero_leaves(st, self._value(st, value), ty, ())
 
