@@ -63,6 +63,11 @@ class ActivityError(PyzymeError):
     """An active value would be lost, e.g. stored into memory passed as ``Const``."""
 
 
+class TypeAnalysisError(PyzymeError):
+    """Type analysis found a conflict (a byte both float and integer) or cannot decide a type
+    that differentiation needs."""
+
+
 class CaptureError(PyzymeError):
     """The IR of a function could not be captured from its frontend."""
 

@@ -1,0 +1,359 @@
+"""What bytes hold: Enzyme's ConcreteType lattice and TypeTree.
+
+Opaque pointers and byte-offset GEPs leave LLVM IR silent about what memory holds, yet reverse
+mode must know which bytes are floats (they get adjoints) and which are integers or pointers.
+A :class:`TypeTree` records it as a map from *paths* of byte offsets to a
+:class:`ConcreteType`. The first offset is into the value itself; each further offset follows a
+pointer into the memory it points to. ``-1`` means "every offset", so Enzyme's printed forms
+read the same here::
+
+    {[-1]:Float@double}                        a double (or a vector of them)
+    {[-1]:Pointer, [-1,-1]:Float@double}       a pointer to doubles
+    {[-1]:Pointer, [-1,0]:Integer, ..., [-1,8]:Float@double}   a pointer to {i64, double}
+
+As in Enzyme, a float or pointer is recorded at the offset of its first byte, an integer at
+every one of its bytes (integers may be read piecewise, floats and pointers may not).
+
+Lattice (the join, :meth:`ConcreteType.join`): ``Unknown`` is bottom; ``Anything`` (bytes any
+interpretation of which is fine, e.g. zeros) is top and absorbs everything; ``Integer`` joined
+with ``Pointer`` is ``Pointer`` (an address held in an integer, as after ``ptrtoint``: Enzyme's
+``pointerIntSame``). Every other pair of different types -- a float with an integer or a
+pointer, floats of different precisions -- is a conflict and raises :class:`TypeAnalysisError`:
+a byte cannot be both, and merging them silently could hide a float from differentiation.
+
+Examples
+--------
+>>> t = TypeTree({(-1,): POINTER, (-1, -1): FLOAT64})
+>>> print(t)
+{[-1]:Pointer, [-1,-1]:Float@double}
+>>> print(t.data0())
+{[-1]:Float@double}
+>>> s = TypeTree.pointer_to(TypeTree({(0,): INTEGER}).widen(0, 8) | {(8,): FLOAT64})
+>>> print(s)
+{[-1]:Pointer, [-1,0]:Integer, [-1,1]:Integer, [-1,2]:Integer, [-1,3]:Integer, \
+[-1,4]:Integer, [-1,5]:Integer, [-1,6]:Integer, [-1,7]:Integer, [-1,8]:Float@double}
+>>> print(s.data0().shift(8, 8))
+{[0]:Float@double}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from pyzyme.errors import TypeAnalysisError
+
+__all__ = [
+    "ANYTHING", "FLOAT16", "FLOAT32", "FLOAT64", "FLOAT80", "INTEGER", "POINTER", "UNKNOWN",
+    "ConcreteType", "Path", "TypeTree",
+]
+
+Path = tuple[int, ...]
+
+#: Regions at most this many bytes long have their ``-1`` entries spelled out per offset when
+#: cut out of a tree (Enzyme's ``maxtypeoffset`` plays the same role); longer ones keep ``-1``.
+MAX_EXPAND = 512
+
+_FLOAT_SIZES = {"half": 2, "bfloat": 2, "float": 4, "double": 8, "x86_fp80": 16, "fp128": 16}
+
+
+@dataclass(frozen=True)
+class ConcreteType:
+    """One point of the lattice: ``kind`` is Unknown, Integer, Float, Pointer or Anything.
+
+    ``float_type`` names the LLVM float type (``double``, ``float``, ``half``, ``x86_fp80``)
+    when ``kind`` is Float.
+
+    Examples
+    --------
+    >>> print(FLOAT64, INTEGER.join(POINTER), UNKNOWN.join(FLOAT32), ANYTHING.join(FLOAT64))
+    Float@double Pointer Float@float Anything
+    >>> INTEGER.join(FLOAT64)
+    Traceback (most recent call last):
+    ...
+    pyzyme.errors.TypeAnalysisError: type conflict: Integer and Float@double
+    >>> print(INTEGER.meet(POINTER), FLOAT64.meet(ANYTHING), INTEGER.meet(FLOAT64))
+    Integer Float@double Unknown
+    """
+
+    kind: str
+    float_type: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("Unknown", "Integer", "Float", "Pointer", "Anything"):
+            raise ValueError(f"unknown type kind {self.kind!r}")
+        if (self.kind == "Float") != (self.float_type is not None):
+            raise ValueError("a Float needs a float_type, other kinds none")
+
+    @classmethod
+    def float(cls, float_type: str) -> ConcreteType:
+        """``Float@float_type`` for an LLVM float type name (``double``, ``float``, ...)."""
+        if float_type not in _FLOAT_SIZES:
+            raise ValueError(f"unknown float type {float_type!r}")
+        return cls("Float", float_type)
+
+    @property
+    def is_known(self) -> bool:
+        return self.kind != "Unknown"
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "Float"
+
+    @property
+    def size(self) -> int:
+        """Bytes one entry of this type covers: a float's size, 8 for a pointer, else 1."""
+        if self.float_type is not None:
+            return _FLOAT_SIZES[self.float_type]
+        return 8 if self.kind == "Pointer" else 1
+
+    def _rank(self) -> int:
+        return {"Unknown": 0, "Integer": 1, "Float": 1, "Pointer": 2, "Anything": 3}[self.kind]
+
+    def join(self, other: ConcreteType) -> ConcreteType:
+        """Least upper bound; raises :class:`TypeAnalysisError` on a conflict."""
+        if self == other or other.kind == "Unknown" or self.kind == "Anything":
+            return self
+        if self.kind == "Unknown" or other.kind == "Anything":
+            return other
+        if {self.kind, other.kind} == {"Integer", "Pointer"}:
+            return POINTER
+        raise TypeAnalysisError(f"type conflict: {self} and {other}")
+
+    def meet(self, other: ConcreteType) -> ConcreteType:
+        """Greatest lower bound: what both agree on (Unknown when nothing)."""
+        if self == other or other.kind == "Anything":
+            return self
+        if self.kind == "Anything":
+            return other
+        if {self.kind, other.kind} == {"Integer", "Pointer"}:
+            return INTEGER
+        return UNKNOWN
+
+    def __str__(self) -> str:
+        return f"Float@{self.float_type}" if self.float_type else self.kind
+
+
+UNKNOWN = ConcreteType("Unknown")
+INTEGER = ConcreteType("Integer")
+POINTER = ConcreteType("Pointer")
+ANYTHING = ConcreteType("Anything")
+FLOAT16 = ConcreteType.float("half")
+FLOAT32 = ConcreteType.float("float")
+FLOAT64 = ConcreteType.float("double")
+FLOAT80 = ConcreteType.float("x86_fp80")
+
+
+def _covers(general: Path, specific: Path) -> bool:
+    """Whether ``general`` (with ``-1`` wildcards) names every byte ``specific`` names."""
+    return len(general) == len(specific) and all(
+        g == -1 or g == s for g, s in zip(general, specific))
+
+
+class TypeTree:
+    """A map from byte-offset paths to :class:`ConcreteType`, kept canonical.
+
+    Canonical means: no Unknown entries; no entry that a ``-1`` entry of the same type already
+    covers; every nested path's parent is a Pointer. Build it from a mapping or by
+    :meth:`insert`/:meth:`merge`; equal trees print the same.
+
+    Examples
+    --------
+    >>> t = TypeTree()
+    >>> t.insert((8,), FLOAT64), t.insert((-1,), FLOAT64), t.insert((16,), FLOAT64)
+    (True, True, False)
+    >>> print(t, t.lookup(24), t[(3, 5)])
+    {[-1]:Float@double} Float@double Unknown
+    >>> print(TypeTree({(0, -1): INTEGER}))      # a nested path makes its parent a Pointer
+    {[0]:Pointer, [0,-1]:Integer}
+    """
+
+    __slots__ = ("_map",)
+
+    def __init__(self, entries: Mapping[Path, ConcreteType] | None = None) -> None:
+        self._map: dict[Path, ConcreteType] = {}
+        for path, ct in (entries or {}).items():
+            self.insert(tuple(path), ct)
+
+    # ------------------------------------------------------------------ reading
+    def __iter__(self) -> Iterator[tuple[Path, ConcreteType]]:
+        return iter(sorted(self._map.items()))
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def __bool__(self) -> bool:
+        return bool(self._map)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TypeTree) and self._map == other._map
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def __getitem__(self, path: Path) -> ConcreteType:
+        """The type at ``path``: the join of the entries covering it, Unknown when none."""
+        path = tuple(path)
+        result = UNKNOWN
+        for key, ct in self._map.items():
+            if _covers(key, path):
+                result = result.join(ct)
+        return result
+
+    def lookup(self, offset: int) -> ConcreteType:
+        """The type of the byte at ``offset`` of the value (``-1``: what all bytes share)."""
+        return self[(offset,)]
+
+    def copy(self) -> TypeTree:
+        t = TypeTree()
+        t._map = dict(self._map)
+        return t
+
+    def __str__(self) -> str:
+        body = ", ".join("[" + ",".join(map(str, p)) + "]:" + str(ct) for p, ct in self)
+        return "{" + body + "}"
+
+    def __repr__(self) -> str:
+        return f"TypeTree({self})"
+
+    # ------------------------------------------------------------------ writing
+    def insert(self, path: Path, ct: ConcreteType) -> bool:
+        """Join ``ct`` into ``path``; return whether the tree changed.
+
+        Raises :class:`TypeAnalysisError` when ``ct`` conflicts with what the tree holds there.
+        """
+        path = tuple(path)
+        if not path:
+            raise ValueError("a TypeTree path needs at least one offset")
+        if not ct.is_known:
+            return False
+        changed = False
+        if len(path) > 1:  # following a pointer: the value at the prefix is one
+            changed = self.insert(path[:-1], POINTER)
+        old = self._map.get(path, UNKNOWN)
+        # Entries that cover this path, or that this path covers, must agree with ct.
+        covering = UNKNOWN
+        for key, kct in self._map.items():
+            if key != path and _covers(key, path):
+                covering = covering.join(kct)
+            if key != path and (_covers(key, path) or _covers(path, key)):
+                kct.join(ct)  # raises on a conflict
+        new = old.join(ct)
+        if covering.join(new) == covering and covering.is_known:
+            return changed  # a -1 entry already says it
+        if new != old:
+            self._map[path] = new
+            changed = True
+            # Drop the specific entries this one now says.
+            for key in [k for k in self._map if k != path and _covers(path, k)]:
+                if self._map[key].join(new) == new:
+                    del self._map[key]
+        return changed
+
+    def merge(self, other: TypeTree | Mapping[Path, ConcreteType]) -> bool:
+        """Join ``other`` into this tree in place; return whether it changed.
+
+        >>> t = TypeTree({(0,): FLOAT64})
+        >>> t.merge(TypeTree({(8,): FLOAT64})), t.merge({(0,): FLOAT64})
+        (True, False)
+        >>> print(t)
+        {[0]:Float@double, [8]:Float@double}
+        """
+        items = other if isinstance(other, TypeTree) else sorted(other.items())
+        changed = False
+        for path, ct in items:
+            changed |= self.insert(path, ct)
+        return changed
+
+    def __or__(self, other: TypeTree | Mapping[Path, ConcreteType]) -> TypeTree:
+        t = self.copy()
+        t.merge(other)
+        return t
+
+    # ------------------------------------------------------------------ reshaping
+    def only(self, offset: int) -> TypeTree:
+        """This tree one pointer level down, at ``offset``: each path gets ``offset`` in front.
+
+        ``tree.only(-1)`` plus ``[-1]:Pointer`` is a pointer to memory holding ``tree``.
+
+        >>> print(TypeTree({(-1,): FLOAT64}).only(-1))
+        {[-1]:Pointer, [-1,-1]:Float@double}
+        """
+        return TypeTree({(offset, *p): ct for p, ct in self._map.items()})
+
+    @classmethod
+    def pointer_to(cls, pointee: TypeTree) -> TypeTree:
+        """The tree of a pointer value whose memory holds ``pointee``."""
+        t = pointee.only(-1)
+        t.insert((-1,), POINTER)
+        return t
+
+    def data0(self) -> TypeTree:
+        """What a pointer with this tree points to (its entries at ``[-1, ...]``/``[0, ...]``).
+
+        >>> print(TypeTree({(-1,): POINTER, (-1, 8): INTEGER}).data0())
+        {[8]:Integer}
+        """
+        out = TypeTree()
+        for path, ct in self:
+            if len(path) > 1 and path[0] in (-1, 0):
+                out.insert(path[1:], ct)
+        return out
+
+    def shift(self, offset: int, size: int = -1, add: int = 0) -> TypeTree:
+        """Bytes ``[offset, offset + size)`` of the value, moved to start at ``add``.
+
+        ``size == -1`` means to the end. A ``-1`` entry stays ``-1`` when the region is
+        unbounded and ``add`` is 0; otherwise it is spelled out at every multiple of its type's
+        size inside the region (when the region is at most ``MAX_EXPAND`` bytes).
+
+        >>> t = TypeTree({(-1,): FLOAT64})
+        >>> print(t.shift(24), t.shift(0, 16), t.shift(0, -1, 8))
+        {[-1]:Float@double} {[0]:Float@double, [8]:Float@double} {[-1]:Float@double}
+        >>> s = TypeTree({(0,): POINTER, (0, -1): FLOAT64, (8,): FLOAT64})
+        >>> print(s.shift(8, 8), s.shift(0, 8, 16))
+        {[0]:Float@double} {[16]:Pointer, [16,-1]:Float@double}
+        """
+        out = TypeTree()
+        for path, ct in self:
+            first, rest = path[0], path[1:]
+            if first == -1:
+                if size == -1 or size > MAX_EXPAND:
+                    # [add, inf) is not expressible; -1 over-approximates it (as in Enzyme).
+                    out.insert(path, ct)
+                else:
+                    for o in range(0, size, ct.size if not rest else 8):
+                        out.insert((o + add, *rest), ct)
+                continue
+            if first < offset or (size != -1 and first >= offset + size):
+                continue
+            out.insert((first - offset + add, *rest), ct)
+        return out
+
+    def widen(self, offset: int, size: int) -> TypeTree:
+        """Copy the top-level entry at ``offset`` onto the following ``size - 1`` bytes.
+
+        Integers are recorded on every byte; this spells one out.
+
+        >>> print(TypeTree({(0,): INTEGER}).widen(0, 4))
+        {[0]:Integer, [1]:Integer, [2]:Integer, [3]:Integer}
+        """
+        t = self.copy()
+        ct = self.lookup(offset)
+        for o in range(offset + 1, offset + size):
+            t.insert((o,), ct)
+        return t
+
+    def keep_minus_one(self) -> TypeTree:
+        """Only the entries at ``[-1, ...]``: what holds at every offset.
+
+        >>> t = TypeTree({(-1,): INTEGER, (0, 8): FLOAT64})
+        >>> print(t, t.keep_minus_one())
+        {[-1]:Integer, [0]:Pointer, [0,8]:Float@double} {[-1]:Integer}
+        """
+        return TypeTree({p: ct for p, ct in self._map.items() if p[0] == -1})
+
+    def without(self, offset: int, size: int) -> TypeTree:
+        """This tree with the top-level entries in ``[offset, offset + size)`` removed."""
+        return TypeTree({p: ct for p, ct in self._map.items()
+                         if not (offset <= p[0] < offset + size)})
