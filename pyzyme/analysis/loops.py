@@ -271,7 +271,7 @@ def _describe(loop: Loop, fn, doms: DominatorTree) -> None:
     entries = [p for p in loop.header.predecessors if p not in members and p in doms]
     loop.preheader = entries[0] if len(entries) == 1 else None
     loop.inductions = [iv for phi in loop.header.phis
-                       if (iv := _induction(loop, phi)) is not None]
+                       if (iv := _induction(loop, phi, doms)) is not None]
     for block in loop.exiting:
         # Only a test that runs on every iteration counts them.
         if all(doms.dominates(block, latch) for latch in loop.latches):
@@ -281,10 +281,11 @@ def _describe(loop: Loop, fn, doms: DominatorTree) -> None:
                 break
 
 
-def _induction(loop: Loop, phi: I.Phi) -> InductionVariable | None:
+def _induction(loop: Loop, phi: I.Phi, doms: DominatorTree) -> InductionVariable | None:
     if not phi.type.is_int or phi.type.width == 1:
         return None
-    outside = {v for v, b in phi.incoming if not loop.contains(b)}
+    # Values flowing in from unreachable predecessors never arrive.
+    outside = {v for v, b in phi.incoming if not loop.contains(b) and b in doms}
     inside = {v for v, b in phi.incoming if loop.contains(b)}
     if len(outside) != 1 or len(inside) != 1:
         return None

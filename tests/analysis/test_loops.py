@@ -115,6 +115,27 @@ def test_strides_and_predicates(update, test, expected):
     assert text.splitlines()[-1] == f"  induction {expected} (known before the loop)"
 
 
+def test_unreachable_predecessor_is_ignored():
+    assert _loops("""
+        define void @d(i64 %n) {
+        entry:
+          br label %loop
+        dead:
+          br label %loop
+        loop:
+          %i = phi i64 [ 0, %entry ], [ 7, %dead ], [ %i.next, %loop ]
+          %i.next = add i64 %i, 1
+          %c = icmp ult i64 %i.next, %n
+          br i1 %c, label %loop, label %exit
+        exit:
+          ret void
+        }""") == _expect("""
+        loops of @d
+        loop %loop (depth 1): blocks %loop; latch %loop; exits %exit
+          preheader %entry; exiting %loop
+          induction %i = 0 + 1*k; trip count %n (known before the loop)""")
+
+
 def test_early_exit_gives_an_upper_bound():
     assert _loops("""
         define i64 @find(ptr %p, i64 %n) {
