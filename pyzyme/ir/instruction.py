@@ -5,7 +5,7 @@ analyses can treat all instructions alike) and the non-value parts of its syntax
 flags, alignment, orderings, attribute text) in named fields. Constructors check operand types,
 so neither the builder nor the parser can make an ``fadd i32``.
 
-``to_text(ref)`` prints the instruction; ``ref`` turns an operand into its spelling (the
+``body(ref)`` prints the instruction; ``ref`` turns an operand into its spelling (the
 printer passes one that knows the slot numbers of unnamed values).
 """
 
