@@ -38,6 +38,7 @@ _TOKEN = re.compile(
     rf"|(?P<comdat>\${_NAME})"
     r"|(?P<punct>\.\.\.|[=,()\[\]{}<>*:|])"
     r"|(?P<end>\Z)"
+    r"|(?P<error>.)"                 # anything else: reported, never skipped
     r")"
 )
 
@@ -50,26 +51,20 @@ def tokenize(text: str) -> tuple[list[str], list[str], list[int]]:
     kinds: list[str] = []
     texts: list[str] = []
     offsets: list[int] = []
-    pos = 0
+    add_kind, add_text, add_offset = kinds.append, texts.append, offsets.append
     for m in _TOKEN.finditer(text):
-        if m.start() != pos:
-            at = _skip_space(text, pos)
-            raise ParseError(f"unexpected character {text[at]!r}", text, at)
         kind = m.lastgroup
+        start, end = m.span(kind)
         if kind == "end":
             break
-        kinds.append(kind)
-        texts.append(m.group(kind))
-        offsets.append(m.start(kind))
-        pos = m.end()
+        if kind == "error":
+            raise ParseError(f"unexpected character {text[start]!r}", text, start)
+        add_kind(kind)
+        add_text(text[start:end])
+        add_offset(start)
     n = len(text)
     kinds += ["nl", "eof", "eof"]
     texts += ["\n", "", ""]
     offsets += [n, n, n]
     return kinds, texts, offsets
 
-
-def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r":
-        pos += 1
-    return pos
