@@ -175,6 +175,10 @@ class _ForwardArg:
         if dx.shape != x.shape or dx.dtype != x.dtype:
             raise PyzymeError(f"shadow {lane} has shape {dx.shape} and dtype {dx.dtype}; the "
                               f"primal has shape {x.shape} and dtype {x.dtype}")
+        if dx.size and np.may_share_memory(x, dx):
+            raise PyzymeError("a shadow shares memory with its primal array: tangents would "
+                              "overwrite the values they are tangents of; pass a separate "
+                              "array (np.zeros_like(x))")
         if dx.strides == x.strides and dx.flags.writeable and dx.flags.aligned:
             return dx
         # Shadow addresses are computed like primal ones, so the shadow needs the primal's

@@ -455,3 +455,9 @@ def test_jvp_with_tuple_primals():
 def test_activity_error_names_the_argument():
     with pytest.raises(pyzyme.ActivityError, match=r"argument '?tmp'?"):
         autodiff(Forward, tmp_power, Duplicated(1.2, 1.0), Const(np.empty(1)), Const(5))
+
+
+def test_shadow_sharing_memory_with_its_primal_is_an_error():
+    x = np.ones(3)
+    with pytest.raises(pyzyme.PyzymeError, match="shares memory"):
+        autodiff(Forward, array_sum, Duplicated(x, x))
