@@ -45,10 +45,14 @@ from pyzyme.errors import TypeAnalysisError
 
 __all__ = [
     "ANYTHING", "FLOAT16", "FLOAT32", "FLOAT64", "FLOAT80", "INTEGER", "POINTER", "UNKNOWN",
-    "ConcreteType", "Path", "TypeTree",
+    "MAX_EXPAND", "MAX_OFFSET", "ConcreteType", "Path", "TypeTree",
 ]
 
 Path = tuple[int, ...]
+
+#: Offsets this large or larger are not recorded (Enzyme's ``maxtypeoffset``, 500 there): a
+#: pointer stepped in a loop (``%p.next = gep i8, %p, 8``) would otherwise grow its tree forever.
+MAX_OFFSET = 512
 
 #: Regions at most this many bytes long have their ``-1`` entries spelled out per offset when
 #: cut out of a tree (Enzyme's ``maxtypeoffset`` plays the same role); longer ones keep ``-1``.
@@ -225,7 +229,7 @@ class TypeTree:
         path = tuple(path)
         if not path:
             raise ValueError("a TypeTree path needs at least one offset")
-        if not ct.is_known:
+        if not ct.is_known or any(o >= MAX_OFFSET for o in path):
             return False
         changed = False
         if len(path) > 1:  # following a pointer: the value at the prefix is one
@@ -304,12 +308,13 @@ class TypeTree:
         """Bytes ``[offset, offset + size)`` of the value, moved to start at ``add``.
 
         ``size == -1`` means to the end. A ``-1`` entry stays ``-1`` when the region is
-        unbounded and ``add`` is 0; otherwise it is spelled out at every multiple of its type's
-        size inside the region (when the region is at most ``MAX_EXPAND`` bytes).
+        unbounded and ``add`` is 0, becomes ``[add]`` when unbounded and ``add`` is not 0, and
+        is otherwise spelled out at every multiple of its type's size inside the region (when
+        the region is at most ``MAX_EXPAND`` bytes; longer ones keep ``-1``).
 
         >>> t = TypeTree({(-1,): FLOAT64})
         >>> print(t.shift(24), t.shift(0, 16), t.shift(0, -1, 8))
-        {[-1]:Float@double} {[0]:Float@double, [8]:Float@double} {[-1]:Float@double}
+        {[-1]:Float@double} {[0]:Float@double, [8]:Float@double} {[8]:Float@double}
         >>> s = TypeTree({(0,): POINTER, (0, -1): FLOAT64, (8,): FLOAT64})
         >>> print(s.shift(8, 8), s.shift(0, 8, 16))
         {[0]:Float@double} {[16]:Pointer, [16,-1]:Float@double}
@@ -318,8 +323,11 @@ class TypeTree:
         for path, ct in self:
             first, rest = path[0], path[1:]
             if first == -1:
-                if size == -1 or size > MAX_EXPAND:
-                    # [add, inf) is not expressible; -1 over-approximates it (as in Enzyme).
+                if size == -1 and add:
+                    # [add, inf) is not expressible; as Enzyme does, keep only offset ``add``
+                    # (claiming every offset could make the bytes before ``add`` conflict).
+                    out.insert((add, *rest), ct)
+                elif size == -1 or size > MAX_EXPAND:
                     out.insert(path, ct)
                 else:
                     for o in range(0, size, ct.size if not rest else 8):

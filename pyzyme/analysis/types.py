@@ -1,0 +1,770 @@
+"""Type analysis: a :class:`~pyzyme.analysis.typetree.TypeTree` for every value of a function.
+
+LLVM types say a value is a ``double`` or a ``ptr``, not what the pointer points to, nor whether
+an ``i64`` holds an integer, an address or the bits of a float. Reverse mode needs exactly that
+(adjoints are accumulated only where memory holds floats), so this module deduces it, as
+Enzyme's TypeAnalysis does: start from the LLVM types and the trees the caller knows for the
+arguments, then push trees through every instruction *forwards* (a load's result is what its
+pointer points to) and *backwards* (a pointer stored through points to what was stored) until
+nothing changes. Calls to functions with a body are analysed with the caller's argument trees
+(memoized); known runtime calls (allocation, memcpy) have rules.
+
+A value's tree is in *value form*: a scalar or vector is ``{[-1]:T}``; an aggregate has an entry
+per field offset. Memory is in *memory form*: an entry per byte offset (per byte for integers).
+
+Examples
+--------
+>>> from pyzyme.ir import parse_module
+>>> from pyzyme.analysis.typetree import TypeTree, POINTER, FLOAT64
+>>> m = parse_module('''define double @f(ptr %p, i64 %i) {
+... entry:
+...   %q = getelementptr i8, ptr %p, i64 8
+...   %r = getelementptr double, ptr %q, i64 %i
+...   %x = load double, ptr %r
+...   %b = bitcast double %x to i64
+...   ret double %x
+... }''')
+>>> res = analyze_types(m.get_function("f"), {0: TypeTree({(-1,): POINTER, (-1, -1): FLOAT64})})
+>>> print(res)
+type analysis of @f
+  arg %p: {[-1]:Pointer, [-1,-1]:Float@double}
+  arg %i: {[-1]:Integer}
+  %q = getelementptr i8, ptr %p, i64 8: {[-1]:Pointer, [-1,-1]:Float@double}
+  %r = getelementptr double, ptr %q, i64 %i: {[-1]:Pointer, [-1,-1]:Float@double}
+  %x = load double, ptr %r: {[-1]:Float@double}
+  %b = bitcast double %x to i64: {[-1]:Float@double}
+  return: {[-1]:Float@double}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pyzyme.analysis.typetree import (
+    FLOAT32, FLOAT64, INTEGER, POINTER, ConcreteType, TypeTree,
+)
+from pyzyme.errors import TypeAnalysisError
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir import values as V
+from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
+
+__all__ = [
+    "KnownCall", "TypeResults", "alignof", "analyze_types", "field_offset", "seed_from_abi",
+    "sizeof", "to_memory", "to_value",
+]
+
+# ------------------------------------------------------------------------------ data layout
+# x86-64 System V, the layout Numba and clang emit on this platform
+# (e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128).
+_FLOAT_ALIGN = {"half": 2, "bfloat": 2, "float": 4, "double": 8, "x86_fp80": 16, "fp128": 16,
+                "ppc_fp128": 16}
+
+
+def _store_bytes(ty: T.Type) -> int:
+    if isinstance(ty, T.IntType):
+        return (ty.width + 7) // 8
+    if isinstance(ty, T.FloatType):
+        return {"x86_fp80": 10}.get(ty.kind, ty.bits // 8)
+    if isinstance(ty, T.VectorType):
+        return (ty.count * _store_bytes(ty.element) * 8 + 7) // 8
+    return sizeof(ty)
+
+
+def alignof(ty: T.Type) -> int:
+    """ABI alignment of ``ty`` in bytes (x86-64).
+
+    >>> from pyzyme import ir
+    >>> [alignof(t) for t in (ir.i1, ir.i32, ir.i128, ir.double, ir.x86_fp80, ir.ptr)]
+    [1, 4, 16, 8, 16, 8]
+    """
+    if isinstance(ty, T.IntType):
+        return min(16, 1 << max(0, (ty.width - 1).bit_length() - 3)) if ty.width > 8 else 1
+    if isinstance(ty, T.FloatType):
+        return _FLOAT_ALIGN[ty.kind]
+    if isinstance(ty, T.PointerType):
+        return 8
+    if isinstance(ty, T.VectorType):
+        n = _store_bytes(ty)
+        return 1 << max(0, (n - 1).bit_length())  # vectors: their size, rounded to a power of 2
+    if isinstance(ty, T.ArrayType):
+        return alignof(ty.element)
+    if isinstance(ty, (T.StructType, T.IdentifiedStructType)):
+        if ty.elements is None:
+            raise TypeAnalysisError(f"the opaque struct {ty} has no layout")
+        return 1 if ty.packed else max((alignof(e) for e in ty.elements), default=1)
+    raise TypeAnalysisError(f"{ty} has no size")
+
+
+def sizeof(ty: T.Type) -> int:
+    """Allocation size of ``ty`` in bytes (x86-64): padding included, as a GEP steps.
+
+    >>> from pyzyme import ir
+    >>> [sizeof(t) for t in (ir.i1, ir.i64, ir.x86_fp80, ir.ptr)]
+    [1, 8, 16, 8]
+    >>> [sizeof(ir.parse_type(s)) for s in ("{ i32, double }", "<{ i32, double }>",
+    ...                                     "[3 x { i64, i8 }]", "<3 x float>", "<4 x double>")]
+    [16, 12, 48, 16, 32]
+    """
+    if isinstance(ty, (T.IntType, T.FloatType, T.PointerType, T.VectorType)):
+        n, a = _store_bytes(ty) if not ty.is_pointer else 8, alignof(ty)
+        return -(-n // a) * a
+    if isinstance(ty, T.ArrayType):
+        return ty.count * sizeof(ty.element)
+    if isinstance(ty, (T.StructType, T.IdentifiedStructType)):
+        offsets, end = _struct_layout(ty)
+        a = alignof(ty)
+        return -(-end // a) * a
+    raise TypeAnalysisError(f"{ty} has no size")
+
+
+def _struct_layout(ty) -> tuple[list[int], int]:
+    if ty.elements is None:
+        raise TypeAnalysisError(f"the opaque struct {ty} has no layout")
+    offsets, at = [], 0
+    for e in ty.elements:
+        if not ty.packed:
+            a = alignof(e)
+            at = -(-at // a) * a
+        offsets.append(at)
+        at += sizeof(e)
+    return offsets, at
+
+
+def field_offset(ty: T.Type, indices: Sequence[int]) -> tuple[int, T.Type]:
+    """Byte offset and type of the member of aggregate ``ty`` at constant ``indices``.
+
+    >>> from pyzyme import ir
+    >>> off, ty = field_offset(ir.parse_type("{ i32, [2 x double] }"), [1, 1])
+    >>> print(off, ty)
+    16 double
+    """
+    offset = 0
+    for i in indices:
+        if isinstance(ty, (T.ArrayType, T.VectorType)):
+            offset += i * sizeof(ty.element)
+            ty = ty.element
+        else:
+            offset += _struct_layout(ty)[0][i]
+            ty = ty.elements[i]
+    return offset, ty
+
+
+# ------------------------------------------------------------------------------ tree forms
+def _scalar_tree(ty: T.Type) -> TypeTree:
+    """What the LLVM type alone says about a value."""
+    s = ty.scalar if ty.is_vector else ty
+    if isinstance(s, T.FloatType):
+        return TypeTree({(-1,): ConcreteType.float(s.kind)})
+    if s.is_pointer:
+        return TypeTree({(-1,): POINTER})
+    if isinstance(s, T.IntType) and s.width == 1:
+        return TypeTree({(-1,): INTEGER})  # a truth value is never an address or float bits
+    if isinstance(ty, T.ArrayType):
+        n = sizeof(ty.element)
+        inner = to_memory(_scalar_tree(ty.element), ty.element)
+        out = TypeTree()
+        for i in range(min(ty.count, 64)):  # as far as MAX_EXPAND-sized regions go
+            out.merge(inner.shift(0, n, i * n))
+        return out
+    if isinstance(ty, (T.StructType, T.IdentifiedStructType)) and ty.elements is not None:
+        offsets, _ = _struct_layout(ty)
+        out = TypeTree()
+        for off, e in zip(offsets, ty.elements):
+            out.merge(to_memory(_scalar_tree(e), e).shift(0, sizeof(e), off))
+        return out
+    return TypeTree()
+
+
+def _is_scalar_like(ty: T.Type) -> bool:
+    return not isinstance(ty, (T.ArrayType, T.StructType, T.IdentifiedStructType))
+
+
+def to_memory(tree: TypeTree, ty: T.Type) -> TypeTree:
+    """The bytes a value of type ``ty`` with ``tree`` occupies, from offset 0.
+
+    >>> from pyzyme import ir
+    >>> print(to_memory(TypeTree({(-1,): INTEGER}), ir.i32))
+    {[0]:Integer, [1]:Integer, [2]:Integer, [3]:Integer}
+    """
+    return tree.shift(0, sizeof(ty))
+
+
+def to_value(memory: TypeTree, ty: T.Type) -> TypeTree:
+    """The tree of a value of type ``ty`` read from memory described by ``memory``.
+
+    A scalar or a vector collapses to ``[-1]`` (the join of what its bytes hold).
+
+    >>> from pyzyme import ir
+    >>> mem = TypeTree({(0,): POINTER, (0, -1): FLOAT64, (8,): FLOAT64})
+    >>> print(to_value(mem, ir.ptr), to_value(mem, ir.parse_type("{ ptr, double }")))
+    {[-1]:Pointer, [-1,-1]:Float@double} {[0]:Pointer, [0,-1]:Float@double, [8]:Float@double}
+    """
+    region = memory.shift(0, sizeof(ty))
+    if not _is_scalar_like(ty):
+        return region
+    out = TypeTree()
+    for path, ct in region:
+        out.insert((-1, *path[1:]), ct)
+    return out
+
+
+def _with_minus_one(tree: TypeTree) -> TypeTree:
+    return TypeTree({(-1, *p[1:]): ct for p, ct in tree})
+
+
+# ------------------------------------------------------------------------------ known calls
+@dataclass(frozen=True)
+class KnownCall:
+    """What a call to an external function means for types: its result's and arguments' trees.
+
+    ``args`` has one entry per argument, None for "nothing known".
+    """
+
+    result: TypeTree | None = None
+    args: tuple[TypeTree | None, ...] = ()
+
+
+def _meminfo() -> TypeTree:
+    # NRT's MemInfo{size_t refct; dtor; dtor_info; void *data; size_t size; ext_alloc}
+    # (numba/core/runtime/nrt.cpp): the data pointer is at offset 24.
+    int8 = TypeTree({(-1,): INTEGER}).shift(0, 8)
+    mem = int8 | int8.shift(0, 8, 32)
+    for off in (8, 16, 24, 40):
+        mem.insert((off,), POINTER)
+    return TypeTree.pointer_to(mem)
+
+
+_INT = TypeTree({(-1,): INTEGER})
+_PTR = TypeTree({(-1,): POINTER})
+
+
+def _builtin_call(name: str, nargs: int) -> KnownCall | None:
+    if name.startswith("NRT_MemInfo_alloc"):
+        return KnownCall(_meminfo(), (_INT,) + (None,) * (nargs - 1))
+    if name in ("malloc", "calloc", "aligned_alloc", "realloc"):
+        return KnownCall(_PTR, (None,) * (nargs - 1) + (_INT,))
+    out_ptr = {"frexp": (None, TypeTree.pointer_to(_INT)),
+               "modf": (None, TypeTree.pointer_to(TypeTree({(-1,): FLOAT64}))),
+               "modff": (None, TypeTree.pointer_to(TypeTree({(-1,): FLOAT32}))),
+               "sincos": (None,) + (TypeTree.pointer_to(TypeTree({(-1,): FLOAT64})),) * 2}
+    if name in out_ptr:
+        return KnownCall(None, out_ptr[name])
+    return None
+
+
+# ------------------------------------------------------------------------------ results
+@dataclass
+class TypeResults:
+    """The tree of every argument and instruction of ``function``, and of its return value."""
+
+    function: object
+    trees: dict = field(default_factory=dict)
+    return_tree: TypeTree = field(default_factory=TypeTree)
+
+    def tree(self, value: V.Value) -> TypeTree:
+        """The tree of ``value`` (constants included); an empty tree when nothing is known."""
+        if value in self.trees:
+            return self.trees[value]
+        return _constant_tree(value)
+
+    def require_known(self, value: V.Value, what: str, *, offset: int = -1,
+                      at: I.Instruction | None = None) -> ConcreteType:
+        """The type of ``value`` (at byte ``offset``), or :class:`TypeAnalysisError`.
+
+        Use it where a float/integer decision is needed: never guess.
+
+        Parameters
+        ----------
+        value
+            The value whose type is needed.
+        what
+            What it is needed for, for the message (e.g. ``"the adjoint of a load"``).
+        offset
+            The byte offset into the value; ``-1`` for what all its bytes hold.
+        at
+            The instruction needing it (default: the one defining ``value``).
+        """
+        t = self.tree(value)
+        ct = t.lookup(offset)
+        if not ct.is_known and offset == -1:
+            ct = t.lookup(0)
+        if ct.is_known:
+            return ct
+        at = at if at is not None else (value if isinstance(value, I.Instruction) else None)
+        where = f"\n  at: {_line(at)}" if at is not None else ""
+        raise TypeAnalysisError(
+            f"type analysis cannot tell what {_ref(value)} ({value.type}) holds"
+            + (f" at byte {offset}" if offset != -1 else "")
+            + f", needed for {what}, in {self.function.ref}: its tree is {t}{where}",
+            hint="seed the argument trees (seed_from_abi for Numba), or add a KnownCall for "
+                 "the external function it comes from")
+
+    def __str__(self) -> str:
+        fn = self.function
+        lines = [f"type analysis of {fn.ref}"]
+        for arg in fn.args:
+            lines.append(f"  arg {_ref(arg)}: {self.tree(arg)}")
+        for inst in fn.instructions():
+            if inst.has_result:
+                lines.append(f"  {_line(inst)}: {self.tree(inst)}")
+        if not isinstance(fn.return_type, T.VoidType):
+            lines.append(f"  return: {self.return_tree}")
+        return "\n".join(lines)
+
+
+def _ref(value: V.Value) -> str:
+    """``value``'s reference as its function prints it (slot numbers for unnamed values)."""
+    fn = _function_of(value)
+    if fn is not None and isinstance(value, V.NamedValue) and not value.name:
+        return f"%{_slots(fn).get(value, '?')}"
+    return value.ref
+
+
+def _function_of(value: V.Value):
+    if isinstance(value, V.Argument):
+        return value.function
+    if isinstance(value, I.Instruction) and value.parent is not None:
+        return value.function
+    return None
+
+
+def _line(inst: I.Instruction) -> str:
+    """``inst`` as its function prints it, without metadata."""
+    fn = _function_of(inst)
+    slots = _slots(fn) if fn is not None else {}
+
+    def ref(v: V.Value) -> str:
+        n = slots.get(v)
+        return v.ref if n is None else f"%{n}"
+
+    body = inst.body(ref)
+    return f"{ref(inst)} = {body}" if inst.has_result else body
+
+
+def _constant_tree(value: V.Value) -> TypeTree:
+    if isinstance(value, V.ConstantFP):
+        return _scalar_tree(value.type)
+    if isinstance(value, V.ConstantInt):
+        # zero is every type's zero; any other integer constant is an integer
+        return TypeTree() if value.value == 0 else TypeTree({(-1,): INTEGER})
+    if isinstance(value, (V.Undef, V.Poison, V.ZeroInitializer)):
+        return TypeTree()
+    if isinstance(value, V.ConstantAggregate) and not value.type.is_vector:
+        out = TypeTree()
+        for i, e in enumerate(value.elements):
+            off, ety = field_offset(value.type, [i])
+            out.merge(to_memory(_constant_tree(e), ety).shift(0, sizeof(ety), off))
+        return out
+    if value.type.is_pointer or value.type.is_float:
+        return _scalar_tree(value.type)
+    return TypeTree()
+
+
+# ------------------------------------------------------------------------------ the analysis
+def analyze_types(fn, arg_trees: Mapping[int, TypeTree] | Sequence[TypeTree | None] = (), *,
+                  return_tree: TypeTree | None = None,
+                  known_calls: Mapping[str, KnownCall] | None = None) -> TypeResults:
+    """Deduce a tree for every argument and instruction of ``fn``, to a fixed point.
+
+    Parameters
+    ----------
+    fn
+        A function with a body (:class:`pyzyme.ir.Function`).
+    arg_trees
+        What the caller knows of the arguments: ``{index: tree}`` or one tree (or None) per
+        argument, e.g. from :func:`seed_from_abi`.
+    return_tree
+        What the caller knows of the return value.
+    known_calls
+        Trees for calls to external functions by name, beyond the built-in ones (NRT and C
+        allocation, ``memcpy``/``memmove``, libm functions writing through pointers).
+
+    Raises
+    ------
+    TypeAnalysisError
+        On a conflict (a value both float and integer), naming the value, the function and
+        the instruction.
+    """
+    seeds = dict(arg_trees) if isinstance(arg_trees, Mapping) else dict(enumerate(arg_trees))
+    return _Analyzer(fn, known_calls or {}, {}, set()).run(seeds, return_tree)
+
+
+class _Analyzer:
+    """One fixed-point run; ``memo`` and ``active`` are shared with the runs for callees."""
+
+    def __init__(self, fn, known_calls: Mapping[str, KnownCall], memo: dict,
+                 active: set) -> None:
+        self.fn = fn
+        self.known_calls = known_calls
+        self.memo = memo
+        self.active = active
+        self.results = TypeResults(fn)
+        self.changed = False
+        self.current: I.Instruction | None = None
+
+    def run(self, seeds: Mapping[int, TypeTree | None], return_tree: TypeTree | None
+            ) -> TypeResults:
+        res = self.results
+        for arg in self.fn.args:
+            res.trees[arg] = _scalar_tree(arg.type)
+            if seeds.get(arg.index) is not None:
+                self.update(arg, seeds[arg.index])
+        for inst in self.fn.instructions():
+            if inst.has_result:
+                res.trees[inst] = _scalar_tree(inst.type)
+        if return_tree is not None:
+            res.return_tree.merge(return_tree)
+        insts = list(self.fn.instructions())
+        self.changed = True
+        while self.changed:
+            self.changed = False
+            for inst in insts:
+                self.current = inst
+                self.visit(inst)
+        self.current = None
+        return res
+
+    # -------------------------------------------------------------- state
+    def tree(self, value: V.Value) -> TypeTree:
+        return self.results.tree(value)
+
+    def update(self, value: V.Value, tree: TypeTree) -> None:
+        """Join ``tree`` into ``value``'s; constants and globals keep their own."""
+        target = self.results.trees.get(value)
+        if target is None:
+            return
+        try:
+            self.changed |= target.merge(tree)
+        except TypeAnalysisError as err:
+            at = f"\n  while analysing: {_line(self.current)}" if self.current else ""
+            raise TypeAnalysisError(
+                f"conflicting types for {_ref(value)} in {self.fn.ref}: it is {target}, "
+                f"and also {tree} ({err.message}){at}",
+                hint="a byte cannot be both a float and an integer or pointer; check for type "
+                     "punning through memory or a wrong argument seed") from None
+
+    def update_ct(self, value: V.Value, ct: ConcreteType) -> None:
+        self.update(value, TypeTree({(-1,): ct}))
+
+    def ct(self, value: V.Value) -> ConcreteType:
+        return self.tree(value).lookup(-1)
+
+    # -------------------------------------------------------------- instructions
+    def visit(self, inst: I.Instruction) -> None:
+        op = inst.opcode
+        handler = getattr(self, "visit_" + op, None)
+        if handler is not None:
+            handler(inst)
+        elif op in _INT_RESULT_OPS:
+            self.visit_int_op(inst)
+        elif op in ("bitcast", "addrspacecast", "freeze", "ptrtoint", "inttoptr"):
+            # same bits: an address stays an address, float bits stay float bits
+            src = inst.operands[0]
+            self.update(inst, self.tree(src))
+            self.update(src, self.tree(inst))
+        elif op in ("trunc", "zext", "sext", "fptosi", "fptoui", "icmp", "fcmp"):
+            self.update_ct(inst, INTEGER)
+        elif op in ("sitofp", "uitofp"):
+            self.update_ct(inst.operands[0], INTEGER)
+
+    def visit_load(self, inst: I.Load) -> None:
+        p = inst.pointer
+        self.update(inst, to_value(self.tree(p).data0(), inst.type))
+        self.update(p, TypeTree.pointer_to(to_memory(self.tree(inst), inst.type)))
+
+    def visit_store(self, inst: I.Store) -> None:
+        p, v = inst.pointer, inst.value
+        self.update(p, TypeTree.pointer_to(to_memory(self.tree(v), v.type)))
+        self.update(v, to_value(self.tree(p).data0(), v.type))
+
+    def visit_atomicrmw(self, inst: I.Instruction) -> None:
+        p, v = inst.operands[0], inst.operands[1]
+        for val in (v, inst):
+            self.update(p, TypeTree.pointer_to(to_memory(self.tree(val), v.type)))
+            self.update(val, to_value(self.tree(p).data0(), v.type))
+
+    def visit_getelementptr(self, inst: I.GetElementPtr) -> None:
+        base = inst.pointer
+        for idx in inst.indices:
+            self.update_ct(idx, INTEGER)  # indices count elements: never addresses or floats
+        if base.type.is_vector or inst.type.is_vector:
+            return
+        offset, stride = _gep_offset(inst)
+        if stride == 0:  # a constant offset: move the pointee tree by it
+            self.update(inst, TypeTree.pointer_to(self.tree(base).data0().shift(offset)))
+            if offset >= 0:  # (a negative one would read as the -1 wildcard)
+                self.update(base, TypeTree.pointer_to(self.tree(inst).data0().shift(0, -1, offset)))
+            return
+        # A variable offset: what holds at every offset of the base holds at every offset of
+        # the result; and a single type filling each stride-sized element holds at every
+        # offset of the base (the array of doubles indexed by %i).
+        self.update(inst, TypeTree.pointer_to(self.tree(base).data0().keep_minus_one()))
+        self.update(base, TypeTree.pointer_to(self.tree(inst).data0().keep_minus_one()))
+        if offset % stride == 0:
+            element = _periodic(self.tree(inst).data0().shift(0, stride), stride)
+            if element is not None:
+                self.update(base, TypeTree.pointer_to(element))
+
+    def visit_phi(self, inst: I.Phi) -> None:
+        for v in inst.operands:
+            self.update(inst, self.tree(v))
+        for v in inst.operands:
+            self.update(v, self.tree(inst))
+
+    def visit_select(self, inst: I.Select) -> None:
+        self.update_ct(inst.operands[0], INTEGER)
+        for v in inst.operands[1:]:
+            self.update(inst, self.tree(v))
+            self.update(v, self.tree(inst))
+
+    def visit_extractvalue(self, inst: I.ExtractValue) -> None:
+        agg = inst.operands[0]
+        off, member = field_offset(agg.type, inst.indices)
+        size = sizeof(member)
+        self.update(inst, to_value(self.tree(agg).shift(off, size), member))
+        self.update(agg, to_memory(self.tree(inst), member).shift(0, size, off))
+
+    def visit_insertvalue(self, inst: I.InsertValue) -> None:
+        agg, elem = inst.operands
+        off, member = field_offset(agg.type, inst.indices)
+        size = sizeof(member)
+        self.update(inst, self.tree(agg).without(off, size))
+        self.update(inst, to_memory(self.tree(elem), member).shift(0, size, off))
+        self.update(agg, self.tree(inst).without(off, size))
+        self.update(elem, to_value(self.tree(inst).shift(off, size), member))
+
+    def _same_lanes(self, inst: I.Instruction, operands: Sequence[V.Value]) -> None:
+        for v in operands:
+            self.update(inst, self.tree(v))
+            self.update(v, self.tree(inst))
+
+    def visit_extractelement(self, inst: I.Instruction) -> None:
+        self._same_lanes(inst, inst.operands[:1])
+
+    def visit_insertelement(self, inst: I.Instruction) -> None:
+        self._same_lanes(inst, inst.operands[:2])
+
+    def visit_shufflevector(self, inst: I.Instruction) -> None:
+        self._same_lanes(inst, inst.operands[:2])
+
+    def visit_int_op(self, inst: I.Instruction) -> None:
+        op = inst.opcode
+        a, b = (self.ct(v) for v in inst.operands[:2])
+        if a.is_float or b.is_float:
+            if op in ("and", "or", "xor"):  # sign-bit masks on float bits (fabs, fneg)
+                self.update_ct(inst, a if a.is_float else b)
+            return
+        if op == "add" and POINTER in (a, b):
+            self.update_ct(inst, POINTER)  # an address plus an offset
+        elif op == "sub" and a == POINTER:
+            if b == POINTER:
+                self.update_ct(inst, INTEGER)  # a distance between addresses
+            elif b == INTEGER:
+                self.update_ct(inst, POINTER)
+        else:
+            self.update_ct(inst, INTEGER)
+
+    def visit_ret(self, inst: I.Ret) -> None:
+        v = inst.value
+        if v is not None:
+            self.changed |= self.results.return_tree.merge(self.tree(v))
+            self.update(v, self.results.return_tree)
+
+    def visit_call(self, inst: I.CallBase) -> None:
+        fn = inst.called_function
+        if fn is None:
+            return
+        name = fn.name
+        args = inst.args
+        if name.startswith(("llvm.memcpy", "llvm.memmove")) or name in ("memcpy", "memmove"):
+            self._memcpy(args[0], args[1], args[2])
+            return
+        known = self.known_calls.get(name) or _builtin_call(name, len(args))
+        if known is not None:
+            if known.result is not None:
+                self.update(inst, known.result)
+            for a, t in zip(args, known.args):
+                if t is not None:
+                    self.update(a, t)
+            return
+        if not fn.is_declaration:
+            self._callee(inst, fn, args)
+
+    visit_invoke = visit_call
+
+    def _memcpy(self, dst: V.Value, src: V.Value, length: V.Value) -> None:
+        self.update_ct(length, INTEGER)
+        if isinstance(length, V.ConstantInt):
+            n = length.value
+            copy = (lambda t: t.shift(0, n))  # noqa: E731
+        else:  # an unknown length: only what holds at every offset is sure to be copied
+            copy = TypeTree.keep_minus_one
+        self.update(dst, TypeTree.pointer_to(copy(self.tree(src).data0())))
+        self.update(src, TypeTree.pointer_to(copy(self.tree(dst).data0())))
+
+    def _callee(self, inst: I.CallBase, fn, args: Sequence[V.Value]) -> None:
+        seeds = {i: self.tree(a) for i, a in enumerate(args)}
+        ret = self.tree(inst) if inst.has_result else None
+        key = (fn, tuple(str(seeds[i]) for i in range(len(args))), str(ret))
+        if key in self.active:
+            return  # recursion: the outer run will come back with what it learns
+        res = self.memo.get(key)
+        if res is None:
+            self.active.add(key)
+            try:
+                res = _Analyzer(fn, self.known_calls, self.memo, self.active).run(seeds, ret)
+            finally:
+                self.active.discard(key)
+            self.memo[key] = res
+        if inst.has_result:
+            self.update(inst, res.return_tree)
+        for a, param in zip(args, fn.args):
+            self.update(a, res.tree(param))
+
+
+_INT_RESULT_OPS = frozenset({"add", "sub", "mul", "udiv", "sdiv", "urem", "srem", "shl", "lshr",
+                             "ashr", "and", "or", "xor"})
+
+
+def _gep_offset(inst: I.GetElementPtr) -> tuple[int, int]:
+    """The constant part of a GEP's byte offset, and the gcd of its variable strides (0: none)."""
+    ty = inst.source_type
+    offset, stride = 0, 0
+    for n, idx in enumerate(inst.indices):
+        if n == 0:
+            step, nxt = sizeof(ty), ty
+        elif isinstance(ty, (T.ArrayType, T.VectorType)):
+            step, nxt = sizeof(ty.element), ty.element
+        else:  # a struct: the index is a constant
+            offset += _struct_layout(ty)[0][idx.value]
+            ty = ty.elements[idx.value]
+            continue
+        if isinstance(idx, V.ConstantInt):
+            offset += idx.value * step
+        else:
+            stride = math.gcd(stride, step)
+        ty = nxt
+    return offset, stride
+
+
+def _periodic(element: TypeTree, stride: int) -> TypeTree | None:
+    """``element`` as a tree for every offset, when a single type fills the ``stride`` bytes."""
+    tops = {p[0]: ct for p, ct in element if len(p) == 1}
+    kinds = set(tops.values())
+    if len(kinds) != 1:
+        return None
+    (ct,) = kinds
+    if sorted(tops) != list(range(0, stride, ct.size)):
+        return None
+    return _with_minus_one(element)
+
+
+# ------------------------------------------------------------------------------ Numba seeds
+def seed_from_abi(abi) -> dict[int, TypeTree]:
+    """Argument trees of a Numba native function, from its :class:`AbiMap`.
+
+    ``retptr`` (0) points to the result's fields, ``excinfo`` (1) is a pointer; an array's
+    ``data`` points to its dtype at every offset, ``meminfo`` to NRT's MemInfo (data pointer at
+    offset 24), shape, strides and sizes are integers, scalars follow their Numba type, a record
+    argument points to its fields.
+
+    >>> from numba.core import types
+    >>> from numba.core.registry import cpu_target
+    >>> from pyzyme.frontends.numba.abi import AbiMap
+    >>> abi = AbiMap.from_signature(cpu_target.target_context, "f", ("a", "k"),
+    ...                             types.float64(types.float64[::1], types.int64))
+    >>> seeds = seed_from_abi(abi)
+    >>> for i in sorted(seeds): print(i, seeds[i])      # doctest: +NORMALIZE_WHITESPACE
+    0 {[-1]:Pointer, [-1,0]:Float@double}
+    1 {[-1]:Pointer}
+    2 {[-1]:Pointer, [-1,0]:Integer, [-1,1]:Integer, [-1,2]:Integer, [-1,3]:Integer,
+       [-1,4]:Integer, [-1,5]:Integer, [-1,6]:Integer, [-1,7]:Integer, [-1,8]:Pointer,
+       [-1,16]:Pointer, [-1,24]:Pointer, [-1,24,-1]:Float@double, [-1,32]:Integer,
+       [-1,33]:Integer, [-1,34]:Integer, [-1,35]:Integer, [-1,36]:Integer, [-1,37]:Integer,
+       [-1,38]:Integer, [-1,39]:Integer, [-1,40]:Pointer}
+    3 {[-1]:Pointer}
+    4 {[-1]:Integer}
+    5 {[-1]:Integer}
+    6 {[-1]:Pointer, [-1,-1]:Float@double}
+    7 {[-1]:Integer}
+    8 {[-1]:Integer}
+    9 {[-1]:Integer}
+    """
+    seeds: dict[int, TypeTree] = {1: TypeTree({(-1,): POINTER})}
+    result = TypeTree()
+    for f in abi.result.fields:
+        leaf = _numba_value_tree(f.numba_type)
+        size = _NATIVE_SIZES.get(f.llvm_type, 8)
+        result.merge(leaf.shift(0, size, f.offset))
+    seeds[0] = TypeTree.pointer_to(result)
+    for p in abi.native_params:
+        t = _numba_value_tree(p.numba_type)
+        if t:
+            seeds[p.index] = t
+    return seeds
+
+
+_NATIVE_SIZES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "float": 4, "double": 8,
+                 "ptr": 8}
+
+
+def _numba_value_tree(ty) -> TypeTree:
+    """The value-form tree of one flattened Numba leaf type."""
+    from numba.core import types
+
+    if isinstance(ty, types.Boolean):
+        return TypeTree({(-1,): INTEGER})
+    if isinstance(ty, (types.Integer, types.NPDatetime, types.NPTimedelta)):
+        return TypeTree({(-1,): INTEGER})
+    if isinstance(ty, (types.Float, types.Complex)):
+        return TypeTree({(-1,): _numba_float(ty)})
+    if isinstance(ty, types.Record):
+        return TypeTree.pointer_to(_record_memory(ty))
+    if isinstance(ty, types.CPointer):
+        return TypeTree.pointer_to(_element_memory(ty.dtype))
+    if isinstance(ty, types.MemInfoPointer):
+        mi = _meminfo()
+        data = TypeTree.pointer_to(_element_memory(ty.dtype)).shift(0, 8, 24)
+        mi.merge(TypeTree.pointer_to(data))
+        return mi
+    if isinstance(ty, (types.PyObject, types.RawPointer, types.Opaque)):
+        return TypeTree({(-1,): POINTER})
+    return TypeTree()
+
+
+def _numba_float(ty) -> ConcreteType:
+    from numba.core import types
+
+    bits = ty.bitwidth // 2 if isinstance(ty, types.Complex) else ty.bitwidth
+    return {16: ConcreteType.float("half"), 32: FLOAT32, 64: FLOAT64}[bits]
+
+
+def _element_memory(dtype) -> TypeTree:
+    """What an array's data pointer points to: every element of ``dtype``."""
+    from numba.core import types
+
+    if isinstance(dtype, types.Record):
+        return _record_memory(dtype)  # the first record's fields; a stride -1 cannot say
+    scalar = _numba_value_tree(dtype)
+    return scalar if not isinstance(dtype, types.Boolean) else TypeTree({(-1,): INTEGER})
+
+
+def _record_memory(rec) -> TypeTree:
+    from numba.core import types
+
+    out = TypeTree()
+    for _, fld in rec.fields.items():
+        ft = fld.type
+        if isinstance(ft, types.NestedArray):
+            n, ft = ft.nitems, ft.dtype
+        else:
+            n = 1
+        leaf = _numba_value_tree(ft)
+        if not leaf or isinstance(ft, types.Record):
+            continue
+        width = ft.bitwidth // 8 if hasattr(ft, "bitwidth") else 1
+        out.merge(leaf.shift(0, width * n, fld.offset))
+    return out
