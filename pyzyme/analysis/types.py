@@ -392,6 +392,14 @@ def analyze_types(fn, arg_trees: Mapping[int, TypeTree] | Sequence[TypeTree | No
     return _Analyzer(fn, known_calls or {}, {}, set()).run(seeds, return_tree)
 
 
+class _Restart(Exception):
+    """A phi or select met values that disagree: analyse again with it merging by meet."""
+
+    def __init__(self, inst: I.Instruction) -> None:
+        super().__init__(inst)
+        self.inst = inst
+
+
 class _Analyzer:
     """One fixed-point run; ``memo`` and ``active`` are shared with the runs for callees."""
 
@@ -402,12 +410,22 @@ class _Analyzer:
         self.memo = memo
         self.active = active
         self.results = TypeResults(fn)
-        self.changed = False
+        self.pending: dict = {}
+        self.rets: list = []
+        self.meet_merges: set = set()  # phis and selects of pointers to different things
         self.current: I.Instruction | None = None
 
     def run(self, seeds: Mapping[int, TypeTree | None], return_tree: TypeTree | None
             ) -> TypeResults:
-        res = self.results
+        while True:
+            try:
+                return self._run_once(seeds, return_tree)
+            except _Restart as restart:
+                self.meet_merges.add(restart.inst)
+
+    def _run_once(self, seeds: Mapping[int, TypeTree | None], return_tree: TypeTree | None
+                  ) -> TypeResults:
+        res = self.results = TypeResults(self.fn)
         for arg in self.fn.args:
             res.trees[arg] = _scalar_tree(arg.type)
             if seeds.get(arg.index) is not None:
@@ -417,13 +435,16 @@ class _Analyzer:
                 res.trees[inst] = _scalar_tree(inst.type)
         if return_tree is not None:
             res.return_tree.merge(return_tree)
+        # A worklist: when a value's tree grows, its users (forward rules) and its defining
+        # instruction (backward rules) are visited again.
         insts = list(self.fn.instructions())
-        self.changed = True
-        while self.changed:
-            self.changed = False
-            for inst in insts:
-                self.current = inst
-                self.visit(inst)
+        self.rets = [i for i in insts if i.opcode == "ret"]
+        self.pending = dict.fromkeys(insts)
+        while self.pending:
+            inst = next(iter(self.pending))
+            del self.pending[inst]
+            self.current = inst
+            self.visit(inst)
         self.current = None
         return res
 
@@ -437,7 +458,8 @@ class _Analyzer:
         if target is None:
             return
         try:
-            self.changed |= target.merge(tree)
+            if target.merge(tree):
+                self._requeue(value)
         except TypeAnalysisError as err:
             at = f"\n  while analysing: {_line(self.current)}" if self.current else ""
             raise TypeAnalysisError(
@@ -445,6 +467,14 @@ class _Analyzer:
                 f"and also {tree} ({err.message}){at}",
                 hint="a byte cannot be both a float and an integer or pointer; check for type "
                      "punning through memory or a wrong argument seed") from None
+
+    def _requeue(self, value: V.Value) -> None:
+        pending = self.pending
+        for user in value.users:
+            if isinstance(user, I.Instruction) and user.function is self.fn:
+                pending[user] = None
+        if isinstance(value, I.Instruction):
+            pending[value] = None
 
     def update_ct(self, value: V.Value, ct: ConcreteType) -> None:
         self.update(value, TypeTree({(-1,): ct}))
@@ -509,16 +539,43 @@ class _Analyzer:
                 self.update(base, TypeTree.pointer_to(element))
 
     def visit_phi(self, inst: I.Phi) -> None:
-        for v in inst.operands:
-            self.update(inst, self.tree(v))
-        for v in inst.operands:
-            self.update(v, self.tree(inst))
+        self._merge_incoming(inst, inst.operands)
 
     def visit_select(self, inst: I.Select) -> None:
         self.update_ct(inst.operands[0], INTEGER)
-        for v in inst.operands[1:]:
-            self.update(inst, self.tree(v))
-            self.update(v, self.tree(inst))
+        self._merge_incoming(inst, inst.operands[1:])
+
+    def _merge_incoming(self, inst: I.Instruction, incoming: Sequence[V.Value]) -> None:
+        """A phi or select: the join of what flows in; back flows the value's own type.
+
+        Pointers to memory of different types may meet in one phi (Numba sinks the
+        ``NRT_decref`` of a float array and of an integer array into one call). On such a
+        conflict the analysis restarts with this merge giving only what all incoming values
+        agree on, and nothing flowing back: its pointee is Unknown where they disagree, so a
+        use needing it fails in ``require_known`` rather than being guessed.
+        """
+        trees = [self.tree(v) for v in incoming]
+        if inst in self.meet_merges:
+            common = trees[0]
+            for t in trees[1:]:
+                common = common.meet(t)
+            self.update(inst, common)
+            return
+        try:
+            joined = TypeTree()
+            for t in trees:
+                joined.merge(t)
+            self.update(inst, joined)
+            # Back to the incoming values goes only what the value itself is (Integer,
+            # Pointer, Float), not what a pointer points to: two pointers meeting here may
+            # point to different things, and a conflict must show up here, at the merge.
+            own = TypeTree({p: ct for p, ct in self.tree(inst) if len(p) == 1})
+            for v in incoming:
+                self.update(v, own)
+        except TypeAnalysisError:
+            # What already flowed through this merge cannot be taken back: start again with
+            # it merging by meet.
+            raise _Restart(inst) from None
 
     def visit_extractvalue(self, inst: I.ExtractValue) -> None:
         agg = inst.operands[0]
@@ -570,7 +627,8 @@ class _Analyzer:
     def visit_ret(self, inst: I.Ret) -> None:
         v = inst.value
         if v is not None:
-            self.changed |= self.results.return_tree.merge(self.tree(v))
+            if self.results.return_tree.merge(self.tree(v)):
+                self.pending.update(dict.fromkeys(self.rets))
             self.update(v, self.results.return_tree)
 
     def visit_call(self, inst: I.CallBase) -> None:
@@ -657,7 +715,7 @@ def _periodic(element: TypeTree, stride: int) -> TypeTree | None:
     if len(kinds) != 1:
         return None
     (ct,) = kinds
-    if sorted(tops) != list(range(0, stride, ct.size)):
+    if stride % ct.size or sorted(tops) != list(range(0, stride, ct.size)):
         return None
     return _with_minus_one(element)
 

@@ -58,7 +58,8 @@ MAX_OFFSET = 512
 #: cut out of a tree (Enzyme's ``maxtypeoffset`` plays the same role); longer ones keep ``-1``.
 MAX_EXPAND = 512
 
-_FLOAT_SIZES = {"half": 2, "bfloat": 2, "float": 4, "double": 8, "x86_fp80": 16, "fp128": 16}
+_FLOAT_SIZES = {"half": 2, "bfloat": 2, "float": 4, "double": 8, "x86_fp80": 16, "fp128": 16,
+                "ppc_fp128": 16}
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,17 @@ FLOAT64 = ConcreteType.float("double")
 FLOAT80 = ConcreteType.float("x86_fp80")
 
 
+def _generalisations(path: Path) -> Iterator[Path]:
+    """Every other path that covers ``path``: some of its offsets replaced by ``-1``."""
+    positions = [i for i, o in enumerate(path) if o != -1]
+    for mask in range(1, 1 << len(positions)):
+        p = list(path)
+        for bit, i in enumerate(positions):
+            if mask >> bit & 1:
+                p[i] = -1
+        yield tuple(p)
+
+
 def _covers(general: Path, specific: Path) -> bool:
     """Whether ``general`` (with ``-1`` wildcards) names every byte ``specific`` names."""
     return len(general) == len(specific) and all(
@@ -231,28 +243,34 @@ class TypeTree:
             raise ValueError("a TypeTree path needs at least one offset")
         if not ct.is_known or any(o >= MAX_OFFSET for o in path):
             return False
+        mapping = self._map
+        old = mapping.get(path, UNKNOWN)
+        if old.is_known and old.join(ct) == old:
+            return False  # already said (and checked against the rest when it was inserted)
         changed = False
         if len(path) > 1:  # following a pointer: the value at the prefix is one
             changed = self.insert(path[:-1], POINTER)
-        old = self._map.get(path, UNKNOWN)
-        # Entries that cover this path, or that this path covers, must agree with ct.
+        # Entries covering this path are its generalisations: look them up, do not scan.
         covering = UNKNOWN
-        for key, kct in self._map.items():
-            if key != path and _covers(key, path):
-                covering = covering.join(kct)
-            if key != path and (_covers(key, path) or _covers(path, key)):
+        for general in _generalisations(path):
+            kct = mapping.get(general)
+            if kct is not None:
                 kct.join(ct)  # raises on a conflict
+                covering = covering.join(kct)
         new = old.join(ct)
-        if covering.join(new) == covering and covering.is_known:
+        if covering.is_known and covering.join(new) == covering:
             return changed  # a -1 entry already says it
-        if new != old:
-            self._map[path] = new
-            changed = True
-            # Drop the specific entries this one now says.
-            for key in [k for k in self._map if k != path and _covers(path, k)]:
-                if self._map[key].join(new) == new:
-                    del self._map[key]
-        return changed
+        covered = []
+        if -1 in path:  # entries this one covers must agree, and the same-typed go
+            for key, kct in mapping.items():
+                if key != path and _covers(path, key):
+                    kct.join(ct)
+                    covered.append(key)
+        mapping[path] = new
+        for key in covered:
+            if mapping[key].join(new) == new:
+                del mapping[key]
+        return True
 
     def merge(self, other: TypeTree | Mapping[Path, ConcreteType]) -> bool:
         """Join ``other`` into this tree in place; return whether it changed.
@@ -263,7 +281,7 @@ class TypeTree:
         >>> print(t)
         {[0]:Float@double, [8]:Float@double}
         """
-        items = other if isinstance(other, TypeTree) else sorted(other.items())
+        items = other._map.items() if isinstance(other, TypeTree) else other.items()
         changed = False
         for path, ct in items:
             changed |= self.insert(path, ct)
@@ -273,6 +291,19 @@ class TypeTree:
         t = self.copy()
         t.merge(other)
         return t
+
+    def meet(self, other: TypeTree) -> TypeTree:
+        """What both trees say: each path of either, with the meet of both types there.
+
+        >>> a = TypeTree({(-1,): POINTER, (-1, 0): FLOAT64, (-1, 8): INTEGER})
+        >>> print(a.meet(TypeTree({(-1,): POINTER, (-1, -1): FLOAT64})))
+        {[-1]:Pointer, [-1,0]:Float@double}
+        """
+        out = TypeTree()
+        for a, b in ((self, other), (other, self)):
+            for path, ct in a._map.items():
+                out.insert(path, ct.meet(b[path]))
+        return out
 
     # ------------------------------------------------------------------ reshaping
     def only(self, offset: int) -> TypeTree:

@@ -3,7 +3,7 @@
 import pytest
 
 from pyzyme.analysis.typetree import (
-    ANYTHING, FLOAT32, FLOAT64, FLOAT80, INTEGER, POINTER, UNKNOWN, ConcreteType, TypeTree,
+    MAX_OFFSET, ANYTHING, FLOAT32, FLOAT64, FLOAT80, INTEGER, POINTER, UNKNOWN, ConcreteType, TypeTree,
 )
 from pyzyme.errors import PyzymeError, TypeAnalysisError
 
@@ -162,3 +162,18 @@ def test_equality_and_hash():
     assert a != TypeTree({(0,): FLOAT32})
     assert [p for p, _ in PTR_TO_DOUBLES] == [(-1,), (-1, -1)]
     assert len(PTR_TO_DOUBLES) == 2
+
+
+def test_offsets_are_capped_like_enzymes_maxtypeoffset():
+    t = TypeTree()
+    assert not t.insert((MAX_OFFSET,), FLOAT64)
+    assert not t.insert((0, MAX_OFFSET + 8), FLOAT64)
+    assert t.insert((MAX_OFFSET - 8,), FLOAT64)
+    assert str(t) == f"{{[{MAX_OFFSET - 8}]:Float@double}}"
+
+
+def test_meet_of_trees():
+    a = TypeTree({(-1,): POINTER, (-1, 0): FLOAT64, (-1, 8): INTEGER})
+    b = TypeTree({(-1,): POINTER, (-1, 0): INTEGER, (-1, 8): INTEGER})
+    assert str(a.meet(b)) == "{[-1]:Pointer, [-1,8]:Integer}"
+    assert str(a.meet(TypeTree())) == "{}"
