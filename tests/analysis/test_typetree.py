@@ -3,7 +3,8 @@
 import pytest
 
 from pyzyme.analysis.typetree import (
-    MAX_OFFSET, ANYTHING, FLOAT32, FLOAT64, FLOAT80, INTEGER, POINTER, UNKNOWN, ConcreteType, TypeTree,
+    ANYTHING, FLOAT32, FLOAT64, FLOAT80, INTEGER, MAX_OFFSET, POINTER, UNKNOWN, ConcreteType,
+    TypeTree,
 )
 from pyzyme.errors import PyzymeError, TypeAnalysisError
 
