@@ -497,6 +497,8 @@ class _Analyzer:
             self.update(src, self.tree(inst))
         elif op in ("trunc", "zext", "sext", "fptosi", "fptoui", "icmp", "fcmp"):
             self.update_ct(inst, INTEGER)
+            if op in ("zext", "sext") and not self.ct(inst.operands[0]).is_float:
+                self.update_ct(inst.operands[0], INTEGER)  # widened: a count, not bits
         elif op in ("sitofp", "uitofp"):
             self.update_ct(inst.operands[0], INTEGER)
 
@@ -623,6 +625,9 @@ class _Analyzer:
                 self.update_ct(inst, POINTER)
         else:
             self.update_ct(inst, INTEGER)
+            if op in _ARITHMETIC_ONLY:  # never applied to addresses' or floats' bits
+                for v in inst.operands[:2]:
+                    self.update_ct(v, INTEGER)
 
     def visit_ret(self, inst: I.Ret) -> None:
         v = inst.value
@@ -685,6 +690,10 @@ class _Analyzer:
 
 _INT_RESULT_OPS = frozenset({"add", "sub", "mul", "udiv", "sdiv", "urem", "srem", "shl", "lshr",
                              "ashr", "and", "or", "xor"})
+
+
+# Integer operations whose operands are integers too (shifts and masks also take float bits).
+_ARITHMETIC_ONLY = frozenset({"mul", "udiv", "sdiv", "urem", "srem"})
 
 
 def _gep_offset(inst: I.GetElementPtr) -> tuple[int, int]:
