@@ -286,6 +286,26 @@ class TypeResults:
             The byte offset into the value; ``-1`` for what all its bytes hold.
         at
             The instruction needing it (default: the one defining ``value``).
+
+        Examples
+        --------
+        >>> from pyzyme.ir import parse_module
+        >>> f = parse_module('''define i64 @f(ptr %p) {
+        ... entry:
+        ...   %x = load i64, ptr %p
+        ...   ret i64 %x
+        ... }''').get_function("f")
+        >>> res = analyze_types(f)
+        >>> print(res.require_known(f.args[0], "a shadow"))
+        Pointer
+        >>> res.require_known(next(f.instructions()), "the adjoint of a load")
+        Traceback (most recent call last):
+        ...
+        pyzyme.errors.TypeAnalysisError: type analysis cannot tell what %x (i64) holds, \
+needed for the adjoint of a load, in @f: its tree is {}
+          at: %x = load i64, ptr %p
+          hint: seed the argument trees (seed_from_abi for Numba), or add a KnownCall for \
+the external function it comes from
         """
         t = self.tree(value)
         ct = t.lookup(offset)

@@ -545,3 +545,15 @@ j:
     assert got["arg %b"] == f"{{[-1]:Pointer, {INT64_BYTES}}}"
     phi = next(i for i in res.function.instructions() if i.opcode == "phi")
     assert str(res.tree(phi).data0().lookup(0)) == "Unknown"
+
+
+def test_numba_shared_decref_of_float_and_int_arrays():
+    # np.sort + np.searchsorted: LLVM sinks the NRT_decref of arrays of different dtypes
+    # into one call through a phi, which must not make their elements conflict.
+    from tests.corpus.numba_functions import np_sort_where
+
+    cap, res = _numba_results(np_sort_where, (np.linspace(0.0, 1.0, 7),))
+    got = lines(res)
+    assert got["arg %arg.x.4"] == "{[-1]:Pointer, [-1,-1]:Float@double}"
+    loads = _only(got, "= load double")
+    assert loads and all(v == "{[-1]:Float@double}" for _, v in loads)
