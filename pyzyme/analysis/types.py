@@ -109,7 +109,7 @@ def sizeof(ty: T.Type) -> int:
     [16, 12, 48, 16, 32]
     """
     if isinstance(ty, (T.IntType, T.FloatType, T.PointerType, T.VectorType)):
-        n, a = _store_bytes(ty) if not ty.is_pointer else 8, alignof(ty)
+        n, a = 8 if isinstance(ty, T.PointerType) else _store_bytes(ty), alignof(ty)
         return -(-n // a) * a
     if isinstance(ty, T.ArrayType):
         return ty.count * sizeof(ty.element)
@@ -325,21 +325,23 @@ the external function it comes from
     def __str__(self) -> str:
         fn = self.function
         lines = [f"type analysis of {fn.ref}"]
+        slots = _slots(fn)
         for arg in fn.args:
-            lines.append(f"  arg {_ref(arg)}: {self.tree(arg)}")
+            lines.append(f"  arg {_ref(arg, slots)}: {self.tree(arg)}")
         for inst in fn.instructions():
             if inst.has_result:
-                lines.append(f"  {_line(inst)}: {self.tree(inst)}")
+                lines.append(f"  {_line(inst, slots)}: {self.tree(inst)}")
         if not isinstance(fn.return_type, T.VoidType):
             lines.append(f"  return: {self.return_tree}")
         return "\n".join(lines)
 
 
-def _ref(value: V.Value) -> str:
+def _ref(value: V.Value, slots: dict | None = None) -> str:
     """``value``'s reference as its function prints it (slot numbers for unnamed values)."""
     fn = _function_of(value)
     if fn is not None and isinstance(value, V.NamedValue) and not value.name:
-        return f"%{_slots(fn).get(value, '?')}"
+        slots = slots if slots is not None else _slots(fn)
+        return f"%{slots.get(value, '?')}"
     return value.ref
 
 
@@ -351,10 +353,11 @@ def _function_of(value: V.Value):
     return None
 
 
-def _line(inst: I.Instruction) -> str:
+def _line(inst: I.Instruction, slots: dict | None = None) -> str:
     """``inst`` as its function prints it, without metadata."""
-    fn = _function_of(inst)
-    slots = _slots(fn) if fn is not None else {}
+    if slots is None:
+        fn = _function_of(inst)
+        slots = _slots(fn) if fn is not None else {}
 
     def ref(v: V.Value) -> str:
         n = slots.get(v)

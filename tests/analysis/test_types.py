@@ -33,7 +33,7 @@ def lines(result) -> dict[str, str]:
 @pytest.mark.parametrize("text, size, align", [
     ("i1", 1, 1), ("i8", 1, 1), ("i16", 2, 2), ("i32", 4, 4), ("i64", 8, 8), ("i128", 16, 16),
     ("half", 2, 2), ("float", 4, 4), ("double", 8, 8), ("x86_fp80", 16, 16), ("ptr", 8, 8),
-    ("<4 x double>", 32, 32), ("<3 x float>", 16, 16), ("[5 x i32]", 20, 4),
+    ("<4 x double>", 32, 32), ("<3 x float>", 16, 16), ("<4 x ptr>", 32, 32), ("[5 x i32]", 20, 4),
     ("{ i8, double }", 16, 8), ("{ i32, i8 }", 8, 4), ("<{ i8, double }>", 9, 1),
     ("{ ptr, ptr, i64, i64, ptr, [2 x i64], [2 x i64] }", 72, 8),
 ])
