@@ -12,6 +12,20 @@ nothing changes. Calls to functions with a body are analysed with the caller's a
 A value's tree is in *value form*: a scalar or vector is ``{[-1]:T}``; an aggregate has an entry
 per field offset. Memory is in *memory form*: an entry per byte offset (per byte for integers).
 
+Where this differs from Enzyme, and why:
+
+- A phi or select passes back to its incoming values only their own type, not what they point
+  to: Numba's optimised IR merges pointers to different things (one ``NRT_decref`` for a float
+  and an integer array). When incoming pointers disagree, the analysis restarts with that merge
+  keeping only what they share (:meth:`TypeTree.meet`), so the disagreement becomes Unknown and
+  is reported by :meth:`TypeResults.require_known` where it matters, never guessed.
+- Integer arithmetic makes its result Integer (``add`` of a Pointer gives a Pointer, ``sub`` of
+  two Pointers an Integer); only ``mul``/``div``/``rem`` and ``zext``/``sext`` also make their
+  operands Integer, because shifts and masks are also applied to float bits (``fabs`` as an
+  ``and``), which keep their Float type.
+- A constant ``0`` says nothing (it is every type's zero); other integer constants are Integer.
+- Memory layout is x86-64's (the layout Numba and clang use here), not read from the module.
+
 Examples
 --------
 >>> from pyzyme.ir import parse_module
