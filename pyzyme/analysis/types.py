@@ -682,6 +682,14 @@ class _Analyzer:
         if name.startswith(("llvm.memcpy", "llvm.memmove")) or name in ("memcpy", "memmove"):
             self._memcpy(args[0], args[1], args[2])
             return
+        if name in _ENZYME_HINTS and len(args) >= 2:
+            # __enzyme_double(ptr, bytes): the user says what the memory holds (Enzyme's hints)
+            memory = TypeTree({(-1,): _ENZYME_HINTS[name]})
+            if isinstance(args[1], V.ConstantInt):
+                memory = memory.shift(0, args[1].value)
+            self.update(args[0], TypeTree.pointer_to(memory))
+            self.update_ct(args[1], INTEGER)
+            return
         known = self.known_calls.get(name) or _builtin_call(name, len(args))
         if known is not None:
             if known.result is not None:
@@ -728,6 +736,9 @@ class _Analyzer:
 _INT_RESULT_OPS = frozenset({"add", "sub", "mul", "udiv", "sdiv", "urem", "srem", "shl", "lshr",
                              "ashr", "and", "or", "xor"})
 
+
+_ENZYME_HINTS = {"__enzyme_float": FLOAT32, "__enzyme_double": FLOAT64,
+                 "__enzyme_integer": INTEGER, "__enzyme_pointer": POINTER}
 
 # Integer operations whose operands are integers too (shifts and masks also take float bits).
 _ARITHMETIC_ONLY = frozenset({"mul", "udiv", "sdiv", "urem", "srem"})

@@ -557,3 +557,18 @@ def test_numba_shared_decref_of_float_and_int_arrays():
     assert got["arg %arg.x.4"] == "{[-1]:Pointer, [-1,-1]:Float@double}"
     loads = _only(got, "= load double")
     assert loads and all(v == "{[-1]:Float@double}" for _, v in loads)
+
+
+def test_enzyme_type_hint_calls():
+    res = analyze('''declare void @__enzyme_double(ptr, i64)
+declare void @__enzyme_integer(ptr, i64)
+define void @f(ptr %a, ptr %b, i64 %n) {
+entry:
+  call void @__enzyme_double(ptr %a, i64 16)
+  call void @__enzyme_integer(ptr %b, i64 %n)
+  ret void
+}''')
+    got = lines(res)
+    assert got["arg %a"] == "{[-1]:Pointer, [-1,0]:Float@double, [-1,8]:Float@double}"
+    assert got["arg %b"] == "{[-1]:Pointer, [-1,-1]:Integer}"
+    assert got["arg %n"] == "{[-1]:Integer}"
