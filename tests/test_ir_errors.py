@@ -116,3 +116,8 @@ def test_verify_survives_broken_debug_info():
     text += ('\n!llvm.module.flags = !{!0}\n!0 = !{i32 2, !"Debug Info Version", i32 3}\n')
     with pytest.raises(VerifyError, match="PHI"):
         ir.verify(text)
+
+
+def test_constants_may_span_lines():
+    m = ir.parse_module("@t = global [3 x i64] [\n  i64 1,\n  i64 2,\n  i64 3\n]\n")
+    assert m.get_global("t").initializer.ref == "[i64 1, i64 2, i64 3]"

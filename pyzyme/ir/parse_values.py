@@ -123,15 +123,19 @@ class ValueParser:
         return self.comma_list(close, self.type)
 
     def comma_list(self, close: str, item):
-        """``item()`` repeated, separated by commas, up to and including ``close``."""
+        """``item()`` repeated, separated by commas, up to and including ``close``; line breaks
+        between items are allowed (hand-written IR splits long constants over lines)."""
         out = []
+        self.skip_nl()
         if self.accept(close):
             return out
         while True:
             out.append(item())
+            self.skip_nl()
             if self.accept(close):
                 return out
             self.expect(",")
+            self.skip_nl()
 
     def function_type_after(self, ret: T.Type) -> T.FunctionType:
         """Parse ``(params)`` after a return type, as in ``call i32 (ptr, ...) @printf``."""
