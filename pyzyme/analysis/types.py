@@ -63,108 +63,12 @@ from pyzyme.errors import TypeAnalysisError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir import values as V
+from pyzyme.analysis.layout import field_offset, sizeof, struct_layout
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
 
 __all__ = [
-    "KnownCall", "TypeResults", "alignof", "analyze_types", "field_offset", "seed_from_abi",
-    "sizeof", "to_memory", "to_value",
+    "KnownCall", "TypeResults", "analyze_types", "to_memory", "to_value",
 ]
-
-# ------------------------------------------------------------------------------ data layout
-# x86-64 System V, the layout Numba and clang emit on this platform
-# (e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128).
-_FLOAT_ALIGN = {"half": 2, "bfloat": 2, "float": 4, "double": 8, "x86_fp80": 16, "fp128": 16,
-                "ppc_fp128": 16}
-
-
-def _store_bytes(ty: T.Type) -> int:
-    if isinstance(ty, T.IntType):
-        return (ty.width + 7) // 8
-    if isinstance(ty, T.FloatType):
-        return {"x86_fp80": 10}.get(ty.kind, ty.bits // 8)
-    if isinstance(ty, T.VectorType):
-        return (ty.count * _store_bytes(ty.element) * 8 + 7) // 8
-    return sizeof(ty)
-
-
-def alignof(ty: T.Type) -> int:
-    """ABI alignment of ``ty`` in bytes (x86-64).
-
-    >>> from pyzyme import ir
-    >>> [alignof(t) for t in (ir.i1, ir.i32, ir.i128, ir.double, ir.x86_fp80, ir.ptr)]
-    [1, 4, 16, 8, 16, 8]
-    """
-    if isinstance(ty, T.IntType):
-        return min(16, 1 << max(0, (ty.width - 1).bit_length() - 3)) if ty.width > 8 else 1
-    if isinstance(ty, T.FloatType):
-        return _FLOAT_ALIGN[ty.kind]
-    if isinstance(ty, T.PointerType):
-        return 8
-    if isinstance(ty, T.VectorType):
-        n = _store_bytes(ty)
-        return 1 << max(0, (n - 1).bit_length())  # vectors: their size, rounded to a power of 2
-    if isinstance(ty, T.ArrayType):
-        return alignof(ty.element)
-    if isinstance(ty, (T.StructType, T.IdentifiedStructType)):
-        if ty.elements is None:
-            raise TypeAnalysisError(f"the opaque struct {ty} has no layout")
-        return 1 if ty.packed else max((alignof(e) for e in ty.elements), default=1)
-    raise TypeAnalysisError(f"{ty} has no size")
-
-
-def sizeof(ty: T.Type) -> int:
-    """Allocation size of ``ty`` in bytes (x86-64): padding included, as a GEP steps.
-
-    >>> from pyzyme import ir
-    >>> [sizeof(t) for t in (ir.i1, ir.i64, ir.x86_fp80, ir.ptr)]
-    [1, 8, 16, 8]
-    >>> [sizeof(ir.parse_type(s)) for s in ("{ i32, double }", "<{ i32, double }>",
-    ...                                     "[3 x { i64, i8 }]", "<3 x float>", "<4 x double>")]
-    [16, 12, 48, 16, 32]
-    """
-    if isinstance(ty, (T.IntType, T.FloatType, T.PointerType, T.VectorType)):
-        n, a = 8 if isinstance(ty, T.PointerType) else _store_bytes(ty), alignof(ty)
-        return -(-n // a) * a
-    if isinstance(ty, T.ArrayType):
-        return ty.count * sizeof(ty.element)
-    if isinstance(ty, (T.StructType, T.IdentifiedStructType)):
-        offsets, end = _struct_layout(ty)
-        a = alignof(ty)
-        return -(-end // a) * a
-    raise TypeAnalysisError(f"{ty} has no size")
-
-
-def _struct_layout(ty) -> tuple[list[int], int]:
-    if ty.elements is None:
-        raise TypeAnalysisError(f"the opaque struct {ty} has no layout")
-    offsets, at = [], 0
-    for e in ty.elements:
-        if not ty.packed:
-            a = alignof(e)
-            at = -(-at // a) * a
-        offsets.append(at)
-        at += sizeof(e)
-    return offsets, at
-
-
-def field_offset(ty: T.Type, indices: Sequence[int]) -> tuple[int, T.Type]:
-    """Byte offset and type of the member of aggregate ``ty`` at constant ``indices``.
-
-    >>> from pyzyme import ir
-    >>> off, ty = field_offset(ir.parse_type("{ i32, [2 x double] }"), [1, 1])
-    >>> print(off, ty)
-    16 double
-    """
-    offset = 0
-    for i in indices:
-        if isinstance(ty, (T.ArrayType, T.VectorType)):
-            offset += i * sizeof(ty.element)
-            ty = ty.element
-        else:
-            offset += _struct_layout(ty)[0][i]
-            ty = ty.elements[i]
-    return offset, ty
-
 
 # ------------------------------------------------------------------------------ tree forms
 def _scalar_tree(ty: T.Type) -> TypeTree:
@@ -184,7 +88,7 @@ def _scalar_tree(ty: T.Type) -> TypeTree:
             out.merge(inner.shift(0, n, i * n))
         return out
     if isinstance(ty, (T.StructType, T.IdentifiedStructType)) and ty.elements is not None:
-        offsets, _ = _struct_layout(ty)
+        offsets, _ = struct_layout(ty)
         out = TypeTree()
         for off, e in zip(offsets, ty.elements):
             out.merge(to_memory(_scalar_tree(e), e).shift(0, sizeof(e), off))
@@ -241,7 +145,7 @@ class KnownCall:
     args: tuple[TypeTree | None, ...] = ()
 
 
-def _meminfo() -> TypeTree:
+def meminfo_tree() -> TypeTree:
     # NRT's MemInfo{size_t refct; dtor; dtor_info; void *data; size_t size; ext_alloc}
     # (numba/core/runtime/nrt.cpp): the data pointer is at offset 24.
     int8 = TypeTree({(-1,): INTEGER}).shift(0, 8)
@@ -257,7 +161,7 @@ _PTR = TypeTree({(-1,): POINTER})
 
 def _builtin_call(name: str, nargs: int) -> KnownCall | None:
     if name.startswith("NRT_MemInfo_alloc"):
-        return KnownCall(_meminfo(), (_INT,) + (None,) * (nargs - 1))
+        return KnownCall(meminfo_tree(), (_INT,) + (None,) * (nargs - 1))
     if name in ("malloc", "calloc", "aligned_alloc", "realloc"):
         return KnownCall(_PTR, (None,) * (nargs - 1) + (_INT,))
     out_ptr = {"frexp": (None, TypeTree.pointer_to(_INT)),
@@ -754,7 +658,7 @@ def _gep_offset(inst: I.GetElementPtr) -> tuple[int, int]:
         elif isinstance(ty, (T.ArrayType, T.VectorType)):
             step, nxt = sizeof(ty.element), ty.element
         else:  # a struct: the index is a constant
-            offset += _struct_layout(ty)[0][idx.value]
+            offset += struct_layout(ty)[0][idx.value]
             ty = ty.elements[idx.value]
             continue
         if isinstance(idx, V.ConstantInt):
@@ -775,111 +679,3 @@ def _periodic(element: TypeTree, stride: int) -> TypeTree | None:
     if stride % ct.size or sorted(tops) != list(range(0, stride, ct.size)):
         return None
     return _with_minus_one(element)
-
-
-# ------------------------------------------------------------------------------ Numba seeds
-def seed_from_abi(abi) -> dict[int, TypeTree]:
-    """Argument trees of a Numba native function, from its :class:`AbiMap`.
-
-    ``retptr`` (0) points to the result's fields, ``excinfo`` (1) is a pointer; an array's
-    ``data`` points to its dtype at every offset, ``meminfo`` to NRT's MemInfo (data pointer at
-    offset 24), shape, strides and sizes are integers, scalars follow their Numba type, a record
-    argument points to its fields.
-
-    >>> from numba.core import types
-    >>> from numba.core.registry import cpu_target
-    >>> from pyzyme.frontends.numba.abi import AbiMap
-    >>> abi = AbiMap.from_signature(cpu_target.target_context, "f", ("a", "k"),
-    ...                             types.float64(types.float64[::1], types.int64))
-    >>> seeds = seed_from_abi(abi)
-    >>> for i in sorted(seeds): print(i, seeds[i])      # doctest: +NORMALIZE_WHITESPACE
-    0 {[-1]:Pointer, [-1,0]:Float@double}
-    1 {[-1]:Pointer}
-    2 {[-1]:Pointer, [-1,0]:Integer, [-1,1]:Integer, [-1,2]:Integer, [-1,3]:Integer,
-       [-1,4]:Integer, [-1,5]:Integer, [-1,6]:Integer, [-1,7]:Integer, [-1,8]:Pointer,
-       [-1,16]:Pointer, [-1,24]:Pointer, [-1,24,-1]:Float@double, [-1,32]:Integer,
-       [-1,33]:Integer, [-1,34]:Integer, [-1,35]:Integer, [-1,36]:Integer, [-1,37]:Integer,
-       [-1,38]:Integer, [-1,39]:Integer, [-1,40]:Pointer}
-    3 {[-1]:Pointer}
-    4 {[-1]:Integer}
-    5 {[-1]:Integer}
-    6 {[-1]:Pointer, [-1,-1]:Float@double}
-    7 {[-1]:Integer}
-    8 {[-1]:Integer}
-    9 {[-1]:Integer}
-    """
-    seeds: dict[int, TypeTree] = {1: TypeTree({(-1,): POINTER})}
-    result = TypeTree()
-    for f in abi.result.fields:
-        leaf = _numba_value_tree(f.numba_type)
-        size = _NATIVE_SIZES.get(f.llvm_type, 8)
-        result.merge(leaf.shift(0, size, f.offset))
-    seeds[0] = TypeTree.pointer_to(result)
-    for p in abi.native_params:
-        t = _numba_value_tree(p.numba_type)
-        if t:
-            seeds[p.index] = t
-    return seeds
-
-
-_NATIVE_SIZES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "float": 4, "double": 8,
-                 "ptr": 8}
-
-
-def _numba_value_tree(ty) -> TypeTree:
-    """The value-form tree of one flattened Numba leaf type."""
-    from numba.core import types
-
-    if isinstance(ty, types.Boolean):
-        return TypeTree({(-1,): INTEGER})
-    if isinstance(ty, (types.Integer, types.NPDatetime, types.NPTimedelta)):
-        return TypeTree({(-1,): INTEGER})
-    if isinstance(ty, (types.Float, types.Complex)):
-        return TypeTree({(-1,): _numba_float(ty)})
-    if isinstance(ty, types.Record):
-        return TypeTree.pointer_to(_record_memory(ty))
-    if isinstance(ty, types.CPointer):
-        return TypeTree.pointer_to(_element_memory(ty.dtype))
-    if isinstance(ty, types.MemInfoPointer):
-        mi = _meminfo()
-        data = TypeTree.pointer_to(_element_memory(ty.dtype)).shift(0, 8, 24)
-        mi.merge(TypeTree.pointer_to(data))
-        return mi
-    if isinstance(ty, (types.PyObject, types.RawPointer, types.Opaque)):
-        return TypeTree({(-1,): POINTER})
-    return TypeTree()
-
-
-def _numba_float(ty) -> ConcreteType:
-    from numba.core import types
-
-    bits = ty.bitwidth // 2 if isinstance(ty, types.Complex) else ty.bitwidth
-    return {16: ConcreteType.float("half"), 32: FLOAT32, 64: FLOAT64}[bits]
-
-
-def _element_memory(dtype) -> TypeTree:
-    """What an array's data pointer points to: every element of ``dtype``."""
-    from numba.core import types
-
-    if isinstance(dtype, types.Record):
-        return _record_memory(dtype)  # the first record's fields; a stride -1 cannot say
-    scalar = _numba_value_tree(dtype)
-    return scalar if not isinstance(dtype, types.Boolean) else TypeTree({(-1,): INTEGER})
-
-
-def _record_memory(rec) -> TypeTree:
-    from numba.core import types
-
-    out = TypeTree()
-    for _, fld in rec.fields.items():
-        ft = fld.type
-        if isinstance(ft, types.NestedArray):
-            n, ft = ft.nitems, ft.dtype
-        else:
-            n = 1
-        leaf = _numba_value_tree(ft)
-        if not leaf or isinstance(ft, types.Record):
-            continue
-        width = ft.bitwidth // 8 if hasattr(ft, "bitwidth") else 1
-        out.merge(leaf.shift(0, width * n, fld.offset))
-    return out

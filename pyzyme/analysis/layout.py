@@ -1,0 +1,112 @@
+"""Sizes, alignments and field offsets of LLVM types under the x86-64 data layout.
+
+Type analysis turns typed GEPs into byte offsets with these; they follow LLVM's rules for the
+layout string Numba and clang use on x86-64 (natural alignment, ``x86_fp80`` in 16 bytes).
+
+>>> from pyzyme.ir import parse_type
+>>> sizeof(parse_type("{ i8, double }")), alignof(parse_type("<4 x float>"))
+(16, 16)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyzyme.errors import TypeAnalysisError
+from pyzyme.ir import types as T
+
+__all__ = ["alignof", "sizeof", "field_offset", "struct_layout"]
+
+# x86-64 System V, the layout Numba and clang emit on this platform
+# (e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128).
+_FLOAT_ALIGN = {"half": 2, "bfloat": 2, "float": 4, "double": 8, "x86_fp80": 16, "fp128": 16,
+                "ppc_fp128": 16}
+
+
+def _store_bytes(ty: T.Type) -> int:
+    if isinstance(ty, T.IntType):
+        return (ty.width + 7) // 8
+    if isinstance(ty, T.FloatType):
+        return {"x86_fp80": 10}.get(ty.kind, ty.bits // 8)
+    if isinstance(ty, T.VectorType):
+        return (ty.count * _store_bytes(ty.element) * 8 + 7) // 8
+    return sizeof(ty)
+
+
+def alignof(ty: T.Type) -> int:
+    """ABI alignment of ``ty`` in bytes (x86-64).
+
+    >>> from pyzyme import ir
+    >>> [alignof(t) for t in (ir.i1, ir.i32, ir.i128, ir.double, ir.x86_fp80, ir.ptr)]
+    [1, 4, 16, 8, 16, 8]
+    """
+    if isinstance(ty, T.IntType):
+        return min(16, 1 << max(0, (ty.width - 1).bit_length() - 3)) if ty.width > 8 else 1
+    if isinstance(ty, T.FloatType):
+        return _FLOAT_ALIGN[ty.kind]
+    if isinstance(ty, T.PointerType):
+        return 8
+    if isinstance(ty, T.VectorType):
+        n = _store_bytes(ty)
+        return 1 << max(0, (n - 1).bit_length())  # vectors: their size, rounded to a power of 2
+    if isinstance(ty, T.ArrayType):
+        return alignof(ty.element)
+    if isinstance(ty, (T.StructType, T.IdentifiedStructType)):
+        if ty.elements is None:
+            raise TypeAnalysisError(f"the opaque struct {ty} has no layout")
+        return 1 if ty.packed else max((alignof(e) for e in ty.elements), default=1)
+    raise TypeAnalysisError(f"{ty} has no size")
+
+
+def sizeof(ty: T.Type) -> int:
+    """Allocation size of ``ty`` in bytes (x86-64): padding included, as a GEP steps.
+
+    >>> from pyzyme import ir
+    >>> [sizeof(t) for t in (ir.i1, ir.i64, ir.x86_fp80, ir.ptr)]
+    [1, 8, 16, 8]
+    >>> [sizeof(ir.parse_type(s)) for s in ("{ i32, double }", "<{ i32, double }>",
+    ...                                     "[3 x { i64, i8 }]", "<3 x float>", "<4 x double>")]
+    [16, 12, 48, 16, 32]
+    """
+    if isinstance(ty, (T.IntType, T.FloatType, T.PointerType, T.VectorType)):
+        n, a = 8 if isinstance(ty, T.PointerType) else _store_bytes(ty), alignof(ty)
+        return -(-n // a) * a
+    if isinstance(ty, T.ArrayType):
+        return ty.count * sizeof(ty.element)
+    if isinstance(ty, (T.StructType, T.IdentifiedStructType)):
+        offsets, end = struct_layout(ty)
+        a = alignof(ty)
+        return -(-end // a) * a
+    raise TypeAnalysisError(f"{ty} has no size")
+
+
+def struct_layout(ty) -> tuple[list[int], int]:
+    if ty.elements is None:
+        raise TypeAnalysisError(f"the opaque struct {ty} has no layout")
+    offsets, at = [], 0
+    for e in ty.elements:
+        if not ty.packed:
+            a = alignof(e)
+            at = -(-at // a) * a
+        offsets.append(at)
+        at += sizeof(e)
+    return offsets, at
+
+
+def field_offset(ty: T.Type, indices: Sequence[int]) -> tuple[int, T.Type]:
+    """Byte offset and type of the member of aggregate ``ty`` at constant ``indices``.
+
+    >>> from pyzyme import ir
+    >>> off, ty = field_offset(ir.parse_type("{ i32, [2 x double] }"), [1, 1])
+    >>> print(off, ty)
+    16 double
+    """
+    offset = 0
+    for i in indices:
+        if isinstance(ty, (T.ArrayType, T.VectorType)):
+            offset += i * sizeof(ty.element)
+            ty = ty.element
+        else:
+            offset += struct_layout(ty)[0][i]
+            ty = ty.elements[i]
+    return offset, ty

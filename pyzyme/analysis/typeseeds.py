@@ -1,0 +1,118 @@
+"""Seeding type analysis from the Numba calling convention.
+
+``seed_from_abi`` turns an :class:`~pyzyme.frontends.numba.AbiMap` (which native parameter is
+``a.data`` of which dtype, where the result goes) into one TypeTree per native parameter.
+"""
+
+from __future__ import annotations
+
+from pyzyme.analysis.types import meminfo_tree
+from pyzyme.analysis.typetree import FLOAT32, FLOAT64, INTEGER, POINTER, ConcreteType, TypeTree
+
+__all__ = ["seed_from_abi"]
+
+def seed_from_abi(abi) -> dict[int, TypeTree]:
+    """Argument trees of a Numba native function, from its :class:`AbiMap`.
+
+    ``retptr`` (0) points to the result's fields, ``excinfo`` (1) is a pointer; an array's
+    ``data`` points to its dtype at every offset, ``meminfo`` to NRT's MemInfo (data pointer at
+    offset 24), shape, strides and sizes are integers, scalars follow their Numba type, a record
+    argument points to its fields.
+
+    >>> from numba.core import types
+    >>> from numba.core.registry import cpu_target
+    >>> from pyzyme.frontends.numba.abi import AbiMap
+    >>> abi = AbiMap.from_signature(cpu_target.target_context, "f", ("a", "k"),
+    ...                             types.float64(types.float64[::1], types.int64))
+    >>> seeds = seed_from_abi(abi)
+    >>> for i in sorted(seeds): print(i, seeds[i])      # doctest: +NORMALIZE_WHITESPACE
+    0 {[-1]:Pointer, [-1,0]:Float@double}
+    1 {[-1]:Pointer}
+    2 {[-1]:Pointer, [-1,0]:Integer, [-1,1]:Integer, [-1,2]:Integer, [-1,3]:Integer,
+       [-1,4]:Integer, [-1,5]:Integer, [-1,6]:Integer, [-1,7]:Integer, [-1,8]:Pointer,
+       [-1,16]:Pointer, [-1,24]:Pointer, [-1,24,-1]:Float@double, [-1,32]:Integer,
+       [-1,33]:Integer, [-1,34]:Integer, [-1,35]:Integer, [-1,36]:Integer, [-1,37]:Integer,
+       [-1,38]:Integer, [-1,39]:Integer, [-1,40]:Pointer}
+    3 {[-1]:Pointer}
+    4 {[-1]:Integer}
+    5 {[-1]:Integer}
+    6 {[-1]:Pointer, [-1,-1]:Float@double}
+    7 {[-1]:Integer}
+    8 {[-1]:Integer}
+    9 {[-1]:Integer}
+    """
+    seeds: dict[int, TypeTree] = {1: TypeTree({(-1,): POINTER})}
+    result = TypeTree()
+    for f in abi.result.fields:
+        leaf = _numba_value_tree(f.numba_type)
+        size = _NATIVE_SIZES.get(f.llvm_type, 8)
+        result.merge(leaf.shift(0, size, f.offset))
+    seeds[0] = TypeTree.pointer_to(result)
+    for p in abi.native_params:
+        t = _numba_value_tree(p.numba_type)
+        if t:
+            seeds[p.index] = t
+    return seeds
+
+
+_NATIVE_SIZES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "float": 4, "double": 8,
+                 "ptr": 8}
+
+
+def _numba_value_tree(ty) -> TypeTree:
+    """The value-form tree of one flattened Numba leaf type."""
+    from numba.core import types
+
+    if isinstance(ty, types.Boolean):
+        return TypeTree({(-1,): INTEGER})
+    if isinstance(ty, (types.Integer, types.NPDatetime, types.NPTimedelta)):
+        return TypeTree({(-1,): INTEGER})
+    if isinstance(ty, (types.Float, types.Complex)):
+        return TypeTree({(-1,): _numba_float(ty)})
+    if isinstance(ty, types.Record):
+        return TypeTree.pointer_to(_record_memory(ty))
+    if isinstance(ty, types.CPointer):
+        return TypeTree.pointer_to(_element_memory(ty.dtype))
+    if isinstance(ty, types.MemInfoPointer):
+        mi = meminfo_tree()
+        data = TypeTree.pointer_to(_element_memory(ty.dtype)).shift(0, 8, 24)
+        mi.merge(TypeTree.pointer_to(data))
+        return mi
+    if isinstance(ty, (types.PyObject, types.RawPointer, types.Opaque)):
+        return TypeTree({(-1,): POINTER})
+    return TypeTree()
+
+
+def _numba_float(ty) -> ConcreteType:
+    from numba.core import types
+
+    bits = ty.bitwidth // 2 if isinstance(ty, types.Complex) else ty.bitwidth
+    return {16: ConcreteType.float("half"), 32: FLOAT32, 64: FLOAT64}[bits]
+
+
+def _element_memory(dtype) -> TypeTree:
+    """What an array's data pointer points to: every element of ``dtype``."""
+    from numba.core import types
+
+    if isinstance(dtype, types.Record):
+        return _record_memory(dtype)  # the first record's fields; a stride -1 cannot say
+    scalar = _numba_value_tree(dtype)
+    return scalar if not isinstance(dtype, types.Boolean) else TypeTree({(-1,): INTEGER})
+
+
+def _record_memory(rec) -> TypeTree:
+    from numba.core import types
+
+    out = TypeTree()
+    for _, fld in rec.fields.items():
+        ft = fld.type
+        if isinstance(ft, types.NestedArray):
+            n, ft = ft.nitems, ft.dtype
+        else:
+            n = 1
+        leaf = _numba_value_tree(ft)
+        if not leaf or isinstance(ft, types.Record):
+            continue
+        width = ft.bitwidth // 8 if hasattr(ft, "bitwidth") else 1
+        out.merge(leaf.shift(0, width * n, fld.offset))
+    return out
