@@ -76,31 +76,37 @@ CallPolicy = Callable[[I.CallBase, Callable[[Value], bool]], bool]
 
 @dataclass
 class ActivityResult:
-    """The varied values of ``function`` (arguments and instructions)."""
+    """The varied values of ``function`` (arguments and instructions), and, when the analysis
+    was asked about outputs, the ``useful`` ones: those that can influence an active output.
+    A value is active when it is varied and (if usefulness was computed) useful."""
 
     function: object
     varied: set = field(default_factory=set)
+    useful: set | None = None
 
     def is_varied(self, value: Value) -> bool:
         return value in self.varied
+
+    def is_active(self, value: Value) -> bool:
+        return value in self.varied and (self.useful is None or value in self.useful)
 
     def __str__(self) -> str:
         fn = self.function
         lines = [f"activity of {fn.ref}"]
         for arg in fn.args:
             lines.append(f"  arg {arg.ref if arg.name else '%' + str(arg.index)}: "
-                         f"{'active' if arg in self.varied else 'const'}")
+                         f"{'active' if self.is_active(arg) else 'const'}")
         for inst in fn.instructions():
             if inst.has_result:
                 text = f"{inst.ref if inst.name else '%?'} = {inst}"
-                lines.append(f"  {text}: {'active' if inst in self.varied else 'const'}")
+                lines.append(f"  {text}: {'active' if self.is_active(inst) else 'const'}")
         return "\n".join(lines)
 
 
 def analyze_activity(fn, params: Sequence[Activity],
                      call_policy: CallPolicy | None = None,
-                     allocation_policy: Callable[[I.Instruction], bool] | None = None
-                     ) -> ActivityResult:
+                     allocation_policy: Callable[[I.Instruction], bool] | None = None,
+                     *, return_active: bool | None = None) -> ActivityResult:
     """Which values of ``fn`` carry derivatives, given the activity of each parameter.
 
     Parameters
@@ -115,6 +121,10 @@ def analyze_activity(fn, params: Sequence[Activity],
     allocation_policy
         ``(inst) -> bool``: whether an ``alloca`` gets a shadow. The default gives one to every
         stack slot whose type can hold floats or pointers, once anything is varied.
+    return_active
+        When given, also compute which varied values can reach an active output (reverse mode
+        needs both halves): the returned value when ``return_active``, and whatever is stored
+        into, or passed with, memory that has a shadow.
     """
     result = ActivityResult(fn)
     varied = result.varied
@@ -122,6 +132,8 @@ def analyze_activity(fn, params: Sequence[Activity],
         if act is not Activity.CONST and can_carry_derivative(arg.type):
             varied.add(arg)
     if not varied:
+        if return_active is not None:
+            result.useful = set()
         return result
     is_varied = varied.__contains__
     order = [inst for block in reverse_post_order(fn) for inst in block.instructions]
@@ -134,7 +146,54 @@ def analyze_activity(fn, params: Sequence[Activity],
             if _is_varied(inst, is_varied, call_policy, allocation_policy):
                 varied.add(inst)
                 changed = True
+    if return_active is not None:
+        result.useful = _useful(order, varied, return_active)
     return result
+
+
+def _useful(order: Sequence[I.Instruction], varied: set, return_active: bool) -> set:
+    """Varied values that can influence an active output, found backwards from the outputs.
+
+    Memory is treated as one region per shadow: anything stored into shadowed memory is an
+    output (Duplicated memory is read back by the caller; a later load may read it), so every
+    varied value stored there is useful. That is conservative, never wrong.
+    """
+    useful: set = set()
+    work: list = []
+
+    def mark(value) -> None:
+        if value in varied and value not in useful:
+            useful.add(value)
+            work.append(value)
+
+    for inst in order:
+        op = inst.opcode
+        if op == "ret":
+            if return_active and inst.operands:
+                mark(inst.operands[0])
+        elif op in ("store", "atomicrmw"):
+            value, pointer = (inst.operands if op == "store" else inst.operands[::-1])
+            if pointer in varied and value in varied:
+                mark(value)
+                mark(pointer)
+        elif isinstance(inst, I.CallBase):
+            # A call that is handed shadowed memory may write outputs through it.
+            if any(a in varied and a.type.is_pointer for a in inst.args):
+                for a in inst.args:
+                    mark(a)
+    while work:
+        value = work.pop()
+        if not isinstance(value, I.Instruction):
+            continue
+        if isinstance(value, I.CallBase):
+            operands = value.args
+        elif value.opcode == "store":
+            operands = ()
+        else:
+            operands = value.operands
+        for operand in operands:
+            mark(operand)
+    return useful
 
 
 def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy) -> bool:

@@ -1,0 +1,57 @@
+"""Activity analysis by printed form: forward (varied) and both halves (varied and useful)."""
+
+from pyzyme import ir
+from pyzyme.analysis.activity import Activity, analyze_activity
+
+A, C, D = Activity.ACTIVE, Activity.CONST, Activity.DUPLICATED
+
+SOURCE = """
+define double @f(double %x, double %y, ptr %out, ptr %tmp, i64 %n) {
+entry:
+  %a = fmul double %x, %y
+  %dead = fadd double %a, 1.0
+  %t = fmul double %x, 2.0
+  store double %t, ptr %out, align 8
+  %l = load double, ptr %out, align 8
+  %i = fptosi double %a to i64
+  %k = sitofp i64 %i to double
+  %r = fadd double %a, %k
+  ret double %r
+}
+"""
+
+
+def _fn():
+    return ir.parse_module(SOURCE).get_function("f")
+
+
+def test_forward_half_marks_everything_that_depends_on_inputs():
+    text = str(analyze_activity(_fn(), [A, C, D, C, C]))
+    assert "  %dead = fadd double %a, 1.0: active" in text
+    assert "  %k = sitofp i64 %i to double: const" in text
+
+
+def test_both_halves_with_active_return():
+    text = str(analyze_activity(_fn(), [A, C, D, C, C], return_active=True))
+    lines = dict(line.rsplit(": ", 1) for line in text.splitlines()[1:])
+    assert lines["  arg %x"] == "active"
+    assert lines["  arg %y"] == "const"
+    assert lines["  arg %out"] == "active"          # receives an active value
+    assert lines["  %a = fmul double %x, %y"] == "active"
+    assert lines["  %dead = fadd double %a, 1.0"] == "const"     # reaches no output
+    assert lines["  %t = fmul double %x, 2.0"] == "active"      # stored into shadowed memory
+    assert lines["  %l = load double, ptr %out, align 8"] == "const"  # loaded, never used
+    assert lines["  %r = fadd double %a, %k"] == "active"
+
+
+def test_inactive_return_leaves_only_memory_outputs():
+    text = str(analyze_activity(_fn(), [A, C, D, C, C], return_active=False))
+    lines = dict(line.rsplit(": ", 1) for line in text.splitlines()[1:])
+    assert lines["  %r = fadd double %a, %k"] == "const"
+    assert lines["  %a = fmul double %x, %y"] == "const"
+    assert lines["  %t = fmul double %x, 2.0"] == "active"
+
+
+def test_nothing_active_without_active_inputs():
+    text = str(analyze_activity(_fn(), [C, C, C, C, C], return_active=True))
+    assert "active" not in text.split("\n", 1)[1]
