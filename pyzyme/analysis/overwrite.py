@@ -1,0 +1,224 @@
+"""Which loads read memory that may be overwritten before the reverse sweep.
+
+Reverse mode runs the function forwards, then its adjoint backwards. An adjoint that needs a
+loaded value (d(x*y)/dx needs y) can load it again in the reverse sweep only if nothing wrote
+that memory in between; otherwise the value must be cached in the forward sweep. This analysis
+answers that question for every load: a load is *overwritten* when some instruction that may
+write the same memory can run after it (later in its block, in a block reachable from it, or
+in a later iteration of an enclosing loop).
+
+Memory is told apart by its underlying object (the pointer with GEPs and casts stripped):
+distinct stack slots, distinct allocations, and ``noalias`` parameters never alias each other
+or other parameters; anything else may alias anything. That is Enzyme's conservative baseline;
+it never calls a written location safe.
+
+Examples
+--------
+>>> from pyzyme.ir import parse_module
+>>> m = parse_module('''define double @f(ptr noalias %a, ptr noalias %b) {
+... entry:
+...   %x = load double, ptr %a, align 8
+...   %y = load double, ptr %b, align 8
+...   store double 0.0, ptr %a, align 8
+...   %p = fmul double %x, %y
+...   ret double %p
+... }''')
+>>> print(analyze_overwrites(m.get_function("f")))
+overwrites in @f
+  %x = load double, ptr %a, align 8: overwritten by store double 0.0, ptr %a, align 8
+  %y = load double, ptr %b, align 8: not overwritten
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyzyme.analysis.cfg import reverse_post_order
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as ir_types
+from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
+from pyzyme.ir.values import Argument, GlobalVariable, Value
+
+__all__ = ["OverwriteResult", "analyze_overwrites", "underlying_object", "may_alias"]
+
+# Calls that allocate fresh memory: their results alias nothing that existed before.
+_ALLOCATORS = frozenset({"malloc", "calloc", "NRT_Allocate", "NRT_MemInfo_alloc_aligned",
+                         "NRT_MemInfo_alloc_safe_aligned", "NRT_MemInfo_alloc",
+                         "NRT_MemInfo_alloc_safe", "NRT_MemInfo_new_varsize",
+                         "NRT_MemInfo_new_varsize_dtor"})
+# Reference counting writes only a MemInfo's count; memory is freed after the last reference
+# is dropped, and a caller holds one on every array it passes.
+_REFCOUNT = frozenset({"NRT_incref", "NRT_decref"})
+# NRT's MemInfo{refct; dtor; dtor_info; data; ...}: the data pointer is at byte 24.
+_MEMINFO_DATA = 24
+# Calls known not to write memory the function can see (markers and pure math).
+_NO_WRITES_PREFIXES = ("llvm.lifetime.", "llvm.assume", "llvm.dbg.", "llvm.experimental.noalias",
+                       "llvm.invariant.", "llvm.expect")
+
+
+def underlying_object(pointer: Value) -> Value:
+    """``pointer`` with getelementptr and pointer casts stripped: the object it points into."""
+    seen = 0
+    while seen < 256:
+        if isinstance(pointer, I.GetElementPtr) or (
+                isinstance(pointer, I.Cast) and pointer.opcode in ("bitcast", "addrspacecast")):
+            pointer = pointer.operands[0]
+            seen += 1
+        else:
+            return pointer
+    return pointer
+
+
+def _allocation(obj: Value) -> bool:
+    if not isinstance(obj, I.CallBase):
+        return False
+    callee = obj.called_function
+    return callee is not None and callee.name in _ALLOCATORS
+
+
+def _meminfo_data(obj: Value) -> bool:
+    """The data pointer of a MemInfo this function allocated: ``load ptr (meminfo + 24)``."""
+    if not (isinstance(obj, I.Load) and obj.type.is_pointer):
+        return False
+    base, offset = obj.pointer, 0
+    if isinstance(base, I.GetElementPtr) and len(base.indices) == 1 and \
+            base.source_type == ir_types.i8 and hasattr(base.indices[0], "value"):
+        base, offset = base.pointer, base.indices[0].value
+    return offset == _MEMINFO_DATA and _allocation(base) and \
+        base.called_function.name.startswith("NRT_MemInfo")
+
+
+def _identified(obj: Value) -> bool:
+    """An object distinct from every other identified object: a stack slot, a fresh allocation
+    (or the data of a fresh MemInfo), a global, or a ``noalias`` parameter."""
+    if isinstance(obj, (I.Alloca, GlobalVariable)):
+        return True
+    if _allocation(obj) or _meminfo_data(obj):
+        return True
+    return isinstance(obj, Argument) and "noalias" in obj.attrs.split()
+
+
+def _root(obj: Value) -> bool:
+    """An object whose identity this analysis understands (not a phi, select or load result,
+    which could stand for any of several objects)."""
+    if isinstance(obj, (Argument, I.Alloca, GlobalVariable)):
+        return True
+    return _allocation(obj) or _meminfo_data(obj)
+
+
+def _noalias_argument(obj: Value) -> bool:
+    return isinstance(obj, Argument) and "noalias" in obj.attrs.split()
+
+
+def _fresh(obj: Value) -> bool:
+    """A stack slot or an allocation made by this function: no parameter can point into it."""
+    return isinstance(obj, I.Alloca) or _allocation(obj) or _meminfo_data(obj)
+
+
+def may_alias(a: Value, b: Value) -> bool:
+    """Whether pointers ``a`` and ``b`` may point into the same object."""
+    oa, ob = underlying_object(a), underlying_object(b)
+    if oa is ob:
+        return True
+    if not (_root(oa) and _root(ob)):
+        return True
+    if _identified(oa) and _identified(ob):
+        return False
+    if _noalias_argument(oa) or _noalias_argument(ob):
+        return False  # noalias: nothing else the function sees points into it
+    if _fresh(oa) or _fresh(ob):
+        return False
+    return True  # two plain parameters, or a parameter and a global
+
+
+def _written_pointers(inst: I.Instruction) -> list[Value]:
+    """Pointers ``inst`` may write through; every pointer argument of an unknown call."""
+    op = inst.opcode
+    if op == "store":
+        return [inst.operands[1]]
+    if op in ("atomicrmw", "cmpxchg"):
+        return [inst.operands[0]]
+    if isinstance(inst, I.CallBase):
+        callee = inst.called_function
+        name = callee.name if callee is not None else ""
+        if name.startswith(_NO_WRITES_PREFIXES) or name in _ALLOCATORS or name in _REFCOUNT:
+            return []
+        if name.startswith(("llvm.memcpy", "llvm.memmove", "llvm.memset")):
+            return [inst.args[0]]
+        return [a for a in inst.args if a.type.is_pointer]
+    return []
+
+
+@dataclass
+class OverwriteResult:
+    """For each load of ``function``, the first instruction found that may overwrite what it
+    read before the reverse sweep, or None."""
+
+    function: object
+    overwritten_by: dict = field(default_factory=dict)
+
+    def is_overwritten(self, load: I.Load) -> bool:
+        return self.overwritten_by.get(load) is not None
+
+    def __str__(self) -> str:
+        slots = _slots(self.function)
+
+        def ref(value: Value) -> str:
+            n = slots.get(value)
+            return value.ref if n is None else f"%{n}"
+
+        lines = [f"overwrites in {self.function.ref}"]
+        for load, writer in self.overwritten_by.items():
+            text = f"{ref(load)} = {load.body(ref)}"
+            verdict = f"overwritten by {writer.body(ref)}" if writer is not None \
+                else "not overwritten"
+            lines.append(f"  {text}: {verdict}")
+        return "\n".join(lines)
+
+
+def analyze_overwrites(fn) -> OverwriteResult:
+    """Find, for every load of ``fn``, whether memory it read may be written after it.
+
+    The search follows the control-flow graph from the load: the rest of its block, then every
+    block reachable from it (which, in a loop, includes the load's own block again, so a store
+    earlier in the loop body that runs in the next iteration counts).
+    """
+    result = OverwriteResult(fn)
+    order = reverse_post_order(fn)
+    writers = {block: [(i, w) for i in block.instructions for w in _written_pointers(i)]
+               for block in order}
+    reach = _reachable_from_successors(order)
+    for block in order:
+        for index, inst in enumerate(block.instructions):
+            if not isinstance(inst, I.Load):
+                continue
+            pointer = inst.pointer
+            found = None
+            for later in block.instructions[index + 1:]:
+                if any(may_alias(pointer, w) for w in _written_pointers(later)):
+                    found = later
+                    break
+            if found is None:
+                for other in reach[block]:
+                    found = next((i for i, w in writers[other] if may_alias(pointer, w)), None)
+                    if found is not None:
+                        break
+            result.overwritten_by[inst] = found
+    return result
+
+
+def _reachable_from_successors(order: list) -> dict:
+    """For each block, the blocks reachable through one or more edges, in CFG order."""
+    position = {b: n for n, b in enumerate(order)}
+    reach: dict = {}
+    for block in order:
+        seen: dict = {}
+        stack = list(block.successors)
+        while stack:
+            b = stack.pop()
+            if b in seen or b not in position:
+                continue
+            seen[b] = None
+            stack.extend(b.successors)
+        reach[block] = sorted(seen, key=position.__getitem__)
+    return reach
