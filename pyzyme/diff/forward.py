@@ -18,7 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pyzyme.analysis.activity import Activity, ActivityResult, analyze_activity
+from pyzyme.analysis.activity import (
+    Activity,
+    ActivityResult,
+    analyze_activity,
+    can_carry_derivative,
+)
 from pyzyme.analysis.cfg import reverse_post_order
 from pyzyme.diff import naming
 from pyzyme.diff.emit import Emitter, derivative_flags
@@ -135,7 +140,7 @@ class ForwardGenerator:
     def _declare(self, fn, sig: ForwardSignature, name: str | None):
         width = sig.width
         ret = fn.function_type.ret
-        if sig.return_derivative and _carries(ret):
+        if sig.return_derivative and can_carry_derivative(ret):
             ret = T.StructType([ret] * (width + 1))
         params = list(fn.function_type.params) + [p.type for p in sig.extra]
         new_name = self.module.unique_global_name(name or naming.forward_function(fn.name, width))
@@ -237,10 +242,6 @@ class ForwardGenerator:
     def _has_varied_operand(self, st: _State, inst: I.Instruction) -> bool:
         return any(op in st.activity.varied for op in inst.operands)
 
-    def deriv(self, st: _State, value: Value) -> list | None:
-        """The derivatives of ``value`` (one per lane), or None when it carries none."""
-        return st.derivs.get(value)
-
     def _deriv_or_zero(self, st: _State, value: Value, lane: int) -> Value:
         d = st.derivs.get(value)
         if d is not None:
@@ -252,7 +253,7 @@ class ForwardGenerator:
         value itself for integers, null for pointers (never the primal address: tangents
         written through it would overwrite primal memory)."""
         ty = value.type
-        if not _carries(ty):
+        if not can_carry_derivative(ty):
             return self._value(st, value)
         if ty.is_float or ty.is_pointer:
             return const_null(ty)
@@ -265,7 +266,7 @@ class ForwardGenerator:
         b = st.builder
         elements = ty.elements if not isinstance(ty, T.ArrayType) else [ty.element] * ty.count
         for i, ety in enumerate(elements):
-            if not _carries(ety):
+            if not can_carry_derivative(ety):
                 continue
             if ety.is_float or ety.is_pointer:
                 agg = b.insertvalue(agg, const_null(ety), path + (i,))
@@ -294,7 +295,7 @@ class ForwardGenerator:
     def _ret(self, st: _State, inst: I.Ret) -> None:
         b = st.builder
         value = inst.value
-        if value is None or not _carries(value.type):
+        if value is None or not can_carry_derivative(value.type):
             self._clone(st, inst)
             return
         ty = st.new.function_type.ret
@@ -320,7 +321,7 @@ class ForwardGenerator:
 
         def make(lane: int, name: str) -> Value:
             clone = new.copy_with([self._deriv_or_zero(st, old_op, lane)
-                                   if _carries(old_op.type) else new_op
+                                   if can_carry_derivative(old_op.type) else new_op
                                    for old_op, new_op in zip(inst.operands, new.operands)])
             clone.flags = derivative_flags(new.flags)
             return st.builder.insert(clone, name)
@@ -394,11 +395,6 @@ def _is_reciprocal(p) -> bool:
     """Whether partial ``p`` is ``1 / something``."""
     return (isinstance(p, Op) and p.name == "fdiv" and isinstance(p.operands[0], ConstExpr)
             and p.operands[0].value == 1.0)
-
-
-def _carries(ty: T.Type) -> bool:
-    from pyzyme.analysis.activity import can_carry_derivative
-    return can_carry_derivative(ty)
 
 
 _HANDLERS = {op: ForwardGenerator._arith for op in

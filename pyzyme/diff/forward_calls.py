@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import reduce
 
-from pyzyme.analysis.activity import Activity, can_carry_derivative
+from pyzyme.analysis.activity import Activity
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -201,7 +201,3 @@ def _mirror(gen, st, inst: I.Call, new: I.Call, row: spec.Mirror) -> None:
             raise UnsupportedError(f"{st.where} resizes memory that has no shadow, and uses the "
                                    f"result as if it had one: {inst}")
         st.derivs[inst] = results
-
-
-def carries(ty: T.Type) -> bool:
-    return can_carry_derivative(ty)

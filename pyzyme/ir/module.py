@@ -31,8 +31,7 @@ from pyzyme.ir.values import (
     GlobalValue,
     GlobalVariable,
     NamedValue,
-    _linkage_of,
-    with_linkage,
+    Linked,
 )
 
 
@@ -96,7 +95,7 @@ class BasicBlock(NamedValue):
         return f"<BasicBlock {self.name or '(unnamed)'}: {len(self.instructions)} instructions>"
 
 
-class Function(GlobalValue):
+class Function(Linked, GlobalValue):
     """A function definition or declaration.
 
     ``prefix`` is the text between ``define``/``declare`` and the return type (linkage,
@@ -121,14 +120,6 @@ class Function(GlobalValue):
     @property
     def is_declaration(self) -> bool:
         return not self.blocks
-
-    @property
-    def linkage(self) -> str:
-        return _linkage_of(self.prefix)
-
-    @linkage.setter
-    def linkage(self, value: str) -> None:
-        self.prefix = with_linkage(self.prefix, value)
 
     @property
     def return_type(self) -> T.Type:
@@ -252,11 +243,3 @@ class Module:
     def __repr__(self) -> str:
         return (f"<Module {self.name!r}: {len(self.functions)} functions, "
                 f"{len(self.globals)} globals>")
-
-
-def function_signature(fn: Function) -> str:
-    """``ret @name(params)`` for error messages."""
-    ty = fn.function_type
-    params = ", ".join(map(str, ty.params)) if ty else "?"
-    return f"{ty.ret if ty else '?'} {fn.ref}({params})"
-

@@ -139,20 +139,23 @@ class ValueParser:
 
     def function_type_after(self, ret: T.Type) -> T.FunctionType:
         """Parse ``(params)`` after a return type, as in ``call i32 (ptr, ...) @printf``."""
-        self.expect("(")
-        params: list[T.Type] = []
-        var_arg = False
-        if not self.accept(")"):
-            while True:
-                if self.accept("..."):
-                    var_arg = True
-                    self.expect(")")
-                    break
-                params.append(self.type())
-                if self.accept(")"):
-                    break
-                self.expect(",")
+        params, var_arg = self.parameter_list(self.type)
         return T.FunctionType(ret, params, var_arg)
+
+    def parameter_list(self, item) -> tuple[list, bool]:
+        """``(item, item, ...)``, possibly ending in ``...``: the items and whether it did."""
+        self.expect("(")
+        out: list = []
+        if self.accept(")"):
+            return out, False
+        while True:
+            if self.accept("..."):
+                self.expect(")")
+                return out, True
+            out.append(item())
+            if self.accept(")"):
+                return out, False
+            self.expect(",")
 
     # -- values ------------------------------------------------------------------------
     def typed_value(self) -> Value:

@@ -357,25 +357,7 @@ class _Parser(ValueParser, InstructionParser):
         if not isinstance(fn, Function) or fn.function_type is not None:
             raise self.error(f"redefinition of @{name}")
         self.i += 1
-        self.expect("(")
-        params: list[tuple[T.Type, str, str]] = []
-        var_arg = False
-        if not self.accept(")"):
-            while True:
-                if self.accept("..."):
-                    var_arg = True
-                    self.expect(")")
-                    break
-                pty = self.type()
-                attrs = self.param_attrs()
-                pname = ""
-                if self.kinds[self.i] == "local":
-                    pname = _name_of(self.texts[self.i])
-                    self.i += 1
-                params.append((pty, attrs, pname))
-                if self.accept(")"):
-                    break
-                self.expect(",")
+        params, var_arg = self.parameter_list(self.parameter)
         start = self.i
         kinds, texts = self.kinds, self.texts
         while kinds[self.i] not in ("nl", "eof") and not (texts[self.i] == "{"
@@ -398,6 +380,16 @@ class _Parser(ValueParser, InstructionParser):
             return
         self.expect("{")
         self.body(fn)
+
+    def parameter(self) -> tuple[T.Type, str, str]:
+        """One parameter of a definition or declaration: (type, attributes, name)."""
+        pty = self.type()
+        attrs = self.param_attrs()
+        pname = ""
+        if self.kinds[self.i] == "local":
+            pname = _name_of(self.texts[self.i])
+            self.i += 1
+        return pty, attrs, pname
 
     def body(self, fn: Function) -> None:
         self.fn = fn

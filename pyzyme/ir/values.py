@@ -298,7 +298,21 @@ class GlobalValue(NamedValue):
         return global_ref(self.name)
 
 
-class GlobalVariable(GlobalValue):
+class Linked:
+    """The linkage of a global whose ``prefix`` text holds it (variables and functions)."""
+
+    __slots__ = ()
+
+    @property
+    def linkage(self) -> str:
+        return _linkage_of(self.prefix)
+
+    @linkage.setter
+    def linkage(self, value: str) -> None:
+        self.prefix = with_linkage(self.prefix, value)
+
+
+class GlobalVariable(Linked, GlobalValue):
     """``@name = <linkage...> global|constant <type> [<initializer>][, <attributes>]``.
 
     ``prefix`` is the text between ``=`` and ``global``/``constant`` (linkage, visibility,
@@ -321,14 +335,6 @@ class GlobalVariable(GlobalValue):
     @property
     def is_declaration(self) -> bool:
         return self.initializer is None
-
-    @property
-    def linkage(self) -> str:
-        return _linkage_of(self.prefix)
-
-    @linkage.setter
-    def linkage(self, value: str) -> None:
-        self.prefix = with_linkage(self.prefix, value)
 
     def __str__(self) -> str:
         parts = [f"{self.ref} ="]
