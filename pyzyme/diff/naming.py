@@ -13,7 +13,9 @@ Examples
 
 from __future__ import annotations
 
-__all__ = ["forward_function", "tangent", "shadow_param", "partial"]
+__all__ = ["forward_function", "tangent", "shadow_param", "partial", "reverse_function",
+           "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
+           "came_from"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -36,3 +38,44 @@ def shadow_param(primal: str, lane: int, width: int) -> str:
 def partial(primal: str, operand: int) -> str:
     """The partial derivative of value ``primal`` with respect to operand ``operand``."""
     return f"{primal}.d{operand}" if primal else ""
+
+
+def reverse_function(primal: str, split: bool = False) -> str:
+    """The reverse-mode derivative of ``primal``: combined (Enzyme's ``diffe``) or the reverse
+    half of a split pair."""
+    return f"{'reverse' if split else 'diffe'}_{primal}"
+
+
+def augmented_function(primal: str) -> str:
+    """The augmented primal of ``primal``: runs it and returns its tape."""
+    return f"augmented_{primal}"
+
+
+def shadow(primal: str) -> str:
+    """The shadow of pointer ``primal`` in reverse mode."""
+    return f"{primal}'" if primal else ""
+
+
+def adjoint(primal: str) -> str:
+    """The adjoint of value ``primal`` (Enzyme's ``'de`` suffix)."""
+    return f"{primal}'de" if primal else ""
+
+
+def seed() -> str:
+    """The parameter holding the seed of an active result."""
+    return "dret"
+
+
+def iteration(block: str) -> str:
+    """The forward sweep's iteration number of the loop headed by ``block``."""
+    return f"{block or 'loop'}.iter"
+
+
+def reverse_block(block: str) -> str:
+    """The reverse-sweep block of primal block ``block``."""
+    return f"invert{'.' + block if block else ''}"
+
+
+def came_from(block: str) -> str:
+    """The recorded number of the predecessor that entered ``block``."""
+    return f"{block or 'block'}.from"

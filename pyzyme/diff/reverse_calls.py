@@ -1,0 +1,290 @@
+"""Reverse mode of calls.
+
+Lookup order, as in forward mode: the rule table (math functions through their partials,
+allocation and reference counting through their rows), then the callee's own body, whose split
+pair is called (the augmented primal in the forward sweep, its tape kept like any value, the
+reverse function at the same point of the reverse sweep), then
+:class:`~pyzyme.UnsupportedError` naming the function.
+
+Calls that release memory (``NRT_decref``, ``free``) are not made in the forward sweep: the
+reverse sweep may still read the memory, or accumulate into its shadow. They are recorded in
+a list, in order, and made (on primals and shadows) when the reverse sweep is done.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from pyzyme.analysis.activity import Activity
+from pyzyme.diff.reverse import _RELEASES, ReverseSignature, _has_float, _has_pointer
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import IRBuilder, instructions as I, types as T
+from pyzyme.ir.values import const_int, const_null
+from pyzyme.rules import spec
+
+__all__ = ["forward", "reverse", "run_releases"]
+
+# The deferred-release list: { entries, count, capacity }, each entry { tag, primal, shadow }.
+_LIST = T.StructType([T.ptr, T.i64, T.i64])
+_ENTRY = T.StructType([T.i64, T.ptr, T.ptr])
+_DEFER = "pyzyme.defer_release"
+
+
+def _row(gen, inst: I.CallBase):
+    callee = inst.called_function
+    return gen.rules.lookup(callee.name, "call") if callee is not None else None
+
+
+def _any_varied(st, inst: I.CallBase) -> bool:
+    return any(a in st.activity.varied for a in inst.args)
+
+
+def forward(gen, st, inst: I.CallBase) -> None:
+    """The forward sweep of a call."""
+    if isinstance(inst, (I.Invoke, I.CallBr)):
+        if _any_varied(st, inst):
+            raise UnsupportedError(f"no reverse-mode derivative for {inst.opcode} with active "
+                                   f"arguments in {st.where}")
+        gen._clone(st, inst)
+        return
+    row = _row(gen, inst)
+    callee = inst.called_function
+    if row is None and callee is not None and not callee.is_declaration and (
+            inst in st.activity.varied or _any_varied(st, inst)):
+        _forward_callee(gen, st, inst, callee)
+        return
+    if isinstance(row, spec.Mirror) and callee.name in _RELEASES:
+        shadow = st.shadows.get(inst.args[0])
+        defer_release(gen, st, callee, gen._fwd_value(st, inst.args[0]),
+                      shadow if shadow is not None else const_null(T.ptr))
+        return
+    new = gen._clone(st, inst)
+    if isinstance(row, spec.Memory):
+        if any(a in st.activity.varied for a in inst.args if a.type.is_pointer):
+            raise UnsupportedError(
+                f"reverse mode of {callee.name} on active memory in {st.where} is not "
+                f"supported yet: {inst}", hint="copy the array element by element")
+    elif isinstance(row, spec.Allocation):
+        if inst in st.activity.varied:
+            _shadow_allocation(gen, st, inst, new, row)
+    elif isinstance(row, spec.Mirror):
+        _mirror(gen, st, inst, new)
+    elif row is None and _any_varied(st, inst):
+        what = f"@{callee.name}" if callee is not None else "an indirect call"
+        err = UnsupportedError(
+            f"no derivative for a call to {what} in {st.where}: it has no body pyzyme can "
+            f"see and no rule, and an argument carries a derivative",
+            hint="write a custom rule for it, or pass the arguments that reach it as Const")
+        err.callee = callee.name if callee is not None else None
+        raise err
+
+
+def reverse(gen, st, inst: I.CallBase) -> None:
+    """The reverse sweep of a call."""
+    if inst in st.callee_tapes:
+        _reverse_callee(gen, st, inst)
+        return
+    row = _row(gen, inst)
+    if isinstance(row, spec.Partials) and st.active(inst):
+        gen.partials(st, inst, row, inst.args, inst.flags)
+
+
+# -- memory ----------------------------------------------------------------------------------
+def _shadow_allocation(gen, st, inst: I.Call, new: I.Call, row: spec.Allocation) -> None:
+    b = st.fb
+    shadow = b.insert(new.copy_with(list(new.operands)), f"{inst.name}'" if inst.name else "")
+    if inst.called_function.name != "calloc":
+        size = reduce(lambda acc, v: b.mul(acc, v), [new.args[i] for i in row.size_args])
+        data = shadow
+        if row.data_offset is not None:
+            slot = b.gep(T.i8, shadow, [const_int(T.i64, row.data_offset)], ("inbounds",))
+            data = b.load(T.ptr, slot, align=8)
+        _memset_zero(gen, b, data, size)
+    st.shadows[inst] = shadow
+
+
+def _memset_zero(gen, b: IRBuilder, pointer, length) -> None:
+    name = f"llvm.memset.p0.i{length.type.width}"
+    fnty = T.FunctionType(T.void, [T.ptr, T.i8, length.type, T.i1])
+    fn = gen.module.get_function(name) or gen.module.add_function(name, fnty)
+    b.call(fn, [pointer, const_int(T.i8, 0), length, const_int(T.i1, 0)])
+
+
+def _mirror(gen, st, inst: I.Call, new: I.Call) -> None:
+    """Reference counts and resizes of shadowed memory happen to the shadow too."""
+    varied = [i for i, a in enumerate(inst.args) if a in st.shadows]
+    if not varied:
+        return
+    if inst.type.is_pointer:
+        raise UnsupportedError(f"{st.where} resizes memory that holds active values; reverse "
+                               f"mode does not support that yet: {inst}")
+    for i in varied:
+        args = list(new.args)
+        args[i] = st.shadows[inst.args[i]]
+        st.fb.insert(new.copy_with([new.callee, *args] + new.operands[1 + new.nargs:]))
+
+
+def shadow_stack_slot(gen, st, inst: I.Alloca) -> None:
+    """In a split pair the augmented primal's stack is gone before its reverse runs: a stack
+    slot's shadow lives on the heap, released when the reverse sweep is done."""
+    from pyzyme.analysis.layout import sizeof
+
+    b = st.fb
+    malloc = gen.module.get_function("malloc") or gen.module.add_function(
+        "malloc", T.FunctionType(T.ptr, [T.i64]))
+    free = gen.module.get_function("free") or gen.module.add_function(
+        "free", T.FunctionType(T.void, [T.ptr]))
+    size = const_int(T.i64, max(1, sizeof(inst.allocated_type)))
+    shadow = b.call(malloc, [size], name=f"{inst.name}'" if inst.name else "")
+    _memset_zero(gen, b, shadow, size)
+    st.shadows[inst] = shadow
+    defer_release(gen, st, free, shadow, const_null(T.ptr))
+
+
+def defer_release(gen, st, callee, primal, shadow) -> None:
+    """Forward sweep: record ``callee(primal)`` (and ``callee(shadow)``) for the end."""
+    if callee.function_type.params != [T.ptr] or callee.function_type.ret != T.void:
+        raise UnsupportedError(f"cannot defer {callee.ref} of type {callee.function_type}")
+    if st.release_list is None:
+        st.release_list = st.tape.slot(_LIST, "releases")
+    if callee not in st.releases:
+        st.releases.append(callee)
+    tag = const_int(T.i64, st.releases.index(callee))
+    st.fb.call(_defer_function(gen.module), [st.release_list.fwd, tag, primal, shadow])
+
+
+def _defer_function(module):
+    """``pyzyme.defer_release(list, tag, primal, shadow)``: append, growing by doubling."""
+    fn = module.get_function(_DEFER)
+    if fn is not None:
+        return fn
+    fn = module.add_function(_DEFER, T.FunctionType(T.void, [T.ptr, T.i64, T.ptr, T.ptr]),
+                             prefix="internal")
+    lst, tag, primal, shadow = fn.args
+    for a, n in zip(fn.args, ("list", "tag", "primal", "shadow")):
+        a.name = n
+    entry, grow, put = (fn.append_block(n) for n in ("entry", "grow", "put"))
+    b = IRBuilder(entry)
+    zero = const_int(T.i32, 0)
+
+    def field(i):
+        return b.gep(_LIST, lst, [const_int(T.i64, 0), const_int(T.i32, i)])
+
+    buf = b.load(T.ptr, field(0), name="entries")
+    count = b.load(T.i64, field(1), name="count")
+    cap_ptr = field(2)
+    cap = b.load(T.i64, cap_ptr, name="capacity")
+    b.cbranch(b.icmp("uge", count, cap), grow, put)
+    b.position_at_end(grow)
+    newcap = b.select(b.icmp("eq", cap, const_int(T.i64, 0)), const_int(T.i64, 16),
+                      b.shl(cap, const_int(T.i64, 1)))
+    realloc = module.get_function("realloc") or module.add_function(
+        "realloc", T.FunctionType(T.ptr, [T.ptr, T.i64]))
+    grown = b.call(realloc, [buf, b.mul(newcap, const_int(T.i64, 24))])
+    b.store(grown, b.gep(_LIST, lst, [const_int(T.i64, 0), zero]))
+    b.store(newcap, b.gep(_LIST, lst, [const_int(T.i64, 0), const_int(T.i32, 2)]))
+    b.br(put)
+    b.position_at_end(put)
+    entries = b.phi(T.ptr, name="buffer")
+    entries.add_incoming(buf, entry)
+    entries.add_incoming(grown, grow)
+    slot = b.gep(_ENTRY, entries, [count])
+    for i, v in enumerate((tag, primal, shadow)):
+        b.store(v, b.gep(_ENTRY, slot, [const_int(T.i64, 0), const_int(T.i32, i)]))
+    b.store(b.add(count, const_int(T.i64, 1)),
+            b.gep(_LIST, lst, [const_int(T.i64, 0), const_int(T.i32, 1)]))
+    b.ret_void()
+    return fn
+
+
+def run_releases(gen, st) -> None:
+    """Reverse sweep, at its end: make the recorded releases in order, then free the list."""
+    module = gen.module
+    name = module.unique_global_name(f"pyzyme.releases.{st.rev.name}")
+    fn = module.add_function(name, T.FunctionType(T.void, [T.ptr]), prefix="internal")
+    lst = fn.args[0]
+    lst.name = "list"
+    entry, head, body, done = (fn.append_block(n) for n in ("entry", "loop", "body", "done"))
+    b = IRBuilder(entry)
+    z64 = const_int(T.i64, 0)
+    buf = b.load(T.ptr, b.gep(_LIST, lst, [z64, const_int(T.i32, 0)]), name="entries")
+    count = b.load(T.i64, b.gep(_LIST, lst, [z64, const_int(T.i32, 1)]), name="count")
+    b.br(head)
+    b.position_at_end(head)
+    i = b.phi(T.i64, name="i")
+    i.add_incoming(z64, entry)
+    b.cbranch(b.icmp("ult", i, count), body, done)
+    b.position_at_end(body)
+    slot = b.gep(_ENTRY, buf, [i])
+    tag = b.load(T.i64, b.gep(_ENTRY, slot, [z64, const_int(T.i32, 0)]), name="tag")
+    primal = b.load(T.ptr, b.gep(_ENTRY, slot, [z64, const_int(T.i32, 1)]), name="primal")
+    shadow = b.load(T.ptr, b.gep(_ENTRY, slot, [z64, const_int(T.i32, 2)]), name="shadow")
+    nxt = fn.append_block("next")
+    cases = []
+    for k, callee in enumerate(st.releases):
+        case = fn.append_block(f"release.{k}")
+        cb = IRBuilder(case)
+        cb.call(callee, [primal])
+        has_shadow = cb.icmp("ne", shadow, const_null(T.ptr))
+        also = fn.append_block(f"release.{k}.shadow")
+        cb.cbranch(has_shadow, also, nxt)
+        IRBuilder(also).call(callee, [shadow])
+        IRBuilder(also).br(nxt)
+        cases.append((const_int(T.i64, k), case))
+    b.switch(tag, nxt, cases)
+    b.position_at_end(nxt)
+    after = b.add(i, const_int(T.i64, 1))
+    i.add_incoming(after, nxt)
+    b.br(head)
+    b.position_at_end(done)
+    free = module.get_function("free") or module.add_function(
+        "free", T.FunctionType(T.void, [T.ptr]))
+    b.call(free, [buf])
+    b.ret_void()
+    st.rb.call(fn, [st.release_list.rev])
+
+
+# -- calls of functions with bodies ------------------------------------------------------------
+def _forward_callee(gen, st, inst: I.Call, callee) -> None:
+    acts = []
+    for a in inst.args:
+        if a not in st.activity.varied:
+            acts.append(Activity.CONST)
+        elif a.type.is_pointer:
+            acts.append(Activity.DUPLICATED)
+        elif a.type.is_float or (a.type.is_vector and a.type.scalar.is_float):
+            acts.append(Activity.ACTIVE)
+        else:
+            raise UnsupportedError(f"{st.where} passes an active {a.type} by value to "
+                                   f"{callee.ref}; reverse mode does not support that yet")
+    if inst in st.activity.varied and _has_pointer(inst.type):
+        raise UnsupportedError(f"{callee.ref} returns a pointer into active memory; reverse "
+                               f"mode does not support that yet")
+    ret_active = st.active(inst) and _has_float(inst.type)
+    csig = ReverseSignature(tuple(acts), ret_active, st.sig.status_return, False, True)
+    pair = gen.derivative(callee, csig)
+    shadows = [gen._fwd_shadow(st, a) for a, act in zip(inst.args, acts)
+               if act is Activity.DUPLICATED]
+    args = [gen._fwd_value(st, a) for a in inst.args] + shadows
+    b = st.fb
+    res = b.call(pair.augmented, args, name=f"{inst.name}.aug" if inst.name else "")
+    if callee.function_type.ret == T.void:
+        tape = res
+    else:
+        st.values[inst] = b.extractvalue(res, 0, name=inst.name)
+        tape = b.extractvalue(res, 1, name=f"{inst.name}.tape" if inst.name else "tape")
+    st.callee_tapes[inst] = (pair, csig, tape, acts, shadows)
+
+
+def _reverse_callee(gen, st, inst: I.Call) -> None:
+    pair, csig, tape, acts, shadows = st.callee_tapes[inst]
+    args = [gen.primal(st, a) for a in inst.args] + [gen.avail(st, s) for s in shadows]
+    if csig.return_active:
+        args.append(gen.consume(st, inst))
+    args.append(gen.avail(st, tape))
+    result = st.rb.call(pair.reverse, args)
+    k = 0
+    for a, act in zip(inst.args, acts):
+        if act is Activity.ACTIVE:
+            gen.accumulate(st, a, st.rb.extractvalue(result, k))
+            k += 1

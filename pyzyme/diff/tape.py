@@ -1,0 +1,230 @@
+"""What the forward sweep keeps for the reverse sweep, and where.
+
+Reverse mode runs a function forwards, then its adjoint backwards; a value the adjoint needs
+that cannot be recomputed from what is still available is *cached* here. Where it goes depends
+on where it was computed:
+
+- outside every loop: one stack slot (``alloca``), which LLVM promotes to a register in the
+  combined function, so the fast path costs nothing;
+- inside a loop: an array indexed by that loop's *iteration counter*, grown by doubling when
+  the counter reaches its capacity, freed when the reverse sweep is done.
+
+Every loop has one counter: a number incremented each time its header runs, never reset, so it
+numbers the header's runs across every run of the enclosing loops. The reverse sweep counts it
+back down, so in both sweeps ``counter - 1`` (forwards: the value read at the header) names the
+iteration a value belongs to, whatever the nesting and whatever the trip counts. A loop also
+records, per run, the counter value it started from (a value of the enclosing loop, cached like
+any other), so the reverse sweep knows when it has undone the run's first iteration.
+
+In the combined function the slots are allocas of one function. In split mode the augmented
+primal and the reverse function each have their own allocas, and the slots travel between them
+in a heap block, the tape (see :meth:`Tape.pack` and :meth:`Tape.unpack`).
+
+Examples
+--------
+The printed layout lists each slot and each loop's caches:
+
+    tape of @f
+      slot %x.cache: double
+      loop %loop: counter %loop.count, caches %y.cache: double
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyzyme.analysis.cfg import block_label
+from pyzyme.analysis.layout import sizeof, struct_layout
+from pyzyme.ir import IRBuilder, instructions as I, types as T
+from pyzyme.ir.values import Value, const_int, const_null
+
+__all__ = ["Tape", "Slot", "Cache"]
+
+# The first capacity of a loop cache, in elements; it doubles from there.
+_FIRST_CAPACITY = 64
+
+
+@dataclass(eq=False)
+class Slot:
+    """A value that lives from the forward sweep into the reverse sweep: ``fwd`` is its alloca
+    in the function running the forward sweep, ``rev`` in the one running the reverse sweep
+    (the same alloca in the combined function)."""
+
+    name: str
+    type: T.Type
+    fwd: I.Alloca
+    rev: I.Alloca
+
+
+@dataclass(eq=False)
+class Cache:
+    """A value cached per iteration of ``loop`` (or once, when ``loop`` is None)."""
+
+    name: str
+    type: T.Type
+    loop: object
+    slot: Slot                # the value itself (no loop) or the array's pointer
+
+
+@dataclass
+class _LoopState:
+    counter: Slot
+    capacity: Slot | None = None
+    caches: list = field(default_factory=list)
+
+
+class Tape:
+    """The slots and loop caches of one derivative.
+
+    Parameters
+    ----------
+    fwd_entry, rev_entry
+        The blocks that hold the allocas of the forward and reverse functions (the same block
+        in the combined function). Each must end in its terminator already.
+    module
+        Where ``realloc`` and ``free`` are declared.
+    """
+
+    def __init__(self, fwd_entry, rev_entry, module) -> None:
+        self.fwd_entry = fwd_entry
+        self.rev_entry = rev_entry
+        self.module = module
+        self.slots: list[Slot] = []
+        self.loops: dict = {}
+        self.top_caches: list[Cache] = []
+
+    @property
+    def split(self) -> bool:
+        return self.fwd_entry is not self.rev_entry
+
+    # -- slots -------------------------------------------------------------------------
+    def slot(self, ty: T.Type, name: str, init: Value | None = None) -> Slot:
+        """A new slot, set to ``init`` (default zero) when the forward sweep starts."""
+        fwd = self._alloca(self.fwd_entry, ty, name)
+        rev = fwd if not self.split else self._alloca(self.rev_entry, ty, name)
+        b = IRBuilder()
+        b.position_before(self.fwd_entry.terminator)
+        b.store(init if init is not None else const_null(ty), fwd)
+        slot = Slot(fwd.name, ty, fwd, rev)
+        self.slots.append(slot)
+        return slot
+
+    @staticmethod
+    def _alloca(block, ty: T.Type, name: str) -> I.Alloca:
+        inst = I.Alloca(ty, None, None)
+        inst.name = block.parent.unique_name(name)
+        block.insert(0, inst)
+        return inst
+
+    # -- loop counters -----------------------------------------------------------------
+    def counter(self, loop) -> Slot:
+        state = self.loops.get(loop)
+        if state is None:
+            state = self.loops[loop] = _LoopState(
+                self.slot(T.i64, f"{block_label(loop.header).lstrip('%')}.count"))
+        return state.counter
+
+    # -- caches ------------------------------------------------------------------------
+    def cache(self, ty: T.Type, loop, name: str) -> Cache:
+        """Room for one value of type ``ty`` per iteration of ``loop`` (None: just one)."""
+        if loop is None:
+            c = Cache(name, ty, None, self.slot(ty, f"{name}.cache"))
+            self.top_caches.append(c)
+            return c
+        self.counter(loop)
+        state = self.loops[loop]
+        if state.capacity is None:
+            state.capacity = self.slot(T.i64, f"{block_label(loop.header).lstrip('%')}.capacity")
+        c = Cache(name, ty, loop, self.slot(T.ptr, f"{name}.cache"))
+        state.caches.append(c)
+        return c
+
+    def store(self, b: IRBuilder, cache: Cache, value: Value, index: Value | None) -> None:
+        """Forward sweep: save ``value`` for iteration ``index`` of the cache's loop."""
+        if cache.loop is None:
+            b.store(value, cache.slot.fwd)
+            return
+        base = b.load(T.ptr, cache.slot.fwd)
+        b.store(value, b.gep(cache.type, base, [index], ("inbounds",)))
+
+    def load(self, b: IRBuilder, cache: Cache, index: Value | None, name: str = "") -> Value:
+        """Reverse sweep: the value saved for iteration ``index``."""
+        if cache.loop is None:
+            return b.load(cache.type, cache.slot.rev, name=name)
+        base = b.load(T.ptr, cache.slot.rev)
+        return b.load(cache.type, b.gep(cache.type, base, [index], ("inbounds",)), name=name)
+
+    def grow(self, b: IRBuilder, loop, index: Value, after) -> None:
+        """At the header of ``loop`` (builder at the end of the block that computed ``index``),
+        grow its caches when ``index`` reaches their capacity, then branch to ``after``."""
+        state = self.loops.get(loop)
+        if state is None or not state.caches:
+            b.br(after)
+            return
+        fn = b.function
+        cap = b.load(T.i64, state.capacity.fwd)
+        full = b.icmp("uge", index, cap)
+        grow = fn.append_block(f"{block_label(loop.header).lstrip('%')}.grow")
+        b.cbranch(full, grow, after)
+        g = IRBuilder(grow)
+        doubled = g.shl(cap, const_int(T.i64, 1))
+        is_zero = g.icmp("eq", cap, const_int(T.i64, 0))
+        newcap = g.select(is_zero, const_int(T.i64, _FIRST_CAPACITY), doubled)
+        realloc = self._libc("realloc", T.FunctionType(T.ptr, [T.ptr, T.i64]))
+        for c in state.caches:
+            old = g.load(T.ptr, c.slot.fwd)
+            size = g.mul(newcap, const_int(T.i64, sizeof(c.type)))
+            g.store(g.call(realloc, [old, size]), c.slot.fwd)
+        g.store(newcap, state.capacity.fwd)
+        g.br(after)
+
+    def free(self, b: IRBuilder) -> None:
+        """Reverse sweep, at its end: free every loop cache."""
+        free = self._libc("free", T.FunctionType(T.void, [T.ptr]))
+        for state in self.loops.values():
+            for c in state.caches:
+                b.call(free, [b.load(T.ptr, c.slot.rev)])
+
+    def _libc(self, name: str, fnty: T.FunctionType):
+        return self.module.get_function(name) or self.module.add_function(name, fnty)
+
+    # -- split mode --------------------------------------------------------------------
+    def layout(self) -> T.StructType:
+        """The tape's type in split mode: one field per slot."""
+        return T.StructType([s.type for s in self.slots])
+
+    def size(self) -> int:
+        return struct_layout(self.layout())[1] if self.slots else 0
+
+    def pack(self, b: IRBuilder) -> Value:
+        """Forward function, at a return: copy every slot into a new heap tape."""
+        if not self.slots:
+            return const_null(T.ptr)
+        malloc = self._libc("malloc", T.FunctionType(T.ptr, [T.i64]))
+        tape = b.call(malloc, [const_int(T.i64, self.size())], name="tape")
+        ty = self.layout()
+        for i, s in enumerate(self.slots):
+            field_ptr = b.gep(ty, tape, [const_int(T.i64, 0), const_int(T.i32, i)])
+            b.store(b.load(s.type, s.fwd), field_ptr)
+        return tape
+
+    def unpack(self, b: IRBuilder, tape: Value) -> None:
+        """Reverse function, at its start: copy the tape into the slots and free it."""
+        if not self.slots:
+            return
+        ty = self.layout()
+        for i, s in enumerate(self.slots):
+            field_ptr = b.gep(ty, tape, [const_int(T.i64, 0), const_int(T.i32, i)])
+            b.store(b.load(s.type, field_ptr), s.rev)
+        b.call(self._libc("free", T.FunctionType(T.void, [T.ptr])), [tape])
+
+    # -- printing ----------------------------------------------------------------------
+    def __str__(self) -> str:
+        lines = [f"tape of {self.fwd_entry.parent.ref}"]
+        for c in self.top_caches:
+            lines.append(f"  slot %{c.slot.name}: {c.type}")
+        for loop, state in self.loops.items():
+            caches = ", ".join(f"%{c.slot.name}: {c.type}" for c in state.caches) or "none"
+            lines.append(f"  loop {block_label(loop.header)}: counter %{state.counter.name}, "
+                         f"caches {caches}")
+        return "\n".join(lines)
