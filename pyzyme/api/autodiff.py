@@ -71,7 +71,97 @@ def autodiff(mode: Mode, f, *args) -> tuple:
     anns = [A.annotate(a) for a in args]
     if mode.is_forward:
         return _forward(mode, f, ret_activity, anns)
-    raise UnsupportedError(f"{mode} mode is not implemented yet (reverse mode is a later issue)")
+    if mode.split or mode.holomorphic:
+        raise UnsupportedError(f"{mode} mode is not implemented yet; use Reverse or "
+                               f"ReverseWithPrimal")
+    return _reverse(mode, f, ret_activity, anns)
+
+
+def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
+    """Reverse mode: ``((d_arg or None, ...),)``, then the primal result with a primal."""
+    for a in anns:
+        if isinstance(a, A.BatchDuplicated):
+            raise UnsupportedError("BatchDuplicated arguments are for forward mode; in reverse "
+                                   "mode pass Duplicated(x, dx)")
+    if ret_activity is not None and ret_activity not in (A.Active, A.Const):
+        raise UnsupportedError(f"{ret_activity.__name__} is not a reverse-mode return activity "
+                               f"for a Numba function yet; use Active (float results) or Const")
+    views: dict = {}
+    calls = [_ReverseArg(a, views) for a in anns]
+    dispatcher = _dispatcher(f)
+    distinct = _distinct([x for c in calls for x in c.arrays()])
+    plan = reverse_plan(dispatcher, [c.numba_type for c in calls], [c.kind for c in calls],
+                        ret_activity, distinct)
+    seeds = (1.0,) if plan.seeded else ()
+    out = plan.function(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
+                        *seeds)
+    for c in calls:
+        c.copy_back()
+    parts = () if out is None else tuple(out)
+    primal = parts[0] if plan.returns_primal else None
+    adjoints = iter(parts[1:] if plan.returns_primal else parts)
+    derivs = tuple(next(adjoints) if c.kind == "active" else None for c in calls)
+    if mode.with_primal:
+        return (derivs, primal)
+    return (derivs,)
+
+
+def reverse_plan(dispatcher, primal_types, kinds, ret_activity, distinct: bool):
+    """The compiled reverse derivative of ``dispatcher`` for these types and activities."""
+    from pyzyme.api.numba_reverse import build_reverse
+
+    key = ("reverse", dispatcher, tuple(primal_types), tuple(kinds), ret_activity, distinct)
+    return CACHE.get(key, lambda: build_reverse(dispatcher, primal_types, kinds, ret_activity,
+                                                distinct, _rules()))
+
+
+def _distinct(arrays: Sequence[np.ndarray]) -> bool:
+    """Whether no two of ``arrays`` share memory (then array data can be ``noalias``)."""
+    arrays = [a for a in arrays if a.size]
+    for i, a in enumerate(arrays):
+        for b in arrays[i + 1:]:
+            if np.may_share_memory(a, b):
+                return False
+    return True
+
+
+class _ReverseArg:
+    """One argument as the reverse derivative takes it."""
+
+    def __init__(self, ann: A.Annotation, views: dict) -> None:
+        import numba
+
+        value = ann.val
+        if isinstance(ann, A.Const):
+            self.kind, self.primal, self.shadows, self._fwd = "const", value, (), None
+        elif isinstance(ann, A.Active):
+            if isinstance(value, tuple) and value and all(_is_real(v) for v in value):
+                self.primal = tuple(float(v) for v in value)
+            elif _is_real(value):
+                self.primal = value if isinstance(value, np.float32) else float(value)
+            else:
+                raise UnsupportedError(
+                    f"Active({type(value).__name__}) is not supported; Active is for floats "
+                    f"and tuples of floats, pass arrays as Duplicated(x, dx)")
+            self.kind, self.shadows, self._fwd = "active", (), None
+        elif isinstance(ann, A.Duplicated):
+            if not isinstance(value, np.ndarray):
+                raise UnsupportedError(
+                    f"Duplicated({type(value).__name__}) in reverse mode: a float cannot hold "
+                    f"its adjoint; pass it as Active")
+            self._fwd = _ForwardArg(ann, views)
+            self.kind, self.primal, self.shadows = "duplicated", value, self._fwd.shadows
+        else:
+            raise UnsupportedError(f"{type(ann).__name__} is not a reverse-mode activity")
+        self.numba_type = numba.typeof(self.primal)
+
+    def arrays(self) -> list:
+        out = [self.primal] if isinstance(self.primal, np.ndarray) else []
+        return out + [s for s in self.shadows if isinstance(s, np.ndarray)]
+
+    def copy_back(self) -> None:
+        if self._fwd is not None:
+            self._fwd.copy_back()
 
 
 def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:

@@ -60,7 +60,9 @@ def forward(gen, st, inst: I.CallBase) -> None:
         return
     new = gen._clone(st, inst)
     if isinstance(row, spec.Memory):
-        if any(a in st.activity.varied for a in inst.args if a.type.is_pointer):
+        # memset writes constants: its reverse clears the shadow (see reverse()).
+        if "memset" not in callee.name and any(
+                a in st.activity.varied for a in inst.args if a.type.is_pointer):
             raise UnsupportedError(
                 f"reverse mode of {callee.name} on active memory in {st.where} is not "
                 f"supported yet: {inst}", hint="copy the array element by element")
@@ -87,6 +89,10 @@ def reverse(gen, st, inst: I.CallBase) -> None:
     row = _row(gen, inst)
     if isinstance(row, spec.Partials) and st.active(inst):
         gen.partials(st, inst, row, inst.args, inst.flags)
+    elif isinstance(row, spec.Memory) and inst.args[0] in st.shadows:
+        # The bytes memset wrote are constants: whatever adjoint was there is dropped.
+        length = gen.primal(st, inst.args[2])
+        _memset_zero(gen, st.rb, gen.shadow(st, inst.args[0]), length)
 
 
 # -- memory ----------------------------------------------------------------------------------

@@ -1,0 +1,216 @@
+"""Reverse-mode derivatives of ``@njit`` functions, compiled and callable like them.
+
+For ``f(a, x)`` with ``a`` Duplicated and ``x`` Active, the derivative is a native function in
+Numba's calling convention for the signature ``Tuple(R, float64)(A, X, A[, float64 dret])``:
+the primal arguments, the shadow of each Duplicated one (its adjoints accumulate there), the
+seed of an Active result, returning the primal result followed by the adjoint of each Active
+argument. It is a small wrapper, written here in IR, around the combined function that
+:mod:`pyzyme.diff.reverse` makes of ``f``'s captured native function. The wrapper gives the
+primal's result slot (``retptr``) a shadow holding the seed, so the result's store in the
+primal is where the reverse sweep starts: no special case for results.
+
+When no two array arguments share memory (checked at call time), a second derivative is made in
+which array data is ``noalias``: loads of inputs are then known not to be overwritten, so the
+reverse sweep reloads them instead of caching them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from numba.core import types
+
+from pyzyme import ir
+from pyzyme.analysis.activity import Activity
+from pyzyme.analysis.layout import field_offset
+from pyzyme.api.annotations import Active, Const
+from pyzyme.api.numba_forward import _add_source_line, _differentiable, _where
+from pyzyme.diff.reverse import ReverseGenerator, ReverseSignature
+from pyzyme.errors import UnsupportedError, error_context
+from pyzyme.frontends.numba import capture, njit_callable
+from pyzyme.ir import IRBuilder, types as T
+from pyzyme.ir.values import Undef, const_int, const_null
+from pyzyme.runtime import compile_module, symbol_name
+
+__all__ = ["ReversePlan", "build_reverse"]
+
+ACTIVE, DUPLICATED, CONST = "active", "duplicated", "const"
+
+
+@dataclass(frozen=True)
+class ReversePlan:
+    """What a compiled reverse derivative takes and gives back."""
+
+    function: object            # the njit dispatcher of the derivative
+    kinds: tuple[str, ...]      # per argument: active, duplicated or const
+    returns_primal: bool        # the result tuple starts with the primal result
+    seeded: bool                # the derivative takes the result's seed as its last argument
+    restype: object             # the Numba type of the primal result
+    symbol: str
+    ir_text: str                # the derivative's module before optimization
+    tape: str                   # the printed tape layout
+
+
+def _activities(abi, kinds: Sequence[str], result_carries: bool):
+    n = 2 + sum(len(a.params) for a in abi.args)
+    acts = [Activity.CONST] * n
+    for arg, kind in zip(abi.args, kinds):
+        if kind == CONST:
+            continue
+        if kind == ACTIVE:
+            floats = [p for p in arg.params if p.llvm_type in ("double", "float")]
+            if not floats or len(floats) != len(arg.params):
+                raise UnsupportedError(
+                    f"argument {arg.name!r} of {abi.function} is {arg.numba_type}; Active is "
+                    f"for floats and tuples of floats (pass arrays as Duplicated)")
+            for p in floats:
+                acts[p.index] = Activity.ACTIVE
+            continue
+        diff = _differentiable(arg)
+        if not diff:
+            raise UnsupportedError(
+                f"argument {arg.name!r} of {abi.function} is {arg.numba_type}, which carries "
+                f"no derivative; pass it as Const")
+        for index in diff:
+            ty = next(p.llvm_type for p in arg.params if p.index == index)
+            if ty != "ptr":
+                raise UnsupportedError(
+                    f"argument {arg.name!r} of {abi.function} is {arg.numba_type}; in reverse "
+                    f"mode pass floats as Active and arrays as Duplicated")
+            acts[index] = Activity.DUPLICATED
+    if result_carries:
+        acts[0] = Activity.DUPLICATED
+    return acts
+
+
+def _value_type(numba_type) -> T.Type:
+    from numba.core.registry import cpu_target
+    return ir.parse_type(str(cpu_target.target_context.get_value_type(numba_type)))
+
+
+def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret_activity,
+                  distinct: bool, rules) -> ReversePlan:
+    """Capture ``f`` for ``primal_types`` and compile its reverse derivative.
+
+    ``kinds`` gives each argument's role (``"active"``, ``"duplicated"``, ``"const"``);
+    ``ret_activity`` is ``Active``, ``Const`` or None (deduced from the result type);
+    ``distinct`` says no two array arguments (or shadows) overlap in memory.
+    """
+    primal_types = tuple(primal_types)
+    cap = capture(f, primal_types)
+    abi = cap.abi
+    fields = abi.result.fields
+    floats = any(fl.llvm_type in ("double", "float") for fl in fields)
+    if ret_activity is None:
+        ret_activity = Active if floats else Const
+    if ret_activity is Active and not floats:
+        raise UnsupportedError(f"{abi.function} returns {abi.result.numba_type}, which carries "
+                               f"no derivative; use Const as the return activity")
+    if ret_activity not in (Active, Const):
+        raise UnsupportedError(f"{ret_activity.__name__} results are not supported in reverse "
+                               f"mode yet; use Active or Const")
+    carries = abi.result.kind != "none" and any(
+        fl.llvm_type in ("double", "float", "ptr") for fl in fields)
+    acts = _activities(abi, kinds, carries)
+    module = ir.parse_module(cap.text)
+    native = module.get_function(cap.symbol)
+    if distinct:
+        for arg, kind in zip(abi.args, kinds):
+            for p in arg.params:
+                if p.field.endswith(".data") and p.llvm_type == "ptr":
+                    a = native.args[p.index]
+                    a.attrs = " ".join([*a.attrs.split(), "noalias"])
+    sig = ReverseSignature(tuple(acts), status_return=True)
+    symbol = symbol_name("rev", cap.text, repr((sig, kinds, distinct, ret_activity.__name__)))
+    gen = ReverseGenerator(module, rules)
+    try:
+        with error_context("differentiating", f"{_where(f)} in reverse mode"):
+            rev = gen.derivative(native, sig)
+    except UnsupportedError as err:
+        _add_source_line(err, cap.dispatcher, primal_types)
+        raise
+    restype = abi.signature.return_type
+    adj_types = []
+    for arg, kind in zip(abi.args, kinds):
+        if kind == ACTIVE:
+            adj_types.append(arg.numba_type if isinstance(arg.numba_type, types.BaseTuple)
+                             else arg.numba_type)
+    elements = ([restype] if restype != types.none else []) + adj_types
+    entry_restype = types.Tuple(elements) if elements else types.none
+    seeded = ret_activity is Active
+    shadow_types = [t for t, k in zip(primal_types, kinds) if k == DUPLICATED]
+    _wrapper(module, native, rev, abi, kinds, acts, entry_restype, elements, restype, seeded,
+             symbol)
+    for fn in module.functions:
+        if not fn.is_declaration:
+            fn.linkage = "external" if fn.name == symbol else "internal"
+    text = str(module)
+    compiled = compile_module(text, name=f"pyzyme_rev_{abi.function}")
+    args = list(primal_types) + shadow_types + ([restype] if seeded else [])
+    nsig = entry_restype(*args)
+    fn = njit_callable(compiled, symbol, nsig, arg_names=[f"a{i}" for i in range(len(args))])
+    return ReversePlan(fn, tuple(kinds), restype != types.none, seeded, restype, symbol, text,
+                       str(gen.tapes[rev]))
+
+
+def _wrapper(module, native, rev, abi, kinds, acts, entry_restype, elements, restype,
+             seeded: bool, symbol: str) -> None:
+    """``symbol``: the derivative in Numba's convention, calling the combined function."""
+    params = list(native.function_type.params)
+    shadow_params: list[T.Type] = []
+    for arg, kind in zip(abi.args, kinds):
+        if kind == DUPLICATED:
+            shadow_params += [ir.parse_type(p.llvm_type) for p in arg.params]
+    seed_type = _value_type(restype) if seeded else None
+    all_params = params + shadow_params + ([seed_type] if seeded else [])
+    fn = module.add_function(symbol, T.FunctionType(T.i32, all_params))
+    b = IRBuilder(fn.append_block("entry"))
+    args = fn.args
+    retptr, excinfo = args[0], args[1]
+    size = max(abi.result.size, 8)
+    slot_ty = T.ArrayType(size, T.i8)
+    result = b.alloca(slot_ty, align=16, name="result")
+    seed = b.alloca(slot_ty, align=16, name="seed")
+    b.store(const_null(slot_ty), seed, 16)
+    if seeded:
+        b.store(args[len(params) + len(shadow_params)], seed, 16)
+    # Shadows of the native parameters, in parameter order: retptr's is the seed slot.
+    shadow_of: dict[int, object] = {0: seed}
+    k = len(params)
+    for arg, kind in zip(abi.args, kinds):
+        if kind != DUPLICATED:
+            continue
+        for p in arg.params:
+            shadow_of[p.index] = args[k]
+            k += 1
+    call_args = [result, excinfo] + list(args[2:len(params)])
+    call_args += [shadow_of[i] for i, act in enumerate(acts) if act is Activity.DUPLICATED]
+    out = b.call(rev, call_args)
+    n_adj = sum(act is Activity.ACTIVE for act in acts)
+    status = b.extractvalue(out, 0) if n_adj else out
+    if elements:
+        ty = _value_type(entry_restype)
+        position = 0
+        if restype != types.none:
+            _, rty = field_offset(ty, [0])
+            value = b.load(rty, result, 16)
+            b.store(value, b.gep(ty, retptr, [const_int(T.i64, 0), const_int(T.i32, 0)]))
+            position = 1
+        k = 1  # adjoints follow the status in the combined function's result
+        for arg, kind in zip(abi.args, kinds):
+            if kind != ACTIVE:
+                continue
+            target = b.gep(ty, retptr, [const_int(T.i64, 0), const_int(T.i32, position)])
+            floats = [p for p in arg.params if acts[p.index] is Activity.ACTIVE]
+            if len(floats) == 1 and not isinstance(arg.numba_type, types.BaseTuple):
+                b.store(b.extractvalue(out, k), target)
+            else:
+                _, tty = field_offset(ty, [position])
+                agg = Undef(tty)
+                for j in range(len(floats)):
+                    agg = b.insertvalue(agg, b.extractvalue(out, k + j), j)
+                b.store(agg, target)
+            k += len(floats)
+            position += 1
+    b.ret(status)
