@@ -15,7 +15,7 @@ from __future__ import annotations
 
 __all__ = ["forward_function", "tangent", "shadow_param", "partial", "reverse_function",
            "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
-           "came_from"]
+           "came_from", "loop_entry", "loop_start"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -79,3 +79,13 @@ def reverse_block(block: str) -> str:
 def came_from(block: str) -> str:
     """The recorded number of the predecessor that entered ``block``."""
     return f"{block or 'block'}.from"
+
+
+def loop_entry(header: str) -> str:
+    """The forward block on an edge entering the loop headed by ``header``."""
+    return f"{header or 'loop'}.enter"
+
+
+def loop_start(header: str) -> str:
+    """The loop counter's value when the current run of the loop began."""
+    return f"{header or 'loop'}.start"

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pyzyme.analysis.activity import Activity, analyze_activity, can_carry_derivative
-from pyzyme.analysis.cfg import reverse_post_order
+from pyzyme.analysis.cfg import dominators, reverse_post_order
 from pyzyme.analysis.loops import analyze_loops
 from pyzyme.analysis.overwrite import analyze_overwrites, underlying_object
 from pyzyme.diff import naming
@@ -167,6 +167,8 @@ class _State:
     headers: list = field(default_factory=list)        # (loop, index, first, rest)
     phis: list = field(default_factory=list)
     shadow_args: dict = field(default_factory=dict)    # primal param -> fwd shadow param
+    entries: dict = field(default_factory=dict)        # (pred, header) -> fwd edge block
+    doms: object = None
     dret: object = None
 
     @property
@@ -283,6 +285,7 @@ class ReverseGenerator:
         rev_entry = rev.append_block("allocas") if sig.split else fwd_entry
         tape = Tape(fwd_entry, rev_entry, self.module)
         st = _State(fn, sig, fwd, rev, activity, loops, analyze_overwrites(fn), tape)
+        st.doms = dominators(fn)
         self.tapes[rev] = tape
         nshadow = len(self._shadow_params(fn, sig))
         for old_arg, new_arg, rev_arg in zip(fn.args, fwd.args, rev.args):
@@ -324,6 +327,13 @@ class ReverseGenerator:
                 rest = st.fwd.append_block(f"{block.name or 'loop'}.body")
                 st.last[block] = rest
                 st.origin[rest] = block
+        for loop in st.loops.loops:
+            for pred in dict.fromkeys(loop.header.predecessors):
+                if pred in st.first and not loop.contains(pred):
+                    edge = st.fwd.append_block(naming.loop_entry(loop.header.name))
+                    IRBuilder(edge).br(st.first[loop.header])
+                    st.entries[(pred, loop.header)] = edge
+                    st.origin[edge] = pred
         for block in reversed(order):
             st.rblocks[block] = st.rev.append_block(naming.reverse_block(block.name))
 
@@ -360,9 +370,15 @@ class ReverseGenerator:
             for value, block in old.incoming:
                 if block not in st.last:
                     continue
-                new.add_incoming(self._fwd_value(st, value), st.last[block])
+                came = self._fwd_pred(st, block, old.parent)
+                new.add_incoming(self._fwd_value(st, value), came)
                 if shadow is not None:
-                    shadow.add_incoming(self._fwd_shadow(st, value), st.last[block])
+                    shadow.add_incoming(self._fwd_shadow(st, value), came)
+
+    @staticmethod
+    def _fwd_pred(st: _State, pred, block):
+        """The forward block that branches to ``block`` for the primal edge from ``pred``."""
+        return st.entries.get((pred, block), st.last[pred])
 
     def _fwd_value(self, st: _State, value: Value) -> Value:
         mapped = st.values.get(value)
@@ -411,6 +427,12 @@ class ReverseGenerator:
             return
         new = self._clone(st, inst)
         op = inst.opcode
+        if isinstance(inst, I.Terminator):
+            for i, target in enumerate(new.operands):
+                edge = st.entries.get((inst.parent, st.origin.get(target)))
+                if edge is not None and target is st.first[st.origin[target]]:
+                    new.set_operand(i, edge)
+            return
         varied = inst in st.activity.varied
         if op == "load":
             st.origin_load[new] = inst
@@ -540,7 +562,7 @@ class ReverseGenerator:
         loop = next((lp for lp in st.loops.loops if lp.header is block), None)
         which = None
         if len(preds) > 1 and not (loop is not None and self._simple_header(loop, preds)):
-            which = self._recorded_pred(st, block, preds)
+            which = self._which_pred(st, block, preds)
         if loop is not None:
             count = st.tape.counter(loop).rev
             c = b.sub(b.load(T.i64, count), const_int(T.i64, 1))
@@ -549,14 +571,74 @@ class ReverseGenerator:
                 outside = next(p for p in preds if not loop.contains(p))
                 inside = next(p for p in preds if loop.contains(p))
                 first = b.icmp("eq", c, self._loop_start(st, loop))
-                b.cbranch(first, self._edge(st, block, outside, dphis),
+                b.cbranch(first, self._leave(st, loop, self._edge(st, block, outside, dphis)),
                           self._edge(st, block, inside, dphis))
                 return
-        if which is None:
-            b.br(self._edge(st, block, preds[0], dphis))
-            return
         edges = [self._edge(st, block, p, dphis) for p in preds]
+        if loop is not None:
+            edges = [self._leave(st, loop, e) if not loop.contains(p) else e
+                     for p, e in zip(preds, edges)]
+        if which is None:
+            b.br(edges[0])
+            return
+        if which.type == T.i1:
+            b.cbranch(which, edges[1], edges[0])
+            return
         b.switch(which, edges[0], [(const_int(T.i32, k), e) for k, e in enumerate(edges)][1:])
+
+    def _leave(self, st: _State, loop, target):
+        """``target``, through a block that pops the loop's start when it has one."""
+        stack = st.starts.get(loop)
+        if stack is None or loop.parent is None:
+            return target
+        block = st.rev.append_block(f"{st.rblocks[loop.header].name}.leave")
+        b = IRBuilder(block)
+        st.tape.pop(b, stack)
+        b.br(target)
+        return block
+
+    def _which_pred(self, st: _State, block, preds) -> Value:
+        """The index (in ``preds``) of the predecessor that entered ``block``: from the branch
+        that decided it when that branch's condition can be had, else recorded."""
+        decided = self._deciding_branch(st, block, preds)
+        if decided is None:
+            return self._recorded_pred(st, block, preds)
+        cond, true_index, _ = decided
+        test = self.primal(st, cond)
+        return test if true_index == 1 else st.rb.xor(test, const_int(T.i1, 1))
+
+    def _deciding_branch(self, st: _State, block, preds):
+        """``(cond, index if true, index if false)`` when ``block``'s immediate dominator ends
+        in a conditional branch whose two sides lead to different predecessors of ``block``
+        (an if/else diamond, possibly with loops inside its arms)."""
+        if len(preds) != 2:
+            return None
+        key = ("decided", block)
+        if key in st.recomputable:
+            return st.recomputable[key]
+        found = None
+        d = st.doms.idom.get(block)
+        term = d.terminator if d is not None else None
+        if isinstance(term, I.Branch) and term.is_conditional and \
+                st.loops.loop_of(d) is st.loops.loop_of(block) and \
+                not any(lp.header is block for lp in st.loops.loops):
+            sides = []
+            for succ in term.successors[:2]:
+                sides.append(self._side(st, d, succ, block, preds))
+            if None not in sides and sides[0] != sides[1]:
+                found = (term.operands[0], sides[0], sides[1])
+        st.recomputable[key] = found
+        return found
+
+    def _side(self, st: _State, d, succ, block, preds):
+        """Which predecessor of ``block`` the edge ``d -> succ`` leads to, or None."""
+        if succ is block:
+            return preds.index(d) if d in preds else None
+        if any(p is not d and not st.doms.dominates(succ, p) for p in succ.predecessors
+               if p in st.last):
+            return None  # the arm can be entered other than from d
+        reached = [i for i, p in enumerate(preds) if st.doms.dominates(succ, p)]
+        return reached[0] if len(reached) == 1 else None
 
     @staticmethod
     def _simple_header(loop, preds) -> bool:
@@ -590,7 +672,8 @@ class ReverseGenerator:
             first.insert(len(first.phis), phi)
             for p in block.predecessors:
                 if p in st.last:
-                    phi.add_incoming(const_int(T.i32, preds.index(p)), st.last[p])
+                    phi.add_incoming(const_int(T.i32, preds.index(p)),
+                                     self._fwd_pred(st, p, block))
             loop = st.loops.loop_of(block)
             cache = st.recorded[block] = st.tape.cache(T.i32, loop, phi.name)
             b = IRBuilder()
@@ -621,17 +704,17 @@ class ReverseGenerator:
         v = st.memo.get(key)
         if v is not None:
             return v
-        cache = st.starts.get(loop)
-        if cache is None:
-            cache = st.starts[loop] = st.tape.cache(T.i64, loop.parent,
-                                                    f"{loop.header.name}.start")
-            for p in loop.header.predecessors:
-                if p in st.last and not loop.contains(p):
+        stack = st.starts.get(loop)
+        if stack is None:
+            # Pushed on entry, popped when the reverse sweep leaves the loop: one entry per
+            # run, however many iterations of the enclosing loops do not enter it.
+            stack = st.starts[loop] = st.tape.stack(f"{loop.header.name}.starts")
+            for (pred, header), edge in st.entries.items():
+                if header is loop.header:
                     b = IRBuilder()
-                    b.position_before(st.last[p].terminator)
-                    start = b.load(T.i64, st.tape.counter(loop).fwd)
-                    st.tape.store(b, cache, start, st.fidx[loop.parent])
-        v = st.memo[key] = st.tape.load(st.rb, cache, self._index(st, loop.parent))
+                    b.position_before(edge.terminator)
+                    st.tape.push(b, stack, b.load(T.i64, st.tape.counter(loop).fwd))
+        v = st.memo[key] = st.tape.peek(st.rb, stack, naming.loop_start(loop.header.name))
         return v
 
     def _finish(self, st: _State) -> None:
@@ -640,6 +723,7 @@ class ReverseGenerator:
             from pyzyme.diff import reverse_calls
             reverse_calls.run_releases(self, st)
         st.tape.free(b)
+        st.tape.free_stacks(b)
         adj = [self.adjoint_of_param(st, a) for a, act in zip(st.old.args, st.sig.activities)
                if act is Activity.ACTIVE]
         ty = st.rev.function_type.ret
@@ -723,6 +807,10 @@ class ReverseGenerator:
                 k = b.trunc(k, start.type)
             return b.add(start, b.mul(k, const_int(start.type, induction.step)),
                          name=fv.name)
+        if isinstance(fv, I.Phi) and loop is not None:
+            merged = self._merged_phi(st, fv, block)
+            if merged is not None:
+                return merged
         if loop is not None and self._can_recompute(st, fv):
             clone = fv.copy_with([self.avail(st, op) for op in fv.operands])
             return b.insert(clone, fv.name)
@@ -737,6 +825,35 @@ class ReverseGenerator:
                 fb.position_after(fv)
             st.tape.store(fb, cache, fv, st.fidx.get(loop))
         return st.tape.load(b, cache, self._index(st, loop), name=fv.name)
+
+    def _merged_phi(self, st: _State, fv: I.Phi, block) -> Value | None:
+        """A phi of an if/else merge whose arms' values are safe to compute either way:
+        ``select`` on the deciding branch's condition, nothing cached."""
+        primal = next((p for p in block.phis if st.values.get(p) is fv), None)
+        if primal is None:
+            return None
+        preds = list(dict.fromkeys(p for p in block.predecessors if p in st.last))
+        decided = self._deciding_branch(st, block, preds)
+        if decided is None:
+            return None
+        incoming = [self._fwd_value(st, _incoming(primal, p)) for p in preds]
+        if not all(self._speculatable(st, v, 4) for v in incoming):
+            return None
+        cond, true_index, false_index = decided
+        return st.rb.select(self.primal(st, cond), self.avail(st, incoming[true_index]),
+                            self.avail(st, incoming[false_index]), name=fv.name)
+
+    def _speculatable(self, st: _State, fv: Value, depth: int) -> bool:
+        """Whether computing ``fv`` where its block did not run is harmless (no loads, no
+        division by a garbage zero): it is a constant, an argument, cached, or pure."""
+        if not isinstance(fv, I.Instruction) or fv in st.caches or fv in st.inductions:
+            return True
+        if depth == 0 or isinstance(fv, I.Phi):
+            return False
+        if fv.opcode in ("udiv", "sdiv", "urem", "srem") or not self._can_recompute(st, fv) \
+                or fv.opcode == "load":
+            return False
+        return all(self._speculatable(st, op, depth - 1) for op in fv.operands)
 
     def _can_recompute(self, st: _State, fv: I.Instruction) -> bool:
         known = st.recomputable.get(fv)

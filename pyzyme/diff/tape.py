@@ -38,7 +38,11 @@ from pyzyme.analysis.layout import sizeof, struct_layout
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.values import Value, const_int, const_null
 
-__all__ = ["Tape", "Slot", "Cache"]
+__all__ = ["Tape", "Slot", "Cache", "STACK"]
+
+#: A growable stack of i64: ``{ entries, depth, capacity }``.
+STACK = T.StructType([T.ptr, T.i64, T.i64])
+_PUSH = "pyzyme.push"
 
 # The first capacity of a loop cache, in elements; it doubles from there.
 _FIRST_CAPACITY = 64
@@ -188,6 +192,33 @@ class Tape:
     def _libc(self, name: str, fnty: T.FunctionType):
         return self.module.get_function(name) or self.module.add_function(name, fnty)
 
+    # -- stacks --------------------------------------------------------------------------
+    def stack(self, name: str) -> Slot:
+        """A stack of i64 (``{entries, depth, capacity}``): pushed forwards, popped in
+        reverse, so it holds one entry per run of a loop rather than per iteration around it."""
+        return self.slot(STACK, name)
+
+    def push(self, b: IRBuilder, stack: Slot, value: Value) -> None:
+        b.call(_push_function(self.module), [stack.fwd, value])
+
+    def peek(self, b: IRBuilder, stack: Slot, name: str = "") -> Value:
+        base = b.load(T.ptr, b.gep(STACK, stack.rev, [const_int(T.i64, 0), const_int(T.i32, 0)]))
+        depth = b.load(T.i64, b.gep(STACK, stack.rev, [const_int(T.i64, 0),
+                                                       const_int(T.i32, 1)]))
+        top = b.gep(T.i64, base, [b.sub(depth, const_int(T.i64, 1))], ("inbounds",))
+        return b.load(T.i64, top, name=name)
+
+    def pop(self, b: IRBuilder, stack: Slot) -> None:
+        at = b.gep(STACK, stack.rev, [const_int(T.i64, 0), const_int(T.i32, 1)])
+        b.store(b.sub(b.load(T.i64, at), const_int(T.i64, 1)), at)
+
+    def free_stacks(self, b: IRBuilder) -> None:
+        free = self._libc("free", T.FunctionType(T.void, [T.ptr]))
+        for s in self.slots:
+            if s.type == STACK:
+                base = b.gep(STACK, s.rev, [const_int(T.i64, 0), const_int(T.i32, 0)])
+                b.call(free, [b.load(T.ptr, base)])
+
     # -- split mode --------------------------------------------------------------------
     def layout(self) -> T.StructType:
         """The tape's type in split mode: one field per slot."""
@@ -228,3 +259,41 @@ class Tape:
             lines.append(f"  loop {block_label(loop.header)}: counter %{state.counter.name}, "
                          f"caches {caches}")
         return "\n".join(lines)
+
+
+def _push_function(module):
+    """``pyzyme.push(stack, value)``: append, doubling the capacity when full."""
+    fn = module.get_function(_PUSH)
+    if fn is not None:
+        return fn
+    fn = module.add_function(_PUSH, T.FunctionType(T.void, [T.ptr, T.i64]), prefix="internal")
+    stack, value = fn.args
+    stack.name, value.name = "stack", "value"
+    entry, grow, put = (fn.append_block(n) for n in ("entry", "grow", "put"))
+    b = IRBuilder(entry)
+    zero = const_int(T.i64, 0)
+
+    def field(i):
+        return b.gep(STACK, stack, [zero, const_int(T.i32, i)])
+
+    base = b.load(T.ptr, field(0), name="entries")
+    depth = b.load(T.i64, field(1), name="depth")
+    cap = b.load(T.i64, field(2), name="capacity")
+    b.cbranch(b.icmp("uge", depth, cap), grow, put)
+    b.position_at_end(grow)
+    newcap = b.select(b.icmp("eq", cap, zero), const_int(T.i64, 16),
+                      b.shl(cap, const_int(T.i64, 1)))
+    realloc = module.get_function("realloc") or module.add_function(
+        "realloc", T.FunctionType(T.ptr, [T.ptr, T.i64]))
+    grown = b.call(realloc, [base, b.mul(newcap, const_int(T.i64, 8))])
+    b.store(grown, field(0))
+    b.store(newcap, field(2))
+    b.br(put)
+    b.position_at_end(put)
+    entries = b.phi(T.ptr, name="buffer")
+    entries.add_incoming(base, entry)
+    entries.add_incoming(grown, grow)
+    b.store(value, b.gep(T.i64, entries, [depth]))
+    b.store(b.add(depth, const_int(T.i64, 1)), field(1))
+    b.ret_void()
+    return fn
