@@ -28,7 +28,7 @@ from pyzyme.api.annotations import (  # noqa: E402
 )
 from pyzyme.api.autodiff import autodiff  # noqa: E402
 from pyzyme.api.convenience import gradient, jacobian, make_zero  # noqa: E402
-from pyzyme.api.functional import jacfwd, jvp  # noqa: E402
+from pyzyme.api.functional import grad, jacfwd, jacrev, jvp, value_and_grad, vjp  # noqa: E402
 from pyzyme.api.modes import (  # noqa: E402
     Forward,
     ForwardWithPrimal,
@@ -38,15 +38,7 @@ from pyzyme.api.modes import (  # noqa: E402
     ReverseSplitWithPrimal,
     ReverseWithPrimal,
 )
-from pyzyme.api.pending import (  # noqa: E402
-    autodiff_thunk,
-    grad,
-    hessian,
-    hvp,
-    jacrev,
-    value_and_grad,
-    vjp,
-)
+from pyzyme.api.pending import autodiff_thunk, hessian, hvp  # noqa: E402
 
 __all__ = [
     "ActivityError", "CaptureError", "FrontendError", "IRTypeError", "ParseError", "PyzymeError",

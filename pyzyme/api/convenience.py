@@ -3,6 +3,10 @@
 Forward mode seeds one input direction per batch lane; inputs with more elements than a chunk
 are swept chunk by chunk, the last chunk padded with zero seeds so one compiled derivative
 serves every chunk.
+
+Reverse mode gets a whole gradient from one sweep. A Jacobian takes one sweep per output
+element: each differentiates an ``@njit`` wrapper returning that element of ``f``'s result
+(reverse mode seeds float results, not arrays).
 """
 
 from __future__ import annotations
@@ -14,11 +18,11 @@ import numpy as np
 
 from pyzyme.api import annotations as A
 from pyzyme.api.autodiff import autodiff
-from pyzyme.api.modes import Forward, Mode
+from pyzyme.api.modes import Forward, Mode, ReverseWithPrimal
 from pyzyme.errors import PyzymeError, UnsupportedError
 
-__all__ = ["gradient", "jacobian", "jacobian_of", "forward_columns", "make_zero",
-           "DEFAULT_CHUNK"]
+__all__ = ["gradient", "jacobian", "jacobian_of", "forward_columns", "reverse_jacobian",
+           "make_zero", "DEFAULT_CHUNK"]
 
 DEFAULT_CHUNK = 8
 
@@ -70,14 +74,42 @@ def gradient(mode: Mode, f, x, *, chunk: int | None = None, out=None):
 
     Forward mode returns a tuple with one partial derivative per element of ``x`` (in C order).
 
+    Reverse mode returns df/dx in the structure of ``x``: a new array for an array, a float for
+    a float, a tuple / namedtuple / list for those (non-float fields keep their value). With
+    ``out=dx`` (``x`` an array), ``dx`` is zeroed, receives df/dx and is returned.
+    ``ReverseWithPrimal`` returns ``(df/dx, f(x))``.
+
+    Parameters
+    ----------
+    mode : Mode
+        ``Forward`` or ``Reverse`` (or ``ReverseWithPrimal``).
+    f : callable
+        An ``@njit`` function, or a plain Python function (compiled with ``numba.njit``),
+        of one argument, returning a float.
+    x : float, ndarray, or tuple of them
+        The point.
+    chunk : int, optional
+        Forward mode: how many directions one derivative call carries.
+    out : ndarray, optional
+        Reverse mode: the array that receives the gradient (same shape and dtype as ``x``).
+
     Examples
     --------
-    >>> from pyzyme import Forward
+    >>> from pyzyme import Forward, Reverse
     >>> gradient(Forward, lambda x: x[0] * x[1], np.array([2.0, 3.0]))
     (3.0, 2.0)
+    >>> gradient(Reverse, lambda x: x[0] * x[1], np.array([2.0, 3.0]))
+    array([3., 2.])
+    >>> dx = np.full(2, 7.0)
+    >>> gradient(Reverse, lambda x: x[0] * x[1], np.array([2.0, 3.0]), out=dx) is dx
+    True
+    >>> dx
+    array([3., 2.])
+    >>> gradient(Reverse, lambda t: t[0] * t[1] ** 2, (2.0, 3.0))
+    (9.0, 12.0)
     """
     if not mode.is_forward:
-        raise UnsupportedError("gradient(Reverse, ...) arrives with reverse mode")
+        return _reverse_gradient(mode, f, x, chunk, out)
     if out is not None:
         raise PyzymeError("out= is for reverse mode; forward mode returns a tuple")
     out = []
@@ -89,6 +121,39 @@ def gradient(mode: Mode, f, x, *, chunk: int | None = None, out=None):
     return tuple(out)
 
 
+def _reverse_gradient(mode: Mode, f, x, chunk, out):
+    import numba
+
+    from pyzyme.api.autodiff import _dispatcher
+    from pyzyme.api.njit_reverse import check_float_result, reverse_call
+
+    if mode.split or mode.holomorphic:
+        raise UnsupportedError(f"gradient takes Reverse or ReverseWithPrimal, not {mode}")
+    if chunk is not None:
+        raise PyzymeError("chunk= is for forward mode; reverse mode gets the whole gradient "
+                          "from one sweep")
+    if out is None:
+        value, (grad,) = reverse_call(f, (x,), (0,), name="gradient")
+    else:
+        x, is_array = _as_input(x)
+        if not is_array:
+            raise PyzymeError("out= needs an array x (a float's derivative is returned)")
+        if not isinstance(out, np.ndarray) or out.shape != x.shape or out.dtype != x.dtype:
+            raise PyzymeError(f"out must be an array of shape {x.shape} and dtype {x.dtype}, "
+                              f"like x")
+        if not out.flags.writeable:
+            raise PyzymeError("out is read-only")
+        dispatcher = _dispatcher(f)
+        out[...] = 0.0
+        try:
+            _, value = autodiff(ReverseWithPrimal, dispatcher, A.Active, A.Duplicated(x, out))
+        except UnsupportedError as err:
+            check_float_result(dispatcher, [numba.typeof(x)], "gradient", err)
+            raise
+        grad = out
+    return (grad, value) if mode.with_primal else grad
+
+
 def _is_real(t) -> bool:
     return isinstance(t, (float, int, np.floating, np.integer)) and not isinstance(t, bool)
 
@@ -96,16 +161,73 @@ def _is_real(t) -> bool:
 def jacobian(mode: Mode, f, x, *, chunk: int | None = None, n_outs: int | None = None):
     """The Jacobian of ``f`` at ``x``: a 2-D array of shape ``(n_out, n_in)``.
 
+    Forward mode takes one derivative call per ``chunk`` input elements; reverse mode one
+    sweep per output element. ``n_outs`` (reverse mode, 1-D results) is the length of
+    ``f(x)``; when left out, ``f`` is called once to find it.
+
     Examples
     --------
-    >>> from pyzyme import Forward
+    >>> from pyzyme import Forward, Reverse
     >>> jacobian(Forward, lambda x: np.array([x[0] * x[1], x[1]]), np.array([2.0, 3.0]))
+    array([[3., 2.],
+           [0., 1.]])
+    >>> jacobian(Reverse, lambda x: np.array([x[0] * x[1], x[1]]), np.array([2.0, 3.0]))
     array([[3., 2.],
            [0., 1.]])
     """
     if not mode.is_forward:
-        raise UnsupportedError("jacobian(Reverse, ...) arrives with reverse mode")
+        if mode.split or mode.holomorphic:
+            raise UnsupportedError(f"jacobian takes Forward or Reverse, not {mode}")
+        return reverse_jacobian(f, (x,), 0, n_outs)
+    if n_outs is not None:
+        raise PyzymeError("n_outs= is for reverse mode")
     return jacobian_of(f, (x,), 0, chunk)
+
+
+def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndarray:
+    """The Jacobian of ``f(*args)`` with respect to ``args[argnum]``, by reverse mode: one
+    sweep per element of the result."""
+    import numba
+    from numba.core import types
+
+    from pyzyme.api.autodiff import _dispatcher
+    from pyzyme.api.modes import Reverse
+    from pyzyme.api.njit_reverse import result_type, reverse_call, row_wrapper
+
+    dispatcher = _dispatcher(f)
+    args = list(args)
+    if not -len(args) <= argnum < len(args):
+        raise PyzymeError(f"argnums={argnum}, but the call has {len(args)} arguments")
+    argnum %= len(args)
+    x, is_array = _as_input(args[argnum])
+    args[argnum] = x
+    n_in = x.size if is_array else 1
+    restype = result_type(dispatcher, [numba.typeof(a) for a in args])
+    if isinstance(restype, types.Float):
+        _, (grad,) = reverse_call(dispatcher, args, (argnum,), name="jacobian")
+        return np.asarray(grad, dtype=float).reshape(1, n_in)
+    if not (isinstance(restype, types.Array) and isinstance(restype.dtype, types.Float)):
+        raise UnsupportedError(f"jacobian needs a function returning a float or a float array; "
+                               f"{dispatcher.py_func.__qualname__} returns {restype}")
+    if n_outs is None or restype.ndim != 1:
+        n = int(np.size(dispatcher(*args)))
+        if n_outs is not None and n_outs != n:
+            raise PyzymeError(f"n_outs={n_outs}, but f returns {n} values")
+    else:
+        n = int(n_outs)
+    row = row_wrapper(dispatcher, len(args), restype.ndim)
+    jac = np.empty((n, n_in))
+    shadow = np.zeros_like(x) if is_array else None
+    for k in range(n):
+        anns = [A.Const(a) for a in args]
+        if is_array:
+            shadow[...] = 0.0
+            anns[argnum] = A.Duplicated(x, shadow)
+        else:
+            anns[argnum] = A.Active(x)
+        (derivs,) = autodiff(Reverse, row, A.Active, *anns, A.Const(k))
+        jac[k] = shadow.reshape(-1) if is_array else derivs[argnum]
+    return jac
 
 
 def jacobian_of(f, args, argnum: int, chunk: int | None) -> np.ndarray:

@@ -1,18 +1,168 @@
-"""JAX-style functional wrappers over :func:`~pyzyme.autodiff`: ``jvp`` and ``jacfwd``.
+"""JAX-style functional wrappers over :func:`~pyzyme.autodiff`: ``grad``, ``value_and_grad``,
+``jvp``, ``vjp``, ``jacfwd`` and ``jacrev``.
 
-(``grad``, ``value_and_grad``, ``vjp``, ``jacrev`` and ``hessian`` arrive with reverse mode.)
+The functions ``grad``, ``value_and_grad``, ``jacfwd`` and ``jacrev`` return are callable from
+Python and from inside other ``@njit`` code (with float and ndarray arguments there).
+(``hessian`` arrives with forward-over-reverse.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from pyzyme.api import annotations as A
 from pyzyme.api.autodiff import autodiff
 from pyzyme.api.modes import Forward
-from pyzyme.errors import PyzymeError
+from pyzyme.errors import PyzymeError, UnsupportedError
 
-__all__ = ["jvp", "jacfwd"]
+__all__ = ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev"]
+
+
+def grad(f, argnums=0):
+    """A function computing the gradient of the float function ``f`` by reverse mode.
+
+    Parameters
+    ----------
+    f : callable
+        An ``@njit`` function, or a plain Python function (compiled with ``numba.njit``),
+        returning a float.
+    argnums : int or tuple of int, optional
+        The positional arguments to differentiate with respect to (default 0). With a tuple,
+        the gradient is a tuple with one entry per argnum.
+
+    Returns
+    -------
+    callable
+        ``g(*args)``: df/dx in the structure of each differentiated argument ``x`` (a new
+        array for an array, a float for a float or an int, a tuple / namedtuple / list for
+        those, whose non-float leaves keep their value); the other arguments are constants.
+        ``g`` can be called from inside other ``@njit`` code, with float, int, tuple-of-float
+        and C-contiguous float array arguments.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> def loss(p, data):
+    ...     s = 0.0
+    ...     for d in data:
+    ...         s += (p[0] * d + p[1]) ** 2
+    ...     return s
+    >>> grad(loss)(np.array([1.0, 2.0]), np.array([0.0, 1.0]))
+    array([ 6., 10.])
+    >>> grad(lambda x, y: x * y * y, argnums=(0, 1))(2.0, 3.0)
+    (9.0, 12.0)
+    """
+    from pyzyme.api.njit_reverse import ReverseFunction
+
+    return ReverseFunction("grad", f, argnums)
+
+
+def value_and_grad(f, argnums=0):
+    """A function computing ``(f(*args), gradient)`` by one reverse-mode sweep.
+
+    Its results fit ``scipy.optimize.minimize(fun, x0, jac=True)``. See :func:`grad` for
+    ``argnums`` and the structure of the gradient; the returned function can be called from
+    inside other ``@njit`` code.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> value_and_grad(lambda x: x[0] ** 2 + 3.0 * x[1])(np.array([1.0, -2.0]))
+    (-5.0, array([2., 3.]))
+    """
+    from pyzyme.api.njit_reverse import ReverseFunction
+
+    return ReverseFunction("value_and_grad", f, argnums)
+
+
+def vjp(f, *primals):
+    """``(f(*primals), vjp_fn)``: the vector-Jacobian product, as in JAX.
+
+    ``vjp_fn(cotangent)`` returns a tuple with one entry per primal: the cotangent of that
+    input (an array for a float array, a float for a float, the structure of a tuple /
+    namedtuple / list), ``None`` for inputs that carry no derivative (integers, integer
+    arrays, other objects). For a float-valued ``f`` the cotangent is a float, for an
+    array-valued ``f`` an array of the result's shape.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> y, vjp_fn = vjp(lambda x, y: x * y, 2.0, 3.0)
+    >>> y, vjp_fn(1.5)
+    (6.0, (4.5, 3.0))
+    >>> y, vjp_fn = vjp(lambda x: x * x, np.array([1.0, 2.0]))
+    >>> vjp_fn(np.array([1.0, 10.0]))
+    (array([ 2., 40.]),)
+    """
+    from pyzyme.api.autodiff import _dispatcher
+    from pyzyme.api.njit_reverse import dotted_wrapper, reverse_call
+
+    dispatcher = _dispatcher(f)
+    value = dispatcher(*primals)
+    argnums = tuple(i for i, p in enumerate(primals) if _carries(p))
+    n = len(primals)
+
+    def vjp_fn(cotangent):
+        if not argnums:
+            return (None,) * n
+        if isinstance(value, np.ndarray):
+            if not np.issubdtype(value.dtype, np.floating):
+                raise UnsupportedError(f"f returns an array of {value.dtype}, which carries no "
+                                       f"derivative")
+            w = np.asarray(cotangent, dtype=value.dtype)
+            if w.shape != value.shape:
+                raise PyzymeError(f"the cotangent has shape {w.shape}; f's result has shape "
+                                  f"{value.shape}")
+            _, derivs = reverse_call(dotted_wrapper(dispatcher, n, w.ndim), (*primals, w), argnums,
+                                     name="vjp")
+        elif isinstance(value, (float, np.floating)):
+            if not isinstance(cotangent, (int, float, np.integer, np.floating)) or \
+                    isinstance(cotangent, bool):
+                raise PyzymeError(f"f returns a float, so the cotangent is a float, not "
+                                  f"{type(cotangent).__name__}")
+            _, derivs = reverse_call(dispatcher, primals, argnums, seed=float(cotangent),
+                                     name="vjp")
+        else:
+            raise UnsupportedError(f"vjp needs a function returning a float or a float array; "
+                                   f"this one returns {type(value).__name__}")
+        given = dict(zip(argnums, derivs))
+        return tuple(given.get(i) for i in range(n))
+
+    return value, vjp_fn
+
+
+def _carries(value) -> bool:
+    """Whether ``value`` holds floats (what vjp gives a cotangent for)."""
+    if isinstance(value, np.ndarray):
+        return bool(np.issubdtype(value.dtype, np.floating))
+    if isinstance(value, (float, np.floating)):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_carries(v) for v in value)
+    return False
+
+
+def jacrev(f, argnums: int = 0):
+    """A function computing the Jacobian of ``f`` with respect to argument ``argnums``, by
+    reverse mode (one sweep per element of ``f``'s result).
+
+    The result is a 2-D array of shape ``(n_out, n_in)``, as :func:`jacfwd` gives; the
+    function can be called from Python and from other ``@njit`` code.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> jacrev(lambda x: x * 2.0)(np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 2.]])
+    """
+    if not isinstance(argnums, int) or isinstance(argnums, bool):
+        raise PyzymeError("jacrev differentiates with respect to one positional argument")
+    from pyzyme.api.njit_reverse import ReverseFunction
+
+    return ReverseFunction("jacrev", f, argnums)
 
 
 def jvp(f, primals: Sequence, tangents: Sequence):

@@ -124,6 +124,8 @@ def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str], r
     sig = ReverseSignature(tuple(acts), status_return=True)
     symbol = symbol_name("rev", cap.text, repr((sig, kinds, distinct, ret_activity.__name__)))
     gen = ReverseGenerator(module, rules)
+    from pyzyme.analysis.typeseeds import seed_from_abi
+    gen.type_seeds[native] = seed_from_abi(abi)
     try:
         with error_context("differentiating", f"{_where(f)} in reverse mode"):
             rev = gen.derivative(native, sig)

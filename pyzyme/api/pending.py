@@ -1,4 +1,4 @@
-"""Public names whose implementation needs reverse mode (a later issue).
+"""Public names not implemented yet: split reverse mode and forward-over-reverse.
 
 They exist so that ``from pyzyme import ...`` of the whole API works today; each raises
 :class:`~pyzyme.UnsupportedError` saying so, rather than returning anything.
@@ -8,23 +8,21 @@ from __future__ import annotations
 
 from pyzyme.errors import UnsupportedError
 
-__all__ = ["autodiff_thunk", "hvp", "grad", "value_and_grad", "vjp", "jacrev", "hessian"]
+__all__ = ["autodiff_thunk", "hvp", "hessian"]
 
 
-def _needs_reverse(name: str):
+def _pending(name: str, needs: str, hint: str):
     def pending(*args, **kwargs):
-        raise UnsupportedError(f"pyzyme.{name} needs reverse mode, which is not implemented yet",
-                               hint="forward mode works today: autodiff(Forward, ...), "
-                                    "gradient(Forward, ...), jacobian(Forward, ...), jvp, jacfwd")
+        raise UnsupportedError(f"pyzyme.{name} needs {needs}, which is not implemented yet",
+                               hint=hint)
     pending.__name__ = name
-    pending.__doc__ = f"Not available yet: {name} needs reverse mode."
+    pending.__doc__ = f"Not available yet: {name} needs {needs}."
     return pending
 
 
-autodiff_thunk = _needs_reverse("autodiff_thunk")
-hvp = _needs_reverse("hvp")
-grad = _needs_reverse("grad")
-value_and_grad = _needs_reverse("value_and_grad")
-vjp = _needs_reverse("vjp")
-jacrev = _needs_reverse("jacrev")
-hessian = _needs_reverse("hessian")
+autodiff_thunk = _pending("autodiff_thunk", "split reverse mode",
+                          "combined reverse mode works: autodiff(Reverse, ...)")
+hvp = _pending("hvp", "forward-over-reverse differentiation",
+               "jacobian(Forward, ...) of a hand-written gradient works")
+hessian = _pending("hessian", "forward-over-reverse differentiation",
+                   "jacobian(Forward, ...) of a hand-written gradient works")

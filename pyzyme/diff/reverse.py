@@ -168,6 +168,8 @@ class _State:
     phis: list = field(default_factory=list)
     shadow_args: dict = field(default_factory=dict)    # primal param -> fwd shadow param
     entries: dict = field(default_factory=dict)        # (pred, header) -> fwd edge block
+    copies: dict = field(default_factory=dict)         # memcpy -> float type copied, or None
+    types: object = None                               # type analysis, when a copy needs it
     doms: object = None
     dret: object = None
 
@@ -195,6 +197,8 @@ class ReverseGenerator:
         self.rules = rules
         self._done: dict[tuple, object] = {}
         self.tapes: dict = {}   # generated function -> its Tape (for printing and sizes)
+        # What is known of each function's arguments, for type analysis (Numba: from the ABI).
+        self.type_seeds: dict = {}
 
     # -- entry point -------------------------------------------------------------------
     def derivative(self, fn, sig: ReverseSignature, name: str | None = None):
@@ -461,6 +465,9 @@ class ReverseGenerator:
         value, pointer = inst.operands
         shadow = st.shadows.get(pointer)
         if shadow is None:
+            if st.sig.status_return and value.type.is_pointer and len(st.old.args) > 1 and \
+                    underlying_object(pointer) is st.old.args[1]:
+                return  # Numba's exception record: read by the caller only when raising
             if value in st.activity.varied and can_carry_derivative(value.type):
                 from pyzyme.diff.forward_memory import _whose
                 raise ActivityError(
@@ -470,7 +477,8 @@ class ReverseGenerator:
                          "not Const, so its derivative has somewhere to go")
             return
         ty = value.type
-        if ty.is_int and isinstance(value, I.Load) and value.pointer in st.activity.varied:
+        if ty.is_int and isinstance(value, I.Load) and value.pointer in st.activity.varied \
+                and not self._holds_no_floats(st, value.pointer):
             raise UnsupportedError(
                 f"{st.where} copies memory that may hold floats through an integer of type "
                 f"{ty}: {inst}", hint="please report this function")
@@ -483,6 +491,20 @@ class ReverseGenerator:
         # Pointers and integers: the shadow structure mirrors the primal one.
         st.fb.insert(I.Store(self._fwd_shadow(st, value), shadow, inst.align, inst.volatile,
                              inst.ordering, inst.syncscope))
+
+    def _holds_no_floats(self, st: _State, pointer: Value) -> bool:
+        """Whether type analysis shows the memory at ``pointer`` holds only integers and
+        pointers (so an integer copied out of it is no float in disguise)."""
+        from pyzyme.analysis.types import analyze_types
+        from pyzyme.errors import TypeAnalysisError
+
+        if st.types is None:
+            try:
+                st.types = analyze_types(st.old, self.type_seeds.get(st.old, {}))
+            except TypeAnalysisError:
+                return False
+        kinds = {str(ct) for _, ct in st.types.tree(pointer).data0()}
+        return bool(kinds) and kinds <= {"Integer", "Pointer", "Anything"}
 
     def _forward_alloca(self, st: _State, inst: I.Alloca) -> None:
         count = inst.count

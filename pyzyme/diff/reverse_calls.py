@@ -17,7 +17,7 @@ from functools import reduce
 
 from pyzyme.analysis.activity import Activity
 from pyzyme.diff.reverse import _RELEASES, ReverseSignature, _has_float, _has_pointer
-from pyzyme.errors import UnsupportedError
+from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.values import const_int, const_null
 from pyzyme.rules import spec
@@ -55,7 +55,7 @@ def forward(gen, st, inst: I.CallBase) -> None:
         return
     if isinstance(row, spec.Mirror) and callee.name in _RELEASES:
         shadow = st.shadows.get(inst.args[0])
-        defer_release(gen, st, callee, gen._fwd_value(st, inst.args[0]),
+        defer_release(gen, st, inst, gen._fwd_value(st, inst.args[0]),
                       shadow if shadow is not None else const_null(T.ptr))
         return
     new = gen._clone(st, inst)
@@ -63,9 +63,7 @@ def forward(gen, st, inst: I.CallBase) -> None:
         # memset writes constants: its reverse clears the shadow (see reverse()).
         if "memset" not in callee.name and any(
                 a in st.activity.varied for a in inst.args if a.type.is_pointer):
-            raise UnsupportedError(
-                f"reverse mode of {callee.name} on active memory in {st.where} is not "
-                f"supported yet: {inst}", hint="copy the array element by element")
+            _forward_copy(gen, st, inst, new)
     elif isinstance(row, spec.Allocation):
         if inst in st.activity.varied:
             _shadow_allocation(gen, st, inst, new, row)
@@ -90,9 +88,83 @@ def reverse(gen, st, inst: I.CallBase) -> None:
     if isinstance(row, spec.Partials) and st.active(inst):
         gen.partials(st, inst, row, inst.args, inst.flags)
     elif isinstance(row, spec.Memory) and inst.args[0] in st.shadows:
-        # The bytes memset wrote are constants: whatever adjoint was there is dropped.
         length = gen.primal(st, inst.args[2])
-        _memset_zero(gen, st.rb, gen.shadow(st, inst.args[0]), length)
+        if "memset" in inst.called_function.name:
+            # The bytes memset wrote are constants: whatever adjoint was there is dropped.
+            _memset_zero(gen, st.rb, gen.shadow(st, inst.args[0]), length)
+        elif st.copies.get(inst) is not None:
+            _reverse_copy(gen, st, inst, st.copies[inst], length)
+
+
+# -- memcpy / memmove -----------------------------------------------------------------------
+def _copied_type(gen, st, inst: I.Call):
+    """What a copy moves, from type analysis: a float type (adjoints move back), None for
+    integers and pointers (the shadow is copied like the primal), else an error."""
+    from pyzyme.analysis.types import analyze_types
+
+    if st.types is None:
+        st.types = analyze_types(st.old, gen.type_seeds.get(st.old, {}))
+    found = set()
+    for pointer in inst.args[:2]:
+        tree = st.types.tree(pointer).data0()
+        found.update(str(ct) for _, ct in tree)
+    floats = {t for t in found if t.startswith("Float@")}
+    if floats and len(found) == 1:
+        kind = floats.pop()[len("Float@"):]
+        return {"double": T.double, "float": T.float}.get(kind) or _unknown_copy(st, inst, found)
+    if not floats and found and found <= {"Integer", "Pointer", "Anything"}:
+        return None
+    return _unknown_copy(st, inst, found)
+
+
+def _unknown_copy(st, inst, found):
+    raise UnsupportedError(
+        f"{st.where} copies memory whose contents type analysis finds to be "
+        f"{sorted(found) or 'unknown'}; reverse mode needs to know which bytes are floats: "
+        f"{inst}", hint="copy the array element by element, or report this function")
+
+
+def _forward_copy(gen, st, inst: I.Call, new: I.Call) -> None:
+    dst, src = inst.args[0], inst.args[1]
+    elty = _copied_type(gen, st, inst)
+    st.copies[inst] = elty
+    if dst not in st.shadows:
+        if src in st.shadows and elty is not None:
+            raise ActivityError(f"{st.where} copies active memory into memory that has no "
+                                f"shadow: {inst}", hint="pass the destination as Duplicated")
+        return
+    if elty is None:  # pointers and integers: the shadow structure follows the primal
+        args = list(new.args)
+        args[0], args[1] = st.shadows[dst], gen._fwd_shadow(st, src)
+        st.fb.insert(new.copy_with([new.callee, *args] + new.operands[1 + new.nargs:]))
+
+
+def _reverse_copy(gen, st, inst: I.Call, elty, length) -> None:
+    """``src_bar[i] += dst_bar[i]; dst_bar[i] = 0`` over the copied elements."""
+    from pyzyme.analysis.layout import sizeof
+
+    b = st.rb
+    dst = gen.shadow(st, inst.args[0])
+    src = gen.shadow(st, inst.args[1]) if inst.args[1] in st.shadows else None
+    size = sizeof(elty)
+    count = b.udiv(length, const_int(length.type, size))
+    fn = st.rev
+    head = b.block
+    loop, done = fn.append_block("copy.adjoint"), fn.append_block("copy.adjoint.done")
+    b.cbranch(b.icmp("eq", count, const_int(count.type, 0)), done, loop)
+    b.position_at_end(loop)
+    i = b.phi(count.type, name="k")
+    i.add_incoming(const_int(count.type, 0), head)
+    pd = b.gep(elty, dst, [i])
+    d = b.load(elty, pd)
+    b.store(const_null(elty), pd)
+    if src is not None:
+        ps = b.gep(elty, src, [i])
+        b.store(b.fadd(b.load(elty, ps), d), ps)
+    nxt = b.add(i, const_int(count.type, 1))
+    i.add_incoming(nxt, loop)
+    b.cbranch(b.icmp("ult", nxt, count), loop, done)
+    b.position_at_end(done)
 
 
 # -- memory ----------------------------------------------------------------------------------
@@ -144,18 +216,24 @@ def shadow_stack_slot(gen, st, inst: I.Alloca) -> None:
     shadow = b.call(malloc, [size], name=f"{inst.name}'" if inst.name else "")
     _memset_zero(gen, b, shadow, size)
     st.shadows[inst] = shadow
-    defer_release(gen, st, free, shadow, const_null(T.ptr))
+    defer_release(gen, st, I.Call(free, [shadow], free.function_type), shadow,
+                  const_null(T.ptr))
 
 
-def defer_release(gen, st, callee, primal, shadow) -> None:
-    """Forward sweep: record ``callee(primal)`` (and ``callee(shadow)``) for the end."""
-    if callee.function_type.params != [T.ptr] or callee.function_type.ret != T.void:
-        raise UnsupportedError(f"cannot defer {callee.ref} of type {callee.function_type}")
+def defer_release(gen, st, call, primal, shadow) -> None:
+    """Forward sweep: record ``call`` (a release of one pointer) on ``primal`` (and on
+    ``shadow`` when not null), to be made when the reverse sweep is done."""
+    fnty = call.function_type
+    if list(fnty.params) != [T.ptr] or fnty.ret != T.void:
+        raise UnsupportedError(f"cannot defer {call.called_function.ref} of type {fnty}")
     if st.release_list is None:
         st.release_list = st.tape.slot(_LIST, "releases")
-    if callee not in st.releases:
-        st.releases.append(callee)
-    tag = const_int(T.i64, st.releases.index(callee))
+    key = (call.called_function, call.cconv)
+    tags = [(c.called_function, c.cconv) for c in st.releases]
+    if key not in tags:
+        st.releases.append(call)
+        tags.append(key)
+    tag = const_int(T.i64, tags.index(key))
     st.fb.call(_defer_function(gen.module), [st.release_list.fwd, tag, primal, shadow])
 
 
@@ -227,15 +305,16 @@ def run_releases(gen, st) -> None:
     shadow = b.load(T.ptr, b.gep(_ENTRY, slot, [z64, const_int(T.i32, 2)]), name="shadow")
     nxt = fn.append_block("next")
     cases = []
-    for k, callee in enumerate(st.releases):
+    for k, call in enumerate(st.releases):
         case = fn.append_block(f"release.{k}")
         cb = IRBuilder(case)
-        cb.call(callee, [primal])
+        cb.insert(_release_call(call, primal))
         has_shadow = cb.icmp("ne", shadow, const_null(T.ptr))
         also = fn.append_block(f"release.{k}.shadow")
         cb.cbranch(has_shadow, also, nxt)
-        IRBuilder(also).call(callee, [shadow])
-        IRBuilder(also).br(nxt)
+        ab = IRBuilder(also)
+        ab.insert(_release_call(call, shadow))
+        ab.br(nxt)
         cases.append((const_int(T.i64, k), case))
     b.switch(tag, nxt, cases)
     b.position_at_end(nxt)
@@ -248,6 +327,13 @@ def run_releases(gen, st) -> None:
     b.call(free, [buf])
     b.ret_void()
     st.rb.call(fn, [st.release_list.rev])
+
+
+def _release_call(call: I.Call, pointer) -> I.Call:
+    """``call`` (its callee, calling convention and attributes) made on ``pointer``."""
+    clone = call.copy_with([call.callee, pointer] + call.operands[1 + call.nargs:])
+    clone.tail = ""
+    return clone
 
 
 # -- calls of functions with bodies ------------------------------------------------------------

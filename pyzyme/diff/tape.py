@@ -96,6 +96,7 @@ class Tape:
         self.slots: list[Slot] = []
         self.loops: dict = {}
         self.top_caches: list[Cache] = []
+        self.stacks: list[Slot] = []
 
     @property
     def split(self) -> bool:
@@ -196,7 +197,9 @@ class Tape:
     def stack(self, name: str) -> Slot:
         """A stack of i64 (``{entries, depth, capacity}``): pushed forwards, popped in
         reverse, so it holds one entry per run of a loop rather than per iteration around it."""
-        return self.slot(STACK, name)
+        stack = self.slot(STACK, name)
+        self.stacks.append(stack)
+        return stack
 
     def push(self, b: IRBuilder, stack: Slot, value: Value) -> None:
         b.call(_push_function(self.module), [stack.fwd, value])
@@ -214,10 +217,9 @@ class Tape:
 
     def free_stacks(self, b: IRBuilder) -> None:
         free = self._libc("free", T.FunctionType(T.void, [T.ptr]))
-        for s in self.slots:
-            if s.type == STACK:
-                base = b.gep(STACK, s.rev, [const_int(T.i64, 0), const_int(T.i32, 0)])
-                b.call(free, [b.load(T.ptr, base)])
+        for s in self.stacks:
+            base = b.gep(STACK, s.rev, [const_int(T.i64, 0), const_int(T.i32, 0)])
+            b.call(free, [b.load(T.ptr, base)])
 
     # -- split mode --------------------------------------------------------------------
     def layout(self) -> T.StructType:
