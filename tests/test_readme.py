@@ -22,3 +22,14 @@ def test_readme_example():
     assert "4.4816890703380645, 4.481689070338046" in text
     p = scope["descend"](np.zeros(2), np.linspace(0, 1, 20), 0.01, 2000)
     np.testing.assert_allclose(p, [0.85365031, 0.03082361], rtol=1e-6)
+
+
+@pytest.mark.skipif(not README.exists(), reason="README.md is not installed with the package")
+def test_readme_reverse_example():
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    scope: dict = {}
+    exec(compile(blocks[0], "README.md", "exec"), scope)
+    exec(compile(blocks[1], "README.md", "exec"), scope)
+    result = scope["autodiff"](scope["Reverse"], scope["taylor_log"], scope["Active"],
+                               scope["Active"](0.5), scope["Const"](10**6))
+    assert result == ((pytest.approx(2.0, rel=1e-12), None),)

@@ -162,8 +162,8 @@ def jacobian(mode: Mode, f, x, *, chunk: int | None = None, n_outs: int | None =
     """The Jacobian of ``f`` at ``x``: a 2-D array of shape ``(n_out, n_in)``.
 
     Forward mode takes one derivative call per ``chunk`` input elements; reverse mode one
-    sweep per output element. ``n_outs`` (reverse mode, 1-D results) is the length of
-    ``f(x)``; when left out, ``f`` is called once to find it.
+    sweep per output element (``chunk`` does not change it). ``n_outs`` (reverse mode, 1-D
+    results) is the length of ``f(x)``; when left out, ``f`` is called once to find it.
 
     Examples
     --------
@@ -179,8 +179,6 @@ def jacobian(mode: Mode, f, x, *, chunk: int | None = None, n_outs: int | None =
         if mode.split or mode.holomorphic:
             raise UnsupportedError(f"jacobian takes Forward or Reverse, not {mode}")
         return reverse_jacobian(f, (x,), 0, n_outs)
-    if n_outs is not None:
-        raise PyzymeError("n_outs= is for reverse mode")
     return jacobian_of(f, (x,), 0, chunk)
 
 

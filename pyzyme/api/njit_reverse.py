@@ -56,7 +56,9 @@ def row_wrapper(dispatcher, nargs: int, ndim: int):
     lines += ["    if k < 0 or k >= y.size:",
               "        raise IndexError('jacobian: output row out of range (n_outs is larger "
               "than the result)')"]
-    if ndim <= 1:
+    if ndim == 0:
+        lines.append("    return y[()]")
+    elif ndim == 1:
         lines.append("    return y[k]")
     else:
         lines.append("    r = k")
@@ -226,6 +228,11 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
             raise PyzymeError(f"{name}: argument {i} is an array of {value.dtype}; "
                               f"differentiate with respect to a floating array")
         trees[i] = _tree(value, f"argument {i}")
+        if trees[i].kind == "leaf" and not (_is_real(value) or isinstance(value, np.ndarray)):
+            raise UnsupportedError(
+                f"{name}: argument {i} is a {type(value).__name__}; reverse mode "
+                f"differentiates with respect to floats, float arrays, and tuples, namedtuples "
+                f"and lists of them")
     containers = any(t is not None and t.kind != "leaf" for t in trees)
     anns: list = []
     readers: dict[int, list] = {}

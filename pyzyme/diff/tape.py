@@ -22,11 +22,13 @@ in a heap block, the tape (see :meth:`Tape.pack` and :meth:`Tape.unpack`).
 
 Examples
 --------
-The printed layout lists each slot and each loop's caches:
+The printed layout lists each slot, each loop's caches and each stack (for a triangular double
+loop summing ``sin(a[j]) * a[j]``: nothing cached, the inner loop's start count on a stack)::
 
-    tape of @f
-      slot %x.cache: double
-      loop %loop: counter %loop.count, caches %y.cache: double
+    tape of @diffe_triangle
+      loop %outer: counter %outer.count, caches none
+      loop %inner: counter %inner.count, caches none
+      stack %inner.starts: i64
 """
 
 from __future__ import annotations
@@ -260,6 +262,8 @@ class Tape:
             caches = ", ".join(f"%{c.slot.name}: {c.type}" for c in state.caches) or "none"
             lines.append(f"  loop {block_label(loop.header)}: counter %{state.counter.name}, "
                          f"caches {caches}")
+        for stack in self.stacks:
+            lines.append(f"  stack %{stack.name}: i64")
         return "\n".join(lines)
 
 
