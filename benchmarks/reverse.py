@@ -1,0 +1,684 @@
+"""Reverse mode: gradient time over Numba primal time, on five loop-heavy kernels.
+
+For each kernel of ``kernels.py`` (Taylor series, triple-loop matmul VJP, ADBench GMM,
+Lotka-Volterra RK4, 1-D diffusion) the table shows, after warm-up, the median time of 7 batches
+(each ~20 ms or one call; 3 batches for kernels of a second) and the median of the ratios of each
+batch to a batch of the primal run just before it (so that load drifting over the run, on a
+shared machine, cancels out):
+
+- the Numba primal and the adjoint written by hand in Numba, both called from an @njit driver
+  loop so that Python's call cost stays out; the hand-written adjoint is the ideal to reach;
+- pyzyme's reverse mode called from Python (``autodiff(Reverse, ...)``: microseconds of call
+  cost against milliseconds of kernel) and, where the kernel returns a float, ``grad(f)``
+  called inside an @njit driver loop;
+- pyzyme's forward mode, one directional derivative, from Python (K1, K4, K5).
+
+"first call" is the first call on a fresh copy of the function (Numba compile, plus AD for pyzyme
+rows; for the grad row, grad(f) and a first call through a small @njit wrapper, compiled then).
+"max rel. err" compares with the hand-written adjoint: elementwise relative error, each
+denominator floored at 1e-6 x the largest entry of that reference gradient (for the forward row:
+the relative error of the directional derivative; "(!)" marks errors over 1e-6). "tape" is the
+memory a reverse sweep keeps: known for the hand-written adjoints, read from pyzyme where it says
+(else "n/a").
+Before timing, every hand-written adjoint is checked against central finite differences on a
+small size (asserted; the hand-written row shows the difference found, "FD").
+Each kernel is measured in a process of its own (its primal and derivatives together, so that
+ratios stay within one process): a derivative that crashes its process shows as "crashed" in its
+row, and the run exits with status 1. A pyzyme row reads "pending" while pyzyme raises
+UnsupportedError for it (not implemented yet), "error" for any other exception; a footnote
+under the table gives the message.
+Target (DESIGN.md): reverse-mode gradient <= 3x the primal, forward <= 1.5x.
+
+    python benchmarks/reverse.py [--small] [--taylor-n 10000000] [--gmm-large] [--kernels K1,K4]
+                                 [--in-process]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numba
+import numpy as np
+
+import pyzyme
+from pyzyme import Active, Const, Duplicated, Forward, Reverse
+
+import kernels as K  # after pyzyme, whose capture hook must be in place before Numba compiles
+
+PENDING = "pending"
+_NOTES: list[str] = []   # remarks on the row being measured, beside any error
+
+
+# --- timing --------------------------------------------------------------------------------
+
+def _value_loop(fn):
+    """An @njit loop calling ``fn(*args)`` ``reps`` times and summing its float results."""
+    @numba.njit
+    def loop(args, reps):
+        acc = 0.0
+        for _ in range(reps):
+            acc += fn(*args)
+        return acc
+    return loop
+
+
+def _call_loop(fn):
+    """An @njit loop calling ``fn(*args)`` (which writes into its arguments) ``reps`` times."""
+    @numba.njit
+    def loop(args, reps):
+        for _ in range(reps):
+            fn(*args)
+        return 0.0
+    return loop
+
+
+def _picked_loop(fn, pick):
+    """An @njit loop summing ``pick(fn(*args))``: for functions returning arrays or tuples."""
+    @numba.njit
+    def loop(args, reps):
+        acc = 0.0
+        for _ in range(reps):
+            acc += pick(fn(*args))
+        return acc
+    return loop
+
+
+def _loop_sampler(loop, args, batch_s=0.02):
+    """Warm up an @njit driver ``loop(args, reps)``; give back a function timing one batch of
+    ``reps`` calls (seconds per call), ``reps`` chosen so that a batch takes ``batch_s``."""
+    t = time.perf_counter()
+    loop(args, 1)
+    one = time.perf_counter() - t
+    reps = max(1, math.ceil(batch_s / max(one, 1e-9)))
+    loop(args, reps)
+
+    def sample() -> float:
+        t = time.perf_counter()
+        loop(args, reps)
+        return (time.perf_counter() - t) / reps
+    return sample
+
+
+def _call_sampler(prepare, run, batch_s=0.02):
+    """As :func:`_loop_sampler` for ``run()`` called from Python, ``prepare()`` (resetting
+    shadows) before each call and left out of the time."""
+    prepare()
+    t = time.perf_counter()
+    run()
+    one = time.perf_counter() - t
+    reps = max(1, math.ceil(batch_s / max(one, 1e-9)))
+
+    def sample() -> float:
+        total = 0.0
+        for _ in range(reps):
+            prepare()
+            t = time.perf_counter()
+            run()
+            total += time.perf_counter() - t
+        return total / reps
+    return sample
+
+
+class _Primal:
+    """The primal's batches, timed alternately with each other row's, so that a ratio compares
+    batches run seconds apart (this machine may be shared: load drifts over a run)."""
+
+    def __init__(self, sampler) -> None:
+        self.sampler = sampler
+        self.times: list[float] = []
+
+    def compare(self, sampler, samples=7, budget_s=2.0) -> tuple[float, float]:
+        """Median seconds per call of ``sampler``'s batches and median ratio to the primal's,
+        over ``samples`` pairs of batches (fewer, down to 3, where they take over ``budget_s``:
+        kernels of a second)."""
+        times, ratios = [], []
+        while len(times) < samples:
+            start = time.perf_counter()
+            p = self.sampler()
+            t = sampler()
+            self.times.append(p)
+            times.append(t)
+            ratios.append(t / p)
+            if len(times) == 1:
+                pair = time.perf_counter() - start
+                samples = min(samples, max(3, math.ceil(budget_s / pair)))
+        return statistics.median(times), statistics.median(ratios)
+
+    @property
+    def time(self) -> float:
+        return statistics.median(self.times)
+
+
+def _first_call(call) -> tuple[float, Any]:
+    t = time.perf_counter()
+    out = call()
+    return time.perf_counter() - t, out
+
+
+class _Pending(Exception):
+    """A pyzyme step failed: ``word`` fills the row's cells, ``note`` becomes its footnote."""
+
+    def __init__(self, word: str, note: str) -> None:
+        super().__init__(note)
+        self.word = word
+        self.note = note
+
+
+def _pending_cells(p: _Pending, tape: bool = False) -> dict[str, str]:
+    cells = {"time": p.word, "ratio": p.word, "first": p.word, "err": p.word, "note": p.note}
+    if tape:
+        cells["tape"] = p.word
+    return cells
+
+
+def _pyzyme(what: str, step):
+    """Run ``step()``; an UnsupportedError makes the row "pending", any other error "error",
+    each with a footnote, so that the table is printed whatever pyzyme can do today."""
+    try:
+        return step()
+    except Exception as err:  # noqa: BLE001 - a benchmark reports and goes on
+        unsupported = isinstance(err, pyzyme.UnsupportedError) or "UnsupportedError" in str(err)
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise _Pending(PENDING if unsupported else "error",
+                       f"{what}: {type(err).__name__}: {first[:160]}") from None
+
+
+# --- the kernels as cases ------------------------------------------------------------------
+
+@dataclass
+class Case:
+    name: str
+    primal: Any                       # @njit primal
+    args: tuple                       # its arguments
+    adjoint: Any                      # @njit hand-written adjoint
+    adjoint_args: Callable[[], tuple]  # its arguments, shadows zeroed
+    gradient: Callable[[tuple, Any], list]  # the gradient out of (adjoint_args, its result)
+    hand_tape: int                    # bytes the hand-written adjoint keeps for its sweep
+    reverse: Callable                 # f -> (prepare, run): run() does autodiff(Reverse, f, ...)
+    grad_argnums: Any = None          # for pyzyme.grad(f, argnums); None: no grad row
+    grad_pick: Any = None             # @njit: a float out of grad's result (None: a float)
+    forward: Callable | None = None   # f -> run(): one directional derivative
+    direction: list | None = None     # the direction forward mode takes, per gradient entry
+
+    @property
+    def primal_returns_value(self) -> bool:
+        return self.primal is not K.matmul
+
+    @property
+    def adjoint_returns_value(self) -> bool:
+        return self.adjoint is K.taylor_adjoint
+
+
+@numba.njit
+def _pick_array(r):
+    return r[0]
+
+
+@numba.njit
+def _pick_three(r):
+    return r[0][0] + r[1][0, 0] + r[2][0, 0]
+
+
+def taylor_case(n: int) -> Case:
+    # x**i stays a normal float up to i = 10**7 (x**i = e**-10 there), and so do the squares
+    # Numba's integer power takes on the way: at x = 0.5 they go subnormal from i = 1024 on,
+    # and every term then costs what a subnormal multiply costs, in every row alike.
+    x = 1.0 - 1e-6
+
+    def reverse(f):
+        return (lambda: None,
+                lambda: [pyzyme.autodiff(Reverse, f, Active, Active(x), Const(n))[0][0]])
+
+    def forward(f):
+        return lambda: pyzyme.autodiff(Forward, f, Duplicated, Duplicated(x, 1.0), Const(n))[1]
+
+    return Case(f"K1 taylor n={n:,}", K.taylor, (x, n), K.taylor_adjoint, lambda: (x, n),
+                lambda args, ret: [ret], 0, reverse, grad_argnums=0, forward=forward,
+                direction=[1.0])
+
+
+def matmul_case(small: bool) -> Case:
+    n, k, m = (128, 64, 128) if small else (1024, 64, 512)
+    rng = np.random.default_rng(1)
+    A, B = rng.standard_normal((n, k)), rng.standard_normal((k, m))
+    cot = rng.standard_normal((n, m))
+    C = np.empty((n, m))
+    dA, dB, dC = np.zeros_like(A), np.zeros_like(B), np.zeros_like(C)
+
+    def prepare():
+        dA[:] = 0.0
+        dB[:] = 0.0
+        dC[:] = cot
+
+    def reverse(f):
+        def run():
+            pyzyme.autodiff(Reverse, f, Const, Duplicated(A, dA), Duplicated(B, dB),
+                            Duplicated(C, dC))
+            if np.any(dC != 0.0):
+                _NOTES.append("the shadow of C was not consumed (zeroed) by the reverse call")
+            return [dA.copy(), dB.copy()]
+        return prepare, run
+
+    return Case(f"K2 matmul {n}x{k} @ {k}x{m} (VJP)", K.matmul, (A, B, C), K.matmul_adjoint,
+                lambda: (A, B, np.zeros_like(A), np.zeros_like(B), cot),
+                lambda args, ret: [args[2], args[3]], 0, reverse)
+
+
+def gmm_case(large: bool) -> Case:
+    if large:
+        data, label = K.generate_gmm(64, 200, 1000), "generated d=64 K=200 n=1000"
+    else:
+        data, label = K.read_gmm(), "ADBench d=10 K=25 n=1000"
+    alphas, means, icf, x, gamma, m = data
+    shadows = [np.zeros_like(alphas), np.zeros_like(means), np.zeros_like(icf)]
+
+    def prepare():
+        for s in shadows:
+            s[:] = 0.0
+
+    def reverse(f):
+        def run():
+            pyzyme.autodiff(Reverse, f, Active, Duplicated(alphas, shadows[0]),
+                            Duplicated(means, shadows[1]), Duplicated(icf, shadows[2]),
+                            Const(x), Const(gamma), Const(m))
+            return [s.copy() for s in shadows]
+        return prepare, run
+
+    k, d = means.shape
+    return Case(f"K3 GMM {label}", K.gmm_objective, data, K.gmm_adjoint,
+                lambda: data + (np.zeros_like(alphas), np.zeros_like(means), np.zeros_like(icf)),
+                lambda args, ret: list(args[6:9]), 2 * k * d * 8, reverse,
+                grad_argnums=(0, 1, 2), grad_pick=_pick_three)
+
+
+def lotka_volterra_case() -> Case:
+    p = np.array([1.5, 1.0, 3.0, 1.0])
+    u0, v0, dt, steps = 1.0, 1.0, 1e-3, 10_000
+    dp = np.zeros(4)
+    direction = np.array([0.5, -0.25, 0.75, 1.0])
+
+    def prepare():
+        dp[:] = 0.0
+
+    def reverse(f):
+        def run():
+            pyzyme.autodiff(Reverse, f, Active, Duplicated(p, dp), Const(u0), Const(v0),
+                            Const(dt), Const(steps))
+            return [dp.copy()]
+        return prepare, run
+
+    def forward(f):
+        return lambda: pyzyme.autodiff(Forward, f, Duplicated, Duplicated(p, direction.copy()),
+                                       Const(u0), Const(v0), Const(dt), Const(steps))[1]
+
+    return Case(f"K4 Lotka-Volterra RK4 {steps} steps", K.lotka_volterra,
+                (p, u0, v0, dt, steps), K.lotka_volterra_adjoint,
+                lambda: (p, u0, v0, dt, steps, np.zeros(4)), lambda args, ret: [args[5]],
+                2 * steps * 8, reverse, grad_argnums=0, grad_pick=_pick_array, forward=forward,
+                direction=[direction])
+
+
+def diffusion_case() -> Case:
+    cells, steps, c = 1000, 1000, 0.25
+    rng = np.random.default_rng(2)
+    u = rng.standard_normal(cells)
+    du = np.zeros(cells)
+    direction = rng.standard_normal(cells)
+
+    def prepare():
+        du[:] = 0.0
+
+    def reverse(f):
+        def run():
+            pyzyme.autodiff(Reverse, f, Active, Duplicated(u, du), Const(c), Const(steps))
+            return [du.copy()]
+        return prepare, run
+
+    def forward(f):
+        return lambda: pyzyme.autodiff(Forward, f, Duplicated, Duplicated(u, direction.copy()),
+                                       Const(c), Const(steps))[1]
+
+    return Case(f"K5 diffusion {cells} cells x {steps} steps", K.diffusion, (u, c, steps),
+                K.diffusion_adjoint, lambda: (u, c, steps, np.zeros(cells)),
+                lambda args, ret: [args[3]], 0, reverse, grad_argnums=0,
+                grad_pick=_pick_array, forward=forward, direction=[direction])
+
+
+# --- measuring -----------------------------------------------------------------------------
+
+def _max_rel(got, ref) -> float:
+    worst = 0.0
+    for g, r in zip(got, ref, strict=True):
+        g, r = np.asarray(g, dtype=np.float64), np.asarray(r, dtype=np.float64)
+        if g.shape != r.shape:
+            raise ValueError(f"gradient of shape {g.shape}, expected {r.shape}")
+        floor = max(1e-6 * float(np.max(np.abs(r))), np.finfo(np.float64).tiny)
+        worst = max(worst, float(np.max(np.abs(g - r) / np.maximum(np.abs(r), floor))))
+    return worst
+
+
+_TYPE_BYTES = {"double": 8, "float": 4, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "i1": 1,
+               "ptr": 8}
+
+
+def _tape_bytes(f) -> str:
+    """Tape bytes of pyzyme's reverse derivative of ``f``, if pyzyme tells them; else "n/a",
+    with the bytes its loop caches keep per iteration when its printed tape layout says."""
+    try:
+        from pyzyme.api.autodiff import CACHE
+
+        for key, plan in list(CACHE._plans.items()):
+            if f not in key or (key and key[0] == "forward"):
+                continue
+            for attr in ("tape_bytes", "tape_nbytes", "tape_size"):
+                value = getattr(plan, attr, None)
+                if callable(value):
+                    value = value()
+                if value is not None:
+                    return f"{int(value)} B"
+            layout = getattr(plan, "tape", None)
+            if isinstance(layout, str):
+                per_loop = [_cache_bytes(line.split("caches", 1)[1])
+                            for line in layout.splitlines()
+                            if line.strip().startswith("loop ") and "caches" in line]
+                per_loop = [b for b in per_loop if b]
+                if len(per_loop) == 1:
+                    return f"n/a (a loop caches {per_loop[0]} B/iter)"
+                if per_loop:
+                    lo, hi = min(per_loop), max(per_loop)
+                    span = f"{lo}" if lo == hi else f"{lo}-{hi}"
+                    return f"n/a ({len(per_loop)} loops cache {span} B/iter)"
+                return "n/a (no loop caches)"
+    except Exception:  # noqa: BLE001 - an internal layout that changed: nothing to report
+        pass
+    return "n/a"
+
+
+def _cache_bytes(caches: str) -> int:
+    """Bytes per iteration of a printed cache list, ``%a: double, %b: i64`` (``none``: 0)."""
+    caches = caches.strip()
+    if caches == "none":
+        return 0
+    return sum(_TYPE_BYTES[item.rsplit(":", 1)[1].strip()] for item in caches.split(", "))
+
+
+Row = dict[str, str]
+
+
+def _fmt_t(s: float) -> str:
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} us"
+    if s < 1.0:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s:.2f} s"
+
+
+def _fmt_err(e: float) -> str:
+    return f"{e:.1e}" + (" (!)" if e > 1e-6 else "")
+
+
+def measure(key: str, case: Case, emit) -> None:
+    """Check kernel ``key``'s hand-written adjoint against finite differences, then measure
+    ``case``'s rows; ``emit(event)`` is told the rows' names first (``{"case": ..., "names":
+    [...]}``), each row's index before it is measured (``{"start": i}``) and its cells after
+    (``{"row": i, "cells": {...}}``)."""
+    names = ["Numba primal", "hand-written adjoint", "pyzyme reverse (autodiff, from Python)",
+             "pyzyme grad(f) in an @njit loop"]
+    if case.forward is not None:
+        names.append("pyzyme forward, 1 direction (from Python)")
+    emit({"case": case.name, "names": names})
+    emit({"start": 1})  # a failed check shows on the hand-written row
+    fd_err = K.check_adjoints((key,))[key]
+    cells: list[Row] = []
+
+    def start(i: int) -> Row:
+        emit({"start": i})
+        _NOTES.clear()
+        cells.append({})
+        return cells[i]
+
+    def done(i: int) -> None:
+        if _NOTES:
+            note = "; ".join(dict.fromkeys(_NOTES))
+            cells[i]["note"] = f"{cells[i]['note']}; {note}" if "note" in cells[i] else note
+        if cells[0].get("times"):
+            cells[0]["time"] = _fmt_t(statistics.median(cells[0]["times"]))
+        emit({"row": 0, "cells": {k: v for k, v in cells[0].items() if k != "times"}})
+        if i:
+            emit({"row": i, "cells": cells[i]})
+
+    # primal
+    row = start(0)
+    first, _ = _first_call(lambda: K.fresh(case.primal)(*case.args))
+    primal_loop = (_value_loop if case.primal_returns_value else _call_loop)(case.primal)
+    primal = _Primal(_loop_sampler(primal_loop, case.args))
+    row.update(ratio="1.00", first=_fmt_t(first), times=primal.times)
+    done(0)
+    # hand-written adjoint
+    row = start(1)
+    fresh_args = case.adjoint_args()
+    first, ret = _first_call(lambda: K.fresh(case.adjoint)(*fresh_args))
+    ref = case.gradient(fresh_args, ret)
+    adjoint_loop = (_value_loop if case.adjoint_returns_value else _call_loop)(case.adjoint)
+    t, ratio = primal.compare(_loop_sampler(adjoint_loop, case.adjoint_args()))
+    row.update(time=_fmt_t(t), ratio=f"{ratio:.2f}", first=_fmt_t(first),
+               err=f"ref; FD {fd_err:.0e}", tape=f"{case.hand_tape} B")
+    done(1)
+    # pyzyme reverse, from Python
+    row = start(2)
+    try:
+        f = K.fresh(case.primal)
+        prepare, run = case.reverse(f)
+        prepare()
+        first, got = _first_call(lambda: _pyzyme("reverse", run))
+        row["first"] = _fmt_t(first)
+        row["err"] = _fmt_err(_pyzyme("reverse", lambda: _max_rel(got, ref)))
+        t, ratio = _pyzyme("reverse", lambda: primal.compare(_call_sampler(prepare, run)))
+        row.update(time=_fmt_t(t), ratio=f"{ratio:.2f}", tape=_tape_bytes(f))
+    except _Pending as p:
+        row.update(_pending_cells(p, tape=True))
+    done(2)
+    # pyzyme grad(f) inside an @njit loop
+    row = start(3)
+    if case.grad_argnums is None:
+        row.update(time="- (no float result)", ratio="-", first="-", err="-")
+    else:
+        try:
+            row.update(_grad_in_njit(case, primal, ref))
+        except _Pending as p:
+            row.update(_pending_cells(p))
+    done(3)
+    # pyzyme forward, one direction, from Python
+    if case.forward is not None:
+        row = start(4)
+        try:
+            run = case.forward(K.fresh(case.primal))
+            first, got = _first_call(lambda: _pyzyme("forward", run))
+            expected = sum(float(np.sum(np.asarray(r) * np.asarray(v)))
+                           for r, v in zip(ref, case.direction, strict=True))
+            row["first"] = _fmt_t(first)
+            row["err"] = _fmt_err(abs(float(got) - expected) / max(abs(expected), 1e-300))
+            t, ratio = _pyzyme("forward",
+                               lambda: primal.compare(_call_sampler(lambda: None, run)))
+            row.update(time=_fmt_t(t), ratio=f"{ratio:.2f}")
+        except _Pending as p:
+            row.update(_pending_cells(p))
+        done(4)
+
+
+def _grad_in_njit(case: Case, primal: _Primal, ref: list) -> Row:
+    f = K.fresh(case.primal)
+    pick = case.grad_pick
+
+    def build():
+        g = pyzyme.grad(f, argnums=case.grad_argnums)
+
+        @numba.njit
+        def once(args):
+            return g(*args)
+
+        return g, once
+
+    t0 = time.perf_counter()
+    g, once = _pyzyme("grad", build)
+    got = _pyzyme("grad", lambda: once(case.args))
+    first = time.perf_counter() - t0
+    if isinstance(case.grad_argnums, tuple):
+        got = list(got)
+    else:
+        got = [got]
+    loop = _value_loop(g) if pick is None else _picked_loop(g, pick)
+    t, ratio = _pyzyme("grad", lambda: primal.compare(_loop_sampler(loop, case.args)))
+    return {"time": _fmt_t(t), "ratio": f"{ratio:.2f}", "first": _fmt_t(first),
+            "err": _fmt_err(_pyzyme("grad", lambda: _max_rel(got, ref)))}
+
+
+# --- main ----------------------------------------------------------------------------------
+
+_COLUMNS = [("row", "what", "l"), ("time", "time", "r"), ("ratio", "/ primal", "r"),
+            ("first", "first call", "r"), ("err", "max rel. err", "r"), ("tape", "tape", "r")]
+_EVENT = "@@reverse.py "   # a child's event lines on its stdout start with this
+
+
+class _Kernel:
+    """One kernel's rows as they arrive from :func:`measure`."""
+
+    def __init__(self, key: str) -> None:
+        self.name = key
+        self.rows: list[Row] = []
+        self.running: int | None = None
+        self.ok = True
+
+    def event(self, ev: dict) -> None:
+        if "case" in ev:
+            self.name = ev["case"]
+            self.rows = [{"row": name} for name in ev["names"]]
+        elif "start" in ev:
+            self.running = ev["start"]
+        elif "row" in ev:
+            self.rows[ev["row"]].update(ev["cells"])
+            if ev["row"] == self.running:
+                self.running = None
+
+    def failed(self, word: str, note: str) -> None:
+        """The process measuring this kernel died (or hung) on the row it was measuring; the
+        rows after it were not measured."""
+        self.ok = False
+        if self.running is None:
+            self.rows.append({"row": "(after its rows)"})
+            self.running = len(self.rows) - 1
+        self.rows[self.running].update(time=word, ratio=word, first=word, err=word, note=note)
+        for row in self.rows[self.running + 1:]:
+            row.update(time="not run", ratio="-", first="-", err="-")
+
+
+def _table(kernels: list[_Kernel]) -> tuple[str, list[str]]:
+    """The Markdown table, and the footnotes its cells refer to."""
+    notes: list[str] = []
+    lines = ["| kernel | " + " | ".join(h for _, h, _ in _COLUMNS) + " |",
+             "| --- | " + " | ".join("---:" if a == "r" else "---" for *_, a in _COLUMNS) + " |"]
+    for kernel in kernels:
+        for i, row in enumerate(kernel.rows):
+            row = dict(row)
+            if row.get("note"):
+                if row["note"] not in notes:
+                    notes.append(row["note"])
+                row["time"] = f"{row.get('time', '')} [{notes.index(row['note']) + 1}]"
+            cells = [kernel.name if i == 0 else ""] + [row.get(k, "") for k, _, _ in _COLUMNS]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines), notes
+
+
+def _in_child(key: str, child_argv: list[str], timeout_s: float) -> _Kernel:
+    """Measure one kernel in a process of its own, so that a derivative that crashes the
+    process (a fault in generated code) costs its own row and the rows after it, no more."""
+    kernel = _Kernel(key)
+    command = [sys.executable, str(Path(__file__).resolve()), *child_argv, "--kernels", key,
+               "--child"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+        out, err, rc = done.stdout, done.stderr, done.returncode
+    except subprocess.TimeoutExpired as t:
+        out = t.stdout.decode() if isinstance(t.stdout, bytes) else (t.stdout or "")
+        err, rc = "", None
+    for line in out.splitlines():
+        if line.startswith(_EVENT):
+            kernel.event(json.loads(line[len(_EVENT):]))
+    if rc is None:
+        kernel.failed("timed out", f"{key}: no result in {timeout_s:.0f} s")
+    elif rc != 0:
+        last = ([ln for ln in err.splitlines() if ln.strip()] or [""])[-1].strip()
+        if rc < 0:
+            kernel.failed("crashed", f"the process died (signal {-rc}): {last[:160]}")
+        else:
+            kernel.failed("failed", f"exit status {rc}: {last[:160]}")
+    return kernel
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", action="store_true", help="matmul 128x64 @ 64x128")
+    parser.add_argument("--taylor-n", type=float, default=1e6, help="Taylor terms (1e6; 1e7)")
+    parser.add_argument("--gmm-large", action="store_true",
+                        help="GMM d=64 K=200 n=1000, generated, instead of ADBench d=10 K=25 "
+                             "(there ~4%% of the softmax weights are subnormal: the reverse "
+                             "sweep multiplies by them at subnormal speed, the primal does not)")
+    parser.add_argument("--kernels", default="K1,K2,K3,K4,K5", help="which kernels, e.g. K1,K4")
+    parser.add_argument("--in-process", action="store_true",
+                        help="measure every kernel in this process (a crash then ends the run)")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds one kernel's process may take (600)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    opts = parser.parse_args(argv)
+    builders = {"K1": lambda: taylor_case(int(opts.taylor_n)),
+                "K2": lambda: matmul_case(opts.small),
+                "K3": lambda: gmm_case(opts.gmm_large),
+                "K4": lotka_volterra_case,
+                "K5": diffusion_case}
+    wanted = [k for k in builders if k in {w.strip().upper() for w in opts.kernels.split(",")}]
+
+    if opts.child:
+        def emit(ev):
+            print(_EVENT + json.dumps(ev), flush=True)
+        numba.njit(lambda x: x + 1.0)(1.0)   # Numba's own first-compile set-up: not a kernel's
+        for key in wanted:
+            measure(key, builders[key](), emit)
+        return 0
+
+    t_start = time.perf_counter()
+    kernels = []
+    child_argv = ["--taylor-n", str(int(opts.taylor_n))]
+    child_argv += ["--small"] if opts.small else []
+    child_argv += ["--gmm-large"] if opts.gmm_large else []
+    for key in wanted:
+        if opts.in_process:
+            kernel = _Kernel(key)
+            measure(key, builders[key](), kernel.event)
+        else:
+            kernel = _in_child(key, child_argv, opts.timeout)
+        kernels.append(kernel)
+    table, notes = _table(kernels)
+    print()
+    print(table)
+    if notes:
+        print()
+        for i, note in enumerate(notes, 1):
+            print(f"[{i}] {note}")
+    where = "all kernels in one process" if opts.in_process else "one process per kernel"
+    print(f"\n(numba {numba.__version__}, numpy {np.__version__}; {where}; "
+          f"{time.perf_counter() - t_start:.0f} s)")
+    return 0 if all(k.ok for k in kernels) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
