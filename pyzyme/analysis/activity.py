@@ -119,8 +119,10 @@ def analyze_activity(fn, params: Sequence[Activity],
         ``(call, is_varied) -> bool``: whether a call's result is varied. The default says a
         call's result is varied when any of its arguments is.
     allocation_policy
-        ``(inst) -> bool``: whether an ``alloca`` gets a shadow. The default gives one to every
-        stack slot whose type can hold floats or pointers, once anything is varied.
+        ``(inst) -> bool``: whether an ``alloca`` gets a shadow. The default gives one to a
+        stack slot that can hold floats or pointers and into which a varied value may be
+        written (a slot holding only copies of constant arguments has none, so pointers
+        loaded back from it carry no derivative).
     return_active
         When given, also compute which varied values can reach an active output (reverse mode
         needs both halves): the returned value when ``return_active``, and whatever is stored
@@ -196,6 +198,38 @@ def _useful(order: Sequence[I.Instruction], varied: set, return_active: bool) ->
     return useful
 
 
+def _receives_varied(slot: I.Instruction, is_varied) -> bool:
+    """Whether a varied value may be written into stack slot ``slot``: stored through an
+    address into it, or by a call handed such an address alongside a varied argument. An
+    address that escapes (stored, merged by a phi, cast to an integer) counts as written."""
+    work, seen = [slot], set()
+    while work:
+        address = work.pop()
+        if address in seen:
+            continue
+        seen.add(address)
+        for user in address.users:
+            op = user.opcode
+            if op in ("getelementptr", "bitcast", "addrspacecast"):
+                if user.operands[0] is address:
+                    work.append(user)
+            elif op == "store":
+                value, pointer = user.operands
+                if value is address or (pointer is address and is_varied(value)):
+                    return True
+            elif op in ("load", "icmp"):
+                continue
+            elif isinstance(user, I.CallBase):
+                if any(is_varied(a) for a in user.args):
+                    return True
+            elif op in ("atomicrmw", "cmpxchg"):
+                if any(is_varied(v) for v in user.operands[1:]):
+                    return True
+            else:
+                return True  # phi, select, ptrtoint, ...: followed no further
+    return False
+
+
 def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy) -> bool:
     op = inst.opcode
     if op in _PURE:
@@ -205,7 +239,7 @@ def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy) -
     if op == "alloca":
         if allocation_policy is not None:
             return allocation_policy(inst)
-        return can_carry_derivative(inst.allocated_type)
+        return can_carry_derivative(inst.allocated_type) and _receives_varied(inst, is_varied)
     if op in ("call", "invoke"):
         if call_policy is not None:
             return call_policy(inst, is_varied)

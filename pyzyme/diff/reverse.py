@@ -170,6 +170,7 @@ class _State:
     entries: dict = field(default_factory=dict)        # (pred, header) -> fwd edge block
     copies: dict = field(default_factory=dict)         # memcpy -> float type copied, or None
     types: object = None                               # type analysis, when a copy needs it
+    float_pointers: list | None = None                 # pointers of float loads and stores
     doms: object = None
     dret: object = None
 
@@ -478,7 +479,8 @@ class ReverseGenerator:
             return
         ty = value.type
         if ty.is_int and isinstance(value, I.Load) and value.pointer in st.activity.varied \
-                and not self._holds_no_floats(st, value.pointer):
+                and not self._holds_no_floats(st, value.pointer) \
+                and self._may_hold_floats(st, value.pointer):
             raise UnsupportedError(
                 f"{st.where} copies memory that may hold floats through an integer of type "
                 f"{ty}: {inst}", hint="please report this function")
@@ -505,6 +507,17 @@ class ReverseGenerator:
                 return False
         kinds = {str(ct) for _, ct in st.types.tree(pointer).data0()}
         return bool(kinds) and kinds <= {"Integer", "Pointer", "Anything"}
+
+    def _may_hold_floats(self, st: _State, pointer: Value) -> bool:
+        """Whether the function reads or writes floats anywhere ``pointer`` may point."""
+        from pyzyme.analysis.overwrite import may_alias
+
+        if st.float_pointers is None:
+            st.float_pointers = [
+                i.pointer for i in st.old.instructions()
+                if isinstance(i, (I.Load, I.Store)) and _has_float(
+                    i.type if isinstance(i, I.Load) else i.operands[0].type)]
+        return any(may_alias(pointer, p) for p in st.float_pointers)
 
     def _forward_alloca(self, st: _State, inst: I.Alloca) -> None:
         count = inst.count
