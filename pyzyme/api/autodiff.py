@@ -92,7 +92,7 @@ def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
     distinct = _distinct([x for c in calls for x in c.arrays()])
     plan = reverse_plan(dispatcher, [c.numba_type for c in calls], [c.kind for c in calls],
                         ret_activity, distinct)
-    seeds = (1.0,) if plan.seeded else ()
+    seeds = (_unit_seed(plan.restype),) if plan.seeded else ()
     out = plan.function(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
                         *seeds)
     for c in calls:
@@ -104,6 +104,15 @@ def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
     if mode.with_primal:
         return (derivs, primal)
     return (derivs,)
+
+
+def _unit_seed(numba_type):
+    """The seed of an Active result: 1.0, or 1.0 in every float of a tuple result."""
+    from numba.core import types
+
+    if isinstance(numba_type, types.BaseTuple):
+        return tuple(_unit_seed(t) for t in numba_type.types)
+    return 1.0
 
 
 def reverse_plan(dispatcher, primal_types, kinds, ret_activity, distinct: bool):

@@ -479,8 +479,7 @@ class ReverseGenerator:
             return
         ty = value.type
         if ty.is_int and isinstance(value, I.Load) and value.pointer in st.activity.varied \
-                and not self._holds_no_floats(st, value.pointer) \
-                and self._may_hold_floats(st, value.pointer):
+                and not self._integer_move(st, value):
             raise UnsupportedError(
                 f"{st.where} copies memory that may hold floats through an integer of type "
                 f"{ty}: {inst}", hint="please report this function")
@@ -494,9 +493,10 @@ class ReverseGenerator:
         st.fb.insert(I.Store(self._fwd_shadow(st, value), shadow, inst.align, inst.volatile,
                              inst.ordering, inst.syncscope))
 
-    def _holds_no_floats(self, st: _State, pointer: Value) -> bool:
-        """Whether type analysis shows the memory at ``pointer`` holds only integers and
-        pointers (so an integer copied out of it is no float in disguise)."""
+    def _integer_move(self, st: _State, load: I.Load) -> bool:
+        """Whether integer ``load`` reads an integer (so storing it into a shadow mirrors the
+        primal), not the bits of a float: type analysis says so, or its address is typed as
+        integer data, or no float access of the function may touch the same memory."""
         from pyzyme.analysis.types import analyze_types
         from pyzyme.errors import TypeAnalysisError
 
@@ -504,9 +504,22 @@ class ReverseGenerator:
             try:
                 st.types = analyze_types(st.old, self.type_seeds.get(st.old, {}))
             except TypeAnalysisError:
+                st.types = False
+        if st.types:
+            kind = str(st.types.tree(load).lookup(0))
+            if kind in ("Integer", "Pointer"):
+                return True
+            if kind.startswith("Float"):
                 return False
-        kinds = {str(ct) for _, ct in st.types.tree(pointer).data0()}
-        return bool(kinds) and kinds <= {"Integer", "Pointer", "Anything"}
+        pointer = load.pointer
+        step = pointer
+        while isinstance(step, I.GetElementPtr):  # the addressing names the element type
+            if step.source_type != T.i8:
+                if not _has_float(step.source_type):
+                    return True
+                break
+            step = step.pointer
+        return not self._may_hold_floats(st, pointer)
 
     def _may_hold_floats(self, st: _State, pointer: Value) -> bool:
         """Whether the function reads or writes floats anywhere ``pointer`` may point."""
