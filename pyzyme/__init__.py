@@ -38,7 +38,8 @@ from pyzyme.api.modes import (  # noqa: E402
     ReverseSplitWithPrimal,
     ReverseWithPrimal,
 )
-from pyzyme.api.pending import autodiff_thunk, hessian, hvp  # noqa: E402
+from pyzyme.api.pending import autodiff_thunk  # noqa: E402
+from pyzyme.api.second_order import hessian, hvp  # noqa: E402
 
 __all__ = [
     "ActivityError", "CaptureError", "FrontendError", "IRTypeError", "ParseError", "PyzymeError",

@@ -89,6 +89,21 @@ def _value_type(numba_type) -> T.Type:
     return ir.parse_type(str(cpu_target.target_context.get_value_type(numba_type)))
 
 
+@dataclass
+class ReverseModule:
+    """A reverse derivative as IR, before compilation: ``module`` holds the entry ``symbol``,
+    in Numba's convention, taking ``args`` and returning ``restype``."""
+
+    module: object
+    symbol: str
+    args: list
+    restype: object
+    primal_restype: object
+    seeded: bool
+    abi: object
+    tape: str
+
+
 def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret_activity,
                   distinct: bool, rules) -> ReversePlan:
     """Capture ``f`` for ``primal_types`` and compile its reverse derivative.
@@ -97,6 +112,22 @@ def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str], r
     ``ret_activity`` is ``Active``, ``Const`` or None (deduced from the result type);
     ``distinct`` says no two array arguments (or shadows) overlap in memory.
     """
+    rm = reverse_module(f, primal_types, kinds, ret_activity, distinct, rules)
+    for fn in rm.module.functions:
+        if not fn.is_declaration:
+            fn.linkage = "external" if fn.name == rm.symbol else "internal"
+    text = str(rm.module)
+    compiled = compile_module(text, name=f"pyzyme_rev_{rm.abi.function}")
+    nsig = rm.restype(*rm.args)
+    fn = njit_callable(compiled, rm.symbol, nsig,
+                       arg_names=[f"a{i}" for i in range(len(rm.args))])
+    return ReversePlan(fn, tuple(kinds), rm.primal_restype != types.none, rm.seeded,
+                       rm.primal_restype, rm.symbol, text, rm.tape)
+
+
+def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret_activity,
+                   distinct: bool, rules) -> ReverseModule:
+    """The IR of :func:`build_reverse`'s derivative, not yet compiled."""
     primal_types = tuple(primal_types)
     cap = capture(f, primal_types)
     abi = cap.abi
@@ -144,16 +175,9 @@ def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str], r
     shadow_types = [t for t, k in zip(primal_types, kinds) if k == DUPLICATED]
     _wrapper(module, native, rev, abi, kinds, acts, entry_restype, elements, restype, seeded,
              symbol)
-    for fn in module.functions:
-        if not fn.is_declaration:
-            fn.linkage = "external" if fn.name == symbol else "internal"
-    text = str(module)
-    compiled = compile_module(text, name=f"pyzyme_rev_{abi.function}")
     args = list(primal_types) + shadow_types + ([restype] if seeded else [])
-    nsig = entry_restype(*args)
-    fn = njit_callable(compiled, symbol, nsig, arg_names=[f"a{i}" for i in range(len(args))])
-    return ReversePlan(fn, tuple(kinds), restype != types.none, seeded, restype, symbol, text,
-                       str(gen.tapes[rev]))
+    return ReverseModule(module, symbol, args, entry_restype, restype, seeded, abi,
+                         str(gen.tapes[rev]))
 
 
 def _wrapper(module, native, rev, abi, kinds, acts, entry_restype, elements, restype,
@@ -169,9 +193,15 @@ def _wrapper(module, native, rev, abi, kinds, acts, entry_restype, elements, res
     fn = module.add_function(symbol, T.FunctionType(T.i32, all_params))
     b = IRBuilder(fn.append_block("entry"))
     args = fn.args
+    names = [a.name for a in native.args]
+    names += [f"{native.args[p.index].name}'" for arg, kind in zip(abi.args, kinds)
+              if kind == DUPLICATED for p in arg.params]
+    for a, name in zip(args, names + ["dret"]):
+        a.name = name
     retptr, excinfo = args[0], args[1]
-    size = max(abi.result.size, 8)
-    slot_ty = T.ArrayType(size, T.i8)
+    # Typed slots (not bytes), so that forward mode over this wrapper (hvp) sees that they
+    # hold floats.
+    slot_ty = _value_type(restype) if restype != types.none else T.ptr
     result = b.alloca(slot_ty, align=16, name="result")
     seed = b.alloca(slot_ty, align=16, name="seed")
     b.store(const_null(slot_ty), seed, 16)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pyzyme.errors import UnsupportedError
 
-__all__ = ["autodiff_thunk", "hvp", "hessian"]
+__all__ = ["autodiff_thunk"]
 
 
 def _pending(name: str, needs: str, hint: str):
@@ -22,7 +22,3 @@ def _pending(name: str, needs: str, hint: str):
 
 autodiff_thunk = _pending("autodiff_thunk", "split reverse mode",
                           "combined reverse mode works: autodiff(Reverse, ...)")
-hvp = _pending("hvp", "forward-over-reverse differentiation",
-               "jacobian(Forward, ...) of a hand-written gradient works")
-hessian = _pending("hessian", "forward-over-reverse differentiation",
-                   "jacobian(Forward, ...) of a hand-written gradient works")

@@ -150,7 +150,8 @@ class ForwardGenerator:
             new_arg.attrs = old_arg.attrs
         for p, new_arg in zip(sig.extra, new.args[len(fn.args):]):
             if p.of is not None:
-                new_arg.name = naming.shadow_param(fn.args[p.of].name, p.lane, width)
+                new_arg.name = new.unique_name(
+                    naming.shadow_param(fn.args[p.of].name, p.lane, width))
                 if new_arg.type.is_pointer and "noalias" in fn.args[p.of].attrs.split():
                     # A shadow aliases neither its primal nor other shadows when the primal
                     # aliases nothing (Enzyme makes the same assumption of shadow arguments).

@@ -14,7 +14,7 @@ from pyzyme.analysis.activity import Activity
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import const_int
+from pyzyme.ir.values import const_int, const_null
 from pyzyme.rules import spec
 
 __all__ = ["call", "call_result_varied"]
@@ -36,7 +36,8 @@ def call_result_varied(gen, inst: I.CallBase, is_varied) -> bool:
     if isinstance(row, spec.Allocation):
         return True  # every allocation gets a shadow once anything is varied
     if isinstance(row, spec.Mirror):
-        return inst.type.is_pointer and any(is_varied(args[i]) for i in row.pointer_args)
+        return inst.type.is_pointer and (row.allocates or any(is_varied(args[i])
+                                                              for i in row.pointer_args))
     if row is not None:
         return False
     callee = inst.called_function
@@ -190,6 +191,8 @@ def _mirror(gen, st, inst: I.Call, new: I.Call, row: spec.Mirror) -> None:
     results = []
     for i in row.pointer_args:
         shadows = st.derivs.get(inst.args[i])
+        if shadows is None and row.allocates and inst in st.activity.varied:
+            shadows = [const_null(T.ptr)] * st.width  # a fresh block for a fresh block
         if shadows is None:
             continue
         for k in range(st.width):

@@ -43,5 +43,7 @@ ROWS = (
     # pointer of the shadow call is the shadow of the returned one.
     Mirror(("NRT_MemInfo_varsize_alloc", "NRT_MemInfo_varsize_realloc"), "runtime"),
     Mirror(("free",), "libm"),
-    Mirror(("realloc",), "libm"),  # the shadow block is resized alongside the primal one
+    # The shadow block is resized alongside the primal one (allocated, from null, when the
+    # primal block had none: reverse mode grows its caches this way).
+    Mirror(("realloc",), "libm", allocates=True),
 )

@@ -107,6 +107,9 @@ class Mirror(Row):
     ``pointer_args``, so a shadow lives exactly as long as its primal."""
 
     pointer_args: tuple[int, ...] = (0,)
+    #: The result is memory of its own even when the operand has no shadow (``realloc`` of a
+    #: null pointer allocates): it then gets a shadow from the same call on a null shadow.
+    allocates: bool = False
 
 
 @dataclass(frozen=True)

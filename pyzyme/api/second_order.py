@@ -1,0 +1,153 @@
+"""Second derivatives: forward mode applied to the IR reverse mode generates.
+
+The gradient of ``f`` is a function pyzyme wrote in LLVM IR (:mod:`pyzyme.api.numba_reverse`):
+loops, caches, adjoint slots and all. Differentiating *that* in forward mode, in the direction
+``v`` of ``x``, gives the directional derivative of the gradient: the Hessian-vector product
+``H v``, at a small multiple of the gradient's cost and without forming ``H``. Working on IR
+is what makes this possible; no part of it is special to second derivatives.
+
+Examples
+--------
+>>> import numpy as np
+>>> def f(x):
+...     return x[0] ** 2 * x[1] + np.sin(x[1])
+>>> hvp(f, np.array([1.0, 2.0]), np.array([1.0, 0.0]))
+array([4., 2.])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pyzyme import ir
+from pyzyme.analysis.activity import Activity
+from pyzyme.analysis.layout import sizeof
+from pyzyme.api.annotations import Active
+from pyzyme.api.numba_forward import _differentiable
+from pyzyme.api.numba_reverse import _value_type, reverse_module
+from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
+from pyzyme.errors import PyzymeError
+from pyzyme.frontends.numba import njit_callable
+from pyzyme.runtime import compile_module, symbol_name
+
+__all__ = ["hvp", "hessian"]
+
+
+@dataclass(frozen=True)
+class HvpPlan:
+    """``function(x, dx, seed, v, hv)``: accumulates ``H v`` into ``hv`` (and the gradient
+    into ``dx``)."""
+
+    function: object
+    ir_text: str
+
+
+def build_hvp(f, xtype, rules) -> HvpPlan:
+    """Compile the Hessian-vector product of ``f`` (one array argument, float result)."""
+    rm = reverse_module(f, (xtype,), ["duplicated"], Active, True, rules)
+    module, abi = rm.module, rm.abi
+    grad_fn = module.get_function(rm.symbol)
+    x_params = abi.args[0].params
+    n = len(x_params)
+    diff = set(_differentiable(abi.args[0]))
+    acts = [Activity.CONST] * len(grad_fn.args)
+    extra = []
+    for offset in (0, n):  # x, then its gradient's shadow dx: both move along v
+        for p in x_params:
+            index = p.index + offset
+            if p.index in diff:
+                acts[index] = Activity.DUPLICATED
+            extra.append(ExtraParam(ir.parse_type(p.llvm_type),
+                                    index if p.index in diff else None))
+    acts[0] = Activity.DUPLICATED  # the result slot: its tangent goes to a scratch buffer
+    scratch = ((0, max(8, sizeof(_value_type(rm.restype)))),)
+    sig = ForwardSignature(tuple(acts), tuple(extra), 1, (), False, scratch)
+    symbol = symbol_name("hvp", rm.symbol, repr(sig))
+    ForwardGenerator(module, rules).derivative(grad_fn, sig, name=symbol)
+    for fn in module.functions:
+        if not fn.is_declaration:
+            fn.linkage = "external" if fn.name == symbol else "internal"
+    text = str(module)
+    compiled = compile_module(text, name=f"pyzyme_hvp_{abi.function}")
+    nsig = rm.restype(*rm.args, xtype, xtype)
+    fn = njit_callable(compiled, symbol, nsig, arg_names=["x", "dx", "seed", "v", "hv"])
+    return HvpPlan(fn, text)
+
+
+def _plan(f, x: np.ndarray) -> HvpPlan:
+    import numba
+
+    from pyzyme.api.autodiff import CACHE, _dispatcher, _rules
+
+    dispatcher = _dispatcher(f)
+    xtype = numba.typeof(x)
+    return CACHE.get(("hvp", dispatcher, xtype),
+                     lambda: build_hvp(dispatcher, xtype, _rules()))
+
+
+def _as_input(x) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    if x.ndim == 0:
+        raise PyzymeError("hvp and hessian take an array x; wrap a scalar in np.array([x])")
+    return x
+
+
+def hvp(f, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The Hessian of ``f`` at ``x`` times ``v``: forward mode over reverse mode.
+
+    Parameters
+    ----------
+    f
+        An ``@njit`` (or plain Python) function of one float array returning a float.
+    x, v
+        The point and the direction, arrays of the same shape.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``H(x) @ v``, shaped like ``x``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> hvp(lambda x: np.sum(x ** 3), np.array([1.0, 2.0]), np.array([1.0, 1.0]))
+    array([ 6., 12.])
+    """
+    x = _as_input(x)
+    v = np.ascontiguousarray(v, dtype=np.float64)
+    if v.shape != x.shape:
+        raise PyzymeError(f"v has shape {v.shape}; x has shape {x.shape}")
+    plan = _plan(f, x)
+    hv = np.zeros_like(x)
+    plan.function(x, np.zeros_like(x), 1.0, v, hv)
+    return hv
+
+
+def hessian(f):
+    """A function giving the Hessian of ``f`` (one array argument, float result), built from
+    one Hessian-vector product per input element.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 3.0]))
+    array([[6., 2.],
+           [2., 0.]])
+    """
+    def hess(x: np.ndarray) -> np.ndarray:
+        x = _as_input(x)
+        plan = _plan(f, x)
+        flat = x.reshape(-1)
+        out = np.zeros((flat.size, flat.size))
+        for i in range(flat.size):
+            e = np.zeros_like(x)
+            e.reshape(-1)[i] = 1.0
+            hv = np.zeros_like(x)
+            plan.function(x, np.zeros_like(x), 1.0, e, hv)
+            out[:, i] = hv.reshape(-1)
+        return out.reshape(x.shape + x.shape)
+
+    hess.__name__ = f"hessian_{getattr(f, '__name__', 'f')}"
+    return hess
