@@ -32,6 +32,8 @@ import zlib
 import numpy as np
 import pytest
 
+from pyzyme import UnsupportedError
+
 import pyzyme
 from pyzyme import (
     Active,
@@ -53,8 +55,11 @@ AD_TOL = {"rtol": 1e-10, "atol": 1e-12}
 AD_TOL_F32 = {"rtol": 1e-5, "atol": 1e-6}
 
 
-def _params(select=lambda c: True):
-    return [pytest.param(c, id=c.name) for c in CASES if select(c)]
+def _params(select=lambda c: True, reverse: bool = True):
+    return [pytest.param(c, id=c.name, marks=[pytest.mark.xfail(
+                raises=UnsupportedError, strict=True, reason=c.pending)]
+                if c.pending and reverse else [])
+            for c in CASES if select(c)]
 
 
 def _seed(name: str, salt: str = "") -> int:
@@ -215,7 +220,7 @@ def _assert_grad(c, actual, expected, tol, what):
 # --- the corpus --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("c", _params())
+@pytest.mark.parametrize("c", _params(reverse=False))
 def test_primal_runs(c):
     """Every case's function compiles and runs under Numba (no pyzyme involved)."""
     args = list(c.make_args())
