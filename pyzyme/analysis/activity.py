@@ -42,7 +42,8 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Value
 
-__all__ = ["Activity", "ActivityResult", "analyze_activity", "can_carry_derivative"]
+__all__ = ["Activity", "ActivityResult", "analyze_activity", "can_carry_derivative",
+           "contains_type"]
 
 
 class Activity(enum.Enum):
@@ -53,15 +54,21 @@ class Activity(enum.Enum):
     DUPLICATED = "duplicated"    # a pointer with a shadow
 
 
-def can_carry_derivative(ty: T.Type) -> bool:
-    """Floats, pointers, and vectors or aggregates containing them; never integers."""
-    if ty.is_float or ty.is_pointer:  # vectors answer by their element type
+def contains_type(ty: T.Type, leaf: Callable[[T.Type], bool]) -> bool:
+    """Whether ``ty``, or any element of it (arrays and structs, recursively), satisfies
+    ``leaf``; vectors answer by their element type."""
+    if leaf(ty):
         return True
     if isinstance(ty, T.ArrayType):
-        return can_carry_derivative(ty.element)
+        return contains_type(ty.element, leaf)
     if isinstance(ty, (T.StructType, T.IdentifiedStructType)) and ty.elements is not None:
-        return any(can_carry_derivative(e) for e in ty.elements)
+        return any(contains_type(e, leaf) for e in ty.elements)
     return False
+
+
+def can_carry_derivative(ty: T.Type) -> bool:
+    """Floats, pointers, and vectors or aggregates containing them; never integers."""
+    return contains_type(ty, lambda t: t.is_float or t.is_pointer)
 
 
 # Opcodes whose result depends only on their operands' values (no memory, no calls): the result

@@ -17,7 +17,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import const_int, const_null
 from pyzyme.rules import spec
 
-__all__ = ["call", "call_result_varied"]
+__all__ = ["call", "call_result_varied", "unknown_callee"]
 
 
 def _row(gen, inst: I.CallBase):
@@ -72,13 +72,19 @@ def call(gen, st, inst: I.CallBase) -> None:
     elif isinstance(row, spec.Mirror):
         _mirror(gen, st, inst, new, row)
     elif row is None and _any_varied(st, inst):
-        what = f"@{callee.name}" if callee is not None else "an indirect call"
-        err = UnsupportedError(
-            f"no derivative for a call to {what} in {st.where}: it has no body pyzyme can "
-            f"see and no rule, and an argument carries a derivative",
-            hint="write a custom rule for it, or pass the arguments that reach it as Const")
-        err.callee = callee.name if callee is not None else None
-        raise err
+        raise unknown_callee(st.where, callee)
+
+
+def unknown_callee(where: str, callee) -> UnsupportedError:
+    """The error for a call with active arguments to a function with no body and no rule;
+    ``.callee`` names it, so the Numba layer can find the Python line of the call."""
+    what = f"@{callee.name}" if callee is not None else "an indirect call"
+    err = UnsupportedError(
+        f"no derivative for a call to {what} in {where}: it has no body pyzyme can see and no "
+        f"rule, and an argument carries a derivative",
+        hint="write a custom rule for it, or pass the arguments that reach it as Const")
+    err.callee = callee.name if callee is not None else None
+    return err
 
 
 def _any_varied(st, inst: I.CallBase) -> bool:

@@ -15,7 +15,7 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Argument, ZeroInitializer, const_null
 
-__all__ = ["load", "store", "alloca", "atomicrmw", "cmpxchg"]
+__all__ = ["load", "store", "alloca", "atomicrmw", "cmpxchg", "no_shadow_error"]
 
 
 def load(gen, st, inst: I.Load, new: I.Load) -> None:
@@ -33,16 +33,21 @@ def store(gen, st, inst: I.Store, new: I.Store) -> None:
     varied = value in st.activity.varied
     if shadows is None:
         if varied:
-            raise ActivityError(
-                f"{st.where} stores an active value into memory that has no shadow"
-                f"{_whose(pointer)}: {inst}",
-                hint="pass the array (or temporary buffer) it writes to as Duplicated, "
-                     "not Const, so its derivative has somewhere to go")
+            raise no_shadow_error(st.where, inst, pointer)
         return
     for k in range(st.width):
         d = gen._deriv_or_zero(st, value, k) if varied else _stored_derivative(gen, st, value)
         st.builder.insert(I.Store(d, shadows[k], inst.align, inst.volatile, inst.ordering,
                                   inst.syncscope))
+
+
+def no_shadow_error(where: str, inst, pointer) -> ActivityError:
+    """The error for an active value stored where its derivative has nowhere to go."""
+    return ActivityError(
+        f"{where} stores an active value into memory that has no shadow{_whose(pointer)}: "
+        f"{inst}",
+        hint="pass the array (or temporary buffer) it writes to as Duplicated, not Const, so "
+             "its derivative has somewhere to go")
 
 
 def _whose(pointer) -> str:

@@ -30,14 +30,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pyzyme.analysis.activity import Activity, analyze_activity, can_carry_derivative
+from pyzyme.analysis.activity import (
+    Activity,
+    analyze_activity,
+    can_carry_derivative,
+    contains_type,
+)
 from pyzyme.analysis.cfg import dominators, reverse_post_order
 from pyzyme.analysis.loops import analyze_loops
 from pyzyme.analysis.overwrite import analyze_overwrites, underlying_object
 from pyzyme.diff import naming
 from pyzyme.diff.emit import Emitter, derivative_flags
 from pyzyme.diff.tape import Tape
-from pyzyme.errors import ActivityError, UnsupportedError, error_context
+from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.names import readable
 from pyzyme.ir.values import (
@@ -105,23 +110,11 @@ _STRUCTURAL = frozenset({"getelementptr", "bitcast", "addrspacecast", "select", 
 
 
 def _has_pointer(ty: T.Type) -> bool:
-    if ty.is_pointer:
-        return True
-    if isinstance(ty, T.ArrayType):
-        return _has_pointer(ty.element)
-    if isinstance(ty, (T.StructType, T.IdentifiedStructType)) and ty.elements is not None:
-        return any(_has_pointer(e) for e in ty.elements)
-    return False
+    return contains_type(ty, lambda t: t.is_pointer)
 
 
 def _has_float(ty: T.Type) -> bool:
-    if ty.is_float:  # vectors answer by their element type
-        return True
-    if isinstance(ty, T.ArrayType):
-        return _has_float(ty.element)
-    if isinstance(ty, (T.StructType, T.IdentifiedStructType)) and ty.elements is not None:
-        return any(_has_float(e) for e in ty.elements)
-    return False
+    return contains_type(ty, lambda t: t.is_float)
 
 
 def _elements(ty: T.Type) -> list:
@@ -470,12 +463,8 @@ class ReverseGenerator:
                     underlying_object(pointer) is st.old.args[1]:
                 return  # Numba's exception record: read by the caller only when raising
             if value in st.activity.varied and can_carry_derivative(value.type):
-                from pyzyme.diff.forward_memory import _whose
-                raise ActivityError(
-                    f"{st.where} stores an active value into memory that has no shadow"
-                    f"{_whose(pointer)}: {inst}",
-                    hint="pass the array (or temporary buffer) it writes to as Duplicated, "
-                         "not Const, so its derivative has somewhere to go")
+                from pyzyme.diff.forward_memory import no_shadow_error
+                raise no_shadow_error(st.where, inst, pointer)
             return
         ty = value.type
         if ty.is_int and isinstance(value, I.Load) and value.pointer in st.activity.varied \

@@ -70,13 +70,8 @@ def forward(gen, st, inst: I.CallBase) -> None:
     elif isinstance(row, spec.Mirror):
         _mirror(gen, st, inst, new)
     elif row is None and _any_varied(st, inst):
-        what = f"@{callee.name}" if callee is not None else "an indirect call"
-        err = UnsupportedError(
-            f"no derivative for a call to {what} in {st.where}: it has no body pyzyme can "
-            f"see and no rule, and an argument carries a derivative",
-            hint="write a custom rule for it, or pass the arguments that reach it as Const")
-        err.callee = callee.name if callee is not None else None
-        raise err
+        from pyzyme.diff.forward_calls import unknown_callee
+        raise unknown_callee(st.where, callee)
 
 
 def reverse(gen, st, inst: I.CallBase) -> None:
