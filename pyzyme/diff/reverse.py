@@ -793,6 +793,9 @@ class ReverseGenerator:
         for loop, index, first, rest in st.headers:
             b = IRBuilder(first)
             st.tape.grow(b, loop, index, rest)
+        from pyzyme.diff.tape import declare_noalias
+        for fn in dict.fromkeys((st.fwd, st.rev)):
+            declare_noalias(fn, st.tape.scope)
         if not st.sig.split:
             return
         b = st.fb
@@ -1112,9 +1115,12 @@ def _leaves(ty: T.Type) -> list:
 
 
 def _add(b: IRBuilder, ty: T.Type, a: Value, c: Value) -> Value:
-    """``a + c`` over the float leaves of ``ty`` (others kept from ``a``)."""
+    """``a + c`` over the float leaves of ``ty`` (others kept from ``a``).
+
+    The sums accumulate adjoints, whose slots start at +0.0: ``nsz`` lets LLVM fold
+    ``0.0 + d`` to ``d`` (an adjoint's sign of zero carries no information)."""
     if ty.is_float:
-        return b.fadd(a, c)
+        return b.fadd(a, c, ("nsz",))
     if not _has_float(ty):
         return a
     out = a

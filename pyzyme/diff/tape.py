@@ -40,7 +40,7 @@ from pyzyme.analysis.layout import sizeof, struct_layout
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.values import Value, const_int, const_null
 
-__all__ = ["Tape", "Slot", "Cache", "STACK"]
+__all__ = ["Tape", "Slot", "Cache", "STACK", "tape_scope", "declare_noalias"]
 
 #: A growable stack of i64: ``{ entries, depth, capacity }``.
 STACK = T.StructType([T.ptr, T.i64, T.i64])
@@ -95,6 +95,7 @@ class Tape:
         self.fwd_entry = fwd_entry
         self.rev_entry = rev_entry
         self.module = module
+        self.scope = tape_scope(module)
         self.slots: list[Slot] = []
         self.loops: dict = {}
         self.top_caches: list[Cache] = []
@@ -152,14 +153,22 @@ class Tape:
             b.store(value, cache.slot.fwd)
             return
         base = b.load(T.ptr, cache.slot.fwd)
-        b.store(value, b.gep(cache.type, base, [index], ("inbounds",)))
+        self._mark(b.store(value, b.gep(cache.type, base, [index], ("inbounds",))))
 
     def load(self, b: IRBuilder, cache: Cache, index: Value | None, name: str = "") -> Value:
         """Reverse sweep: the value saved for iteration ``index``."""
         if cache.loop is None:
             return b.load(cache.type, cache.slot.rev, name=name)
         base = b.load(T.ptr, cache.slot.rev)
-        return b.load(cache.type, b.gep(cache.type, base, [index], ("inbounds",)), name=name)
+        return self._mark(b.load(cache.type, b.gep(cache.type, base, [index], ("inbounds",)),
+                                 name=name))
+
+    def _mark(self, inst):
+        """Tape memory is touched only through the tape: its accesses form an alias scope
+        that every other access of the derivative is declared not to alias (see
+        :func:`declare_noalias`), so LLVM keeps tape reads out of loops that write shadows."""
+        inst.metadata.append(("alias.scope", self.scope))
+        return inst
 
     def grow(self, b: IRBuilder, loop, index: Value, after) -> None:
         """At the header of ``loop`` (builder at the end of the block that computed ``index``),
@@ -211,7 +220,7 @@ class Tape:
         depth = b.load(T.i64, b.gep(STACK, stack.rev, [const_int(T.i64, 0),
                                                        const_int(T.i32, 1)]))
         top = b.gep(T.i64, base, [b.sub(depth, const_int(T.i64, 1))], ("inbounds",))
-        return b.load(T.i64, top, name=name)
+        return self._mark(b.load(T.i64, top, name=name))
 
     def pop(self, b: IRBuilder, stack: Slot) -> None:
         at = b.gep(STACK, stack.rev, [const_int(T.i64, 0), const_int(T.i32, 1)])
@@ -265,6 +274,42 @@ class Tape:
         for stack in self.stacks:
             lines.append(f"  stack %{stack.name}: i64")
         return "\n".join(lines)
+
+
+_SCOPE_NAME = "pyzyme tape"
+
+
+def tape_scope(module) -> str:
+    """The metadata list naming the tape's alias scope in ``module`` (added once)."""
+    import re
+
+    for section, text in module.extra_lines:
+        if section == "metadata" and f'!"{_SCOPE_NAME}"' in text and "distinct" in text:
+            ident = text.split("=", 1)[0].strip()
+            lists = [t for sec, t in module.extra_lines
+                     if sec == "metadata" and t.split("=", 1)[1].strip() == f"!{{{ident}}}"]
+            return lists[0].split("=", 1)[0].strip()
+    numbers = [int(m.group(1)) for sec, t in module.extra_lines if sec == "metadata"
+               for m in [re.match(r"!(\d+)\s*=", t)] if m]
+    n = max(numbers, default=-1) + 1
+    module.extra_lines += [
+        ("metadata", f'!{n} = distinct !{{!{n}, !"pyzyme tape domain"}}'),
+        ("metadata", f'!{n + 1} = distinct !{{!{n + 1}, !{n}, !"{_SCOPE_NAME}"}}'),
+        ("metadata", f"!{n + 2} = !{{!{n + 1}}}"),
+    ]
+    return f"!{n + 2}"
+
+
+def declare_noalias(fn, scope: str) -> None:
+    """Mark every load and store of ``fn`` outside the tape scope as not aliasing it (those
+    that already carry ``!noalias`` keep their own list, and so make no such claim)."""
+    for inst in fn.instructions():
+        if inst.opcode not in ("load", "store"):
+            continue
+        kinds = {k for k, _ in inst.metadata}
+        if "alias.scope" in kinds or "noalias" in kinds:
+            continue
+        inst.metadata.append(("noalias", scope))
 
 
 def _push_function(module):
