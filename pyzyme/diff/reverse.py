@@ -856,6 +856,9 @@ class ReverseGenerator:
             return b.insert(clone, fv.name)
         cache = st.caches.get(fv)
         if cache is None:
+            # A value the same on every iteration of its loops is kept once per iteration of
+            # the innermost loop it does vary in (stored redundantly, indexed there).
+            loop = self._varies_in(st, fv, loop)
             cache = st.caches[fv] = st.tape.cache(fv.type, loop, fv.name or "value")
             fb = IRBuilder()
             if isinstance(fv, I.Phi):
@@ -864,7 +867,40 @@ class ReverseGenerator:
             else:
                 fb.position_after(fv)
             st.tape.store(fb, cache, fv, st.fidx.get(loop))
-        return st.tape.load(b, cache, self._index(st, loop), name=fv.name)
+        return st.tape.load(b, cache, self._index(st, cache.loop), name=fv.name)
+
+    def _varies_in(self, st: _State, fv: I.Instruction, loop):
+        """The innermost of ``loop`` and its parents in which forward value ``fv`` may differ
+        between iterations (None: it is the same throughout the call)."""
+        while loop is not None and self._invariant_in(st, fv, loop, 8):
+            loop = loop.parent
+        return loop
+
+    def _invariant_in(self, st: _State, fv: Value, loop, depth: int) -> bool:
+        """Whether ``fv`` has one value across the iterations of ``loop`` (a pure function of
+        values defined outside it, or a load of memory nothing in it writes)."""
+        if not isinstance(fv, I.Instruction):
+            return True
+        origin = st.origin.get(fv.parent)
+        if origin is None or not loop.contains(origin):
+            return True
+        if depth == 0 or isinstance(fv, I.Phi) or fv in st.inductions:
+            return False
+        if fv.opcode == "load":
+            primal = st.origin_load.get(fv)
+            if primal is None or fv.volatile or self._written_in(st, primal.pointer, loop):
+                return False
+            return self._invariant_in(st, fv.operands[0], loop, depth - 1)
+        if fv.opcode not in _PURE:
+            return False
+        return all(self._invariant_in(st, op, loop, depth - 1) for op in fv.operands)
+
+    def _written_in(self, st: _State, pointer: Value, loop) -> bool:
+        """Whether anything in ``loop`` may write where ``pointer`` points."""
+        from pyzyme.analysis.overwrite import _written_pointers, may_alias
+
+        return any(may_alias(pointer, w) for block in loop.blocks
+                   for inst in block.instructions for w in _written_pointers(inst))
 
     def _merged_phi(self, st: _State, fv: I.Phi, block) -> Value | None:
         """A phi of an if/else merge whose arms' values are safe to compute either way:
