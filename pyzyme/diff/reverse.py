@@ -41,6 +41,7 @@ from pyzyme.analysis.loops import analyze_loops
 from pyzyme.analysis.overwrite import analyze_overwrites, underlying_object
 from pyzyme.diff import naming
 from pyzyme.diff.emit import Emitter, derivative_flags
+from pyzyme.diff.alias_scopes import ScopeTable, annotate
 from pyzyme.diff.tape import Tape
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import IRBuilder, instructions as I, types as T
@@ -164,6 +165,7 @@ class _State:
     copies: dict = field(default_factory=dict)         # memcpy -> float type copied, or None
     types: object = None                               # type analysis, when a copy needs it
     float_pointers: list | None = None                 # pointers of float loads and stores
+    rev_origin: dict = field(default_factory=dict)     # reverse value -> fwd value it stands for
     doms: object = None
     dret: object = None
 
@@ -193,6 +195,7 @@ class ReverseGenerator:
         self.tapes: dict = {}   # generated function -> its Tape (for printing and sizes)
         # What is known of each function's arguments, for type analysis (Numba: from the ABI).
         self.type_seeds: dict = {}
+        self.scopes = ScopeTable(module)
 
     # -- entry point -------------------------------------------------------------------
     def derivative(self, fn, sig: ReverseSignature, name: str | None = None):
@@ -281,7 +284,7 @@ class ReverseGenerator:
                 f"needs natural loops")
         fwd_entry = fwd.append_block("allocas")
         rev_entry = rev.append_block("allocas") if sig.split else fwd_entry
-        tape = Tape(fwd_entry, rev_entry, self.module)
+        tape = Tape(fwd_entry, rev_entry, self.module, self.scopes)
         st = _State(fn, sig, fwd, rev, activity, loops, analyze_overwrites(fn), tape)
         st.doms = dominators(fn)
         self.tapes[rev] = tape
@@ -289,11 +292,15 @@ class ReverseGenerator:
         for old_arg, new_arg, rev_arg in zip(fn.args, fwd.args, rev.args):
             st.values[old_arg] = new_arg
             st.rev_args[new_arg] = rev_arg
+            if rev_arg is not new_arg:
+                st.rev_origin[rev_arg] = new_arg
         extra = zip(self._shadow_params(fn, sig), fwd.args[len(fn.args):],
                     rev.args[len(fn.args):])
         for (i, _), shadow, rev_shadow in extra:
             st.shadow_args[fn.args[i]] = shadow
             st.rev_args[shadow] = rev_shadow
+            if rev_shadow is not shadow:
+                st.rev_origin[rev_shadow] = shadow
             if fn.args[i] in activity.varied:
                 st.shadows[fn.args[i]] = shadow
         if sig.return_active:
@@ -783,6 +790,51 @@ class ReverseGenerator:
             agg = b.insertvalue(agg, v, i)
         b.ret(agg)
 
+    def _reserve_caches(self, st: _State) -> None:
+        """Size each loop cache before its outermost loop starts, where the trip counts of the
+        whole nest are known there: no growing (copying) while the loops run."""
+        for loop, state in st.tape.loops.items():
+            if not state.caches:
+                continue
+            chain = [loop]
+            while chain[-1].parent is not None:
+                chain.append(chain[-1].parent)
+            top = chain[-1]
+            if not all(self._countable(lp, top) for lp in chain):
+                continue
+            for (pred, header), edge in st.entries.items():
+                if header is not top.header:
+                    continue
+                b = IRBuilder()
+                b.position_before(edge.terminator)
+                total = None
+                for lp in chain:
+                    runs = self._runs(st, b, lp.trip_count)
+                    total = runs if total is None else b.mul(total, runs)
+                st.tape.reserve(b, loop, total)
+
+    @staticmethod
+    def _countable(loop, top) -> bool:
+        """Whether ``loop``'s run count is a formula of values fixed before ``top`` starts."""
+        tc = loop.trip_count
+        if tc is None or not tc.exact or abs(tc.step) != 1:
+            return False
+        if tc.predicate not in ("ne", "slt", "ult", "sle", "ule", "sgt", "ugt", "sge", "uge"):
+            return False
+        return top.is_invariant(tc.start) and top.is_invariant(tc.bound)
+
+    def _runs(self, st: _State, b: IRBuilder, tc) -> Value:
+        """How many times the header runs, at least 1: ``sign * (bound - start) + extra``."""
+        start, bound = self._fwd_value(st, tc.start), self._fwd_value(st, tc.bound)
+        if start.type != T.i64:
+            start, bound = b.sext(start, T.i64), b.sext(bound, T.i64)
+        extra = 1 - int(tc.uses_next) + (1 if tc.predicate in ("sle", "ule", "sge", "uge")
+                                         else 0)
+        distance = b.sub(bound, start) if tc.step > 0 else b.sub(start, bound)
+        runs = b.add(distance, const_int(T.i64, extra))
+        one = const_int(T.i64, 1)
+        return b.select(b.icmp("slt", runs, one), one, runs)
+
     def adjoint_of_param(self, st: _State, arg) -> Value:
         slot = st.adjoints.get(arg)
         if slot is None:
@@ -790,12 +842,12 @@ class ReverseGenerator:
         return st.rb.load(arg.type, slot)
 
     def _finalize(self, st: _State) -> None:
+        self._reserve_caches(st)
         for loop, index, first, rest in st.headers:
             b = IRBuilder(first)
             st.tape.grow(b, loop, index, rest)
-        from pyzyme.diff.tape import declare_noalias
-        for fn in dict.fromkeys((st.fwd, st.rev)):
-            declare_noalias(fn, st.tape.scope)
+        annotate(dict.fromkeys((st.fwd, st.rev)), self.scopes, st.tape.scope_node,
+                 lambda pointer: self._object_of(st, pointer))
         if not st.sig.split:
             return
         b = st.fb
@@ -824,6 +876,7 @@ class ReverseGenerator:
         v = st.memo.get(fv)
         if v is None:
             v = st.memo[fv] = self._materialize(st, fv)
+            st.rev_origin.setdefault(v, fv)
         return v
 
     def primal(self, st: _State, value: Value) -> Value:
@@ -901,6 +954,19 @@ class ReverseGenerator:
 
         return any(may_alias(pointer, w) for block in loop.blocks
                    for inst in block.instructions for w in _written_pointers(inst))
+
+    def _object_of(self, st: _State, pointer: Value):
+        """The distinct object (allocation, stack slot, ``noalias`` parameter, or the shadow of
+        one) that ``pointer`` points into, seen through reverse-sweep copies; else None."""
+        from pyzyme.analysis.overwrite import _identified
+
+        for _ in range(64):
+            pointer = underlying_object(pointer)
+            origin = st.rev_origin.get(pointer)
+            if origin is None:
+                break
+            pointer = origin
+        return pointer if _identified(pointer) else None
 
     def _merged_phi(self, st: _State, fv: I.Phi, block) -> Value | None:
         """A phi of an if/else merge whose arms' values are safe to compute either way:

@@ -40,7 +40,7 @@ from pyzyme.analysis.layout import sizeof, struct_layout
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.values import Value, const_int, const_null
 
-__all__ = ["Tape", "Slot", "Cache", "STACK", "tape_scope", "declare_noalias"]
+__all__ = ["Tape", "Slot", "Cache", "STACK"]
 
 #: A growable stack of i64: ``{ entries, depth, capacity }``.
 STACK = T.StructType([T.ptr, T.i64, T.i64])
@@ -89,13 +89,16 @@ class Tape:
         in the combined function). Each must end in its terminator already.
     module
         Where ``realloc`` and ``free`` are declared.
+    scopes
+        The module's :class:`~pyzyme.diff.alias_scopes.ScopeTable` (tape accesses get a scope).
     """
 
-    def __init__(self, fwd_entry, rev_entry, module) -> None:
+    def __init__(self, fwd_entry, rev_entry, module, scopes) -> None:
         self.fwd_entry = fwd_entry
         self.rev_entry = rev_entry
         self.module = module
-        self.scope = tape_scope(module)
+        self.scope_node = scopes.scope("tape")
+        self.scope = scopes.list([self.scope_node])
         self.slots: list[Slot] = []
         self.loops: dict = {}
         self.top_caches: list[Cache] = []
@@ -166,7 +169,8 @@ class Tape:
     def _mark(self, inst):
         """Tape memory is touched only through the tape: its accesses form an alias scope
         that every other access of the derivative is declared not to alias (see
-        :func:`declare_noalias`), so LLVM keeps tape reads out of loops that write shadows."""
+        :mod:`pyzyme.diff.alias_scopes`), so LLVM keeps tape reads out of loops that write
+        shadows."""
         inst.metadata.append(("alias.scope", self.scope))
         return inst
 
@@ -193,6 +197,18 @@ class Tape:
             g.store(g.call(realloc, [old, size]), c.slot.fwd)
         g.store(newcap, state.capacity.fwd)
         g.br(after)
+
+    def reserve(self, b: IRBuilder, loop, total: Value) -> None:
+        """Make room for ``total`` iterations of ``loop`` in each of its caches at once (the
+        trip counts of its loop nest are known before it starts), so they never grow."""
+        state = self.loops.get(loop)
+        if state is None or not state.caches:
+            return
+        realloc = self._libc("realloc", T.FunctionType(T.ptr, [T.ptr, T.i64]))
+        for c in state.caches:
+            size = b.mul(total, const_int(T.i64, sizeof(c.type)))
+            b.store(b.call(realloc, [b.load(T.ptr, c.slot.fwd), size]), c.slot.fwd)
+        b.store(total, state.capacity.fwd)
 
     def free(self, b: IRBuilder) -> None:
         """Reverse sweep, at its end: free every loop cache."""
@@ -274,42 +290,6 @@ class Tape:
         for stack in self.stacks:
             lines.append(f"  stack %{stack.name}: i64")
         return "\n".join(lines)
-
-
-_SCOPE_NAME = "pyzyme tape"
-
-
-def tape_scope(module) -> str:
-    """The metadata list naming the tape's alias scope in ``module`` (added once)."""
-    import re
-
-    for section, text in module.extra_lines:
-        if section == "metadata" and f'!"{_SCOPE_NAME}"' in text and "distinct" in text:
-            ident = text.split("=", 1)[0].strip()
-            lists = [t for sec, t in module.extra_lines
-                     if sec == "metadata" and t.split("=", 1)[1].strip() == f"!{{{ident}}}"]
-            return lists[0].split("=", 1)[0].strip()
-    numbers = [int(m.group(1)) for sec, t in module.extra_lines if sec == "metadata"
-               for m in [re.match(r"!(\d+)\s*=", t)] if m]
-    n = max(numbers, default=-1) + 1
-    module.extra_lines += [
-        ("metadata", f'!{n} = distinct !{{!{n}, !"pyzyme tape domain"}}'),
-        ("metadata", f'!{n + 1} = distinct !{{!{n + 1}, !{n}, !"{_SCOPE_NAME}"}}'),
-        ("metadata", f"!{n + 2} = !{{!{n + 1}}}"),
-    ]
-    return f"!{n + 2}"
-
-
-def declare_noalias(fn, scope: str) -> None:
-    """Mark every load and store of ``fn`` outside the tape scope as not aliasing it (those
-    that already carry ``!noalias`` keep their own list, and so make no such claim)."""
-    for inst in fn.instructions():
-        if inst.opcode not in ("load", "store"):
-            continue
-        kinds = {k for k, _ in inst.metadata}
-        if "alias.scope" in kinds or "noalias" in kinds:
-            continue
-        inst.metadata.append(("noalias", scope))
 
 
 def _push_function(module):
