@@ -365,6 +365,8 @@ class ReverseGenerator:
                 iv = next((v for v in loop.inductions if v.phi is phi), None)
                 if iv is not None:
                     st.inductions[st.values[phi]] = (loop, iv)
+                elif (shift := _shift_induction(loop, phi)) is not None:
+                    st.inductions[st.values[phi]] = (loop, shift)
             b.position_at_end(st.last[block])
         for inst in block.instructions[len(block.phis):]:
             with error_context("instruction", f"{inst}"):
@@ -898,6 +900,8 @@ class ReverseGenerator:
             start = self.primal(st, induction.start)
             if k.type != start.type:
                 k = b.trunc(k, start.type)
+            if isinstance(induction, ShiftInduction):
+                return induction.value_at(b, start, k, fv.name)
             return b.add(start, b.mul(k, const_int(start.type, induction.step)),
                          name=fv.name)
         if isinstance(fv, I.Phi) and loop is not None:
@@ -1200,6 +1204,47 @@ class ReverseGenerator:
     def _call_policy(self, call: I.CallBase, is_varied) -> bool:
         from pyzyme.diff.forward_calls import call_result_varied
         return call_result_varied(self, call, is_varied)
+
+
+@dataclass(frozen=True)
+class ShiftInduction:
+    """A header phi shifted by a constant each iteration (``exp >>= 1`` in integer powers):
+    on iteration k it is ``start`` shifted by ``k * amount``, recomputable like an induction
+    variable instead of cached."""
+
+    start: Value
+    opcode: str
+    amount: int
+
+    def value_at(self, b: IRBuilder, start: Value, k: Value, name: str) -> Value:
+        ty = start.type
+        total = b.mul(k, const_int(ty, self.amount))
+        width = const_int(ty, ty.width)
+        inside = b.icmp("ult", total, width)
+        shifted = b.binop(self.opcode, start, b.select(inside, total, const_int(ty, 0)))
+        if self.opcode == "ashr":
+            out = b.ashr(start, const_int(ty, ty.width - 1))
+        else:
+            out = const_int(ty, 0)
+        return b.select(inside, shifted, out, name=name)
+
+
+def _shift_induction(loop, phi: I.Phi) -> ShiftInduction | None:
+    """``phi = [start, outside], [phi shifted by a constant, latch]``, else None."""
+    if not phi.type.is_int or phi.type.is_vector:
+        return None
+    outside = {v for v, blk in phi.incoming if not loop.contains(blk)}
+    inside = {v for v, blk in phi.incoming if loop.contains(blk)}
+    if len(outside) != 1 or len(inside) != 1:
+        return None
+    (start,), (update,) = outside, inside
+    if not loop.is_invariant(start) or not isinstance(update, I.BinaryOp):
+        return None
+    a, amount = update.operands
+    if update.opcode not in ("lshr", "ashr", "shl") or a is not phi or \
+            not hasattr(amount, "value") or amount.value <= 0:
+        return None
+    return ShiftInduction(start, update.opcode, amount.value)
 
 
 def _incoming(phi: I.Phi, pred) -> Value:
