@@ -42,11 +42,19 @@ class ScopeTable:
         self._domain: str | None = None
         self._scopes: dict = {}
         self._lists: dict = {}
+        self._last: int | None = None
+        self._lines = 0
 
     def _next_id(self) -> int:
-        ids = [int(m.group(1)) for section, text in self.module.extra_lines
-               if section == "metadata" for m in [re.match(r"!(\d+)\s*=", text)] if m]
-        return max(ids, default=-1) + 1
+        # Scanned once per table; the table then numbers its own nodes (other code adding
+        # metadata to the module meanwhile would have to use this table too).
+        if self._last is None or self._lines != len(self.module.extra_lines):
+            ids = [int(m.group(1)) for section, text in self.module.extra_lines
+                   if section == "metadata" for m in [re.match(r"!(\d+)\s*=", text)] if m]
+            self._last = max(ids, default=-1)
+        self._last += 1
+        self._lines = len(self.module.extra_lines) + 1
+        return self._last
 
     def _add(self, body: str, distinct: bool = False) -> str:
         n = self._next_id()

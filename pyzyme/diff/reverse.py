@@ -970,6 +970,9 @@ class ReverseGenerator:
             if origin is None:
                 break
             pointer = origin
+        if isinstance(pointer, I.Alloca) and pointer.parent in (st.tape.fwd_entry,
+                                                                 st.tape.rev_entry):
+            return None  # pyzyme's own slots: promoted to registers anyway
         return pointer if _identified(pointer) else None
 
     def _merged_phi(self, st: _State, fv: I.Phi, block) -> Value | None:

@@ -104,7 +104,7 @@ class Function(Linked, GlobalValue):
     personality, metadata). Both are carried verbatim.
     """
 
-    __slots__ = ("function_type", "args", "blocks", "prefix", "suffix", "_declared")
+    __slots__ = ("function_type", "args", "blocks", "prefix", "suffix", "_declared", "_taken")
 
     def __init__(self, name: str, function_type: T.FunctionType | None = None,
                  prefix: str = "", suffix: str = "") -> None:
@@ -114,6 +114,7 @@ class Function(Linked, GlobalValue):
         self.blocks: list[BasicBlock] = []
         self.prefix = prefix
         self.suffix = suffix
+        self._taken: set[str] | None = None
         if function_type is not None:
             self.args = [Argument(self, t, i) for i, t in enumerate(function_type.params)]
 
@@ -140,14 +141,22 @@ class Function(Linked, GlobalValue):
             yield from block.instructions
 
     def unique_name(self, base: str) -> str:
-        """``base``, or ``base.N`` with the smallest N not yet naming a local of this function."""
-        taken = self._local_names()
-        if base not in taken:
-            return base
-        n = 1
-        while f"{base}.{n}" in taken:
-            n += 1
-        return f"{base}.{n}"
+        """``base``, or ``base.N`` with the smallest N not yet naming a local of this function.
+
+        The names in use are collected on the first call and the ones handed out are added, so
+        naming n new values costs O(n), not O(n) each: name new locals through this method (a
+        name set directly after the first call is not seen, and LLVM rejects a duplicate)."""
+        taken = self._taken
+        if taken is None or not taken:
+            taken = self._taken = self._local_names()
+        name = base
+        if name in taken:
+            n = 1
+            while f"{base}.{n}" in taken:
+                n += 1
+            name = f"{base}.{n}"
+        taken.add(name)
+        return name
 
     def _local_names(self) -> set[str]:
         names = {a.name for a in self.args}
