@@ -166,6 +166,8 @@ class _State:
     types: object = None                               # type analysis, when a copy needs it
     float_pointers: list | None = None                 # pointers of float loads and stores
     rev_origin: dict = field(default_factory=dict)     # reverse value -> fwd value it stands for
+    error_exits: list = field(default_factory=list)    # fwd blocks returning an error status
+    releaser: object = None                            # the function making deferred releases
     doms: object = None
     dret: object = None
 
@@ -574,6 +576,7 @@ class ReverseGenerator:
 
     def _error_exit(self, st: _State, status: Value) -> None:
         b = st.fb
+        st.error_exits.append(b.block)  # cleaned up once the tape is complete: _finalize
         ty = st.fwd.function_type.ret
         if ty == status.type:
             b.ret(status)
@@ -767,9 +770,8 @@ class ReverseGenerator:
         b = st.rb
         if st.release_list is not None:
             from pyzyme.diff import reverse_calls
-            reverse_calls.run_releases(self, st)
+            reverse_calls.run_releases(self, st, b, st.release_list.rev)
         st.tape.free(b)
-        st.tape.free_stacks(b)
         adj = [self.adjoint_of_param(st, a) for a, act in zip(st.old.args, st.sig.activities)
                if act is Activity.ACTIVE]
         ty = st.rev.function_type.ret
@@ -845,6 +847,14 @@ class ReverseGenerator:
 
     def _finalize(self, st: _State) -> None:
         self._reserve_caches(st)
+        for block in st.error_exits:
+            # No reverse sweep follows an error: release what was deferred, free the tape.
+            b = IRBuilder()
+            b.position_before(block.terminator)
+            if st.release_list is not None:
+                from pyzyme.diff import reverse_calls
+                reverse_calls.run_releases(self, st, b, st.release_list.fwd)
+            st.tape.free(b, forward=True)
         for loop, index, first, rest in st.headers:
             b = IRBuilder(first)
             st.tape.grow(b, loop, index, rest)

@@ -276,11 +276,17 @@ def _defer_function(module):
     return fn
 
 
-def run_releases(gen, st) -> None:
-    """Reverse sweep, at its end: make the recorded releases in order, then free the list."""
+def run_releases(gen, st, at: IRBuilder, release_list) -> None:
+    """At ``at``: make the recorded releases in order, then free the list (at the end of the
+    reverse sweep, or where the forward sweep returns an error)."""
     module = gen.module
+    fn = st.releaser
+    if fn is not None:
+        at.call(fn, [release_list])
+        return
     name = module.unique_global_name(f"pyzyme.releases.{st.rev.name}")
-    fn = module.add_function(name, T.FunctionType(T.void, [T.ptr]), prefix="internal")
+    fn = st.releaser = module.add_function(name, T.FunctionType(T.void, [T.ptr]),
+                                           prefix="internal")
     lst = fn.args[0]
     lst.name = "list"
     entry, head, body, done = (fn.append_block(n) for n in ("entry", "loop", "body", "done"))
@@ -321,7 +327,7 @@ def run_releases(gen, st) -> None:
         "free", T.FunctionType(T.void, [T.ptr]))
     b.call(free, [buf])
     b.ret_void()
-    st.rb.call(fn, [st.release_list.rev])
+    at.call(fn, [release_list])
 
 
 def _release_call(call: I.Call, pointer) -> I.Call:

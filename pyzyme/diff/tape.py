@@ -210,12 +210,17 @@ class Tape:
             b.store(b.call(realloc, [b.load(T.ptr, c.slot.fwd), size]), c.slot.fwd)
         b.store(total, state.capacity.fwd)
 
-    def free(self, b: IRBuilder) -> None:
-        """Reverse sweep, at its end: free every loop cache."""
+    def free(self, b: IRBuilder, forward: bool = False) -> None:
+        """Free every loop cache and stack: at the end of the reverse sweep, or (``forward``)
+        where the forward sweep gives up with an error and no reverse sweep follows."""
         free = self._libc("free", T.FunctionType(T.void, [T.ptr]))
         for state in self.loops.values():
             for c in state.caches:
-                b.call(free, [b.load(T.ptr, c.slot.rev)])
+                b.call(free, [b.load(T.ptr, c.slot.fwd if forward else c.slot.rev)])
+        for s in self.stacks:
+            base = b.gep(STACK, s.fwd if forward else s.rev,
+                         [const_int(T.i64, 0), const_int(T.i32, 0)])
+            b.call(free, [b.load(T.ptr, base)])
 
     def _libc(self, name: str, fnty: T.FunctionType):
         return self.module.get_function(name) or self.module.add_function(name, fnty)
@@ -241,12 +246,6 @@ class Tape:
     def pop(self, b: IRBuilder, stack: Slot) -> None:
         at = b.gep(STACK, stack.rev, [const_int(T.i64, 0), const_int(T.i32, 1)])
         b.store(b.sub(b.load(T.i64, at), const_int(T.i64, 1)), at)
-
-    def free_stacks(self, b: IRBuilder) -> None:
-        free = self._libc("free", T.FunctionType(T.void, [T.ptr]))
-        for s in self.stacks:
-            base = b.gep(STACK, s.rev, [const_int(T.i64, 0), const_int(T.i32, 0)])
-            b.call(free, [b.load(T.ptr, base)])
 
     # -- split mode --------------------------------------------------------------------
     def layout(self) -> T.StructType:
