@@ -113,7 +113,9 @@ class ActivityResult:
 def analyze_activity(fn, params: Sequence[Activity],
                      call_policy: CallPolicy | None = None,
                      allocation_policy: Callable[[I.Instruction], bool] | None = None,
-                     *, return_active: bool | None = None) -> ActivityResult:
+                     *, return_active: bool | None = None,
+                     may_allocate: Callable[[I.CallBase], bool] | None = None
+                     ) -> ActivityResult:
     """Which values of ``fn`` carry derivatives, given the activity of each parameter.
 
     Parameters
@@ -130,6 +132,10 @@ def analyze_activity(fn, params: Sequence[Activity],
         stack slot that can hold floats or pointers and into which a varied value may be
         written (a slot holding only copies of constant arguments has none, so pointers
         loaded back from it carry no derivative).
+    may_allocate
+        ``(call) -> bool``: whether a call handed the address of a stack slot may store a
+        fresh allocation there (which has a shadow, so the slot needs one). The default says
+        any call may.
     return_active
         When given, also compute which varied values can reach an active output (reverse mode
         needs both halves): the returned value when ``return_active``, and whatever is stored
@@ -152,7 +158,7 @@ def analyze_activity(fn, params: Sequence[Activity],
         for inst in order:
             if inst in varied or not can_carry_derivative(inst.type):
                 continue
-            if _is_varied(inst, is_varied, call_policy, allocation_policy):
+            if _is_varied(inst, is_varied, call_policy, allocation_policy, may_allocate):
                 varied.add(inst)
                 changed = True
     if return_active is not None:
@@ -205,10 +211,12 @@ def _useful(order: Sequence[I.Instruction], varied: set, return_active: bool) ->
     return useful
 
 
-def _receives_varied(slot: I.Instruction, is_varied) -> bool:
+def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None) -> bool:
     """Whether a varied value may be written into stack slot ``slot``: stored through an
-    address into it, or by a call handed such an address alongside a varied argument. An
-    address that escapes (stored, merged by a phi, cast to an integer) counts as written."""
+    address into it, or by a call handed such an address alongside a varied argument or (for
+    a slot holding pointers) a call that may allocate. An address that escapes (stored,
+    merged by a phi, cast to an integer) counts as written."""
+    holds_pointers = contains_type(slot.allocated_type, lambda t: t.is_pointer)
     work, seen = [slot], set()
     while work:
         address = work.pop()
@@ -229,6 +237,10 @@ def _receives_varied(slot: I.Instruction, is_varied) -> bool:
             elif isinstance(user, I.CallBase):
                 if any(is_varied(a) for a in user.args):
                     return True
+                # A callee may put a fresh allocation (which has a shadow) in a slot that
+                # holds pointers: Numba's np.empty, when not inlined, fills its result slot.
+                if holds_pointers and (may_allocate is None or may_allocate(user)):
+                    return True
             elif op in ("atomicrmw", "cmpxchg"):
                 if any(is_varied(v) for v in user.operands[1:]):
                     return True
@@ -237,7 +249,8 @@ def _receives_varied(slot: I.Instruction, is_varied) -> bool:
     return False
 
 
-def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy) -> bool:
+def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy,
+               may_allocate=None) -> bool:
     op = inst.opcode
     if op in _PURE:
         return any(is_varied(v) for v in inst.operands)
@@ -246,7 +259,8 @@ def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy) -
     if op == "alloca":
         if allocation_policy is not None:
             return allocation_policy(inst)
-        return can_carry_derivative(inst.allocated_type) and _receives_varied(inst, is_varied)
+        return can_carry_derivative(inst.allocated_type) and _receives_varied(
+            inst, is_varied, may_allocate)
     if op in ("call", "invoke"):
         if call_policy is not None:
             return call_policy(inst, is_varied)

@@ -88,7 +88,8 @@ def forward_signature(abi: AbiMap, shadowed: Sequence[bool], width: int,
         # The result's derivative is not wanted: it goes to a scratch buffer, so storing an
         # active result is no error.
         scratch = ((0, size),)
-    return ForwardSignature(tuple(acts), tuple(extra), width, derived, False, scratch)
+    return ForwardSignature(tuple(acts), tuple(extra), width, derived, False, scratch,
+                            exception_param=1)
 
 
 def _where(f) -> str:

@@ -78,6 +78,9 @@ class ForwardSignature:
     derived: tuple[tuple[int, tuple[int, ...]], ...] = ()
     return_derivative: bool = False
     scratch: tuple[tuple[int, int], ...] = ()
+    #: The parameter through which the function reports an exception (Numba's ``excinfo``):
+    #: pointers stored there are read by the caller only when it raises, and need no shadow.
+    exception_param: int | None = None
 
     @staticmethod
     def standard(fn, activities: Sequence[Activity], width: int = 1) -> ForwardSignature:
@@ -101,6 +104,7 @@ class _State:
     derivs: dict = field(default_factory=dict)
     phis: list = field(default_factory=list)
     builder: IRBuilder = field(default_factory=IRBuilder)
+    exception_arg: object = None
 
     @property
     def where(self) -> str:
@@ -162,8 +166,12 @@ class ForwardGenerator:
     def _body(self, fn, new, sig: ForwardSignature) -> None:
         if fn.is_declaration:
             raise UnsupportedError(f"{fn.ref} has no body to differentiate")
-        activity = analyze_activity(fn, sig.activities, self._call_policy, None)
+        from pyzyme.diff.forward_calls import may_allocate
+        activity = analyze_activity(fn, sig.activities, self._call_policy, None,
+                                    may_allocate=lambda call: may_allocate(self, call))
         st = _State(fn, new, activity, sig.width)
+        if sig.exception_param is not None:
+            st.exception_arg = fn.args[sig.exception_param]
         for old_arg, new_arg in zip(fn.args, new.args):
             st.values[old_arg] = new_arg
         extra_args = new.args[len(fn.args):]

@@ -17,7 +17,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import const_int, const_null
 from pyzyme.rules import spec
 
-__all__ = ["call", "call_result_varied", "unknown_callee"]
+__all__ = ["call", "call_result_varied", "unknown_callee", "may_allocate"]
 
 
 def _row(gen, inst: I.CallBase):
@@ -44,6 +44,14 @@ def call_result_varied(gen, inst: I.CallBase, is_varied) -> bool:
     if callee is not None and not callee.is_declaration:
         return any(is_varied(a) for a in args)
     return False
+
+
+def may_allocate(gen, inst: I.CallBase) -> bool:
+    """Whether a call may store a fresh allocation through a pointer it is handed: not the
+    rows that only compute, copy, or count references (activity analysis asks)."""
+    row = _row(gen, inst)
+    return not isinstance(row, (spec.Partials, spec.Linear, spec.Memory, spec.Inactive,
+                                spec.Mirror))
 
 
 def call(gen, st, inst: I.CallBase) -> None:
@@ -101,6 +109,9 @@ def _call_derivative(gen, st, inst: I.Call, callee) -> None:
         else:
             acts.append(Activity.DUPLICATED if a.type.is_pointer else Activity.ACTIVE)
     sig = ForwardSignature.standard(callee, acts, st.width)
+    if st.exception_arg is not None and len(callee.args) > 1:
+        from dataclasses import replace
+        sig = replace(sig, exception_param=1)  # a Numba function calls Numba functions
     dfn = gen.derivative(callee, sig)
     args = [gen._value(st, a) for a in inst.args]
     attrs = list(inst.arg_attrs)

@@ -32,7 +32,8 @@ def store(gen, st, inst: I.Store, new: I.Store) -> None:
     shadows = st.derivs.get(pointer)
     varied = value in st.activity.varied
     if shadows is None:
-        if varied:
+        if varied and not (value.type.is_pointer and st.exception_arg is not None
+                           and _base(pointer) is st.exception_arg):
             raise no_shadow_error(st.where, inst, pointer)
         return
     for k in range(st.width):
@@ -50,11 +51,17 @@ def no_shadow_error(where: str, inst, pointer) -> ActivityError:
              "its derivative has somewhere to go")
 
 
-def _whose(pointer) -> str:
-    """`` (argument 'tmp')`` when ``pointer`` is an address into a parameter's memory."""
+def _base(pointer):
+    """``pointer`` with getelementptr and casts stripped."""
     seen = 0
     while isinstance(pointer, (I.GetElementPtr, I.Cast)) and seen < 64:
         pointer, seen = pointer.operands[0], seen + 1
+    return pointer
+
+
+def _whose(pointer) -> str:
+    """`` (argument 'tmp')`` when ``pointer`` is an address into a parameter's memory."""
+    pointer = _base(pointer)
     if not isinstance(pointer, Argument) or not pointer.name:
         return ""
     name = pointer.name

@@ -276,8 +276,10 @@ class ReverseGenerator:
 
     # -- the body ----------------------------------------------------------------------
     def _body(self, fn, sig: ReverseSignature, fwd, rev) -> None:
+        from pyzyme.diff.forward_calls import may_allocate
         activity = analyze_activity(fn, sig.activities, self._call_policy,
-                                    return_active=sig.return_active)
+                                    return_active=sig.return_active,
+                                    may_allocate=lambda call: may_allocate(self, call))
         loops = analyze_loops(fn)
         if loops.irreducible:
             src, dst = loops.irreducible[0]
