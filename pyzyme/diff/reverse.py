@@ -797,12 +797,15 @@ class ReverseGenerator:
         b.ret(agg)
 
     def _reserve_caches(self, st: _State) -> None:
-        """Size each loop cache before its outermost loop starts, where the trip counts of the
-        whole nest are known there: no growing (copying) while the loops run."""
-        for loop, state in st.tape.loops.items():
-            if not state.caches:
-                continue
-            chain = [loop]
+        """Size loop caches and loop-start stacks before the outermost loop starts, where the
+        trip counts of the whole nest are known there: no growing (copying) while it runs."""
+        wanted = [(loop, [loop], lambda b, total, lp=loop: st.tape.reserve(b, lp, total))
+                  for loop, state in st.tape.loops.items() if state.caches]
+        # A loop's start stack takes one entry per run: per iteration of its parent.
+        wanted += [(loop.parent, [loop.parent],
+                    lambda b, total, s=stack: st.tape.reserve_stack(b, s, total))
+                   for loop, stack in st.starts.items() if loop.parent is not None]
+        for loop, chain, reserve in wanted:
             while chain[-1].parent is not None:
                 chain.append(chain[-1].parent)
             top = chain[-1]
@@ -817,7 +820,7 @@ class ReverseGenerator:
                 for lp in chain:
                     runs = self._runs(st, b, lp.trip_count)
                     total = runs if total is None else b.mul(total, runs)
-                st.tape.reserve(b, loop, total)
+                reserve(b, total)
 
     @staticmethod
     def _countable(loop, top) -> bool:

@@ -243,6 +243,15 @@ class Tape:
         top = b.gep(T.i64, base, [b.sub(depth, const_int(T.i64, 1))], ("inbounds",))
         return self._mark(b.load(T.i64, top, name=name))
 
+    def reserve_stack(self, b: IRBuilder, stack: Slot, total: Value) -> None:
+        """Make room for ``total`` entries in ``stack`` at once (see :meth:`reserve`)."""
+        zero = const_int(T.i64, 0)
+        base = b.gep(STACK, stack.fwd, [zero, const_int(T.i32, 0)])
+        realloc = self._libc("realloc", T.FunctionType(T.ptr, [T.ptr, T.i64]))
+        b.store(b.call(realloc, [b.load(T.ptr, base), b.mul(total, const_int(T.i64, 8))]),
+                base)
+        b.store(total, b.gep(STACK, stack.fwd, [zero, const_int(T.i32, 2)]))
+
     def pop(self, b: IRBuilder, stack: Slot) -> None:
         at = b.gep(STACK, stack.rev, [const_int(T.i64, 0), const_int(T.i32, 1)])
         b.store(b.sub(b.load(T.i64, at), const_int(T.i64, 1)), at)
