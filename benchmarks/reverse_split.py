@@ -25,7 +25,7 @@ from pyzyme.analysis.activity import Activity
 from pyzyme.diff.reverse import ReverseGenerator, ReverseSignature
 from pyzyme.frontends.numba import capture
 from pyzyme.ir import IRBuilder, types as T
-from pyzyme.ir.values import const_float
+from pyzyme.ir.values import const_float, const_int
 from pyzyme.rules import default_rules
 from pyzyme.runtime import compile_module
 
@@ -68,7 +68,7 @@ def build(x_n_types=(numba.float64, numba.int64)):
         result, excinfo, seed = slots
         aug = b.call(pair.augmented, [result, excinfo, x, n, seed])
         tape = b.extractvalue(aug, 1)
-        out = b.call(pair.reverse, [result, excinfo, x, n, seed, tape])
+        out = b.call(pair.reverse, [result, excinfo, x, n, seed, const_int(T.i1, 0), tape])
         return b.extractvalue(out, 0)
 
     for fn in (combined, pair.augmented, pair.reverse):

@@ -38,7 +38,7 @@ from pyzyme.api.modes import (  # noqa: E402
     ReverseSplitWithPrimal,
     ReverseWithPrimal,
 )
-from pyzyme.api.pending import autodiff_thunk  # noqa: E402
+from pyzyme.api.thunks import autodiff_thunk  # noqa: E402
 from pyzyme.api.second_order import hessian, hvp  # noqa: E402
 
 __all__ = [

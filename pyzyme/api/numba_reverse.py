@@ -125,10 +125,9 @@ def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str], r
                        rm.primal_restype, rm.symbol, text, rm.tape)
 
 
-def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret_activity,
-                   distinct: bool, rules) -> ReverseModule:
-    """The IR of :func:`build_reverse`'s derivative, not yet compiled."""
-    primal_types = tuple(primal_types)
+def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool):
+    """Capture ``f`` and read off the activity of each native parameter: ``(capture, ABI map,
+    module, native function, activities, return activity)``."""
     cap = capture(f, primal_types)
     abi = cap.abi
     fields = abi.result.fields
@@ -152,6 +151,20 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence[str], 
                 if p.field.endswith(".data") and p.llvm_type == "ptr":
                     a = native.args[p.index]
                     a.attrs = " ".join([*a.attrs.split(), "noalias"])
+    return cap, abi, module, native, acts, ret_activity
+
+
+def adjoint_types(abi, kinds: Sequence[str]) -> list:
+    """The Numba types of the adjoints of the Active arguments, in order."""
+    return [arg.numba_type for arg, kind in zip(abi.args, kinds) if kind == ACTIVE]
+
+
+def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret_activity,
+                   distinct: bool, rules) -> ReverseModule:
+    """The IR of :func:`build_reverse`'s derivative, not yet compiled."""
+    primal_types = tuple(primal_types)
+    cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
+                                                           ret_activity, distinct)
     sig = ReverseSignature(tuple(acts), status_return=True)
     symbol = symbol_name("rev", cap.text, repr((sig, kinds, distinct, ret_activity.__name__)))
     gen = ReverseGenerator(module, rules)
@@ -164,11 +177,7 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence[str], 
         _add_source_line(err, cap.dispatcher, primal_types)
         raise
     restype = abi.signature.return_type
-    adj_types = []
-    for arg, kind in zip(abi.args, kinds):
-        if kind == ACTIVE:
-            adj_types.append(arg.numba_type if isinstance(arg.numba_type, types.BaseTuple)
-                             else arg.numba_type)
+    adj_types = adjoint_types(abi, kinds)
     elements = ([restype] if restype != types.none else []) + adj_types
     entry_restype = types.Tuple(elements) if elements else types.none
     seeded = ret_activity is Active
@@ -180,69 +189,101 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence[str], 
                          str(gen.tapes[rev]))
 
 
-def _wrapper(module, native, rev, abi, kinds, acts, entry_restype, elements, restype,
-             seeded: bool, symbol: str) -> None:
-    """``symbol``: the derivative in Numba's convention, calling the combined function."""
-    params = list(native.function_type.params)
-    shadow_params: list[T.Type] = []
-    for arg, kind in zip(abi.args, kinds):
-        if kind == DUPLICATED:
-            shadow_params += [ir.parse_type(p.llvm_type) for p in arg.params]
-    seed_type = _value_type(restype) if seeded else None
-    all_params = params + shadow_params + ([seed_type] if seeded else [])
-    fn = module.add_function(symbol, T.FunctionType(T.i32, all_params))
-    b = IRBuilder(fn.append_block("entry"))
-    args = fn.args
-    names = [a.name for a in native.args]
-    names += [f"{native.args[p.index].name}'" for arg, kind in zip(abi.args, kinds)
-              if kind == DUPLICATED for p in arg.params]
-    for a, name in zip(args, names + ["dret"]):
-        a.name = name
-    retptr, excinfo = args[0], args[1]
-    # Typed slots (not bytes), so that forward mode over this wrapper (hvp) sees that they
-    # hold floats.
-    slot_ty = _value_type(restype) if restype != types.none else T.ptr
-    result = b.alloca(slot_ty, align=16, name="result")
-    seed = b.alloca(slot_ty, align=16, name="seed")
-    b.store(const_null(slot_ty), seed, 16)
-    if seeded:
-        b.store(args[len(params) + len(shadow_params)], seed, 16)
-    # Shadows of the native parameters, in parameter order: retptr's is the seed slot.
-    shadow_of: dict[int, object] = {0: seed}
-    k = len(params)
-    for arg, kind in zip(abi.args, kinds):
-        if kind != DUPLICATED:
-            continue
-        for p in arg.params:
-            shadow_of[p.index] = args[k]
-            k += 1
-    call_args = [result, excinfo] + list(args[2:len(params)])
-    call_args += [shadow_of[i] for i, act in enumerate(acts) if act is Activity.DUPLICATED]
-    out = b.call(rev, call_args)
-    n_adj = sum(act is Activity.ACTIVE for act in acts)
-    status = b.extractvalue(out, 0) if n_adj else out
-    if elements:
-        ty = _value_type(entry_restype)
-        position = 0
-        if restype != types.none:
-            _, rty = field_offset(ty, [0])
-            value = b.load(rty, result, 16)
-            b.store(value, b.gep(ty, retptr, [const_int(T.i64, 0), const_int(T.i32, 0)]))
-            position = 1
-        k = 1  # adjoints follow the status in the combined function's result
+class Entry:
+    """A derivative's entry point in Numba's convention, written around a generated function:
+    ``i32 symbol(retptr, excinfo, <f's parameters>, <shadow parameters>, <extra>)``."""
+
+    def __init__(self, module, native, abi, kinds, restype, symbol: str, extra=()) -> None:
+        self.native, self.abi, self.kinds = native, abi, kinds
+        self.params = list(native.function_type.params)
+        shadow_params: list[T.Type] = []
         for arg, kind in zip(abi.args, kinds):
-            if kind != ACTIVE:
+            if kind == DUPLICATED:
+                shadow_params += [ir.parse_type(p.llvm_type) for p in arg.params]
+        self.nshadow = len(shadow_params)
+        self.fn = module.add_function(symbol, T.FunctionType(
+            T.i32, self.params + shadow_params + [ty for _, ty in extra]))
+        names = [a.name for a in native.args]
+        names += [f"{native.args[p.index].name}'" for arg, kind in zip(abi.args, kinds)
+                  if kind == DUPLICATED for p in arg.params]
+        for a, name in zip(self.fn.args, names + [name for name, _ in extra]):
+            a.name = name
+        self.b = IRBuilder(self.fn.append_block("entry"))
+        # Typed slots (not bytes), so that forward mode over the entry (hvp) sees floats.
+        self.slot_ty = _value_type(restype) if restype != types.none else T.ptr
+        self.restype = restype
+
+    @property
+    def extra(self) -> list:
+        return self.fn.args[len(self.params) + self.nshadow:]
+
+    def slot(self, name: str, value=None):
+        b = self.b
+        slot = b.alloca(self.slot_ty, align=16, name=name)
+        b.store(value if value is not None else const_null(self.slot_ty), slot, 16)
+        return slot
+
+    def call_args(self, result, seed, acts) -> list:
+        """The generated function's arguments: ``result`` for retptr (``seed`` its shadow),
+        the entry's own parameters, then the shadows of the Duplicated parameters."""
+        args = self.fn.args
+        shadow_of: dict[int, object] = {0: seed}
+        k = len(self.params)
+        for arg, kind in zip(self.abi.args, self.kinds):
+            if kind != DUPLICATED:
                 continue
-            target = b.gep(ty, retptr, [const_int(T.i64, 0), const_int(T.i32, position)])
+            for p in arg.params:
+                shadow_of[p.index] = args[k]
+                k += 1
+        out = [result, args[1]] + list(args[2:len(self.params)])
+        return out + [shadow_of[i] for i, act in enumerate(acts) if act is Activity.DUPLICATED]
+
+    def store_results(self, entry_restype, primal, adjoints, acts, first: int,
+                      tail=()) -> None:
+        """Write ``(primal?, adjoint per Active argument..., *tail)`` to retptr; the adjoints
+        are fields ``first, first+1, ...`` of struct ``adjoints`` (None: there are none)."""
+        b = self.b
+        ty = _value_type(entry_restype)
+        retptr = self.fn.args[0]
+
+        def field(position):
+            return b.gep(ty, retptr, [const_int(T.i64, 0), const_int(T.i32, position)])
+
+        position = 0
+        if primal is not None:
+            _, rty = field_offset(ty, [0])
+            b.store(b.load(rty, primal, 16), field(0))
+            position = 1
+        k = first
+        for arg, kind in zip(self.abi.args, self.kinds):
+            if kind != ACTIVE or adjoints is None:
+                continue
             floats = [p for p in arg.params if acts[p.index] is Activity.ACTIVE]
             if len(floats) == 1 and not isinstance(arg.numba_type, types.BaseTuple):
-                b.store(b.extractvalue(out, k), target)
+                b.store(b.extractvalue(adjoints, k), field(position))
             else:
                 _, tty = field_offset(ty, [position])
                 agg = Undef(tty)
                 for j in range(len(floats)):
-                    agg = b.insertvalue(agg, b.extractvalue(out, k + j), j)
-                b.store(agg, target)
+                    agg = b.insertvalue(agg, b.extractvalue(adjoints, k + j), j)
+                b.store(agg, field(position))
             k += len(floats)
             position += 1
-    b.ret(status)
+        for value in tail:
+            b.store(value, field(position))
+            position += 1
+
+
+def _wrapper(module, native, rev, abi, kinds, acts, entry_restype, elements, restype,
+             seeded: bool, symbol: str) -> None:
+    """``symbol``: the derivative in Numba's convention, calling the combined function."""
+    seed_param = [("dret", _value_type(restype))] if seeded else []
+    e = Entry(module, native, abi, kinds, restype, symbol, seed_param)
+    result = e.slot("result")
+    seed = e.slot("seed", e.extra[0] if seeded else None)
+    out = e.b.call(rev, e.call_args(result, seed, acts))
+    n_adj = sum(act is Activity.ACTIVE for act in acts)
+    status = e.b.extractvalue(out, 0) if n_adj else out
+    if elements:
+        e.store_results(entry_restype, result if restype != types.none else None, out, acts, 1)
+    e.b.ret(status)

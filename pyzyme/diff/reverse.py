@@ -88,7 +88,8 @@ class ReverseSignature:
 @dataclass(frozen=True)
 class SplitPair:
     """``augmented(params, shadows) -> {primal result?, tape}`` and
-    ``reverse(params, shadows, dret?, tape) -> {adjoints}``."""
+    ``reverse(params, shadows, dret?, discard, tape) -> {adjoints}``: with ``discard`` set,
+    the reverse function only frees the tape (and what it keeps alive)."""
 
     augmented: object
     reverse: object
@@ -250,7 +251,7 @@ class ReverseGenerator:
                         with_dret=False)
         adj = self.adjoint_types(fn, sig)
         rev_ret = T.StructType(adj) if adj else T.void
-        rev_params = params + ([ret] if sig.return_active else []) + [T.ptr]
+        rev_params = params + ([ret] if sig.return_active else []) + [T.i1, T.ptr]
         rev = self._add(base, rev_ret, rev_params, fn, shadows, sig, tape=True)
         return aug, rev
 
@@ -271,7 +272,7 @@ class ReverseGenerator:
             rest[0].name = naming.seed()
             rest = rest[1:]
         if tape:
-            rest[0].name = "tape"
+            rest[0].name, rest[1].name = "discard", "tape"
         return new
 
     # -- the body ----------------------------------------------------------------------
@@ -878,6 +879,19 @@ class ReverseGenerator:
                 b.ret(b.insertvalue(agg, tape, 1))
         rb = IRBuilder(st.tape.rev_entry)
         st.tape.unpack(rb, st.rev.args[-1])
+        # ``discard``: the tape is dropped unused (its owner was collected): release what the
+        # forward sweep deferred, free the caches, skip the reverse sweep.
+        sweep = st.rev.append_block("sweep")
+        cleanup = st.rev.append_block("discard")
+        rb.cbranch(st.rev.args[-2], cleanup, sweep)
+        cb = IRBuilder(cleanup)
+        if st.release_list is not None:
+            from pyzyme.diff import reverse_calls
+            reverse_calls.run_releases(self, st, cb, st.release_list.rev)
+        st.tape.free(cb)
+        ret = st.rev.function_type.ret
+        cb.ret(None if ret == T.void else const_null(ret))
+        rb.position_at_end(sweep)
         which = rb.load(T.i32, st.which_exit.rev)
         targets = [st.rblocks[primal] for _, _, primal in st.exits]
         rb.switch(which, targets[0], [(const_int(T.i32, k), t)

@@ -374,7 +374,7 @@ def _reverse_callee(gen, st, inst: I.Call) -> None:
     args = [gen.primal(st, a) for a in inst.args] + [gen.avail(st, s) for s in shadows]
     if csig.return_active:
         args.append(gen.consume(st, inst))
-    args.append(gen.avail(st, tape))
+    args += [const_int(T.i1, 0), gen.avail(st, tape)]
     result = st.rb.call(pair.reverse, args)
     k = 0
     for a, act in zip(inst.args, acts):
