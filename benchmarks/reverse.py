@@ -18,8 +18,9 @@ rows; for the grad row, grad(f) and a first call through a small @njit wrapper, 
 "max rel. err" compares with the hand-written adjoint: elementwise relative error, each
 denominator floored at 1e-6 x the largest entry of that reference gradient (for the forward row:
 the relative error of the directional derivative; "(!)" marks errors over 1e-6). "tape" is the
-memory a reverse sweep keeps: known for the hand-written adjoints, read from pyzyme where it says
-(else "n/a").
+memory a reverse sweep keeps: known for the hand-written adjoints; for pyzyme, what the tape of
+the same call in split mode holds (``Tape.nbytes``), an upper bound for the combined derivative
+timed here, which reloads the argument values split mode must keep.
 Before timing, every hand-written adjoint is checked against central finite differences on a
 small size (asserted; the hand-written row shows the difference found, "FD").
 Each kernel is measured in a process of its own (its primal and derivatives together, so that
@@ -367,49 +368,29 @@ def _max_rel(got, ref) -> float:
     return worst
 
 
-_TYPE_BYTES = {"double": 8, "float": 4, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "i1": 1,
-               "ptr": 8}
+def _tape_bytes(f, run) -> str:
+    """The bytes a split-mode tape of the same call holds (``Tape.nbytes``: its block, loop
+    caches and stacks). Split mode also keeps every argument value it reads, since the caller
+    may change them before the reverse pass; the combined derivative timed here reloads those,
+    so this is an upper bound on its tape."""
+    calls = []
+    real = pyzyme.autodiff
 
+    def record(mode, fn, *args):
+        calls.append((fn, args))
+        return real(mode, fn, *args)
 
-def _tape_bytes(f) -> str:
-    """Tape bytes of pyzyme's reverse derivative of ``f``, if pyzyme tells them; else "n/a",
-    with the bytes its loop caches keep per iteration when its printed tape layout says."""
+    pyzyme.autodiff = record
     try:
-        from pyzyme.api.autodiff import CACHE
-
-        for key, plan in list(CACHE._plans.items()):
-            if f not in key or (key and key[0] == "forward"):
-                continue
-            for attr in ("tape_bytes", "tape_nbytes", "tape_size"):
-                value = getattr(plan, attr, None)
-                if callable(value):
-                    value = value()
-                if value is not None:
-                    return f"{int(value)} B"
-            layout = getattr(plan, "tape", None)
-            if isinstance(layout, str):
-                per_loop = [_cache_bytes(line.split("caches", 1)[1])
-                            for line in layout.splitlines()
-                            if line.strip().startswith("loop ") and "caches" in line]
-                per_loop = [b for b in per_loop if b]
-                if len(per_loop) == 1:
-                    return f"n/a (a loop caches {per_loop[0]} B/iter)"
-                if per_loop:
-                    lo, hi = min(per_loop), max(per_loop)
-                    span = f"{lo}" if lo == hi else f"{lo}-{hi}"
-                    return f"n/a ({len(per_loop)} loops cache {span} B/iter)"
-                return "n/a (no loop caches)"
-    except Exception:  # noqa: BLE001 - an internal layout that changed: nothing to report
-        pass
-    return "n/a"
-
-
-def _cache_bytes(caches: str) -> int:
-    """Bytes per iteration of a printed cache list, ``%a: double, %b: i64`` (``none``: 0)."""
-    caches = caches.strip()
-    if caches == "none":
-        return 0
-    return sum(_TYPE_BYTES[item.rsplit(":", 1)[1].strip()] for item in caches.split(", "))
+        run()
+    finally:
+        pyzyme.autodiff = real
+    fn, args = calls[-1]
+    fwd, _ = pyzyme.autodiff_thunk(pyzyme.ReverseSplitWithPrimal, fn, *args)
+    tape, _, _ = fwd(*args[1:])
+    nbytes = tape.nbytes
+    tape.free()
+    return f"{nbytes:,} B (split)"
 
 
 Row = dict[str, str]
@@ -484,7 +465,9 @@ def measure(key: str, case: Case, emit) -> None:
         row["first"] = _fmt_t(first)
         row["err"] = _fmt_err(_pyzyme("reverse", lambda: _max_rel(got, ref)))
         t, ratio = _pyzyme("reverse", lambda: primal.compare(_call_sampler(prepare, run)))
-        row.update(time=_fmt_t(t), ratio=f"{ratio:.2f}", tape=_tape_bytes(f))
+        prepare()
+        row.update(time=_fmt_t(t), ratio=f"{ratio:.2f}",
+                   tape=_pyzyme("reverse", lambda: _tape_bytes(f, run)))
     except _Pending as p:
         row.update(_pending_cells(p, tape=True))
     done(2)

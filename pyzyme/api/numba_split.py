@@ -41,11 +41,11 @@ class SplitPlan:
     augmented: object          # njit dispatcher: (args, shadows) -> (primal?, tape address)
     reverse: object            # njit dispatcher: (args, shadows, seed?, tape) -> adjoints
     discard: object            # ctypes function: frees an unused tape
+    nbytes: object             # ctypes function: the bytes a tape holds, caches included
     kinds: tuple[str, ...]
     primal_types: tuple
     restype: object            # the primal result's Numba type
     seeded: bool
-    tape_bytes: int            # the tape block's size (loop caches hang off it)
     tape_layout: str
     ir_text: str
 
@@ -69,7 +69,8 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret
     restype = abi.signature.return_type
     seeded = ret_activity is Active
     base = symbol_name("split", cap.text, repr((sig, tuple(kinds), ret_activity.__name__)))
-    names = {"aug": f"{base}_aug", "rev": f"{base}_rev", "discard": f"{base}_discard"}
+    names = {"aug": f"{base}_aug", "rev": f"{base}_rev", "discard": f"{base}_discard",
+             "bytes": f"{base}_bytes"}
     aug_restype = types.Tuple(([restype] if restype != types.none else []) + [types.uintp])
     adj = adjoint_types(abi, kinds)
     rev_restype = types.Tuple(adj) if adj else types.none
@@ -104,6 +105,11 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret
            + [const_int(T.i1, 1), b.inttoptr(fn.args[0], T.ptr)])
     b.ret_void()
 
+    # bytes: what a tape holds, its block and the caches and stacks hanging off it.
+    fn = module.add_function(names["bytes"], T.FunctionType(T.i64, [T.i64]))
+    b = IRBuilder(fn.append_block("entry"))
+    b.ret(b.call(pair.nbytes, [b.inttoptr(fn.args[0], T.ptr)]))
+
     for g in module.functions:
         if not g.is_declaration:
             g.linkage = "external" if g.name in names.values() else "internal"
@@ -117,8 +123,9 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret
     reverse = njit_callable(compiled, names["rev"], rev_restype(*rev_args),
                             arg_names=[f"a{i}" for i in range(len(rev_args))])
     discard = ctypes.CFUNCTYPE(None, ctypes.c_uint64)(compiled.address(names["discard"]))
-    discard._keep = compiled  # the code lives as long as the function pointer is used
+    nbytes = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_uint64)(compiled.address(names["bytes"]))
+    discard._keep = nbytes._keep = compiled  # the code lives as long as they are used
     layout = gen.tapes[pair.reverse]
-    return SplitPlan(augmented, reverse, discard, tuple(kinds), primal_types, restype, seeded,
-                     layout.size(), str(layout), text)
+    return SplitPlan(augmented, reverse, discard, nbytes, tuple(kinds), primal_types, restype,
+                     seeded, str(layout), text)
 

@@ -37,8 +37,9 @@ class Tape:
     """What a split forward pass keeps for its reverse pass: opaque, single use.
 
     It owns its memory: a tape that is never passed to the reverse thunk is freed (with the
-    temporaries it keeps alive) when it is collected. ``nbytes`` is the size of the tape block
-    itself; loop caches it points to grow with the trip counts.
+    temporaries it keeps alive) when it is collected. ``nbytes`` is the memory it holds: its
+    own block, and the loop caches and stacks hanging off it at their capacity (temporaries
+    of the function it keeps alive are not counted).
     """
 
     __slots__ = ("_address", "_plan", "nbytes")
@@ -46,7 +47,7 @@ class Tape:
     def __init__(self, address: int, plan) -> None:
         self._address = address
         self._plan = plan
-        self.nbytes = plan.tape_bytes
+        self.nbytes = int(plan.nbytes(address)) if address else 0
 
     @property
     def consumed(self) -> bool:

@@ -93,6 +93,7 @@ class SplitPair:
 
     augmented: object
     reverse: object
+    nbytes: object = None      # i64 (ptr tape): the bytes a tape holds (see Tape)
 
 
 # Opcodes whose result depends only on operand values: recomputable in the reverse sweep.
@@ -214,7 +215,12 @@ class ReverseGenerator:
             fwd, rev = self._declare(fn, sig, name)
             result = SplitPair(fwd, rev) if sig.split else rev
             self._done[key] = result  # before the body: recursive calls find it
-            self._body(fn, sig, fwd, rev)
+            st = self._body(fn, sig, fwd, rev)
+            if sig.split:
+                lists = [(st.release_list, 24)] if st.release_list is not None else []
+                result = SplitPair(fwd, rev, st.tape.bytes_function(
+                    self.module.unique_global_name(f"tape_bytes_{fn.name}"), lists))
+                self._done[key] = result
         return result
 
     # -- declarations ------------------------------------------------------------------
@@ -276,7 +282,7 @@ class ReverseGenerator:
         return new
 
     # -- the body ----------------------------------------------------------------------
-    def _body(self, fn, sig: ReverseSignature, fwd, rev) -> None:
+    def _body(self, fn, sig: ReverseSignature, fwd, rev) -> _State:
         from pyzyme.diff.forward_calls import may_allocate
         activity = analyze_activity(fn, sig.activities, self._call_policy,
                                     return_active=sig.return_active,
@@ -325,6 +331,7 @@ class ReverseGenerator:
         for block in reversed(order):
             self._reverse_block(st, block)
         self._finalize(st)
+        return st
 
     def _make_blocks(self, st: _State, order: list) -> None:
         headers = {loop.header: loop for loop in st.loops.loops}

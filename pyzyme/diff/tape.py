@@ -276,6 +276,34 @@ class Tape:
             b.store(b.load(s.type, s.fwd), field_ptr)
         return tape
 
+    def bytes_function(self, name: str, extra_lists=()):
+        """``i64 name(ptr tape)``: the bytes a packed tape holds, its block and the arrays
+        hanging off it (loop caches and stacks at their capacity, and ``extra_lists``: slots
+        of growable ``{entries, count, capacity}`` lists with their entry size)."""
+        fn = self.module.add_function(name, T.FunctionType(T.i64, [T.ptr]), prefix="internal")
+        fn.args[0].name = "tape"
+        b = IRBuilder(fn.append_block("entry"))
+        ty = self.layout() if self.slots else None
+        index = {id(s): i for i, s in enumerate(self.slots)}
+
+        def field(slot, sub=None):
+            path = [const_int(T.i64, 0), const_int(T.i32, index[id(slot)])]
+            if sub is not None:
+                path.append(const_int(T.i32, sub))
+            return b.gep(ty, fn.args[0], path)
+
+        total = const_int(T.i64, self.size())
+        for state in self.loops.values():
+            if state.caches:
+                per = sum(sizeof(c.type) for c in state.caches)
+                cap = b.load(T.i64, field(state.capacity))
+                total = b.add(total, b.mul(cap, const_int(T.i64, per)))
+        for stack, entry in [(s, 8) for s in self.stacks] + list(extra_lists):
+            cap = b.load(T.i64, field(stack, 2))
+            total = b.add(total, b.mul(cap, const_int(T.i64, entry)))
+        b.ret(total)
+        return fn
+
     def unpack(self, b: IRBuilder, tape: Value) -> None:
         """Reverse function, at its start: copy the tape into the slots and free it."""
         if not self.slots:
