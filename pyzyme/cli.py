@@ -1,4 +1,4 @@
-"""The ``pyzyme`` command line: ``pyzyme demo`` (and, in later issues, ``opt``, ``explain``)."""
+"""The ``pyzyme`` command line: ``pyzyme demo``, ``pyzyme explain FILE.py:FUNCTION``."""
 
 from __future__ import annotations
 
@@ -135,13 +135,118 @@ def _forward_demo(taylor_exp, weighted_norm, say) -> None:
     say(text[start:text.index("\n}", start) + 2])
 
 
+def explain_command(target: str, arg_spec: str | None = None, const: Sequence[str] = (),
+                    out=None, err=None) -> int:
+    """``pyzyme explain FILE.py:FUNCTION [--args SPEC] [--const NAMES]``.
+
+    ``FILE.py`` is imported as a module (under its own name, so an ``if __name__ ==
+    "__main__":`` block does not run) and ``FUNCTION`` taken from it: an ``@njit`` function or a
+    plain Python one. ``SPEC`` gives the argument types in Numba's type syntax, as in an
+    ``@njit`` signature: ``"float64[::1], float64"`` (``float64[::1]`` is a C-contiguous array,
+    what ``np.ones(3)`` is; ``float64[:]`` any layout; ``float64[:, ::1]`` 2-D; ``int64``;
+    ``UniTuple(float64, 2)``). Without ``--args`` the function's first compiled signature is
+    used, if the module called it (or declared signatures in ``@njit``).
+    """
+    from pyzyme.errors import PyzymeError
+    from pyzyme.explain import explain
+
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+
+    def fail(message: str) -> int:
+        print(f"pyzyme explain: error: {message}", file=err)
+        return 2
+
+    path, sep, name = target.rpartition(":")
+    if not sep or not path or not name:
+        return fail(f"expected FILE.py:FUNCTION, got {target!r}")
+    try:
+        module = _load_file(path)
+    except FileNotFoundError:
+        return fail(f"no such file: {path}")
+    func = getattr(module, name, None)
+    if func is None:
+        return fail(f"{path} defines no {name!r}")
+    if arg_spec is not None:
+        try:
+            argtypes = parse_arg_types(arg_spec)
+        except (TypeError, NameError, SyntaxError, AttributeError) as e:
+            return fail(f"cannot read --args {arg_spec!r} as Numba types: {e}")
+    else:
+        signatures = list(getattr(func, "signatures", ()) or ())
+        if not signatures:
+            return fail(f"{name} has not been compiled for any argument types: pass them, e.g. "
+                        f"--args \"float64[::1], float64\"")
+        argtypes = tuple(signatures[0])
+    try:
+        report = explain(func, argtypes, const=[c for c in const if c])
+    except (PyzymeError, ValueError) as e:
+        print(f"pyzyme explain: {e}", file=err)
+        return 1
+    print(report, file=out)
+    return 0
+
+
+def parse_arg_types(spec: str) -> tuple:
+    """Numba types from ``"float64[::1], int64"`` (or a whole signature ``"f8(f8[:], i8)"``).
+
+    >>> [str(t) for t in parse_arg_types("float64[::1], int64")]
+    ['array(float64, 1d, C)', 'int64']
+    >>> parse_arg_types("float64")
+    (float64,)
+    """
+    from numba.core.sigutils import normalize_signature
+
+    text = spec.strip()
+    if not text:
+        return ()
+    try:
+        args, _ = normalize_signature(text)
+    except TypeError:  # one type: not a tuple
+        args, _ = normalize_signature(f"({text},)")
+    return tuple(args)
+
+
+def _load_file(path: str):
+    """Import the Python file ``path`` as a module of its own name (its folder on sys.path, so
+    it can import its neighbours)."""
+    import importlib.util
+    import os
+
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(path)
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    name = os.path.splitext(os.path.basename(path))[0]
+    if name in sys.modules:  # do not shadow a module already imported (a file named json.py)
+        name = f"__pyzyme_explain_{name}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pyzyme", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="capture a Numba function and show its IR round trip")
+    ex = sub.add_parser(
+        "explain", help="print each IR instruction of a Numba function with its activity, "
+                        "type tree and Python source line",
+        description=explain_command.__doc__.split("\n\n")[1].strip().replace("``", ""))
+    ex.add_argument("target", metavar="FILE.py:FUNCTION")
+    ex.add_argument("--args", dest="arg_spec", metavar="SPEC",
+                    help='argument types in Numba syntax, e.g. "float64[::1], float64"')
+    ex.add_argument("--const", default="", metavar="NAMES",
+                    help="comma-separated float arguments to treat as constants")
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo()
+    if args.command == "explain":
+        return explain_command(args.target, args.arg_spec, args.const.split(","))
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 
