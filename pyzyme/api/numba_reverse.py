@@ -154,6 +154,21 @@ def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool)
     return cap, abi, module, native, acts, ret_activity
 
 
+def generate(f, cap, module, native, sig: ReverseSignature, rules, primal_types, what: str):
+    """The generator and ``native``'s derivative for ``sig`` (type analysis seeded from the
+    ABI); an UnsupportedError gets the Python line of the call it names."""
+    from pyzyme.analysis.typeseeds import seed_from_abi
+
+    gen = ReverseGenerator(module, rules)
+    gen.type_seeds[native] = seed_from_abi(cap.abi)
+    try:
+        with error_context("differentiating", f"{_where(f)} in {what}"):
+            return gen, gen.derivative(native, sig)
+    except UnsupportedError as err:
+        _add_source_line(err, cap.dispatcher, primal_types)
+        raise
+
+
 def adjoint_types(abi, kinds: Sequence[str]) -> list:
     """The Numba types of the adjoints of the Active arguments, in order."""
     return [arg.numba_type for arg, kind in zip(abi.args, kinds) if kind == ACTIVE]
@@ -167,15 +182,7 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence[str], 
                                                            ret_activity, distinct)
     sig = ReverseSignature(tuple(acts), status_return=True)
     symbol = symbol_name("rev", cap.text, repr((sig, kinds, distinct, ret_activity.__name__)))
-    gen = ReverseGenerator(module, rules)
-    from pyzyme.analysis.typeseeds import seed_from_abi
-    gen.type_seeds[native] = seed_from_abi(abi)
-    try:
-        with error_context("differentiating", f"{_where(f)} in reverse mode"):
-            rev = gen.derivative(native, sig)
-    except UnsupportedError as err:
-        _add_source_line(err, cap.dispatcher, primal_types)
-        raise
+    gen, rev = generate(f, cap, module, native, sig, rules, primal_types, "reverse mode")
     restype = abi.signature.return_type
     adj_types = adjoint_types(abi, kinds)
     elements = ([restype] if restype != types.none else []) + adj_types

@@ -22,10 +22,15 @@ from dataclasses import dataclass
 from numba.core import types
 
 from pyzyme.api.annotations import Active
-from pyzyme.api.numba_forward import _add_source_line, _where
-from pyzyme.api.numba_reverse import DUPLICATED, Entry, _value_type, adjoint_types, prepare
-from pyzyme.diff.reverse import ReverseGenerator, ReverseSignature
-from pyzyme.errors import UnsupportedError, error_context
+from pyzyme.api.numba_reverse import (
+    DUPLICATED,
+    Entry,
+    _value_type,
+    adjoint_types,
+    generate,
+    prepare,
+)
+from pyzyme.diff.reverse import ReverseSignature
 from pyzyme.frontends.numba import njit_callable
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int
@@ -57,15 +62,7 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret
     cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
                                                            ret_activity, distinct=False)
     sig = ReverseSignature(tuple(acts), status_return=True, memory_stable=False, split=True)
-    gen = ReverseGenerator(module, rules)
-    from pyzyme.analysis.typeseeds import seed_from_abi
-    gen.type_seeds[native] = seed_from_abi(abi)
-    try:
-        with error_context("differentiating", f"{_where(f)} in split reverse mode"):
-            pair = gen.derivative(native, sig)
-    except UnsupportedError as err:
-        _add_source_line(err, cap.dispatcher, primal_types)
-        raise
+    gen, pair = generate(f, cap, module, native, sig, rules, primal_types, "split reverse mode")
     restype = abi.signature.return_type
     seeded = ret_activity is Active
     base = symbol_name("split", cap.text, repr((sig, tuple(kinds), ret_activity.__name__)))
