@@ -131,9 +131,6 @@ def test_tuples_and_plain_python_functions():
     test_forward(lambda t, s: t[0] * t[1] * s, Duplicated, (1.0, 2.0), 3.0)
 
 
-@pytest.mark.xfail(strict=True, reason="pyzyme bug: the split reverse thunk of a function "
-                                       "returning a tuple of floats reads the seed's second "
-                                       "entry from the wrong place (autodiff(Reverse) is right)")
 def test_reverse_of_a_tuple_result():
     test_reverse(polar, Active, 1.5, 0.3)
 

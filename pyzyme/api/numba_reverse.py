@@ -224,6 +224,20 @@ class Entry:
     def extra(self) -> list:
         return self.fn.args[len(self.params) + self.nshadow:]
 
+    def seed_value(self, first: int):
+        """The seed of the result, built from the entry's parameters ``first, first+1, ...``
+        (Numba passes a tuple argument flattened into its leaves). Returns the value and the
+        index of the next parameter."""
+        ty = self.slot_ty
+        leaves = _leaf_types(ty)
+        args = self.fn.args[first:first + len(leaves)]
+        if len(leaves) == 1 and leaves[0] is ty:
+            return args[0], first + 1
+        value = Undef(ty)
+        for path, arg in zip(_leaf_paths(ty), args):
+            value = self.b.insertvalue(value, arg, path)
+        return value, first + len(leaves)
+
     def slot(self, name: str, value=None):
         b = self.b
         slot = b.alloca(self.slot_ty, align=16, name=name)
@@ -281,13 +295,35 @@ class Entry:
             position += 1
 
 
+def seed_params(restype) -> list:
+    """The entry parameters carrying the seed of a ``restype`` result, flattened as Numba
+    passes tuples: ``[("dret", double)]`` or ``[("dret.0", double), ("dret.1", double)]``."""
+    leaves = _leaf_types(_value_type(restype))
+    if len(leaves) == 1:
+        return [("dret", leaves[0])]
+    return [(f"dret.{i}", ty) for i, ty in enumerate(leaves)]
+
+
+def _leaf_types(ty) -> list:
+    if isinstance(ty, (T.StructType, T.ArrayType)):
+        elements = [ty.element] * ty.count if isinstance(ty, T.ArrayType) else ty.elements
+        return [leaf for e in elements for leaf in _leaf_types(e)]
+    return [ty]
+
+
+def _leaf_paths(ty, prefix=()) -> list:
+    if isinstance(ty, (T.StructType, T.ArrayType)):
+        elements = [ty.element] * ty.count if isinstance(ty, T.ArrayType) else ty.elements
+        return [p for i, e in enumerate(elements) for p in _leaf_paths(e, prefix + (i,))]
+    return [list(prefix)]
+
+
 def _wrapper(module, native, rev, abi, kinds, acts, entry_restype, elements, restype,
              seeded: bool, symbol: str) -> None:
     """``symbol``: the derivative in Numba's convention, calling the combined function."""
-    seed_param = [("dret", _value_type(restype))] if seeded else []
-    e = Entry(module, native, abi, kinds, restype, symbol, seed_param)
+    e = Entry(module, native, abi, kinds, restype, symbol, seed_params(restype) if seeded else [])
     result = e.slot("result")
-    seed = e.slot("seed", e.extra[0] if seeded else None)
+    seed = e.slot("seed", e.seed_value(len(e.params) + e.nshadow)[0] if seeded else None)
     out = e.b.call(rev, e.call_args(result, seed, acts))
     n_adj = sum(act is Activity.ACTIVE for act in acts)
     status = e.b.extractvalue(out, 0) if n_adj else out

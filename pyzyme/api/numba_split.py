@@ -25,10 +25,10 @@ from pyzyme.api.annotations import Active
 from pyzyme.api.numba_reverse import (
     DUPLICATED,
     Entry,
-    _value_type,
     adjoint_types,
     generate,
     prepare,
+    seed_params,
 )
 from pyzyme.diff.reverse import ReverseSignature
 from pyzyme.frontends.numba import njit_callable
@@ -83,10 +83,10 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret
     e.b.ret(e.b.extractvalue(out, 0))
 
     # reverse: the seed in the result's shadow, then the reverse sweep over the tape.
-    extra = ([("dret", _value_type(restype))] if seeded else []) + [("tape", T.i64)]
+    extra = (seed_params(restype) if seeded else []) + [("tape", T.i64)]
     e = Entry(module, native, abi, kinds, restype, names["rev"], extra)
     result = e.slot("result")
-    seed = e.slot("seed", e.extra[0] if seeded else None)
+    seed = e.slot("seed", e.seed_value(len(e.params) + e.nshadow)[0] if seeded else None)
     pointer = e.b.inttoptr(e.extra[-1], T.ptr)
     out = e.b.call(pair.reverse, e.call_args(result, seed, acts) + [const_int(T.i1, 0),
                                                                       pointer])

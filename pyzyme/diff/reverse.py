@@ -944,7 +944,10 @@ class ReverseGenerator:
             merged = self._merged_phi(st, fv, block)
             if merged is not None:
                 return merged
-        if loop is not None and self._can_recompute(st, fv):
+        # Outside loops a stack slot costs nothing in the combined function; in a split pair
+        # the reverse function gets its own arguments (and shadows: its result slot's seed),
+        # so what is computed from them is computed again there rather than carried over.
+        if (loop is not None or st.sig.split) and self._can_recompute(st, fv):
             clone = fv.copy_with([self.avail(st, op) for op in fv.operands])
             return b.insert(clone, fv.name)
         cache = st.caches.get(fv)
