@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pyzyme.analysis.cfg import block_label
 from pyzyme.analysis.layout import sizeof, struct_layout
 from pyzyme.ir import IRBuilder, instructions as I, types as T
+from pyzyme.diff.tape_pool import tape_free, tape_realloc
 from pyzyme.ir.values import Value, const_int, const_null
 
 __all__ = ["Tape", "Slot", "Cache", "STACK"]
@@ -190,7 +191,7 @@ class Tape:
         doubled = g.shl(cap, const_int(T.i64, 1))
         is_zero = g.icmp("eq", cap, const_int(T.i64, 0))
         newcap = g.select(is_zero, const_int(T.i64, _FIRST_CAPACITY), doubled)
-        realloc = self._libc("realloc", T.FunctionType(T.ptr, [T.ptr, T.i64]))
+        realloc = tape_realloc(self.module)
         for c in state.caches:
             old = g.load(T.ptr, c.slot.fwd)
             size = g.mul(newcap, const_int(T.i64, sizeof(c.type)))
@@ -204,7 +205,7 @@ class Tape:
         state = self.loops.get(loop)
         if state is None or not state.caches:
             return
-        realloc = self._libc("realloc", T.FunctionType(T.ptr, [T.ptr, T.i64]))
+        realloc = tape_realloc(self.module)
         for c in state.caches:
             size = b.mul(total, const_int(T.i64, sizeof(c.type)))
             b.store(b.call(realloc, [b.load(T.ptr, c.slot.fwd), size]), c.slot.fwd)
@@ -213,7 +214,7 @@ class Tape:
     def free(self, b: IRBuilder, forward: bool = False) -> None:
         """Free every loop cache and stack: at the end of the reverse sweep, or (``forward``)
         where the forward sweep gives up with an error and no reverse sweep follows."""
-        free = self._libc("free", T.FunctionType(T.void, [T.ptr]))
+        free = tape_free(self.module)
         for state in self.loops.values():
             for c in state.caches:
                 b.call(free, [b.load(T.ptr, c.slot.fwd if forward else c.slot.rev)])
@@ -247,7 +248,7 @@ class Tape:
         """Make room for ``total`` entries in ``stack`` at once (see :meth:`reserve`)."""
         zero = const_int(T.i64, 0)
         base = b.gep(STACK, stack.fwd, [zero, const_int(T.i32, 0)])
-        realloc = self._libc("realloc", T.FunctionType(T.ptr, [T.ptr, T.i64]))
+        realloc = tape_realloc(self.module)
         b.store(b.call(realloc, [b.load(T.ptr, base), b.mul(total, const_int(T.i64, 8))]),
                 base)
         b.store(total, b.gep(STACK, stack.fwd, [zero, const_int(T.i32, 2)]))
@@ -350,9 +351,7 @@ def _push_function(module):
     b.position_at_end(grow)
     newcap = b.select(b.icmp("eq", cap, zero), const_int(T.i64, 16),
                       b.shl(cap, const_int(T.i64, 1)))
-    realloc = module.get_function("realloc") or module.add_function(
-        "realloc", T.FunctionType(T.ptr, [T.ptr, T.i64]))
-    grown = b.call(realloc, [base, b.mul(newcap, const_int(T.i64, 8))])
+    grown = b.call(tape_realloc(module), [base, b.mul(newcap, const_int(T.i64, 8))])
     b.store(grown, field(0))
     b.store(newcap, field(2))
     b.br(put)
