@@ -33,3 +33,12 @@ def test_readme_reverse_example():
     result = scope["autodiff"](scope["Reverse"], scope["taylor_log"], scope["Active"],
                                scope["Active"](0.5), scope["Const"](10**6))
     assert result == ((pytest.approx(2.0, rel=1e-12), None),)
+    p, d = np.array([1.0, 0.5]), np.linspace(0, 1, 20)
+    h = 1e-6
+    fd = [(scope["loss"](p + h * e, d) - scope["loss"](p - h * e, d)) / (2 * h)
+          for e in np.eye(2)]
+    np.testing.assert_allclose(scope["g"](p, d), fd, rtol=1e-6)
+    np.testing.assert_allclose(scope["hvp"](lambda q: np.sum(q ** 4), np.array([1.0, 2.0]),
+                                            np.array([1.0, 0.0])), [12.0, 0.0])
+    assert scope["result"] == pytest.approx(7.26)
+    np.testing.assert_allclose(scope["dA"], [3.3])
