@@ -16,9 +16,11 @@ from __future__ import annotations
 from functools import reduce
 
 from pyzyme.analysis.activity import Activity
-from pyzyme.diff.reverse import _RELEASES, ReverseSignature, _has_float, _has_pointer
+from pyzyme.diff.reverse_state import _RELEASES, ReverseSignature, _has_float, _has_pointer
 from pyzyme.errors import ActivityError, UnsupportedError
-from pyzyme.ir import IRBuilder, instructions as I, types as T
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
 from pyzyme.ir.values import const_int, const_null
 from pyzyme.rules import spec
 

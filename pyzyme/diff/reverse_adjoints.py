@@ -1,0 +1,245 @@
+"""Adjoints: the slots that accumulate them, and each instruction's adjoint code, from the
+same rule rows forward mode uses (``x_bar += partial * y_bar``).
+
+A mixin of :class:`~pyzyme.diff.reverse.ReverseGenerator`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyzyme.diff import naming
+from pyzyme.diff.emit import Emitter
+from pyzyme.diff.reverse_state import _elements, _has_float, _State
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import Argument, Value, const_null
+from pyzyme.rules import spec
+from pyzyme.rules.expr import Const as ConstExpr
+from pyzyme.rules.expr import Op
+
+__all__ = ["ReverseAdjoints"]
+
+
+class ReverseAdjoints:
+    """Emits adjoint code (see the module docstring)."""
+
+    def _slot(self, st: _State, value: Value) -> I.Alloca:
+        slot = st.adjoints.get(value)
+        if slot is None:
+            entry = st.tape.rev_entry
+            slot = I.Alloca(value.type, None, None)
+            slot.name = st.rev.unique_name(naming.adjoint(value.name or "v"))
+            entry.insert(0, slot)
+            b = IRBuilder()
+            b.position_before(entry.terminator) if entry.terminator is not None \
+                else b.position_at_end(entry)
+            b.store(const_null(value.type), slot)
+            st.adjoints[value] = slot
+        return slot
+
+    def accumulate(self, st: _State, value: Value, delta: Value) -> None:
+        """``value_bar += delta``, for an active primal value."""
+        if not st.active(value) or not isinstance(value, (I.Instruction, Argument)):
+            return
+        slot = self._slot(st, value)
+        b = st.rb
+        b.store(_add(b, value.type, b.load(value.type, slot), delta), slot)
+
+    def consume(self, st: _State, value: Value) -> Value:
+        """``value_bar``, read and reset to zero (the value's uses are all done)."""
+        slot = self._slot(st, value)
+        d = st.rb.load(value.type, slot, name=naming.adjoint(value.name))
+        st.rb.store(const_null(value.type), slot)
+        return d
+
+    # -- reverse sweep: instructions ---------------------------------------------------
+    def _reverse(self, st: _State, inst: I.Instruction) -> None:
+        if isinstance(inst, I.CallBase):
+            from pyzyme.diff import reverse_calls
+            reverse_calls.reverse(self, st, inst)
+            return
+        op = inst.opcode
+        if op == "store":
+            self._reverse_store(st, inst)
+            return
+        if not st.active(inst):
+            return
+        handler = _ADJOINTS.get(op)
+        if handler is None:
+            raise UnsupportedError(f"no reverse-mode derivative for {op} in {st.where}",
+                                   hint="this instruction has an active operand; please "
+                                        "report it")
+        handler(self, st, inst)
+
+    def _reverse_load(self, st: _State, inst: I.Load) -> None:
+        d = self.consume(st, inst)
+        pointer = self.shadow(st, inst.pointer)
+        b = st.rb
+        old = b.load(inst.type, pointer, inst.align)
+        b.store(_add(b, inst.type, old, d), pointer, inst.align)
+
+    def _reverse_store(self, st: _State, inst: I.Store) -> None:
+        value, pointer = inst.operands
+        if pointer not in st.shadows or not _has_float(value.type):
+            return
+        b = st.rb
+        shadow = self.shadow(st, pointer)
+        if st.active(value):
+            d = b.load(value.type, shadow, inst.align, name=naming.adjoint(value.name))
+            b.store(const_null(value.type), shadow, inst.align)
+            self.accumulate(st, value, d)
+        else:
+            b.store(const_null(value.type), shadow, inst.align)
+
+    def partials(self, st: _State, inst: I.Instruction, row: spec.Partials,
+                 operands: Sequence[Value], flags: Sequence[str] = ()) -> None:
+        """``operand_i_bar += partial_i * inst_bar`` over the active operands."""
+        b = st.rb
+        d = self.consume(st, inst)
+        ty = inst.type
+        if row.result_field is not None:
+            ty = ty.elements[row.result_field]
+            d = b.extractvalue(d, row.result_field)
+        em = Emitter(b, self.module, ty, flags)
+        args = _Lazy(lambda i: self.primal(st, operands[i]))
+        for i, (p, operand) in enumerate(zip(row.partials, operands)):
+            if p is None or not st.active(operand):
+                continue
+            result = None
+            if "ret" in p.placeholders():
+                result = self.primal(st, inst)
+                if row.result_field is not None:
+                    result = b.extractvalue(result, row.result_field)
+            if _is_reciprocal(p):
+                term = b.fdiv(d, em.expr(p.operands[1], args, result), em.flags)
+            elif isinstance(p, ConstExpr):
+                term = d if p.value == 1.0 else (
+                    b.fneg(d, em.flags) if p.value == -1.0
+                    else b.fmul(em.constant(p.value), d, em.flags))
+            else:
+                term = b.fmul(em.expr(p, args, result, naming.partial(inst.name, i)), d,
+                              em.flags)
+            self.accumulate(st, operand, term)
+
+    def _arith(self, st: _State, inst: I.Instruction) -> None:
+        row = self.rules.lookup(inst.opcode, "opcode")
+        if isinstance(row, spec.Partials):
+            self.partials(st, inst, row, inst.operands, inst.flags)
+        elif isinstance(row, spec.Linear):
+            x = inst.operands[0]
+            d = self.consume(st, inst)
+            if not st.active(x):
+                return
+            if inst.opcode == "bitcast" and x.type.scalar != inst.type.scalar:
+                raise UnsupportedError(f"{st.where} reinterprets {x.type} as {inst.type}; "
+                                       f"reverse mode cannot split the adjoint: {inst}")
+            self.accumulate(st, x, st.rb.cast(row.transpose, d, x.type))
+        else:
+            raise UnsupportedError(f"no derivative rule for {inst.opcode} in {st.where}")
+
+    def _select(self, st: _State, inst: I.Instruction) -> None:
+        cond, a, c = inst.operands
+        d = self.consume(st, inst)
+        b = st.rb
+        test = self.primal(st, cond)
+        zero = const_null(inst.type)
+        if st.active(a):
+            self.accumulate(st, a, b.select(test, d, zero))
+        if st.active(c):
+            self.accumulate(st, c, b.select(test, zero, d))
+
+    def _freeze(self, st: _State, inst: I.Instruction) -> None:
+        self.accumulate(st, inst.operands[0], self.consume(st, inst))
+
+    def _extractvalue(self, st: _State, inst: I.ExtractValue) -> None:
+        agg = inst.operands[0]
+        d = self.consume(st, inst)
+        if st.active(agg):
+            b = st.rb
+            slot = self._slot(st, agg)
+            whole = b.load(agg.type, slot)
+            part = b.extractvalue(whole, inst.indices)
+            b.store(b.insertvalue(whole, _add(b, inst.type, part, d), inst.indices), slot)
+
+    def _insertvalue(self, st: _State, inst: I.InsertValue) -> None:
+        agg, element = inst.operands
+        d = self.consume(st, inst)
+        b = st.rb
+        if st.active(element):
+            self.accumulate(st, element, b.extractvalue(d, inst.indices))
+        if st.active(agg):
+            self.accumulate(st, agg, b.insertvalue(d, const_null(element.type), inst.indices))
+
+    def _extractelement(self, st: _State, inst: I.Instruction) -> None:
+        vec, index = inst.operands
+        d = self.consume(st, inst)
+        if st.active(vec):
+            b = st.rb
+            self.accumulate(st, vec, b.insertelement(const_null(vec.type), d,
+                                                     self.primal(st, index)))
+
+    def _insertelement(self, st: _State, inst: I.Instruction) -> None:
+        vec, element, index = inst.operands
+        d = self.consume(st, inst)
+        b = st.rb
+        i = self.primal(st, index)
+        if st.active(element):
+            self.accumulate(st, element, b.extractelement(d, i))
+        if st.active(vec):
+            self.accumulate(st, vec, b.insertelement(d, const_null(element.type), i))
+
+
+
+def _add(b: IRBuilder, ty: T.Type, a: Value, c: Value) -> Value:
+    """``a + c`` over the float leaves of ``ty`` (others kept from ``a``).
+
+    The sums accumulate adjoints, whose slots start at +0.0: ``nsz`` lets LLVM fold
+    ``0.0 + d`` to ``d`` (an adjoint's sign of zero carries no information)."""
+    if ty.is_float:
+        return b.fadd(a, c, ("nsz",))
+    if not _has_float(ty):
+        return a
+    out = a
+    for i, ety in enumerate(_elements(ty)):
+        if _has_float(ety):
+            part = _add(b, ety, b.extractvalue(a, i), b.extractvalue(c, i))
+            out = b.insertvalue(out, part, i)
+    return out
+
+
+class _Lazy:
+    """A sequence whose items are computed on first use (operands a partial reads)."""
+
+    def __init__(self, make) -> None:
+        self._make = make
+        self._done: dict = {}
+
+    def __getitem__(self, i: int) -> Value:
+        if i not in self._done:
+            self._done[i] = self._make(i)
+        return self._done[i]
+
+
+def _is_reciprocal(p) -> bool:
+    return (isinstance(p, Op) and p.name == "fdiv" and isinstance(p.operands[0], ConstExpr)
+            and p.operands[0].value == 1.0)
+
+
+_ADJOINTS = {op: ReverseAdjoints._arith for op in
+             ("fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "fpext", "fptrunc", "bitcast",
+              "addrspacecast")}
+_ADJOINTS.update({
+    "select": ReverseAdjoints._select,
+    "freeze": ReverseAdjoints._freeze,
+    "extractvalue": ReverseAdjoints._extractvalue,
+    "insertvalue": ReverseAdjoints._insertvalue,
+    "extractelement": ReverseAdjoints._extractelement,
+    "insertelement": ReverseAdjoints._insertelement,
+    "load": ReverseAdjoints._reverse_load,
+    "phi": lambda self, st, inst: None,  # on the edges, see _reverse_branch
+    "getelementptr": lambda self, st, inst: None,  # pointers have shadows, not adjoints
+    "alloca": lambda self, st, inst: None,
+})

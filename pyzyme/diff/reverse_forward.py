@@ -1,0 +1,272 @@
+"""Reverse mode's forward sweep: the primal's copy, with the shadows of pointers into active
+memory, loop counters, and what the reverse sweep will read back.
+
+A mixin of :class:`~pyzyme.diff.reverse.ReverseGenerator`.
+"""
+
+from __future__ import annotations
+
+from pyzyme.analysis.activity import can_carry_derivative
+from pyzyme.analysis.overwrite import underlying_object
+from pyzyme.diff import naming
+from pyzyme.diff.emit import derivative_flags
+from pyzyme.diff.reverse_state import (
+    _STRUCTURAL,
+    _elements,
+    _has_float,
+    _has_pointer,
+    _leaves,
+    _State,
+)
+from pyzyme.diff.reverse_values import _shift_induction
+from pyzyme.errors import UnsupportedError, error_context
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import GlobalValue, NamedValue, Undef, Value, const_int, const_null
+
+__all__ = ["ForwardSweep"]
+
+
+class ForwardSweep:
+    """Emits the forward sweep (see the module docstring)."""
+
+    def _forward_block(self, st: _State, block) -> None:
+        b = st.fb
+        b.position_at_end(st.first[block])
+        for phi in block.phis:
+            new = b.phi(phi.type, phi.flags, name=phi.name)
+            st.values[phi] = new
+            shadow = None
+            if phi in st.activity.varied and _has_pointer(phi.type):
+                shadow = b.phi(phi.type, (), name=naming.shadow(phi.name))
+                st.shadows[phi] = shadow
+            st.phis.append((phi, new, shadow))
+        loop = st.loops.loop_of(block)
+        if loop is not None and loop.header is block:
+            count = st.tape.counter(loop).fwd
+            index = b.load(T.i64, count, name=naming.iteration(block.name))
+            b.store(b.add(index, const_int(T.i64, 1)), count)
+            st.fidx[loop] = index
+            st.headers.append((loop, index, st.first[block], st.last[block]))
+            for phi in block.phis:
+                iv = next((v for v in loop.inductions if v.phi is phi), None)
+                if iv is not None:
+                    st.inductions[st.values[phi]] = (loop, iv)
+                elif (shift := _shift_induction(loop, phi)) is not None:
+                    st.inductions[st.values[phi]] = (loop, shift)
+            b.position_at_end(st.last[block])
+        for inst in block.instructions[len(block.phis):]:
+            with error_context("instruction", f"{inst}"):
+                self._forward(st, inst)
+
+    def _forward_phis(self, st: _State) -> None:
+        for old, new, shadow in st.phis:
+            for value, block in old.incoming:
+                if block not in st.last:
+                    continue
+                came = self._fwd_pred(st, block, old.parent)
+                new.add_incoming(self._fwd_value(st, value), came)
+                if shadow is not None:
+                    shadow.add_incoming(self._fwd_shadow(st, value), came)
+
+    @staticmethod
+    def _fwd_pred(st: _State, pred, block):
+        """The forward block that branches to ``block`` for the primal edge from ``pred``."""
+        return st.entries.get((pred, block), st.last[pred])
+
+    def _fwd_value(self, st: _State, value: Value) -> Value:
+        mapped = st.values.get(value)
+        if mapped is not None:
+            return mapped
+        if isinstance(value, NamedValue) and not isinstance(value, GlobalValue):
+            raise UnsupportedError(f"{st.where} uses {value!r} before it is defined")
+        return value
+
+    def _fwd_shadow(self, st: _State, value: Value) -> Value:
+        """The shadow of ``value`` in the forward sweep: null pointers and zero floats where
+        it has none, its integers as they are."""
+        s = st.shadows.get(value)
+        if s is not None:
+            return s
+        return self._no_shadow(st, self._fwd_value(st, value), value.type)
+
+    def _no_shadow(self, st: _State, value: Value, ty: T.Type) -> Value:
+        if not can_carry_derivative(ty):
+            return value
+        if ty.is_float or ty.is_pointer:
+            return const_null(ty)
+        if not _has_pointer(ty):
+            return const_null(ty)
+        agg = value
+        for i, ety in enumerate(_elements(ty)):
+            if can_carry_derivative(ety):
+                part = st.fb.extractvalue(agg, i)
+                agg = st.fb.insertvalue(agg, self._no_shadow(st, part, ety), i)
+        return agg
+
+    def _clone(self, st: _State, inst: I.Instruction) -> I.Instruction:
+        new = inst.copy_with([self._fwd_value(st, op) for op in inst.operands],
+                             keep_metadata=True)
+        st.fb.insert(new, inst.name)
+        st.values[inst] = new
+        return new
+
+    def _forward(self, st: _State, inst: I.Instruction) -> None:
+        if isinstance(inst, I.Ret):
+            self._forward_ret(st, inst)
+            return
+        if isinstance(inst, I.CallBase):
+            from pyzyme.diff import reverse_calls
+            reverse_calls.forward(self, st, inst)
+            return
+        new = self._clone(st, inst)
+        op = inst.opcode
+        if isinstance(inst, I.Terminator):
+            for i, target in enumerate(new.operands):
+                edge = st.entries.get((inst.parent, st.origin.get(target)))
+                if edge is not None and target is st.first[st.origin[target]]:
+                    new.set_operand(i, edge)
+            return
+        varied = inst in st.activity.varied
+        if op == "load":
+            st.origin_load[new] = inst
+            if varied and _has_pointer(inst.type):
+                shadow = st.fb.insert(I.Load(inst.type, st.shadows[inst.pointer], inst.align,
+                                             inst.volatile, inst.ordering, inst.syncscope),
+                                      naming.shadow(inst.name))
+                st.origin_load[shadow] = inst
+                st.shadows[inst] = shadow
+        elif op == "store":
+            self._forward_store(st, inst)
+        elif op == "alloca":
+            if varied:
+                self._forward_alloca(st, inst)
+        elif op in ("atomicrmw", "cmpxchg"):
+            if inst.operands[0] in st.activity.varied:
+                raise UnsupportedError(f"reverse mode of {op} on active memory in {st.where} "
+                                       f"is not supported")
+        elif op in _STRUCTURAL and varied and _has_pointer(inst.type):
+            shadow = new.copy_with([self._fwd_shadow(st, o) if can_carry_derivative(o.type)
+                                    else n for o, n in zip(inst.operands, new.operands)])
+            shadow.flags = derivative_flags(new.flags)
+            st.shadows[inst] = st.fb.insert(shadow, naming.shadow(inst.name))
+
+    def _forward_store(self, st: _State, inst: I.Store) -> None:
+        value, pointer = inst.operands
+        shadow = st.shadows.get(pointer)
+        if shadow is None:
+            if st.sig.status_return and value.type.is_pointer and len(st.old.args) > 1 and \
+                    underlying_object(pointer) is st.old.args[1]:
+                return  # Numba's exception record: read by the caller only when raising
+            if value in st.activity.varied and can_carry_derivative(value.type):
+                from pyzyme.diff.forward_memory import no_shadow_error
+                raise no_shadow_error(st.where, inst, pointer)
+            return
+        ty = value.type
+        if ty.is_int and isinstance(value, I.Load) and value.pointer in st.activity.varied \
+                and not self._integer_move(st, value):
+            raise UnsupportedError(
+                f"{st.where} copies memory that may hold floats through an integer of type "
+                f"{ty}: {inst}", hint="please report this function")
+        if _has_float(ty) and not _has_pointer(ty) and not any(
+                e.is_int for e in _leaves(ty)):
+            return  # adjoints, not values, live at float locations of a shadow
+        if _has_float(ty):
+            raise UnsupportedError(f"{st.where} stores an aggregate mixing floats with pointers "
+                                   f"or integers into active memory: {inst}")
+        # Pointers and integers: the shadow structure mirrors the primal one.
+        st.fb.insert(I.Store(self._fwd_shadow(st, value), shadow, inst.align, inst.volatile,
+                             inst.ordering, inst.syncscope))
+
+    def _integer_move(self, st: _State, load: I.Load) -> bool:
+        """Whether integer ``load`` reads an integer (so storing it into a shadow mirrors the
+        primal), not the bits of a float: type analysis says so, or its address is typed as
+        integer data, or no float access of the function may touch the same memory."""
+        from pyzyme.analysis.types import analyze_types
+        from pyzyme.errors import TypeAnalysisError
+
+        if st.types is None:
+            try:
+                st.types = analyze_types(st.old, self.type_seeds.get(st.old, {}))
+            except TypeAnalysisError:
+                st.types = False
+        if st.types:
+            kind = str(st.types.tree(load).lookup(0))
+            if kind in ("Integer", "Pointer"):
+                return True
+            if kind.startswith("Float"):
+                return False
+        pointer = load.pointer
+        step = pointer
+        while isinstance(step, I.GetElementPtr):  # the addressing names the element type
+            if step.source_type != T.i8:
+                if not _has_float(step.source_type):
+                    return True
+                break
+            step = step.pointer
+        return not self._may_hold_floats(st, pointer)
+
+    def _may_hold_floats(self, st: _State, pointer: Value) -> bool:
+        """Whether the function reads or writes floats anywhere ``pointer`` may point."""
+        from pyzyme.analysis.overwrite import may_alias
+
+        if st.float_pointers is None:
+            st.float_pointers = [
+                i.pointer for i in st.old.instructions()
+                if isinstance(i, (I.Load, I.Store)) and _has_float(
+                    i.type if isinstance(i, I.Load) else i.operands[0].type)]
+        return any(may_alias(pointer, p) for p in st.float_pointers)
+
+    def _forward_alloca(self, st: _State, inst: I.Alloca) -> None:
+        count = inst.count
+        if count is not None and getattr(count, "value", None) != 1:
+            raise UnsupportedError(f"{st.where} allocates a variable-size stack buffer that "
+                                   f"holds active values: {inst}")
+        if st.sig.split:
+            from pyzyme.diff.reverse_calls import shadow_stack_slot
+            shadow_stack_slot(self, st, inst)
+            return
+        b = st.fb
+        shadow = b.insert(I.Alloca(inst.allocated_type, None, inst.align, inst.type.addrspace),
+                          naming.shadow(inst.name))
+        b.store(const_null(inst.allocated_type), shadow, inst.align)
+        st.shadows[inst] = shadow
+
+    def _forward_ret(self, st: _State, inst: I.Ret) -> None:
+        b = st.fb
+        value = inst.value
+        new_value = self._fwd_value(st, value) if value is not None else None
+        normal = st.fb.block
+        if st.sig.status_return and value is not None and value.type.is_int:
+            if getattr(value, "value", None) not in (None, 0):
+                self._error_exit(st, new_value)  # a constant error status
+                return
+            if not hasattr(value, "value"):
+                ok = b.icmp("eq", new_value, const_int(value.type, 0))
+                normal = st.fwd.append_block(f"{inst.parent.name}.ok")
+                failed = st.fwd.append_block(f"{inst.parent.name}.error")
+                b.cbranch(ok, normal, failed)
+                st.origin[normal] = st.origin[failed] = inst.parent
+                b.position_at_end(failed)
+                self._error_exit(st, new_value)
+                b.position_at_end(normal)
+        if st.sig.split:
+            index = len(st.exits)
+            b.store(const_int(T.i32, index), st.which_exit.fwd)
+            st.exits.append((b.block, new_value, inst.parent))
+            return  # the tape is packed and returned once every slot is known
+        if new_value is not None:
+            b.store(new_value, st.ret_slot.fwd)
+        b.br(st.rblocks[inst.parent])
+
+    def _error_exit(self, st: _State, status: Value) -> None:
+        b = st.fb
+        st.error_exits.append(b.block)  # cleaned up once the tape is complete: _finalize
+        ty = st.fwd.function_type.ret
+        if ty == status.type:
+            b.ret(status)
+            return
+        agg = b.insertvalue(Undef(ty), status, 0)
+        if st.sig.split:
+            agg = b.insertvalue(agg, const_null(T.ptr), 1)
+        b.ret(agg)

@@ -1,0 +1,236 @@
+"""Forward values in the reverse sweep: recomputed where legal and cheap (pure arithmetic,
+induction variables from loop counters, loads of memory nothing overwrites, merge phis by
+select), cached otherwise, once per iteration of the innermost loop the value varies in.
+
+A mixin of :class:`~pyzyme.diff.reverse.ReverseGenerator`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyzyme.analysis.overwrite import underlying_object
+from pyzyme.diff.reverse_state import _PURE, _incoming, _State
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir.values import Argument, Value, const_int
+from pyzyme.rules import spec
+
+__all__ = ["ReverseValues", "ShiftInduction"]
+
+
+class ReverseValues:
+    """Makes forward values available in the reverse sweep (see the module docstring)."""
+
+    def avail(self, st: _State, fv: Value) -> Value:
+        """Forward value ``fv`` where the reverse sweep now is: recomputed or cached."""
+        if isinstance(fv, Argument):
+            return st.rev_args[fv]
+        if not isinstance(fv, I.Instruction):
+            return fv
+        v = st.memo.get(fv)
+        if v is None:
+            v = st.memo[fv] = self._materialize(st, fv)
+            st.rev_origin.setdefault(v, fv)
+        return v
+
+    def primal(self, st: _State, value: Value) -> Value:
+        """Primal ``value`` (forward copy) in the reverse sweep."""
+        return self.avail(st, self._fwd_value(st, value))
+
+    def shadow(self, st: _State, value: Value) -> Value:
+        """The shadow of primal pointer ``value`` in the reverse sweep."""
+        return self.avail(st, st.shadows[value])
+
+    def _materialize(self, st: _State, fv: I.Instruction) -> Value:
+        block = st.origin[fv.parent]
+        loop = st.loops.loop_of(block)
+        iv = st.inductions.get(fv)
+        b = st.rb
+        if iv is not None:
+            iv_loop, induction = iv
+            k = b.sub(self._index(st, iv_loop), self._loop_start(st, iv_loop))
+            start = self.primal(st, induction.start)
+            if k.type != start.type:
+                k = b.trunc(k, start.type)
+            if isinstance(induction, ShiftInduction):
+                return induction.value_at(b, start, k, fv.name)
+            return b.add(start, b.mul(k, const_int(start.type, induction.step)),
+                         name=fv.name)
+        if isinstance(fv, I.Phi) and loop is not None:
+            merged = self._merged_phi(st, fv, block)
+            if merged is not None:
+                return merged
+        # Outside loops a stack slot costs nothing in the combined function; in a split pair
+        # the reverse function gets its own arguments (and shadows: its result slot's seed),
+        # so what is computed from them is computed again there rather than carried over.
+        if (loop is not None or st.sig.split) and self._can_recompute(st, fv):
+            clone = fv.copy_with([self.avail(st, op) for op in fv.operands])
+            return b.insert(clone, fv.name)
+        cache = st.caches.get(fv)
+        if cache is None:
+            # A value the same on every iteration of its loops is kept once per iteration of
+            # the innermost loop it does vary in (stored redundantly, indexed there).
+            loop = self._varies_in(st, fv, loop)
+            cache = st.caches[fv] = st.tape.cache(fv.type, loop, fv.name or "value")
+            fb = IRBuilder()
+            if isinstance(fv, I.Phi):
+                header = loop is not None and loop.header is block
+                fb.position_at_start(st.last[block] if header else fv.parent)
+            else:
+                fb.position_after(fv)
+            st.tape.store(fb, cache, fv, st.fidx.get(loop))
+        return st.tape.load(b, cache, self._index(st, cache.loop), name=fv.name)
+
+    def _varies_in(self, st: _State, fv: I.Instruction, loop):
+        """The innermost of ``loop`` and its parents in which forward value ``fv`` may differ
+        between iterations (None: it is the same throughout the call)."""
+        while loop is not None and self._invariant_in(st, fv, loop, 8):
+            loop = loop.parent
+        return loop
+
+    def _invariant_in(self, st: _State, fv: Value, loop, depth: int) -> bool:
+        """Whether ``fv`` has one value across the iterations of ``loop`` (a pure function of
+        values defined outside it, or a load of memory nothing in it writes)."""
+        if not isinstance(fv, I.Instruction):
+            return True
+        origin = st.origin.get(fv.parent)
+        if origin is None or not loop.contains(origin):
+            return True
+        if depth == 0 or isinstance(fv, I.Phi) or fv in st.inductions:
+            return False
+        if fv.opcode == "load":
+            primal = st.origin_load.get(fv)
+            if primal is None or fv.volatile or self._written_in(st, primal.pointer, loop):
+                return False
+            return self._invariant_in(st, fv.operands[0], loop, depth - 1)
+        if fv.opcode not in _PURE:
+            return False
+        return all(self._invariant_in(st, op, loop, depth - 1) for op in fv.operands)
+
+    def _written_in(self, st: _State, pointer: Value, loop) -> bool:
+        """Whether anything in ``loop`` may write where ``pointer`` points."""
+        from pyzyme.analysis.overwrite import _written_pointers, may_alias
+
+        return any(may_alias(pointer, w) for block in loop.blocks
+                   for inst in block.instructions for w in _written_pointers(inst))
+
+    def _object_of(self, st: _State, pointer: Value):
+        """The distinct object (allocation, stack slot, ``noalias`` parameter, or the shadow of
+        one) that ``pointer`` points into, seen through reverse-sweep copies; else None."""
+        from pyzyme.analysis.overwrite import _identified
+
+        for _ in range(64):
+            pointer = underlying_object(pointer)
+            origin = st.rev_origin.get(pointer)
+            if origin is None:
+                break
+            pointer = origin
+        if isinstance(pointer, I.Alloca) and pointer.parent in (st.tape.fwd_entry,
+                                                                 st.tape.rev_entry):
+            return None  # pyzyme's own slots: promoted to registers anyway
+        return pointer if _identified(pointer) else None
+
+    def _merged_phi(self, st: _State, fv: I.Phi, block) -> Value | None:
+        """A phi of an if/else merge whose arms' values are safe to compute either way:
+        ``select`` on the deciding branch's condition, nothing cached."""
+        primal = next((p for p in block.phis if st.values.get(p) is fv), None)
+        if primal is None:
+            return None
+        preds = list(dict.fromkeys(p for p in block.predecessors if p in st.last))
+        decided = self._deciding_branch(st, block, preds)
+        if decided is None:
+            return None
+        incoming = [self._fwd_value(st, _incoming(primal, p)) for p in preds]
+        if not all(self._speculatable(st, v, 4) for v in incoming):
+            return None
+        cond, true_index, false_index = decided
+        return st.rb.select(self.primal(st, cond), self.avail(st, incoming[true_index]),
+                            self.avail(st, incoming[false_index]), name=fv.name)
+
+    def _speculatable(self, st: _State, fv: Value, depth: int) -> bool:
+        """Whether computing ``fv`` where its block did not run is harmless (no loads, no
+        division by a garbage zero): it is a constant, an argument, cached, or pure."""
+        if not isinstance(fv, I.Instruction) or fv in st.caches or fv in st.inductions:
+            return True
+        if depth == 0 or isinstance(fv, I.Phi):
+            return False
+        if fv.opcode in ("udiv", "sdiv", "urem", "srem") or not self._can_recompute(st, fv) \
+                or fv.opcode == "load":
+            return False
+        return all(self._speculatable(st, op, depth - 1) for op in fv.operands)
+
+    def _can_recompute(self, st: _State, fv: I.Instruction) -> bool:
+        known = st.recomputable.get(fv)
+        if known is not None:
+            return known
+        op = fv.opcode
+        if op in _PURE:
+            ok = True
+        elif op == "load":
+            origin = st.origin_load.get(fv)
+            ok = (origin is not None and not fv.volatile and fv.ordering in (None, "")
+                  and not st.overwrites.is_overwritten(origin)
+                  and self._stable(st, origin.pointer))
+        elif isinstance(fv, I.Call):
+            callee = fv.called_function
+            row = self.rules.lookup(callee.name, "call") if callee is not None else None
+            ok = isinstance(row, spec.Partials)
+        else:
+            ok = False
+        st.recomputable[fv] = ok
+        return ok
+
+    def _stable(self, st: _State, pointer: Value) -> bool:
+        """Whether memory at ``pointer`` keeps its contents until the reverse sweep (given
+        that nothing in the function overwrites it)."""
+        obj = underlying_object(pointer)
+        if isinstance(obj, I.Alloca):
+            return not st.sig.split  # a callee's stack is gone when its reverse runs
+        if isinstance(obj, I.CallBase):
+            return True  # allocated here, freed only after the reverse sweep
+        if isinstance(obj, I.Load):
+            return self._stable(st, obj.pointer) if st.sig.split else st.sig.memory_stable
+        return st.sig.memory_stable
+
+
+
+@dataclass(frozen=True)
+class ShiftInduction:
+    """A header phi shifted by a constant each iteration (``exp >>= 1`` in integer powers):
+    on iteration k it is ``start`` shifted by ``k * amount``, recomputable like an induction
+    variable instead of cached."""
+
+    start: Value
+    opcode: str
+    amount: int
+
+    def value_at(self, b: IRBuilder, start: Value, k: Value, name: str) -> Value:
+        ty = start.type
+        total = b.mul(k, const_int(ty, self.amount))
+        width = const_int(ty, ty.width)
+        inside = b.icmp("ult", total, width)
+        shifted = b.binop(self.opcode, start, b.select(inside, total, const_int(ty, 0)))
+        if self.opcode == "ashr":
+            out = b.ashr(start, const_int(ty, ty.width - 1))
+        else:
+            out = const_int(ty, 0)
+        return b.select(inside, shifted, out, name=name)
+
+
+def _shift_induction(loop, phi: I.Phi) -> ShiftInduction | None:
+    """``phi = [start, outside], [phi shifted by a constant, latch]``, else None."""
+    if not phi.type.is_int or phi.type.is_vector:
+        return None
+    outside = {v for v, blk in phi.incoming if not loop.contains(blk)}
+    inside = {v for v, blk in phi.incoming if loop.contains(blk)}
+    if len(outside) != 1 or len(inside) != 1:
+        return None
+    (start,), (update,) = outside, inside
+    if not loop.is_invariant(start) or not isinstance(update, I.BinaryOp):
+        return None
+    a, amount = update.operands
+    if update.opcode not in ("lshr", "ashr", "shl") or a is not phi or \
+            not hasattr(amount, "value") or amount.value <= 0:
+        return None
+    return ShiftInduction(start, update.opcode, amount.value)
