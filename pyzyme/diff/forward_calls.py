@@ -17,7 +17,8 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import const_int, const_null
 from pyzyme.rules import spec
 
-__all__ = ["call", "call_result_varied", "unknown_callee", "may_allocate"]
+__all__ = ["call", "call_result_varied", "unknown_callee", "may_allocate", "memset_zero",
+           "with_args"]
 
 
 def _row(gen, inst: I.CallBase):
@@ -133,10 +134,15 @@ def _call_derivative(gen, st, inst: I.Call, callee) -> None:
                        for k in range(st.width)]
 
 
+def with_args(call: I.Call, args) -> I.Call:
+    """A new call like ``call`` (callee, calling convention, attributes, bundles) on
+    ``args``, not yet inserted (reverse mode uses it too)."""
+    return call.copy_with([call.callee, *args] + call.operands[1 + call.nargs:])
+
+
 def _same_call(st, new: I.Call, args, name: str = "") -> I.Call:
-    """Another call like ``new`` (callee, calling convention, attributes) on ``args``."""
-    clone = new.copy_with([new.callee, *args] + new.operands[1 + new.nargs:])
-    return st.builder.insert(clone, name)
+    """Another call like ``new`` on ``args``, at the builder."""
+    return st.builder.insert(with_args(new, args), name)
 
 
 def _tangent_name(inst, lane: int, width: int) -> str:
@@ -169,10 +175,11 @@ def _memory(gen, st, inst: I.Call, new: I.Call, row: spec.Memory) -> None:
         if sshadow is not None:
             _same_call(st, new, [dshadow[k], sshadow[k], length, volatile])
         else:
-            _memset_zero(gen, b, dshadow[k], length, volatile)
+            memset_zero(gen, b, dshadow[k], length, volatile)
 
 
-def _memset_zero(gen, b, pointer, length, volatile=None) -> None:
+def memset_zero(gen, b, pointer, length, volatile=None) -> None:
+    """``llvm.memset(pointer, 0, length)`` at builder ``b`` (reverse mode uses it too)."""
     name = f"llvm.memset.p0.i{length.type.width}"
     fnty = T.FunctionType(T.void, [T.ptr, T.i8, length.type, T.i1])
     fn = gen.module.get_function(name) or gen.module.add_function(name, fnty)
@@ -196,7 +203,7 @@ def _allocation(gen, st, inst: I.Call, new: I.Call, row: spec.Allocation) -> Non
         if row.data_offset is not None:
             slot = b.gep(T.i8, shadow, [const_int(T.i64, row.data_offset)], ("inbounds",))
             data = b.load(T.ptr, slot, align=8)
-        _memset_zero(gen, b, data, size)
+        memset_zero(gen, b, data, size)
         return shadow
 
     gen._lanes(st, inst, make)

@@ -16,7 +16,10 @@ from __future__ import annotations
 from functools import reduce
 
 from pyzyme.analysis.activity import Activity
+from pyzyme.diff.forward_calls import memset_zero, with_args
 from pyzyme.diff.reverse_state import _RELEASES, ReverseSignature, _has_float, _has_pointer
+from pyzyme.diff.tape import STACK, append_function
+from pyzyme.diff.tape_pool import tape_free
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -26,8 +29,8 @@ from pyzyme.rules import spec
 
 __all__ = ["forward", "reverse", "run_releases"]
 
-# The deferred-release list: { entries, count, capacity }, each entry { tag, primal, shadow }.
-_LIST = T.StructType([T.ptr, T.i64, T.i64])
+# The deferred-release list is a tape list (STACK-shaped), each entry { tag, primal, shadow }.
+_LIST = STACK
 _ENTRY = T.StructType([T.i64, T.ptr, T.ptr])
 _DEFER = "pyzyme.defer_release"
 
@@ -88,7 +91,7 @@ def reverse(gen, st, inst: I.CallBase) -> None:
         length = gen.primal(st, inst.args[2])
         if "memset" in inst.called_function.name:
             # The bytes memset wrote are constants: whatever adjoint was there is dropped.
-            _memset_zero(gen, st.rb, gen.shadow(st, inst.args[0]), length)
+            memset_zero(gen, st.rb, gen.shadow(st, inst.args[0]), length)
         elif st.copies.get(inst) is not None:
             _reverse_copy(gen, st, inst, st.copies[inst], length)
 
@@ -97,13 +100,10 @@ def reverse(gen, st, inst: I.CallBase) -> None:
 def _copied_type(gen, st, inst: I.Call):
     """What a copy moves, from type analysis: a float type (adjoints move back), None for
     integers and pointers (the shadow is copied like the primal), else an error."""
-    from pyzyme.analysis.types import analyze_types
-
-    if st.types is None:
-        st.types = analyze_types(st.old, gen.type_seeds.get(st.old, {}))
+    types = gen.type_results(st)
     found = set()
     for pointer in inst.args[:2]:
-        tree = st.types.tree(pointer).data0()
+        tree = types.tree(pointer).data0()
         found.update(str(ct) for _, ct in tree)
     floats = {t for t in found if t.startswith("Float@")}
     if floats and len(found) == 1:
@@ -133,7 +133,7 @@ def _forward_copy(gen, st, inst: I.Call, new: I.Call) -> None:
     if elty is None:  # pointers and integers: the shadow structure follows the primal
         args = list(new.args)
         args[0], args[1] = st.shadows[dst], gen._fwd_shadow(st, src)
-        st.fb.insert(new.copy_with([new.callee, *args] + new.operands[1 + new.nargs:]))
+        st.fb.insert(with_args(new, args))
 
 
 def _reverse_copy(gen, st, inst: I.Call, elty, length) -> None:
@@ -174,15 +174,8 @@ def _shadow_allocation(gen, st, inst: I.Call, new: I.Call, row: spec.Allocation)
         if row.data_offset is not None:
             slot = b.gep(T.i8, shadow, [const_int(T.i64, row.data_offset)], ("inbounds",))
             data = b.load(T.ptr, slot, align=8)
-        _memset_zero(gen, b, data, size)
+        memset_zero(gen, b, data, size)
     st.shadows[inst] = shadow
-
-
-def _memset_zero(gen, b: IRBuilder, pointer, length) -> None:
-    name = f"llvm.memset.p0.i{length.type.width}"
-    fnty = T.FunctionType(T.void, [T.ptr, T.i8, length.type, T.i1])
-    fn = gen.module.get_function(name) or gen.module.add_function(name, fnty)
-    b.call(fn, [pointer, const_int(T.i8, 0), length, const_int(T.i1, 0)])
 
 
 def _mirror(gen, st, inst: I.Call, new: I.Call) -> None:
@@ -196,7 +189,7 @@ def _mirror(gen, st, inst: I.Call, new: I.Call) -> None:
     for i in varied:
         args = list(new.args)
         args[i] = st.shadows[inst.args[i]]
-        st.fb.insert(new.copy_with([new.callee, *args] + new.operands[1 + new.nargs:]))
+        st.fb.insert(with_args(new, args))
 
 
 def shadow_stack_slot(gen, st, inst: I.Alloca) -> None:
@@ -211,7 +204,7 @@ def shadow_stack_slot(gen, st, inst: I.Alloca) -> None:
         "free", T.FunctionType(T.void, [T.ptr]))
     size = const_int(T.i64, max(1, sizeof(inst.allocated_type)))
     shadow = b.call(malloc, [size], name=f"{inst.name}'" if inst.name else "")
-    _memset_zero(gen, b, shadow, size)
+    memset_zero(gen, b, shadow, size)
     st.shadows[inst] = shadow
     defer_release(gen, st, I.Call(free, [shadow], free.function_type), shadow,
                   const_null(T.ptr))
@@ -231,51 +224,8 @@ def defer_release(gen, st, call, primal, shadow) -> None:
         st.releases.append(call)
         tags.append(key)
     tag = const_int(T.i64, tags.index(key))
-    st.fb.call(_defer_function(gen.module), [st.release_list.fwd, tag, primal, shadow])
-
-
-def _defer_function(module):
-    """``pyzyme.defer_release(list, tag, primal, shadow)``: append, growing by doubling."""
-    fn = module.get_function(_DEFER)
-    if fn is not None:
-        return fn
-    fn = module.add_function(_DEFER, T.FunctionType(T.void, [T.ptr, T.i64, T.ptr, T.ptr]),
-                             prefix="internal")
-    lst, tag, primal, shadow = fn.args
-    for a, n in zip(fn.args, ("list", "tag", "primal", "shadow")):
-        a.name = n
-    entry, grow, put = (fn.append_block(n) for n in ("entry", "grow", "put"))
-    b = IRBuilder(entry)
-    zero = const_int(T.i32, 0)
-
-    def field(i):
-        return b.gep(_LIST, lst, [const_int(T.i64, 0), const_int(T.i32, i)])
-
-    buf = b.load(T.ptr, field(0), name="entries")
-    count = b.load(T.i64, field(1), name="count")
-    cap_ptr = field(2)
-    cap = b.load(T.i64, cap_ptr, name="capacity")
-    b.cbranch(b.icmp("uge", count, cap), grow, put)
-    b.position_at_end(grow)
-    newcap = b.select(b.icmp("eq", cap, const_int(T.i64, 0)), const_int(T.i64, 16),
-                      b.shl(cap, const_int(T.i64, 1)))
-    realloc = module.get_function("realloc") or module.add_function(
-        "realloc", T.FunctionType(T.ptr, [T.ptr, T.i64]))
-    grown = b.call(realloc, [buf, b.mul(newcap, const_int(T.i64, 24))])
-    b.store(grown, b.gep(_LIST, lst, [const_int(T.i64, 0), zero]))
-    b.store(newcap, b.gep(_LIST, lst, [const_int(T.i64, 0), const_int(T.i32, 2)]))
-    b.br(put)
-    b.position_at_end(put)
-    entries = b.phi(T.ptr, name="buffer")
-    entries.add_incoming(buf, entry)
-    entries.add_incoming(grown, grow)
-    slot = b.gep(_ENTRY, entries, [count])
-    for i, v in enumerate((tag, primal, shadow)):
-        b.store(v, b.gep(_ENTRY, slot, [const_int(T.i64, 0), const_int(T.i32, i)]))
-    b.store(b.add(count, const_int(T.i64, 1)),
-            b.gep(_LIST, lst, [const_int(T.i64, 0), const_int(T.i32, 1)]))
-    b.ret_void()
-    return fn
+    defer = append_function(gen.module, _DEFER, [T.i64, T.ptr, T.ptr])
+    st.fb.call(defer, [st.release_list.fwd, tag, primal, shadow])
 
 
 def run_releases(gen, st, at: IRBuilder, release_list) -> None:
@@ -325,16 +275,14 @@ def run_releases(gen, st, at: IRBuilder, release_list) -> None:
     i.add_incoming(after, nxt)
     b.br(head)
     b.position_at_end(done)
-    free = module.get_function("free") or module.add_function(
-        "free", T.FunctionType(T.void, [T.ptr]))
-    b.call(free, [buf])
+    b.call(tape_free(module), [buf])  # the list grew in the tape pool
     b.ret_void()
     at.call(fn, [release_list])
 
 
 def _release_call(call: I.Call, pointer) -> I.Call:
     """``call`` (its callee, calling convention and attributes) made on ``pointer``."""
-    clone = call.copy_with([call.callee, pointer] + call.operands[1 + call.nargs:])
+    clone = with_args(call, [pointer])
     clone.tail = ""
     return clone
 

@@ -178,20 +178,33 @@ class ForwardSweep:
         st.fb.insert(I.Store(self._fwd_shadow(st, value), shadow, inst.align, inst.volatile,
                              inst.ordering, inst.syncscope))
 
-    def _integer_move(self, st: _State, load: I.Load) -> bool:
-        """Whether integer ``load`` reads an integer (so storing it into a shadow mirrors the
-        primal), not the bits of a float: type analysis says so, or its address is typed as
-        integer data, or no float access of the function may touch the same memory."""
+    def type_results(self, st: _State):
+        """Type analysis of the primal (seeded with what is known of its arguments), run
+        once, when something first needs it; a TypeAnalysisError is raised each time."""
         from pyzyme.analysis.types import analyze_types
         from pyzyme.errors import TypeAnalysisError
 
         if st.types is None:
             try:
                 st.types = analyze_types(st.old, self.type_seeds.get(st.old, {}))
-            except TypeAnalysisError:
-                st.types = False
-        if st.types:
-            kind = str(st.types.tree(load).lookup(0))
+            except TypeAnalysisError as err:
+                st.types = err
+        if isinstance(st.types, TypeAnalysisError):
+            raise st.types
+        return st.types
+
+    def _integer_move(self, st: _State, load: I.Load) -> bool:
+        """Whether integer ``load`` reads an integer (so storing it into a shadow mirrors the
+        primal), not the bits of a float: type analysis says so, or its address is typed as
+        integer data, or no float access of the function may touch the same memory."""
+        from pyzyme.errors import TypeAnalysisError
+
+        try:
+            types = self.type_results(st)
+        except TypeAnalysisError:
+            types = None
+        if types is not None:
+            kind = str(types.tree(load).lookup(0))
             if kind in ("Integer", "Pointer"):
                 return True
             if kind.startswith("Float"):

@@ -120,8 +120,9 @@ class _State:
     shadow_args: dict = field(default_factory=dict)    # primal param -> fwd shadow param
     entries: dict = field(default_factory=dict)        # (pred, header) -> fwd edge block
     copies: dict = field(default_factory=dict)         # memcpy -> float type copied, or None
-    types: object = None                               # type analysis, when a copy needs it
+    types: object = None                               # type analysis (or its error), lazily
     float_pointers: list | None = None                 # pointers of float loads and stores
+    written: dict = field(default_factory=dict)        # loop -> pointers written in it
     rev_origin: dict = field(default_factory=dict)     # reverse value -> fwd value it stands for
     error_exits: list = field(default_factory=list)    # fwd blocks returning an error status
     releaser: object = None                            # the function making deferred releases

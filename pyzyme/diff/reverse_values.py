@@ -112,8 +112,12 @@ class ReverseValues:
         """Whether anything in ``loop`` may write where ``pointer`` points."""
         from pyzyme.analysis.overwrite import _written_pointers, may_alias
 
-        return any(may_alias(pointer, w) for block in loop.blocks
-                   for inst in block.instructions for w in _written_pointers(inst))
+        written = st.written.get(loop)
+        if written is None:  # asked once per cached value and loop level: collect once
+            written = st.written[loop] = [w for block in loop.blocks
+                                          for inst in block.instructions
+                                          for w in _written_pointers(inst)]
+        return any(may_alias(pointer, w) for w in written)
 
     def _object_of(self, st: _State, pointer: Value):
         """The distinct object (allocation, stack slot, ``noalias`` parameter, or the shadow of

@@ -33,6 +33,7 @@ loop summing ``sin(a[j]) * a[j]``: nothing cached, the inner loop's start count 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pyzyme.analysis.cfg import block_label
@@ -41,9 +42,9 @@ from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.diff.tape_pool import tape_free, tape_realloc
 from pyzyme.ir.values import Value, const_int, const_null
 
-__all__ = ["Tape", "Slot", "Cache", "STACK"]
+__all__ = ["Tape", "Slot", "Cache", "STACK", "append_function"]
 
-#: A growable stack of i64: ``{ entries, depth, capacity }``.
+#: A growable list: ``{ entries, count, capacity }`` (a stack of i64 for loop starts).
 STACK = T.StructType([T.ptr, T.i64, T.i64])
 _PUSH = "pyzyme.push"
 
@@ -235,7 +236,7 @@ class Tape:
         return stack
 
     def push(self, b: IRBuilder, stack: Slot, value: Value) -> None:
-        b.call(_push_function(self.module), [stack.fwd, value])
+        b.call(append_function(self.module, _PUSH, [T.i64]), [stack.fwd, value])
 
     def peek(self, b: IRBuilder, stack: Slot, name: str = "") -> Value:
         base = b.load(T.ptr, b.gep(STACK, stack.rev, [const_int(T.i64, 0), const_int(T.i32, 0)]))
@@ -329,29 +330,33 @@ class Tape:
         return "\n".join(lines)
 
 
-def _push_function(module):
-    """``pyzyme.push(stack, value)``: append, doubling the capacity when full."""
-    fn = module.get_function(_PUSH)
+def append_function(module, name: str, fields: Sequence[T.Type]):
+    """``void name(ptr list, <fields>)``: append one entry to a growable ``STACK``-shaped list
+    (``{entries, count, capacity}``), doubling its capacity (from 16) when it is full. Loop
+    starts (one i64) and deferred releases (tag, primal, shadow) are both kept this way."""
+    fn = module.get_function(name)
     if fn is not None:
         return fn
-    fn = module.add_function(_PUSH, T.FunctionType(T.void, [T.ptr, T.i64]), prefix="internal")
-    stack, value = fn.args
-    stack.name, value.name = "stack", "value"
+    fn = module.add_function(name, T.FunctionType(T.void, [T.ptr, *fields]), prefix="internal")
+    lst, *values = fn.args
+    lst.name = "list"
+    entry_ty = fields[0] if len(fields) == 1 else T.StructType(list(fields))
     entry, grow, put = (fn.append_block(n) for n in ("entry", "grow", "put"))
     b = IRBuilder(entry)
     zero = const_int(T.i64, 0)
 
     def field(i):
-        return b.gep(STACK, stack, [zero, const_int(T.i32, i)])
+        return b.gep(STACK, lst, [zero, const_int(T.i32, i)])
 
     base = b.load(T.ptr, field(0), name="entries")
-    depth = b.load(T.i64, field(1), name="depth")
+    count = b.load(T.i64, field(1), name="count")
     cap = b.load(T.i64, field(2), name="capacity")
-    b.cbranch(b.icmp("uge", depth, cap), grow, put)
+    b.cbranch(b.icmp("uge", count, cap), grow, put)
     b.position_at_end(grow)
     newcap = b.select(b.icmp("eq", cap, zero), const_int(T.i64, 16),
                       b.shl(cap, const_int(T.i64, 1)))
-    grown = b.call(tape_realloc(module), [base, b.mul(newcap, const_int(T.i64, 8))])
+    size = b.mul(newcap, const_int(T.i64, sizeof(entry_ty)))
+    grown = b.call(tape_realloc(module), [base, size])
     b.store(grown, field(0))
     b.store(newcap, field(2))
     b.br(put)
@@ -359,7 +364,12 @@ def _push_function(module):
     entries = b.phi(T.ptr, name="buffer")
     entries.add_incoming(base, entry)
     entries.add_incoming(grown, grow)
-    b.store(value, b.gep(T.i64, entries, [depth]))
-    b.store(b.add(depth, const_int(T.i64, 1)), field(1))
+    slot = b.gep(entry_ty, entries, [count])
+    if len(fields) == 1:
+        b.store(values[0], slot)
+    else:
+        for i, v in enumerate(values):
+            b.store(v, b.gep(entry_ty, slot, [zero, const_int(T.i32, i)]))
+    b.store(b.add(count, const_int(T.i64, 1)), field(1))
     b.ret_void()
     return fn
