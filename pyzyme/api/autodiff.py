@@ -29,6 +29,10 @@ class DerivativeCache:
         self._lock = threading.Lock()
 
     def get(self, key: tuple, build):
+        from pyzyme.rules.custom import REGISTRY
+
+        # A rule registered since a derivative was built makes that derivative stale.
+        key = (*key, REGISTRY.generation)
         plan = self._plans.get(key)
         if plan is None:
             with self._lock:
@@ -348,5 +352,8 @@ def _dispatcher(f):
 
 
 def _rules():
+    """pyzyme's rule table with the user's rules (:mod:`pyzyme.rules.custom`) in front."""
+    from pyzyme.api.custom_calls import rule_table
     from pyzyme.rules import default_rules
-    return default_rules()
+    from pyzyme.rules.custom import REGISTRY
+    return rule_table(default_rules(), REGISTRY)

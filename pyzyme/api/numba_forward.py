@@ -117,7 +117,7 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     """Capture ``f`` for ``primal_types`` and compile its forward derivative, in which the
     arguments marked in ``shadowed`` have ``width`` shadows each."""
     primal_types = tuple(primal_types)
-    cap = capture(f, primal_types)
+    cap = capture(f, primal_types, keep_calls=getattr(rules, "keeps_call", None))
     abi = cap.abi
     ret_differentiated = ret_activity is not Const and _result_carries(abi)
     if ret_activity is not Const and not ret_differentiated and \

@@ -125,10 +125,11 @@ def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str], r
                        rm.primal_restype, rm.symbol, text, rm.tape)
 
 
-def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool):
+def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool, rules=None):
     """Capture ``f`` and read off the activity of each native parameter: ``(capture, ABI map,
-    module, native function, activities, return activity)``."""
-    cap = capture(f, primal_types)
+    module, native function, activities, return activity)``. Calls of functions with user
+    rules in ``rules`` stay calls."""
+    cap = capture(f, primal_types, keep_calls=getattr(rules, "keeps_call", None))
     abi = cap.abi
     fields = abi.result.fields
     floats = any(fl.llvm_type in ("double", "float") for fl in fields)
@@ -179,7 +180,7 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence[str], 
     """The IR of :func:`build_reverse`'s derivative, not yet compiled."""
     primal_types = tuple(primal_types)
     cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
-                                                           ret_activity, distinct)
+                                                           ret_activity, distinct, rules)
     sig = ReverseSignature(tuple(acts), status_return=True)
     symbol = symbol_name("rev", cap.text, repr((sig, kinds, distinct, ret_activity.__name__)))
     gen, rev = generate(f, cap, module, native, sig, rules, primal_types, "reverse mode")

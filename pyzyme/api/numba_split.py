@@ -53,6 +53,8 @@ class SplitPlan:
     seeded: bool
     tape_layout: str
     ir_text: str
+    compiled: object = None    # the CompiledModule holding the entries (njit code links it)
+    discard_symbol: str = ""   # the name of ``discard`` in it: ``void (i64 tape address)``
 
 
 def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret_activity,
@@ -60,7 +62,7 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret
     """Capture ``f`` and compile its split reverse-mode derivative."""
     primal_types = tuple(primal_types)
     cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
-                                                           ret_activity, distinct=False)
+                                                           ret_activity, False, rules)
     sig = ReverseSignature(tuple(acts), status_return=True, memory_stable=False, split=True)
     gen, pair = generate(f, cap, module, native, sig, rules, primal_types, "split reverse mode")
     restype = abi.signature.return_type
@@ -124,5 +126,5 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret
     discard._keep = nbytes._keep = compiled  # the code lives as long as they are used
     layout = gen.tapes[pair.reverse]
     return SplitPlan(augmented, reverse, discard, nbytes, tuple(kinds), primal_types, restype,
-                     seeded, str(layout), text)
+                     seeded, str(layout), text, compiled, names["discard"])
 

@@ -1,9 +1,9 @@
 """Forward-mode handling of calls.
 
-Lookup order: the rule table (intrinsics, C math, memory and runtime functions), then the
-callee's own body (differentiated recursively, once per callee and activity), then an
-:class:`~pyzyme.UnsupportedError` naming the function when an argument carries a derivative.
-(User rules, which come first, arrive with the custom-rules issue.)
+Lookup order: the rule table (user rules first, then intrinsics, C math, memory and runtime
+functions), then the callee's own body (differentiated recursively, once per callee and
+activity), then an :class:`~pyzyme.UnsupportedError` naming the function when an argument
+carries a derivative. User rules are called by :mod:`pyzyme.diff.custom_calls`.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ def call_result_varied(gen, inst: I.CallBase, is_varied) -> bool:
     if isinstance(row, spec.Mirror):
         return inst.type.is_pointer and (row.allocates or any(is_varied(args[i])
                                                               for i in row.pointer_args))
+    if isinstance(row, spec.Custom):
+        return any(is_varied(a) for a in args)
     if row is not None:
         return False
     callee = inst.called_function
@@ -68,6 +70,10 @@ def call(gen, st, inst: I.CallBase) -> None:
     if row is None and callee is not None and not callee.is_declaration and (
             inst in st.activity.varied or _any_varied(st, inst)):
         _call_derivative(gen, st, inst, callee)
+        return
+    if isinstance(row, spec.Custom) and _any_varied(st, inst):
+        from pyzyme.diff.custom_calls import forward_mode
+        forward_mode(gen, st, inst, row)
         return
     new = gen._clone(st, inst)
     if isinstance(row, spec.Partials):

@@ -1,6 +1,7 @@
 """Reverse mode of calls.
 
-Lookup order, as in forward mode: the rule table (math functions through their partials,
+Lookup order, as in forward mode: user rules (:mod:`pyzyme.diff.custom_calls`), the rule
+table (math functions through their partials,
 allocation and reference counting through their rows), then the callee's own body, whose split
 pair is called (the augmented primal in the forward sweep, its tape kept like any value, the
 reverse function at the same point of the reverse sweep), then
@@ -16,6 +17,7 @@ from __future__ import annotations
 from functools import reduce
 
 from pyzyme.analysis.activity import Activity
+from pyzyme.diff import custom_calls
 from pyzyme.diff.forward_calls import memset_zero, with_args
 from pyzyme.diff.reverse_state import _RELEASES, ReverseSignature, _has_float, _has_pointer
 from pyzyme.diff.tape import STACK, append_function
@@ -58,6 +60,9 @@ def forward(gen, st, inst: I.CallBase) -> None:
             inst in st.activity.varied or _any_varied(st, inst)):
         _forward_callee(gen, st, inst, callee)
         return
+    if isinstance(row, spec.Custom) and _any_varied(st, inst):
+        custom_calls.augmented(gen, st, inst, row)
+        return
     if isinstance(row, spec.Mirror) and callee.name in _RELEASES:
         shadow = st.shadows.get(inst.args[0])
         defer_release(gen, st, inst, gen._fwd_value(st, inst.args[0]),
@@ -85,6 +90,9 @@ def reverse(gen, st, inst: I.CallBase) -> None:
         _reverse_callee(gen, st, inst)
         return
     row = _row(gen, inst)
+    if inst in st.rule_calls:
+        custom_calls.reverse(gen, st, inst, row)
+        return
     if isinstance(row, spec.Partials) and st.active(inst):
         gen.partials(st, inst, row, inst.args, inst.flags)
     elif isinstance(row, spec.Memory) and inst.args[0] in st.shadows:

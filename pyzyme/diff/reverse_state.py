@@ -110,6 +110,7 @@ class _State:
     starts: dict = field(default_factory=dict)         # loop -> Cache of its start count
     recorded: dict = field(default_factory=dict)       # primal block -> Cache of pred index
     callee_tapes: dict = field(default_factory=dict)   # primal call -> (pair, sig, fwd tape)
+    rule_calls: dict = field(default_factory=dict)     # primal call -> user rule and its tape
     releases: list = field(default_factory=list)       # release callees, by tag
     release_list: object = None                        # Slot of {ptr, i64, i64}
     ret_slot: object = None

@@ -1,5 +1,8 @@
 """Derivative rules as data; see :mod:`pyzyme.rules.expr` and :mod:`pyzyme.rules.table`.
 
+Users add their own with :func:`forward`, :func:`augmented_primal`, :func:`reverse`,
+:func:`inactive` and :func:`inactive_noinline` (EnzymeRules; :mod:`pyzyme.rules.custom`).
+
 The rows live in :mod:`pyzyme.rules.arith` (opcodes), :mod:`pyzyme.rules.intrinsics` (LLVM
 intrinsics), :mod:`pyzyme.rules.libm` (C math functions) and :mod:`pyzyme.rules.runtime`
 (allocation and reference counting); :func:`default_rules` puts them in one table.
@@ -17,9 +20,19 @@ from __future__ import annotations
 from functools import lru_cache
 
 from pyzyme.rules import arith, intrinsics, libm, runtime
+from pyzyme.rules.custom import (
+    REGISTRY,
+    Config,
+    augmented_primal,
+    forward,
+    inactive,
+    inactive_noinline,
+    reverse,
+)
 from pyzyme.rules.table import RuleTable
 
-__all__ = ["default_rules", "RuleTable"]
+__all__ = ["default_rules", "RuleTable", "Config", "forward", "augmented_primal", "reverse",
+           "inactive", "inactive_noinline", "REGISTRY"]
 
 
 @lru_cache(maxsize=1)

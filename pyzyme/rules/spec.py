@@ -17,6 +17,8 @@ a width and the activity of each operand.
   memory; shadows get allocations of their own, freed and counted alongside.
 - :class:`Inactive`: the result carries no derivative and the call has no effect derivatives
   must mirror (``llvm.assume``, ``llvm.lifetime.start``, ``icmp``).
+- :class:`Custom`: a user's rule (:mod:`pyzyme.rules.custom`): the derivative is whatever the
+  user's own functions compute; ``pyzyme.diff`` calls them in place of the function.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from dataclasses import dataclass, field
 
 from pyzyme.rules.expr import Expr
 
-__all__ = ["KINDS", "Row", "Partials", "Linear", "Memory", "Allocation", "Mirror", "Inactive"]
+__all__ = ["KINDS", "Row", "Partials", "Linear", "Memory", "Allocation", "Mirror", "Inactive",
+           "Custom"]
 
-KINDS = ("opcode", "intrinsic", "libm", "runtime")
+KINDS = ("opcode", "intrinsic", "libm", "runtime", "custom")
 
 
 @dataclass(frozen=True)
@@ -117,3 +120,15 @@ class Inactive(Row):
     """No derivative, by rule; ``reason`` says why (shown by ``pyzyme explain``)."""
 
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class Custom(Row):
+    """A function the user wrote derivative rules for (``kind="custom"``).
+
+    ``rules`` compiles the user's rule functions for the activities of one call site and says
+    where each argument goes among their native parameters; see
+    :class:`pyzyme.api.custom_calls.CompiledRules` for what the generators ask of it.
+    """
+
+    rules: object = None

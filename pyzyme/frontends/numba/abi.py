@@ -280,7 +280,7 @@ def _kind(ty: types.Type, *, what: str, result: bool = False) -> str:
         return "optional"
     if isinstance(ty, types.Omitted):
         return "omitted"
-    if result and isinstance(ty, types.NoneType):
+    if isinstance(ty, types.NoneType):
         return "none"
     raise CaptureError(
         f"pyzyme cannot pass {what}: type {ty} is not supported",

@@ -99,7 +99,8 @@ class Captured:
         return f"<Captured {self.abi.function}{self.signature} as {where}>"
 
 
-def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad") -> Captured:
+def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad",
+            keep_calls: Callable[[str], bool] | None = None) -> Captured:
     """Compile ``f`` for one signature and capture its native function as an LLVM module.
 
     Parameters
@@ -115,6 +116,10 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad") -> Cap
         ``"ad"``: the module before any of Numba's module optimizations, optimized for AD (O2,
         no unrolling or vectorization). ``"numba"``: Numba's own optimized module (O3), before
         machine code generation.
+    keep_calls
+        ``(symbol) -> bool``: functions whose calls must stay calls (their derivative is a
+        user's rule, or they are marked inactive). They are made ``noinline`` and kept with
+        their signature; asked after ``f`` is compiled, so it sees the callees compiled with it.
 
     Raises
     ------
@@ -158,7 +163,12 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad") -> Cap
 
         if pipeline == "ad":
             module, stale = _linked_prelink_module(cres.library)
-            passes.strip_to(module, [symbol], keep_globals=_is_env_global)
+            kept = _kept_calls(module, keep_calls, symbol)
+            if kept:
+                module = _no_inline(module, kept)
+            # Kept functions stay visible so no pass rewrites their signature (dead argument
+            # elimination, constant propagation into them): their calls must match the ABI.
+            passes.strip_to(module, [symbol, *kept], keep_globals=_is_env_global)
             passes.ad_friendly(module)
         else:
             module, stale = cres.library._get_module_for_linking().clone(), ()
@@ -177,6 +187,24 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad") -> Cap
         pipeline=pipeline,
         stale_libraries=stale,
     )
+
+
+def _kept_calls(module: llvm.ModuleRef, keep_calls, root: str) -> list[str]:
+    if keep_calls is None:
+        return []
+    return [fn.name for fn in module.functions
+            if not fn.is_declaration and fn.name != root and keep_calls(fn.name)]
+
+
+def _no_inline(module: llvm.ModuleRef, names: list[str]) -> llvm.ModuleRef:
+    """``module`` with the functions ``names`` marked ``noinline`` (llvmlite cannot add a
+    function attribute in place, so the definitions are rewritten in the text)."""
+    text = str(module)
+    for name in names:
+        quoted = re.escape(f'@"{name}"') + "|" + re.escape(f"@{name}")
+        text = re.sub(r'^(define [^\n]*?(?:' + quoted + r')\([^\n]*\)[^\n{]*?)( \{)$',
+                      r"\1 noinline\2", text, count=1, flags=re.M)
+    return modules.parse(text, what="module with rule-bearing functions kept")
 
 
 def _as_dispatcher(f: Callable | Dispatcher) -> Dispatcher:
