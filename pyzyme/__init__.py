@@ -27,7 +27,8 @@ from pyzyme.api.annotations import (  # noqa: E402
     DuplicatedNoNeed,
 )
 from pyzyme.api.autodiff import autodiff  # noqa: E402
-from pyzyme.api.convenience import gradient, jacobian, make_zero  # noqa: E402
+from pyzyme.api.convenience import gradient, jacobian  # noqa: E402
+from pyzyme.api.make_zero import make_zero  # noqa: E402
 from pyzyme.api.functional import grad, jacfwd, jacrev, jvp, value_and_grad, vjp  # noqa: E402
 from pyzyme.api.modes import (  # noqa: E402
     Forward,

@@ -1,4 +1,5 @@
-"""``gradient``, ``jacobian`` and ``make_zero``: common derivatives in one call.
+"""``gradient`` and ``jacobian``: common derivatives in one call (``make_zero``, kept
+importable from here, lives in :mod:`pyzyme.api.make_zero`).
 
 Forward mode seeds one input direction per batch lane; inputs with more elements than a chunk
 are swept chunk by chunk, the last chunk padded with zero seeds so one compiled derivative
@@ -11,13 +12,13 @@ element: each differentiates an ``@njit`` wrapper returning that element of ``f`
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import numpy as np
 
 from pyzyme.api import annotations as A
 from pyzyme.api.autodiff import autodiff
+from pyzyme.api.make_zero import make_zero
 from pyzyme.api.modes import Forward, Mode, ReverseWithPrimal
 from pyzyme.errors import PyzymeError, UnsupportedError
 
@@ -237,36 +238,3 @@ def jacobian_of(f, args, argnum: int, chunk: int | None) -> np.ndarray:
     for i, col in enumerate(flat):
         jac[:, i] = col
     return jac
-
-
-def make_zero(x: Any) -> Any:
-    """A recursive zeroed copy of ``x``: arrays, floats, tuples, lists, dicts, namedtuples.
-
-    Examples
-    --------
-    >>> make_zero({"w": np.ones(2), "b": (1.5, 2)})
-    {'w': array([0., 0.]), 'b': (0.0, 0)}
-    """
-    if isinstance(x, np.ndarray):
-        return np.zeros_like(x)
-    if isinstance(x, bool):
-        return x
-    if isinstance(x, (float, np.floating)):
-        return type(x)(0.0)
-    if isinstance(x, (int, np.integer)):
-        return type(x)(0)
-    if isinstance(x, complex):
-        return 0j
-    if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return type(x)(*(make_zero(v) for v in x))
-    if isinstance(x, (tuple, list)):
-        return type(x)(make_zero(v) for v in x)
-    if isinstance(x, dict):
-        return {k: make_zero(v) for k, v in x.items()}
-    if hasattr(x, "__dict__") and not hasattr(x, "_numba_type_"):
-        zero = copy.copy(x)
-        for name, value in vars(x).items():
-            setattr(zero, name, make_zero(value))
-        return zero
-    raise UnsupportedError(f"make_zero does not know how to zero a {type(x).__name__}")
-
