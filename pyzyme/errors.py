@@ -68,6 +68,11 @@ class TypeAnalysisError(PyzymeError):
     that differentiation needs."""
 
 
+class RuleError(PyzymeError):
+    """A user's derivative rule (``pyzyme.rules``) does not compile, or returns the wrong
+    thing."""
+
+
 class CaptureError(PyzymeError):
     """The IR of a function could not be captured from its frontend."""
 

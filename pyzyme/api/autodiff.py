@@ -333,6 +333,14 @@ def _extent(x: np.ndarray) -> int:
 
 
 def _dispatcher(f):
+    """The ``@njit`` dispatcher to differentiate for ``f`` (compiled here if ``f`` is plain
+    Python). A function with user rules is differentiated through a one-line caller, so its
+    rules apply to it as they do wherever it is called."""
+    return _ruled_entry(njit_of(f))
+
+
+def njit_of(f):
+    """``f`` if it is an ``@njit`` dispatcher, else one made of it (once per function)."""
     import numba
     from numba.core.dispatcher import Dispatcher
 
@@ -349,6 +357,29 @@ def _dispatcher(f):
         return cached
     raise TypeError(f"cannot differentiate {f!r}: expected an @njit function or a plain Python "
                     f"function")
+
+
+def _ruled_entry(dispatcher):
+    import inspect
+
+    import numba
+
+    from pyzyme.rules.custom import REGISTRY
+
+    if REGISTRY.rules_of(dispatcher) is None:
+        return dispatcher
+    entry = getattr(dispatcher, "__pyzyme_entry__", None)
+    if entry is None:
+        py = dispatcher.py_func
+        params = inspect.signature(py).parameters.values()
+        if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
+            return dispatcher  # *args: no fixed-arity caller to write; differentiated as is
+        names = ", ".join(f"a{i}" for i in range(len(params)))
+        scope = {"ruled": dispatcher, "__name__": py.__module__}
+        source = f"def {py.__name__}({names}):\n    return ruled({names})\n"
+        exec(compile(source, f"<pyzyme: caller of {py.__qualname__}>", "exec"), scope)  # noqa: S102
+        entry = dispatcher.__pyzyme_entry__ = numba.njit(scope[py.__name__])
+    return entry
 
 
 def _rules():

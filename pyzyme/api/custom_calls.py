@@ -38,16 +38,12 @@ from typing import Any
 from numba import typeof
 from numba.core import types
 
-from pyzyme.errors import PyzymeError, UnsupportedError
+from pyzyme.errors import RuleError, UnsupportedError
 from pyzyme.frontends.numba.abi import AbiMap
 from pyzyme.rules import spec
 from pyzyme.rules.custom import Config, Registry
 
 __all__ = ["rule_table", "UserRuleTable", "FunctionRules", "NativeRule"]
-
-
-class RuleError(PyzymeError):
-    """A user rule that does not compile or returns the wrong thing."""
 
 
 @dataclass(frozen=True)
@@ -210,7 +206,7 @@ class FunctionRules:
         return ty if width == 1 else types.UniTuple(ty, width)
 
     def _compile(self, kind: str, argtypes: list, config: Config) -> NativeRule:
-        from pyzyme.api.autodiff import _dispatcher
+        from pyzyme.api.autodiff import njit_of
 
         rule = getattr(self.entry, kind)
         if rule is None:
@@ -221,7 +217,7 @@ class FunctionRules:
                 f"{self.name} has custom rules but no {kind} rule, which {mode} mode needs",
                 hint=f"register {missing} for it (or remove its rules to differentiate its "
                      f"body)")
-        disp = _dispatcher(rule)
+        disp = njit_of(rule)
         rule_name = disp.py_func.__qualname__
         shown = ", ".join(map(str, argtypes))
         cres = disp.overloads.get(tuple(argtypes))

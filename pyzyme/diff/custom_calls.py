@@ -161,9 +161,14 @@ def forward_mode(gen, st, inst: I.Call, row) -> None:
                 call_args += _shadow_params(arg, primal, shadow_of(lane))
         status = _first_failure(b, status, b.call(_declare(gen, native), call_args,
                                                   name=inst.name or "rule.status"))
+        primal_leaves = _leaves(native, 0)
         if call == 0 and fields:
-            _store_result(b, fields, _load_leaves(b, out, _leaves(native, 0), "rule.primal"),
+            _store_result(b, fields, _load_leaves(b, out, primal_leaves, "rule.primal"),
                           gen._value(st, retptr))
+        elif call > 0:  # the same primal again: an array of it is dropped now
+            for v in _load_leaves(b, out, [f for f in primal_leaves if _is_meminfo(f)],
+                                  "rule.ref"):
+                b.insert(_decref(gen, v))
         tangents = _load_leaves(b, out, _leaves(native, 1), "rule.tangent")
         if needs_shadow:
             n = len(fields)

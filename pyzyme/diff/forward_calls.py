@@ -93,11 +93,13 @@ def call(gen, st, inst: I.CallBase) -> None:
 def unknown_callee(where: str, callee) -> UnsupportedError:
     """The error for a call with active arguments to a function with no body and no rule;
     ``.callee`` names it, so the Numba layer can find the Python line of the call."""
-    what = f"@{callee.name}" if callee is not None else "an indirect call"
+    what = f"a call to @{callee.name}" if callee is not None else \
+        "an indirect call (a function pointer: ctypes, cffi)"
     err = UnsupportedError(
-        f"no derivative for a call to {what} in {where}: it has no body pyzyme can see and no "
+        f"no derivative for {what} in {where}: it has no body pyzyme can see and no "
         f"rule, and an argument carries a derivative",
-        hint="write a custom rule for it, or pass the arguments that reach it as Const")
+        hint="give the @njit function that makes the call custom rules (pyzyme.rules.forward, "
+             "augmented_primal, reverse), or pass the arguments that reach it as Const")
     err.callee = callee.name if callee is not None else None
     return err
 

@@ -48,7 +48,8 @@ def no_shadow_error(where: str, inst, pointer) -> ActivityError:
         f"{where} stores an active value into memory that has no shadow{_whose(pointer)}: "
         f"{inst}",
         hint="pass the array (or temporary buffer) it writes to as Duplicated, not Const, so "
-             "its derivative has somewhere to go")
+             "its derivative has somewhere to go; if the write only records values (logging), "
+             "mark the @njit function making it with pyzyme.rules.inactive")
 
 
 def _base(pointer):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from pyzyme.errors import RuleError
 from pyzyme.rules import arith, intrinsics, libm, runtime
 from pyzyme.rules.custom import (
     REGISTRY,
@@ -32,7 +33,7 @@ from pyzyme.rules.custom import (
 from pyzyme.rules.table import RuleTable
 
 __all__ = ["default_rules", "RuleTable", "Config", "forward", "augmented_primal", "reverse",
-           "inactive", "inactive_noinline", "REGISTRY"]
+           "inactive", "inactive_noinline", "REGISTRY", "RuleError"]
 
 
 @lru_cache(maxsize=1)
