@@ -460,3 +460,14 @@ def test_registry_prints_the_rules():
     assert "logsumexp: forward, augmented_primal, reverse" in text
     assert "record: inactive" in text
     assert "noise: inactive (noinline)" in text
+
+
+def test_second_order_goes_through_the_rule_bodies():
+    from pyzyme import hvp
+
+    x = np.array([0.1, 0.5, -0.3])
+    v = np.array([1.0, -1.0, 0.5])
+    s = softmax(x)
+    np.testing.assert_allclose(hvp(lambda z: scaled_lse(z, 1.0, 1), x, v),
+                               (np.diag(s) - np.outer(s, s)) @ v, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(hvp(exp_energy, x, v), 16.0 * np.exp(4.0 * x) * v, rtol=1e-13)

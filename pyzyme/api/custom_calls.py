@@ -57,6 +57,8 @@ class NativeRule:
     elements: tuple[tuple, ...]
     restype: Any
     lanes: int = 1     # calls per call site: a one-tangent forward rule is called per tangent
+    rule: Any = None   # the rule's dispatcher, and the types it was compiled for
+    argtypes: tuple = ()
 
 
 def rule_table(base, registry: Registry) -> UserRuleTable | Any:
@@ -104,6 +106,32 @@ class UserRuleTable:
                     if symbol not in self._rows:
                         self._rows[symbol] = _make_row(entry, symbol, cres)
         return self._rows.get(name)
+
+    def natives(self) -> list[NativeRule]:
+        """The rule functions compiled for this table's derivatives so far."""
+        return [n for row in self._rows.values() if isinstance(row, spec.Custom)
+                for n in row.rules._compiled.values()]
+
+    def with_rule_bodies(self, module):
+        """``module`` (a :class:`pyzyme.ir.Module`) with the bodies of the rule functions it
+        calls linked in, so that differentiating it again (``hvp``) goes through them."""
+        from pyzyme import ir
+        from pyzyme.frontends.numba import capture
+        from pyzyme.runtime import modules
+
+        wanted = {}
+        for native in self.natives():
+            fn = module.get_function(native.symbol)
+            if fn is not None and fn.is_declaration:
+                wanted[native.symbol] = native
+        if not wanted:
+            return module
+        linked = modules.parse(str(module), what="module calling rule functions")
+        for native in wanted.values():
+            cap = capture(native.rule, native.argtypes, keep_calls=self.keeps_call)
+            part = modules.parse(cap.text, what=f"rule {native.abi.function}")
+            linked.link_in(modules.module_for_linking(part))
+        return ir.parse_module(str(linked))
 
     def __str__(self) -> str:
         self._row("")
@@ -232,7 +260,7 @@ class FunctionRules:
         abi = AbiMap.from_signature(cres.target_context, rule_name, tuple(cres.fndesc.args),
                                     cres.signature)
         return NativeRule(cres.fndesc.llvm_func_name, abi, config, (),
-                          cres.signature.return_type)
+                          cres.signature.return_type, rule=disp, argtypes=tuple(argtypes))
 
     # -- checking what the rules return ---------------------------------------------------
     def _elements(self, native: NativeRule, count: int, kind: str, shape: str) -> list:
@@ -295,8 +323,7 @@ class FunctionRules:
 
 
 def _with(native: NativeRule, elements) -> NativeRule:
-    return NativeRule(native.symbol, native.abi, native.config, tuple(map(tuple, elements)),
-                      native.restype)
+    return replace(native, elements=tuple(map(tuple, elements)))
 
 
 def _interleave(primals: list, shadows: list) -> list:

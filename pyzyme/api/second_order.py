@@ -48,6 +48,8 @@ def build_hvp(f, xtype, rules) -> HvpPlan:
     """Compile the Hessian-vector product of ``f`` (one array argument, float result)."""
     rm = reverse_module(f, (xtype,), ["duplicated"], Active, True, rules)
     module, abi = rm.module, rm.abi
+    if hasattr(rules, "with_rule_bodies"):  # user rules: differentiate through their bodies
+        module = rules.with_rule_bodies(module)
     grad_fn = module.get_function(rm.symbol)
     x_params = abi.args[0].params
     n = len(x_params)
@@ -63,7 +65,8 @@ def build_hvp(f, xtype, rules) -> HvpPlan:
                                     index if p.index in diff else None))
     acts[0] = Activity.DUPLICATED  # the result slot: its tangent goes to a scratch buffer
     scratch = ((0, max(8, sizeof(_value_type(rm.restype)))),)
-    sig = ForwardSignature(tuple(acts), tuple(extra), 1, (), False, scratch)
+    # The gradient is a Numba-convention function: parameter 1 is where errors are reported.
+    sig = ForwardSignature(tuple(acts), tuple(extra), 1, (), False, scratch, exception_param=1)
     symbol = symbol_name("hvp", rm.symbol, repr(sig))
     ForwardGenerator(module, rules).derivative(grad_fn, sig, name=symbol)
     for fn in module.functions:
