@@ -24,6 +24,7 @@ holds when the reverse sweep is done, with the other deferred releases.
 
 from __future__ import annotations
 
+from pyzyme.diff import naming
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -93,7 +94,8 @@ def _leaves(native, element: int) -> list:
     return list(native.elements[element]) if element < len(native.elements) else []
 
 
-def _load_leaves(b: IRBuilder, out, leaves, name: str) -> list:
+def _load_leaves(b: IRBuilder, out, leaves, part: str) -> list:
+    name = naming.rule_value(part)
     values = []
     for f in leaves:
         ptr = b.gep(T.i8, out, [const_int(T.i64, f.offset)], ("inbounds",)) if f.offset else out
@@ -113,7 +115,7 @@ def _result_slot(b: IRBuilder, entry, native) -> object:
     """A stack slot for the rule's result at the start of ``entry`` (a call in a loop reuses
     it); ``b``, which may be building in ``entry``, keeps its place."""
     slot = I.Alloca(parse_type(native.abi.result.llvm_type), None, 16)
-    slot.name = entry.parent.unique_name("rule.result")
+    slot.name = entry.parent.unique_name(naming.rule_value("result"))
     entry.insert(0, slot)
     if b.block is entry:
         b.index += 1
@@ -160,16 +162,16 @@ def forward_mode(gen, st, inst: I.Call, row) -> None:
             for lane in range(call * per_call, (call + 1) * per_call):
                 call_args += _shadow_params(arg, primal, shadow_of(lane))
         status = _first_failure(b, status, b.call(_declare(gen, native), call_args,
-                                                  name=inst.name or "rule.status"))
+                                                  name=inst.name or naming.rule_value("status")))
         primal_leaves = _leaves(native, 0)
         if call == 0 and fields:
-            _store_result(b, fields, _load_leaves(b, out, primal_leaves, "rule.primal"),
+            _store_result(b, fields, _load_leaves(b, out, primal_leaves, "primal"),
                           gen._value(st, retptr))
         elif call > 0:  # the same primal again: an array of it is dropped now
             for v in _load_leaves(b, out, [f for f in primal_leaves if _is_meminfo(f)],
-                                  "rule.ref"):
+                                  "ref"):
                 b.insert(_decref(gen, v))
-        tangents = _load_leaves(b, out, _leaves(native, 1), "rule.tangent")
+        tangents = _load_leaves(b, out, _leaves(native, 1), "tangent")
         if needs_shadow:
             n = len(fields)
             for k in range(per_call):
@@ -211,19 +213,20 @@ def augmented(gen, st, inst: I.Call, row) -> None:
         call_args += primal
         call_args += (_shadow_params(arg, primal, lambda i: st.shadows.get(args[i]))
                       if has else [const_null(T.ptr)])
-    status = b.call(_declare(gen, native), call_args, name=inst.name or "rule.status")
+    status = b.call(_declare(gen, native), call_args,
+                    name=inst.name or naming.rule_value("status"))
     st.values[inst] = status
     if fields:
-        _store_result(b, fields, _load_leaves(b, out, _leaves(native, 0), "rule.primal"),
+        _store_result(b, fields, _load_leaves(b, out, _leaves(native, 0), "primal"),
                       gen._fwd_value(st, retptr))
     shadow_leaves = _leaves(native, 1)
     if needs_shadow and any(f.llvm_type == "ptr" for f in fields):
-        _store_result(b, fields, _load_leaves(b, out, shadow_leaves, "rule.shadow"),
+        _store_result(b, fields, _load_leaves(b, out, shadow_leaves, "shadow"),
                       st.shadows[retptr])
     else:
         _release_refs(gen, st, b, out, shadow_leaves)
     tape_leaves = _leaves(native, 2)
-    tape = _load_leaves(b, out, tape_leaves, "rule.tape")
+    tape = _load_leaves(b, out, tape_leaves, "tape")
     _release_refs(gen, st, b, out, tape_leaves, tape)
     st.rule_calls[inst] = (native, shadowed, needs_shadow, tape)
 
@@ -255,7 +258,7 @@ def _release_refs(gen, st, b, out, leaves, values=None) -> None:
     if not refs:
         return
     if values is None:
-        values = _load_leaves(b, out, refs, "rule.ref")
+        values = _load_leaves(b, out, refs, "ref")
     else:
         values = [v for f, v in zip(leaves, values) if _is_meminfo(f)]
     for v in values:
@@ -280,7 +283,7 @@ def reverse(gen, st, inst: I.Call, row) -> None:
         call_args.append(const_null(T.ptr))  # dret is None: the result is not a float
     elif retptr in st.shadows:
         shadow = gen.shadow(st, retptr)
-        values = _load_leaves(b, shadow, fields, "rule.dret")
+        values = _load_leaves(b, shadow, fields, "dret")
         _store_result(b, fields, [_constant(v.type, 0) for v in values], shadow)
         call_args += values
     else:
@@ -292,7 +295,7 @@ def reverse(gen, st, inst: I.Call, row) -> None:
         call_args += (_shadow_params(arg, primal, lambda i: gen.shadow(st, args[i])
                                      if args[i] in st.shadows else None)
                       if has else [const_null(T.ptr)])
-    status = b.call(_declare(gen, native), call_args, name="rule.status")
+    status = b.call(_declare(gen, native), call_args, name=naming.rule_value("status"))
     _propagate_status(st, b, status)
     # The compiled rule lists, per argument, the result fields of the derivative of each of
     # its floats (checked against the argument's type when it was compiled), else nothing.
@@ -301,7 +304,7 @@ def reverse(gen, st, inst: I.Call, row) -> None:
         leaves = _leaves(native, k)
         if not leaves:
             continue
-        for p, v in zip(floats, _load_leaves(b, out, leaves, "rule.adjoint")):
+        for p, v in zip(floats, _load_leaves(b, out, leaves, "adjoint")):
             gen.accumulate(st, args[p.index], v)
 
 

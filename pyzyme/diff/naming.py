@@ -15,7 +15,7 @@ from __future__ import annotations
 
 __all__ = ["forward_function", "tangent", "shadow_param", "partial", "reverse_function",
            "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
-           "came_from", "loop_entry", "loop_start"]
+           "came_from", "loop_entry", "loop_start", "rule_value"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -89,3 +89,10 @@ def loop_entry(header: str) -> str:
 def loop_start(header: str) -> str:
     """The loop counter's value when the current run of the loop began."""
     return f"{header or 'loop'}.start"
+
+
+def rule_value(part: str) -> str:
+    """A value read from (or made for) a user rule's call: ``part`` is ``result`` (its result
+    slot), ``status``, ``primal``, ``tangent``, ``shadow``, ``tape``, ``dret``, ``adjoint``
+    or ``ref`` (a reference to release)."""
+    return f"rule.{part}"
