@@ -142,10 +142,11 @@ def explain(f, args, *, const: Iterable[str] = (), lines: bool = True) -> Explan
     from pyzyme.diff.reverse import ReverseGenerator
     from pyzyme.frontends.numba import capture
     from pyzyme.ir.names import label_def
+    from pyzyme.api.autodiff import _rules
     from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
-    from pyzyme.rules import default_rules
 
-    cap = capture(f, args)
+    rules = _rules()  # with the user's: a function marked inactive shows as such
+    cap = capture(f, args, keep_calls=getattr(rules, "keeps_call", None))
     abi = cap.abi
     const = set(const)
     unknown = const - {a.name for a in abi.args}
@@ -162,7 +163,7 @@ def explain(f, args, *, const: Iterable[str] = (), lines: bool = True) -> Explan
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
     types_ = analyze_types(native, seed_from_abi(abi))
-    gen = ReverseGenerator(module, default_rules())
+    gen = ReverseGenerator(module, rules)
     activity = analyze_activity(native, acts, lambda c, v: call_result_varied(gen, c, v),
                                 return_active=return_active,
                                 may_allocate=lambda c: may_allocate(gen, c))
