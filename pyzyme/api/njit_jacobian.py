@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import inspect
 
-import numba
 import numpy as np
 from numba.core import types
-from numba.extending import overload
 
 from pyzyme.api import annotations as A
+from pyzyme.api.njit_overload import overloaded_njit
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["njit_jacobian", "CHUNK"]
@@ -32,18 +31,11 @@ def njit_jacobian(dispatcher, argnum: int):
     if not 0 <= argnum < len(params):
         raise PyzymeError(f"argnums={argnum}, but the function has {len(params)} parameters")
     names = [f"a{i}" for i in range(len(params))]
-    arglist = ", ".join(names)
-    scope: dict = {}
-    exec(f"def kernel({arglist}):\n    raise NotImplementedError\n", scope)
-    kernel = scope["kernel"]
 
     def typer(*argtypes):
         return _implementation(dispatcher, argtypes, argnum, names)
 
-    exec(f"def ol({arglist}):\n    return typer({arglist})\n", {"typer": typer}, scope)
-    overload(kernel)(scope["ol"])
-    exec(f"def jac({arglist}):\n    return kernel({arglist})\n", {"kernel": kernel}, scope)
-    return numba.njit(scope["jac"])
+    return overloaded_njit("jac", names, typer)
 
 
 def _implementation(dispatcher, argtypes, argnum: int, names: list[str]):

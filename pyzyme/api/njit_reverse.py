@@ -25,9 +25,9 @@ from typing import Any
 import numba
 import numpy as np
 from numba.core import types
-from numba.extending import overload, typeof_impl
 
 from pyzyme.api import annotations as A
+from pyzyme.api.njit_overload import NjitObject, overloaded_njit
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["ReverseFunction", "row_wrapper", "dotted_wrapper", "result_type",
@@ -318,7 +318,7 @@ def result_type(dispatcher, argtypes: Sequence[types.Type]) -> types.Type:
 
 
 # -- objects callable from Python and @njit code ---------------------------------------------
-class ReverseFunction:
+class ReverseFunction(NjitObject):
     """What ``grad``, ``value_and_grad`` and ``jacrev`` return: a function of ``f``'s
     arguments, callable from Python and from ``@njit`` code (with float, int and ndarray
     arguments there)."""
@@ -326,6 +326,7 @@ class ReverseFunction:
     def __init__(self, kind: str, f, argnums) -> None:
         from pyzyme.api.autodiff import _dispatcher
 
+        super().__init__()
         name = {"grad": "grad", "value_and_grad": "value_and_grad", "jacrev": "jacrev"}[kind]
         self._kind = kind
         self._argnums, self._single = normalize_argnums(argnums, name)
@@ -337,8 +338,6 @@ class ReverseFunction:
         self.__name__ = f"{name}({getattr(f, '__name__', 'f')})"
         self.__qualname__ = self.__name__
         self.__doc__ = _DOCS[kind]
-        self._njit = None
-        self._njit_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<pyzyme {self.__name__}>"
@@ -353,15 +352,8 @@ class ReverseFunction:
             return value, result
         return result
 
-    @property
-    def njit(self):
-        """The ``@njit`` function that Numba calls when this object is used in ``@njit``
-        code."""
-        if self._njit is None:
-            with self._njit_lock:
-                if self._njit is None:
-                    self._njit = _njit_function(self)
-        return self._njit
+    def _make_njit(self):
+        return _njit_function(self)
 
 
 _DOCS = {
@@ -372,11 +364,6 @@ _DOCS = {
 }
 
 
-@typeof_impl.register(ReverseFunction)
-def _typeof_reverse_function(val: ReverseFunction, c):
-    return types.Dispatcher(val.njit)
-
-
 def _njit_function(obj: ReverseFunction):
     dispatcher = obj._dispatcher
     params = list(inspect.signature(dispatcher.py_func).parameters.values())
@@ -385,10 +372,6 @@ def _njit_function(obj: ReverseFunction):
                                f"list of positional parameters")
     argnums = _check_argnums(obj._argnums, len(params), obj._kind)
     names = [f"a{i}" for i in range(len(params))]
-    arglist = ", ".join(names)
-    scope: dict = {}
-    exec(f"def kernel({arglist}):\n    raise NotImplementedError\n", scope)
-    kernel = scope["kernel"]
 
     def typer(*argtypes):
         if obj._kind == "jacrev":
@@ -396,11 +379,7 @@ def _njit_function(obj: ReverseFunction):
         return _grad_implementation(dispatcher, argtypes, argnums, obj._single,
                                     obj._kind == "value_and_grad", names)
 
-    exec(f"def ol({arglist}):\n    return typer({arglist})\n", {"typer": typer}, scope)
-    overload(kernel)(scope["ol"])
-    exec(f"def {obj._kind}({arglist}):\n    return kernel({arglist})\n", {"kernel": kernel},
-         scope)
-    return numba.njit(scope[obj._kind])
+    return overloaded_njit(obj._kind, names, typer)
 
 
 @numba.njit

@@ -6,6 +6,9 @@ reverse mode it is a pair: ``forward(*args)`` runs the function and returns a :c
 reverse sweep from that tape. Between the two, the arguments' memory may change (that is what
 split mode is for); the tape holds everything the reverse sweep needs.
 
+The thunks are also callable from inside ``@njit`` code, with the same annotated arguments
+(:mod:`pyzyme.api.njit_thunks`); there the tape is a Numba-managed object.
+
 Examples
 --------
 >>> import numpy as np
@@ -26,11 +29,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from numba.extending import typeof_impl
+
 from pyzyme.api import annotations as A
+from pyzyme.api import njit_annotations  # noqa: F401  annotations inside @njit code
 from pyzyme.api.modes import Mode
+from pyzyme.api.njit_overload import NjitObject, overloaded_njit
 from pyzyme.errors import PyzymeError, UnsupportedError
 
-__all__ = ["autodiff_thunk", "Tape"]
+__all__ = ["autodiff_thunk", "Tape", "ForwardThunk", "SplitForward", "SplitReverse"]
 
 
 class Tape:
@@ -39,7 +46,8 @@ class Tape:
     It owns its memory: a tape that is never passed to the reverse thunk is freed (with the
     temporaries it keeps alive) when it is collected. ``nbytes`` is the memory it holds: its
     own block, and the loop caches and stacks hanging off it at their capacity (temporaries
-    of the function it keeps alive are not counted).
+    of the function it keeps alive are not counted). Passed to ``@njit`` code, a tape hands its
+    memory over and is used; a tape returned from ``@njit`` code takes it over.
     """
 
     __slots__ = ("_address", "_plan", "nbytes")
@@ -63,6 +71,18 @@ class Tape:
         address, self._address = self._address, None
         return address
 
+    @classmethod
+    def _adopt(cls, plan, address: int, live: int) -> Tape:
+        """The Python side of a tape returned from ``@njit`` code (its memory moves here)."""
+        tape = cls(address if live else 0, plan)
+        if not live:
+            tape._address = None
+        return tape
+
+    def _move_to_njit(self) -> int:
+        """The address, for ``@njit`` code taking this tape over; this tape is then used."""
+        return self._take(self._plan)
+
     def free(self) -> None:
         """Release the tape now instead of when it is collected."""
         if self._address is not None:
@@ -81,6 +101,13 @@ class Tape:
         return f"Tape({state})"
 
 
+@typeof_impl.register(Tape)
+def _typeof_tape(val: Tape, c):
+    from pyzyme.api.njit_tape import TapeType
+
+    return TapeType(val._plan)
+
+
 def autodiff_thunk(mode: Mode, f, *args) -> Any:
     """Thunks for ``f`` differentiated in ``mode``, fixed by annotated example arguments.
 
@@ -90,22 +117,156 @@ def autodiff_thunk(mode: Mode, f, *args) -> Any:
     ``forward(*args)`` returns ``(tape, primal or None, shadow result or None)`` and
     ``reverse(*args, [seed of an Active result], tape)`` returns ``((derivative of each
     Active argument, None for the others),)`` and accumulates into Duplicated shadows.
-    """
-    from pyzyme.api.autodiff import autodiff
 
+    The thunks can be called from inside ``@njit`` code too, with the same annotations (see
+    :mod:`pyzyme.api.njit_thunks`).
+    """
     if not isinstance(mode, Mode):
         raise TypeError(f"autodiff_thunk's first argument must be a mode, got {mode!r}")
     ret_activity = None
     if args and isinstance(args[0], type) and issubclass(args[0], A.Annotation):
         ret_activity, args = args[0], args[1:]
     if mode.is_forward:
-        def forward_thunk(*call_args):
-            return autodiff(mode, f, *([ret_activity] if ret_activity else []), *call_args)
-        return forward_thunk
+        return ForwardThunk(mode, f, ret_activity)
     if not mode.split:
         raise UnsupportedError(f"autodiff_thunk takes a forward or split reverse mode, not "
                                f"{mode}; for combined reverse mode call autodiff directly")
     return _split(mode, f, ret_activity, [A.annotate(a) for a in args])
+
+
+def _positional_arity(dispatcher) -> int:
+    import inspect
+
+    params = list(inspect.signature(dispatcher.py_func).parameters.values())
+    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
+        raise UnsupportedError("a thunk inside @njit code needs a function with a fixed list of "
+                               "positional parameters")
+    return len(params)
+
+
+class ForwardThunk(NjitObject):
+    """``autodiff(mode, f, ret_activity, *args)`` with ``mode``, ``f`` and ``ret_activity``
+    fixed; callable from Python and from ``@njit`` code."""
+
+    def __init__(self, mode: Mode, f, ret_activity) -> None:
+        super().__init__()
+        self.mode, self.f, self.ret_activity = mode, f, ret_activity
+
+    def __call__(self, *call_args):
+        from pyzyme.api.autodiff import autodiff
+
+        ret = [self.ret_activity] if self.ret_activity else []
+        return autodiff(self.mode, self.f, *ret, *call_args)
+
+    def __repr__(self) -> str:
+        return f"<pyzyme {self.mode} thunk of {getattr(self.f, '__name__', 'f')}>"
+
+    def _make_njit(self):
+        from pyzyme.api.autodiff import _dispatcher
+        from pyzyme.api.njit_thunks import forward_implementation
+
+        dispatcher = _dispatcher(self.f)
+
+        def typer(*argtypes):
+            return forward_implementation(dispatcher, self.mode, self.ret_activity, argtypes)
+
+        names = [f"a{i}" for i in range(_positional_arity(dispatcher))]
+        return overloaded_njit("forward_thunk", names, typer)
+
+
+def _convert(plan, call_args) -> list:
+    from pyzyme.api.autodiff import _ReverseArg
+
+    calls = [_ReverseArg(A.annotate(a), {}) for a in call_args]
+    got = tuple(c.numba_type for c in calls), tuple(c.kind for c in calls)
+    if got != (plan.primal_types, plan.kinds):
+        raise PyzymeError(f"the thunks were made for arguments "
+                          f"{list(zip(plan.kinds, plan.primal_types))}; got "
+                          f"{list(zip(got[1], got[0]))}")
+    return calls
+
+
+class SplitForward(NjitObject):
+    """The forward thunk of split reverse mode: ``(tape, primal or None, None)``."""
+
+    def __init__(self, mode: Mode, plan, dispatcher) -> None:
+        super().__init__()
+        self.mode, self.plan, self._dispatcher = mode, plan, dispatcher
+
+    def __call__(self, *call_args):
+        plan = self.plan
+        calls = _convert(plan, call_args)
+        out = plan.augmented(*[c.primal for c in calls], *[s for c in calls for s in c.shadows])
+        for c in calls:
+            c.copy_back()
+        tape = Tape(int(out[-1]), plan)
+        primal = out[0] if len(out) > 1 else None
+        return (tape, primal if self.mode.with_primal else None, None)
+
+    def __repr__(self) -> str:
+        return f"<pyzyme {self.mode} forward thunk of {self._dispatcher.py_func.__name__}>"
+
+    def _make_njit(self):
+        from pyzyme.api.njit_tape import TapeType
+        from pyzyme.api.njit_thunks import split_forward_implementation
+
+        tape = TapeType(self.plan)
+
+        def typer(*argtypes):
+            return split_forward_implementation(self.plan, tape, self.mode.with_primal,
+                                                argtypes)
+
+        names = [f"a{i}" for i in range(len(self.plan.kinds))]
+        return overloaded_njit("forward_thunk", names, typer)
+
+
+class SplitReverse(NjitObject):
+    """The reverse thunk of split reverse mode: ``reverse(*args, [seed], tape)``."""
+
+    def __init__(self, mode: Mode, plan, dispatcher) -> None:
+        super().__init__()
+        self.mode, self.plan, self._dispatcher = mode, plan, dispatcher
+
+    def __call__(self, *call_args):
+        plan = self.plan
+        if not call_args or not isinstance(call_args[-1], Tape):
+            raise PyzymeError("the reverse thunk takes the arguments, then the seed of an "
+                              "Active result, then the tape from the forward thunk")
+        tape = call_args[-1]
+        rest = call_args[:-1]
+        seeds = ()
+        if plan.seeded:
+            if len(rest) != len(plan.kinds) + 1:
+                raise PyzymeError("the result is Active: pass its seed (e.g. 1.0) before the "
+                                  "tape")
+            seeds, rest = (rest[-1],), rest[:-1]
+        elif len(rest) != len(plan.kinds):
+            raise PyzymeError(f"expected {len(plan.kinds)} arguments and the tape; got "
+                              f"{len(rest)} arguments")
+        calls = _convert(plan, rest)
+        address = tape._take(plan)
+        out = plan.reverse(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
+                           *seeds, address)
+        for c in calls:
+            c.copy_back()
+        adjoints = iter(out if out is not None else ())
+        return (tuple(next(adjoints) if c.kind == "active" else None for c in calls),)
+
+    def __repr__(self) -> str:
+        return f"<pyzyme {self.mode} reverse thunk of {self._dispatcher.py_func.__name__}>"
+
+    def _make_njit(self):
+        from pyzyme.api.njit_tape import TapeType
+        from pyzyme.api.njit_thunks import split_reverse_implementation
+
+        tape = TapeType(self.plan)
+
+        def typer(*argtypes):
+            return split_reverse_implementation(self.plan, tape, argtypes)
+
+        names = [f"a{i}" for i in range(len(self.plan.kinds))]
+        names += ["seed", "tape"] if self.plan.seeded else ["tape"]
+        return overloaded_njit("reverse_thunk", names, typer)
 
 
 def _split(mode: Mode, f, ret_activity, examples) -> tuple:
@@ -121,47 +282,4 @@ def _split(mode: Mode, f, ret_activity, examples) -> tuple:
     kinds = tuple(c.kind for c in probe)
     plan = CACHE.get(("split", dispatcher, types_, kinds, ret_activity),
                      lambda: build_split(dispatcher, types_, kinds, ret_activity, _rules()))
-
-    def convert(call_args) -> list:
-        calls = [_ReverseArg(A.annotate(a), {}) for a in call_args]
-        got = tuple(c.numba_type for c in calls), tuple(c.kind for c in calls)
-        if got != (types_, kinds):
-            raise PyzymeError(f"the thunks were made for arguments {list(zip(kinds, types_))}; "
-                              f"got {list(zip(got[1], got[0]))}")
-        return calls
-
-    def forward(*call_args):
-        calls = convert(call_args)
-        out = plan.augmented(*[c.primal for c in calls], *[s for c in calls for s in c.shadows])
-        for c in calls:
-            c.copy_back()
-        tape = Tape(int(out[-1]), plan)
-        primal = out[0] if len(out) > 1 else None
-        return (tape, primal if mode.with_primal else None, None)
-
-    def reverse(*call_args):
-        if not call_args or not isinstance(call_args[-1], Tape):
-            raise PyzymeError("the reverse thunk takes the arguments, then the seed of an "
-                              "Active result, then the tape from the forward thunk")
-        tape = call_args[-1]
-        rest = call_args[:-1]
-        seeds = ()
-        if plan.seeded:
-            if len(rest) != len(types_) + 1:
-                raise PyzymeError("the result is Active: pass its seed (e.g. 1.0) before the "
-                                  "tape")
-            seeds, rest = (rest[-1],), rest[:-1]
-        elif len(rest) != len(types_):
-            raise PyzymeError(f"expected {len(types_)} arguments and the tape; got "
-                              f"{len(rest)} arguments")
-        calls = convert(rest)
-        address = tape._take(plan)
-        out = plan.reverse(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
-                           *seeds, address)
-        for c in calls:
-            c.copy_back()
-        adjoints = iter(out if out is not None else ())
-        return (tuple(next(adjoints) if c.kind == "active" else None for c in calls),)
-
-    forward.plan = reverse.plan = plan
-    return forward, reverse
+    return SplitForward(mode, plan, dispatcher), SplitReverse(mode, plan, dispatcher)

@@ -1,0 +1,1 @@
+"""The public API: annotations, modes, autodiff, thunks and the functional transforms."""
