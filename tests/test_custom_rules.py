@@ -471,3 +471,24 @@ def test_second_order_goes_through_the_rule_bodies():
     np.testing.assert_allclose(hvp(lambda z: scaled_lse(z, 1.0, 1), x, v),
                                (np.diag(s) - np.outer(s, s)) @ v, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(hvp(exp_energy, x, v), 16.0 * np.exp(4.0 * x) * v, rtol=1e-13)
+
+
+def test_inactive_functions_may_be_inlined_after_differentiation():
+    from pyzyme import code_llvm
+    from pyzyme.ir import parse_module
+
+    def attributes(text, name):
+        module = parse_module(text)
+        groups = dict(line.split(" = ", 1) for kind, line in module.extra_lines
+                      if kind == "attributes")
+        fn = next(fn for fn in module.functions if name in fn.name and not fn.is_declaration)
+        words = fn.suffix.split()
+        return words + [a for w in words if w.startswith("#")
+                        for a in groups[f"attributes {w}"].strip("{} ").split()]
+
+    # record (inactive) was kept a call for the generators, then released for LLVM to inline;
+    # noise (inactive_noinline) stays a call.
+    text = code_llvm(Reverse, logged, Active, Active(1.5), Const(np.zeros(1)))
+    assert "noinline" not in attributes(text, "6record")
+    text = code_llvm(Reverse, jittered, Active, Active(0.7))
+    assert "noinline" in attributes(text, "5noise")

@@ -20,6 +20,7 @@ from numba.core import types
 from pyzyme import ir
 from pyzyme.analysis.activity import Activity
 from pyzyme.api.annotations import Const
+from pyzyme.api.custom_calls import release_inlining
 from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.frontends.numba import capture, njit_callable
@@ -136,6 +137,7 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     except UnsupportedError as err:
         _add_source_line(err, cap.dispatcher, primal_types)
         raise
+    release_inlining(module, rules)
     for fn in module.functions:  # only the entry point is visible outside the module
         if not fn.is_declaration:
             fn.linkage = "external" if fn is dfn else "internal"

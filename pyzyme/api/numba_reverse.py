@@ -25,6 +25,7 @@ from pyzyme import ir
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.layout import field_offset
 from pyzyme.api.annotations import Active, Const
+from pyzyme.api.custom_calls import release_inlining
 from pyzyme.api.numba_forward import _add_source_line, _differentiable, _where
 from pyzyme.diff.reverse import ReverseGenerator, ReverseSignature
 from pyzyme.errors import UnsupportedError, error_context
@@ -113,6 +114,7 @@ def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str], r
     ``distinct`` says no two array arguments (or shadows) overlap in memory.
     """
     rm = reverse_module(f, primal_types, kinds, ret_activity, distinct, rules)
+    release_inlining(rm.module, rules)
     for fn in rm.module.functions:
         if not fn.is_declaration:
             fn.linkage = "external" if fn.name == rm.symbol else "internal"

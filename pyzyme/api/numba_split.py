@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from numba.core import types
 
 from pyzyme.api.annotations import Active
+from pyzyme.api.custom_calls import release_inlining
 from pyzyme.api.numba_reverse import (
     DUPLICATED,
     Entry,
@@ -109,6 +110,7 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret
     b = IRBuilder(fn.append_block("entry"))
     b.ret(b.call(pair.nbytes, [b.inttoptr(fn.args[0], T.ptr)]))
 
+    release_inlining(module, rules)
     for g in module.functions:
         if not g.is_declaration:
             g.linkage = "external" if g.name in names.values() else "internal"

@@ -25,6 +25,7 @@ from pyzyme import ir
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.layout import sizeof
 from pyzyme.api.annotations import Active
+from pyzyme.api.custom_calls import release_inlining
 from pyzyme.api.numba_forward import _differentiable
 from pyzyme.api.numba_reverse import _value_type, reverse_module
 from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
@@ -69,6 +70,7 @@ def build_hvp(f, xtype, rules) -> HvpPlan:
     sig = ForwardSignature(tuple(acts), tuple(extra), 1, (), False, scratch, exception_param=1)
     symbol = symbol_name("hvp", rm.symbol, repr(sig))
     ForwardGenerator(module, rules).derivative(grad_fn, sig, name=symbol)
+    release_inlining(module, rules)
     for fn in module.functions:
         if not fn.is_declaration:
             fn.linkage = "external" if fn.name == symbol else "internal"
