@@ -43,3 +43,24 @@ def test_readme_reverse_example():
                                             np.array([1.0, 0.0])), [12.0, 0.0])
     assert scope["result"] == pytest.approx(7.26)
     np.testing.assert_allclose(scope["dA"], [3.3])
+
+
+@pytest.mark.skipif(not README.exists(), reason="README.md is not installed with the package")
+def test_readme_custom_rules_example():
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    block = next(b for b in blocks if "rules.forward" in b)
+    scope: dict = {}
+    exec(compile(blocks[0], "README.md", "exec"), scope)
+    exec(compile(blocks[1], "README.md", "exec"), scope)
+    exec(compile(block, "README.md", "exec"), scope)
+    autodiff, Active, Const = scope["autodiff"], scope["Active"], scope["Const"]
+    softplus = scope["softplus"]
+    assert autodiff(scope["Reverse"], lambda x: 2.0 * softplus(x), Active(800.0)) == ((2.0,),)
+    assert autodiff(scope["Forward"], scope["softplus"], scope["Duplicated"],
+                    scope["Duplicated"](800.0, 1.0)) == (800.0, 1.0)
+    assert autodiff(scope["Reverse"], scope["traced"], Active(2.0), Const(np.zeros(1))) == \
+        ((pytest.approx(12.0), None),)
+    zero = scope["make_zero"]({"w": np.ones(3), "b": (1.5, 2)})
+    assert zero["b"] == (0.0, 0) and not zero["w"].any()
+    from pyzyme.testing import test_reverse
+    test_reverse(scope["traced"], Active, 2.0, Const(np.zeros(1)))
