@@ -37,9 +37,10 @@ from pyzyme.analysis.cfg import reverse_post_order
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as ir_types
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
-from pyzyme.ir.values import Argument, GlobalVariable, Value
+from pyzyme.ir.values import Argument, GlobalVariable, Null, Poison, Undef, Value
 
-__all__ = ["OverwriteResult", "analyze_overwrites", "underlying_object", "may_alias"]
+__all__ = ["OverwriteResult", "analyze_overwrites", "written_after", "underlying_object",
+           "underlying_objects", "may_alias"]
 
 # Calls that allocate fresh memory: their results alias nothing that existed before.
 _ALLOCATORS = frozenset({"malloc", "calloc", "NRT_Allocate", "NRT_MemInfo_alloc_aligned",
@@ -51,6 +52,8 @@ _ALLOCATORS = frozenset({"malloc", "calloc", "NRT_Allocate", "NRT_MemInfo_alloc_
 _REFCOUNT = frozenset({"NRT_incref", "NRT_decref"})
 # NRT's MemInfo{refct; dtor; dtor_info; data; ...}: the data pointer is at byte 24.
 _MEMINFO_DATA = 24
+# Numba's BLAS helpers write only their result (numba/_lapack.c): the argument index of it.
+_WRITES_ONE = {"numba_xxdot": 5, "numba_xxgemv": 9, "numba_xxgemm": 12}
 # Calls known not to write memory the function can see (markers and pure math).
 _NO_WRITES_PREFIXES = ("llvm.lifetime.", "llvm.assume", "llvm.dbg.", "llvm.experimental.noalias",
                        "llvm.invariant.", "llvm.expect")
@@ -115,9 +118,35 @@ def _fresh(obj: Value) -> bool:
     return isinstance(obj, I.Alloca) or _allocation(obj) or _meminfo_data(obj)
 
 
+def underlying_objects(pointer: Value, limit: int = 32) -> list[Value] | None:
+    """Every object ``pointer`` may point into, through phis and selects (a null pointer points
+    into none); None when there are more than ``limit`` to follow."""
+    found, work, seen = [], [pointer], set()
+    while work:
+        obj = underlying_object(work.pop())
+        if obj in seen:
+            continue
+        seen.add(obj)
+        if len(seen) > limit:
+            return None
+        if isinstance(obj, I.Phi):
+            work.extend(obj.operands)
+        elif isinstance(obj, I.Instruction) and obj.opcode == "select":
+            work.extend(obj.operands[1:])
+        elif not isinstance(obj, (Null, Undef, Poison)):
+            found.append(obj)
+    return found
+
+
 def may_alias(a: Value, b: Value) -> bool:
     """Whether pointers ``a`` and ``b`` may point into the same object."""
-    oa, ob = underlying_object(a), underlying_object(b)
+    objects_a, objects_b = underlying_objects(a), underlying_objects(b)
+    if objects_a is None or objects_b is None:
+        return True
+    return any(_objects_may_alias(oa, ob) for oa in objects_a for ob in objects_b)
+
+
+def _objects_may_alias(oa: Value, ob: Value) -> bool:
     if oa is ob:
         return True
     if not (_root(oa) and _root(ob)):
@@ -145,6 +174,8 @@ def _written_pointers(inst: I.Instruction) -> list[Value]:
             return []
         if name.startswith(("llvm.memcpy", "llvm.memmove", "llvm.memset")):
             return [inst.args[0]]
+        if name in _WRITES_ONE:
+            return [inst.args[_WRITES_ONE[name]]]
         return [a for a in inst.args if a.type.is_pointer]
     return []
 
@@ -184,27 +215,55 @@ def analyze_overwrites(fn) -> OverwriteResult:
     earlier in the loop body that runs in the next iteration counts).
     """
     result = OverwriteResult(fn)
-    order = reverse_post_order(fn)
-    writers = {block: [(i, w) for i in block.instructions for w in _written_pointers(i)]
-               for block in order}
-    reach = _reachable_from_successors(order)
-    for block in order:
-        for index, inst in enumerate(block.instructions):
-            if not isinstance(inst, I.Load):
-                continue
-            pointer = inst.pointer
-            found = None
-            for later in block.instructions[index + 1:]:
-                if any(may_alias(pointer, w) for w in _written_pointers(later)):
-                    found = later
-                    break
-            if found is None:
-                for other in reach[block]:
-                    found = next((i for i, w in writers[other] if may_alias(pointer, w)), None)
-                    if found is not None:
-                        break
-            result.overwritten_by[inst] = found
+    search = _Search(fn)
+    for block in search.order:
+        for inst in block.instructions:
+            if isinstance(inst, I.Load):
+                result.overwritten_by[inst] = search.writer_after(inst, inst.pointer)
     return result
+
+
+def written_after(fn, inst: I.Instruction, pointer: Value) -> I.Instruction | None:
+    """The first instruction found that may write memory at ``pointer`` after ``inst`` runs
+    (searched as :func:`analyze_overwrites` searches after a load), or None.
+
+    Examples
+    --------
+    >>> from pyzyme.ir import parse_module
+    >>> m = parse_module(\'\'\'define void @g(ptr noalias %a, ptr noalias %b) {
+    ... entry:
+    ...   call void @use(ptr %a, ptr %b)
+    ...   store double 0.0, ptr %b, align 8
+    ...   ret void
+    ... }
+    ... declare void @use(ptr, ptr)\'\'\')
+    >>> g = m.get_function("g"); call = g.blocks[0].instructions[0]
+    >>> written_after(g, call, g.args[0]) is None, str(written_after(g, call, g.args[1]))
+    (True, 'store double 0.0, ptr %b, align 8')
+    """
+    return _Search(fn).writer_after(inst, pointer)
+
+
+class _Search:
+    """Who writes what, per block, and which blocks follow which."""
+
+    def __init__(self, fn) -> None:
+        self.order = reverse_post_order(fn)
+        self.writers = {block: [(i, w) for i in block.instructions for w in _written_pointers(i)]
+                        for block in self.order}
+        self.reach = _reachable_from_successors(self.order)
+
+    def writer_after(self, inst: I.Instruction, pointer: Value) -> I.Instruction | None:
+        block = inst.parent
+        index = block.instructions.index(inst)
+        for later in block.instructions[index + 1:]:
+            if any(may_alias(pointer, w) for w in _written_pointers(later)):
+                return later
+        for other in self.reach[block]:
+            found = next((i for i, w in self.writers[other] if may_alias(pointer, w)), None)
+            if found is not None:
+                return found
+        return None
 
 
 def _reachable_from_successors(order: list) -> dict:

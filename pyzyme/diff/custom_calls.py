@@ -111,15 +111,10 @@ def _store_result(b: IRBuilder, fields, values, pointer) -> None:
         b.store(v, ptr)
 
 
-def _result_slot(b: IRBuilder, entry, native) -> object:
-    """A stack slot for the rule's result at the start of ``entry`` (a call in a loop reuses
-    it); ``b``, which may be building in ``entry``, keeps its place."""
-    slot = I.Alloca(parse_type(native.abi.result.llvm_type), None, 16)
-    slot.name = entry.parent.unique_name(naming.rule_value("result"))
-    entry.insert(0, slot)
-    if b.block is entry:
-        b.index += 1
-    return slot
+def _result_slot(b: IRBuilder, native) -> object:
+    """A stack slot for the rule's result (in the entry block: a call in a loop reuses it)."""
+    return b.entry_alloca(parse_type(native.abi.result.llvm_type), 16,
+                          naming.rule_value("result"))
 
 
 def _check_result(rules, where: str) -> None:
@@ -147,7 +142,7 @@ def forward_mode(gen, st, inst: I.Call, row) -> None:
                                                for f in abi.result.fields)
     native = rules.forward(shadowed, width, needs_shadow)
     b = st.builder
-    out = _result_slot(b, st.new.blocks[0], native)
+    out = _result_slot(b, native)
     fields = abi.result.fields
     per_call = width // native.lanes   # tangents each call takes
     status = None
@@ -206,7 +201,7 @@ def augmented(gen, st, inst: I.Call, row) -> None:
                                                 for f in fields)
     native = rules.augmented(shadowed, needs_shadow)
     b = st.fb
-    out = _result_slot(b, st.fwd.blocks[0], native)
+    out = _result_slot(b, native)
     call_args = [out, gen._fwd_value(st, args[1])] + _config_args(native)
     for arg, has in zip(abi.args, shadowed):
         primal = [gen._fwd_value(st, args[p.index]) for p in arg.params]
@@ -274,7 +269,7 @@ def reverse(gen, st, inst: I.Call, row) -> None:
     args = inst.args
     b = st.rb
     retptr = args[0]
-    out = _result_slot(b, st.tape.rev_entry, native)
+    out = _result_slot(b, native)
     call_args = [out, gen.primal(st, args[1])] + _config_args(native)
     # dret: what the result's store left in the shadow of retptr, moved out (as a store's
     # adjoint is); zeros where the result has no shadow.

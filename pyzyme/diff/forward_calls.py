@@ -54,7 +54,7 @@ def may_allocate(gen, inst: I.CallBase) -> bool:
     rows that only compute, copy, or count references (activity analysis asks)."""
     row = _row(gen, inst)
     return not isinstance(row, (spec.Partials, spec.Linear, spec.Memory, spec.Inactive,
-                                spec.Mirror))
+                                spec.Mirror, spec.Blas))
 
 
 def call(gen, st, inst: I.CallBase) -> None:
@@ -74,6 +74,10 @@ def call(gen, st, inst: I.CallBase) -> None:
     if isinstance(row, spec.Custom) and _any_varied(st, inst):
         from pyzyme.diff.custom_calls import forward_mode
         forward_mode(gen, st, inst, row)
+        return
+    if isinstance(row, spec.Blas):
+        from pyzyme.diff import blas_calls
+        blas_calls.forward_mode(gen, st, inst, row)
         return
     new = gen._clone(st, inst)
     if isinstance(row, spec.Partials):

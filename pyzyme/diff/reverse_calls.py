@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import reduce
 
 from pyzyme.analysis.activity import Activity
-from pyzyme.diff import custom_calls
+from pyzyme.diff import blas_calls, custom_calls
 from pyzyme.diff.forward_calls import memset_zero, with_args
 from pyzyme.diff.reverse_state import _RELEASES, ReverseSignature, _has_float, _has_pointer
 from pyzyme.diff.tape import STACK, append_function
@@ -63,6 +63,9 @@ def forward(gen, st, inst: I.CallBase) -> None:
     if isinstance(row, spec.Custom) and _any_varied(st, inst):
         custom_calls.augmented(gen, st, inst, row)
         return
+    if isinstance(row, spec.Blas):
+        blas_calls.augmented(gen, st, inst, row)
+        return
     if isinstance(row, spec.Mirror) and callee.name in _RELEASES:
         shadow = st.shadows.get(inst.args[0])
         defer_release(gen, st, inst, gen._fwd_value(st, inst.args[0]),
@@ -91,7 +94,7 @@ def reverse(gen, st, inst: I.CallBase) -> None:
         return
     row = _row(gen, inst)
     if inst in st.rule_calls:
-        custom_calls.reverse(gen, st, inst, row)
+        (blas_calls if isinstance(row, spec.Blas) else custom_calls).reverse(gen, st, inst, row)
         return
     if isinstance(row, spec.Partials) and st.active(inst):
         gen.partials(st, inst, row, inst.args, inst.flags)

@@ -198,6 +198,19 @@ class IRBuilder:
                name: str = "") -> I.Alloca:
         return self.insert(I.Alloca(type, count, align), name)
 
+    def entry_alloca(self, type: T.Type, align: int | None = None,  # noqa: A002
+                     name: str = "") -> I.Alloca:
+        """A stack slot at the start of the function's entry block (one slot however often
+        the code building it runs, as in a loop); this builder keeps its place."""
+        entry = self.function.blocks[0]
+        slot = I.Alloca(type, None, align)
+        if name:
+            slot.name = entry.parent.unique_name(name)
+        entry.insert(0, slot)
+        if self.block is entry:
+            self.index += 1
+        return slot
+
     def load(self, type: T.Type, pointer: Value, align: int | None = None,  # noqa: A002
              volatile: bool = False, name: str = "") -> I.Load:
         return self.insert(I.Load(type, pointer, align, volatile), name)

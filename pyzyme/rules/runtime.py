@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pyzyme.rules import libm
-from pyzyme.rules.spec import Allocation, Inactive, Mirror
+from pyzyme.rules.spec import Allocation, Blas, Inactive, Mirror
 
 _MEMINFO_DATA = 24
 
@@ -50,4 +50,8 @@ ROWS = (
     # gradient (hvp), tangent caches are allocated, grown and kept alongside.
     Mirror(("pyzyme.tape_realloc",), "runtime", allocates=True),
     Mirror(("pyzyme.tape_free",), "runtime"),
+    # np.dot and @ (numba/_lapack.c): derivatives by the same BLAS calls, transposed.
+    Blas(("numba_xxdot",), "runtime", op="dot"),
+    Blas(("numba_xxgemv",), "runtime", op="gemv"),
+    Blas(("numba_xxgemm",), "runtime", op="gemm"),
 )

@@ -17,6 +17,8 @@ a width and the activity of each operand.
   memory; shadows get allocations of their own, freed and counted alongside.
 - :class:`Inactive`: the result carries no derivative and the call has no effect derivatives
   must mirror (``llvm.assume``, ``llvm.lifetime.start``, ``icmp``).
+- :class:`Blas`: a BLAS call through Numba's helpers, bilinear in two operands; its derivatives
+  are the same helpers called again (:mod:`pyzyme.diff.blas_calls`).
 - :class:`Custom`: a user's rule (:mod:`pyzyme.rules.custom`): the derivative is whatever the
   user's own functions compute; ``pyzyme.diff`` calls them in place of the function.
 """
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from pyzyme.rules.expr import Expr
 
 __all__ = ["KINDS", "Row", "Partials", "Linear", "Memory", "Allocation", "Mirror", "Inactive",
-           "Custom"]
+           "Blas", "Custom"]
 
 KINDS = ("opcode", "intrinsic", "libm", "runtime", "custom")
 
@@ -120,6 +122,13 @@ class Inactive(Row):
     """No derivative, by rule; ``reason`` says why (shown by ``pyzyme explain``)."""
 
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class Blas(Row):
+    """``op`` is ``"dot"``, ``"gemv"`` or ``"gemm"``: which of Numba's BLAS helpers this is."""
+
+    op: str = ""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ piecewise functions (branches, ``floor``, ``min``/``max``, data-dependent loop e
 central finite differences see the same branch as the derivative.
 
 ``UNSUPPORTED`` lists functions whose derivative must be refused with
-:class:`pyzyme.UnsupportedError` naming the operation (BLAS calls have no rule).
+:class:`pyzyme.UnsupportedError` naming the operation (LAPACK calls have no rule yet).
 """
 
 from __future__ import annotations
@@ -843,7 +843,7 @@ case("logistic_loss_const_data", p_softplus_loss,
      lambda: (np.array([0.2, -0.4]), vec(10, 45), np.sign(vec(10, 46))), "DCC")
 
 
-# --- expected UnsupportedError ------------------------------------------------------------------
+# --- BLAS through Numba's helpers: derivatives by BLAS again ----------------------------------
 
 
 @njit
@@ -856,7 +856,25 @@ def u_matmul(a, x):
     return np.sum(a @ x)
 
 
+@njit
+def u_matmat(a, b):
+    c = a @ b
+    return np.sum(c * c)
+
+
+case("np_dot_blas", u_np_dot, lambda: (vec(3, 50), vec(3, 51)), "DD")
+case("matmul_blas", u_matmul, lambda: (mat(3, 3, 52), vec(3, 53)), "DD")
+case("matmat_blas", u_matmat, lambda: (mat(3, 4, 55), mat(4, 2, 56)), "DD")
+
+
+# --- expected UnsupportedError ------------------------------------------------------------------
+
+
+@njit
+def u_det(a):
+    return np.linalg.det(a)
+
+
 UNSUPPORTED: list[Case] = [
-    Case("np_dot_blas", u_np_dot, lambda: (vec(3, 50), vec(3, 51)), "DD"),
-    Case("matmul_blas", u_matmul, lambda: (mat(3, 3, 52), vec(3, 53)), "DD"),
+    Case("linalg_det_lapack", u_det, lambda: (mat(3, 3, 54),), "D"),
 ]

@@ -683,9 +683,7 @@ def n_dot(x, y):
     return np.dot(x, y) * x[1]
 
 
-case("np_dot_1d", n_dot, lambda: (vec(4, 31), vec(4, 32)), "DD", forward_ok=False,
-     note="forward mode refuses the BLAS ddot call (UnsupportedError)",
-     pending="BLAS rules (numba_xxdot) come with the NumPy linear algebra issue")
+case("np_dot_1d", n_dot, lambda: (vec(4, 31), vec(4, 32)), "DD")
 
 
 @njit
