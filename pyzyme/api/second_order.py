@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pyzyme import ir
+from pyzyme import ir, options
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.layout import sizeof
 from pyzyme.api.annotations import Active
@@ -65,7 +65,7 @@ def build_hvp(f, xtype, rules) -> HvpPlan:
     scratch = ((0, max(8, sizeof(_value_type(rm.restype)))),)
     sig = ForwardSignature(tuple(acts), tuple(extra), 1, (), False, scratch)
     symbol = symbol_name("hvp", rm.symbol, repr(sig))
-    ForwardGenerator(module, rules).derivative(grad_fn, sig, name=symbol)
+    ForwardGenerator(module, rules, options.current()).derivative(grad_fn, sig, name=symbol)
     for fn in module.functions:
         if not fn.is_declaration:
             fn.linkage = "external" if fn.name == symbol else "internal"
