@@ -40,6 +40,8 @@ class Options:
         shadow where it has none, and the loads, stores and reference counts that go through
         it check at run time whether its shadow is its primal (then no derivative is read or
         written). Off, pyzyme raises :class:`~pyzyme.ActivityError` for such a pointer instead.
+        As in Enzyme, a derivative stored through such a pointer on a run where it is Const
+        memory is dropped: temporaries that carry derivatives must still be Duplicated.
     """
 
     runtime_activity: bool = False
