@@ -1,8 +1,8 @@
 """``autodiff``: Enzyme.jl's entry point, for Numba functions.
 
-Compiled derivatives are kept per (function, argument types, activities, mode, width) in one
-process-wide :class:`DerivativeCache`, so the second call of a derivative costs what a call of an
-``@njit`` function costs.
+Compiled derivatives are kept per (function, argument types, activities, mode, width, options)
+in one process-wide :class:`DerivativeCache`, so the second call of a derivative costs what a call
+of an ``@njit`` function costs.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from pyzyme import options
 from pyzyme.api import annotations as A
 from pyzyme.api.modes import Mode
 from pyzyme.errors import PyzymeError, UnsupportedError
@@ -22,7 +23,12 @@ __all__ = ["autodiff", "DerivativeCache"]
 
 class DerivativeCache:
     """Compiled derivatives by key; one instance serves the process (MCJIT keeps all code
-    for the life of the process anyway, so there is nothing to evict)."""
+    for the life of the process anyway, so there is nothing to evict).
+
+    Every key gets the current :class:`~pyzyme.options.Options` added, and the build runs with
+    that snapshot pinned (:func:`pyzyme.options.using`), so a derivative built under one
+    setting of ``set_runtime_activity`` is never returned under the other.
+    """
 
     def __init__(self) -> None:
         self._plans: dict[tuple, Any] = {}
@@ -31,14 +37,17 @@ class DerivativeCache:
     def get(self, key: tuple, build):
         from pyzyme.rules.custom import REGISTRY
 
-        # A rule registered since a derivative was built makes that derivative stale.
-        key = (*key, REGISTRY.generation)
+        # A derivative is stale once a rule is registered after it was built, and is another
+        # derivative under other options (runtime activity).
+        opts = options.current()
+        key = (*key, opts, REGISTRY.generation)
         plan = self._plans.get(key)
         if plan is None:
             with self._lock:
                 plan = self._plans.get(key)
                 if plan is None:
-                    plan = self._plans[key] = build()
+                    with options.using(opts):
+                        plan = self._plans[key] = build()
         return plan
 
     def __len__(self) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from numba.core import types
 
-from pyzyme import ir
+from pyzyme import ir, options
 from pyzyme.analysis.activity import Activity
 from pyzyme.api.annotations import Const
 from pyzyme.api.custom_calls import release_inlining
@@ -129,10 +129,11 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     sig = forward_signature(abi, shadowed, width, ret_differentiated)
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
-    symbol = symbol_name("fwd", cap.text, repr(sig))
+    opts = options.current()
+    symbol = symbol_name("fwd", cap.text, repr(sig) + opts.tag)
     try:
         with error_context("differentiating", f"{_where(f)} in forward mode"):
-            gen = ForwardGenerator(module, rules)
+            gen = ForwardGenerator(module, rules, opts)
             dfn = gen.derivative(native, sig, name=symbol)
     except UnsupportedError as err:
         _add_source_line(err, cap.dispatcher, primal_types)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from numba.core import types
 
-from pyzyme import ir
+from pyzyme import ir, options
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.layout import field_offset
 from pyzyme.api.annotations import Active, Const
@@ -162,7 +162,7 @@ def generate(f, cap, module, native, sig: ReverseSignature, rules, primal_types,
     ABI); an UnsupportedError gets the Python line of the call it names."""
     from pyzyme.analysis.typeseeds import seed_from_abi
 
-    gen = ReverseGenerator(module, rules)
+    gen = ReverseGenerator(module, rules, options.current())
     gen.type_seeds[native] = seed_from_abi(cap.abi)
     try:
         with error_context("differentiating", f"{_where(f)} in {what}"):
@@ -184,7 +184,8 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence[str], 
     cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
                                                            ret_activity, distinct, rules)
     sig = ReverseSignature(tuple(acts), status_return=True)
-    symbol = symbol_name("rev", cap.text, repr((sig, kinds, distinct, ret_activity.__name__)))
+    symbol = symbol_name("rev", cap.text, repr((sig, kinds, distinct, ret_activity.__name__))
+                         + options.current().tag)
     gen, rev = generate(f, cap, module, native, sig, rules, primal_types, "reverse mode")
     restype = abi.signature.return_type
     adj_types = adjoint_types(abi, kinds)

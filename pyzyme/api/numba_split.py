@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from numba.core import types
 
+from pyzyme import options
 from pyzyme.api.annotations import Active
 from pyzyme.api.custom_calls import release_inlining
 from pyzyme.api.numba_reverse import (
@@ -68,7 +69,8 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret
     gen, pair = generate(f, cap, module, native, sig, rules, primal_types, "split reverse mode")
     restype = abi.signature.return_type
     seeded = ret_activity is Active
-    base = symbol_name("split", cap.text, repr((sig, tuple(kinds), ret_activity.__name__)))
+    base = symbol_name("split", cap.text, repr((sig, tuple(kinds), ret_activity.__name__))
+                       + options.current().tag)
     names = {"aug": f"{base}_aug", "rev": f"{base}_rev", "discard": f"{base}_discard",
              "bytes": f"{base}_bytes"}
     aug_restype = types.Tuple(([restype] if restype != types.none else []) + [types.uintp])

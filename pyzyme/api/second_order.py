@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pyzyme import ir
+from pyzyme import ir, options
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.layout import sizeof
 from pyzyme.api.annotations import Active
@@ -69,7 +69,7 @@ def build_hvp(f, xtype, rules) -> HvpPlan:
     # The gradient is a Numba-convention function: parameter 1 is where errors are reported.
     sig = ForwardSignature(tuple(acts), tuple(extra), 1, (), False, scratch, exception_param=1)
     symbol = symbol_name("hvp", rm.symbol, repr(sig))
-    ForwardGenerator(module, rules).derivative(grad_fn, sig, name=symbol)
+    ForwardGenerator(module, rules, options.current()).derivative(grad_fn, sig, name=symbol)
     release_inlining(module, rules)
     for fn in module.functions:
         if not fn.is_declaration:

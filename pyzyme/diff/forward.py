@@ -23,6 +23,7 @@ from pyzyme.analysis.activity import (
     ActivityResult,
     analyze_activity,
     can_carry_derivative,
+    contains_type,
 )
 from pyzyme.analysis.cfg import reverse_post_order
 from pyzyme.diff import naming
@@ -30,6 +31,7 @@ from pyzyme.diff.emit import Emitter, derivative_flags
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.names import readable
+from pyzyme.options import Options
 from pyzyme.ir.values import (
     GlobalValue,
     NamedValue,
@@ -105,6 +107,8 @@ class _State:
     phis: list = field(default_factory=list)
     builder: IRBuilder = field(default_factory=IRBuilder)
     exception_arg: object = None
+    #: Values whose shadow may be their primal at run time (empty unless runtime activity).
+    runtime: frozenset = frozenset()
 
     @property
     def where(self) -> str:
@@ -121,11 +125,14 @@ class ForwardGenerator:
         The module holding the functions; derivatives are added to it.
     rules
         The rule table (:func:`pyzyme.rules.default_rules`).
+    options
+        What the derivatives are generated under (:class:`~pyzyme.options.Options`).
     """
 
-    def __init__(self, module, rules: RuleTable) -> None:
+    def __init__(self, module, rules: RuleTable, options: Options | None = None) -> None:
         self.module = module
         self.rules = rules
+        self.options = options if options is not None else Options()
         self._done: dict[tuple, object] = {}
 
     # -- entry point -------------------------------------------------------------------
@@ -170,6 +177,8 @@ class ForwardGenerator:
         activity = analyze_activity(fn, sig.activities, self._call_policy, None,
                                     may_allocate=lambda call: may_allocate(self, call))
         st = _State(fn, new, activity, sig.width)
+        from pyzyme.diff.runtime_activity import runtime_values
+        st.runtime = runtime_values(self, fn, activity, st.where)
         if sig.exception_param is not None:
             st.exception_arg = fn.args[sig.exception_param]
         for old_arg, new_arg in zip(fn.args, new.args):
@@ -212,7 +221,8 @@ class ForwardGenerator:
                 new_phi.add_incoming(self._value(st, value), st.values[block])
                 if dphis:
                     for lane, dphi in enumerate(dphis):
-                        dphi.add_incoming(self._deriv_or_zero(st, value, lane), st.values[block])
+                        dphi.add_incoming(self._merged(st, old_phi, value, lane),
+                                          st.values[block])
 
     def _instruction(self, st: _State, inst: I.Instruction, sig: ForwardSignature) -> None:
         if isinstance(inst, I.Phi):
@@ -223,6 +233,9 @@ class ForwardGenerator:
             return
         if isinstance(inst, I.CallBase):
             from pyzyme.diff.forward_calls import call
+            if st.runtime and any(a in st.runtime for a in inst.args):
+                self._guarded_call(st, inst)
+                return
             call(self, st, inst)
             return
         new = self._clone(st, inst)
@@ -256,6 +269,37 @@ class ForwardGenerator:
         if d is not None:
             return d[lane]
         return self.inactive_derivative(st, value)
+
+    def _merged(self, st: _State, inst: I.Instruction, value: Value, lane: int) -> Value:
+        """The derivative of operand ``value`` of ``inst``: with runtime activity, a pointer
+        without a shadow merged into ``inst`` is its own shadow (see
+        :mod:`pyzyme.diff.runtime_activity`)."""
+        if inst in st.runtime and value not in st.derivs and \
+                contains_type(value.type, lambda t: t.is_pointer):
+            from pyzyme.diff.runtime_activity import primal_as_shadow
+            return primal_as_shadow(st.where, self._value(st, value), value.type)
+        return self._deriv_or_zero(st, value, lane)
+
+    def _guarded_call(self, st: _State, inst: I.CallBase) -> None:
+        """A call handed pointers whose shadow may be their primal: its derivative code sees
+        null shadows where they are (see
+        :func:`~pyzyme.diff.runtime_activity.guarded_call_shadows`)."""
+        from pyzyme.diff.forward_calls import call
+        from pyzyme.diff.runtime_activity import guarded_call_shadows
+
+        saved = {}
+        for k in range(st.width):
+            guarded = guarded_call_shadows(st.where, inst, st.runtime,
+                                           lambda a: st.derivs[a][k],
+                                           lambda a: self._value(st, a), st.builder)
+            for arg, shadow in guarded.items():
+                saved.setdefault(arg, st.derivs[arg])
+                st.derivs[arg] = list(st.derivs[arg])
+                st.derivs[arg][k] = shadow
+        try:
+            call(self, st, inst)
+        finally:
+            st.derivs.update(saved)
 
     def inactive_derivative(self, st: _State, value: Value) -> Value:
         """What stands for the derivative of a value that has none: zero for floats, the
@@ -319,7 +363,7 @@ class ForwardGenerator:
         cond = new.operands[0]
         _, a, c = inst.operands
         self._lanes(st, inst, lambda k, name: st.builder.select(
-            cond, self._deriv_or_zero(st, a, k), self._deriv_or_zero(st, c, k),
+            cond, self._merged(st, inst, a, k), self._merged(st, inst, c, k),
             derivative_flags(inst.flags), name=name))
 
     def _same_op(self, st: _State, inst: I.Instruction, new: I.Instruction) -> None:
@@ -329,7 +373,7 @@ class ForwardGenerator:
             return
 
         def make(lane: int, name: str) -> Value:
-            clone = new.copy_with([self._deriv_or_zero(st, old_op, lane)
+            clone = new.copy_with([self._merged(st, inst, old_op, lane)
                                    if can_carry_derivative(old_op.type) else new_op
                                    for old_op, new_op in zip(inst.operands, new.operands)])
             clone.flags = derivative_flags(new.flags)

@@ -9,7 +9,7 @@ shadow would be lost, so it raises :class:`~pyzyme.ActivityError` instead.
 
 from __future__ import annotations
 
-from pyzyme.analysis.activity import can_carry_derivative
+from pyzyme.analysis.activity import can_carry_derivative, contains_type
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -25,6 +25,17 @@ def load(gen, st, inst: I.Load, new: I.Load) -> None:
     gen._lanes(st, inst, lambda k, name: st.builder.insert(
         I.Load(inst.type, shadows[k], inst.align, inst.volatile, inst.ordering,
                inst.syncscope), name))
+    if inst.pointer in st.runtime and contains_type(inst.type, lambda t: t.is_float):
+        if contains_type(inst.type, lambda t: t.is_pointer):
+            raise UnsupportedError(f"{st.where} loads floats and pointers at once from memory "
+                                   f"whose activity is known only at run time; runtime "
+                                   f"activity does not cover that yet: {inst}")
+        # Memory without a shadow of its own holds no tangents: read zero from it.
+        from pyzyme.diff.runtime_activity import inactive_here
+        b = st.builder
+        st.derivs[inst] = [b.select(inactive_here(b, shadows[k], new.pointer),
+                                    gen.inactive_derivative(st, inst), d)
+                           for k, d in enumerate(st.derivs[inst])]
 
 
 def store(gen, st, inst: I.Store, new: I.Store) -> None:
@@ -38,6 +49,11 @@ def store(gen, st, inst: I.Store, new: I.Store) -> None:
         return
     for k in range(st.width):
         d = gen._deriv_or_zero(st, value, k) if varied else _stored_derivative(gen, st, value)
+        if pointer in st.runtime:
+            # Where the shadow is the primal, store what the primal store just stored.
+            from pyzyme.diff.runtime_activity import inactive_here
+            b = st.builder
+            d = b.select(inactive_here(b, shadows[k], new.operands[1]), new.operands[0], d)
         st.builder.insert(I.Store(d, shadows[k], inst.align, inst.volatile, inst.ordering,
                                   inst.syncscope))
 
@@ -105,6 +121,7 @@ def _scalar(ty: T.Type) -> bool:
 
 def atomicrmw(gen, st, inst: I.AtomicRMW, new: I.AtomicRMW) -> None:
     pointer, value = inst.operands
+    _no_runtime_activity(st, inst)
     shadows = st.derivs.get(pointer)
     if shadows is None:
         if value in st.activity.varied:
@@ -132,5 +149,13 @@ def atomicrmw(gen, st, inst: I.AtomicRMW, new: I.AtomicRMW) -> None:
 
 def cmpxchg(gen, st, inst: I.CmpXchg, new: I.CmpXchg) -> None:
     pointer = inst.operands[0]
+    _no_runtime_activity(st, inst)
     if pointer in st.activity.varied and inst.operands[1].type.is_float:
         raise UnsupportedError(f"no derivative for a floating cmpxchg in {st.where}")
+
+
+def _no_runtime_activity(st, inst) -> None:
+    if inst.operands[0] in st.runtime:
+        raise UnsupportedError(f"{st.where} updates atomically memory whose activity is known "
+                               f"only at run time; runtime activity does not cover that yet: "
+                               f"{inst}")

@@ -44,12 +44,14 @@ from pyzyme.diff.reverse_control import ReverseControl
 from pyzyme.diff.reverse_forward import ForwardSweep
 from pyzyme.diff.reverse_state import ReverseSignature, SplitPair, _has_float, _State
 from pyzyme.diff.reverse_values import ReverseValues
+from pyzyme.diff.runtime_activity import runtime_values
 from pyzyme.diff.tape import Tape
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.names import readable
+from pyzyme.options import Options
 from pyzyme.rules.table import RuleTable
 
 __all__ = ["ReverseSignature", "ReverseGenerator", "SplitPair"]
@@ -64,11 +66,14 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         The module holding the functions; derivatives are added to it.
     rules
         The rule table (:func:`pyzyme.rules.default_rules`).
+    options
+        What the derivatives are generated under (:class:`~pyzyme.options.Options`).
     """
 
-    def __init__(self, module, rules: RuleTable) -> None:
+    def __init__(self, module, rules: RuleTable, options: Options | None = None) -> None:
         self.module = module
         self.rules = rules
+        self.options = options if options is not None else Options()
         self._done: dict[tuple, object] = {}
         self.tapes: dict = {}   # generated function -> its Tape (for printing and sizes)
         # What is known of each function's arguments, for type analysis (Numba: from the ABI).
@@ -172,6 +177,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         tape = Tape(fwd_entry, rev_entry, self.module, self.scopes)
         st = _State(fn, sig, fwd, rev, activity, loops, analyze_overwrites(fn), tape)
         st.doms = dominators(fn)
+        st.runtime = runtime_values(self, fn, activity, st.where)
         self.tapes[rev] = tape
         nshadow = len(self._shadow_params(fn, sig))
         for old_arg, new_arg, rev_arg in zip(fn.args, fwd.args, rev.args):

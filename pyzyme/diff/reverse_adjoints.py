@@ -79,7 +79,10 @@ class ReverseAdjoints:
         pointer = self.shadow(st, inst.pointer)
         b = st.rb
         old = b.load(inst.type, pointer, inst.align)
-        b.store(_add(b, inst.type, old, d), pointer, inst.align)
+        new = _add(b, inst.type, old, d)
+        if inst.pointer in st.runtime:  # no adjoint goes into memory without a shadow
+            new = b.select(self._inactive_here(st, inst.pointer), old, new)
+        b.store(new, pointer, inst.align)
 
     def _reverse_store(self, st: _State, inst: I.Store) -> None:
         value, pointer = inst.operands
@@ -87,12 +90,31 @@ class ReverseAdjoints:
             return
         b = st.rb
         shadow = self.shadow(st, pointer)
-        if st.active(value):
+        if pointer in st.runtime:
+            self._reverse_runtime_store(st, inst, shadow)
+        elif st.active(value):
             d = b.load(value.type, shadow, inst.align, name=naming.adjoint(value.name))
             b.store(const_null(value.type), shadow, inst.align)
             self.accumulate(st, value, d)
         else:
             b.store(const_null(value.type), shadow, inst.align)
+
+    def _inactive_here(self, st: _State, pointer: Value) -> Value:
+        """In the reverse sweep: whether ``pointer``'s shadow is its primal."""
+        from pyzyme.diff.runtime_activity import inactive_here
+        return inactive_here(st.rb, self.shadow(st, pointer), self.primal(st, pointer))
+
+    def _reverse_runtime_store(self, st: _State, inst: I.Store, shadow: Value) -> None:
+        """A store through a pointer whose shadow may be its primal: where it is, the memory
+        holds primal values, not adjoints; they are neither taken nor cleared."""
+        value, pointer = inst.operands
+        b = st.rb
+        inactive = self._inactive_here(st, pointer)
+        zero = const_null(value.type)
+        d = b.load(value.type, shadow, inst.align, name=naming.adjoint(value.name))
+        b.store(b.select(inactive, d, zero), shadow, inst.align)
+        if st.active(value):
+            self.accumulate(st, value, b.select(inactive, zero, d))
 
     def partials(self, st: _State, inst: I.Instruction, row: spec.Partials,
                  operands: Sequence[Value], flags: Sequence[str] = ()) -> None:

@@ -67,7 +67,7 @@ class ForwardSweep:
                 came = self._fwd_pred(st, block, old.parent)
                 new.add_incoming(self._fwd_value(st, value), came)
                 if shadow is not None:
-                    shadow.add_incoming(self._fwd_shadow(st, value), came)
+                    shadow.add_incoming(self._fwd_merged(st, old, value), came)
 
     @staticmethod
     def _fwd_pred(st: _State, pred, block):
@@ -89,6 +89,15 @@ class ForwardSweep:
         if s is not None:
             return s
         return self._no_shadow(st, self._fwd_value(st, value), value.type)
+
+    def _fwd_merged(self, st: _State, inst: I.Instruction, value: Value) -> Value:
+        """The shadow of operand ``value`` of ``inst``: with runtime activity, a pointer
+        without a shadow merged into ``inst`` is its own shadow (see
+        :mod:`pyzyme.diff.runtime_activity`)."""
+        if inst in st.runtime and value not in st.shadows and _has_pointer(value.type):
+            from pyzyme.diff.runtime_activity import primal_as_shadow
+            return primal_as_shadow(st.where, self._fwd_value(st, value), value.type)
+        return self._fwd_shadow(st, value)
 
     def _no_shadow(self, st: _State, value: Value, ty: T.Type) -> Value:
         if not can_carry_derivative(ty):
@@ -117,6 +126,9 @@ class ForwardSweep:
             return
         if isinstance(inst, I.CallBase):
             from pyzyme.diff import reverse_calls
+            if st.runtime and any(a in st.runtime for a in inst.args):
+                self._guarded_call(st, inst)
+                return
             reverse_calls.forward(self, st, inst)
             return
         new = self._clone(st, inst)
@@ -146,8 +158,9 @@ class ForwardSweep:
                 raise UnsupportedError(f"reverse mode of {op} on active memory in {st.where} "
                                        f"is not supported")
         elif op in _STRUCTURAL and varied and _has_pointer(inst.type):
-            shadow = new.copy_with([self._fwd_shadow(st, o) if can_carry_derivative(o.type)
-                                    else n for o, n in zip(inst.operands, new.operands)])
+            shadow = new.copy_with([self._fwd_merged(st, inst, o)
+                                    if can_carry_derivative(o.type) else n
+                                    for o, n in zip(inst.operands, new.operands)])
             shadow.flags = derivative_flags(new.flags)
             st.shadows[inst] = st.fb.insert(shadow, naming.shadow(inst.name))
 
@@ -175,8 +188,31 @@ class ForwardSweep:
             raise UnsupportedError(f"{st.where} stores an aggregate mixing floats with pointers "
                                    f"or integers into active memory: {inst}")
         # Pointers and integers: the shadow structure mirrors the primal one.
-        st.fb.insert(I.Store(self._fwd_shadow(st, value), shadow, inst.align, inst.volatile,
+        stored = self._fwd_shadow(st, value)
+        if pointer in st.runtime:
+            # Where the shadow is the primal, store what the primal store just stored.
+            from pyzyme.diff.runtime_activity import inactive_here
+            new = st.values[pointer]
+            stored = st.fb.select(inactive_here(st.fb, shadow, new),
+                                  self._fwd_value(st, value), stored)
+        st.fb.insert(I.Store(stored, shadow, inst.align, inst.volatile,
                              inst.ordering, inst.syncscope))
+
+    def _guarded_call(self, st: _State, inst: I.CallBase) -> None:
+        """A call handed pointers whose shadow may be their primal: its forward sweep sees
+        null shadows where they are (see
+        :func:`~pyzyme.diff.runtime_activity.guarded_call_shadows`)."""
+        from pyzyme.diff import reverse_calls
+        from pyzyme.diff.runtime_activity import guarded_call_shadows
+
+        guarded = guarded_call_shadows(st.where, inst, st.runtime, st.shadows.__getitem__,
+                                       lambda a: self._fwd_value(st, a), st.fb)
+        saved = {arg: st.shadows[arg] for arg in guarded}
+        st.shadows.update(guarded)
+        try:
+            reverse_calls.forward(self, st, inst)
+        finally:
+            st.shadows.update(saved)
 
     def type_results(self, st: _State):
         """Type analysis of the primal (seeded with what is known of its arguments), run

@@ -129,6 +129,7 @@ class _State:
     releaser: object = None                            # the function making deferred releases
     doms: object = None
     dret: object = None
+    runtime: frozenset = frozenset()                   # shadows that may be primals at run time
 
     @property
     def where(self) -> str:

@@ -1,0 +1,111 @@
+"""Options that change the code of a derivative, in one frozen value.
+
+The code generators (:mod:`pyzyme.diff`) take an :class:`Options` as an argument and read no
+global state. The API layer holds the one process default that ``set_runtime_activity``
+changes, snapshots it (:func:`current`) when it looks a derivative up, and keys its cache on the
+snapshot: a derivative compiled under one setting is never returned under another.
+
+Examples
+--------
+>>> import pyzyme
+>>> current().runtime_activity
+False
+>>> pyzyme.set_runtime_activity(True)
+>>> current()
+Options(runtime_activity=True)
+>>> pyzyme.set_runtime_activity(False)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+__all__ = ["Options", "current", "set_runtime_activity", "using"]
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a derivative is generated under.
+
+    Parameters
+    ----------
+    runtime_activity
+        Enzyme's ``runtimeActivity``: a pointer whose activity is known only at run time (a
+        merge of memory that has a shadow with memory that has none, e.g.
+        ``a = x if flag else c`` with ``x`` Duplicated and ``c`` Const) gets its primal as
+        shadow where it has none, and the loads, stores and reference counts that go through
+        it check at run time whether its shadow is its primal (then no derivative is read or
+        written). Off, pyzyme raises :class:`~pyzyme.ActivityError` for such a pointer instead.
+        As in Enzyme, a derivative stored through such a pointer on a run where it is Const
+        memory is dropped: temporaries that carry derivatives must still be Duplicated.
+    """
+
+    runtime_activity: bool = False
+
+    @property
+    def tag(self) -> str:
+        """Text that tells derivatives built under these options apart (added to the inputs
+        of generated symbol names); empty for the defaults, so their names do not change."""
+        return "" if self == Options() else repr(self)
+
+
+# The process default (set_runtime_activity), and the snapshot a build in progress runs under.
+_lock = threading.Lock()
+_default = [Options()]
+_active: contextvars.ContextVar[Options | None] = contextvars.ContextVar("pyzyme_options",
+                                                                        default=None)
+
+
+def current() -> Options:
+    """The options a derivative built now gets: those pinned by :func:`using`, else the
+    process default."""
+    pinned = _active.get()
+    return pinned if pinned is not None else _default[0]
+
+
+@contextlib.contextmanager
+def using(options: Options) -> Iterator[Options]:
+    """Pin ``options`` for the current thread (or task) while a derivative is built, so a
+    concurrent ``set_runtime_activity`` cannot change it half way through."""
+    token = _active.set(options)
+    try:
+        yield options
+    finally:
+        _active.reset(token)
+
+
+def set_runtime_activity(flag: bool = True) -> None:
+    """Turn run-time activity checks on or off for derivatives built from now on (default
+    off); derivatives built under the other setting stay cached under it.
+
+    Parameters
+    ----------
+    flag
+        True: a pointer whose shadow may be its primal at run time gets that shadow, and the
+        derivative loads and stores through it check ``shadow == primal`` first (Enzyme's
+        ``runtimeActivity``; a little slower). False: such a pointer raises
+        :class:`~pyzyme.ActivityError` when the derivative is built.
+
+    Examples
+    --------
+    >>> import numpy as np, pyzyme
+    >>> def pick(x, c, flag):
+    ...     a = x if flag else c
+    ...     return a[0] * a[0] + x[1]
+    >>> x, dx = np.array([3.0, 1.0]), np.zeros(2)
+    >>> pyzyme.set_runtime_activity(True)
+    >>> pyzyme.autodiff(pyzyme.Reverse, pick, pyzyme.Duplicated(x, dx),
+    ...                 pyzyme.Const(np.array([5.0, 0.0])), pyzyme.Const(True))
+    ((None, None, None),)
+    >>> dx
+    array([6., 1.])
+    >>> pyzyme.set_runtime_activity(False)
+    """
+    if not isinstance(flag, (bool, int)):
+        raise TypeError(f"set_runtime_activity takes True or False, got {flag!r}")
+    with _lock:
+        _default[0] = replace(_default[0], runtime_activity=bool(flag))
