@@ -1,4 +1,5 @@
-"""The ``pyzyme`` command line: ``pyzyme demo``, ``pyzyme explain FILE.py:FUNCTION``."""
+"""The ``pyzyme`` command line: ``pyzyme demo``, ``pyzyme explain FILE.py:FUNCTION``,
+``pyzyme opt IN.ll -o OUT.ll``, ``pyzyme cc FILE.c [flags] -o PROG``, ``pyzyme run FILE.c``."""
 
 from __future__ import annotations
 
@@ -229,7 +230,57 @@ def _load_file(path: str):
     return module
 
 
+def opt_command(path: str, output: str | None, level: int | None, err=None) -> int:
+    """``pyzyme opt IN.ll [-o OUT.ll]``: every ``__enzyme_*`` call replaced by a derivative."""
+    from pyzyme.errors import PyzymeError
+    from pyzyme.frontends.clang import normalize_ir
+    from pyzyme.frontends.enzyme_lower import lower
+
+    err = sys.stderr if err is None else err
+    try:
+        text = sys.stdin.read() if path == "-" else open(path).read()
+    except OSError as e:
+        print(f"pyzyme opt: error: {e}", file=err)
+        return 2
+    try:
+        out = lower(normalize_ir(text, name=path), opt_level=level)
+    except PyzymeError as e:
+        print(f"pyzyme opt: error: {e}", file=err)
+        return 1
+    if output in (None, "-"):
+        sys.stdout.write(out)
+    else:
+        with open(output, "w") as f:
+            f.write(out)
+    return 0
+
+
+def c_command(command: str, args: Sequence[str], err=None) -> int:
+    """``pyzyme cc FILE.c... [clang flags] -o PROG`` and ``pyzyme run FILE.c [args]``."""
+    from pyzyme.errors import PyzymeError
+    from pyzyme.frontends import c_driver
+
+    err = sys.stderr if err is None else err
+    if not args or args[0] in ("-h", "--help"):
+        print(f"usage: pyzyme {command} FILE.c|FILE.cpp|FILE.ll... [clang flags] "
+              + ("[-o PROGRAM] [-shared]" if command == "cc" else "[-- program arguments]"),
+              file=err)
+        return 2 if not args else 0
+    try:
+        inv = c_driver.parse_invocation(args, run=command == "run")
+        if command == "cc":
+            c_driver.cc(inv)
+            return 0
+        return c_driver.run(inv)
+    except PyzymeError as e:
+        print(f"pyzyme {command}: error: {e}", file=err)
+        return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("cc", "run"):  # clang's flags: not argparse's to read
+        return c_command(argv[0], argv[1:])
     parser = argparse.ArgumentParser(prog="pyzyme", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="capture a Numba function and show its IR round trip")
@@ -242,7 +293,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help='argument types in Numba syntax, e.g. "float64[::1], float64"')
     ex.add_argument("--const", default="", metavar="NAMES",
                     help="comma-separated float arguments to treat as constants")
+    op = sub.add_parser("opt", help="replace the __enzyme_* calls of an LLVM IR module by "
+                                     "derivatives")
+    op.add_argument("input", metavar="IN.ll", help="LLVM IR text (- for standard input)")
+    op.add_argument("-o", dest="output", metavar="OUT.ll", help="where to write (default: "
+                                                                 "standard output)")
+    op.add_argument("--opt-level", type=int, default=2, choices=(0, 1, 2, 3),
+                    help="optimisation level of the generated code (default 2)")
+    sub.add_parser("cc", help="compile C/C++ with __enzyme_* calls into a program: "
+                              "pyzyme cc FILE.c [clang flags] -o PROG")
+    sub.add_parser("run", help="JIT-run a C program with __enzyme_* calls: pyzyme run FILE.c")
     args = parser.parse_args(argv)
+    if args.command == "opt":
+        return opt_command(args.input, args.output, args.opt_level)
     if args.command == "demo":
         return demo()
     if args.command == "explain":

@@ -154,19 +154,21 @@ class Tape:
 
     def store(self, b: IRBuilder, cache: Cache, value: Value, index: Value | None) -> None:
         """Forward sweep: save ``value`` for iteration ``index`` of the cache's loop."""
+        align = _heap_align(cache.type)
         if cache.loop is None:
-            b.store(value, cache.slot.fwd)
+            b.store(value, cache.slot.fwd, align)
             return
         base = b.load(T.ptr, cache.slot.fwd)
-        self._mark(b.store(value, b.gep(cache.type, base, [index], ("inbounds",))))
+        self._mark(b.store(value, b.gep(cache.type, base, [index], ("inbounds",)), align))
 
     def load(self, b: IRBuilder, cache: Cache, index: Value | None, name: str = "") -> Value:
         """Reverse sweep: the value saved for iteration ``index``."""
+        align = _heap_align(cache.type)
         if cache.loop is None:
-            return b.load(cache.type, cache.slot.rev, name=name)
+            return b.load(cache.type, cache.slot.rev, align, name=name)
         base = b.load(T.ptr, cache.slot.rev)
         return self._mark(b.load(cache.type, b.gep(cache.type, base, [index], ("inbounds",)),
-                                 name=name))
+                                 align, name=name))
 
     def _mark(self, inst):
         """Tape memory is touched only through the tape: its accesses form an alias scope
@@ -373,3 +375,10 @@ def append_function(module, name: str, fields: Sequence[T.Type]):
     b.store(b.add(count, const_int(T.i64, 1)), field(1))
     b.ret_void()
     return fn
+
+
+def _heap_align(ty: T.Type) -> int | None:
+    """The alignment to assume of a cached value in tape memory: tape blocks are 16-byte
+    aligned (malloc's), so wider vectors (``<4 x double>`` in C vectorized by clang) must
+    not be assumed at their natural 32 or 64; None (the type's own) for everything else."""
+    return 16 if ty.is_vector else None

@@ -1,0 +1,166 @@
+"""``pyzyme opt``: replace every ``__enzyme_*`` call of a module by a generated derivative.
+
+The steps, as Enzyme's LLVM pass takes them:
+
+1. read the call sites (:mod:`~pyzyme.frontends.enzyme_calls`);
+2. make the AD copy of the module (:mod:`~pyzyme.frontends.ad_copy`): optimised for AD
+   whatever the program's own optimisation level;
+3. in the copy, one adapter per call site (:mod:`~pyzyme.frontends.enzyme_adapters`) around the
+   derivative pyzyme generates (:mod:`~pyzyme.frontends.llvm_ad`);
+4. in the program, each call replaced by a call of its adapter, the markers' loads deleted
+   (``extern int enzyme_dup;`` then needs no definition) and ``__augmentsize`` answered;
+5. the copy, reduced to the adapters and what they use and optimised, linked into the program.
+
+Examples
+--------
+>>> text = '''define double @sq(double %x) {
+...   %y = fmul double %x, %x
+...   ret double %y
+... }
+... define double @dsq(double %x) {
+...   %d = call double (ptr, ...) @__enzyme_autodiff(ptr @sq, double %x)
+...   ret double %d
+... }
+... declare double @__enzyme_autodiff(ptr, ...)'''
+>>> out = lower(text)
+>>> "__enzyme_autodiff" in out
+False
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from pyzyme import ir
+from pyzyme.errors import PyzymeError
+from pyzyme.frontends.ad_copy import ad_copy, link_into, promote_local_globals
+from pyzyme.frontends.enzyme_adapters import build_adapter, tape_size
+from pyzyme.frontends.enzyme_calls import find_call_sites, find_registrations, marker
+from pyzyme.frontends.llvm_ad import Derivatives, c_rules
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import ZeroInitializer, const_int
+
+__all__ = ["lower"]
+
+# Enzyme's type hints (``__enzyme_double(p, bytes)``): read by type analysis, then removed.
+_HINTS = ("__enzyme_float", "__enzyme_double", "__enzyme_integer", "__enzyme_pointer")
+
+
+def lower(module_text: str, *, opt_level: int | None = 2) -> str:
+    """``module_text`` with every ``__enzyme_*`` call replaced by its derivative.
+
+    Parameters
+    ----------
+    module_text
+        LLVM IR as LLVM 22 prints it (e.g. from :func:`pyzyme.frontends.clang.compile_to_ir`).
+    opt_level
+        The level the generated code is optimised at before it is linked in (None: not at
+        all); the program's own code is left as it was compiled.
+
+    Raises
+    ------
+    EnzymeCallError
+        A call site that cannot be read (the message starts with its ``file:line``).
+    UnsupportedError
+        A function that cannot be differentiated (its call site is named in the context).
+    """
+    program = ir.parse_module(module_text)
+    sites = find_call_sites(program)
+    for site in [s for s in sites if s.mode == "size"]:
+        size = const_int(site.call.type, tape_size(site)) if site.call.type.is_int else None
+        if size is None:
+            raise site.error(f"__enzyme_augmentsize must return an integer, not {site.call.type}")
+        site.call.replace_all_uses_with(size)
+        site.call.erase()
+    sites = [s for s in sites if s.mode != "size"]
+    if not sites:
+        _remove_markers(program)
+        return str(program)
+    tag = "pz" + hashlib.sha256(module_text.encode()).hexdigest()[:8]
+    promote_local_globals(program, tag)
+    targets = list(dict.fromkeys(s.function.name for s in sites))
+    reg = find_registrations(program)
+    keep = [n for n in [*reg.inactive, *reg.like] if n not in targets and
+            program.get_function(n) is not None and not program.get_function(n).is_declaration]
+    copy = ad_copy(str(program), targets, keep_calls=keep)
+    derivs = Derivatives(copy, c_rules(copy, reg.inactive, reg.like))
+    names = []
+    for k, site in enumerate(sites):
+        name = f"__pyzyme_{site.mode}.{site.function.name}.{tag}.{k}"
+        try:
+            build_adapter(site, copy, derivs, name)
+        except PyzymeError as err:
+            if not str(err).startswith(site.where):
+                err.context.insert(0, ("the call at", f"{site.where} ({site.entry})"))
+            raise
+        _replace_call(program, site, name)
+        names.append(name)
+    _remove_markers(program)
+    return link_into(str(program), copy, names, opt_level=opt_level)
+
+
+def _replace_call(program, site, name: str) -> None:
+    call = site.call
+    _drop_debug_records(call.function)
+    args = [call.args[p] for p in site.kept]
+    ret = call.type if site.sret is None else T.void
+    decl = program.add_function(name, T.FunctionType(ret, [a.type for a in args]))
+    b = IRBuilder()
+    b.position_before(call)
+    new = b.call(decl, args)
+    new.metadata = [(k, t) for k, t in call.metadata if k == "dbg"]
+    if call.type != T.void:
+        call.replace_all_uses_with(new if ret != T.void else ir.Undef(call.type))
+    if isinstance(call, I.Invoke):  # C++: the derivative does not throw; no unwind edge
+        b.br(call.normal_dest)
+        _forget_edge(call.parent, call.unwind_dest)
+    call.erase()
+
+
+def _forget_edge(block, dest) -> None:
+    """Drop ``block``'s incoming values from the phis of ``dest`` (the edge is gone)."""
+    for phi in list(dest.phis):
+        kept = [(v, b) for v, b in phi.incoming if b is not block]
+        new = I.Phi(phi.type, phi.flags)
+        for v, b in kept:
+            new.add_incoming(v, b)
+        dest.insert(dest.instructions.index(phi), new)
+        new.name = phi.name
+        phi.name = ""
+        phi.replace_all_uses_with(new)
+        phi.erase()
+
+
+def _drop_debug_records(fn) -> None:
+    """Forget the ``#dbg_value`` records of ``fn``: pyzyme carries them as text naming values
+    by number, and removing an instruction renumbers the values after it. Line information
+    (``!dbg`` attachments) stays."""
+    for inst in fn.instructions():
+        inst.debug_records = []
+
+
+def _remove_markers(program) -> None:
+    """Delete what only Enzyme's pass would have read: loads of the ``enzyme_*`` globals,
+    type-hint calls, declarations nothing uses; a marker still used (its address stored
+    somewhere) gets a weak definition, so ``extern int enzyme_dup;`` links."""
+    for fn in program.functions:
+        for inst in list(fn.instructions()):
+            if isinstance(inst, I.Load) and not inst.users and marker(inst):
+                _drop_debug_records(fn)
+                inst.erase()
+            elif isinstance(inst, I.CallBase) and inst.called_function is not None and \
+                    inst.called_function.name.startswith(_HINTS) and not inst.users:
+                _drop_debug_records(fn)
+                inst.erase()
+    for gv in list(program.globals):
+        if marker(gv) and gv.is_declaration:
+            if gv.users:
+                gv.initializer = ZeroInitializer(gv.value_type)
+                gv.prefix = "weak"
+            else:
+                program.remove(gv)
+    for fn in list(program.functions):
+        if fn.is_declaration and "__enzyme_" in fn.name and not fn.users:
+            program.remove(fn)

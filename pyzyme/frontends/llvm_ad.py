@@ -1,0 +1,223 @@
+"""Derivatives of plain LLVM functions (C, C++, any language), from pyzyme's generators.
+
+The Numba path knows each argument's meaning from Numba's signature; a plain LLVM function has
+only its LLVM types. As Enzyme does for C, the argument kinds are given per parameter
+(``"const"``, ``"active"``, ``"dup"``, ``"dupnoneed"``) or defaulted from the type (Enzyme's
+``whatType``): a pointer is duplicated, a float is active, an integer is constant. Type analysis
+is seeded from the LLVM types alone (integers are integers), and deduces what memory holds
+from the loads and stores of the function.
+
+The functions generated, in the module holding the primal:
+
+- forward, width N: ``(params..., N derivatives of each non-const param...) -> {ret, d1..dN}``;
+- combined reverse: ``(params..., shadows..., dret?) -> {ret?, adjoints of active params}``;
+- split reverse: ``augmented(params, shadows) -> {ret?, tape}`` and
+  ``reverse(params, shadows, dret?, i1 discard, tape) -> {adjoints}``.
+
+Examples
+--------
+>>> from pyzyme import ir
+>>> m = ir.parse_module('''define double @sq(double %x) {
+...   %y = fmul double %x, %x
+...   ret double %y
+... }''')
+>>> d = Derivatives(m)
+>>> print(d.combined(m.get_function("sq"), ["active"]).function_type)
+{ double, double } (double, double)
+>>> print(d.forward(m.get_function("sq"), ["dup"], width=2).function_type)
+{ double, double, double } (double, double, double)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyzyme import ir
+from pyzyme.analysis.activity import Activity
+from pyzyme.analysis.typetree import INTEGER, TypeTree
+from pyzyme.errors import UnsupportedError
+
+__all__ = ["KINDS", "Derivatives", "default_kind", "to_activities", "type_seeds"]
+
+#: Argument kinds, as Enzyme's markers name them (``enzyme_out`` is ``"active"``).
+KINDS = {"const": Activity.CONST, "active": Activity.ACTIVE, "out": Activity.ACTIVE,
+         "dup": Activity.DUPLICATED, "duplicated": Activity.DUPLICATED,
+         "dupnoneed": Activity.DUPLICATED}
+
+
+def _is_floaty(ty: ir.Type) -> bool:
+    """A float, a vector of floats, or an aggregate made only of floats."""
+    if ty.is_float:
+        return True
+    if isinstance(ty, ir.VectorType):
+        return ty.element.is_float
+    if isinstance(ty, ir.ArrayType):
+        return _is_floaty(ty.element)
+    if isinstance(ty, (ir.StructType, ir.IdentifiedStructType)) and ty.elements:
+        return all(_is_floaty(e) for e in ty.elements)
+    return False
+
+
+def default_kind(ty: ir.Type, forward: bool) -> str:
+    """Enzyme's default kind of an argument of LLVM type ``ty``.
+
+    >>> default_kind(ir.double, forward=False), default_kind(ir.double, forward=True)
+    ('active', 'dup')
+    >>> default_kind(ir.ptr, forward=False), default_kind(ir.i32, forward=False)
+    ('dup', 'const')
+    """
+    if ty.is_pointer:
+        return "dup"
+    if _is_floaty(ty):
+        return "dup" if forward else "active"
+    return "const"
+
+
+def kind_name(kind) -> str:
+    """Normalise a kind given as a string, an :class:`Activity` or a pyzyme annotation class
+    (``Active``, ``Const``, ``Duplicated``, ``DuplicatedNoNeed``)."""
+    if isinstance(kind, Activity):
+        return {Activity.CONST: "const", Activity.ACTIVE: "active",
+                Activity.DUPLICATED: "dup"}[kind]
+    if isinstance(kind, type):
+        kind = {"Active": "active", "Const": "const", "Duplicated": "dup",
+                "DuplicatedNoNeed": "dupnoneed", "BatchDuplicated": "dup",
+                "BatchDuplicatedNoNeed": "dupnoneed"}.get(kind.__name__, kind.__name__)
+    if kind not in KINDS:
+        raise UnsupportedError(f"unknown argument kind {kind!r}",
+                               hint=f"use one of {sorted(KINDS)}")
+    return kind
+
+
+def to_activities(fn, kinds: Sequence | None, forward: bool) -> tuple[Activity, ...]:
+    """One :class:`Activity` per parameter of ``fn``: ``kinds`` (None: Enzyme's defaults),
+    checked against the parameters' types."""
+    params = fn.function_type.params
+    if kinds is None:
+        kinds = [default_kind(t, forward) for t in params]
+    kinds = [kind_name(k) for k in kinds]
+    if len(kinds) != len(params):
+        raise UnsupportedError(
+            f"{fn.ref} has {len(params)} parameters, but {len(kinds)} argument kinds were given")
+    out = []
+    for i, (kind, ty) in enumerate(zip(kinds, params)):
+        act = KINDS[kind]
+        if act is Activity.ACTIVE and not _is_floaty(ty):
+            raise UnsupportedError(
+                f"parameter {i} of {fn.ref} is {ty}: only floats (and aggregates of floats) can "
+                f"be active", hint="pass pointers as dup and integers as const")
+        if act is Activity.DUPLICATED and not ty.is_pointer:
+            if forward and _is_floaty(ty):
+                act = Activity.ACTIVE  # a float followed by its tangent
+            else:
+                raise UnsupportedError(
+                    f"parameter {i} of {fn.ref} is {ty}: only pointers have shadows in reverse "
+                    f"mode", hint="pass floats as active (enzyme_out) and integers as const")
+        out.append(act)
+    return tuple(out)
+
+
+def type_seeds(fn) -> dict[int, TypeTree]:
+    """What the LLVM types say of ``fn``'s parameters beyond the analysis' own defaults: an
+    integer parameter holds an integer (Enzyme seeds C functions the same way)."""
+    return {i: TypeTree({(-1,): INTEGER}) for i, t in enumerate(fn.function_type.params)
+            if t.is_int and not t.is_vector}
+
+
+# C library functions that never carry derivatives (Enzyme knows the same ones): output,
+# clocks, random numbers, process exit, and the size query of the realloc expansion
+# (pyzyme.frontends.ad_copy.expand_realloc).
+C_INACTIVE = ("printf", "fprintf", "puts", "putchar", "fputs", "fputc", "fflush", "fwrite",
+              "sprintf", "snprintf", "perror", "time", "clock", "clock_gettime", "gettimeofday",
+              "rand", "srand", "random", "srandom", "abort", "exit", "__assert_fail",
+              "malloc_usable_size", "getenv", "strlen", "strcmp")
+
+
+def c_rules(module=None, inactive=(), like=None):
+    """pyzyme's rule table plus the C library's inactive functions, the functions named in
+    ``inactive``, a row for each function in ``like`` (``{"mylog": "log"}``: differentiated
+    by the row of ``log``) and, when ``module`` is given, the UBSan handlers it declares (a
+    debug build with sanitizers reports errors through them; they carry no derivative).
+
+    >>> rules = c_rules(like={"mylog": "log"}, inactive=["trace"])
+    >>> rules.lookup("mylog").names, rules.lookup("trace").kind
+    (('mylog',), 'libm')
+    """
+    import dataclasses
+
+    from pyzyme.rules import default_rules
+    from pyzyme.rules.spec import Allocation, Inactive
+    from pyzyme.rules.table import RuleTable
+
+    table = RuleTable(default_rules().rows())
+    if table.lookup("aligned_alloc") is None:  # posix_memalign becomes it (frontends.ad_copy)
+        table.add(Allocation(("aligned_alloc",), "libm", size_args=(1,)))
+    names = list(C_INACTIVE) + list(inactive)
+    if module is not None:
+        names += [f.name for f in module.functions
+                  if f.is_declaration and f.name.startswith("__ubsan_")]
+    for name, target in (like or {}).items():
+        row = table.lookup(target)
+        if row is None:
+            raise UnsupportedError(f"__enzyme_function_like: pyzyme has no derivative of "
+                                   f"{target!r} to give {name!r}")
+        table.add(dataclasses.replace(row, names=(name,)))
+    names = [n for n in dict.fromkeys(names) if table.lookup(n) is None]
+    if names:
+        table.add(Inactive(tuple(names), "libm", reason="C library function without a "
+                           "derivative (output, clocks, random numbers, sanitizers)"))
+    return table.freeze()
+
+
+class Derivatives:
+    """The generators of one module, memoized: a split pair asked for by two call sites (an
+    augmented forward pass and its reverse pass) is the same pair.
+
+    Parameters
+    ----------
+    module
+        The module holding the primal functions; derivatives are added to it.
+    rules
+        The rule table; by default :func:`c_rules` of the module.
+    """
+
+    def __init__(self, module, rules=None) -> None:
+        from pyzyme.diff.forward import ForwardGenerator
+        from pyzyme.diff.reverse import ReverseGenerator
+
+        self.module = module
+        self.rules = rules if rules is not None else c_rules(module)
+        self._forward = ForwardGenerator(module, self.rules)
+        self._reverse = ReverseGenerator(module, self.rules)
+
+    def forward(self, fn, kinds: Sequence | None = None, width: int = 1, name=None):
+        """The forward derivative of ``fn`` with ``width`` tangents per non-const argument."""
+        from pyzyme.diff.forward import ForwardSignature
+
+        acts = to_activities(fn, kinds, forward=True)
+        return self._forward.derivative(fn, ForwardSignature.standard(fn, acts, width), name)
+
+    def _reverse_sig(self, fn, kinds, return_active, split: bool):
+        from pyzyme.diff.reverse import ReverseSignature
+
+        acts = to_activities(fn, kinds, forward=False)
+        if return_active is None:
+            return_active = _is_floaty(fn.return_type)
+        if return_active and not _is_floaty(fn.return_type):
+            raise UnsupportedError(f"{fn.ref} returns {fn.return_type}, which cannot be active")
+        self._reverse.type_seeds.setdefault(fn, type_seeds(fn))
+        # A split pair's caller runs on between the two halves and may write what the
+        # arguments point to; a combined derivative is one call.
+        return ReverseSignature(acts, return_active=bool(return_active),
+                                memory_stable=not split, split=split)
+
+    def combined(self, fn, kinds: Sequence | None = None, return_active: bool | None = None,
+                 name=None):
+        """The combined reverse derivative of ``fn`` (the result's seed is its last
+        parameter when ``return_active``; by default a float result is active)."""
+        return self._reverse.derivative(fn, self._reverse_sig(fn, kinds, return_active, False),
+                                        name)
+
+    def split(self, fn, kinds: Sequence | None = None, return_active: bool | None = None):
+        """The :class:`~pyzyme.diff.reverse.SplitPair` of ``fn``."""
+        return self._reverse.derivative(fn, self._reverse_sig(fn, kinds, return_active, True))
