@@ -115,8 +115,8 @@ def analyze_activity(fn, params: Sequence[Activity],
                      call_policy: CallPolicy | None = None,
                      allocation_policy: Callable[[I.Instruction], bool] | None = None,
                      *, return_active: bool | None = None,
-                     may_allocate: Callable[[I.CallBase], bool] | None = None
-                     ) -> ActivityResult:
+                     may_allocate: Callable[[I.CallBase], bool] | None = None,
+                     skip_blocks: frozenset = frozenset()) -> ActivityResult:
     """Which values of ``fn`` carry derivatives, given the activity of each parameter.
 
     Parameters
@@ -141,6 +141,9 @@ def analyze_activity(fn, params: Sequence[Activity],
         When given, also compute which varied values can reach an active output (reverse mode
         needs both halves): the returned value when ``return_active``, and whatever is stored
         into, or passed with, memory that has a shadow.
+    skip_blocks
+        Blocks whose instructions carry no derivative and whose uses of values count for
+        nothing (reverse mode's error-only blocks: no reverse sweep runs after them).
     """
     result = ActivityResult(fn)
     varied = result.varied
@@ -152,14 +155,16 @@ def analyze_activity(fn, params: Sequence[Activity],
             result.useful = set()
         return result
     is_varied = varied.__contains__
-    order = [inst for block in reverse_post_order(fn) for inst in block.instructions]
+    order = [inst for block in reverse_post_order(fn) if block not in skip_blocks
+             for inst in block.instructions]
     changed = True
     while changed:
         changed = False
         for inst in order:
             if inst in varied or not can_carry_derivative(inst.type):
                 continue
-            if _is_varied(inst, is_varied, call_policy, allocation_policy, may_allocate):
+            if _is_varied(inst, is_varied, call_policy, allocation_policy, may_allocate,
+                          skip_blocks):
                 varied.add(inst)
                 changed = True
     if return_active is not None:
@@ -212,7 +217,8 @@ def _useful(order: Sequence[I.Instruction], varied: set, return_active: bool) ->
     return useful
 
 
-def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None) -> bool:
+def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
+                     skip_blocks: frozenset = frozenset()) -> bool:
     """Whether a varied value may be written into stack slot ``slot``: stored through an
     address into it, or by a call handed such an address alongside a varied argument or (for
     a slot holding pointers) a call that may allocate. An address that escapes (stored,
@@ -225,6 +231,8 @@ def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None) -> bool:
             continue
         seen.add(address)
         for user in address.users:
+            if user.parent in skip_blocks:
+                continue
             op = user.opcode
             if op in ("getelementptr", "bitcast", "addrspacecast"):
                 if user.operands[0] is address:
@@ -255,7 +263,7 @@ def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None) -> bool:
 
 
 def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy,
-               may_allocate=None) -> bool:
+               may_allocate=None, skip_blocks: frozenset = frozenset()) -> bool:
     op = inst.opcode
     if op in _PURE:
         return any(is_varied(v) for v in inst.operands)
@@ -265,7 +273,7 @@ def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy,
         if allocation_policy is not None:
             return allocation_policy(inst)
         return can_carry_derivative(inst.allocated_type) and _receives_varied(
-            inst, is_varied, may_allocate)
+            inst, is_varied, may_allocate, skip_blocks)
     if op in ("call", "invoke"):
         if call_policy is not None:
             return call_policy(inst, is_varied)

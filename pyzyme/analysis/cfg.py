@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["DominatorTree", "block_label", "dominators", "post_dominators",
+__all__ = ["DominatorTree", "block_label", "dominators", "post_dominators", "error_only_blocks",
            "reverse_post_order", "exit_blocks"]
 
 # Terminators that leave the function: the roots of the post-dominator tree.
@@ -277,3 +277,61 @@ def post_dominators(fn) -> DominatorTree:
     tree.preds = rpreds
     tree.idom = {b: idom[b] for b in nodes[1:]}
     return tree
+
+
+def error_only_blocks(fn, status_return: bool) -> set:
+    """Blocks from which every path ends in an error: a ``ret`` of a nonzero constant status
+    (``status_return``: Numba's convention, 0 is success), directly or through the phi of a
+    shared return block, or an ``unreachable``. A derivative never runs its reverse sweep after
+    an error, so such blocks need no derivative code.
+
+    Examples
+    --------
+    >>> from pyzyme.ir import parse_module
+    >>> m = parse_module('''define i32 @f(i1 %c) {
+    ... entry:
+    ...   br i1 %c, label %bad, label %good
+    ... bad:
+    ...   br label %done
+    ... good:
+    ...   br label %done
+    ... done:
+    ...   %s = phi i32 [ 1, %bad ], [ 0, %good ]
+    ...   ret i32 %s
+    ... }''')
+    >>> sorted(b.name for b in error_only_blocks(m.get_function("f"), True))
+    ['bad']
+    """
+    from pyzyme.ir import instructions as I
+
+    order = reverse_post_order(fn)
+    normal: set = set()
+    work = []
+
+    def failing(value) -> bool:
+        return status_return and isinstance(getattr(value, "value", None), int) and \
+            value.value != 0 and value.type.is_int
+
+    for block in order:
+        term = block.terminator
+        if not isinstance(term, I.Ret):
+            continue
+        value = term.value
+        if isinstance(value, I.Phi) and value.parent is block:
+            # A shared return: each edge into it says whether it fails.
+            work += [pred for v, pred in zip(value.operands, value.blocks) if not failing(v)]
+            normal.add(block)
+        elif value is None or not failing(value):
+            work.append(block)
+    preds: dict = {b: [] for b in order}
+    for b in order:
+        for s in b.successors:
+            if s in preds:
+                preds[s].append(b)
+    while work:
+        b = work.pop()
+        if b in normal or b not in preds:
+            continue
+        normal.add(b)
+        work.extend(preds[b])
+    return {b for b in order if b not in normal and not isinstance(b.terminator, I.Ret)}

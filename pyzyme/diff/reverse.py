@@ -34,7 +34,7 @@ shared state of :mod:`~pyzyme.diff.reverse_state`.
 from __future__ import annotations
 
 from pyzyme.analysis.activity import Activity, analyze_activity
-from pyzyme.analysis.cfg import dominators, reverse_post_order
+from pyzyme.analysis.cfg import dominators, error_only_blocks, reverse_post_order
 from pyzyme.analysis.loops import analyze_loops
 from pyzyme.analysis.overwrite import analyze_overwrites
 from pyzyme.diff import naming
@@ -163,9 +163,12 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
     # -- the body ----------------------------------------------------------------------
     def _body(self, fn, sig: ReverseSignature, fwd, rev) -> _State:
         from pyzyme.diff.forward_calls import may_allocate
+        # No reverse sweep runs after an error: blocks that can only end in one get none.
+        doomed = frozenset(error_only_blocks(fn, sig.status_return))
         activity = analyze_activity(fn, sig.activities, self._call_policy,
                                     return_active=sig.return_active,
-                                    may_allocate=lambda call: may_allocate(self, call))
+                                    may_allocate=lambda call: may_allocate(self, call),
+                                    skip_blocks=doomed)
         loops = analyze_loops(fn)
         if loops.irreducible:
             src, dst = loops.irreducible[0]
@@ -177,6 +180,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         tape = Tape(fwd_entry, rev_entry, self.module, self.scopes)
         st = _State(fn, sig, fwd, rev, activity, loops, analyze_overwrites(fn), tape)
         st.doms = dominators(fn)
+        st.doomed = doomed
         st.runtime = runtime_values(self, fn, activity, st.where)
         self.tapes[rev] = tape
         nshadow = len(self._shadow_params(fn, sig))

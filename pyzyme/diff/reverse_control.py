@@ -30,7 +30,7 @@ class ReverseControl:
         if isinstance(term, I.Ret) and st.sig.return_active and term.value is not None:
             self.accumulate(st, term.value, st.dret)
         for inst in reversed(block.instructions[len(block.phis):]):
-            if inst is term:
+            if inst is term or block in st.doomed:
                 continue
             with error_context("adjoint of", f"{inst}"):
                 self._reverse(st, inst)

@@ -124,6 +124,9 @@ class ForwardSweep:
         if isinstance(inst, I.Ret):
             self._forward_ret(st, inst)
             return
+        if inst.parent in st.doomed and not isinstance(inst, I.Terminator):
+            self._clone(st, inst)  # on the way to an error: the primal, nothing more
+            return
         if isinstance(inst, I.CallBase):
             from pyzyme.diff import reverse_calls
             if st.runtime and any(a in st.runtime for a in inst.args):

@@ -128,6 +128,7 @@ class _State:
     error_exits: list = field(default_factory=list)    # fwd blocks returning an error status
     releaser: object = None                            # the function making deferred releases
     doms: object = None
+    doomed: frozenset = frozenset()                    # blocks that can only end in an error
     dret: object = None
     runtime: frozenset = frozenset()                   # shadows that may be primals at run time
 
