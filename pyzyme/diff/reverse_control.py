@@ -19,6 +19,9 @@ from pyzyme.ir.values import Undef, Value, const_int, const_null
 
 __all__ = ["ReverseControl"]
 
+# Loop tests whose trip count ``_runs`` computes exactly (with a step of one).
+_COUNTED_PREDICATES = ("ne", "slt", "ult", "sle", "ule", "sgt", "ugt", "sge", "uge")
+
 
 class ReverseControl:
     """Emits the reverse sweep's blocks and branches (see the module docstring)."""
@@ -26,6 +29,7 @@ class ReverseControl:
     def _reverse_block(self, st: _State, block) -> None:
         st.rb.position_at_end(st.rblocks[block])
         st.memo = {}
+        st.current = block
         term = block.terminator
         if isinstance(term, I.Ret) and st.sig.return_active and term.value is not None:
             self.accumulate(st, term.value, st.dret)
@@ -133,7 +137,7 @@ class ReverseControl:
     def _edge(self, st: _State, block, pred, dphis) -> object:
         """Where the reverse sweep goes for the edge ``pred -> block``: the reverse of
         ``pred``, through a block that hands the phis' adjoints to their incoming values."""
-        target = st.rblocks[pred]
+        target = self._enter(st, block, pred, st.rblocks[pred])
         moves = [(phi, d) for phi, d in dphis
                  if st.active(v := _incoming(phi, pred)) and not isinstance(v, Undef)]
         if not moves:
@@ -146,6 +150,50 @@ class ReverseControl:
         st.rb.br(target)
         st.rb.block, st.rb.index = saved
         return edge
+
+    def _enter(self, st: _State, block, pred, target):
+        """``target``, through a block that sets where each counted loop the edge
+        ``pred -> block`` leaves (so the reverse sweep enters) began its run: the counter now
+        less the run's trip count, computed again from the loop's bounds."""
+        loops = [lp for lp in st.loops.loops if lp.contains(pred) and not lp.contains(block)
+                 and self._counted(st, lp)]
+        if not loops:
+            return target
+        enter = st.rev.append_block(f"{st.rblocks[block].name}.enter.{pred.name or 'pred'}")
+        saved, memo = (st.rb.block, st.rb.index), st.memo
+        st.rb.position_at_end(enter)
+        st.memo = {}  # values made here do not dominate the rest of the reverse block
+        for lp in loops:
+            st.rb.store(self._counted_start(st, lp), st.counted[lp])
+        st.rb.br(target)
+        st.rb.block, st.rb.index = saved
+        st.memo = memo
+        return enter
+
+    def _counted_start(self, st: _State, loop) -> Value:
+        """Where the last run of counted ``loop`` began, while the reverse sweep is after it:
+        the counter now less the run's trip count, from the loop's bounds."""
+        runs = self._runs(st, st.rb, loop.trip_count, lambda v: self.primal(st, v))
+        return st.rb.sub(st.rb.load(T.i64, st.tape.counter(loop).rev), runs,
+                         name=naming.loop_start(loop.header.name))
+
+    def _counted(self, st: _State, loop) -> bool:
+        """Whether the reverse sweep finds where a run of inner ``loop`` began from its trip
+        count (the forward sweep then records nothing per run): its only exit is the one its
+        induction variable decides, stepping by one, whose bounds hold throughout the run."""
+        if loop.parent is None:
+            return False
+        if loop in st.counted:
+            return True
+        tc = loop.trip_count
+        if tc is None or not tc.exact or abs(tc.step) != 1 or \
+                tc.predicate not in _COUNTED_PREDICATES or \
+                not (loop.is_invariant(tc.start) and loop.is_invariant(tc.bound)):
+            return False
+        if tc.start.type != T.i64 and not tc.predicate.startswith("s"):
+            return False  # widened below by sign extension
+        st.counted[loop] = st.tape.reverse_slot(T.i64, naming.loop_start(loop.header.name))
+        return True
 
     def _recorded_pred(self, st: _State, block, preds) -> Value:
         """Which predecessor entered ``block``, recorded by the forward sweep (an i32 phi)."""
@@ -188,6 +236,15 @@ class ReverseControl:
         key = ("start", loop)
         v = st.memo.get(key)
         if v is not None:
+            return v
+        if self._counted(st, loop):
+            if st.current is not None and loop.contains(st.current):
+                v = st.rb.load(T.i64, st.counted[loop], name=naming.loop_start(loop.header.name))
+            else:
+                # After the run (the reverse sweep has not entered it yet): its last iteration's
+                # values are read here, before the entering edge sets the slot.
+                v = self._counted_start(st, loop)
+            st.memo[key] = v
             return v
         stack = st.starts.get(loop)
         if stack is None:
@@ -252,7 +309,7 @@ class ReverseControl:
                 b.position_before(edge.terminator)
                 total = None
                 for lp in chain:
-                    runs = self._runs(st, b, lp.trip_count)
+                    runs = self._runs(st, b, lp.trip_count, lambda v: self._fwd_value(st, v))
                     total = runs if total is None else b.mul(total, runs)
                 reserve(b, total)
 
@@ -262,13 +319,15 @@ class ReverseControl:
         tc = loop.trip_count
         if tc is None or not tc.exact or abs(tc.step) != 1:
             return False
-        if tc.predicate not in ("ne", "slt", "ult", "sle", "ule", "sgt", "ugt", "sge", "uge"):
+        if tc.predicate not in _COUNTED_PREDICATES:
             return False
         return top.is_invariant(tc.start) and top.is_invariant(tc.bound)
 
-    def _runs(self, st: _State, b: IRBuilder, tc) -> Value:
-        """How many times the header runs, at least 1: ``sign * (bound - start) + extra``."""
-        start, bound = self._fwd_value(st, tc.start), self._fwd_value(st, tc.bound)
+    @staticmethod
+    def _runs(st: _State, b: IRBuilder, tc, value) -> Value:
+        """How many times the header runs, at least 1: ``sign * (bound - start) + extra``, with
+        ``start`` and ``bound`` as ``value`` gives them where ``b`` is."""
+        start, bound = value(tc.start), value(tc.bound)
         if start.type != T.i64:
             start, bound = b.sext(start, T.i64), b.sext(bound, T.i64)
         extra = 1 - int(tc.uses_next) + (1 if tc.predicate in ("sle", "ule", "sge", "uge")

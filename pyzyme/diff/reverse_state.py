@@ -108,6 +108,8 @@ class _State:
     memo: dict = field(default_factory=dict)           # fwd value -> its reverse value here
     recomputable: dict = field(default_factory=dict)
     starts: dict = field(default_factory=dict)         # loop -> Cache of its start count
+    counted: dict = field(default_factory=dict)        # loop -> reverse slot of its start
+    current: object = None                             # primal block being reversed
     recorded: dict = field(default_factory=dict)       # primal block -> Cache of pred index
     callee_tapes: dict = field(default_factory=dict)   # primal call -> (pair, sig, fwd tape)
     rule_calls: dict = field(default_factory=dict)     # primal call -> user rule and its tape

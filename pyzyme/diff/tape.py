@@ -12,9 +12,11 @@ on where it was computed:
 Every loop has one counter: a number incremented each time its header runs, never reset, so it
 numbers the header's runs across every run of the enclosing loops. The reverse sweep counts it
 back down, so in both sweeps ``counter - 1`` (forwards: the value read at the header) names the
-iteration a value belongs to, whatever the nesting and whatever the trip counts. A loop also
-records, per run, the counter value it started from (a value of the enclosing loop, cached like
-any other), so the reverse sweep knows when it has undone the run's first iteration.
+iteration a value belongs to, whatever the nesting and whatever the trip counts. The reverse
+sweep must also know the counter value a run started from, to tell when it has undone the run's
+first iteration: for an inner loop whose trip count is a formula of values fixed before it runs
+(``for j in range(i)``) it is the counter less that count, computed again in the reverse sweep;
+any other inner loop records it, per run, on a stack.
 
 In the combined function the slots are allocas of one function. In split mode the augmented
 primal and the reverse function each have their own allocas, and the slots travel between them
@@ -23,12 +25,12 @@ in a heap block, the tape (see :meth:`Tape.pack` and :meth:`Tape.unpack`).
 Examples
 --------
 The printed layout lists each slot, each loop's caches and each stack (for a triangular double
-loop summing ``sin(a[j]) * a[j]``: nothing cached, the inner loop's start count on a stack)::
+loop summing ``sin(a[j]) * a[j]``: nothing cached, the inner loop's starts computed from its
+trip count)::
 
     tape of @diffe_triangle
       loop %outer: counter %outer.count, caches none
       loop %inner: counter %inner.count, caches none
-      stack %inner.starts: i64
 """
 
 from __future__ import annotations
@@ -121,6 +123,10 @@ class Tape:
         slot = Slot(fwd.name, ty, fwd, rev)
         self.slots.append(slot)
         return slot
+
+    def reverse_slot(self, ty: T.Type, name: str) -> I.Alloca:
+        """A stack slot of the reverse sweep alone (not on the tape), set before it is read."""
+        return self._alloca(self.rev_entry, ty, name)
 
     @staticmethod
     def _alloca(block, ty: T.Type, name: str) -> I.Alloca:
