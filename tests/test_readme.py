@@ -64,3 +64,13 @@ def test_readme_custom_rules_example():
     assert zero["b"] == (0.0, 0) and not zero["w"].any()
     from pyzyme.testing import test_reverse
     test_reverse(scope["traced"], Active, 2.0, Const(np.zeros(1)))
+
+
+@pytest.mark.skipif(not README.exists(), reason="README.md is not installed with the package")
+def test_readme_reflection_example():
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    block = next(b for b in blocks if "code_llvm" in b)
+    scope: dict = {}
+    for code in (blocks[0], blocks[1], block):
+        exec(compile(code, "README.md", "exec"), scope)
+    assert "define" in scope["text"] and "diffe" in scope["text"]
