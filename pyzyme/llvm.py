@@ -61,7 +61,8 @@ class SplitFunctions(NamedTuple):
 def _derive(module_text: str, function: str, mode: Mode, activities, width: int,
             return_activity, name: str | None, opt_level: int | None):
     """The linked module text and ``{entry name: its FunctionType}``."""
-    from pyzyme.frontends.ad_copy import ad_copy, rename_global, link_into, promote_local_globals
+    from pyzyme.frontends.ad_copy import rename_global, link_into, promote_local_globals
+    from pyzyme.frontends.enzyme_lower import copy_with_rules
     from pyzyme.frontends.llvm_ad import Derivatives
 
     if mode not in ("forward", "reverse", "split"):
@@ -74,8 +75,8 @@ def _derive(module_text: str, function: str, mode: Mode, activities, width: int,
     if fn is None or fn.is_declaration:
         raise UnsupportedError(f"the module defines no function @{function}")
     promote_local_globals(program, "pz" + hashlib.sha256(module_text.encode()).hexdigest()[:8])
-    copy = ad_copy(str(program), [function])
-    derivs = Derivatives(copy)
+    copy, rules = copy_with_rules(program, [function])
+    derivs = Derivatives(copy, rules)
     primal = copy.get_function(function)
     if return_activity not in (None, "active", "const"):
         raise UnsupportedError(f"unknown return activity {return_activity!r}",

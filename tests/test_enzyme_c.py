@@ -82,3 +82,85 @@ def test_vectorized_ir_from_clang(c_ir):
     assert "<4 x double>" in text or "<2 x double>" in text
     for _ in range(5):  # a misaligned access crashes only when malloc's block is unlucky
         assert Program(lower(text), opt_level=0).run_main() == 0
+
+
+_RULED = '''define double @f(double %x) noinline {
+  %y = fmul double %x, %x
+  ret double %y
+}
+define double @f_aug(double %x) {
+  ret double %x
+}
+define double @f_rev(double %x, double %seed) {
+  ret double %seed
+}
+define double @g(double %x) {
+  %y = call double @f(double %x)
+  ret double %y
+}
+define double @dg(double %x) {
+  %d = call double (ptr, ...) @__enzyme_autodiff(ptr @g, double %x)
+  ret double %d
+}
+declare double @__enzyme_autodiff(ptr, ...)
+'''
+
+
+@pytest.mark.parametrize("registration, message", [
+    ("[2 x ptr] [ptr @f, ptr @f_aug]", "must be {(void *)f, (void *)augmented_f, "
+                                       "(void *)reverse_f}: 3 functions, got {@f, @f_aug}"),
+    ("[3 x ptr] [ptr @f, ptr @f_aug, ptr null]", "3 functions, got {@f, @f_aug, null}"),
+])
+def test_malformed_registration_names_the_global(registration, message):
+    from pyzyme.frontends.enzyme_calls import EnzymeCallError
+    from pyzyme.frontends.enzyme_lower import lower
+
+    text = _RULED + f"@__enzyme_register_gradient_f = global {registration}\n"
+    with pytest.raises(EnzymeCallError) as err:
+        lower(text)
+    assert "@__enzyme_register_gradient_f must be" in str(err.value)
+    assert message in str(err.value)
+
+
+def test_registered_rule_with_the_wrong_signature_is_refused():
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.enzyme_lower import lower
+
+    good = "@__enzyme_register_gradient_f = global [3 x ptr] [ptr @f, ptr @f_aug, ptr @f_rev]\n"
+    out = lower(_RULED + good)  # f_rev's seed is its derivative: d g = seed
+    assert "@f_rev" in out
+    bad = _RULED.replace("@f_rev(double %x, double %seed)", "@f_rev(double %seed)")
+    with pytest.raises(UnsupportedError) as err:
+        lower(bad + good)
+    text = str(err.value)
+    assert "@__enzyme_register_gradient_f" in text and "reverse function @f_rev" in text
+    assert "(double, double)" in text  # what Enzyme's convention expects
+
+
+def test_runtime_activity_marker_is_the_hint(tmp_path):
+    """Without enzyme_runtime_activity, a pointer of run-time activity is refused, and the
+    message says which marker to pass."""
+    from pyzyme.errors import ActivityError
+    from pyzyme.frontends.clang import compile_to_ir
+    from pyzyme.frontends.enzyme_lower import lower
+
+    src = tmp_path / "no_marker.c"
+    src.write_text((PROGRAMS / "runtime_activity.c").read_text().replace(
+        "enzyme_runtime_activity, ", ""))
+    text = compile_to_ir(src, "c", "-O2", ("-I", str(PROGRAMS), "-gline-tables-only"))
+    with pytest.raises(ActivityError) as err:
+        lower(text)
+    assert "no_marker.c:" in str(err.value)
+    assert "enzyme_runtime_activity" in (err.value.hint or "")
+
+
+def test_llvm_api_reads_registrations():
+    """pyzyme.llvm.compile honours the module's registrations as pyzyme opt does."""
+    import pyzyme.llvm
+
+    base = _RULED.split("define double @dg")[0]
+    reg = "@__enzyme_register_gradient_f = global [3 x ptr] [ptr @f, ptr @f_aug, ptr @f_rev]\n"
+    ruled = pyzyme.llvm.compile(base + reg, "g", "reverse")(3.0, 1.0)
+    plain = pyzyme.llvm.compile(base, "g", "reverse")(3.0, 1.0)
+    assert (ruled.f0, ruled.f1) == (3.0, 1.0)  # f_aug's primal, f_rev's derivative
+    assert (plain.f0, plain.f1) == (9.0, 6.0)

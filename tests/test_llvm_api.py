@@ -120,11 +120,16 @@ def test_a_function_without_derivative_is_named_with_the_call_site():
 
 
 @needs_zig
-def test_custom_gradient_registration_is_refused_not_ignored():
-    src = ("double __enzyme_autodiff(void*, ...);\ndouble f(double x) { return x * x; }\n"
+def test_custom_gradient_registration_with_a_wrong_rule_is_refused():
+    """A registered gradient is used (tests/corpus/enzyme_c/custom_gradient*.c); one whose
+    functions do not follow Enzyme's convention is refused, naming the registration."""
+    src = ("double __enzyme_autodiff(void*, ...);\n"
+           "__attribute__((noinline)) double f(double x) { return x * x; }\n"
            "void df(void) {}\nvoid *__enzyme_register_gradient_f[] = {(void*)f, (void*)df, "
-           "(void*)df};\ndouble use(double x) { return __enzyme_autodiff((void*)f, x); }\n")
-    with pytest.raises(EnzymeCallError, match="custom derivatives of C functions"):
+           "(void*)df};\ndouble g(double x) { return f(x) + x; }\n"
+           "double use(double x) { return __enzyme_autodiff((void*)g, x); }\n")
+    with pytest.raises(UnsupportedError, match="__enzyme_register_gradient_f: the augmented "
+                                               "forward function @df takes"):
         _lower_c(src)
 
 

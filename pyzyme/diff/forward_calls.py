@@ -3,7 +3,8 @@
 Lookup order: the rule table (user rules first, then intrinsics, C math, memory and runtime
 functions), then the callee's own body (differentiated recursively, once per callee and
 activity), then an :class:`~pyzyme.UnsupportedError` naming the function when an argument
-carries a derivative. User rules are called by :mod:`pyzyme.diff.custom_calls`.
+carries a derivative. User rules are called by :mod:`pyzyme.diff.custom_calls`, derivatives a
+C/C++ module registers by :mod:`pyzyme.diff.registered_calls`.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def call_result_varied(gen, inst: I.CallBase, is_varied) -> bool:
     if isinstance(row, spec.Mirror):
         return inst.type.is_pointer and (row.allocates or any(is_varied(args[i])
                                                               for i in row.pointer_args))
-    if isinstance(row, spec.Custom):
+    if isinstance(row, (spec.Custom, spec.Registered)):
         return any(is_varied(a) for a in args)
     if row is not None:
         return False
@@ -74,6 +75,10 @@ def call(gen, st, inst: I.CallBase) -> None:
     if isinstance(row, spec.Custom) and _any_varied(st, inst):
         from pyzyme.diff.custom_calls import forward_mode
         forward_mode(gen, st, inst, row)
+        return
+    if isinstance(row, spec.Registered) and _any_varied(st, inst):
+        from pyzyme.diff import registered_calls
+        registered_calls.forward_mode(gen, st, inst, row)
         return
     if isinstance(row, spec.Blas):
         from pyzyme.diff import blas_calls

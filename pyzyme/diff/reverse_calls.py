@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import reduce
 
 from pyzyme.analysis.activity import Activity
-from pyzyme.diff import blas_calls, custom_calls
+from pyzyme.diff import blas_calls, custom_calls, registered_calls
 from pyzyme.diff.forward_calls import memset_zero, with_args
 from pyzyme.diff.reverse_state import _RELEASES, ReverseSignature, _has_float, _has_pointer
 from pyzyme.diff.tape import STACK, append_function
@@ -63,6 +63,9 @@ def forward(gen, st, inst: I.CallBase) -> None:
     if isinstance(row, spec.Custom) and _any_varied(st, inst):
         custom_calls.augmented(gen, st, inst, row)
         return
+    if isinstance(row, spec.Registered) and _any_varied(st, inst):
+        registered_calls.augmented(gen, st, inst, row)
+        return
     if isinstance(row, spec.Blas):
         blas_calls.augmented(gen, st, inst, row)
         return
@@ -94,7 +97,9 @@ def reverse(gen, st, inst: I.CallBase) -> None:
         return
     row = _row(gen, inst)
     if inst in st.rule_calls:
-        (blas_calls if isinstance(row, spec.Blas) else custom_calls).reverse(gen, st, inst, row)
+        handler = blas_calls if isinstance(row, spec.Blas) else \
+            registered_calls if isinstance(row, spec.Registered) else custom_calls
+        handler.reverse(gen, st, inst, row)
         return
     if isinstance(row, spec.Partials) and st.active(inst):
         gen.partials(st, inst, row, inst.args, inst.flags)

@@ -479,11 +479,25 @@ class Registrations:
     - ``void *__enzyme_inactivefn[] = {(void *)f, ...};``: calls of ``f`` carry no
       derivative (``inactive``);
     - ``void *__enzyme_function_like[2] = {(void *)mylog, "log"};``: ``mylog`` is
-      differentiated as the C library's ``log`` (``like``).
+      differentiated as the C library's ``log`` (``like``);
+    - ``void *__enzyme_register_gradient_f[3] = {(void *)f, (void *)aug, (void *)rev};`` and
+      ``void *__enzyme_register_derivative_f[2] = {(void *)f, (void *)fwd};``: ``f``'s
+      derivatives are those functions (``registered``: ``{"f": {"augmented": "aug",
+      "reverse": "rev", "forward": "fwd", "source": "@__enzyme_register_gradient_f"}}``;
+      see :mod:`pyzyme.diff.registered_calls` for their conventions).
     """
 
     inactive: list[str] = field(default_factory=list)
     like: dict[str, str] = field(default_factory=dict)
+    registered: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def rule_functions(self) -> list[str]:
+        """The functions the registrations name: ruled functions and their derivatives."""
+        out = []
+        for name, reg in self.registered.items():
+            out += [name] + [reg[k] for k in ("forward", "augmented", "reverse") if reg.get(k)]
+        return list(dict.fromkeys(out))
 
 
 def _elements(gv) -> list:
@@ -497,30 +511,62 @@ def _c_string(value) -> str | None:
     return text.split("\\00")[0] if text is not None else None
 
 
+def _strip(value):
+    while isinstance(value, ConstantExpr) and value.operands:
+        value = value.operands[0]
+    return value
+
+
+# Enzyme's registration globals: how many functions each lists, and what they are.
+_REGISTER = (("__enzyme_register_gradient", ("primal", "augmented", "reverse"),
+              "{(void *)f, (void *)augmented_f, (void *)reverse_f}"),
+             ("__enzyme_register_derivative", ("primal", "forward"),
+              "{(void *)f, (void *)forward_f}"),
+             ("__enzyme_register_splitderivative", ("primal", "augmented", "splitderivative"),
+              "{(void *)f, (void *)augmented_f, (void *)derivative_f}"))
+
+
+def _read_registration(gv, where: str, roles, shape: str, out: Registrations) -> None:
+    items = [_strip(e) for e in _elements(gv)]
+    fns = items[:len(roles)]
+    if gv.initializer is None or len(items) != len(roles) or \
+            not all(isinstance(f, ir.Function) for f in fns):
+        got = ", ".join(show(e) if not isinstance(e, ir.Function) else e.ref for e in items)
+        raise EnzymeCallError(
+            f"{where}: {gv.ref} must be {shape}: {len(roles)} functions, got "
+            f"{{{got or 'nothing'}}}",
+            hint="list the function first, then its derivatives, each cast to (void *); "
+                 "Enzyme's byref_ arguments are not supported")
+    primal = fns[0].name
+    reg = out.registered.setdefault(primal, {"source": ""})
+    for role, fn in zip(roles[1:], fns[1:]):
+        if role == "splitderivative":
+            continue  # only __enzyme_fwdsplit uses it, which pyzyme does not provide
+        if reg.get(role) not in (None, fn.name):
+            raise EnzymeCallError(f"{where}: {gv.ref} registers a second {role} function "
+                                  f"for {fns[0].ref} ({fn.ref}, after @{reg[role]})")
+        reg[role] = fn.name
+    reg["source"] = " and ".join(filter(None, [reg["source"], f"{where}: {gv.ref}"]))
+
+
 def find_registrations(module) -> Registrations:
     """The :class:`Registrations` of ``module``.
 
     Raises
     ------
     EnzymeCallError
-        For ``__enzyme_register_gradient_*``/``__enzyme_register_derivative_*`` (custom
-        derivatives in C are not supported: see the message) and malformed registrations.
+        For a malformed registration, naming its global.
     """
     out = Registrations()
     where = module.source_filename or module.name or "<module>"
     for gv in module.globals:
         name = gv.name
-        if name.startswith(("__enzyme_register_gradient", "__enzyme_register_derivative",
-                            "__enzyme_register_splitderivative")):
-            raise EnzymeCallError(
-                f"{where}: {name}: custom derivatives of C functions are not supported",
-                hint="declare the function inactive (__enzyme_inactivefn), or like a C "
-                     "library function (__enzyme_function_like), or let pyzyme differentiate "
-                     "its body")
-        if name.startswith("__enzyme_inactivefn"):
+        found = next((r for r in _REGISTER if r[0] in name), None)
+        if found is not None:
+            _read_registration(gv, where, found[1], found[2], out)
+        elif name.startswith("__enzyme_inactivefn"):
             for e in _elements(gv):
-                if isinstance(e, ConstantExpr) and e.operands:
-                    e = e.operands[0]
+                e = _strip(e)
                 if isinstance(e, ir.Function):
                     out.inactive.append(e.name)
         elif name.startswith("__enzyme_function_like"):
@@ -531,4 +577,8 @@ def find_registrations(module) -> Registrations:
                 raise EnzymeCallError(f"{where}: {name} must be {{(void *)function, "
                                       f"\"name\"}}")
             out.like[fn.name] = like
+    for primal, reg in out.registered.items():
+        if "augmented" in reg and primal in out.inactive:
+            raise EnzymeCallError(f"{reg['source']} registers a gradient for @{primal}, which "
+                                  f"__enzyme_inactivefn declares inactive")
     return out

@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 
 from pyzyme import ir
-from pyzyme.errors import PyzymeError
+from pyzyme.errors import ActivityError, PyzymeError
 from pyzyme.frontends.ad_copy import ad_copy, link_into, promote_local_globals
 from pyzyme.frontends.enzyme_adapters import build_adapter, tape_size
 from pyzyme.frontends.enzyme_calls import find_call_sites, find_registrations, marker
@@ -41,8 +41,9 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import ZeroInitializer, const_int
+from pyzyme.options import Options
 
-__all__ = ["lower"]
+__all__ = ["lower", "copy_with_rules"]
 
 # Enzyme's type hints (``__enzyme_double(p, bytes)``): read by type analysis, then removed.
 _HINTS = ("__enzyme_float", "__enzyme_double", "__enzyme_integer", "__enzyme_pointer")
@@ -81,24 +82,40 @@ def lower(module_text: str, *, opt_level: int | None = 2) -> str:
     tag = "pz" + hashlib.sha256(module_text.encode()).hexdigest()[:8]
     promote_local_globals(program, tag)
     targets = list(dict.fromkeys(s.function.name for s in sites))
-    reg = find_registrations(program)
-    keep = [n for n in [*reg.inactive, *reg.like] if n not in targets and
-            program.get_function(n) is not None and not program.get_function(n).is_declaration]
-    copy = ad_copy(str(program), targets, keep_calls=keep)
-    derivs = Derivatives(copy, c_rules(copy, reg.inactive, reg.like))
+    copy, rules = copy_with_rules(program, targets)
+    derivs: dict[bool, Derivatives] = {}
     names = []
     for k, site in enumerate(sites):
         name = f"__pyzyme_{site.mode}.{site.function.name}.{tag}.{k}"
+        if site.runtime_activity not in derivs:  # enzyme_runtime_activity: this site's own
+            derivs[site.runtime_activity] = Derivatives(
+                copy, rules, Options(runtime_activity=site.runtime_activity))
         try:
-            build_adapter(site, copy, derivs, name)
+            build_adapter(site, copy, derivs[site.runtime_activity], name)
         except PyzymeError as err:
             if not str(err).startswith(site.where):
                 err.context.insert(0, ("the call at", f"{site.where} ({site.entry})"))
+            if isinstance(err, ActivityError) and "set_runtime_activity" in (err.hint or ""):
+                err.hint = ("pass enzyme_runtime_activity among the call's arguments, so loads "
+                            "and stores check at run time whether a pointer's shadow is its "
+                            "primal, or pass that argument as enzyme_dup")
             raise
         _replace_call(program, site, name)
         names.append(name)
     _remove_markers(program)
     return link_into(str(program), copy, names, opt_level=opt_level)
+
+
+def copy_with_rules(program, targets):
+    """The AD copy of ``program`` (:func:`~pyzyme.frontends.ad_copy.ad_copy`) for
+    differentiating ``targets``, and its rule table: pyzyme's, plus what the program's
+    ``__enzyme_inactivefn``/``__enzyme_function_like``/``__enzyme_register_*`` globals say.
+    The functions those name (and the registered derivatives) stay calls in the copy."""
+    reg = find_registrations(program)
+    keep = [n for n in [*reg.inactive, *reg.like, *reg.rule_functions] if n not in targets and
+            program.get_function(n) is not None and not program.get_function(n).is_declaration]
+    copy = ad_copy(str(program), targets, keep_calls=keep)
+    return copy, c_rules(copy, reg.inactive, reg.like, reg.registered)
 
 
 def _replace_call(program, site, name: str) -> None:

@@ -133,11 +133,14 @@ C_INACTIVE = ("printf", "fprintf", "puts", "putchar", "fputs", "fputc", "fflush"
               "malloc_usable_size", "getenv", "strlen", "strcmp")
 
 
-def c_rules(module=None, inactive=(), like=None):
+def c_rules(module=None, inactive=(), like=None, registered=None):
     """pyzyme's rule table plus the C library's inactive functions, the functions named in
     ``inactive``, a row for each function in ``like`` (``{"mylog": "log"}``: differentiated
-    by the row of ``log``) and, when ``module`` is given, the UBSan handlers it declares (a
-    debug build with sanitizers reports errors through them; they carry no derivative).
+    by the row of ``log``), a :class:`~pyzyme.rules.spec.Registered` row for each function in
+    ``registered`` (derivatives the module registers: see
+    :class:`~pyzyme.frontends.enzyme_calls.Registrations`) and, when ``module`` is given, the
+    UBSan handlers it declares (a debug build with sanitizers reports errors through them;
+    they carry no derivative).
 
     >>> rules = c_rules(like={"mylog": "log"}, inactive=["trace"])
     >>> rules.lookup("mylog").names, rules.lookup("trace").kind
@@ -146,12 +149,19 @@ def c_rules(module=None, inactive=(), like=None):
     import dataclasses
 
     from pyzyme.rules import default_rules
-    from pyzyme.rules.spec import Allocation, Inactive
+    from pyzyme.rules.spec import Allocation, Inactive, Registered
     from pyzyme.rules.table import RuleTable
 
     table = RuleTable(default_rules().rows())
     if table.lookup("aligned_alloc") is None:  # posix_memalign becomes it (frontends.ad_copy)
         table.add(Allocation(("aligned_alloc",), "libm", size_args=(1,)))
+    for name, reg in (registered or {}).items():
+        if table.lookup(name) is not None:
+            raise UnsupportedError(f"{reg['source']}: @{name} already has a derivative in "
+                                   f"pyzyme's rule table; its registration would replace it")
+        table.add(Registered((name,), "custom", forward=reg.get("forward"),
+                             augmented=reg.get("augmented"), reverse=reg.get("reverse"),
+                             source=reg["source"]))
     names = list(C_INACTIVE) + list(inactive)
     if module is not None:
         names += [f.name for f in module.functions
@@ -179,16 +189,19 @@ class Derivatives:
         The module holding the primal functions; derivatives are added to it.
     rules
         The rule table; by default :func:`c_rules` of the module.
+    options
+        The :class:`~pyzyme.options.Options` derivatives are generated under (Enzyme's
+        ``enzyme_runtime_activity`` is ``Options(runtime_activity=True)``).
     """
 
-    def __init__(self, module, rules=None) -> None:
+    def __init__(self, module, rules=None, options=None) -> None:
         from pyzyme.diff.forward import ForwardGenerator
         from pyzyme.diff.reverse import ReverseGenerator
 
         self.module = module
         self.rules = rules if rules is not None else c_rules(module)
-        self._forward = ForwardGenerator(module, self.rules)
-        self._reverse = ReverseGenerator(module, self.rules)
+        self._forward = ForwardGenerator(module, self.rules, options)
+        self._reverse = ReverseGenerator(module, self.rules, options)
 
     def forward(self, fn, kinds: Sequence | None = None, width: int = 1, name=None):
         """The forward derivative of ``fn`` with ``width`` tangents per non-const argument."""

@@ -21,6 +21,9 @@ a width and the activity of each operand.
   are the same helpers called again (:mod:`pyzyme.diff.blas_calls`).
 - :class:`Custom`: a user's rule (:mod:`pyzyme.rules.custom`): the derivative is whatever the
   user's own functions compute; ``pyzyme.diff`` calls them in place of the function.
+- :class:`Registered`: derivatives a C/C++ module registers for one of its functions, Enzyme's
+  way (``__enzyme_register_gradient_*``): plain LLVM functions of the same module, called by
+  :mod:`pyzyme.diff.registered_calls`.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 from pyzyme.rules.expr import Expr
 
 __all__ = ["KINDS", "Row", "Partials", "Linear", "Memory", "Allocation", "Mirror", "Inactive",
-           "Blas", "Custom"]
+           "Blas", "Custom", "Registered"]
 
 KINDS = ("opcode", "intrinsic", "libm", "runtime", "custom")
 
@@ -141,3 +144,18 @@ class Custom(Row):
     """
 
     rules: object = None
+
+@dataclass(frozen=True)
+class Registered(Row):
+    """A function whose derivatives are functions of the module itself (``kind="custom"``),
+    named here: ``forward`` (Enzyme's ``__enzyme_register_derivative_*``), ``augmented`` and
+    ``reverse`` (``__enzyme_register_gradient_*``); None where none is registered (the
+    function's own body is then differentiated in that mode, if it has one). ``source`` names
+    the registering global(s), for messages. The calling conventions are Enzyme's; see
+    :mod:`pyzyme.diff.registered_calls`.
+    """
+
+    forward: str | None = None
+    augmented: str | None = None
+    reverse: str | None = None
+    source: str = ""
