@@ -52,8 +52,9 @@ _ALLOCATORS = frozenset({"malloc", "calloc", "NRT_Allocate", "NRT_MemInfo_alloc_
 _REFCOUNT = frozenset({"NRT_incref", "NRT_decref"})
 # NRT's MemInfo{refct; dtor; dtor_info; data; ...}: the data pointer is at byte 24.
 _MEMINFO_DATA = 24
-# Numba's BLAS helpers write only their result (numba/_lapack.c): the argument index of it.
-_WRITES_ONE = {"numba_xxdot": 5, "numba_xxgemv": 9, "numba_xxgemm": 12}
+# Numba's BLAS and LAPACK helpers write only their results (numba/_lapack.c): which arguments.
+_WRITES_ONLY = {"numba_xxdot": (5,), "numba_xxgemv": (9,), "numba_xxgemm": (12,),
+                "numba_xgesv": (3, 5, 6)}
 # Calls known not to write memory the function can see (markers and pure math).
 _NO_WRITES_PREFIXES = ("llvm.lifetime.", "llvm.assume", "llvm.dbg.", "llvm.experimental.noalias",
                        "llvm.invariant.", "llvm.expect")
@@ -174,8 +175,8 @@ def _written_pointers(inst: I.Instruction) -> list[Value]:
             return []
         if name.startswith(("llvm.memcpy", "llvm.memmove", "llvm.memset")):
             return [inst.args[0]]
-        if name in _WRITES_ONE:
-            return [inst.args[_WRITES_ONE[name]]]
+        if name in _WRITES_ONLY:
+            return [inst.args[i] for i in _WRITES_ONLY[name]]
         return [a for a in inst.args if a.type.is_pointer]
     return []
 

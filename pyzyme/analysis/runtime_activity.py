@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pyzyme.analysis.activity import ActivityResult, contains_type
-from pyzyme.ir.values import GlobalVariable, Null, Poison, Undef, Value, ZeroInitializer
+from pyzyme.ir.values import Null, Poison, Undef, Value, ZeroInitializer
 
 __all__ = ["RuntimeActivity", "analyze_runtime_activity"]
 
@@ -55,11 +55,9 @@ def _has_pointer(value: Value) -> bool:
 
 def _shadowless(value: Value, activity: ActivityResult) -> bool:
     """A pointer-carrying operand with no shadow that is not a constant null (whose null
-    shadow is right: nothing is ever read through it) nor a constant global holding no
-    floats or pointers (string bytes in messages: no derivative can be in them)."""
-    if isinstance(value, GlobalVariable) and value.is_constant and not contains_type(
-            value.value_type, lambda t: t.is_float or t.is_pointer):
-        return False
+    shadow is right: nothing is ever read through it). A constant global counts: Numba's
+    constant arrays are byte strings read as floats (message strings, read as bytes, never
+    need a derivative: see :func:`_needs`)."""
     return (_has_pointer(value) and value not in activity.varied
             and not isinstance(value, (Null, Undef, Poison, ZeroInitializer)))
 

@@ -102,6 +102,10 @@ def _call(b: IRBuilder, fn, args) -> None:
 def forward_mode(gen, st, inst: I.Call, row) -> None:
     """The call, then its tangent: the same call on (tangent, primal) and (primal, tangent)
     pairs, accumulated into the tangent of the output (state of :mod:`pyzyme.diff.forward`)."""
+    if row.op == "gesv":
+        from pyzyme.diff import lapack_calls
+        lapack_calls.forward_mode(gen, st, inst, row)
+        return
     op = row.op
     ty = _element_type(inst, st.where)
     new = gen._clone(st, inst)
@@ -165,6 +169,10 @@ def _forward_dot(b, fn, args, ty, dx, dy, dout, scalars) -> None:
 def augmented(gen, st, inst: I.Call, row) -> None:
     """Forward sweep: the call; operands that may change before the reverse sweep are copied,
     and the scalars alpha and beta read (state of :mod:`pyzyme.diff.reverse`)."""
+    if row.op == "gesv":
+        from pyzyme.diff import lapack_calls
+        lapack_calls.augmented(gen, st, inst, row)
+        return
     from pyzyme.analysis.overwrite import written_after
 
     op = row.op
@@ -246,6 +254,10 @@ def _release_later(gen, st, pointer) -> None:
 def reverse(gen, st, inst: I.Call, row) -> None:
     """Reverse sweep: the adjoints of the operands, by BLAS, then the output's adjoint scaled
     by beta."""
+    if row.op == "gesv":
+        from pyzyme.diff import lapack_calls
+        lapack_calls.reverse(gen, st, inst, row)
+        return
     op = row.op
     _, kept, scalars = st.rule_calls[inst]
     ty = _element_type(inst, st.where)

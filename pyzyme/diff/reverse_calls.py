@@ -105,8 +105,8 @@ def reverse(gen, st, inst: I.CallBase) -> None:
         gen.partials(st, inst, row, inst.args, inst.flags)
     elif isinstance(row, spec.Memory) and inst.args[0] in st.shadows:
         length = gen.primal(st, inst.args[2])
-        if "memset" in inst.called_function.name:
-            # The bytes memset wrote are constants: whatever adjoint was there is dropped.
+        if "memset" in inst.called_function.name or st.copies.get(inst) == "constant":
+            # The bytes written are constants: whatever adjoint was there is dropped.
             memset_zero(gen, st.rb, gen.shadow(st, inst.args[0]), length)
         elif st.copies.get(inst) is not None:
             _reverse_copy(gen, st, inst, st.copies[inst], length)
@@ -137,8 +137,23 @@ def _unknown_copy(st, inst, found):
         f"{inst}", hint="copy the array element by element, or report this function")
 
 
+def _constant_bytes(pointer) -> bool:
+    """Whether ``pointer`` points into a constant global holding only numbers (Numba's
+    constant arrays, ``c"..."``): what is copied from it carries no derivative, whatever its
+    type."""
+    from pyzyme.analysis.overwrite import underlying_object
+    from pyzyme.ir.values import ConstantString, GlobalVariable
+
+    obj = underlying_object(pointer)
+    return isinstance(obj, GlobalVariable) and obj.is_constant and \
+        isinstance(obj.initializer, ConstantString)
+
+
 def _forward_copy(gen, st, inst: I.Call, new: I.Call) -> None:
     dst, src = inst.args[0], inst.args[1]
+    if _constant_bytes(src):
+        st.copies[inst] = "constant"  # its reverse clears the destination's adjoint
+        return
     elty = _copied_type(gen, st, inst)
     st.copies[inst] = elty
     if dst not in st.shadows:

@@ -384,7 +384,12 @@ class ReverseControl:
         ret = st.rev.function_type.ret
         cb.ret(None if ret == T.void else const_null(ret))
         rb.position_at_end(sweep)
-        which = rb.load(T.i32, st.which_exit.rev)
         targets = [st.rblocks[primal] for _, _, primal in st.exits]
+        if not targets:
+            # The function never returns normally (it only raises): no tape ever reaches
+            # the reverse function, which has nothing to do but exist.
+            rb.br(cleanup)
+            return
+        which = rb.load(T.i32, st.which_exit.rev)
         rb.switch(which, targets[0], [(const_int(T.i32, k), t)
                                       for k, t in enumerate(targets)][1:])

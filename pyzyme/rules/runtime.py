@@ -54,4 +54,6 @@ ROWS = (
     Blas(("numba_xxdot",), "runtime", op="dot"),
     Blas(("numba_xxgemv",), "runtime", op="gemv"),
     Blas(("numba_xxgemm",), "runtime", op="gemm"),
+    # np.linalg.solve: a solve with A (and A^T), and a GEMM.
+    Blas(("numba_xgesv",), "runtime", op="gesv"),
 )

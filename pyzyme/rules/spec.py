@@ -17,8 +17,8 @@ a width and the activity of each operand.
   memory; shadows get allocations of their own, freed and counted alongside.
 - :class:`Inactive`: the result carries no derivative and the call has no effect derivatives
   must mirror (``llvm.assume``, ``llvm.lifetime.start``, ``icmp``).
-- :class:`Blas`: a BLAS call through Numba's helpers, bilinear in two operands; its derivatives
-  are the same helpers called again (:mod:`pyzyme.diff.blas_calls`).
+- :class:`Blas`: a BLAS or LAPACK call through Numba's helpers; its derivatives are the same
+  helpers called again (:mod:`pyzyme.diff.blas_calls`, :mod:`pyzyme.diff.lapack_calls`).
 - :class:`Custom`: a user's rule (:mod:`pyzyme.rules.custom`): the derivative is whatever the
   user's own functions compute; ``pyzyme.diff`` calls them in place of the function.
 - :class:`Registered`: derivatives a C/C++ module registers for one of its functions, Enzyme's
@@ -129,7 +129,8 @@ class Inactive(Row):
 
 @dataclass(frozen=True)
 class Blas(Row):
-    """``op`` is ``"dot"``, ``"gemv"`` or ``"gemm"``: which of Numba's BLAS helpers this is."""
+    """``op`` is ``"dot"``, ``"gemv"``, ``"gemm"`` (BLAS) or ``"gesv"`` (LAPACK's solve): which
+    of Numba's helpers this is."""
 
     op: str = ""
 
@@ -144,6 +145,7 @@ class Custom(Row):
     """
 
     rules: object = None
+
 
 @dataclass(frozen=True)
 class Registered(Row):
