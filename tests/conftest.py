@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 
 import llvmlite.binding as llvm
+import pytest
 
 
 def llvm_normalize(text: str) -> str:
@@ -21,3 +22,16 @@ def assert_same_text(expected: str, actual: str, what: str = "text") -> None:
         diff = difflib.unified_diff(expected.splitlines(), actual.splitlines(),
                                     "expected", "actual", lineterm="", n=1)
         raise AssertionError(f"{what} differs:\n" + "\n".join(list(diff)[:60]))
+
+
+@pytest.fixture
+def nrt_stats():
+    """Numba's allocation counters (``rtsys.get_allocation_stats``), switched on for the
+    test."""
+    from numba.core.runtime import _nrt_python, rtsys
+
+    was_enabled = _nrt_python.memsys_stats_enabled()
+    _nrt_python.memsys_enable_stats()
+    yield rtsys.get_allocation_stats
+    if not was_enabled:
+        _nrt_python.memsys_disable_stats()

@@ -11,7 +11,6 @@ import math
 import numba
 import numpy as np
 import pytest
-from numba.core.runtime import _nrt_python, rtsys
 
 from pyzyme import (
     Active,
@@ -297,15 +296,6 @@ def vexp_rev(config, dret, tape, x, dx):
 def exp_energy(x):
     y = vexp(x * 2.0)
     return (y * y).sum()
-
-
-@pytest.fixture
-def nrt_stats():
-    was_enabled = _nrt_python.memsys_stats_enabled()
-    _nrt_python.memsys_enable_stats()
-    yield rtsys.get_allocation_stats
-    if not was_enabled:
-        _nrt_python.memsys_disable_stats()
 
 
 def test_array_result_rule_releases_what_it_returned(nrt_stats):

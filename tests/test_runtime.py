@@ -11,7 +11,6 @@ from collections import namedtuple
 import numpy as np
 import pytest
 from numba import njit, types
-from numba.core.runtime import _nrt_python, rtsys
 
 from pyzyme import ir
 from pyzyme.errors import PyzymeError, UnsupportedError, VerifyError
@@ -22,16 +21,6 @@ from pyzyme.runtime import compile_module, symbol_name
 # types equal those of another class it has already seen (other tests use "Point").
 Point = namedtuple("RuntimePoint", ["x", "y"])
 RECORD = np.dtype([("mass", np.float64), ("charge", np.int32)], align=True)
-
-
-@pytest.fixture
-def nrt_stats():
-    """Numba's allocation counters, switched on for the test."""
-    was_enabled = _nrt_python.memsys_stats_enabled()
-    _nrt_python.memsys_enable_stats()
-    yield rtsys.get_allocation_stats
-    if not was_enabled:
-        _nrt_python.memsys_disable_stats()
 
 
 def recompiled(fn, args):

@@ -22,13 +22,15 @@ the forward sweep copies them (into memory released with the deferred releases).
 
 from __future__ import annotations
 
+import sys
+
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import ConstantInt, const_float, const_int
 
-__all__ = ["forward_mode", "augmented", "reverse"]
+__all__ = ["forward_mode", "augmented", "reverse", "handler"]
 
 _N, _T = ord("n"), ord("t")
 _KINDS = {ord("d"): T.double, ord("s"): T.float}
@@ -41,6 +43,15 @@ _SIGNATURES = {
 }
 # (operand pointers, output pointer) by argument index.
 _ROLES = {"dot": ((3, 4), 5), "gemv": ((5, 7), 9), "gemm": ((7, 9), 12)}
+
+
+def handler(row):
+    """The module that differentiates ``row``'s call: this one for BLAS,
+    :mod:`pyzyme.diff.lapack_calls` for LAPACK's solve."""
+    if row.op == "gesv":
+        from pyzyme.diff import lapack_calls
+        return lapack_calls
+    return sys.modules[__name__]
 
 
 def _helper(gen, op: str):
@@ -102,10 +113,6 @@ def _call(b: IRBuilder, fn, args) -> None:
 def forward_mode(gen, st, inst: I.Call, row) -> None:
     """The call, then its tangent: the same call on (tangent, primal) and (primal, tangent)
     pairs, accumulated into the tangent of the output (state of :mod:`pyzyme.diff.forward`)."""
-    if row.op == "gesv":
-        from pyzyme.diff import lapack_calls
-        lapack_calls.forward_mode(gen, st, inst, row)
-        return
     op = row.op
     ty = _element_type(inst, st.where)
     new = gen._clone(st, inst)
@@ -169,10 +176,6 @@ def _forward_dot(b, fn, args, ty, dx, dy, dout, scalars) -> None:
 def augmented(gen, st, inst: I.Call, row) -> None:
     """Forward sweep: the call; operands that may change before the reverse sweep are copied,
     and the scalars alpha and beta read (state of :mod:`pyzyme.diff.reverse`)."""
-    if row.op == "gesv":
-        from pyzyme.diff import lapack_calls
-        lapack_calls.augmented(gen, st, inst, row)
-        return
     from pyzyme.analysis.overwrite import written_after
 
     op = row.op
@@ -254,10 +257,6 @@ def _release_later(gen, st, pointer) -> None:
 def reverse(gen, st, inst: I.Call, row) -> None:
     """Reverse sweep: the adjoints of the operands, by BLAS, then the output's adjoint scaled
     by beta."""
-    if row.op == "gesv":
-        from pyzyme.diff import lapack_calls
-        lapack_calls.reverse(gen, st, inst, row)
-        return
     op = row.op
     _, kept, scalars = st.rule_calls[inst]
     ty = _element_type(inst, st.where)

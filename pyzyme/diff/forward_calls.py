@@ -82,7 +82,7 @@ def call(gen, st, inst: I.CallBase) -> None:
         return
     if isinstance(row, spec.Blas):
         from pyzyme.diff import blas_calls
-        blas_calls.forward_mode(gen, st, inst, row)
+        blas_calls.handler(row).forward_mode(gen, st, inst, row)
         return
     new = gen._clone(st, inst)
     if isinstance(row, spec.Partials):

@@ -67,7 +67,7 @@ def forward(gen, st, inst: I.CallBase) -> None:
         registered_calls.augmented(gen, st, inst, row)
         return
     if isinstance(row, spec.Blas):
-        blas_calls.augmented(gen, st, inst, row)
+        blas_calls.handler(row).augmented(gen, st, inst, row)
         return
     if isinstance(row, spec.Mirror) and callee.name in _RELEASES:
         shadow = st.shadows.get(inst.args[0])
@@ -97,7 +97,7 @@ def reverse(gen, st, inst: I.CallBase) -> None:
         return
     row = _row(gen, inst)
     if inst in st.rule_calls:
-        handler = blas_calls if isinstance(row, spec.Blas) else \
+        handler = blas_calls.handler(row) if isinstance(row, spec.Blas) else \
             registered_calls if isinstance(row, spec.Registered) else custom_calls
         handler.reverse(gen, st, inst, row)
         return
