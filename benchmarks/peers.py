@@ -157,8 +157,10 @@ def load_tools(wanted: list[str]) -> tuple[dict, list[str]]:
     for name in wanted:
         try:
             module = importlib.import_module(TOOLS[name])
-        except ImportError as exc:
-            notes.append(f"{name} skipped: not installed ({exc}); pip install -e '.[bench]'")
+        except Exception as exc:  # noqa: BLE001 - missing or broken: the table goes on
+            why = "not installed" if isinstance(exc, ImportError) else "failed to import"
+            notes.append(f"{name} skipped: {why} ({type(exc).__name__}: {exc}); "
+                         "pip install -e '.[bench]'")
             continue
         tools[module.NAME] = module
     return tools, notes
