@@ -11,8 +11,10 @@ same text twice returns the first result instead of defining its symbols twice.
 
 from __future__ import annotations
 
+import weakref
+
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
 from numba.core import codegen as numba_codegen
@@ -53,11 +55,22 @@ class CompiledModule:
         PyzymeError
             If the module defines no such externally visible function.
         """
+        self.require(symbol)
+        return self.library.get_pointer_to_function(symbol)
+
+    def require(self, symbol: str) -> None:
+        """Raise unless the module defines an externally visible function ``symbol`` (without
+        generating machine code, which :meth:`address` does).
+
+        Raises
+        ------
+        PyzymeError
+            If the module defines no such externally visible function.
+        """
         if symbol not in self.functions:
             raise PyzymeError(
                 f"compiled module defines no function @{symbol}; it defines {list(self.functions)}"
             )
-        return self.library.get_pointer_to_function(symbol)
 
     @property
     def optimized_ir(self) -> str:
@@ -94,6 +107,24 @@ class _PyzymeLibrary(numba_codegen.JITCodeLibrary):
         _rename_locals(self._final_module, self._pyzyme_tag)
         self._shared_module = modules.module_for_linking(self._final_module)
 
+    def _finalize_final_module(self) -> None:
+        # Machine code waits for the first address asked of this library: a derivative called
+        # through njit_callable is linked into its caller, whose own code generation covers it,
+        # so generating it here too would double the cost of a first call.
+        self._finalize_dynamic_globals()
+        self._verify_declare_only_symbols()
+        self._finalized = True
+        self._pyzyme_code_pending = True
+
+    def get_pointer_to_function(self, name: str) -> int:
+        if getattr(self, "_pyzyme_code_pending", False):
+            self._pyzyme_code_pending = False
+            cleanup = self._codegen._add_module(self._final_module)
+            if cleanup:
+                weakref.finalize(self, cleanup)
+            self._finalize_specific()
+        return super().get_pointer_to_function(name)
+
 
 def _rename_locals(module: llvm.ModuleRef, tag: str) -> None:
     """Suffix every internal/private function and global of ``module`` with ``.tag``.
@@ -120,6 +151,9 @@ class _CompiledRegistry:
     """
 
     by_key: dict[str, CompiledModule]
+    # Library of each symbol defined by a compiled module whose machine code is not in the
+    # engine yet (it goes there when an address is asked, or a module using it is compiled).
+    pending: dict = field(default_factory=dict)
 
 
 _COMPILED = _CompiledRegistry(by_key={})
@@ -180,17 +214,20 @@ def _compile(text: str, opt: int, name: str, *, tag: str) -> CompiledModule:
             "the module defines no externally visible function, so nothing could be called",
             hint="give the entry points external linkage (no 'internal'/'linkonce_odr')",
         )
+    defined = modules.defined_names(ll_module)
     library = _PyzymeLibrary(codegen, name, opt=opt, tag=tag)
     # Numba links its runtime into every library so NRT_incref/NRT_decref can be inlined.
     library.add_linking_library(rtsys.library)
     library.add_llvm_module(ll_module)
     library.finalize()
+    _COMPILED.pending.update(dict.fromkeys(defined, library))
     return CompiledModule(library=library, functions=functions, opt=opt)
 
 
 def _check_new_definitions(ll_module: llvm.ModuleRef, codegen: numba_codegen.JITCPUCodegen) -> None:
     # MCJIT does not diagnose a second definition of a symbol: calls silently go to one of them.
-    clashes = [n for n in modules.defined_names(ll_module) if codegen._engine.is_symbol_defined(n)]
+    clashes = [n for n in modules.defined_names(ll_module)
+               if codegen._engine.is_symbol_defined(n) or n in _COMPILED.pending]
     if clashes:
         raise VerifyError(
             f"symbol(s) {', '.join('@' + n for n in clashes)} are already defined in the JIT "
@@ -200,6 +237,10 @@ def _check_new_definitions(ll_module: llvm.ModuleRef, codegen: numba_codegen.JIT
 
 
 def _check_resolvable(ll_module: llvm.ModuleRef, codegen: numba_codegen.JITCPUCodegen) -> None:
+    for n in modules.declared_names(ll_module):
+        library = _COMPILED.pending.get(n)
+        if library is not None and not codegen._engine.is_symbol_defined(n):
+            library.get_pointer_to_function(n)  # its code into the engine, so n resolves
     # An unresolved symbol makes MCJIT abort the whole process; say which one instead.
     missing = [
         n

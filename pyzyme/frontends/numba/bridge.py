@@ -78,7 +78,7 @@ def njit_callable(
     if convention not in CONVENTIONS:
         raise ValueError(f"convention must be one of {CONVENTIONS}; got {convention!r}")
     sig = _full_signature(signature)
-    compiled.address(symbol)  # fail now, with the list of defined functions, if absent
+    compiled.require(symbol)  # fail now, with the list of defined functions, if absent
     names = list(arg_names) if arg_names is not None else [f"a{i}" for i in range(len(sig.args))]
     valid = all(n.isidentifier() and not keyword.iskeyword(n) and n not in _RESERVED for n in names)
     if len(names) != len(sig.args) or len(set(names)) != len(names) or not valid:
