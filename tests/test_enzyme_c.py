@@ -60,7 +60,7 @@ def test_c_program(c_ir, name, opt, capfd):
     assert failures == 0, capfd.readouterr().err
 
 
-@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+@pytest.mark.parametrize("opt", LEVELS)
 @pytest.mark.parametrize("name", CXX_PROGRAMS)
 def test_cxx_program(tmp_path, name, opt):
     exe = tmp_path / "program"
