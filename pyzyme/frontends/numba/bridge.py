@@ -6,8 +6,9 @@ library into the caller and emits a direct call, so:
 
 - from Python, a call costs one Numba dispatch (about 0.1-0.3 us), Numba unboxing the arguments
   exactly as for any ``@njit`` function;
-- from ``@njit`` code, the compiled function is linked into the caller's module and LLVM may
-  inline it: no Python, no function pointer, no call overhead;
+- from ``@njit`` code, a small compiled module is linked into the caller's module and LLVM may
+  inline it: no Python, no function pointer, no call overhead; a large one is called directly
+  (one call instruction), so its code is optimized and generated once, not once per caller;
 - with Numba's calling convention, status codes propagate as in Numba's own calls, so an
   exception raised in the native code (an ``IndexError`` from a bounds check) reaches the caller,
   and Python, intact.
@@ -100,9 +101,17 @@ def _full_signature(signature: Signature | str) -> Signature:
 
 
 def _make_intrinsic(compiled: CompiledModule, symbol: str, sig: Signature, names: list[str], emit):
+    link = _worth_linking(compiled)
+
     def codegen(context, builder, call_sig, args):
-        # Linking (not just declaring) the library lets LLVM inline the callee into the caller.
-        context.active_code_library.add_linking_library(compiled.library)
+        if link:
+            # Linking (not just declaring) lets LLVM inline the callee into the caller.
+            context.active_code_library.add_linking_library(compiled.library)
+        else:
+            # A large module is called, not linked: every @njit layer that linked it would
+            # optimize and generate its code again (seconds each); its code enters the JIT
+            # once, here, and callers resolve the symbol there.
+            compiled.address(symbol)
         args = [context.cast(builder, v, a, f) for v, a, f in zip(args, call_sig.args, sig.args)]
         return emit(context, builder, symbol, sig, args)
 
@@ -115,6 +124,19 @@ def _make_intrinsic(compiled: CompiledModule, symbol: str, sig: Signature, names
         return None
 
     return intrinsic(_forwarder(f"call_{_identifier(symbol)}", ["typingctx", *names], define))
+
+
+# Above this many instructions a compiled module is called from @njit code rather than linked
+# into it: inlining buys nothing next to a body this size, and each linking caller pays the
+# module's optimization and code generation again.
+_LINK_LIMIT = 2000
+
+
+def _worth_linking(compiled: CompiledModule) -> bool:
+    module = compiled.library._get_module_for_linking()
+    size = sum(1 for fn in module.functions for block in fn.blocks
+               for _ in block.instructions)
+    return size <= _LINK_LIMIT
 
 
 def _emit_numba_call(context, builder, symbol: str, sig: Signature, args):
