@@ -104,16 +104,18 @@ def _make_intrinsic(compiled: CompiledModule, symbol: str, sig: Signature, names
     link = _worth_linking(compiled)
 
     def codegen(context, builder, call_sig, args):
+        pointer = None
         if link:
             # Linking (not just declaring) lets LLVM inline the callee into the caller.
             context.active_code_library.add_linking_library(compiled.library)
         else:
-            # A large module is called, not linked: every @njit layer that linked it would
-            # optimize and generate its code again (seconds each); its code enters the JIT
-            # once, here, and callers resolve the symbol there.
-            compiled.address(symbol)
+            # A large module is called through its address, not linked: every @njit layer
+            # that linked it would optimize and generate its code again (seconds each). As a
+            # dynamic address it also tells Numba not to cache the caller, whose machine code
+            # would name an address of this process.
+            pointer = context.add_dynamic_addr(builder, compiled.address(symbol), symbol)
         args = [context.cast(builder, v, a, f) for v, a, f in zip(args, call_sig.args, sig.args)]
-        return emit(context, builder, symbol, sig, args)
+        return emit(context, builder, symbol, sig, args, pointer)
 
     def define(typingctx, *args):
         if all(
@@ -139,21 +141,28 @@ def _worth_linking(compiled: CompiledModule) -> bool:
     return size <= _LINK_LIMIT
 
 
-def _emit_numba_call(context, builder, symbol: str, sig: Signature, args):
+def _callee(builder, fnty, symbol: str, pointer):
+    """The function ``symbol``, declared, or the function at ``pointer``."""
+    if pointer is None:
+        return cgutils.get_or_insert_function(builder.module, fnty, symbol)
+    return builder.bitcast(pointer, fnty.as_pointer())
+
+
+def _emit_numba_call(context, builder, symbol: str, sig: Signature, args, pointer=None):
     """A call as Numba emits one to another ``@njit`` function (BaseContext.call_internal)."""
     fnty = context.call_conv.get_function_type(sig.return_type, sig.args)
-    fn = cgutils.get_or_insert_function(builder.module, fnty, symbol)
+    fn = _callee(builder, fnty, symbol, pointer)
     status, result = context.call_conv.call_function(builder, fn, sig.return_type, sig.args, args)
     with cgutils.if_unlikely(builder, status.is_error):
         context.call_conv.return_status_propagate(builder, status)
     return imputils.fix_returning_optional(context, builder, sig, status, result)
 
 
-def _emit_c_call(context, builder, symbol: str, sig: Signature, args):
+def _emit_c_call(context, builder, symbol: str, sig: Signature, args, pointer=None):
     returns_none = isinstance(sig.return_type, types.NoneType)
     restype = llir.VoidType() if returns_none else context.get_value_type(sig.return_type)
     fnty = llir.FunctionType(restype, [context.get_value_type(t) for t in sig.args])
-    fn = cgutils.get_or_insert_function(builder.module, fnty, symbol)
+    fn = _callee(builder, fnty, symbol, pointer)
     result = builder.call(fn, args)
     return context.get_dummy_value() if returns_none else result
 
