@@ -56,8 +56,7 @@ def handler(row):
 
 def _helper(gen, op: str):
     name, params = _SIGNATURES[op]
-    return gen.module.get_function(name) or gen.module.add_function(
-        name, T.FunctionType(T.i32, params))
+    return gen.module.declare(name, T.FunctionType(T.i32, params))
 
 
 def _constant_arg(inst, index: int, where: str, what: str) -> int:
@@ -233,14 +232,12 @@ def _extent(b: IRBuilder, ld, cols, rows):
 
 def _memcpy(gen, b: IRBuilder, dest, src, size) -> None:
     name = "llvm.memcpy.p0.p0.i64"
-    fn = gen.module.get_function(name) or gen.module.add_function(
-        name, T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
+    fn = gen.module.declare(name, T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
     b.call(fn, [dest, src, size, const_int(T.i1, 0)])
 
 
 def _malloc(gen, b: IRBuilder, size):
-    fn = gen.module.get_function("malloc") or gen.module.add_function(
-        "malloc", T.FunctionType(T.ptr, [T.i64]))
+    fn = gen.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
     return b.call(fn, [size], name="blas.operand")
 
 
@@ -248,8 +245,7 @@ def _release_later(gen, st, pointer) -> None:
     from pyzyme.diff.reverse_calls import defer_release
     from pyzyme.ir.values import const_null
 
-    free = gen.module.get_function("free") or gen.module.add_function(
-        "free", T.FunctionType(T.void, [T.ptr]))
+    free = gen.module.declare("free", T.FunctionType(T.void, [T.ptr]))
     defer_release(gen, st, I.Call(free, [pointer], free.function_type), pointer,
                   const_null(T.ptr))
 

@@ -39,9 +39,7 @@ __all__ = ["forward_mode", "augmented", "reverse", "shadowed_args"]
 def _declare(gen, native) -> object:
     abi = native.abi
     params = [T.ptr, T.ptr] + [parse_type(p.llvm_type) for a in abi.args for p in a.params]
-    fnty = T.FunctionType(T.i32, params)
-    fn = gen.module.get_function(native.symbol)
-    return fn or gen.module.add_function(native.symbol, fnty)
+    return gen.module.declare(native.symbol, T.FunctionType(T.i32, params))
 
 
 def _constant(ty: T.Type, value):
@@ -227,8 +225,7 @@ def augmented(gen, st, inst: I.Call, row) -> None:
 
 
 def _nrt_decref(gen):
-    return gen.module.get_function("NRT_decref") or gen.module.add_function(
-        "NRT_decref", T.FunctionType(T.void, [T.ptr]))
+    return gen.module.declare("NRT_decref", T.FunctionType(T.void, [T.ptr]))
 
 
 def _decref(gen, pointer) -> I.Call:

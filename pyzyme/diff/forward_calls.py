@@ -199,7 +199,7 @@ def memset_zero(gen, b, pointer, length, volatile=None) -> None:
     """``llvm.memset(pointer, 0, length)`` at builder ``b`` (reverse mode uses it too)."""
     name = f"llvm.memset.p0.i{length.type.width}"
     fnty = T.FunctionType(T.void, [T.ptr, T.i8, length.type, T.i1])
-    fn = gen.module.get_function(name) or gen.module.add_function(name, fnty)
+    fn = gen.module.declare(name, fnty)
     vol = volatile if volatile is not None else const_int(T.i1, 0)
     b.call(fn, [pointer, const_int(T.i8, 0), length, vol])
 

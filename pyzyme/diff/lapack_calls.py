@@ -35,13 +35,11 @@ _GESV = ("numba_xgesv", [T.i8, T.i64, T.i64, T.ptr, T.i64, T.ptr, T.ptr, T.i64])
 
 def _gesv(gen):
     name, params = _GESV
-    return gen.module.get_function(name) or gen.module.add_function(
-        name, T.FunctionType(T.i32, params))
+    return gen.module.declare(name, T.FunctionType(T.i32, params))
 
 
 def _free(gen, b: IRBuilder, pointer) -> None:
-    fn = gen.module.get_function("free") or gen.module.add_function(
-        "free", T.FunctionType(T.void, [T.ptr]))
+    fn = gen.module.declare("free", T.FunctionType(T.void, [T.ptr]))
     b.call(fn, [pointer])
 
 

@@ -229,10 +229,8 @@ def shadow_stack_slot(gen, st, inst: I.Alloca) -> None:
     from pyzyme.analysis.layout import sizeof
 
     b = st.fb
-    malloc = gen.module.get_function("malloc") or gen.module.add_function(
-        "malloc", T.FunctionType(T.ptr, [T.i64]))
-    free = gen.module.get_function("free") or gen.module.add_function(
-        "free", T.FunctionType(T.void, [T.ptr]))
+    malloc = gen.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
+    free = gen.module.declare("free", T.FunctionType(T.void, [T.ptr]))
     size = const_int(T.i64, max(1, sizeof(inst.allocated_type)))
     shadow = b.call(malloc, [size], name=f"{inst.name}'" if inst.name else "")
     memset_zero(gen, b, shadow, size)

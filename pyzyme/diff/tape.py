@@ -232,9 +232,6 @@ class Tape:
                          [const_int(T.i64, 0), const_int(T.i32, 0)])
             b.call(free, [b.load(T.ptr, base)])
 
-    def _libc(self, name: str, fnty: T.FunctionType):
-        return self.module.get_function(name) or self.module.add_function(name, fnty)
-
     # -- stacks --------------------------------------------------------------------------
     def stack(self, name: str) -> Slot:
         """A stack of i64 (``{entries, depth, capacity}``): pushed forwards, popped in
@@ -278,7 +275,7 @@ class Tape:
         """Forward function, at a return: copy every slot into a new heap tape."""
         if not self.slots:
             return const_null(T.ptr)
-        malloc = self._libc("malloc", T.FunctionType(T.ptr, [T.i64]))
+        malloc = self.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
         tape = b.call(malloc, [const_int(T.i64, self.size())], name="tape")
         ty = self.layout()
         for i, s in enumerate(self.slots):
@@ -322,7 +319,7 @@ class Tape:
         for i, s in enumerate(self.slots):
             field_ptr = b.gep(ty, tape, [const_int(T.i64, 0), const_int(T.i32, i)])
             b.store(b.load(s.type, field_ptr), s.rev)
-        b.call(self._libc("free", T.FunctionType(T.void, [T.ptr])), [tape])
+        b.call(self.module.declare("free", T.FunctionType(T.void, [T.ptr])), [tape])
 
     # -- printing ----------------------------------------------------------------------
     def __str__(self) -> str:

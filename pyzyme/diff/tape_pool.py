@@ -28,10 +28,6 @@ _MIN_CLASS = 6  # 64-byte blocks at least
 _POOL_TYPE = T.ArrayType(64, T.ptr)
 
 
-def _libc(module, name: str, fnty: T.FunctionType):
-    return module.get_function(name) or module.add_function(name, fnty)
-
-
 def _pool(module):
     pool = module.get_global(_POOL)
     if pool is None:
@@ -55,13 +51,13 @@ def tape_free(module):
     b.position_at_end(keep)
     header = b.gep(T.i8, p, [const_int(T.i64, -_HEADER)], name="header")
     size = b.load(T.i64, header, name="size")
-    cttz = _libc(module, "llvm.cttz.i64", T.FunctionType(T.i64, [T.i64, T.i1]))
+    cttz = module.declare("llvm.cttz.i64", T.FunctionType(T.i64, [T.i64, T.i1]))
     cls = b.call(cttz, [size, const_int(T.i1, 1)], name="class")
     slot = b.gep(_POOL_TYPE, _pool(module), [const_int(T.i64, 0), cls])
     old = b.atomicrmw("xchg", slot, header, "seq_cst", name="displaced")
     b.cbranch(b.icmp("eq", old, const_null(T.ptr)), done, drop)
     b.position_at_end(drop)
-    b.call(_libc(module, "free", T.FunctionType(T.void, [T.ptr])), [old])
+    b.call(module.declare("free", T.FunctionType(T.void, [T.ptr])), [old])
     b.br(done)
     b.position_at_end(done)
     b.ret_void()
@@ -91,7 +87,7 @@ def tape_realloc(module):
     b.cbranch(b.icmp("uge", old_size, need), done, fresh)
 
     b.position_at_end(fresh)
-    ctlz = _libc(module, "llvm.ctlz.i64", T.FunctionType(T.i64, [T.i64, T.i1]))
+    ctlz = module.declare("llvm.ctlz.i64", T.FunctionType(T.i64, [T.i64, T.i1]))
     bits = b.sub(const_int(T.i64, 64),
                  b.call(ctlz, [b.sub(need, const_int(T.i64, 1)), const_int(T.i1, 0)]))
     small = b.icmp("ult", bits, const_int(T.i64, _MIN_CLASS))
@@ -105,7 +101,7 @@ def tape_realloc(module):
 
     b.position_at_end(make)
     size = b.shl(const_int(T.i64, 1), cls, name="size")
-    malloc = _libc(module, "malloc", T.FunctionType(T.ptr, [T.i64]))
+    malloc = module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
     block = b.call(malloc, [size], name="block")
     b.store(size, block)
     b.br(got)
@@ -118,7 +114,7 @@ def tape_realloc(module):
     b.cbranch(is_null, done, copy)
 
     b.position_at_end(copy)
-    memcpy = _libc(module, "llvm.memcpy.p0.p0.i64",
+    memcpy = module.declare("llvm.memcpy.p0.p0.i64",
                    T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
     copied = b.load(T.i64, b.gep(T.i8, old, [const_int(T.i64, -_HEADER)]))
     old_bytes = b.sub(copied, const_int(T.i64, _HEADER))

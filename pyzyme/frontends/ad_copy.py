@@ -159,11 +159,6 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
     return ir.parse_module(str(ref))
 
 
-def _declaration(module, name: str, fnty):
-    fn = module.get_function(name)
-    return fn if fn is not None else module.add_function(name, fnty)
-
-
 def expand_realloc(module: ir.Module) -> None:
     """Replace ``realloc(p, n)`` by a new block, a copy of the old one and a free.
 
@@ -177,10 +172,10 @@ def expand_realloc(module: ir.Module) -> None:
     if realloc is None or not realloc.users:
         return
     i64, ptr = ir.i64, ir.ptr
-    malloc = _declaration(module, "malloc", ir.FunctionType(ptr, [i64]))
-    free = _declaration(module, "free", ir.FunctionType(ir.void, [ptr]))
-    usable = _declaration(module, "malloc_usable_size", ir.FunctionType(i64, [ptr]))
-    memcpy = _declaration(module, "llvm.memcpy.p0.p0.i64",
+    malloc = module.declare("malloc", ir.FunctionType(ptr, [i64]))
+    free = module.declare("free", ir.FunctionType(ir.void, [ptr]))
+    usable = module.declare("malloc_usable_size", ir.FunctionType(i64, [ptr]))
+    memcpy = module.declare("llvm.memcpy.p0.p0.i64",
                           ir.FunctionType(ir.void, [ptr, ptr, i64, ir.i1]))
     helper = module.add_function(module.unique_global_name("pyzyme.realloc"),
                                  ir.FunctionType(ptr, [ptr, i64]), prefix="internal")
@@ -210,7 +205,7 @@ def posix_memalign_as_aligned_alloc(module: ir.Module) -> None:
     if fn is None or not fn.users:
         return
     i64, ptr = ir.i64, ir.ptr
-    aligned = _declaration(module, "aligned_alloc", ir.FunctionType(ptr, [i64, i64]))
+    aligned = module.declare("aligned_alloc", ir.FunctionType(ptr, [i64, i64]))
     for call in list(fn.users):
         if not isinstance(call, ir.Call) or call.called_function is not fn:
             continue
@@ -243,9 +238,9 @@ def cxx_allocation_as_malloc(module: ir.Module) -> None:
         if fn is None or not fn.is_declaration or not fn.users:
             continue
         if name in _CXX_NEW:
-            target = _declaration(module, "malloc", ir.FunctionType(ptr, [i64]))
+            target = module.declare("malloc", ir.FunctionType(ptr, [i64]))
         else:
-            target = _declaration(module, "free", ir.FunctionType(ir.void, [ptr]))
+            target = module.declare("free", ir.FunctionType(ir.void, [ptr]))
         for call in list(fn.users):
             if not isinstance(call, ir.Call) or call.called_function is not fn:
                 continue

@@ -209,6 +209,11 @@ class Module:
         self.functions.append(fn)
         return fn
 
+    def declare(self, name: str, function_type: T.FunctionType) -> Function:
+        """The function ``name``: the module's own if it has one, else a new declaration of
+        type ``function_type`` (how generated code reaches ``malloc``, intrinsics, helpers)."""
+        return self.get_function(name) or self.add_function(name, function_type)
+
     def add_global(self, name: str, value_type: T.Type, initializer=None, *,
                    is_constant: bool = False, prefix: str = "", suffix: str = "") -> GlobalVariable:
         gv = GlobalVariable(name, value_type, initializer, is_constant=is_constant,
