@@ -39,7 +39,7 @@ from pyzyme.ir import types as ir_types
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
 from pyzyme.ir.values import Argument, GlobalVariable, Null, Poison, Undef, Value
 
-__all__ = ["OverwriteResult", "analyze_overwrites", "written_after", "underlying_object",
+__all__ = ["OverwriteResult", "analyze_overwrites", "underlying_object",
            "underlying_objects", "may_alias"]
 
 # Calls that allocate fresh memory: their results alias nothing that existed before.
@@ -188,9 +188,31 @@ class OverwriteResult:
 
     function: object
     overwritten_by: dict = field(default_factory=dict)
+    search: object = None
 
     def is_overwritten(self, load: I.Load) -> bool:
         return self.overwritten_by.get(load) is not None
+
+    def written_after(self, inst: I.Instruction, pointer: Value) -> I.Instruction | None:
+        """The first instruction found that may write memory at ``pointer`` after ``inst``
+        runs (searched as for a load), or None.
+
+        Examples
+        --------
+        >>> from pyzyme.ir import parse_module
+        >>> m = parse_module('''define void @g(ptr noalias %a, ptr noalias %b) {
+        ... entry:
+        ...   call void @use(ptr %a, ptr %b)
+        ...   store double 0.0, ptr %b, align 8
+        ...   ret void
+        ... }
+        ... declare void @use(ptr, ptr)''')
+        >>> g = m.get_function("g"); call = g.blocks[0].instructions[0]
+        >>> result = analyze_overwrites(g)
+        >>> result.written_after(call, g.args[0]), str(result.written_after(call, g.args[1]))
+        (None, 'store double 0.0, ptr %b, align 8')
+        """
+        return self.search.writer_after(inst, pointer)
 
     def __str__(self) -> str:
         slots = _slots(self.function)
@@ -215,34 +237,13 @@ def analyze_overwrites(fn) -> OverwriteResult:
     block reachable from it (which, in a loop, includes the load's own block again, so a store
     earlier in the loop body that runs in the next iteration counts).
     """
-    result = OverwriteResult(fn)
     search = _Search(fn)
+    result = OverwriteResult(fn, search=search)
     for block in search.order:
         for inst in block.instructions:
             if isinstance(inst, I.Load):
                 result.overwritten_by[inst] = search.writer_after(inst, inst.pointer)
     return result
-
-
-def written_after(fn, inst: I.Instruction, pointer: Value) -> I.Instruction | None:
-    """The first instruction found that may write memory at ``pointer`` after ``inst`` runs
-    (searched as :func:`analyze_overwrites` searches after a load), or None.
-
-    Examples
-    --------
-    >>> from pyzyme.ir import parse_module
-    >>> m = parse_module(\'\'\'define void @g(ptr noalias %a, ptr noalias %b) {
-    ... entry:
-    ...   call void @use(ptr %a, ptr %b)
-    ...   store double 0.0, ptr %b, align 8
-    ...   ret void
-    ... }
-    ... declare void @use(ptr, ptr)\'\'\')
-    >>> g = m.get_function("g"); call = g.blocks[0].instructions[0]
-    >>> written_after(g, call, g.args[0]) is None, str(written_after(g, call, g.args[1]))
-    (True, 'store double 0.0, ptr %b, align 8')
-    """
-    return _Search(fn).writer_after(inst, pointer)
 
 
 class _Search:

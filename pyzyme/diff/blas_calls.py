@@ -175,8 +175,6 @@ def _forward_dot(b, fn, args, ty, dx, dy, dout, scalars) -> None:
 def augmented(gen, st, inst: I.Call, row) -> None:
     """Forward sweep: the call; operands that may change before the reverse sweep are copied,
     and the scalars alpha and beta read (state of :mod:`pyzyme.diff.reverse`)."""
-    from pyzyme.analysis.overwrite import written_after
-
     op = row.op
     ty = _element_type(inst, st.where)
     new = gen._clone(st, inst)
@@ -187,7 +185,7 @@ def augmented(gen, st, inst: I.Call, row) -> None:
     kept = {}
     for index in (ia, ib):
         pointer = inst.args[index]
-        stable = (written_after(st.old, inst, pointer) is None
+        stable = (st.overwrites.written_after(inst, pointer) is None
                   and gen._stable(st, pointer))
         if stable:
             continue

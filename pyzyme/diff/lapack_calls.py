@@ -93,8 +93,6 @@ def forward_mode(gen, st, inst: I.Call, row) -> None:
 def augmented(gen, st, inst: I.Call, row) -> None:
     """Forward sweep: a copy of ``A`` before the call, and of ``X`` after it unless nothing
     writes it before the reverse sweep."""
-    from pyzyme.analysis.overwrite import written_after
-
     ty = _element_type(inst, st.where)
     b = st.fb
     a_in, b_in = inst.args[3], inst.args[6]
@@ -106,7 +104,7 @@ def augmented(gen, st, inst: I.Call, row) -> None:
     _release_later(gen, st, saved_a)
     new = gen._clone(st, inst)
     saved_x = None
-    if written_after(st.old, inst, b_in) is not None or not gen._stable(st, b_in):
+    if st.overwrites.written_after(inst, b_in) is not None or not gen._stable(st, b_in):
         saved_x = _copy(gen, b, new.args[6], _extent(b, ldb, nrhs, n), ty)
         _release_later(gen, st, saved_x)
     st.rule_calls[inst] = ("lapack", saved_a, saved_x)
