@@ -472,6 +472,21 @@ def _fname(f) -> str:
     return getattr(getattr(f, "py_func", f), "__name__", repr(f))
 
 
+def _reference(f, parsed: list[_Arg], rtol, atol, fdm):
+    """A plain call of ``f`` on copies of the arguments, and the tolerances and finite
+    difference method to judge derivatives by (float32 tolerances when float32 is involved):
+    ``(outputs, result, final arrays, rtol, atol, fdm)``."""
+    outputs = _Outputs(f, parsed)
+    ref_ret, ref_finals = outputs.run([_copy(a.value) for a in parsed])
+    values = [a.value for a in parsed]
+    float32 = (_has_float32(values) or _has_float32([ref_ret, *ref_finals])
+               or _returns_float32(f, values))
+    rtol, atol = _tolerances(rtol, atol, float32)
+    if fdm is None:
+        fdm = central_fdm(5, eps=float(np.finfo(np.float32 if float32 else np.float64).eps))
+    return outputs, ref_ret, ref_finals, rtol, atol, fdm
+
+
 def test_forward(f: Callable, ret_activity: type, *args, rtol: float | None = None,
                  atol: float | None = None, fdm: Callable | None = None,
                  rng: np.random.Generator | int | None = None) -> None:
@@ -539,15 +554,8 @@ def test_forward(f: Callable, ret_activity: type, *args, rtol: float | None = No
     width = _batch_width(args, ret_activity)
     parsed = _parse(f, args, forward=True, name=name)
     gen = _rng(rng)
-    outputs = _Outputs(f, parsed)
-
-    ref_ret, ref_finals = outputs.run([_copy(a.value) for a in parsed])
+    outputs, ref_ret, ref_finals, rtol, atol, fdm = _reference(f, parsed, rtol, atol, fdm)
     values = [a.value for a in parsed]
-    float32 = (_has_float32(values) or _has_float32([ref_ret, *ref_finals])
-               or _returns_float32(f, values))
-    rtol, atol = _tolerances(rtol, atol, float32)
-    if fdm is None:
-        fdm = central_fdm(5, eps=float(np.finfo(np.float32 if float32 else np.float64).eps))
 
     diff = [a for a in parsed if a.differentiated]
     has_tangent = ret_activity is not A.Const
@@ -686,15 +694,8 @@ def test_reverse(f: Callable, ret_activity: type, *args, rtol: float | None = No
     _check_ret_activity(ret_activity, name)
     parsed = _parse(f, args, forward=False, name=name)
     gen = _rng(rng)
-    outputs = _Outputs(f, parsed)
-
-    ref_ret, ref_finals = outputs.run([_copy(a.value) for a in parsed])
+    outputs, ref_ret, ref_finals, rtol, atol, fdm = _reference(f, parsed, rtol, atol, fdm)
     values = [a.value for a in parsed]
-    float32 = (_has_float32(values) or _has_float32([ref_ret, *ref_finals])
-               or _returns_float32(f, values))
-    rtol, atol = _tolerances(rtol, atol, float32)
-    if fdm is None:
-        fdm = central_fdm(5, eps=float(np.finfo(np.float32 if float32 else np.float64).eps))
 
     seeded = ret_activity is A.Active
     if seeded and not (_is_real_scalar(ref_ret) or _is_float_tuple(ref_ret)):
