@@ -17,6 +17,7 @@ from pyzyme import options
 from pyzyme.api import annotations as A
 from pyzyme.api.modes import Mode
 from pyzyme.errors import PyzymeError, UnsupportedError
+from pyzyme.rules.custom import REGISTRY
 
 __all__ = ["autodiff", "DerivativeCache"]
 
@@ -35,8 +36,6 @@ class DerivativeCache:
         self._lock = threading.Lock()
 
     def get(self, key: tuple, build):
-        from pyzyme.rules.custom import REGISTRY
-
         # A derivative is stale once a rule is registered after it was built, and is another
         # derivative under other options (runtime activity).
         opts = options.current()
@@ -373,8 +372,6 @@ def _ruled_entry(dispatcher):
 
     import numba
 
-    from pyzyme.rules.custom import REGISTRY
-
     if REGISTRY.rules_of(dispatcher) is None:
         return dispatcher
     entry = getattr(dispatcher, "__pyzyme_entry__", None)
@@ -395,5 +392,4 @@ def _rules():
     """pyzyme's rule table with the user's rules (:mod:`pyzyme.rules.custom`) in front."""
     from pyzyme.api.custom_calls import rule_table
     from pyzyme.rules import default_rules
-    from pyzyme.rules.custom import REGISTRY
     return rule_table(default_rules(), REGISTRY)
