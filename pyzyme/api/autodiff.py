@@ -103,7 +103,7 @@ def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
     dispatcher = _dispatcher(f)
     distinct = _distinct([x for c in calls for x in c.arrays()])
     plan = reverse_plan(dispatcher, [c.numba_type for c in calls], [c.kind for c in calls],
-                        ret_activity, distinct)
+                        ret_activity, distinct, need_primal=mode.with_primal)
     seeds = (_unit_seed(plan.restype),) if plan.seeded else ()
     out = plan.function(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
                         *seeds)
@@ -127,13 +127,16 @@ def _unit_seed(numba_type):
     return 1.0
 
 
-def reverse_plan(dispatcher, primal_types, kinds, ret_activity, distinct: bool):
-    """The compiled reverse derivative of ``dispatcher`` for these types and activities."""
+def reverse_plan(dispatcher, primal_types, kinds, ret_activity, distinct: bool,
+                 need_primal: bool = True):
+    """The compiled reverse derivative of ``dispatcher`` for these types and activities
+    (without ``need_primal``, the primal result it returns is zero)."""
     from pyzyme.api.numba_reverse import build_reverse
 
-    key = ("reverse", dispatcher, tuple(primal_types), tuple(kinds), ret_activity, distinct)
+    key = ("reverse", dispatcher, tuple(primal_types), tuple(kinds), ret_activity, distinct,
+           need_primal)
     return CACHE.get(key, lambda: build_reverse(dispatcher, primal_types, kinds, ret_activity,
-                                                distinct, _rules()))
+                                                distinct, _rules(), need_primal))
 
 
 def _distinct(arrays: Sequence[np.ndarray]) -> bool:

@@ -434,15 +434,16 @@ def _roles(argtypes, argnums, name: str):
     return kinds, primal_types
 
 
-def _plans(target, primal_types, kinds):
+def _plans(target, primal_types, kinds, need_primal: bool = False):
     """The derivative with noalias array data and, when two arrays could overlap, the one
     without; and the names of the array arguments to check at run time."""
     from pyzyme.api.autodiff import reverse_plan
 
     arrays = [i for i, t in enumerate(primal_types) if isinstance(t, types.Array)]
-    distinct = reverse_plan(target, list(primal_types), list(kinds), A.Active, True)
-    general = (reverse_plan(target, list(primal_types), list(kinds), A.Active, False)
-               if len(arrays) > 1 else None)
+    distinct = reverse_plan(target, list(primal_types), list(kinds), A.Active, True,
+                            need_primal)
+    general = (reverse_plan(target, list(primal_types), list(kinds), A.Active, False,
+                            need_primal) if len(arrays) > 1 else None)
     return distinct, general, arrays
 
 
@@ -464,7 +465,7 @@ def _grad_implementation(dispatcher, argtypes, argnums, single: bool, with_value
     if not isinstance(restype, types.Float):
         raise UnsupportedError(f"{name} needs a function returning a float; "
                                f"{dispatcher.py_func.__qualname__} returns {restype}")
-    rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds)
+    rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds, need_primal=with_value)
     lines = [f"def impl({', '.join(names)}):"]
     primals = []
     for i, (t, kind) in enumerate(zip(argtypes, kinds)):

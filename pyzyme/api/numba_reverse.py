@@ -106,14 +106,17 @@ class ReverseModule:
 
 
 def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret_activity,
-                  distinct: bool, rules) -> ReversePlan:
+                  distinct: bool, rules, need_primal: bool = True) -> ReversePlan:
     """Capture ``f`` for ``primal_types`` and compile its reverse derivative.
 
     ``kinds`` gives each argument's role (``"active"``, ``"duplicated"``, ``"const"``);
     ``ret_activity`` is ``Active``, ``Const`` or None (deduced from the result type);
-    ``distinct`` says no two array arguments (or shadows) overlap in memory.
+    ``distinct`` says no two array arguments (or shadows) overlap in memory. Without
+    ``need_primal`` the primal result's place in the returned tuple holds zero, so that LLVM
+    can delete what only the primal result needed (``x ** i`` in a Taylor term whose adjoint
+    uses ``x ** (i - 1)``).
     """
-    rm = reverse_module(f, primal_types, kinds, ret_activity, distinct, rules)
+    rm = reverse_module(f, primal_types, kinds, ret_activity, distinct, rules, need_primal)
     release_inlining(rm.module, rules)
     for fn in rm.module.functions:
         if not fn.is_declaration:
@@ -178,14 +181,14 @@ def adjoint_types(abi, kinds: Sequence[str]) -> list:
 
 
 def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret_activity,
-                   distinct: bool, rules) -> ReverseModule:
+                   distinct: bool, rules, need_primal: bool = True) -> ReverseModule:
     """The IR of :func:`build_reverse`'s derivative, not yet compiled."""
     primal_types = tuple(primal_types)
     cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
                                                            ret_activity, distinct, rules)
     sig = ReverseSignature(tuple(acts), status_return=True)
-    symbol = symbol_name("rev", cap.text, repr((sig, kinds, distinct, ret_activity.__name__))
-                         + options.current().tag)
+    symbol = symbol_name("rev", cap.text, repr((sig, kinds, distinct, ret_activity.__name__,
+                                                need_primal)) + options.current().tag)
     gen, rev = generate(f, cap, module, native, sig, rules, primal_types, "reverse mode")
     restype = abi.signature.return_type
     adj_types = adjoint_types(abi, kinds)
@@ -194,7 +197,7 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence[str], 
     seeded = ret_activity is Active
     shadow_types = [t for t, k in zip(primal_types, kinds) if k == DUPLICATED]
     _wrapper(module, native, rev, abi, kinds, acts, entry_restype, elements, restype, seeded,
-             symbol)
+             symbol, need_primal)
     args = list(primal_types) + shadow_types + ([restype] if seeded else [])
     return ReverseModule(module, symbol, args, entry_restype, restype, seeded, abi,
                          str(gen.tapes[rev]))
@@ -264,9 +267,10 @@ class Entry:
         return out + [shadow_of[i] for i, act in enumerate(acts) if act is Activity.DUPLICATED]
 
     def store_results(self, entry_restype, primal, adjoints, acts, first: int,
-                      tail=()) -> None:
+                      tail=(), primal_needed: bool = True) -> None:
         """Write ``(primal?, adjoint per Active argument..., *tail)`` to retptr; the adjoints
-        are fields ``first, first+1, ...`` of struct ``adjoints`` (None: there are none)."""
+        are fields ``first, first+1, ...`` of struct ``adjoints`` (None: there are none).
+        A primal not ``primal_needed`` is written as zero (its computation can then go)."""
         b = self.b
         ty = _value_type(entry_restype)
         retptr = self.fn.args[0]
@@ -277,7 +281,7 @@ class Entry:
         position = 0
         if primal is not None:
             _, rty = field_offset(ty, [0])
-            b.store(b.load(rty, primal, 16), field(0))
+            b.store(b.load(rty, primal, 16) if primal_needed else const_null(rty), field(0))
             position = 1
         k = first
         for arg, kind in zip(self.abi.args, self.kinds):
@@ -323,7 +327,7 @@ def _leaf_paths(ty, prefix=()) -> list:
 
 
 def _wrapper(module, native, rev, abi, kinds, acts, entry_restype, elements, restype,
-             seeded: bool, symbol: str) -> None:
+             seeded: bool, symbol: str, need_primal: bool = True) -> None:
     """``symbol``: the derivative in Numba's convention, calling the combined function."""
     e = Entry(module, native, abi, kinds, restype, symbol, seed_params(restype) if seeded else [])
     result = e.slot("result")
@@ -332,5 +336,6 @@ def _wrapper(module, native, rev, abi, kinds, acts, entry_restype, elements, res
     n_adj = sum(act is Activity.ACTIVE for act in acts)
     status = e.b.extractvalue(out, 0) if n_adj else out
     if elements:
-        e.store_results(entry_restype, result if restype != types.none else None, out, acts, 1)
+        e.store_results(entry_restype, result if restype != types.none else None, out, acts, 1,
+                        primal_needed=need_primal)
     e.b.ret(status)
