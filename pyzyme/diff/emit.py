@@ -109,6 +109,12 @@ class Emitter:
             return b.binop(opname, vals[0], vals[1], self.flags, name=name)
         return self.call(opname, vals, name)
 
+    def fmuladd(self, a: Value, b: Value, c: Value, name: str = "") -> Value:
+        """``a * b + c``, fused where the target has FMA (``llvm.fmuladd``)."""
+        callee = self.module.declare(f"llvm.fmuladd.{type_suffix(self.ty)}",
+                                     T.FunctionType(self.ty, [self.ty] * 3))
+        return self.b.call(callee, [a, b, c], flags=self.flags, name=name)
+
     def call(self, function: str, vals: Sequence[Value], name: str = "") -> Value:
         """Call math function ``function`` of :data:`pyzyme.rules.expr.FUNCTIONS`."""
         symbol = E.FUNCTIONS[function].symbol

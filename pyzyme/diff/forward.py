@@ -404,7 +404,20 @@ class ForwardGenerator:
                 continue
             scale = None if isinstance(p, ConstExpr) else em.expr(
                 p, new_operands, result, naming.partial(inst.name, i))
+            twin = next((k for k, (q, s, o) in enumerate(terms)
+                         if s is scale and o is old and scale is not None
+                         and not _is_reciprocal(q)), None)
+            if twin is not None:
+                # x * x: (x + x) * dx, not x * dx + x * dx. The same value (doubling is
+                # exact), but the doubling is off the tangent's dependence chain, which in a
+                # loop (repeated squaring) is then one multiply long instead of two operations.
+                terms[twin] = (p, st.builder.fadd(scale, scale, em.flags), old)
+                continue
             terms.append((p, scale, old))
+
+        # A term whose tangent comes round a loop to this instruction (r in r = r * a) goes
+        # last, into a multiply-add's chained operand: then the recurrence is one operation.
+        terms.sort(key=lambda term: _feeds_back(inst, term[2]))
 
         def make(lane: int, name: str) -> Value:
             total = None
@@ -416,6 +429,11 @@ class ForwardGenerator:
                     term = dx if p.value == 1.0 else (
                         st.builder.fneg(dx, em.flags) if p.value == -1.0
                         else st.builder.fmul(em.constant(p.value), dx, em.flags))
+                elif total is not None:
+                    # product rule sums as fused multiply-adds (LLVM fuses where the CPU
+                    # has FMA): one rounding fewer, and one operation on a loop's tangent chain
+                    total = em.fmuladd(scale, dx, total)
+                    continue
                 else:
                     term = st.builder.fmul(scale, dx, em.flags)
                 total = term if total is None else st.builder.fadd(total, term, em.flags)
@@ -442,6 +460,26 @@ class ForwardGenerator:
     def _call_policy(self, call: I.CallBase, is_varied) -> bool:
         from pyzyme.diff.forward_calls import call_result_varied
         return call_result_varied(self, call, is_varied)
+
+
+def _feeds_back(inst: I.Instruction, operand: Value, depth: int = 4) -> bool:
+    """Whether ``operand`` is a phi that ``inst``'s result reaches within ``depth`` uses
+    (through selects, phis and casts): a loop-carried recurrence through ``inst``."""
+    if not isinstance(operand, I.Phi):
+        return False
+    frontier, seen = [inst], set()
+    for _ in range(depth):
+        nxt = []
+        for v in frontier:
+            for user in v.users:
+                if user is operand:
+                    return True
+                if user not in seen and (isinstance(user, I.Phi) or user.opcode in (
+                        "select", "fneg", "fpext", "fptrunc", "bitcast")):
+                    seen.add(user)
+                    nxt.append(user)
+        frontier = nxt
+    return False
 
 
 def _is_reciprocal(p) -> bool:
