@@ -375,3 +375,29 @@ def test_complex_arguments_seed_type_analysis_as_floats():
         ["{[-1]:Float@float}"] * 2
     assert str(seeds[abi.args[1].param("a.data").index]) == "{[-1]:Pointer, [-1,-1]:Float@double}"
     assert str(seeds[0]) == "{[-1]:Pointer, [-1,0]:Float@double, [-1,8]:Float@double}"
+
+
+# -- the README's example ---------------------------------------------------------------------
+def test_readme_complex_example():
+    import re
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    if not readme.exists():
+        pytest.skip("README.md is not installed with the package")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme.read_text(), re.S)
+                 if "ReverseHolomorphic" in b)
+    lines = [line.split("#")[0].rstrip() for line in block.splitlines()]
+    scope: dict = {}
+    results = []
+    for line in lines:
+        if line.startswith(("autodiff(", "gradient(")):
+            results.append(eval(line, scope))           # noqa: S307 (the README's own code)
+        elif line:
+            exec(line, scope)                           # noqa: S102
+    assert results[0] == (((2 + 4j),),)
+    assert results[1] == (((-9 + 12j),),)
+    assert results[2] == ((-11 - 2j), (-12 - 9j))
+    np.testing.assert_allclose(results[3], [2 + 4j, 6 - 2j], rtol=1e-15)
+    for line in ("(((2+4j),),)", "(((-9+12j),),)", "((-11-2j), (-12-9j))", "[2.+4.j, 6.-2.j]"):
+        assert line in block

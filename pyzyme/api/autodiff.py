@@ -65,6 +65,13 @@ def autodiff(mode: Mode, f, *args) -> tuple:
     ``autodiff(mode, f, ret_activity, *args)``: ``ret_activity`` is an annotation class and may
     be left out (a float result is then ``Duplicated`` in forward mode).
 
+    Complex numbers: in forward mode ``Duplicated(z, dz)`` gives the derivative along the
+    complex direction ``dz``. In reverse mode a real result's derivative with respect to
+    ``Active(z)`` is ``df/dRe(z) + i df/dIm(z)`` (Enzyme.jl's and PyTorch's convention; JAX's
+    ``grad`` gives its conjugate), accumulated the same way into complex ``Duplicated`` arrays.
+    A complex result is refused by ``Reverse``; ``ReverseHolomorphic`` returns ``f'(z)`` for a
+    holomorphic ``f``.
+
     Examples
     --------
     >>> from pyzyme import Forward, Duplicated, DuplicatedNoNeed
@@ -72,6 +79,11 @@ def autodiff(mode: Mode, f, *args) -> tuple:
     (9.8596, 6.28)
     >>> autodiff(Forward, lambda x: x * x, DuplicatedNoNeed, Duplicated(3.14, 1.0))
     (6.28,)
+    >>> from pyzyme import Active, Reverse, ReverseHolomorphic
+    >>> autodiff(Reverse, lambda z: abs(z) ** 2, Active(1 + 2j))
+    (((2+4j),),)
+    >>> autodiff(ReverseHolomorphic, lambda z: z * z, Active(1 + 2j))
+    (((2+4j),),)
     """
     if not isinstance(mode, Mode):
         raise TypeError(f"autodiff's first argument must be a mode (Forward, Reverse, ...), "

@@ -23,7 +23,7 @@ Examples
 >>> complex_shadow(1 + 0j, 2.0)
 (2+0j)
 >>> from numba.core import types
->>> holomorphic_seed(types.complex128)
+>>> complex(holomorphic_seed(types.complex128))
 (1+0j)
 """
 
