@@ -401,3 +401,30 @@ def test_readme_complex_example():
     np.testing.assert_allclose(results[3], [2 + 4j, 6 - 2j], rtol=1e-15)
     for line in ("(((2+4j),),)", "(((-9+12j),),)", "((-11-2j), (-12-9j))", "[2.+4.j, 6.-2.j]"):
         assert line in block
+
+
+# -- split mode --------------------------------------------------------------------------------
+def test_split_mode_seed_of_a_complex_result_is_a_cotangent():
+    # The thunks take the result's seed w from the user: w = dL/dRe f + i dL/dIm f, i.e.
+    # L = Re(conj(w) f), and the derivative is dL/dRe z + i dL/dIm z = conj(f'(z)) w here.
+    from pyzyme import ReverseSplitNoPrimal, ReverseSplitWithPrimal, autodiff_thunk
+
+    square = numba.njit(lambda z: z * z)
+    fwd, rev = autodiff_thunk(ReverseSplitWithPrimal, square, Active, Active(Z0))
+    for w in (1.0 + 0j, 1j, 0.5 - 2j):
+        tape, primal, _ = fwd(Active(Z0))
+        assert primal == Z0 * Z0
+        ((d,),) = rev(Active(Z0), w, tape)
+        np.testing.assert_allclose(d, np.conj(2 * Z0) * w, rtol=1e-14)
+        np.testing.assert_allclose(d, fd_real(lambda z: (np.conj(w) * z * z).real, Z0),
+                                   rtol=1e-8)
+
+    fwd, rev = autodiff_thunk(ReverseSplitNoPrimal, re_cube, Active, Active(Z0))
+
+    @numba.njit
+    def in_njit(z):
+        tape, _, _ = fwd(Active(z))
+        return rev(Active(z), 1.0, tape)
+
+    ((d,),) = in_njit(Z0)
+    np.testing.assert_allclose(d, np.conj(3 * Z0 ** 2), rtol=1e-14)

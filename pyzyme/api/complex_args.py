@@ -15,6 +15,9 @@ floats and no rule is specific to it. What is specific is what the user gives an
   :data:`~pyzyme.ReverseHolomorphic` answers ``f'(z)`` for holomorphic ``f``: one reverse
   sweep of ``Re f`` gives ``dRe f/dRe z + i dRe f/dIm z``, which by the Cauchy-Riemann
   equations is ``conj(f'(z))``.
+- Split mode (``autodiff_thunk``) takes the seed ``w`` of a result from the user; for a
+  complex result ``w = dL/dRe f + i dL/dIm f`` (so ``L = Re(conj(w) f)``), and the
+  derivatives follow the reverse-mode convention above.
 
 Examples
 --------
