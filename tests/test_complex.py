@@ -253,6 +253,21 @@ def test_holomorphic_gives_the_complex_derivative(f, df):
     np.testing.assert_allclose(d, autodiff(Forward, f, Duplicated(Z0, 1 + 0j))[1], rtol=1e-14)
 
 
+@pytest.mark.parametrize("f", [
+    numba.njit(lambda z: cmath.log(z) * cmath.sqrt(z)),
+    numba.njit(lambda z: cmath.atan(z) + cmath.acosh(z)),
+    numba.njit(lambda z: cmath.tanh(z) / (1.0 + 2.0j - z)),
+    numba.njit(lambda z: z ** (1.5 + 0.5j) + np.expm1(z) * np.log1p(z)),
+], ids=["log_sqrt", "atan_acosh", "tanh_div", "cpow_expm1_log1p"])
+def test_library_functions_forward_and_holomorphic(f):
+    fd = fd_direction(f, Z0, 1.0)
+    ((d,),) = autodiff(ReverseHolomorphic, f, Active, Active(Z0))
+    np.testing.assert_allclose(d, fd, rtol=1e-8)
+    dz = 0.6 - 0.8j
+    _, t = autodiff(Forward, f, Duplicated(Z0, dz))
+    np.testing.assert_allclose(t, d * dz, rtol=1e-12)
+
+
 def test_holomorphic_polynomial_in_a_loop():
     c = np.array([1.0 + 0j, -2.0, 0.5j, 3.0, 0.25 - 1j])
     ((none_c, d),) = autodiff(ReverseHolomorphic, horner, Active, Const(c), Active(Z0))
