@@ -15,6 +15,7 @@ import numpy as np
 
 from pyzyme import options
 from pyzyme.api import annotations as A
+from pyzyme.api import complex_args as C
 from pyzyme.api.modes import Mode
 from pyzyme.errors import PyzymeError, UnsupportedError
 from pyzyme.rules.custom import REGISTRY
@@ -64,6 +65,13 @@ def autodiff(mode: Mode, f, *args) -> tuple:
     ``autodiff(mode, f, ret_activity, *args)``: ``ret_activity`` is an annotation class and may
     be left out (a float result is then ``Duplicated`` in forward mode).
 
+    Complex numbers: in forward mode ``Duplicated(z, dz)`` gives the derivative along the
+    complex direction ``dz``. In reverse mode a real result's derivative with respect to
+    ``Active(z)`` is ``df/dRe(z) + i df/dIm(z)`` (Enzyme.jl's and PyTorch's convention; JAX's
+    ``grad`` gives its conjugate), accumulated the same way into complex ``Duplicated`` arrays.
+    A complex result is refused by ``Reverse``; ``ReverseHolomorphic`` returns ``f'(z)`` for a
+    holomorphic ``f``.
+
     Examples
     --------
     >>> from pyzyme import Forward, Duplicated, DuplicatedNoNeed
@@ -71,6 +79,11 @@ def autodiff(mode: Mode, f, *args) -> tuple:
     (9.8596, 6.28)
     >>> autodiff(Forward, lambda x: x * x, DuplicatedNoNeed, Duplicated(3.14, 1.0))
     (6.28,)
+    >>> from pyzyme import Active, Reverse, ReverseHolomorphic
+    >>> autodiff(Reverse, lambda z: abs(z) ** 2, Active(1 + 2j))
+    (((2+4j),),)
+    >>> autodiff(ReverseHolomorphic, lambda z: z * z, Active(1 + 2j))
+    (((2+4j),),)
     """
     if not isinstance(mode, Mode):
         raise TypeError(f"autodiff's first argument must be a mode (Forward, Reverse, ...), "
@@ -83,14 +96,20 @@ def autodiff(mode: Mode, f, *args) -> tuple:
     anns = [A.annotate(a) for a in args]
     if mode.is_forward:
         return _forward(mode, f, ret_activity, anns)
-    if mode.split or mode.holomorphic:
+    if mode.split:
         raise UnsupportedError(f"{mode} mode is not implemented yet; use Reverse or "
                                f"ReverseWithPrimal")
+    if mode.holomorphic:
+        return _holomorphic(mode, f, ret_activity, anns)
     return _reverse(mode, f, ret_activity, anns)
 
 
 def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
-    """Reverse mode: ``((d_arg or None, ...),)``, then the primal result with a primal."""
+    """Reverse mode: ``((d_arg or None, ...),)``, then the primal result with a primal.
+
+    For a real result, a complex ``Active(z)`` gets ``df/dRe(z) + i df/dIm(z)`` (the conjugate
+    of what JAX's ``grad`` gives); see :mod:`pyzyme.api.complex_args`.
+    """
     for a in anns:
         if isinstance(a, A.BatchDuplicated):
             raise UnsupportedError("BatchDuplicated arguments are for forward mode; in reverse "
@@ -104,7 +123,14 @@ def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
     distinct = _distinct([x for c in calls for x in c.arrays()])
     plan = reverse_plan(dispatcher, [c.numba_type for c in calls], [c.kind for c in calls],
                         ret_activity, distinct, need_primal=mode.with_primal)
-    seeds = (_unit_seed(plan.restype),) if plan.seeded else ()
+    if plan.seeded:
+        if mode.holomorphic:
+            seeds = (C.holomorphic_seed(plan.restype),)
+        else:
+            C.check_complex_result(plan.restype, _where(dispatcher))
+            seeds = (_unit_seed(plan.restype),)
+    else:
+        seeds = ()
     out = plan.function(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
                         *seeds)
     for c in calls:
@@ -116,6 +142,38 @@ def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
     if mode.with_primal:
         return (derivs, primal)
     return (derivs,)
+
+
+def _holomorphic(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
+    """ReverseHolomorphic: ``f'(z)`` for each complex Active argument, ``dx += f'(x)`` per
+    element of each complex Duplicated array.
+
+    One reverse sweep seeded with a unit adjoint of ``Re f`` gives ``conj(f'(z))`` for a
+    holomorphic ``f`` (Cauchy-Riemann), so adjoints are conjugated on the way out, and shadows
+    on the way in and out (so that what they held is added to, not conjugated).
+    """
+    if ret_activity not in (None, A.Active):
+        raise UnsupportedError(f"ReverseHolomorphic needs an Active (complex) result, not "
+                               f"{ret_activity.__name__}")
+    shadows = []
+    for position, a in enumerate(anns):
+        if isinstance(a, (A.Active, A.Duplicated)):
+            C.check_holomorphic_argument(a.val, position)
+        if isinstance(a, A.Duplicated) and C.is_complex_array(a.dval):
+            shadows.append(a.dval)
+    for s in shadows:
+        C.conjugate_in_place(s)
+    try:
+        out = _reverse(mode, f, A.Active, anns)
+    finally:
+        for s in shadows:
+            C.conjugate_in_place(s)
+    derivs = tuple(None if d is None else d.conjugate() for d in out[0])
+    return (derivs, *out[1:])
+
+
+def _where(dispatcher) -> str:
+    return getattr(getattr(dispatcher, "py_func", dispatcher), "__qualname__", repr(dispatcher))
 
 
 def _unit_seed(numba_type):
@@ -163,6 +221,8 @@ class _ReverseArg:
                 self.primal = tuple(float(v) for v in value)
             elif _is_real(value):
                 self.primal = value if isinstance(value, np.float32) else float(value)
+            elif C.is_complex(value):
+                self.primal = value
             else:
                 raise UnsupportedError(
                     f"Active({type(value).__name__}) is not supported; Active is for floats "
@@ -272,6 +332,9 @@ class _ForwardArg:
         elif _is_real(value):
             self.primal = float(value)
             self.shadows = tuple(_real_shadow(s) for s in ann.shadows)
+        elif C.is_complex(value):
+            self.primal = value
+            self.shadows = tuple(C.complex_shadow(value, s) for s in ann.shadows)
         elif isinstance(value, tuple) and value and all(_is_real(v) for v in value):
             self.primal = tuple(float(v) for v in value)
             self.shadows = tuple(_tuple_shadow(s, len(value)) for s in ann.shadows)

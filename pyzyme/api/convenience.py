@@ -18,6 +18,7 @@ import numpy as np
 
 from pyzyme.api import annotations as A
 from pyzyme.api.autodiff import autodiff
+from pyzyme.api.complex_args import is_complex, is_complex_array
 from pyzyme.api.make_zero import make_zero
 from pyzyme.api.modes import Forward, Mode, ReverseWithPrimal
 from pyzyme.errors import PyzymeError, UnsupportedError
@@ -28,21 +29,31 @@ __all__ = ["gradient", "jacobian", "jacobian_of", "forward_columns", "reverse_ja
 DEFAULT_CHUNK = 8
 
 
-def _as_input(x: Any) -> tuple[np.ndarray | float, bool]:
+def _as_input(x: Any, complex_ok: bool = False) -> tuple[np.ndarray | float, bool]:
     if isinstance(x, np.ndarray):
+        if complex_ok and np.issubdtype(x.dtype, np.complexfloating):
+            return x, True
+        if np.issubdtype(x.dtype, np.complexfloating):
+            raise UnsupportedError(
+                "a Jacobian with respect to a complex array is not supported: use gradient for a "
+                "real-valued function, or pass the real and imaginary parts as real arrays")
         if not np.issubdtype(x.dtype, np.floating):
             raise PyzymeError(f"differentiate with respect to a floating array, not {x.dtype}")
         return x, True
+    if complex_ok and is_complex(x):
+        return x, False
     if isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool):
         return float(x), False
     raise UnsupportedError(f"gradient and jacobian take a float or a NumPy array, not "
                            f"{type(x).__name__}")
 
 
-def forward_columns(f, args, argnum: int, chunk: int | None):
+def forward_columns(f, args, argnum: int, chunk: int | None, unit=1.0,
+                    complex_ok: bool = False):
     """Yield (input index, tangent of the output) for every element of ``args[argnum]``; the
-    other arguments are constants."""
-    x, is_array = _as_input(args[argnum])
+    other arguments are constants. ``unit`` is the seed of each element (``1j``: the
+    direction of the imaginary part of a complex input)."""
+    x, is_array = _as_input(args[argnum], complex_ok=complex_ok)
     before = [A.Const(a) for a in args[:argnum]]
     after = [A.Const(a) for a in args[argnum + 1:]]
     n = x.size if is_array else 1
@@ -54,9 +65,9 @@ def forward_columns(f, args, argnum: int, chunk: int | None):
             if is_array:
                 seed = np.zeros_like(x)
                 if i < n:
-                    seed.reshape(-1)[i] = 1.0
+                    seed.reshape(-1)[i] = unit
             else:
-                seed = 1.0 if i < n else 0.0
+                seed = unit if i < n else 0 * unit
             seeds.append(seed)
         if width == 1:
             (t,) = autodiff(Forward, f, A.DuplicatedNoNeed, *before,
@@ -78,6 +89,9 @@ def gradient(mode: Mode, f, x, *, chunk: int | None = None, out=None):
     Reverse mode returns df/dx in the structure of ``x``: a new array for an array, a float for
     a float, a tuple / namedtuple / list for those (non-float fields keep their value). With
     ``out=dx`` (``x`` an array), ``dx`` is zeroed, receives df/dx and is returned.
+
+    For complex ``x`` (a real-valued ``f``), both modes give ``df/dRe(x) + i df/dIm(x)`` per
+    element: the conjugate of what JAX's ``grad`` gives (see :mod:`pyzyme.api.complex_args`).
     ``ReverseWithPrimal`` returns ``(df/dx, f(x))``.
 
     Parameters
@@ -108,18 +122,29 @@ def gradient(mode: Mode, f, x, *, chunk: int | None = None, out=None):
     array([3., 2.])
     >>> gradient(Reverse, lambda t: t[0] * t[1] ** 2, (2.0, 3.0))
     (9.0, 12.0)
+    >>> gradient(Reverse, lambda z: (z[0] * z[0]).real, np.array([1.0 + 2.0j]))
+    array([2.-4.j])
     """
     if not mode.is_forward:
         return _reverse_gradient(mode, f, x, chunk, out)
     if out is not None:
         raise PyzymeError("out= is for reverse mode; forward mode returns a tuple")
-    out = []
-    for _, t in forward_columns(f, (x,), 0, chunk):
-        if not _is_real(t):
-            raise PyzymeError(f"gradient needs a function returning a float; this one returns "
-                              f"{type(t).__name__}: use jacobian for vector results")
-        out.append(float(t))
-    return tuple(out)
+    # A complex input is swept along its real and then its imaginary parts (seeds 1 and 1j);
+    # the partials combine as reverse mode's do: df/dRe + i df/dIm.
+    units = (1.0, 1j) if (is_complex(x) or is_complex_array(x)) else (1.0,)
+    parts = []
+    for unit in units:
+        part = []
+        for _, t in forward_columns(f, (x,), 0, chunk, unit=unit, complex_ok=True):
+            if not _is_real(t):
+                raise PyzymeError(f"gradient needs a function returning a float; this one "
+                                  f"returns {type(t).__name__}: use jacobian for vector "
+                                  f"results")
+            part.append(float(t))
+        parts.append(part)
+    if len(parts) == 2:
+        return tuple(complex(re, im) for re, im in zip(*parts))
+    return tuple(parts[0])
 
 
 def _reverse_gradient(mode: Mode, f, x, chunk, out):
@@ -136,7 +161,7 @@ def _reverse_gradient(mode: Mode, f, x, chunk, out):
     if out is None:
         value, (grad,) = reverse_call(f, (x,), (0,), name="gradient")
     else:
-        x, is_array = _as_input(x)
+        x, is_array = _as_input(x, complex_ok=True)
         if not is_array:
             raise PyzymeError("out= needs an array x (a float's derivative is returned)")
         if not isinstance(out, np.ndarray) or out.shape != x.shape or out.dtype != x.dtype:

@@ -136,8 +136,8 @@ def vjp(f, *primals):
 def _carries(value) -> bool:
     """Whether ``value`` holds floats (what vjp gives a cotangent for)."""
     if isinstance(value, np.ndarray):
-        return bool(np.issubdtype(value.dtype, np.floating))
-    if isinstance(value, (float, np.floating)):
+        return bool(np.issubdtype(value.dtype, np.inexact))
+    if isinstance(value, (float, np.floating, complex, np.complexfloating)):
         return True
     if isinstance(value, (tuple, list)):
         return any(_carries(v) for v in value)

@@ -27,6 +27,7 @@ import numpy as np
 from numba.core import types
 
 from pyzyme.api import annotations as A
+from pyzyme.api.complex_args import check_complex_result, has_complex, is_complex
 from pyzyme.api.njit_overload import NjitObject, overloaded_njit
 from pyzyme.errors import PyzymeError, UnsupportedError
 
@@ -159,18 +160,15 @@ def _tree(value, where: str) -> _Node:
         raise UnsupportedError(
             f"{where} is a dict, which a Numba function cannot take; pass a tuple or a "
             f"namedtuple of floats and arrays")
-    if isinstance(value, (complex, np.complexfloating)) or (
-            isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.complexfloating)):
-        raise UnsupportedError(f"{where} is complex; reverse mode differentiates real floats")
     return _Node("leaf", value)
 
 
 def _leaf_annotation(value, top: bool):
     """The annotation of a differentiated leaf and how its derivative is read back."""
-    if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating):
+    if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.inexact):
         shadow = np.zeros_like(value)
         return A.Duplicated(value, shadow), ("shadow", shadow)
-    if isinstance(value, (float, np.floating)) or (top and _is_real(value)):
+    if isinstance(value, (float, np.floating)) or (top and _is_real(value)) or is_complex(value):
         return A.Active(value), ("active", None)
     return A.Const(value), ("const", value)
 
@@ -224,11 +222,12 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
     trees: list[_Node | None] = [None] * len(args)
     for i in argnums:
         value = args[i]
-        if isinstance(value, np.ndarray) and not np.issubdtype(value.dtype, np.floating):
+        if isinstance(value, np.ndarray) and not np.issubdtype(value.dtype, np.inexact):
             raise PyzymeError(f"{name}: argument {i} is an array of {value.dtype}; "
                               f"differentiate with respect to a floating array")
         trees[i] = _tree(value, f"argument {i}")
-        if trees[i].kind == "leaf" and not (_is_real(value) or isinstance(value, np.ndarray)):
+        if trees[i].kind == "leaf" and not (_is_real(value) or is_complex(value)
+                                            or isinstance(value, np.ndarray)):
             raise UnsupportedError(
                 f"{name}: argument {i} is a {type(value).__name__}; reverse mode "
                 f"differentiates with respect to floats, float arrays, and tuples, namedtuples "
@@ -272,6 +271,8 @@ def _numba_type(ann):
     if isinstance(ann, A.Active):
         if isinstance(value, tuple):
             return numba.typeof(tuple(float(v) for v in value))
+        if is_complex(value):
+            return numba.typeof(value)
         return numba.typeof(value if isinstance(value, np.float32) else float(value))
     return numba.typeof(value)
 
@@ -285,6 +286,7 @@ def _seeded(target, anns, seed):
     distinct = _distinct([x for c in calls for x in c.arrays()])
     plan = reverse_plan(target, [c.numba_type for c in calls], [c.kind for c in calls],
                         A.Active, distinct)
+    check_complex_result(plan.restype, "the function")
     out = plan.function(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
                         float(seed))
     for c in calls:
@@ -303,6 +305,8 @@ def check_float_result(dispatcher, argtypes, name: str, err: Exception | None = 
     fname = getattr(dispatcher, "py_func", dispatcher).__qualname__
     if fname == "flat":
         fname = "the function"
+    if has_complex(restype):
+        check_complex_result(restype, fname)
     hint = ("" if restype == types.none else
             ": use jacobian or jacrev for array results, vjp for a cotangent")
     raise UnsupportedError(f"{name} needs a function returning a float; {fname} returns "
@@ -412,13 +416,13 @@ def _roles(argtypes, argnums, name: str):
         if i not in argnums:
             kinds.append("const")
             primal_types.append(t)
-        elif isinstance(t, types.Float):
+        elif isinstance(t, (types.Float, types.Complex)):
             kinds.append("active")
             primal_types.append(t)
         elif isinstance(t, types.Integer):
             kinds.append("active")
             primal_types.append(types.float64)
-        elif isinstance(t, types.Array) and isinstance(t.dtype, types.Float):
+        elif isinstance(t, types.Array) and isinstance(t.dtype, (types.Float, types.Complex)):
             if t.layout != "C":
                 raise UnsupportedError(f"{name} inside @njit code needs C-contiguous array "
                                        f"arguments; pass np.ascontiguousarray(x)")
@@ -429,8 +433,9 @@ def _roles(argtypes, argnums, name: str):
             kinds.append("active")
             primal_types.append(t)
         else:
-            raise UnsupportedError(f"{name} inside @njit code differentiates floats, tuples of "
-                                   f"floats and float arrays, not {t}")
+            raise UnsupportedError(f"{name} inside @njit code differentiates floats, complex "
+                                   f"numbers, tuples of floats and float or complex arrays, "
+                                   f"not {t}")
     return kinds, primal_types
 
 
@@ -498,6 +503,10 @@ def _grad_implementation(dispatcher, argtypes, argnums, single: bool, with_value
 
 
 def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
+    if has_complex(argtypes[argnum]) or (isinstance(argtypes[argnum], types.Array)
+                                         and isinstance(argtypes[argnum].dtype, types.Complex)):
+        raise UnsupportedError("jacrev of a complex argument is not supported: use grad for "
+                               "a real-valued function, or jacfwd")
     kinds, primal_types = _roles(argtypes, (argnum,), "jacrev")
     if isinstance(argtypes[argnum], types.BaseTuple):
         raise UnsupportedError("jacrev inside @njit code differentiates a float or a float "

@@ -108,13 +108,15 @@ class _Arg:
 
 
 def _as_float(t: types.Type, expr: str, keep_float32: bool):
-    """``(type, expression)`` of a real or tuple of reals as the derivative takes it (floats;
-    float32 kept in reverse mode, as in Python calls), or ``(None, None)``."""
+    """``(type, expression)`` of a real, complex or tuple of reals as the derivative takes it
+    (floats; float32 kept in reverse mode, as in Python calls), or ``(None, None)``."""
     real = (types.Integer, types.Float)
     if isinstance(t, real) and not isinstance(t, types.Boolean):
         if keep_float32 and t == types.float32:
             return t, expr
         return types.float64, expr if t == types.float64 else f"np.float64({expr})"
+    if isinstance(t, types.Complex):
+        return t, expr  # two floats to the derivative, as in Python calls
     if isinstance(t, types.BaseTuple) and len(t) and all(isinstance(e, real) for e in t):
         items = "".join(f"np.float64({expr}[{i}]), " for i in range(len(t)))
         return types.UniTuple(types.float64, len(t)), f"({items})"

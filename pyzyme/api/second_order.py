@@ -29,7 +29,7 @@ from pyzyme.api.custom_calls import release_inlining
 from pyzyme.api.numba_forward import _differentiable
 from pyzyme.api.numba_reverse import _value_type, reverse_module
 from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
-from pyzyme.errors import PyzymeError
+from pyzyme.errors import PyzymeError, UnsupportedError
 from pyzyme.frontends.numba import njit_callable
 from pyzyme.runtime import compile_module, symbol_name
 
@@ -93,10 +93,18 @@ def _plan(f, x: np.ndarray) -> HvpPlan:
 
 
 def _as_input(x) -> np.ndarray:
+    _refuse_complex(x)
     x = np.ascontiguousarray(x, dtype=np.float64)
     if x.ndim == 0:
         raise PyzymeError("hvp and hessian take an array x; wrap a scalar in np.array([x])")
     return x
+
+
+def _refuse_complex(x) -> None:
+    # Converting to float64 would drop the imaginary part: a wrong answer, not an error.
+    if np.iscomplexobj(x):
+        raise UnsupportedError("hvp and hessian take real arrays; for a function of complex "
+                               "numbers pass the real and imaginary parts as one real array")
 
 
 def hvp(f, x: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -121,6 +129,7 @@ def hvp(f, x: np.ndarray, v: np.ndarray) -> np.ndarray:
     array([ 6., 12.])
     """
     x = _as_input(x)
+    _refuse_complex(v)
     v = np.ascontiguousarray(v, dtype=np.float64)
     if v.shape != x.shape:
         raise PyzymeError(f"v has shape {v.shape}; x has shape {x.shape}")

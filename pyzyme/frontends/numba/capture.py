@@ -32,6 +32,7 @@ from numba.core.typing import Signature
 from pyzyme.errors import CaptureError, error_context
 from pyzyme.frontends.numba import hook
 from pyzyme.frontends.numba.abi import AbiMap
+from pyzyme.frontends.numba.helper_bodies import link_helper_bodies
 from pyzyme.runtime import modules, passes
 
 PIPELINES = ("ad", "numba")
@@ -163,6 +164,7 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad",
 
         if pipeline == "ad":
             module, stale = _linked_prelink_module(cres.library)
+            link_helper_bodies(module)  # C helpers differentiated by an IR body (complex power)
             kept = _kept_calls(module, keep_calls, symbol)
             if kept:
                 module = _no_inline(module, kept)
