@@ -20,7 +20,7 @@ from pyzyme.api import annotations as A
 from pyzyme.api.autodiff import autodiff
 from pyzyme.api.complex_args import is_complex, is_complex_array
 from pyzyme.api.make_zero import make_zero
-from pyzyme.api.modes import Forward, Mode, ReverseWithPrimal
+from pyzyme.api.modes import Forward, Mode, Reverse, ReverseWithPrimal
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["gradient", "jacobian", "jacobian_of", "forward_columns", "reverse_jacobian",
@@ -159,7 +159,8 @@ def _reverse_gradient(mode: Mode, f, x, chunk, out):
         raise PyzymeError("chunk= is for forward mode; reverse mode gets the whole gradient "
                           "from one sweep")
     if out is None:
-        value, (grad,) = reverse_call(f, (x,), (0,), name="gradient")
+        value, (grad,) = reverse_call(f, (x,), (0,), name="gradient",
+                                      need_value=mode.with_primal)
     else:
         x, is_array = _as_input(x, complex_ok=True)
         if not is_array:
@@ -172,7 +173,9 @@ def _reverse_gradient(mode: Mode, f, x, chunk, out):
         dispatcher = _dispatcher(f)
         out[...] = 0.0
         try:
-            _, value = autodiff(ReverseWithPrimal, dispatcher, A.Active, A.Duplicated(x, out))
+            _, value = autodiff(ReverseWithPrimal, dispatcher, A.Active, A.Duplicated(x, out)) \
+                if mode.with_primal else (autodiff(Reverse, dispatcher, A.Active,
+                                                   A.Duplicated(x, out)), None)
         except UnsupportedError as err:
             check_float_result(dispatcher, [numba.typeof(x)], "gradient", err)
             raise
@@ -228,7 +231,8 @@ def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndar
     n_in = x.size if is_array else 1
     restype = result_type(dispatcher, [numba.typeof(a) for a in args])
     if isinstance(restype, types.Float):
-        _, (grad,) = reverse_call(dispatcher, args, (argnum,), name="jacobian")
+        _, (grad,) = reverse_call(dispatcher, args, (argnum,), name="jacobian",
+                                  need_value=False)
         return np.asarray(grad, dtype=float).reshape(1, n_in)
     if not (isinstance(restype, types.Array) and isinstance(restype.dtype, types.Float)):
         raise UnsupportedError(f"jacobian needs a function returning a float or a float array; "

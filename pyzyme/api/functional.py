@@ -116,7 +116,7 @@ def vjp(f, *primals):
                 raise PyzymeError(f"the cotangent has shape {w.shape}; f's result has shape "
                                   f"{value.shape}")
             _, derivs = reverse_call(dotted_wrapper(dispatcher, n, w.ndim), (*primals, w), argnums,
-                                     name="vjp")
+                                     name="vjp", need_value=False)
         elif isinstance(value, (float, np.floating)):
             if not isinstance(cotangent, (int, float, np.integer, np.floating)) or \
                     isinstance(cotangent, bool):

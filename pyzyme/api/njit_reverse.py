@@ -204,17 +204,19 @@ def _check_argnums(argnums: tuple[int, ...], nargs: int, name: str) -> tuple[int
     return tuple(out)
 
 
-def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="grad"):
+def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="grad",
+                 need_value: bool = True):
     """Differentiate the float ``f(*args)`` with respect to ``args[i]`` for ``i`` in
     ``argnums`` by reverse mode (Python calls).
 
     Returns ``(value, derivatives)``, one derivative per argnum in the structure of its
     argument: a new array for an array, a float for a float, a tuple / namedtuple / list for
     those (their non-float leaves keep their value). ``seed`` (default 1.0) scales the result's
-    adjoint, for vector-Jacobian products.
+    adjoint, for vector-Jacobian products. Without ``need_value`` the value is None, and the
+    derivative skips what only the value needed.
     """
     from pyzyme.api.autodiff import _dispatcher, autodiff
-    from pyzyme.api.modes import ReverseWithPrimal
+    from pyzyme.api.modes import Reverse, ReverseWithPrimal
 
     dispatcher = _dispatcher(f)
     args = list(args)
@@ -247,7 +249,9 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
             readers[i].append((len(anns) - 1, reader))
     target = _flat_wrapper(dispatcher, trees) if containers else dispatcher
     try:
-        if seed is None:
+        if seed is None and not need_value:
+            (derivs,), value = autodiff(Reverse, target, A.Active, *anns), None
+        elif seed is None:
             derivs, value = autodiff(ReverseWithPrimal, target, A.Active, *anns)
         else:
             derivs, value = _seeded(target, anns, seed)
@@ -350,7 +354,8 @@ class ReverseFunction(NjitObject):
         if self._kind == "jacrev":
             from pyzyme.api.convenience import reverse_jacobian
             return reverse_jacobian(self._dispatcher, args, self._argnums[0])
-        value, derivs = reverse_call(self._dispatcher, args, self._argnums, name=self._kind)
+        value, derivs = reverse_call(self._dispatcher, args, self._argnums, name=self._kind,
+                                     need_value=self._kind == "value_and_grad")
         result = derivs[0] if self._single else derivs
         if self._kind == "value_and_grad":
             return value, result
