@@ -11,7 +11,8 @@ shared machine, cancels out):
 - pyzyme's reverse mode called from Python (``autodiff(Reverse, ...)``: microseconds of call
   cost against milliseconds of kernel) and, where the kernel returns a float, ``grad(f)``
   called inside an @njit driver loop;
-- pyzyme's forward mode, one directional derivative, from Python (K1, K4, K5).
+- pyzyme's forward mode, one directional derivative (``DuplicatedNoNeed``: the tangent alone),
+  from Python (K1, K4, K5).
 
 "first call" is the first call on a fresh copy of the function (Numba compile, plus AD for pyzyme
 rows; for the grad row, grad(f) and a first call through a small @njit wrapper, compiled then).
@@ -52,7 +53,7 @@ import numba
 import numpy as np
 
 import pyzyme
-from pyzyme import Active, Const, Duplicated, Forward, Reverse
+from pyzyme import Active, Const, Duplicated, DuplicatedNoNeed, Forward, Reverse
 
 import kernels as K  # after pyzyme, whose capture hook must be in place before Numba compiles
 
@@ -241,7 +242,8 @@ def taylor_case(n: int) -> Case:
                 lambda: [pyzyme.autodiff(Reverse, f, Active, Active(x), Const(n))[0][0]])
 
     def forward(f):
-        return lambda: pyzyme.autodiff(Forward, f, Duplicated, Duplicated(x, 1.0), Const(n))[1]
+        return lambda: pyzyme.autodiff(Forward, f, DuplicatedNoNeed, Duplicated(x, 1.0),
+                                       Const(n))[0]
 
     return Case(f"K1 taylor n={n:,}", K.taylor, (x, n), K.taylor_adjoint, lambda: (x, n),
                 lambda args, ret: [ret], 0, reverse, grad_argnums=0, forward=forward,
@@ -319,8 +321,9 @@ def lotka_volterra_case() -> Case:
         return prepare, run
 
     def forward(f):
-        return lambda: pyzyme.autodiff(Forward, f, Duplicated, Duplicated(p, direction.copy()),
-                                       Const(u0), Const(v0), Const(dt), Const(steps))[1]
+        return lambda: pyzyme.autodiff(Forward, f, DuplicatedNoNeed,
+                                       Duplicated(p, direction.copy()), Const(u0), Const(v0),
+                                       Const(dt), Const(steps))[0]
 
     return Case(f"K4 Lotka-Volterra RK4 {steps} steps", K.lotka_volterra,
                 (p, u0, v0, dt, steps), K.lotka_volterra_adjoint,
@@ -346,8 +349,9 @@ def diffusion_case() -> Case:
         return prepare, run
 
     def forward(f):
-        return lambda: pyzyme.autodiff(Forward, f, Duplicated, Duplicated(u, direction.copy()),
-                                       Const(c), Const(steps))[1]
+        return lambda: pyzyme.autodiff(Forward, f, DuplicatedNoNeed,
+                                       Duplicated(u, direction.copy()), Const(c),
+                                       Const(steps))[0]
 
     return Case(f"K5 diffusion {cells} cells x {steps} steps", K.diffusion, (u, c, steps),
                 K.diffusion_adjoint, lambda: (u, c, steps, np.zeros(cells)),

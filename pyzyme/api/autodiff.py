@@ -258,8 +258,9 @@ def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
         raise UnsupportedError("Active is a reverse-mode return activity; use Duplicated in "
                                "forward mode")
     dispatcher = _dispatcher(f)
+    need_primal = mode.with_primal or ret_activity is A.Const or ret_activity.needs_primal
     plan = forward_plan(dispatcher, [c.numba_type for c in calls],
-                        [bool(c.shadows) for c in calls], ret_activity, width)
+                        [bool(c.shadows) for c in calls], ret_activity, width, need_primal)
     primals = [c.primal for c in calls]
     shadows = [s for c in calls for s in c.shadows]
     out = plan.function(*primals, *shadows)
@@ -268,13 +269,16 @@ def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
     return _forward_result(mode, ret_activity, plan, out)
 
 
-def forward_plan(dispatcher, primal_types, shadowed, ret_activity, width: int):
-    """The compiled forward derivative of ``dispatcher`` for these types and activities."""
+def forward_plan(dispatcher, primal_types, shadowed, ret_activity, width: int,
+                 need_primal: bool = True):
+    """The compiled forward derivative of ``dispatcher`` for these types and activities
+    (without ``need_primal``, a float primal result it returns is zero)."""
     from pyzyme.api.numba_forward import build_forward
 
-    key = ("forward", dispatcher, tuple(primal_types), tuple(shadowed), ret_activity, width)
+    key = ("forward", dispatcher, tuple(primal_types), tuple(shadowed), ret_activity, width,
+           need_primal)
     return CACHE.get(key, lambda: build_forward(dispatcher, primal_types, shadowed,
-                                                ret_activity, width, _rules()))
+                                                ret_activity, width, _rules(), need_primal))
 
 
 def _forward_result(mode: Mode, ret_activity, plan, out) -> tuple:

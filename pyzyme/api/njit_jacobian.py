@@ -53,7 +53,8 @@ def _implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         raise UnsupportedError(f"jacfwd differentiates with respect to a float or a float "
                                f"array, not {x}")
     shadowed = [i == argnum for i in range(len(argtypes))]
-    plan = forward_plan(dispatcher, list(argtypes), shadowed, A.BatchDuplicatedNoNeed, width)
+    plan = forward_plan(dispatcher, list(argtypes), shadowed, A.BatchDuplicatedNoNeed, width,
+                        need_primal=False)
     if not plan.returns_tangent:
         raise UnsupportedError(f"{dispatcher.py_func.__qualname__} returns nothing to "
                                f"differentiate")

@@ -114,9 +114,11 @@ def _add_source_line(err: UnsupportedError, dispatcher, argtypes) -> None:
 
 
 def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool],
-                  ret_activity: type, width: int, rules) -> ForwardPlan:
+                  ret_activity: type, width: int, rules, need_primal: bool = True) -> ForwardPlan:
     """Capture ``f`` for ``primal_types`` and compile its forward derivative, in which the
-    arguments marked in ``shadowed`` have ``width`` shadows each."""
+    arguments marked in ``shadowed`` have ``width`` shadows each. Without ``need_primal`` a
+    float result is returned as zero beside its tangents, so that LLVM can delete what only
+    the primal result needed."""
     primal_types = tuple(primal_types)
     cap = capture(f, primal_types, keep_calls=getattr(rules, "keeps_call", None))
     abi = cap.abi
@@ -130,11 +132,16 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
     opts = options.current()
-    symbol = symbol_name("fwd", cap.text, repr(sig) + opts.tag)
+    restype = abi.signature.return_type
+    drop_primal = not need_primal and ret_differentiated and isinstance(restype, types.Float)
+    symbol = symbol_name("fwd", cap.text, repr(sig) + opts.tag + ("-" if drop_primal else ""))
     try:
         with error_context("differentiating", f"{_where(f)} in forward mode"):
             gen = ForwardGenerator(module, rules, opts)
-            dfn = gen.derivative(native, sig, name=symbol)
+            dfn = gen.derivative(native, sig, name=symbol + ".with.primal" if drop_primal
+                                 else symbol)
+            if drop_primal:
+                dfn = _tangents_only(module, dfn, symbol, abi.result.size, width)
     except UnsupportedError as err:
         _add_source_line(err, cap.dispatcher, primal_types)
         raise
@@ -144,7 +151,6 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
             fn.linkage = "external" if fn is dfn else "internal"
     text = str(module)
     compiled = compile_module(text, name=f"pyzyme_fwd_{abi.function}")
-    restype = abi.signature.return_type
     if ret_differentiated:
         restype = types.UniTuple(restype, width + 1)
     shadow_types = [t for t, has in zip(primal_types, shadowed) if has for _ in range(width)]
@@ -152,3 +158,28 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     names = [f"a{i}" for i in range(len(primal_types) + len(shadow_types))]
     fn = njit_callable(compiled, symbol, nsig, arg_names=names)
     return ForwardPlan(fn, width, ret_differentiated, symbol, text)
+
+
+def _tangents_only(module, full, symbol: str, size: int, width: int):
+    """``symbol``: ``full`` called with a local result slot, the tangents copied out and zero
+    where the primal result was. The primal result is then a dead store, and LLVM deletes the
+    work only it needed (the ``x ** i`` of a Taylor term whose tangent uses ``x ** (i - 1)``)."""
+    from pyzyme.ir import IRBuilder, types as T
+    from pyzyme.ir.values import const_int
+
+    fn = module.add_function(symbol, full.function_type)
+    for outer, inner in zip(fn.args, full.args):
+        outer.name = inner.name
+    b = IRBuilder(fn.append_block("entry"))
+    slot = b.alloca(T.ArrayType(size * (width + 1), T.i8), align=16, name="with.primal")
+    status = b.call(full, [slot, *fn.args[1:]], name="status")
+    retptr, nbytes, no = fn.args[0], const_int(T.i64, size), const_int(T.i1, 0)
+    memcpy = module.declare("llvm.memcpy.p0.p0.i64",
+                            T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
+    memset = module.declare("llvm.memset.p0.i64",
+                            T.FunctionType(T.void, [T.ptr, T.i8, T.i64, T.i1]))
+    b.call(memcpy, [b.gep(T.i8, retptr, [nbytes]), b.gep(T.i8, slot, [nbytes]),
+                    const_int(T.i64, size * width), no])
+    b.call(memset, [retptr, const_int(T.i8, 0), nbytes, no])
+    b.ret(status)
+    return fn
