@@ -2,7 +2,10 @@
 
 Compiled derivatives are kept per (function, argument types, activities, mode, width, options)
 in one process-wide :class:`DerivativeCache`, so the second call of a derivative costs what a call
-of an ``@njit`` function costs.
+of an ``@njit`` function costs. Reverse and forward derivatives of a function made with
+``@njit(cache=True)`` are also kept on disk beside Numba's cache of it
+(:mod:`pyzyme.runtime.disk_cache`, keyed as :mod:`pyzyme.frontends.numba.persist` explains), so
+another process loads their object code instead of capturing, differentiating and compiling.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pyzyme.api import annotations as A
 from pyzyme.api.modes import Mode
 from pyzyme.errors import PyzymeError, UnsupportedError
 from pyzyme.rules.custom import REGISTRY
+from pyzyme.runtime.disk_cache import DiskCache
 
 __all__ = ["autodiff", "DerivativeCache"]
 
@@ -34,6 +38,7 @@ class DerivativeCache:
     def __init__(self) -> None:
         self._plans: dict[tuple, Any] = {}
         self._lock = threading.Lock()
+        self.disk = DiskCache()
 
     def get(self, key: tuple, build):
         # A derivative is stale once a rule is registered after it was built, and is another
@@ -132,8 +137,64 @@ def reverse_plan(dispatcher, primal_types, kinds, ret_activity, distinct: bool):
     from pyzyme.api.numba_reverse import build_reverse
 
     key = ("reverse", dispatcher, tuple(primal_types), tuple(kinds), ret_activity, distinct)
-    return CACHE.get(key, lambda: build_reverse(dispatcher, primal_types, kinds, ret_activity,
-                                                distinct, _rules()))
+    what = ("reverse", tuple(kinds), _name(ret_activity), distinct)
+    return CACHE.get(key, lambda: _persisted(
+        dispatcher, primal_types, what,
+        lambda: build_reverse(dispatcher, primal_types, kinds, ret_activity, distinct, _rules())))
+
+
+def _name(ret_activity) -> str | None:
+    return None if ret_activity is None else ret_activity.__name__
+
+
+def _persisted(dispatcher, primal_types, what: tuple, build):
+    """``build()``, or the plan it made in an earlier process when ``dispatcher`` was made
+    with ``cache=True`` (Numba's switch for its own cache; without it nothing touches the
+    disk). ``what`` is the mode and activities, as text that is the same in every process.
+
+    The key holds no identity of custom rules: while any rule is registered (they may apply
+    to a callee, and a rule's code is not part of the function's identity) the disk is not
+    used.
+    """
+    from pyzyme.frontends.numba import persist
+
+    location = persist.cache_location(dispatcher)
+    if location is None or REGISTRY.functions():
+        return build()
+    disk = CACHE.disk
+    key = "\n".join([disk.environment(), persist.function_identity(dispatcher, primal_types),
+                     repr(what), repr(options.current())])
+    path = disk.path(*location, key)
+    fingerprint = persist.ir_fingerprint(dispatcher, primal_types)
+    payload = disk.load(path, key)
+    if payload is not None:
+        plan = _loaded_plan(payload, fingerprint)
+        if plan is not None:
+            return plan
+        disk.reject()
+    plan = build()
+    fingerprint = fingerprint or persist.ir_fingerprint(dispatcher, primal_types)
+    fields = {f: getattr(plan, f) for f in plan.__dataclass_fields__ if f != "function"}
+    payload = (type(plan), fields, persist.wrapper_state(plan.function), fingerprint)
+    disk.store(path, key, payload, dumps=persist.state_bytes)
+    return plan
+
+
+def _loaded_plan(payload, fingerprint: str | None):
+    """The plan stored in ``payload``, its wrapper loaded; None if it cannot be used: made
+    from other primal IR than this process has, or code that would not load here."""
+    from pyzyme.errors import VerifyError
+    from pyzyme.frontends.numba import persist
+    from pyzyme.runtime.jit import compile_key
+
+    try:
+        cls, fields, wrapper, stored_fingerprint = payload
+        if fingerprint is not None and stored_fingerprint not in (None, fingerprint):
+            return None
+        function = persist.rebuild_wrapper(wrapper, compile_key(fields["ir_text"]))
+        return cls(function=function, **fields)
+    except (VerifyError, TypeError, ValueError, KeyError):
+        return None
 
 
 def _distinct(arrays: Sequence[np.ndarray]) -> bool:
@@ -210,8 +271,11 @@ def forward_plan(dispatcher, primal_types, shadowed, ret_activity, width: int):
     from pyzyme.api.numba_forward import build_forward
 
     key = ("forward", dispatcher, tuple(primal_types), tuple(shadowed), ret_activity, width)
-    return CACHE.get(key, lambda: build_forward(dispatcher, primal_types, shadowed,
-                                                ret_activity, width, _rules()))
+    what = ("forward", tuple(bool(s) for s in shadowed), _name(ret_activity), width)
+    return CACHE.get(key, lambda: _persisted(
+        dispatcher, primal_types, what,
+        lambda: build_forward(dispatcher, primal_types, shadowed, ret_activity, width,
+                              _rules())))
 
 
 def _forward_result(mode: Mode, ret_activity, plan, out) -> tuple:

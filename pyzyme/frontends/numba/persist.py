@@ -1,0 +1,228 @@
+"""What the on-disk derivative cache needs to know about ``@njit`` code.
+
+A second process must find a derivative without compiling the primal (loading the primal from
+Numba's own cache gives machine code, not the IR pyzyme differentiates, so capturing it would
+mean compiling it again). So the cache identity of a function is what Numba's own cache index
+uses, read off the Python function, plus what Numba's index leaves out:
+
+- the bytecode and closure values of the function (Numba's index key);
+- the modification time and size of its source file (Numba drops its whole index when they
+  change), and the same for every ``@njit`` function it reaches through its globals, in any
+  module (Numba's cache of a caller goes stale when a callee in another file changes; ours
+  does not);
+- the values of the plain global constants it reads (Numba freezes them into the code);
+- Numba's compilation options of the function and the global switches that change its IR.
+
+When the primal's IR *is* at hand (the function was compiled in this process while pyzyme's
+hook watched), :func:`ir_fingerprint` hashes it, and an entry made from different IR is not
+used.
+
+The derivative's ``@njit`` wrapper (:func:`~pyzyme.frontends.numba.njit_callable`) is stored as
+object code too: :func:`wrapper_state` and :func:`rebuild_wrapper`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import re
+import types as pytypes
+from collections.abc import Sequence
+
+import llvmlite.binding as llvm
+import numba
+import numpy as np
+from numba.core import compiler, config
+from numba.core.caching import FunctionCache
+from numba.core.dispatcher import Dispatcher
+from numba.core.environment import Environment
+from numba.core.registry import cpu_target
+from numba.core.serialize import dumps
+
+from pyzyme.errors import PyzymeError, VerifyError
+from pyzyme.frontends.numba import bridge, hook
+from pyzyme.runtime import jit
+
+__all__ = ["cache_location", "function_identity", "ir_fingerprint", "rebuild_wrapper",
+           "wrapper_state"]
+
+# Numba's switches that change the IR of a function compiled under them.
+_NUMBA_SWITCHES = ("OPT", "LOOP_VECTORIZE", "SLP_VECTORIZE", "ENABLE_AVX", "BOUNDSCHECK",
+                   "FASTMATH", "DEBUGINFO_DEFAULT", "CPU_NAME", "CPU_FEATURES")
+_SIMPLE = (int, float, complex, bool, str, bytes, type(None), np.number, np.bool_)
+
+
+def cache_location(dispatcher) -> tuple[str, str] | None:
+    """``(directory, file name base)`` of Numba's cache for ``dispatcher``, or None when it
+    was not made with ``cache=True`` (then nothing is cached on disk, as in Numba)."""
+    cache = getattr(dispatcher, "_cache", None)
+    if not isinstance(cache, FunctionCache):
+        return None
+    return cache.cache_path, cache._impl.filename_base
+
+
+def function_identity(dispatcher, primal_types: Sequence) -> str:
+    """Text that changes whenever the code Numba compiles for ``dispatcher`` at
+    ``primal_types`` may change (see the module docstring); cheap, compiles nothing."""
+    codegen = cpu_target.target_context.codegen()
+    cache = dispatcher._cache
+    parts = [repr(cache._index_key(tuple(primal_types), codegen)),
+             repr(_options(dispatcher)),
+             repr(tuple(getattr(config, name, None) for name in _NUMBA_SWITCHES))]
+    seen: set[int] = set()
+    _describe_function(dispatcher.py_func, parts, seen)
+    return "\n".join(parts)
+
+
+def _options(dispatcher) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in dispatcher.targetoptions.items()
+                        if k != "cache"))
+
+
+def _describe_function(py_func, parts: list[str], seen: set[int]) -> None:
+    """Append what ``py_func``'s compiled code depends on: its source file's stamp, and the
+    globals its code reads, recursively through the ``@njit`` functions among them."""
+    if id(py_func) in seen:
+        return
+    seen.add(id(py_func))
+    code = py_func.__code__
+    parts.append(f"function {py_func.__module__}.{py_func.__qualname__} "
+                 f"{hashlib.sha256(code.co_code).hexdigest()} {_stamp(code.co_filename)}")
+    for name in sorted(_global_names(code)):
+        if name not in py_func.__globals__:
+            continue
+        value = py_func.__globals__[name]
+        parts.append(f"  {name} = {_describe_value(value, parts, seen)}")
+    for cell in py_func.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        _describe_value(value, parts, seen)
+
+
+def _global_names(code) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, pytypes.CodeType):
+            names |= _global_names(const)
+    return names
+
+
+def _describe_value(value, parts: list[str], seen: set[int]) -> str:
+    if isinstance(value, Dispatcher):
+        _describe_function(value.py_func, parts, seen)
+        return f"@njit {value.py_func.__module__}.{value.py_func.__qualname__}"
+    if isinstance(value, np.ndarray):
+        data = hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()
+        return f"ndarray {value.dtype} {value.shape} {data}"
+    if isinstance(value, _SIMPLE):
+        return repr(value)
+    if isinstance(value, tuple) and all(isinstance(v, _SIMPLE) for v in value):
+        return repr(value)
+    if isinstance(value, pytypes.ModuleType):
+        return f"module {value.__name__}"
+    methods = getattr(getattr(value, "class_type", None), "jit_methods", None)
+    if isinstance(methods, dict):  # a jitclass: its methods are compiled into callers
+        for method in methods.values():
+            py = getattr(method, "py_func", method)
+            if hasattr(py, "__code__"):
+                _describe_function(py, parts, seen)
+    code = getattr(value, "__code__", None)
+    if isinstance(code, pytypes.CodeType):  # overloads, intrinsics: name and bytecode
+        digest = hashlib.sha256(code.co_code).hexdigest()
+        return f"{type(value).__name__} {getattr(value, '__qualname__', '?')} {digest}"
+    return f"{type(value).__module__}.{type(value).__qualname__}"
+
+
+def _stamp(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "(no file)"
+    return f"{st.st_mtime_ns} {st.st_size}"
+
+
+# Numba's per-process function counter appears in mangled names as an ABI tag (B2v13).
+_COUNTER = re.compile(r"B\d+v\d+")
+
+
+def ir_fingerprint(dispatcher, primal_types: Sequence) -> str | None:
+    """A hash of the IR Numba made of ``dispatcher`` at ``primal_types`` and of everything it
+    links, before module optimization; None unless that IR was seen in this process (the
+    function was compiled here, not loaded from Numba's cache, while pyzyme's hook watched)."""
+    from pyzyme.frontends.numba.capture import _linked_libraries
+
+    cres = dispatcher.overloads.get(tuple(primal_types))
+    if cres is None or not hook.has_prelink(cres.library):
+        return None
+    digest = hashlib.sha256()
+    for library in [cres.library, *_linked_libraries(cres.library)]:
+        module = hook.prelink_module(library)
+        text = "(not seen)" if module is None else str(module)
+        text = re.sub(r"^; ModuleID = .*$", "", text, flags=re.M)
+        digest.update(_COUNTER.sub("Bv", text).encode())
+    return digest.hexdigest()
+
+
+def wrapper_state(wrapper) -> tuple:
+    """An :func:`~pyzyme.frontends.numba.njit_callable` wrapper as plain data for
+    :func:`rebuild_wrapper`: a wrapper that links the derivative into its callers is stored as
+    Numba stores a compiled function (object code, plus the bitcode callers link, which holds
+    the derivative); one that calls it through its address stores the derivative's module."""
+    native = getattr(wrapper, "__pyzyme_native__", None)
+    if native is None:
+        raise PyzymeError(f"{wrapper!r} was not made by njit_callable")
+    if native.linked:
+        cres = wrapper.overloads[tuple(native.signature.args)]
+        if cres.library.has_dynamic_globals:
+            raise PyzymeError("the wrapper refers to addresses of this process")
+        fndesc = copy.copy(cres.fndesc)
+        # The generated wrapper's globals (the intrinsic, the compiled module) stay behind.
+        fndesc.global_dict = fndesc.typemap = fndesc.calltypes = None
+        libdata = cres.library.serialize_using_object_code()
+        return ("linked", native.symbol, native.arg_names, native.signature,
+                (libdata, fndesc, cres.signature, str(cres.type_annotation)))
+    return ("address", native.symbol, native.arg_names, native.signature,
+            (jit.serialize(native.compiled), native.convention))
+
+
+def rebuild_wrapper(state: tuple, compile_key: str | None = None):
+    """The wrapper :func:`wrapper_state` stored, made without compiling the derivative.
+
+    Raises
+    ------
+    VerifyError
+        If the stored code uses a symbol this process does not define, or defines one it
+        already has (a caller then builds the derivative afresh).
+    """
+    kind, symbol, names, signature, data = state
+    if kind == "address":
+        serialized, convention = data
+        compiled = jit.load_serialized(serialized, compile_key)
+        return bridge.njit_callable(compiled, symbol, signature, convention=convention,
+                                    arg_names=list(names))
+    if kind != "linked":
+        raise VerifyError(f"unknown kind of stored wrapper {kind!r}")
+    libdata, fndesc, cres_signature, typeann = data
+    jit.check_resolvable(llvm.parse_bitcode(libdata[2][1]))
+    context = cpu_target.target_context
+    cres = compiler.CompileResult._rebuild(context, libdata, fndesc,
+                                           Environment.from_fndesc(fndesc), cres_signature,
+                                           False, (), typeann, [], [])
+    forwarder = bridge._forwarder(bridge._identifier(symbol), list(names), _loaded_target)
+    wrapper = numba.njit(forwarder)
+    wrapper.add_overload(cres)
+    wrapper.disable_compile()
+    return wrapper
+
+
+def _loaded_target(*args):
+    raise PyzymeError("a derivative loaded from the on-disk cache cannot be compiled for other "
+                      "argument types; call autodiff again for them")
+
+
+def state_bytes(state) -> bytes:
+    """``state`` pickled as Numba pickles what it caches (Numba types included)."""
+    return dumps(state)
