@@ -42,7 +42,7 @@ from numba.core.serialize import dumps
 
 from pyzyme.errors import PyzymeError, VerifyError
 from pyzyme.frontends.numba import bridge, hook
-from pyzyme.runtime import jit
+from pyzyme.runtime import jit, modules
 
 __all__ = ["cache_location", "function_identity", "ir_fingerprint", "rebuild_wrapper",
            "wrapper_state"]
@@ -168,24 +168,32 @@ def ir_fingerprint(dispatcher, primal_types: Sequence) -> str | None:
 
 def wrapper_state(wrapper) -> tuple:
     """An :func:`~pyzyme.frontends.numba.njit_callable` wrapper as plain data for
-    :func:`rebuild_wrapper`: a wrapper that links the derivative into its callers is stored as
-    Numba stores a compiled function (object code, plus the bitcode callers link, which holds
-    the derivative); one that calls it through its address stores the derivative's module."""
+    :func:`rebuild_wrapper`, stored so that loading it compiles no Python (the first Numba
+    compilation of a process costs a second of setting up Numba's typing).
+
+    A wrapper that links the derivative into itself is stored as Numba stores a compiled
+    function: object code, plus the bitcode callers link (which holds the derivative). One
+    that calls the derivative through its address stores the derivative's object code and its
+    own small module, whose address is replaced by the new one when it is loaded.
+    """
     native = getattr(wrapper, "__pyzyme_native__", None)
     if native is None:
         raise PyzymeError(f"{wrapper!r} was not made by njit_callable")
+    cres = wrapper.overloads[tuple(native.signature.args)]
+    fndesc = copy.copy(cres.fndesc)
+    # The generated wrapper's globals (the intrinsic, the compiled module) stay behind.
+    fndesc.global_dict = fndesc.typemap = fndesc.calltypes = None
+    numba_part = (fndesc, cres.signature, str(cres.type_annotation))
     if native.linked:
-        cres = wrapper.overloads[tuple(native.signature.args)]
         if cres.library.has_dynamic_globals:
             raise PyzymeError("the wrapper refers to addresses of this process")
-        fndesc = copy.copy(cres.fndesc)
-        # The generated wrapper's globals (the intrinsic, the compiled module) stay behind.
-        fndesc.global_dict = fndesc.typemap = fndesc.calltypes = None
         libdata = cres.library.serialize_using_object_code()
         return ("linked", native.symbol, native.arg_names, native.signature,
-                (libdata, fndesc, cres.signature, str(cres.type_annotation)))
+                (libdata, numba_part))
+    text = str(cres.library._get_module_for_linking())
+    address = native.compiled.address(native.symbol)
     return ("address", native.symbol, native.arg_names, native.signature,
-            (jit.serialize(native.compiled), native.convention))
+            (jit.serialize(native.compiled), text, address, numba_part))
 
 
 def rebuild_wrapper(state: tuple, compile_key: str | None = None):
@@ -199,14 +207,15 @@ def rebuild_wrapper(state: tuple, compile_key: str | None = None):
     """
     kind, symbol, names, signature, data = state
     if kind == "address":
-        serialized, convention = data
+        serialized, text, old, numba_part = data
         compiled = jit.load_serialized(serialized, compile_key)
-        return bridge.njit_callable(compiled, symbol, signature, convention=convention,
-                                    arg_names=list(names))
-    if kind != "linked":
+        libdata = _readdressed(text, old, compiled.address(symbol), numba_part[0])
+    elif kind == "linked":
+        libdata, numba_part = data
+        jit.check_resolvable(llvm.parse_bitcode(libdata[2][1]))
+    else:
         raise VerifyError(f"unknown kind of stored wrapper {kind!r}")
-    libdata, fndesc, cres_signature, typeann = data
-    jit.check_resolvable(llvm.parse_bitcode(libdata[2][1]))
+    fndesc, cres_signature, typeann = numba_part
     context = cpu_target.target_context
     cres = compiler.CompileResult._rebuild(context, libdata, fndesc,
                                            Environment.from_fndesc(fndesc), cres_signature,
@@ -216,6 +225,25 @@ def rebuild_wrapper(state: tuple, compile_key: str | None = None):
     wrapper.add_overload(cres)
     wrapper.disable_compile()
     return wrapper
+
+
+def _readdressed(text: str, old: int, new: int, fndesc) -> tuple:
+    """The wrapper module ``text`` calling the derivative at address ``new`` instead of
+    ``old``, as a Numba library serialized as bitcode (compiled when loaded: it is small)."""
+    # Numba's dynamic address: @"numba.dynamic.globals.<hex>" = linkonce global ptr
+    # inttoptr (i64 <decimal> to ptr); a unique name per address, so both are replaced.
+    name_old, name_new = f"numba.dynamic.globals.{old:x}", f"numba.dynamic.globals.{new:x}"
+    value_old, value_new = f"inttoptr (i64 {old} to ptr)", f"inttoptr (i64 {new} to ptr)"
+    if text.count(value_old) != 1 or name_old not in text:
+        raise VerifyError("the stored wrapper does not hold the derivative's address once")
+    module = modules.parse(text.replace(value_old, value_new).replace(name_old, name_new),
+                               what="stored wrapper module")
+    # The module was stored as callers link it (definitions linkonce_odr); the wrapper's own
+    # functions are the library's entry points again.
+    for name in (fndesc.mangled_name, fndesc.llvm_cpython_wrapper_name):
+        module.get_function(name).linkage = "external"
+    jit.check_resolvable(module)
+    return (fndesc.qualname, "bitcode", module.as_bitcode())
 
 
 def _loaded_target(*args):
