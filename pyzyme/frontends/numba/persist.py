@@ -222,6 +222,9 @@ def rebuild_wrapper(state: tuple, compile_key: str | None = None):
                                            False, (), typeann, [], [])
     forwarder = bridge._forwarder(bridge._identifier(symbol), list(names), _loaded_target)
     wrapper = numba.njit(forwarder)
+    # As Numba's Dispatcher.compile does with an overload from its cache: @njit callers
+    # lower calls of the wrapper to this code.
+    context.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
     wrapper.add_overload(cres)
     wrapper.disable_compile()
     return wrapper
