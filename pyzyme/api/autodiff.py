@@ -11,6 +11,7 @@ another process loads their object code instead of capturing, differentiating an
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -173,9 +174,15 @@ def _persisted(dispatcher, primal_types, what: tuple, build):
             return plan
         disk.reject()
     plan = build()
-    fingerprint = fingerprint or persist.ir_fingerprint(dispatcher, primal_types)
-    fields = {f: getattr(plan, f) for f in plan.__dataclass_fields__ if f != "function"}
-    payload = (type(plan), fields, persist.wrapper_state(plan.function), fingerprint)
+    try:
+        fingerprint = fingerprint or persist.ir_fingerprint(dispatcher, primal_types)
+        fields = {f: getattr(plan, f) for f in plan.__dataclass_fields__ if f != "function"}
+        payload = (type(plan), fields, persist.wrapper_state(plan.function), fingerprint)
+    except Exception as err:  # noqa: BLE001  (the derivative works; only storing it failed)
+        warnings.warn(f"pyzyme could not store the derivative of "
+                      f"{dispatcher.py_func.__qualname__} in its disk cache: {err}",
+                      RuntimeWarning, stacklevel=2)
+        return plan
     disk.store(path, key, payload, dumps=persist.state_bytes)
     return plan
 
@@ -183,7 +190,6 @@ def _persisted(dispatcher, primal_types, what: tuple, build):
 def _loaded_plan(payload, fingerprint: str | None):
     """The plan stored in ``payload``, its wrapper loaded; None if it cannot be used: made
     from other primal IR than this process has, or code that would not load here."""
-    from pyzyme.errors import VerifyError
     from pyzyme.frontends.numba import persist
     from pyzyme.runtime.jit import compile_key
 
@@ -193,7 +199,7 @@ def _loaded_plan(payload, fingerprint: str | None):
             return None
         function = persist.rebuild_wrapper(wrapper, compile_key(fields["ir_text"]))
         return cls(function=function, **fields)
-    except (VerifyError, TypeError, ValueError, KeyError):
+    except Exception:  # noqa: BLE001  (an entry that does not load is rebuilt, never trusted)
         return None
 
 
