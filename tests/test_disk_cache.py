@@ -42,6 +42,13 @@ def energy(a, b):                    # sum exp(a) * inner(b)
         s += np.exp(a[i]) * inner(b[i])
     return s
 
+@numba.njit(cache=True)
+def quartic(x):                      # sum (i + 1) * x[i]**4: hvp (forward over reverse)
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += (i + 1) * x[i] ** 4
+    return s
+
 @numba.njit
 def plain(x):                        # no cache=True: nothing on disk, as in Numba
     return x * x * x
@@ -100,6 +107,7 @@ if "njit" in sys.argv:  # grad(f) called from @njit code (slow to compile: only 
         return g(a, b)
 
     out["grad_njit"] = in_njit(a, b).tolist()
+out["hvp_quartic"] = pyzyme.hvp(dcmod.quartic, a, np.array([1.0, 0.0, -1.0])).tolist()
 out["rev_plain"] = autodiff(Reverse, dcmod.plain, Active, Active(2.0))[0][0]
 out["captures"] = sorted(set(captures))
 out["disk"] = vars(CACHE.disk.stats)
@@ -142,6 +150,8 @@ def _check_values(out: dict, scale: float = 1.0, inner=lambda v: math.log(1.0 + 
     assert out["fwd_energy"] == pytest.approx(sum(g * t for g, t in zip(grad, [1, 2, 3])),
                                               rel=1e-13)
     assert out["rev_plain"] == 12.0
+    hv = [12.0 * (i + 1) * ai ** 2 * vi for i, (ai, vi) in enumerate(zip(a, [1.0, 0.0, -1.0]))]
+    assert out["hvp_quartic"] == pytest.approx(hv, rel=1e-13)
 
 
 def _derivatives(out: dict) -> dict:
@@ -153,14 +163,15 @@ def test_second_process_loads_the_derivatives_from_disk(project, mode):
     cold = _run(project, mode, "njit")
     _check_values(cold)
     # poly: reverse, forward; energy: reverse, forward, and the two reverse derivatives of
-    # grad in @njit code (with and without noalias arrays; the first is autodiff's too)
-    assert cold["disk"]["stored"] == 5 and cold["disk"]["loaded"] == 0
-    assert cold["captures"] == ["energy", "plain", "poly"]
+    # grad in @njit code (with and without noalias arrays; the first is autodiff's too);
+    # quartic: hvp
+    assert cold["disk"]["stored"] == 6 and cold["disk"]["loaded"] == 0
+    assert cold["captures"] == ["energy", "plain", "poly", "quartic"]
     names = [p.name for p in _cache_files(project)]
-    assert len(names) == 5 and not any(n.startswith("dcmod.plain") for n in names)
+    assert len(names) == 6 and not any(n.startswith("dcmod.plain") for n in names)
 
     warm = _run(project, mode, "njit")
-    assert warm["disk"] == {"loaded": 5, "stored": 0, "rejected": 0, "missed": 0}
+    assert warm["disk"] == {"loaded": 6, "stored": 0, "rejected": 0, "missed": 0}
     assert warm["captures"] == ["plain"]  # only the function without cache=True
     assert _derivatives(warm) == _derivatives(cold)
 
@@ -171,7 +182,7 @@ def test_damaged_stale_and_edited_entries_are_built_again(project):
     cold = _run(project)
     _check_values(cold)
     files = _cache_files(project)
-    assert len(files) == 4
+    assert len(files) == 5
     files[0].write_bytes(b"not a pickle")
     files[1].write_bytes(files[1].read_bytes()[:100])  # truncated
     # An entry made from other primal IR: checked where the IR is at hand, that is where the
@@ -182,17 +193,17 @@ def test_damaged_stale_and_edited_entries_are_built_again(project):
     for path in (project / "numba_cache").rglob("*.nb*"):
         path.unlink()
     damaged = _run(project, "linked", "precompile")
-    assert damaged["disk"] == {"loaded": 1, "stored": 3, "rejected": 3, "missed": 0}
+    assert damaged["disk"] == {"loaded": 2, "stored": 3, "rejected": 3, "missed": 0}
     assert _derivatives(damaged) == _derivatives(cold)
 
     (project / "dcmod.py").write_text(MODULE.replace("SCALE = 1.0", "SCALE = 2.0"))
     edited = _run(project)
-    assert edited["disk"]["loaded"] == 0 and edited["disk"]["stored"] == 4
+    assert edited["disk"]["loaded"] == 0 and edited["disk"]["stored"] == 5
     _check_values(edited, scale=2.0)
 
     # A callee in another file: Numba's cache of the caller does not notice; ours does.
     (project / "helper.py").write_text(HELPER.replace("1.0 + v * v", "2.0 + v * v"))
     callee = _run(project)
-    assert callee["disk"]["loaded"] == 2  # poly's derivatives do not depend on helper.py
+    assert callee["disk"]["loaded"] == 3  # poly's and quartic's do not depend on helper.py
     assert callee["captures"] == ["energy", "plain"]
     _check_values(callee, scale=2.0, inner=lambda v: math.log(2.0 + v * v))
