@@ -129,7 +129,8 @@ def _run(directory: Path, mode: str, call: str, primal: tuple[str, str],
     if proc.returncode != 0:
         raise RuntimeError(f"{mode} process failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     if profile:
-        print("\n".join(proc.stdout.splitlines()[:60]))
+        shown = [ln for ln in proc.stdout.splitlines() if not ln.startswith("RESULT ")]
+        print("\n".join(shown[:60]))
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
 
