@@ -163,10 +163,16 @@ def _persisted(dispatcher, primal_types, what: tuple, build):
     if location is None or REGISTRY.functions():
         return build()
     disk = CACHE.disk
-    key = "\n".join([disk.environment(), persist.function_identity(dispatcher, primal_types),
-                     repr(what), repr(options.current())])
+    try:
+        key = "\n".join([disk.environment(), persist.function_identity(dispatcher, primal_types),
+                         repr(what), repr(options.current())])
+        fingerprint = persist.ir_fingerprint(dispatcher, primal_types)
+    except Exception as err:  # noqa: BLE001  (e.g. closure values Numba cannot pickle)
+        warnings.warn(f"pyzyme cannot key the derivative of {dispatcher.py_func.__qualname__} "
+                      f"for its disk cache ({err}); it is kept in memory only",
+                      RuntimeWarning, stacklevel=2)
+        return build()
     path = disk.path(*location, key)
-    fingerprint = persist.ir_fingerprint(dispatcher, primal_types)
     payload = disk.load(path, key)
     if payload is not None:
         plan = _loaded_plan(payload, fingerprint)
