@@ -166,6 +166,14 @@ def load_serialized(state: tuple, key: str | None = None) -> CompiledModule:
     VerifyError
         If ``state`` is not what :func:`serialize` makes, a symbol it defines is already
         defined in the JIT, or one it uses cannot be found (loading it would abort the process).
+
+    Examples
+    --------
+    >>> text = ("define double @__pyzyme_doc_fifth(double %x) {\\n"
+    ...         "  %y = fmul double %x, 0.2\\n  ret double %y\\n}")
+    >>> state = serialize(compile_module(text))
+    >>> load_serialized(state, compile_key(text)) is compile_module(text)  # already loaded
+    True
     """
     if not (isinstance(state, tuple) and len(state) == 4 and state[0] == _FORMAT):
         raise VerifyError("not a serialized pyzyme module")
@@ -189,13 +197,30 @@ def load_serialized(state: tuple, key: str | None = None) -> CompiledModule:
 
 
 def compile_key(text: str, opt: int = 3) -> str:
-    """The key under which :func:`compile_module` remembers the module ``text`` at ``opt``."""
+    """The key under which :func:`compile_module` remembers the module ``text`` at ``opt``.
+
+    Examples
+    --------
+    >>> compile_key("x") != compile_key("x", opt=2)
+    True
+    """
     return hashlib.sha256(f"{opt}\n{text}".encode()).hexdigest()
 
 
 def check_resolvable(module: llvm.ModuleRef) -> None:
     """Raise :class:`VerifyError` unless every symbol ``module`` declares can be resolved in
-    Numba's JIT or the process (MCJIT aborts the process on one it cannot resolve)."""
+    Numba's JIT or the process (MCJIT aborts the process on one it cannot resolve).
+
+    Examples
+    --------
+    >>> check_resolvable(modules.parse("declare double @__pyzyme_doc_nowhere(double)\\n"
+    ...                                "define double @g(double %x) {\\n"
+    ...                                "  %y = call double @__pyzyme_doc_nowhere(double %x)\\n"
+    ...                                "  ret double %y\\n}"))
+    Traceback (most recent call last):
+    ...
+    pyzyme.errors.VerifyError: the module uses @__pyzyme_doc_nowhere, ...
+    """
     codegen = target.numba_codegen_instance()
     with global_compiler_lock:
         _check_resolvable(module, codegen)

@@ -55,7 +55,16 @@ _SIMPLE = (int, float, complex, bool, str, bytes, type(None), np.number, np.bool
 
 def cache_location(dispatcher) -> tuple[str, str] | None:
     """``(directory, file name base)`` of Numba's cache for ``dispatcher``, or None when it
-    was not made with ``cache=True`` (then nothing is cached on disk, as in Numba)."""
+    was not made with ``cache=True`` (then nothing is cached on disk, as in Numba).
+
+    Examples
+    --------
+    >>> @numba.njit
+    ... def f(x):
+    ...     return x
+    >>> cache_location(f) is None
+    True
+    """
     cache = getattr(dispatcher, "_cache", None)
     if not isinstance(cache, FunctionCache):
         return None
@@ -64,10 +73,25 @@ def cache_location(dispatcher) -> tuple[str, str] | None:
 
 def function_identity(dispatcher, primal_types: Sequence) -> str:
     """Text that changes whenever the code Numba compiles for ``dispatcher`` at
-    ``primal_types`` may change (see the module docstring); cheap, compiles nothing."""
+    ``primal_types`` may change (see the module docstring); cheap, compiles nothing.
+
+    Examples
+    --------
+    >>> @numba.njit
+    ... def f(x):
+    ...     return x * SCALE
+    >>> SCALE = 2.0
+    >>> "SCALE = 2.0" in function_identity(f, (numba.float64,))
+    True
+    >>> f.signatures      # nothing was compiled
+    []
+    """
     codegen = cpu_target.target_context.codegen()
-    cache = dispatcher._cache
-    parts = [repr(cache._index_key(tuple(primal_types), codegen)),
+    py = dispatcher.py_func
+    # What Numba's own index key (Cache._index_key) holds, computed the same way.
+    closure = dumps(tuple(c.cell_contents for c in py.__closure__)) if py.__closure__ else b""
+    parts = [repr(tuple(primal_types)), repr(codegen.magic_tuple()),
+             hashlib.sha256(closure).hexdigest(),
              repr(_options(dispatcher)),
              repr(tuple(getattr(config, name, None) for name in _NUMBA_SWITCHES))]
     seen: set[int] = set()
@@ -151,7 +175,20 @@ _COUNTER = re.compile(r"B\d+v\d+")
 def ir_fingerprint(dispatcher, primal_types: Sequence) -> str | None:
     """A hash of the IR Numba made of ``dispatcher`` at ``primal_types`` and of everything it
     links, before module optimization; None unless that IR was seen in this process (the
-    function was compiled here, not loaded from Numba's cache, while pyzyme's hook watched)."""
+    function was compiled here, not loaded from Numba's cache, while pyzyme's hook watched).
+
+    Examples
+    --------
+    >>> @numba.njit
+    ... def f(x):
+    ...     return x + 1.0
+    >>> ir_fingerprint(f, (numba.float64,)) is None     # not compiled yet
+    True
+    >>> f(1.0)
+    2.0
+    >>> len(ir_fingerprint(f, (numba.float64,)))
+    64
+    """
     from pyzyme.frontends.numba.capture import _linked_libraries
 
     cres = dispatcher.overloads.get(tuple(primal_types))
@@ -175,6 +212,16 @@ def wrapper_state(wrapper) -> tuple:
     function: object code, plus the bitcode callers link (which holds the derivative). One
     that calls the derivative through its address stores the derivative's object code and its
     own small module, whose address is replaced by the new one when it is loaded.
+
+    Examples
+    --------
+    >>> from pyzyme.runtime import compile_module
+    >>> cm = compile_module("define double @__pyzyme_doc_half(double %x) {\\n"
+    ...                     "  %y = fmul double %x, 0.5\\n  ret double %y\\n}")
+    >>> half = bridge.njit_callable(cm, "__pyzyme_doc_half", "float64(float64)",
+    ...                             convention="c")
+    >>> wrapper_state(half)[0]
+    'linked'
     """
     native = getattr(wrapper, "__pyzyme_native__", None)
     if native is None:
@@ -204,6 +251,16 @@ def rebuild_wrapper(state: tuple, compile_key: str | None = None):
     VerifyError
         If the stored code uses a symbol this process does not define, or defines one it
         already has (a caller then builds the derivative afresh).
+
+    Examples
+    --------
+    >>> from pyzyme.runtime import compile_module
+    >>> cm = compile_module("define double @__pyzyme_doc_quarter(double %x) {\\n"
+    ...                     "  %y = fmul double %x, 0.25\\n  ret double %y\\n}")
+    >>> quarter = bridge.njit_callable(cm, "__pyzyme_doc_quarter", "float64(float64)",
+    ...                                convention="c")
+    >>> rebuild_wrapper(wrapper_state(quarter))(8.0)
+    2.0
     """
     kind, symbol, names, signature, data = state
     if kind == "address":
@@ -255,5 +312,12 @@ def _loaded_target(*args):
 
 
 def state_bytes(state) -> bytes:
-    """``state`` pickled as Numba pickles what it caches (Numba types included)."""
+    """``state`` pickled as Numba pickles what it caches (Numba types included).
+
+    Examples
+    --------
+    >>> import pickle
+    >>> print(pickle.loads(state_bytes((numba.float64[:], "x")))[0])
+    array(float64, 1d, A)
+    """
     return dumps(state)
