@@ -263,6 +263,12 @@ def rebuild_wrapper(state: tuple, compile_key: str | None = None):
     2.0
     """
     kind, symbol, names, signature, data = state
+    fndesc = data[-1][0]
+    engine = cpu_target.target_context.codegen()._engine
+    taken = [n for n in (fndesc.mangled_name, fndesc.llvm_cpython_wrapper_name)
+             if engine.is_symbol_defined(n)]
+    if taken:  # loaded before in this process (a reloaded module): two definitions of a name
+        raise VerifyError(f"the stored wrapper's symbols {taken} are already defined")
     if kind == "address":
         serialized, text, old, numba_part = data
         compiled = jit.load_serialized(serialized, compile_key)
@@ -272,7 +278,7 @@ def rebuild_wrapper(state: tuple, compile_key: str | None = None):
         jit.check_resolvable(llvm.parse_bitcode(libdata[2][1]))
     else:
         raise VerifyError(f"unknown kind of stored wrapper {kind!r}")
-    fndesc, cres_signature, typeann = numba_part
+    _, cres_signature, typeann = numba_part
     context = cpu_target.target_context
     cres = compiler.CompileResult._rebuild(context, libdata, fndesc,
                                            Environment.from_fndesc(fndesc), cres_signature,
