@@ -99,6 +99,12 @@ autodiff(Reverse, dcmod.energy, Active, Duplicated(a, da), Const(b))
 out["rev_energy"] = da.tolist()
 out["fwd_energy"] = autodiff(Forward, dcmod.energy, Duplicated,
                              Duplicated(a, np.array([1.0, 2.0, 3.0])), Const(b))[1]
+fwd, rev = pyzyme.autodiff_thunk(pyzyme.ReverseSplitWithPrimal, dcmod.energy, Active,
+                                 Duplicated(a, np.zeros(3)), Const(b))
+ds = np.zeros(3)
+tape, primal, _ = fwd(Duplicated(a, ds), Const(b))
+rev(Duplicated(a, ds), Const(b), 1.0, tape)
+out["split_energy"] = [primal] + ds.tolist()
 if "njit" in sys.argv:  # grad(f) called from @njit code (slow to compile: only where asked)
     g = pyzyme.grad(dcmod.energy)
 
@@ -107,6 +113,15 @@ if "njit" in sys.argv:  # grad(f) called from @njit code (slow to compile: only 
         return g(a, b)
 
     out["grad_njit"] = in_njit(a, b).tolist()
+
+    @numba.njit
+    def sweeps(a, da, b):             # the split thunks inside @njit code
+        tape, result, _ = fwd(Duplicated(a, da), Const(b))
+        rev(Duplicated(a, da), Const(b), 1.0, tape)
+        return result
+
+    ds = np.zeros(3)
+    out["split_njit"] = [sweeps(a, ds, b)] + ds.tolist()
 out["hvp_quartic"] = pyzyme.hvp(dcmod.quartic, a, np.array([1.0, 0.0, -1.0])).tolist()
 out["rev_plain"] = autodiff(Reverse, dcmod.plain, Active, Active(2.0))[0][0]
 if "reload" in sys.argv:  # the same function again in this process: built, not loaded twice
@@ -149,8 +164,12 @@ def _check_values(out: dict, scale: float = 1.0, inner=lambda v: math.log(1.0 + 
     a, b = [0.1, -0.4, 0.7], [0.5, 1.5, -2.0]
     grad = [math.exp(ai) * inner(bi) for ai, bi in zip(a, b)]
     assert out["rev_energy"] == pytest.approx(grad, rel=1e-13)
+    assert out["split_energy"][1:] == pytest.approx(grad, rel=1e-13)
+    assert out["split_energy"][0] == pytest.approx(sum(
+        math.exp(ai) * inner(bi) for ai, bi in zip(a, b)), rel=1e-13)
     if "grad_njit" in out:
         assert out["grad_njit"] == pytest.approx(grad, rel=1e-13)
+        assert out["split_njit"] == pytest.approx(out["split_energy"], rel=1e-13)
     assert out["fwd_energy"] == pytest.approx(sum(g * t for g, t in zip(grad, [1, 2, 3])),
                                               rel=1e-13)
     assert out["rev_plain"] == 12.0
@@ -168,16 +187,16 @@ def test_second_process_loads_the_derivatives_from_disk(project, mode):
     _check_values(cold)
     # poly: reverse, forward; energy: reverse, forward, and the two reverse derivatives of
     # grad in @njit code (with and without noalias arrays; the first is autodiff's too);
-    # quartic: hvp
-    assert cold["disk"]["stored"] == 6 and cold["disk"]["loaded"] == 0
+    # split thunks; quartic: hvp
+    assert cold["disk"]["stored"] == 7 and cold["disk"]["loaded"] == 0
     assert cold["captures"] == ["energy", "plain", "poly", "quartic"]
     names = [p.name for p in _cache_files(project)]
-    assert len(names) == 6 and not any(n.startswith("dcmod.plain") for n in names)
+    assert len(names) == 7 and not any(n.startswith("dcmod.plain") for n in names)
 
     warm = _run(project, mode, "njit", "reload")
     # reloading dcmod gives poly's dispatcher anew; its stored derivative is loaded in this
     # process already, so it is built again rather than loaded twice
-    assert warm["disk"] == {"loaded": 6, "stored": 1, "rejected": 1, "missed": 0}
+    assert warm["disk"] == {"loaded": 7, "stored": 1, "rejected": 1, "missed": 0}
     assert warm["captures"] == ["plain", "poly"]
     assert warm.pop("reloaded_poly") == warm["rev_poly"]
     assert _derivatives(warm) == _derivatives(cold)
@@ -189,23 +208,23 @@ def test_damaged_stale_and_edited_entries_are_built_again(project):
     cold = _run(project)
     _check_values(cold)
     files = _cache_files(project)
-    assert len(files) == 5
+    assert len(files) == 6
     files[0].write_bytes(b"not a pickle")
     files[1].write_bytes(files[1].read_bytes()[:100])  # truncated
     # An entry made from other primal IR: checked where the IR is at hand, that is where the
     # primal was compiled in this process rather than loaded from Numba's cache.
-    tag, key, (cls, fields, wrapper, fingerprint) = pickle.loads(files[2].read_bytes())
+    tag, key, (state, fingerprint) = pickle.loads(files[2].read_bytes())
     assert fingerprint is not None
-    files[2].write_bytes(pickle.dumps((tag, key, (cls, fields, wrapper, "0" * 64))))
+    files[2].write_bytes(pickle.dumps((tag, key, (state, "0" * 64))))
     for path in (project / "numba_cache").rglob("*.nb*"):
         path.unlink()
     damaged = _run(project, "linked", "precompile")
-    assert damaged["disk"] == {"loaded": 2, "stored": 3, "rejected": 3, "missed": 0}
+    assert damaged["disk"] == {"loaded": 3, "stored": 3, "rejected": 3, "missed": 0}
     assert _derivatives(damaged) == _derivatives(cold)
 
     (project / "dcmod.py").write_text(MODULE.replace("SCALE = 1.0", "SCALE = 2.0"))
     edited = _run(project)
-    assert edited["disk"]["loaded"] == 0 and edited["disk"]["stored"] == 5
+    assert edited["disk"]["loaded"] == 0 and edited["disk"]["stored"] == 6
     _check_values(edited, scale=2.0)
 
     # A callee in another file: Numba's cache of the caller does not notice; ours does.

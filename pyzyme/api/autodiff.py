@@ -182,8 +182,7 @@ def _persisted(dispatcher, primal_types, what: tuple, build):
     plan = build()
     try:
         fingerprint = fingerprint or persist.ir_fingerprint(dispatcher, primal_types)
-        fields = {f: getattr(plan, f) for f in plan.__dataclass_fields__ if f != "function"}
-        payload = (type(plan), fields, persist.wrapper_state(plan.function), fingerprint)
+        payload = (persist.plan_state(plan), fingerprint)
     except Exception as err:  # noqa: BLE001  (the derivative works; only storing it failed)
         warnings.warn(f"pyzyme could not store the derivative of "
                       f"{dispatcher.py_func.__qualname__} in its disk cache: {err}",
@@ -200,11 +199,11 @@ def _loaded_plan(payload, fingerprint: str | None):
     from pyzyme.runtime.jit import compile_key
 
     try:
-        cls, fields, wrapper, stored_fingerprint = payload
+        state, stored_fingerprint = payload
         if fingerprint is not None and stored_fingerprint not in (None, fingerprint):
             return None
-        function = persist.rebuild_wrapper(wrapper, compile_key(fields["ir_text"]))
-        return cls(function=function, **fields)
+        text = next(data for name, _, data in state[1] if name == "ir_text")
+        return persist.rebuild_plan(state, compile_key(text))
     except Exception:  # noqa: BLE001  (an entry that does not load is rebuilt, never trusted)
         return None
 

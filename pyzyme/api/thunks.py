@@ -270,7 +270,7 @@ class SplitReverse(NjitObject):
 
 
 def _split(mode: Mode, f, ret_activity, examples) -> tuple:
-    from pyzyme.api.autodiff import CACHE, _dispatcher, _ReverseArg, _rules
+    from pyzyme.api.autodiff import CACHE, _dispatcher, _persisted, _ReverseArg, _rules
     from pyzyme.api.numba_split import build_split
 
     if ret_activity is not None and ret_activity not in (A.Active, A.Const):
@@ -280,6 +280,8 @@ def _split(mode: Mode, f, ret_activity, examples) -> tuple:
     probe = [_ReverseArg(a, {}) for a in examples]
     types_ = tuple(c.numba_type for c in probe)
     kinds = tuple(c.kind for c in probe)
+    what = ("split", kinds, None if ret_activity is None else ret_activity.__name__)
     plan = CACHE.get(("split", dispatcher, types_, kinds, ret_activity),
-                     lambda: build_split(dispatcher, types_, kinds, ret_activity, _rules()))
+                     lambda: _persisted(dispatcher, types_, what, lambda: build_split(
+                         dispatcher, types_, kinds, ret_activity, _rules())))
     return SplitForward(mode, plan, dispatcher), SplitReverse(mode, plan, dispatcher)

@@ -24,6 +24,8 @@ object code too: :func:`wrapper_state` and :func:`rebuild_wrapper`.
 from __future__ import annotations
 
 import copy
+import ctypes
+import dataclasses
 import hashlib
 import os
 import re
@@ -44,8 +46,8 @@ from pyzyme.errors import PyzymeError, VerifyError
 from pyzyme.frontends.numba import bridge, hook
 from pyzyme.runtime import jit, modules
 
-__all__ = ["cache_location", "function_identity", "ir_fingerprint", "rebuild_wrapper",
-           "wrapper_state"]
+__all__ = ["cache_location", "function_identity", "ir_fingerprint", "plan_state", "rebuild_plan",
+           "rebuild_wrapper", "wrapper_state"]
 
 # Numba's switches that change the IR of a function compiled under them.
 _NUMBA_SWITCHES = ("OPT", "LOOP_VECTORIZE", "SLP_VECTORIZE", "ENABLE_AVX", "BOUNDSCHECK",
@@ -259,8 +261,11 @@ def rebuild_wrapper(state: tuple, compile_key: str | None = None):
     ...                     "  %y = fmul double %x, 0.25\\n  ret double %y\\n}")
     >>> quarter = bridge.njit_callable(cm, "__pyzyme_doc_quarter", "float64(float64)",
     ...                                convention="c")
-    >>> rebuild_wrapper(wrapper_state(quarter))(8.0)
-    2.0
+    >>> state = wrapper_state(quarter)     # loaded in another process; in this one, where
+    >>> rebuild_wrapper(state)             # its symbols exist, it is refused
+    Traceback (most recent call last):
+    ...
+    pyzyme.errors.VerifyError: the stored wrapper's symbols [...] are already defined
     """
     kind, symbol, names, signature, data = state
     fndesc = data[-1][0]
@@ -310,6 +315,95 @@ def _readdressed(text: str, old: int, new: int, fndesc) -> tuple:
         module.get_function(name).linkage = "external"
     jit.check_resolvable(module)
     return (fndesc.qualname, "bitcode", module.as_bitcode())
+
+
+def plan_state(plan) -> tuple:
+    """A plan (a frozen dataclass of compiled code and plain data, as the API layer keeps
+    them) as plain data for :func:`rebuild_plan`: its :func:`njit_callable` wrappers by
+    :func:`wrapper_state`, compiled modules by :func:`pyzyme.runtime.jit.serialize`, ctypes
+    functions of a compiled module by symbol, everything else as it is.
+
+    Examples
+    --------
+    >>> from pyzyme.runtime import compile_module
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Plan:
+    ...     function: object
+    ...     ir_text: str
+    >>> text = ("define double @__pyzyme_doc_sixth(double %x) {\\n"
+    ...         "  %y = fmul double %x, 6.0\\n  ret double %y\\n}")
+    >>> f = bridge.njit_callable(compile_module(text), "__pyzyme_doc_sixth",
+    ...                          "float64(float64)", convention="c")
+    >>> [(name, kind) for name, kind, _ in plan_state(Plan(f, text))[1]]
+    [('function', 'wrapper'), ('ir_text', 'value')]
+    """
+    fields = []
+    for field in dataclasses.fields(plan):
+        value = getattr(plan, field.name)
+        if isinstance(value, Dispatcher):
+            fields.append((field.name, "wrapper", wrapper_state(value)))
+        elif isinstance(value, jit.CompiledModule):
+            fields.append((field.name, "compiled", jit.serialize(value)))
+        elif isinstance(value, ctypes._CFuncPtr):
+            fields.append((field.name, "cfunc", _cfunc_state(value)))
+        else:
+            fields.append((field.name, "value", value))
+    return (type(plan), fields)
+
+
+def _cfunc_state(fn) -> tuple:
+    compiled = getattr(fn, "_keep", None)
+    if not isinstance(compiled, jit.CompiledModule):
+        raise PyzymeError("a ctypes function of no compiled module cannot be stored")
+    address = ctypes.cast(fn, ctypes.c_void_p).value
+    symbol = next((n for n in compiled.functions if compiled.address(n) == address), None)
+    if symbol is None:
+        raise PyzymeError("a ctypes function not at a function of its module")
+    return (symbol, fn.restype, tuple(fn.argtypes), jit.serialize(compiled))
+
+
+def rebuild_plan(state: tuple, compile_key: str | None = None):
+    """The plan :func:`plan_state` stored, its code loaded (compiled modules first, so that
+    wrappers and ctypes functions of the same module find it loaded once).
+
+    Raises
+    ------
+    VerifyError
+        As :func:`rebuild_wrapper`.
+
+    Examples
+    --------
+    >>> from pyzyme.runtime import compile_module
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Plan:
+    ...     compiled: object
+    ...     ir_text: str
+    >>> text = ("define double @__pyzyme_doc_seventh(double %x) {\\n"
+    ...         "  %y = fmul double %x, 7.0\\n  ret double %y\\n}")
+    >>> cm = compile_module(text)
+    >>> plan = rebuild_plan(plan_state(Plan(cm, text)), jit.compile_key(text))
+    >>> plan.compiled is cm      # in this process the module is loaded already
+    True
+    """
+    cls, fields = state
+    values = {}
+    order = {"compiled": 0, "cfunc": 1, "wrapper": 2, "value": 3}
+    for name, kind, data in sorted(fields, key=lambda f: order[f[1]]):
+        if kind == "compiled":
+            values[name] = jit.load_serialized(data, compile_key)
+        elif kind == "cfunc":
+            symbol, restype, argtypes, serialized = data
+            compiled = jit.load_serialized(serialized, compile_key)
+            fn = ctypes.CFUNCTYPE(restype, *argtypes)(compiled.address(symbol))
+            fn._keep = compiled  # the code lives as long as the function is used
+            values[name] = fn
+        elif kind == "wrapper":
+            values[name] = rebuild_wrapper(data, compile_key)
+        elif kind == "value":
+            values[name] = data
+        else:
+            raise VerifyError(f"unknown kind of stored plan field {kind!r}")
+    return cls(**values)
 
 
 def _loaded_target(*args):
