@@ -138,20 +138,16 @@ def reverse_plan(dispatcher, primal_types, kinds, ret_activity, distinct: bool):
     from pyzyme.api.numba_reverse import build_reverse
 
     key = ("reverse", dispatcher, tuple(primal_types), tuple(kinds), ret_activity, distinct)
-    what = ("reverse", tuple(kinds), _name(ret_activity), distinct)
     return CACHE.get(key, lambda: _persisted(
-        dispatcher, primal_types, what,
+        dispatcher, primal_types, key,
         lambda: build_reverse(dispatcher, primal_types, kinds, ret_activity, distinct, _rules())))
 
 
-def _name(ret_activity) -> str | None:
-    return None if ret_activity is None else ret_activity.__name__
-
-
-def _persisted(dispatcher, primal_types, what: tuple, build):
+def _persisted(dispatcher, primal_types, key: tuple, build):
     """``build()``, or the plan it made in an earlier process when ``dispatcher`` was made
     with ``cache=True`` (Numba's switch for its own cache; without it nothing touches the
-    disk). ``what`` is the mode and activities, as text that is the same in every process.
+    disk). ``key`` is the plan's in-memory key (mode, types, activities, ...): all of it but
+    the dispatcher goes into the disk key, written the same way in every process.
 
     The key holds no identity of custom rules: while any rule is registered (they may apply
     to a callee, and a rule's code is not part of the function's identity) the disk is not
@@ -163,17 +159,19 @@ def _persisted(dispatcher, primal_types, what: tuple, build):
     if location is None or REGISTRY.functions():
         return build()
     disk = CACHE.disk
+    what = _stable(tuple(k for k in key if k is not dispatcher))
     try:
-        key = "\n".join([disk.environment(), persist.function_identity(dispatcher, primal_types),
-                         repr(what), repr(options.current())])
+        disk_key = "\n".join([disk.environment(),
+                              persist.function_identity(dispatcher, primal_types),
+                              repr(what), repr(options.current())])
         fingerprint = persist.ir_fingerprint(dispatcher, primal_types)
     except Exception as err:  # noqa: BLE001  (e.g. closure values Numba cannot pickle)
         warnings.warn(f"pyzyme cannot key the derivative of {dispatcher.py_func.__qualname__} "
                       f"for its disk cache ({err}); it is kept in memory only",
                       RuntimeWarning, stacklevel=2)
         return build()
-    path = disk.path(*location, key)
-    payload = disk.load(path, key)
+    path = disk.path(*location, disk_key)
+    payload = disk.load(path, disk_key)
     if payload is not None:
         plan = _loaded_plan(payload, fingerprint)
         if plan is not None:
@@ -188,8 +186,18 @@ def _persisted(dispatcher, primal_types, what: tuple, build):
                       f"{dispatcher.py_func.__qualname__} in its disk cache: {err}",
                       RuntimeWarning, stacklevel=2)
         return plan
-    disk.store(path, key, payload, dumps=persist.state_bytes)
+    disk.store(path, disk_key, payload, dumps=persist.state_bytes)
     return plan
+
+
+def _stable(value):
+    """``value`` (a plan's in-memory key) as text that does not depend on the process:
+    annotation classes by name, Numba types and plain values by ``repr``."""
+    if isinstance(value, tuple):
+        return tuple(_stable(v) for v in value)
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    return repr(value)
 
 
 def _loaded_plan(payload, fingerprint: str | None):
@@ -282,9 +290,8 @@ def forward_plan(dispatcher, primal_types, shadowed, ret_activity, width: int):
     from pyzyme.api.numba_forward import build_forward
 
     key = ("forward", dispatcher, tuple(primal_types), tuple(shadowed), ret_activity, width)
-    what = ("forward", tuple(bool(s) for s in shadowed), _name(ret_activity), width)
     return CACHE.get(key, lambda: _persisted(
-        dispatcher, primal_types, what,
+        dispatcher, primal_types, key,
         lambda: build_forward(dispatcher, primal_types, shadowed, ret_activity, width,
                               _rules())))
 

@@ -88,9 +88,9 @@ def _plan(f, x: np.ndarray) -> HvpPlan:
 
     dispatcher = _dispatcher(f)
     xtype = numba.typeof(x)
-    return CACHE.get(("hvp", dispatcher, xtype),
-                     lambda: _persisted(dispatcher, (xtype,), ("hvp",),
-                                        lambda: build_hvp(dispatcher, xtype, _rules())))
+    key = ("hvp", dispatcher, xtype)
+    return CACHE.get(key, lambda: _persisted(dispatcher, (xtype,), key,
+                                             lambda: build_hvp(dispatcher, xtype, _rules())))
 
 
 def _as_input(x) -> np.ndarray:

@@ -280,8 +280,7 @@ def _split(mode: Mode, f, ret_activity, examples) -> tuple:
     probe = [_ReverseArg(a, {}) for a in examples]
     types_ = tuple(c.numba_type for c in probe)
     kinds = tuple(c.kind for c in probe)
-    what = ("split", kinds, None if ret_activity is None else ret_activity.__name__)
-    plan = CACHE.get(("split", dispatcher, types_, kinds, ret_activity),
-                     lambda: _persisted(dispatcher, types_, what, lambda: build_split(
-                         dispatcher, types_, kinds, ret_activity, _rules())))
+    key = ("split", dispatcher, types_, kinds, ret_activity)
+    plan = CACHE.get(key, lambda: _persisted(dispatcher, types_, key, lambda: build_split(
+        dispatcher, types_, kinds, ret_activity, _rules())))
     return SplitForward(mode, plan, dispatcher), SplitReverse(mode, plan, dispatcher)
