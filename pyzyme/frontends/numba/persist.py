@@ -17,8 +17,10 @@ When the primal's IR *is* at hand (the function was compiled in this process whi
 hook watched), :func:`ir_fingerprint` hashes it, and an entry made from different IR is not
 used.
 
-The derivative's ``@njit`` wrapper (:func:`~pyzyme.frontends.numba.njit_callable`) is stored as
-object code too: :func:`wrapper_state` and :func:`rebuild_wrapper`.
+A derivative is stored as its plan (what the API layer keeps in memory): :func:`plan_state`
+and :func:`rebuild_plan`, with its ``@njit`` wrappers
+(:func:`~pyzyme.frontends.numba.njit_callable`) as object code (:func:`wrapper_state`,
+:func:`rebuild_wrapper`), so a second process compiles nothing, not even Python.
 """
 
 from __future__ import annotations
@@ -308,7 +310,7 @@ def _readdressed(text: str, old: int, new: int, fndesc) -> tuple:
     if text.count(value_old) != 1 or name_old not in text:
         raise VerifyError("the stored wrapper does not hold the derivative's address once")
     module = modules.parse(text.replace(value_old, value_new).replace(name_old, name_new),
-                               what="stored wrapper module")
+                           what="stored wrapper module")
     # The module was stored as callers link it (definitions linkonce_odr); the wrapper's own
     # functions are the library's entry points again.
     for name in (fndesc.mangled_name, fndesc.llvm_cpython_wrapper_name):
