@@ -2,12 +2,16 @@
 
 Compiled derivatives are kept per (function, argument types, activities, mode, width, options)
 in one process-wide :class:`DerivativeCache`, so the second call of a derivative costs what a call
-of an ``@njit`` function costs.
+of an ``@njit`` function costs. Reverse and forward derivatives of a function made with
+``@njit(cache=True)`` are also kept on disk beside Numba's cache of it
+(:mod:`pyzyme.runtime.disk_cache`, keyed as :mod:`pyzyme.frontends.numba.persist` explains), so
+another process loads their object code instead of capturing, differentiating and compiling.
 """
 
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +23,7 @@ from pyzyme.api import complex_args as C
 from pyzyme.api.modes import Mode
 from pyzyme.errors import PyzymeError, UnsupportedError
 from pyzyme.rules.custom import REGISTRY
+from pyzyme.runtime.disk_cache import DiskCache
 
 __all__ = ["autodiff", "DerivativeCache"]
 
@@ -35,6 +40,7 @@ class DerivativeCache:
     def __init__(self) -> None:
         self._plans: dict[tuple, Any] = {}
         self._lock = threading.Lock()
+        self.disk = DiskCache()
 
     def get(self, key: tuple, build):
         # A derivative is stale once a rule is registered after it was built, and is another
@@ -193,8 +199,83 @@ def reverse_plan(dispatcher, primal_types, kinds, ret_activity, distinct: bool,
 
     key = ("reverse", dispatcher, tuple(primal_types), tuple(kinds), ret_activity, distinct,
            need_primal)
-    return CACHE.get(key, lambda: build_reverse(dispatcher, primal_types, kinds, ret_activity,
-                                                distinct, _rules(), need_primal))
+    return CACHE.get(key, lambda: _persisted(
+        dispatcher, primal_types, key,
+        lambda: build_reverse(dispatcher, primal_types, kinds, ret_activity, distinct, _rules(),
+                              need_primal)))
+
+
+def _persisted(dispatcher, primal_types, key: tuple, build):
+    """``build()``, or the plan it made in an earlier process when ``dispatcher`` was made
+    with ``cache=True`` (Numba's switch for its own cache; without it nothing touches the
+    disk). ``key`` is the plan's in-memory key (mode, types, activities, ...): all of it but
+    the dispatcher goes into the disk key, written the same way in every process.
+
+    The key holds no identity of custom rules: while any rule is registered (they may apply
+    to a callee, and a rule's code is not part of the function's identity) the disk is not
+    used.
+    """
+    from pyzyme.frontends.numba import persist
+
+    location = persist.cache_location(dispatcher)
+    if location is None or REGISTRY.functions():
+        return build()
+    disk = CACHE.disk
+    what = _stable(tuple(k for k in key if k is not dispatcher))
+    try:
+        disk_key = "\n".join([disk.environment(),
+                              persist.function_identity(dispatcher, primal_types),
+                              repr(what), repr(options.current())])
+        fingerprint = persist.ir_fingerprint(dispatcher, primal_types)
+    except Exception as err:  # noqa: BLE001  (e.g. closure values Numba cannot pickle)
+        warnings.warn(f"pyzyme cannot key the derivative of {dispatcher.py_func.__qualname__} "
+                      f"for its disk cache ({err}); it is kept in memory only",
+                      RuntimeWarning, stacklevel=2)
+        return build()
+    path = disk.path(*location, disk_key)
+    payload = disk.load(path, disk_key)
+    if payload is not None:
+        plan = _loaded_plan(payload, fingerprint)
+        if plan is not None:
+            return plan
+        disk.reject()
+    plan = build()
+    try:
+        fingerprint = fingerprint or persist.ir_fingerprint(dispatcher, primal_types)
+        payload = (persist.plan_state(plan), fingerprint)
+    except Exception as err:  # noqa: BLE001  (the derivative works; only storing it failed)
+        warnings.warn(f"pyzyme could not store the derivative of "
+                      f"{dispatcher.py_func.__qualname__} in its disk cache: {err}",
+                      RuntimeWarning, stacklevel=2)
+        return plan
+    disk.store(path, disk_key, payload, dumps=persist.state_bytes)
+    return plan
+
+
+def _stable(value):
+    """``value`` (a plan's in-memory key) as text that does not depend on the process:
+    annotation classes by name, Numba types and plain values by ``repr``."""
+    if isinstance(value, tuple):
+        return tuple(_stable(v) for v in value)
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    return repr(value)
+
+
+def _loaded_plan(payload, fingerprint: str | None):
+    """The plan stored in ``payload``, its wrapper loaded; None if it cannot be used: made
+    from other primal IR than this process has, or code that would not load here."""
+    from pyzyme.frontends.numba import persist
+    from pyzyme.runtime.jit import compile_key
+
+    try:
+        state, stored_fingerprint = payload
+        if fingerprint is not None and stored_fingerprint not in (None, fingerprint):
+            return None
+        text = next(data for name, _, data in state[1] if name == "ir_text")
+        return persist.rebuild_plan(state, compile_key(text))
+    except Exception:  # noqa: BLE001  (an entry that does not load is rebuilt, never trusted)
+        return None
 
 
 def _distinct(arrays: Sequence[np.ndarray]) -> bool:
@@ -277,8 +358,10 @@ def forward_plan(dispatcher, primal_types, shadowed, ret_activity, width: int,
 
     key = ("forward", dispatcher, tuple(primal_types), tuple(shadowed), ret_activity, width,
            need_primal)
-    return CACHE.get(key, lambda: build_forward(dispatcher, primal_types, shadowed,
-                                                ret_activity, width, _rules(), need_primal))
+    return CACHE.get(key, lambda: _persisted(
+        dispatcher, primal_types, key,
+        lambda: build_forward(dispatcher, primal_types, shadowed, ret_activity, width,
+                              _rules(), need_primal)))
 
 
 def _forward_result(mode: Mode, ret_activity, plan, out) -> tuple:

@@ -84,12 +84,13 @@ def build_hvp(f, xtype, rules) -> HvpPlan:
 def _plan(f, x: np.ndarray) -> HvpPlan:
     import numba
 
-    from pyzyme.api.autodiff import CACHE, _dispatcher, _rules
+    from pyzyme.api.autodiff import CACHE, _dispatcher, _persisted, _rules
 
     dispatcher = _dispatcher(f)
     xtype = numba.typeof(x)
-    return CACHE.get(("hvp", dispatcher, xtype),
-                     lambda: build_hvp(dispatcher, xtype, _rules()))
+    key = ("hvp", dispatcher, xtype)
+    return CACHE.get(key, lambda: _persisted(dispatcher, (xtype,), key,
+                                             lambda: build_hvp(dispatcher, xtype, _rules())))
 
 
 def _as_input(x) -> np.ndarray:

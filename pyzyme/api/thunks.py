@@ -270,7 +270,7 @@ class SplitReverse(NjitObject):
 
 
 def _split(mode: Mode, f, ret_activity, examples) -> tuple:
-    from pyzyme.api.autodiff import CACHE, _dispatcher, _ReverseArg, _rules
+    from pyzyme.api.autodiff import CACHE, _dispatcher, _persisted, _ReverseArg, _rules
     from pyzyme.api.numba_split import build_split
 
     if ret_activity is not None and ret_activity not in (A.Active, A.Const):
@@ -280,6 +280,7 @@ def _split(mode: Mode, f, ret_activity, examples) -> tuple:
     probe = [_ReverseArg(a, {}) for a in examples]
     types_ = tuple(c.numba_type for c in probe)
     kinds = tuple(c.kind for c in probe)
-    plan = CACHE.get(("split", dispatcher, types_, kinds, ret_activity),
-                     lambda: build_split(dispatcher, types_, kinds, ret_activity, _rules()))
+    key = ("split", dispatcher, types_, kinds, ret_activity)
+    plan = CACHE.get(key, lambda: _persisted(dispatcher, types_, key, lambda: build_split(
+        dispatcher, types_, kinds, ret_activity, _rules())))
     return SplitForward(mode, plan, dispatcher), SplitReverse(mode, plan, dispatcher)

@@ -115,6 +115,11 @@ class _PyzymeLibrary(numba_codegen.JITCodeLibrary):
         self._verify_declare_only_symbols()
         self._finalized = True
         self._pyzyme_code_pending = True
+        # Keep the object code MCJIT makes of the module, as Numba does for its own libraries,
+        # so that the on-disk cache (serialize) can store it; Numba's object-cache hook finds
+        # the library through this attribute of the module.
+        self.enable_object_caching()
+        self._final_module._CPUCodeLibrary__library = weakref.proxy(self)
 
     def get_pointer_to_function(self, name: str) -> int:
         if getattr(self, "_pyzyme_code_pending", False):
@@ -124,6 +129,101 @@ class _PyzymeLibrary(numba_codegen.JITCodeLibrary):
                 weakref.finalize(self, cleanup)
             self._finalize_specific()
         return super().get_pointer_to_function(name)
+
+
+def serialize(compiled: CompiledModule) -> tuple:
+    """``compiled`` as plain data for :func:`load_serialized` in another process: its object
+    code (generated now if it was not yet), the bitcode callers link, and its function names.
+
+    Examples
+    --------
+    >>> cm = compile_module("define double @__pyzyme_doc_thrice(double %x) {\\n"
+    ...                     "  %y = fmul double %x, 3.0\\n  ret double %y\\n}")
+    >>> state = serialize(cm)
+    >>> state[0]
+    'pyzyme-object-1'
+    """
+    library = compiled.library
+    with global_compiler_lock:
+        if getattr(library, "_pyzyme_code_pending", False):
+            library.get_pointer_to_function(compiled.functions[0])
+        libdata = library.serialize_using_object_code()
+    return (_FORMAT, libdata, compiled.functions, compiled.opt)
+
+
+_FORMAT = "pyzyme-object-1"
+
+
+def load_serialized(state: tuple, key: str | None = None) -> CompiledModule:
+    """The :class:`CompiledModule` :func:`serialize` stored, its object code loaded into
+    Numba's JIT without optimizing or generating code again.
+
+    ``key`` (:func:`compile_key` of the module's text) lets a later :func:`compile_module` of
+    the same text return this module instead of defining its symbols twice.
+
+    Raises
+    ------
+    VerifyError
+        If ``state`` is not what :func:`serialize` makes, a symbol it defines is already
+        defined in the JIT, or one it uses cannot be found (loading it would abort the process).
+
+    Examples
+    --------
+    >>> text = ("define double @__pyzyme_doc_fifth(double %x) {\\n"
+    ...         "  %y = fmul double %x, 0.2\\n  ret double %y\\n}")
+    >>> state = serialize(compile_module(text))
+    >>> load_serialized(state, compile_key(text)) is compile_module(text)  # already loaded
+    True
+    """
+    if not (isinstance(state, tuple) and len(state) == 4 and state[0] == _FORMAT):
+        raise VerifyError("not a serialized pyzyme module")
+    _, libdata, functions, opt = state
+    codegen = target.numba_codegen_instance()
+    with global_compiler_lock:
+        if key is not None and key in _COMPILED.by_key:
+            return _COMPILED.by_key[key]
+        shared = llvm.parse_bitcode(libdata[2][1])
+        clashes = [n for n in functions
+                   if codegen._engine.is_symbol_defined(n) or n in _COMPILED.pending]
+        if clashes:
+            raise VerifyError(f"symbol(s) {', '.join('@' + n for n in clashes)} are already "
+                              f"defined in the JIT")
+        _check_resolvable(shared, codegen)
+        library = codegen.unserialize_library(libdata)
+        compiled = CompiledModule(library=library, functions=tuple(functions), opt=opt)
+        if key is not None:
+            _COMPILED.by_key[key] = compiled
+        return compiled
+
+
+def compile_key(text: str, opt: int = 3) -> str:
+    """The key under which :func:`compile_module` remembers the module ``text`` at ``opt``.
+
+    Examples
+    --------
+    >>> compile_key("x") != compile_key("x", opt=2)
+    True
+    """
+    return hashlib.sha256(f"{opt}\n{text}".encode()).hexdigest()
+
+
+def check_resolvable(module: llvm.ModuleRef) -> None:
+    """Raise :class:`VerifyError` unless every symbol ``module`` declares can be resolved in
+    Numba's JIT or the process (MCJIT aborts the process on one it cannot resolve).
+
+    Examples
+    --------
+    >>> check_resolvable(modules.parse("declare double @__pyzyme_doc_nowhere(double)\\n"
+    ...                                "define double @g(double %x) {\\n"
+    ...                                "  %y = call double @__pyzyme_doc_nowhere(double %x)\\n"
+    ...                                "  ret double %y\\n}"))
+    Traceback (most recent call last):
+    ...
+    pyzyme.errors.VerifyError: the module uses @__pyzyme_doc_nowhere, ...
+    """
+    codegen = target.numba_codegen_instance()
+    with global_compiler_lock:
+        _check_resolvable(module, codegen)
 
 
 def _rename_locals(module: llvm.ModuleRef, tag: str) -> None:
@@ -189,7 +289,7 @@ def compile_module(module, opt: int = 3, *, name: str = "pyzyme") -> CompiledMod
     if opt not in (0, 1, 2, 3):
         raise ValueError(f"optimization level must be 0, 1, 2 or 3; got {opt!r}")
     text = str(module)
-    key = hashlib.sha256(f"{opt}\n{text}".encode()).hexdigest()
+    key = compile_key(text, opt)
     with global_compiler_lock:
         if key in _COMPILED.by_key:
             return _COMPILED.by_key[key]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import keyword
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numba
 from llvmlite import ir as llir
@@ -87,8 +88,25 @@ def njit_callable(
     if convention == "c":
         _check_c_signature(sig, symbol)
     emit = _emit_numba_call if convention == "numba" else _emit_c_call
-    call = _make_intrinsic(compiled, symbol, sig, names, emit)
-    return _make_wrapper(symbol, names, call, sig)
+    link = _worth_linking(compiled)
+    call = _make_intrinsic(compiled, symbol, sig, names, emit, link)
+    wrapper = _make_wrapper(symbol, names, call, sig)
+    # What pyzyme.frontends.numba.persist needs to store the wrapper and make it again.
+    wrapper.__pyzyme_native__ = NativeCall(compiled, symbol, sig, tuple(names), convention, link)
+    return wrapper
+
+
+@dataclass(frozen=True, eq=False)
+class NativeCall:
+    """What an :func:`njit_callable` wrapper calls: ``symbol`` of ``compiled``, and whether
+    its module is linked into callers (else it is called through its address)."""
+
+    compiled: CompiledModule
+    symbol: str
+    signature: Signature
+    arg_names: tuple[str, ...]
+    convention: str
+    linked: bool
 
 
 def _full_signature(signature: Signature | str) -> Signature:
@@ -100,9 +118,8 @@ def _full_signature(signature: Signature | str) -> Signature:
     return return_type(*argtypes)
 
 
-def _make_intrinsic(compiled: CompiledModule, symbol: str, sig: Signature, names: list[str], emit):
-    link = _worth_linking(compiled)
-
+def _make_intrinsic(compiled: CompiledModule, symbol: str, sig: Signature, names: list[str], emit,
+                    link: bool):
     def codegen(context, builder, call_sig, args):
         pointer = None
         if link:
