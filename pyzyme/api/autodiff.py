@@ -15,6 +15,7 @@ import numpy as np
 
 from pyzyme import options
 from pyzyme.api import annotations as A
+from pyzyme.api import structured as S
 from pyzyme.api.modes import Mode
 from pyzyme.errors import PyzymeError, UnsupportedError
 from pyzyme.rules.custom import REGISTRY
@@ -156,8 +157,8 @@ class _ReverseArg:
         if isinstance(ann, A.Const):
             self.kind, self.primal, self.shadows, self._fwd = "const", value, (), None
         elif isinstance(ann, A.Active):
-            if isinstance(value, tuple) and value and all(_is_real(v) for v in value):
-                self.primal = tuple(float(v) for v in value)
+            if S.all_real(value):
+                self.primal = S.active_tuple(value)
             elif _is_real(value):
                 self.primal = value if isinstance(value, np.float32) else float(value)
             else:
@@ -166,10 +167,15 @@ class _ReverseArg:
                     f"and tuples of floats, pass arrays as Duplicated(x, dx)")
             self.kind, self.shadows, self._fwd = "active", (), None
         elif isinstance(ann, A.Duplicated):
-            if not isinstance(value, np.ndarray):
+            if not (isinstance(value, np.ndarray) or S.is_structured(value)):
                 raise UnsupportedError(
                     f"Duplicated({type(value).__name__}) in reverse mode: a float cannot hold "
                     f"its adjoint; pass it as Active")
+            if S.has_float_leaf(value):
+                raise UnsupportedError(
+                    "Duplicated(tuple) in reverse mode: the tuple holds floats, passed by "
+                    "value, which cannot receive their adjoints; pass the tuple as Active (its "
+                    "arrays then get fresh shadows, given back in its derivative)")
             self._fwd = _ForwardArg(ann, views)
             self.kind, self.primal, self.shadows = "duplicated", value, self._fwd.shadows
         else:
@@ -269,9 +275,15 @@ class _ForwardArg:
         elif _is_real(value):
             self.primal = float(value)
             self.shadows = tuple(_real_shadow(s) for s in ann.shadows)
-        elif isinstance(value, tuple) and value and all(_is_real(v) for v in value):
-            self.primal = tuple(float(v) for v in value)
-            self.shadows = tuple(_tuple_shadow(s, len(value)) for s in ann.shadows)
+        elif S.all_real(value):
+            self.primal = S.active_tuple(value)
+            self.shadows = tuple(S.rebuild_like(value, _tuple_shadow(s, len(value)))
+                                 for s in ann.shadows)
+        elif S.is_structured(value):
+            self.primal = value
+            self.shadows = tuple(
+                S.shadow_of(value, s, lambda x, dx, i=i: self._array_shadow(x, dx, i))
+                for i, s in enumerate(ann.shadows))
         else:
             raise UnsupportedError(
                 f"{type(ann).__name__} of a {type(value).__name__} is not supported in forward "
