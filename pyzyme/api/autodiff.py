@@ -99,6 +99,8 @@ def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
     if ret_activity is not None and ret_activity not in (A.Active, A.Const):
         raise UnsupportedError(f"{ret_activity.__name__} is not a reverse-mode return activity "
                                f"for a Numba function yet; use Active (float results) or Const")
+    if any(isinstance(a, A.Active) and S.needs_flattening(a.val) for a in anns):
+        return _reverse_flattened(mode, f, ret_activity, anns)
     views: dict = {}
     calls = [_ReverseArg(a, views) for a in anns]
     dispatcher = _dispatcher(f)
@@ -117,6 +119,43 @@ def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
     if mode.with_primal:
         return (derivs, primal)
     return (derivs,)
+
+
+def _reverse_flattened(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
+    """Reverse mode with Active tuples that are not all floats: ``f`` is called through a flat
+    wrapper whose parameters are the tuples' leaves (float leaves Active, float arrays
+    Duplicated with zero shadows, the rest Const), and each such tuple's derivative is built
+    back in its structure, non-float leaves keeping their values."""
+    from pyzyme.api.njit_reverse import _flat_wrapper, _leaf_annotation, _rebuild, _tree
+
+    trees, flat, readers = [], [], []
+    for i, a in enumerate(anns):
+        if isinstance(a, A.Active) and S.needs_flattening(a.val):
+            tree = _tree(a.val, f"argument {i}")
+            trees.append(tree)
+            places = []
+            for leaf in tree.leaves():
+                ann, reader = _leaf_annotation(leaf.value, top=False)
+                flat.append(ann)
+                places.append((len(flat) - 1, reader))
+            readers.append(places)
+        else:
+            trees.append(None)
+            flat.append(a)
+            readers.append(len(flat) - 1)
+    target = _flat_wrapper(_dispatcher(f), trees)
+    args = (ret_activity,) if ret_activity is not None else ()
+    out = autodiff(mode, target, *args, *flat)
+    leaf_derivs = out[0]
+    derivs = []
+    for tree, place in zip(trees, readers):
+        if tree is None:
+            derivs.append(leaf_derivs[place])
+            continue
+        got = [leaf_derivs[p] if kind == "active" else payload() if kind == "after" else payload
+               for p, (kind, payload) in place]
+        derivs.append(_rebuild(tree, iter(got)))
+    return (tuple(derivs), *out[1:])
 
 
 def _unit_seed(numba_type):

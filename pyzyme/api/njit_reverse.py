@@ -170,9 +170,25 @@ def _leaf_annotation(value, top: bool):
     if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating):
         shadow = np.zeros_like(value)
         return A.Duplicated(value, shadow), ("shadow", shadow)
+    if _shadowed_in_place(value):
+        from pyzyme.api.make_zero import make_zero
+        from pyzyme.api.structured import keep_non_float
+
+        shadow = make_zero(value)
+        return A.Duplicated(value, shadow), ("after", lambda: keep_non_float(shadow, value))
     if isinstance(value, (float, np.floating)) or (top and _is_real(value)):
         return A.Active(value), ("active", None)
     return A.Const(value), ("const", value)
+
+
+def _shadowed_in_place(value) -> bool:
+    """Records, arrays of records and jitclass instances: their derivative is a zeroed copy
+    (``make_zero``) that the reverse sweep accumulates into, float fields differentiated and
+    the others kept."""
+    from pyzyme.api.structured import is_jitclass
+
+    return (isinstance(value, np.void) or is_jitclass(value)
+            or (isinstance(value, np.ndarray) and value.dtype.fields is not None))
 
 
 def _rebuild(node: _Node, values) -> Any:
@@ -224,15 +240,17 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
     trees: list[_Node | None] = [None] * len(args)
     for i in argnums:
         value = args[i]
-        if isinstance(value, np.ndarray) and not np.issubdtype(value.dtype, np.floating):
+        if isinstance(value, np.ndarray) and not np.issubdtype(value.dtype, np.floating) \
+                and value.dtype.fields is None:
             raise PyzymeError(f"{name}: argument {i} is an array of {value.dtype}; "
                               f"differentiate with respect to a floating array")
         trees[i] = _tree(value, f"argument {i}")
-        if trees[i].kind == "leaf" and not (_is_real(value) or isinstance(value, np.ndarray)):
+        if trees[i].kind == "leaf" and not (_is_real(value) or isinstance(value, np.ndarray)
+                                            or _shadowed_in_place(value)):
             raise UnsupportedError(
                 f"{name}: argument {i} is a {type(value).__name__}; reverse mode "
-                f"differentiates with respect to floats, float arrays, and tuples, namedtuples "
-                f"and lists of them")
+                f"differentiates with respect to floats, float arrays, records, jitclass "
+                f"instances, and tuples, namedtuples and lists of them")
     containers = any(t is not None and t.kind != "leaf" for t in trees)
     anns: list = []
     readers: dict[int, list] = {}
@@ -261,6 +279,8 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
         for position, (kind, payload) in readers[i]:
             if kind == "active":
                 got.append(derivs[position])
+            elif kind == "after":
+                got.append(payload())
             else:
                 got.append(payload)
         out.append(_rebuild(trees[i], iter(got)) if containers else got[0])

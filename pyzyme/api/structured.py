@@ -39,8 +39,10 @@ def _is_real(v) -> bool:
 
 
 def all_real(value) -> bool:
-    """A non-empty tuple of real numbers (a namedtuple included)."""
-    return isinstance(value, tuple) and bool(value) and all(_is_real(v) for v in value)
+    """A non-empty tuple of floats (a namedtuple included). Integers in a tuple are not
+    floats: they stay integers and carry no derivative (as in Enzyme.jl)."""
+    return isinstance(value, tuple) and bool(value) and all(
+        isinstance(v, (float, np.floating)) for v in value)
 
 
 def is_structured(value: Any) -> bool:
@@ -126,3 +128,35 @@ def _same_instance(a, b) -> bool:
     from numba.experimental.jitclass import _box
 
     return _box.box_get_dataptr(a) == _box.box_get_dataptr(b)
+
+
+def keep_non_float(grad: Any, x: Any, _seen: set | None = None) -> Any:
+    """``grad`` (a ``make_zero(x)`` that received df/dx) with the non-float fields of ``x``
+    copied back, so that, as Enzyme.jl's ``gradient`` of a struct, ``grad.k == x.k`` for an
+    integer field ``k``. Works in place on records, arrays of records and jitclass instances
+    (nested ones included); returns ``grad``."""
+    seen = set() if _seen is None else _seen
+    if isinstance(x, (np.ndarray, np.void)) and x.dtype.fields is not None:
+        for name in x.dtype.names:
+            if x.dtype.fields[name][0].base.kind not in "fc":
+                grad[name] = x[name]
+        return grad
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind not in "fc":
+            grad[...] = x
+        return grad
+    if not is_jitclass(x) or id(grad) in seen:
+        return grad
+    from numba.core import types
+
+    seen.add(id(grad))
+    for name, ty in type(x)._numba_type_.struct.items():
+        if isinstance(ty, types.Optional):
+            ty = ty.type
+        if isinstance(ty, (types.Integer, types.Boolean)):
+            setattr(grad, name, getattr(x, name))
+        elif isinstance(ty, (types.Array, types.ClassInstanceType, types.DeferredType)):
+            inner, ginner = getattr(x, name), getattr(grad, name)
+            if inner is not None and ginner is not None:
+                keep_non_float(ginner, inner, seen)
+    return grad
