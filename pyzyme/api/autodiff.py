@@ -90,8 +90,11 @@ def autodiff(mode: Mode, f, *args) -> tuple:
     return _reverse(mode, f, ret_activity, anns)
 
 
-def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
-    """Reverse mode: ``((d_arg or None, ...),)``, then the primal result with a primal."""
+def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation], seed=None) -> tuple:
+    """Reverse mode: ``((d_arg or None, ...),)``, then the primal result with a primal.
+
+    ``seed`` is the adjoint of an Active result (default 1.0 in every float of it); a one-hot
+    tuple gives one row of the Jacobian of a tuple-valued function."""
     for a in anns:
         if isinstance(a, A.BatchDuplicated):
             raise UnsupportedError("BatchDuplicated arguments are for forward mode; in reverse "
@@ -100,6 +103,9 @@ def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
         raise UnsupportedError(f"{ret_activity.__name__} is not a reverse-mode return activity "
                                f"for a Numba function yet; use Active (float results) or Const")
     if any(isinstance(a, A.Active) and S.needs_flattening(a.val) for a in anns):
+        if seed is not None:
+            raise UnsupportedError("a seeded reverse sweep takes floats, arrays, records, "
+                                   "jitclass instances and tuples of floats")
         return _reverse_flattened(mode, f, ret_activity, anns)
     views: dict = {}
     calls = [_ReverseArg(a, views) for a in anns]
@@ -107,7 +113,12 @@ def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
     distinct = _distinct([x for c in calls for x in c.arrays()])
     plan = reverse_plan(dispatcher, [c.numba_type for c in calls], [c.kind for c in calls],
                         ret_activity, distinct)
-    seeds = (_unit_seed(plan.restype),) if plan.seeded else ()
+    if not plan.seeded:
+        seeds = ()
+    elif seed is None:
+        seeds = (_unit_seed(plan.restype),)
+    else:
+        seeds = (seed,)
     out = plan.function(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
                         *seeds)
     for c in calls:

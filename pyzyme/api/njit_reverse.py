@@ -558,9 +558,28 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
                              [names[i] for i in arrays], "        ")
         lines += ["        J[k, :] = v"] if array else ["        J[k, 0] = r[1]"]
         lines += ["    return J"]
+    elif isinstance(restype, types.BaseTuple) and len(restype) and all(
+            isinstance(t, types.Float) for t in restype):
+        # one sweep per element of the tuple, seeded one-hot: the same compiled derivative
+        m = len(restype)
+        rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds)
+        lines += [f"    J = np.empty(({m}, {n_in}))"]
+        shadows = []
+        if array:
+            lines += [f"    s = np.zeros_like({x})", "    v = s.reshape(-1)"]
+            shadows = ["s"]
+        for k in range(m):
+            seed = "(" + "".join("1.0, " if i == k else "0.0, " for i in range(m)) + ")"
+            if array:
+                lines += ["    v[:] = 0.0"]
+            lines += _call_lines(", ".join(primals + shadows + [seed]),
+                                 [names[i] for i in arrays], "    ")
+            lines += [f"    J[{k}, :] = v"] if array else [f"    J[{k}, 0] = r[1]"]
+        lines += ["    return J"]
     else:
-        raise UnsupportedError(f"jacrev needs a function returning a float or a float array; "
-                               f"{dispatcher.py_func.__qualname__} returns {restype}")
+        raise UnsupportedError(f"jacrev needs a function returning a float, a tuple of floats "
+                               f"or a float array; {dispatcher.py_func.__qualname__} returns "
+                               f"{restype}")
     scope = {"np": np, "f": dispatcher, "rev_d": rev_d.function, "_overlap": _overlap,
              "rev_n": rev_n.function if rev_n is not None else None}
     exec("\n".join(lines) + "\n", scope)
