@@ -28,6 +28,7 @@ from numba.core import types
 
 from pyzyme.api import annotations as A
 from pyzyme.api.njit_overload import NjitObject, overloaded_njit
+from pyzyme.api.pytree import to_numba
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["ReverseFunction", "row_wrapper", "dotted_wrapper", "result_type",
@@ -105,7 +106,7 @@ def _flat_wrapper(dispatcher, trees: Sequence[Any]):
             params.append(name)
             return name
         items = [expr(c) for c in node.children]
-        if node.kind == "namedtuple":
+        if node.kind in ("namedtuple", "dict"):
             cls = f"C{len(scope)}"
             scope[cls] = node.cls
             return f"{cls}({', '.join(items)})"
@@ -156,9 +157,11 @@ def _tree(value, where: str) -> _Node:
         return _Node("tuple" if isinstance(value, tuple) else "list",
                      children=[_tree(v, where) for v in value])
     if isinstance(value, dict):
-        raise UnsupportedError(
-            f"{where} is a dict, which a Numba function cannot take; pass a tuple or a "
-            f"namedtuple of floats and arrays")
+        from pyzyme.api.pytree import dict_class, keys_of
+
+        keys = keys_of(value, where)
+        return _Node("dict", children=[_tree(value[k], f"{where}[{k!r}]") for k in keys],
+                     cls=dict_class(keys))
     if isinstance(value, (complex, np.complexfloating)) or (
             isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.complexfloating)):
         raise UnsupportedError(f"{where} is complex; reverse mode differentiates real floats")
@@ -197,6 +200,8 @@ def _rebuild(node: _Node, values) -> Any:
     items = [_rebuild(c, values) for c in node.children]
     if node.kind == "namedtuple":
         return node.cls(*items)
+    if node.kind == "dict":
+        return dict(zip(node.cls._pyzyme_keys, items))
     return tuple(items) if node.kind == "tuple" else items
 
 
@@ -256,7 +261,7 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
     readers: dict[int, list] = {}
     for i, (value, tree) in enumerate(zip(args, trees)):
         if tree is None:
-            anns.append(A.Const(value))
+            anns.append(A.Const(to_numba(value, f"argument {i}")))
             continue
         readers[i] = []
         leaves = tree.leaves() if containers else [tree]
