@@ -21,8 +21,8 @@ import pytest
 from numba import boolean, deferred_type, float64, int64, optional, types
 from numba.experimental import jitclass
 
-from pyzyme import (Active, Const, Duplicated, Forward, Reverse, autodiff, jacfwd, jacobian,
-                    jacrev, make_zero)
+from pyzyme import (Active, Const, Duplicated, Forward, PyzymeError, Reverse, UnsupportedError,
+                    autodiff, jacfwd, jacobian, jacrev, make_zero)
 from pyzyme.api.autodiff import njit_of
 from tests.types_structures import fill, leaves
 
@@ -340,6 +340,20 @@ def array_field_update(p):
     return np.sum(p.pos * p.pos)
 
 
+@numba.njit
+def construct_inside(a):
+    p = Point(a * a, 3.0 * a)
+    return point_method(p) + p.x
+
+
+@numba.njit
+def build_and_sum(x):
+    n = Node(x[0], None)
+    for i in range(1, x.shape[0]):
+        n = Node(x[i] * x[i], n)
+    return weighted_list(n)
+
+
 @dataclass
 class Case:
     name: str
@@ -404,6 +418,8 @@ CASES = [
     Case("tuple_of_points", tuple_of_points, ((Point(1.0, 2.0), Point(0.5, 3.0)),)),
     Case("nt_of_instance", nt_of_instance, (P(1.2, Point(0.5, 3.0)),)),
     Case("array_field_update", array_field_update, (Particle(_rng_array(3), 1.5, 2),)),
+    Case("construct_inside", construct_inside, (0.7,)),
+    Case("build_and_sum", build_and_sum, (_rng_array(4),)),
 ]
 
 
@@ -513,6 +529,47 @@ def test_structure_of_reverse_derivatives():
     assert drec["n"] == 0
     assert drec["x"] == pytest.approx(2.5 * 3) and drec["y"] == pytest.approx(
         1.2 * 3 + 0.5 / np.sqrt(2.5))
+
+
+@numba.njit
+def fill_point(p, a):
+    p.x = a * a
+    p.y = np.sin(a)
+
+
+def test_instance_as_output():
+    # Const return, the result written into a Duplicated instance: its shadow is the seed,
+    # consumed (zeroed) by the reverse sweep, and carries the tangent in forward mode.
+    q, dq = Point(0.0, 0.0), Point(1.0, 2.0)
+    ((none, da),) = autodiff(Reverse, fill_point, Const, Duplicated(q, dq), Active(0.5))
+    assert none is None and da == pytest.approx(2 * 0.5 + 2.0 * np.cos(0.5))
+    assert (q.x, q.y, dq.x, dq.y) == (0.25, np.sin(0.5), 0.0, 0.0)
+    q, dq = Point(0.0, 0.0), Point(0.0, 0.0)
+    assert autodiff(Forward, fill_point, Const, Duplicated(q, dq), Duplicated(0.5, 1.0)) == ()
+    assert (dq.x, dq.y) == (pytest.approx(1.0), pytest.approx(np.cos(0.5)))
+
+
+@numba.njit
+def make_point(a):
+    return Point(a * a, 3.0 * a)
+
+
+def test_instance_as_result():
+    p, t = autodiff(Forward, make_point, Duplicated, Duplicated(2.0, 1.0))
+    assert (p.x, p.y, t.x, t.y) == (4.0, 6.0, 4.0, 3.0)
+    with pytest.raises(UnsupportedError, match="reverse mode seeds float results"):
+        autodiff(Reverse, make_point, Active, Active(2.0))
+
+
+def test_refusals_are_clear():
+    with pytest.raises(UnsupportedError, match="pass the tuple as Active"):
+        autodiff(Reverse, tuple_of_arrays, Active,
+                 Duplicated((np.ones(2), 1.0), (np.zeros(2), 0.0)))
+    with pytest.raises(PyzymeError, match="same jitclass"):
+        autodiff(Forward, point_xy, Duplicated, Duplicated(Point(1.0, 2.0), Segment(
+            Point(0.0, 0.0), Point(0.0, 0.0))))
+    with pytest.raises(PyzymeError, match="record of the same dtype"):
+        autodiff(Reverse, record_scalar, Active, Duplicated(_REC[0], _VREC[0]))
 
 
 # -- tuple-valued functions: Jacobians ----------------------------------------------------------
