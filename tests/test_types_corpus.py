@@ -21,8 +21,9 @@ import pytest
 from numba import boolean, deferred_type, float64, int64, optional, types
 from numba.experimental import jitclass
 
-from pyzyme import (Active, Const, Duplicated, Forward, PyzymeError, Reverse, UnsupportedError,
-                    autodiff, jacfwd, jacobian, jacrev, make_zero)
+from pyzyme import (Active, BatchDuplicated, Const, Duplicated, Forward, PyzymeError, Reverse,
+                    ReverseSplitWithPrimal, UnsupportedError, autodiff, autodiff_thunk,
+                    jacfwd, jacobian, jacrev, make_zero)
 from pyzyme.api.autodiff import njit_of
 from tests.types_structures import fill, leaves
 
@@ -609,3 +610,24 @@ def test_jacobian_of_tuple_valued_functions(f, x):
     np.testing.assert_allclose(jr, jf, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(jacfwd(f)(x), jf, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(jacrev(f)(x), jf, rtol=1e-12, atol=1e-14)
+
+
+def test_batch_forward_and_split_reverse_with_instances_and_records():
+    p = Point(2.0, 3.0)
+    lanes = (Point(1.0, 0.0), Point(0.0, 1.0))
+    assert autodiff(Forward, point_xy, BatchDuplicated, BatchDuplicated(p, lanes)) == \
+        (6.0, (3.0, 2.0))
+    rec = _REC[0]
+    seeds = np.zeros(2, REC)
+    seeds[0]["x"], seeds[1]["y"] = 1.0, 1.0
+    value, (dx, dy) = autodiff(Forward, record_scalar, BatchDuplicated,
+                               BatchDuplicated(rec, (seeds[0], seeds[1])))
+    assert (dx, dy) == (pytest.approx(2.5 * 3), pytest.approx(1.2 * 3 + 0.5 / np.sqrt(2.5)))
+    fwd, rev = autodiff_thunk(ReverseSplitWithPrimal, segment_cross, Active,
+                              Duplicated(Segment(p, p), make_zero(Segment(p, p))))
+    s = Segment(Point(1.0, 2.0), Point(0.5, -1.5))
+    ds = make_zero(s)
+    tape, result, _ = fwd(Duplicated(s, ds))
+    assert result == 1.0 * -1.5 - 2.0 * 0.5
+    rev(Duplicated(s, ds), 1.0, tape)
+    assert (ds.a.x, ds.a.y, ds.b.x, ds.b.y) == (-1.5, -0.5, -2.0, 1.0)
