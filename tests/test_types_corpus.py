@@ -253,6 +253,18 @@ def list_head_only(n):
 
 
 @numba.njit
+def deep_link(n):                       # deeper than the type seeds spell out
+    return n.next.next.next.next.next.val * n.val
+
+
+@numba.njit
+def recursive_list(n):
+    if n.next is None:
+        return n.val * n.val
+    return n.val * n.val + recursive_list(n.next)
+
+
+@numba.njit
 def vlist_sum(n):
     s = 0.0
     while n is not None:
@@ -396,6 +408,8 @@ CASES = [
     Case("product_list", product_list, (linked(1.1, 0.9, 1.3),)),
     Case("list_head_only", list_head_only, (linked(1.1, 0.9),)),
     Case("list_single", list_head_only, (linked(1.7),)),
+    Case("deep_link", deep_link, (linked(1.5, 0.5, 0.7, 0.9, 1.1, 1.3, 0.2),)),
+    Case("recursive_list", recursive_list, (linked(0.5, -1.0, 2.0, 1.5, 0.3),)),
     Case("vlist_sum", vlist_sum, (VNode(_rng_array(2), 1.5, VNode(_rng_array(3), 0.5, None)),)),
     Case("layer_forward", layer_forward,
          (Layer(_rng_array(2, 3) - 1.0, _rng_array(2) - 1.0, True, "plain"), _rng_array(3)),
