@@ -296,7 +296,8 @@ def _numba_type(ann):
     value = ann.val
     if isinstance(ann, A.Active):
         if isinstance(value, tuple):
-            return numba.typeof(tuple(float(v) for v in value))
+            from pyzyme.api.structured import active_tuple
+            return numba.typeof(active_tuple(value))
         return numba.typeof(value if isinstance(value, np.float32) else float(value))
     return numba.typeof(value)
 

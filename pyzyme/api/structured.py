@@ -24,7 +24,7 @@ import numpy as np
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["is_jitclass", "is_structured", "all_real", "shadow_of", "has_float_leaf",
-           "active_tuple", "needs_flattening", "rebuild_like"]
+           "active_tuple", "needs_flattening", "rebuild_like", "keep_non_float"]
 
 
 def is_jitclass(value: Any) -> bool:
@@ -56,7 +56,15 @@ def rebuild_like(value: tuple, items) -> tuple:
 
 
 def active_tuple(value: tuple) -> tuple:
-    """An all-real tuple as an Active argument: every leaf a float, a namedtuple kept."""
+    """An all-float tuple as an Active argument: every leaf a float, a namedtuple kept.
+
+    Examples
+    --------
+    >>> from collections import namedtuple
+    >>> P = namedtuple("P", "a b")
+    >>> active_tuple(P(np.float64(1.5), 2.0))
+    P(a=1.5, b=2.0)
+    """
     return rebuild_like(value, [v if isinstance(v, np.float32) else float(v) for v in value])
 
 
@@ -78,6 +86,11 @@ def shadow_of(value: Any, shadow: Any, array_shadow: Callable, where: str = "the
 
     ``array_shadow(x, dx)`` lays out the shadow of an array leaf. Raises PyzymeError when the
     shadow's structure differs from the primal's.
+
+    Examples
+    --------
+    >>> shadow_of((np.ones(2), 3, "tag"), (np.zeros(2), 0, ""), lambda x, dx: dx)
+    (array([0., 0.]), 3, 'tag')
     """
     if isinstance(value, tuple):
         if not isinstance(shadow, tuple) or len(shadow) != len(value):
@@ -134,7 +147,15 @@ def keep_non_float(grad: Any, x: Any, _seen: set | None = None) -> Any:
     """``grad`` (a ``make_zero(x)`` that received df/dx) with the non-float fields of ``x``
     copied back, so that, as Enzyme.jl's ``gradient`` of a struct, ``grad.k == x.k`` for an
     integer field ``k``. Works in place on records, arrays of records and jitclass instances
-    (nested ones included); returns ``grad``."""
+    (nested ones included); returns ``grad``.
+
+    Examples
+    --------
+    >>> x = np.array([(1.5, 7)], dtype=[("w", "f8"), ("n", "i8")])
+    >>> g = np.array([(3.0, 0)], dtype=x.dtype)
+    >>> keep_non_float(g, x)
+    array([(3., 7)], dtype=[('w', '<f8'), ('n', '<i8')])
+    """
     seen = set() if _seen is None else _seen
     if isinstance(x, (np.ndarray, np.void)) and x.dtype.fields is not None:
         for name in x.dtype.names:
