@@ -34,6 +34,8 @@ W = namedtuple("W", "w x s")                # arrays and a float
 N = namedtuple("N", "a name")               # a string field
 
 REC = np.dtype([("x", np.float64), ("n", np.int64), ("y", np.float64)])
+NESTED = np.dtype([("p", [("u", np.float64), ("v", np.float64)]), ("k", np.int64),
+                   ("w", np.float64)])
 VREC = np.dtype([("v", np.float64, (3,)), ("k", np.int64)])
 
 
@@ -69,6 +71,13 @@ class Layer:
         self.b = b
         self.on = on
         self.name = name
+
+
+@jitclass([("t", types.UniTuple(float64, 2)), ("recs", numba.from_dtype(REC)[:])])
+class Holder:                               # a tuple field and an array of records
+    def __init__(self, t, recs):
+        self.t = t
+        self.recs = recs
 
 
 node_type = deferred_type()
@@ -183,6 +192,21 @@ def record_array_norm(a):
     s = 0.0
     for i in range(a.shape[0]):
         s += np.sqrt(a[i].x ** 2 + a[i].y ** 2)
+    return s
+
+
+def nested_record(a):
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += a[i].p.u * a[i].p.v * a[i].k + a[i].w ** 2
+    return s
+
+
+@numba.njit
+def holder_sum(h):
+    s = h.t[0] * h.t[1]
+    for i in range(h.recs.shape[0]):
+        s += h.recs[i].x * h.recs[i].y * h.t[i % 2]
     return s
 
 
@@ -398,6 +422,9 @@ CASES = [
     Case("record_array", record_array, (_REC,)),
     Case("record_array_norm", record_array_norm, (_REC,)),
     Case("record_and_float", record_and_float, (_REC[1], 1.3), (0, 1)),
+    Case("nested_record", nested_record,
+         (np.array([((1.0, 2.0), 3, 0.5), ((0.7, 1.1), 2, 1.5)], dtype=NESTED),)),
+    Case("holder_sum", holder_sum, (Holder((1.5, 0.5), _REC.copy()),)),
     Case("point_xy", point_xy, (Point(1.5, -2.0),)),
     Case("point_method", point_method, (Point(1.5, -2.0),)),
     Case("particle_energy", particle_energy, (Particle(_rng_array(3), 2.0, 7),)),

@@ -18,7 +18,9 @@ from pyzyme import make_zero
 
 
 def _float_fields(dtype: np.dtype) -> list[str]:
-    return [n for n in dtype.names if dtype.fields[n][0].base.kind == "f"]
+    """Fields holding floats: float scalars and subarrays, and nested records."""
+    return [n for n in dtype.names
+            if dtype.fields[n][0].base.kind == "f" or dtype.fields[n][0].names]
 
 
 def leaves(x) -> np.ndarray:
@@ -36,7 +38,10 @@ def _collect(x, out: list) -> None:
             _collect(v, out)
     elif isinstance(x, np.void):
         for n in _float_fields(x.dtype):
-            out.extend(np.asarray(x[n], dtype=np.float64).reshape(-1))
+            if x.dtype.fields[n][0].names:
+                _collect(x[n], out)
+            else:
+                out.extend(np.asarray(x[n], dtype=np.float64).reshape(-1))
     elif isinstance(x, np.ndarray) and x.dtype.names:
         for rec in x.reshape(-1):
             _collect(rec, out)
@@ -67,6 +72,9 @@ def _fill(x, it: Iterator):
         holder[0] = x
         rec = holder[0]
         for n in _float_fields(x.dtype):
+            if x.dtype.fields[n][0].names:
+                rec[n] = _fill(x[n], it)
+                continue
             shape = np.shape(x[n])
             vals = [next(it) for _ in range(int(np.prod(shape)))]
             rec[n] = np.array(vals).reshape(shape)
