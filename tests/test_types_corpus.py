@@ -22,8 +22,8 @@ from numba import boolean, deferred_type, float64, int64, optional, types
 from numba.experimental import jitclass
 
 from pyzyme import (Active, BatchDuplicated, Const, Duplicated, Forward, PyzymeError, Reverse,
-                    ReverseSplitWithPrimal, UnsupportedError, autodiff, autodiff_thunk,
-                    jacfwd, jacobian, jacrev, make_zero)
+                    ReverseSplitWithPrimal, ReverseWithPrimal, UnsupportedError, autodiff,
+                    autodiff_thunk, jacfwd, jacobian, jacrev, make_zero)
 from pyzyme.api.autodiff import njit_of
 from tests.types_structures import fill, leaves
 
@@ -672,3 +672,20 @@ def test_batch_forward_and_split_reverse_with_instances_and_records():
     assert result == 1.0 * -1.5 - 2.0 * 0.5
     rev(Duplicated(s, ds), 1.0, tape)
     assert (ds.a.x, ds.a.y, ds.b.x, ds.b.y) == (-1.5, -0.5, -2.0, 1.0)
+
+
+@numba.njit
+def overwrite_through_alias(p, a):
+    s = p.pos[0] * p.mass
+    a[0] = 5.0                              # a is p.pos: the instance's array changes
+    return s + p.pos[0] * p.pos[0]
+
+
+def test_array_shared_with_an_instance_field():
+    # a is the array inside p: no noalias may be assumed, the overwritten value is 5.0
+    p = Particle(np.array([2.0, 1.0]), 3.0, 0)
+    dp = make_zero(p)
+    (n1, n2), value = autodiff(ReverseWithPrimal, overwrite_through_alias, Active,
+                                  Duplicated(p, dp), Duplicated(p.pos, dp.pos))
+    assert value == 31.0 and n1 is None and n2 is None
+    assert (dp.pos[0], dp.pos[1], dp.mass) == (3.0, 0.0, 2.0)

@@ -233,8 +233,9 @@ class _ReverseArg:
         self.numba_type = numba.typeof(self.primal)
 
     def arrays(self) -> list:
-        out = [self.primal] if isinstance(self.primal, np.ndarray) else []
-        return out + [s for s in self.shadows if isinstance(s, np.ndarray)]
+        """Every array this argument reaches (inside tuples, records and jitclass instances
+        too), for the check that no two share memory."""
+        return [a for v in (self.primal, *self.shadows) for a in S.reachable_arrays(v)]
 
     def copy_back(self) -> None:
         if self._fwd is not None:

@@ -160,7 +160,8 @@ def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool,
     if distinct:
         for arg, kind in zip(abi.args, kinds):
             for p in arg.params:
-                if p.field.endswith(".data") and p.llvm_type == "ptr":
+                if p.field.endswith(".data") and isinstance(p.numba_type, types.CPointer) \
+                        and not isinstance(p.numba_type.dtype, types.ClassDataType):
                     a = native.args[p.index]
                     a.attrs = " ".join([*a.attrs.split(), "noalias"])
     return cap, abi, module, native, acts, ret_activity

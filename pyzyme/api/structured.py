@@ -24,7 +24,7 @@ import numpy as np
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["is_jitclass", "is_structured", "all_real", "shadow_of", "has_float_leaf",
-           "active_tuple", "needs_flattening", "rebuild_like", "keep_non_float"]
+           "active_tuple", "needs_flattening", "rebuild_like", "keep_non_float", "reachable_arrays"]
 
 
 def is_jitclass(value: Any) -> bool:
@@ -181,3 +181,33 @@ def keep_non_float(grad: Any, x: Any, _seen: set | None = None) -> Any:
             if inner is not None and ginner is not None:
                 keep_non_float(ginner, inner, seen)
     return grad
+
+
+def reachable_arrays(value: Any, _seen: set | None = None) -> list[np.ndarray]:
+    """The arrays ``value`` reaches: itself, those in its tuples and jitclass fields (linked
+    instances followed once), and a record's own bytes as a 0-d array, so that two arguments
+    sharing memory through any of them are seen to.
+
+    Examples
+    --------
+    >>> a = np.ones(3)
+    >>> [x is a for x in reachable_arrays((a, 2.0, (a,)))]
+    [True, True]
+    """
+    seen = set() if _seen is None else _seen
+    if isinstance(value, np.ndarray):
+        return [value]
+    if isinstance(value, np.void):
+        return [np.ndarray((), dtype=value.dtype, buffer=value)]
+    if isinstance(value, tuple):
+        return [a for v in value for a in reachable_arrays(v, seen)]
+    if is_jitclass(value):
+        from numba.experimental.jitclass import _box
+
+        key = _box.box_get_dataptr(value)
+        if key in seen:
+            return []
+        seen.add(key)
+        return [a for name in type(value)._numba_type_.struct
+                for a in reachable_arrays(getattr(value, name), seen)]
+    return []
