@@ -101,7 +101,7 @@ def vjp(f, *primals):
     from pyzyme.api.njit_reverse import dotted_wrapper, reverse_call
 
     dispatcher = _dispatcher(f)
-    value = dispatcher(*[to_numba(p, f"argument {i}") for i, p in enumerate(primals)])
+    value = dispatcher(*[to_numba(p, f"argument {i}", lists=True) for i, p in enumerate(primals)])
     argnums = tuple(i for i, p in enumerate(primals) if _carries(p))
     n = len(primals)
 
@@ -181,7 +181,8 @@ def jvp(f, primals: Sequence, tangents: Sequence):
     if len(primals) != len(tangents):
         raise PyzymeError(f"jvp needs one tangent per primal; got {len(primals)} primals and "
                           f"{len(tangents)} tangents")
-    args = [A.Duplicated(to_numba(p, f"primal {i}"), to_numba(t, f"tangent {i}"))
+    args = [A.Duplicated(to_numba(p, f"primal {i}", lists=True),
+                         to_numba(t, f"tangent {i}", lists=True))
             for i, (p, t) in enumerate(zip(primals, tangents))]
     return autodiff(Forward, f, A.Duplicated, *args)
 

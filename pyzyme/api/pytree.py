@@ -51,22 +51,33 @@ def keys_of(d: dict, where: str) -> tuple[str, ...]:
     return keys
 
 
-def to_numba(value: Any, where: str = "the argument") -> Any:
+def to_numba(value: Any, where: str = "the argument", lists: bool = False) -> Any:
     """``value`` with every dict in it (in tuples, namedtuples and dicts) made an instance of
-    its :func:`dict_class`, so that Numba can take it."""
+    its :func:`dict_class`, so that Numba can take it; with ``lists``, lists become tuples too
+    (as ``grad`` passes them: a list of an array and a float has no Numba type).
+
+    Examples
+    --------
+    >>> to_numba({"w": 1.0, "b": (2.0, {"c": 3.0})})
+    PytreeDict(f0=1.0, f1=(2.0, PytreeDict(f0=3.0)))
+    >>> to_numba([1.0, [2.0]], lists=True)
+    (1.0, (2.0,))
+    """
     if isinstance(value, dict):
         keys = keys_of(value, where)
-        return dict_class(keys)(*[to_numba(value[k], f"{where}[{k!r}]") for k in keys])
-    if isinstance(value, tuple) and _holds_dict(value):
-        items = [to_numba(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return dict_class(keys)(*[to_numba(value[k], f"{where}[{k!r}]", lists) for k in keys])
+    if (isinstance(value, tuple) or (lists and isinstance(value, list))) and \
+            _holds_dict(value, lists):
+        items = [to_numba(v, f"{where}[{i}]", lists) for i, v in enumerate(value)]
         return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
     return value
 
 
-def _holds_dict(value: Any) -> bool:
-    if isinstance(value, dict):
+def _holds_dict(value: Any, lists: bool) -> bool:
+    """Whether ``value`` holds something :func:`to_numba` changes."""
+    if isinstance(value, dict) or (lists and isinstance(value, list)):
         return True
-    return isinstance(value, (tuple, list)) and any(_holds_dict(v) for v in value)
+    return isinstance(value, (tuple, list)) and any(_holds_dict(v, lists) for v in value)
 
 
 def _pytree_keys(ty) -> tuple[str, ...] | None:
