@@ -17,7 +17,9 @@ def seed_from_abi(abi) -> dict[int, TypeTree]:
     ``retptr`` (0) points to the result's fields, ``excinfo`` (1) is a pointer; an array's
     ``data`` points to its dtype at every offset, ``meminfo`` to NRT's MemInfo (data pointer at
     offset 24), shape, strides and sizes are integers, scalars follow their Numba type, a record
-    argument points to its fields.
+    argument points to its fields, and a jitclass instance's data pointer to its fields as
+    Numba lays them out (floats, arrays, tuples, optional and nested instances, followed
+    ``CLASS_DEPTH`` pointer levels deep).
 
     >>> from numba.core import types
     >>> from numba.core.registry import cpu_target
