@@ -220,13 +220,16 @@ def test_check_function_rejects_a_different_function():
 
 def test_unsupported_types_are_named():
     ctx = cpu_target.target_context
+    typed_list = types.ListType(types.float64)
     with pytest.raises(CaptureError) as err:
-        AbiMap.from_signature(ctx, "f", ("s",), types.float64(types.unicode_type))
-    assert "argument 's' of f" in str(err.value) and "unicode_type" in str(err.value)
-    with pytest.raises(CaptureError, match=r"element 1 of argument 't' of f: type unicode_type"):
+        AbiMap.from_signature(ctx, "f", ("s",), types.float64(typed_list))
+    assert "argument 's' of f" in str(err.value) and "ListType" in str(err.value)
+    with pytest.raises(CaptureError, match=r"element 1 of argument 't' of f: type ListType"):
         AbiMap.from_signature(
-            ctx, "f", ("t",), types.float64(types.Tuple((types.float64, types.unicode_type)))
+            ctx, "f", ("t",), types.float64(types.Tuple((types.float64, typed_list)))
         )
+    with pytest.raises(CaptureError, match="the result of f"):  # strings only as arguments
+        AbiMap.from_signature(ctx, "f", ("x",), types.unicode_type(types.float64))
     with pytest.raises(CaptureError, match="the result of f"):
         AbiMap.from_signature(ctx, "f", ("x",), types.List(types.float64)(types.float64))
     with pytest.raises(CaptureError, match="2 parameters but the signature has 1"):

@@ -17,7 +17,9 @@ def seed_from_abi(abi) -> dict[int, TypeTree]:
     ``retptr`` (0) points to the result's fields, ``excinfo`` (1) is a pointer; an array's
     ``data`` points to its dtype at every offset, ``meminfo`` to NRT's MemInfo (data pointer at
     offset 24), shape, strides and sizes are integers, scalars follow their Numba type, a record
-    argument points to its fields.
+    argument points to its fields, and a jitclass instance's data pointer to its fields as
+    Numba lays them out (floats, arrays, tuples, optional and nested instances, followed
+    ``CLASS_DEPTH`` pointer levels deep).
 
     >>> from numba.core import types
     >>> from numba.core.registry import cpu_target
@@ -41,6 +43,8 @@ def seed_from_abi(abi) -> dict[int, TypeTree]:
     8 {[-1]:Integer}
     9 {[-1]:Integer}
     """
+    from numba.core import types
+
     seeds: dict[int, TypeTree] = {1: TypeTree({(-1,): POINTER})}
     result = TypeTree()
     for f in abi.result.fields:
@@ -48,11 +52,75 @@ def seed_from_abi(abi) -> dict[int, TypeTree]:
         size = _NATIVE_SIZES.get(f.llvm_type, 8)
         result.merge(leaf.shift(0, size, f.offset))
     seeds[0] = TypeTree.pointer_to(result)
-    for p in abi.native_params:
-        t = _numba_value_tree(p.numba_type)
-        if t:
-            seeds[p.index] = t
+    for arg in abi.args:
+        for p in arg.params:
+            if arg.kind == "jitclass" and isinstance(p.numba_type, types.MemInfoPointer):
+                t = meminfo_tree()  # its dtype is an Opaque: the data pointer stays a Pointer
+            else:
+                t = _numba_value_tree(p.numba_type)
+            if t:
+                seeds[p.index] = t
     return seeds
+
+
+#: How many pointer levels of a jitclass instance's fields the seeds spell out. A recursive
+#: class (a linked list through ``next: Optional[Node]``) would otherwise be infinite; type
+#: analysis carries the tree around loops and through recursive calls (a phi of the argument
+#: and the loaded ``next`` keeps the argument's depth), so a few levels suffice.
+CLASS_DEPTH = 4
+
+
+def _model_memory(ty, depth: int) -> TypeTree:
+    """What the bytes of a Numba value of type ``ty`` hold, as Numba lays it out in memory
+    (its data model's value type): struct members at their aligned offsets, tuples element by
+    element, pointers to what they point to."""
+    from numba.core import types
+    from numba.core.datamodel import models
+    from numba.core.registry import cpu_target
+
+    ctx = cpu_target.target_context
+    if isinstance(ty, types.DeferredType):
+        ty = ty.get()
+    model = ctx.data_model_manager[ty]
+    llty = model.get_value_type()
+    td = ctx.target_data
+    if isinstance(model, models.UniTupleModel):
+        step = llty.element.get_abi_size(td)
+        inner = _model_memory(ty.dtype, depth)
+        out = TypeTree()
+        for i in range(len(ty)):
+            out.merge(inner.shift(0, step, i * step))
+        return out
+    if isinstance(model, models.StructModel) and not isinstance(ty, types.ClassInstanceType):
+        out, here = TypeTree(), 0
+        for mty, elem in zip(model._members, llty.elements):
+            align = elem.get_abi_alignment(td)
+            here = (here + align - 1) // align * align
+            size = elem.get_abi_size(td)
+            out.merge(_model_memory(mty, depth).shift(0, size, here))
+            here += size
+        return out
+    size = llty.get_abi_size(td)
+    return _leaf_value_tree(ty, depth).shift(0, size)
+
+
+def _leaf_value_tree(ty, depth: int) -> TypeTree:
+    """The value-form tree of one leaf, following jitclass data pointers ``depth`` levels."""
+    from numba.core import types
+
+    if isinstance(ty, types.ClassInstanceType):
+        # {meminfo, data}: the data pointer leads to the fields
+        out = meminfo_tree().shift(0, 8)
+        data = TypeTree({(-1,): POINTER})
+        if depth > 0:
+            data = TypeTree.pointer_to(_model_memory(ty.get_data_type(), depth - 1))
+        out.merge(data.shift(0, 8, 8))
+        return out
+    if isinstance(ty, types.CPointer) and isinstance(ty.dtype, types.ClassDataType):
+        if depth <= 0:
+            return TypeTree({(-1,): POINTER})
+        return TypeTree.pointer_to(_model_memory(ty.dtype, depth - 1))
+    return _numba_value_tree(ty)
 
 
 _NATIVE_SIZES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "float": 4, "double": 8,
@@ -71,6 +139,8 @@ def _numba_value_tree(ty) -> TypeTree:
         return TypeTree({(-1,): _numba_float(ty)})
     if isinstance(ty, types.Record):
         return TypeTree.pointer_to(_record_memory(ty))
+    if isinstance(ty, types.CPointer) and isinstance(ty.dtype, types.ClassDataType):
+        return _leaf_value_tree(ty, CLASS_DEPTH)
     if isinstance(ty, types.CPointer):
         return TypeTree.pointer_to(_element_memory(ty.dtype))
     if isinstance(ty, types.MemInfoPointer):

@@ -20,6 +20,7 @@ import numpy as np
 from pyzyme import options
 from pyzyme.api import annotations as A
 from pyzyme.api import complex_args as C
+from pyzyme.api import structured as S
 from pyzyme.api.modes import Mode
 from pyzyme.errors import PyzymeError, UnsupportedError
 from pyzyme.rules.custom import REGISTRY
@@ -110,11 +111,13 @@ def autodiff(mode: Mode, f, *args) -> tuple:
     return _reverse(mode, f, ret_activity, anns)
 
 
-def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
+def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation], seed=None) -> tuple:
     """Reverse mode: ``((d_arg or None, ...),)``, then the primal result with a primal.
 
-    For a real result, a complex ``Active(z)`` gets ``df/dRe(z) + i df/dIm(z)`` (the conjugate
-    of what JAX's ``grad`` gives); see :mod:`pyzyme.api.complex_args`.
+    ``seed`` is the adjoint of an Active result (default 1.0 in every float of it); a one-hot
+    tuple gives one row of the Jacobian of a tuple-valued function. For a real result, a
+    complex ``Active(z)`` gets ``df/dRe(z) + i df/dIm(z)`` (the conjugate of what JAX's
+    ``grad`` gives); see :mod:`pyzyme.api.complex_args`.
     """
     for a in anns:
         if isinstance(a, A.BatchDuplicated):
@@ -123,20 +126,26 @@ def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
     if ret_activity is not None and ret_activity not in (A.Active, A.Const):
         raise UnsupportedError(f"{ret_activity.__name__} is not a reverse-mode return activity "
                                f"for a Numba function yet; use Active (float results) or Const")
+    if any(isinstance(a, A.Active) and S.needs_flattening(a.val) for a in anns):
+        if seed is not None:
+            raise UnsupportedError("a seeded reverse sweep takes floats, arrays, records, "
+                                   "jitclass instances and tuples of floats")
+        return _reverse_flattened(mode, f, ret_activity, anns)
     views: dict = {}
     calls = [_ReverseArg(a, views) for a in anns]
     dispatcher = _dispatcher(f)
     distinct = _distinct([x for c in calls for x in c.arrays()])
     plan = reverse_plan(dispatcher, [c.numba_type for c in calls], [c.kind for c in calls],
                         ret_activity, distinct, need_primal=mode.with_primal)
-    if plan.seeded:
-        if mode.holomorphic:
-            seeds = (C.holomorphic_seed(plan.restype),)
-        else:
-            C.check_complex_result(plan.restype, _where(dispatcher))
-            seeds = (_unit_seed(plan.restype),)
-    else:
+    if not plan.seeded:
         seeds = ()
+    elif seed is not None:
+        seeds = (seed,)
+    elif mode.holomorphic:
+        seeds = (C.holomorphic_seed(plan.restype),)
+    else:
+        C.check_complex_result(plan.restype, _where(dispatcher))
+        seeds = (_unit_seed(plan.restype),)
     out = plan.function(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
                         *seeds)
     for c in calls:
@@ -180,6 +189,43 @@ def _holomorphic(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple
 
 def _where(dispatcher) -> str:
     return getattr(getattr(dispatcher, "py_func", dispatcher), "__qualname__", repr(dispatcher))
+
+
+def _reverse_flattened(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
+    """Reverse mode with Active tuples that are not all floats: ``f`` is called through a flat
+    wrapper whose parameters are the tuples' leaves (float leaves Active, float arrays
+    Duplicated with zero shadows, the rest Const), and each such tuple's derivative is built
+    back in its structure, non-float leaves keeping their values."""
+    from pyzyme.api.njit_reverse import _flat_wrapper, _leaf_annotation, _rebuild, _tree
+
+    trees, flat, readers = [], [], []
+    for i, a in enumerate(anns):
+        if isinstance(a, A.Active) and S.needs_flattening(a.val):
+            tree = _tree(a.val, f"argument {i}")
+            trees.append(tree)
+            places = []
+            for leaf in tree.leaves():
+                ann, reader = _leaf_annotation(leaf.value, top=False)
+                flat.append(ann)
+                places.append((len(flat) - 1, reader))
+            readers.append(places)
+        else:
+            trees.append(None)
+            flat.append(a)
+            readers.append(len(flat) - 1)
+    target = _flat_wrapper(_dispatcher(f), trees)
+    args = (ret_activity,) if ret_activity is not None else ()
+    out = autodiff(mode, target, *args, *flat)
+    leaf_derivs = out[0]
+    derivs = []
+    for tree, place in zip(trees, readers):
+        if tree is None:
+            derivs.append(leaf_derivs[place])
+            continue
+        got = [leaf_derivs[p] if kind == "active" else payload() if kind == "after" else payload
+               for p, (kind, payload) in place]
+        derivs.append(_rebuild(tree, iter(got)))
+    return (tuple(derivs), *out[1:])
 
 
 def _unit_seed(numba_type):
@@ -298,8 +344,8 @@ class _ReverseArg:
         if isinstance(ann, A.Const):
             self.kind, self.primal, self.shadows, self._fwd = "const", value, (), None
         elif isinstance(ann, A.Active):
-            if isinstance(value, tuple) and value and all(_is_real(v) for v in value):
-                self.primal = tuple(float(v) for v in value)
+            if S.all_real(value):
+                self.primal = S.active_tuple(value)
             elif _is_real(value):
                 self.primal = value if isinstance(value, np.float32) else float(value)
             elif C.is_complex(value):
@@ -310,10 +356,15 @@ class _ReverseArg:
                     f"and tuples of floats, pass arrays as Duplicated(x, dx)")
             self.kind, self.shadows, self._fwd = "active", (), None
         elif isinstance(ann, A.Duplicated):
-            if not isinstance(value, np.ndarray):
+            if not (isinstance(value, np.ndarray) or S.is_structured(value)):
                 raise UnsupportedError(
                     f"Duplicated({type(value).__name__}) in reverse mode: a float cannot hold "
                     f"its adjoint; pass it as Active")
+            if S.has_float_leaf(value):
+                raise UnsupportedError(
+                    "Duplicated(tuple) in reverse mode: the tuple holds floats, passed by "
+                    "value, which cannot receive their adjoints; pass the tuple as Active (its "
+                    "arrays then get fresh shadows, given back in its derivative)")
             self._fwd = _ForwardArg(ann, views)
             self.kind, self.primal, self.shadows = "duplicated", value, self._fwd.shadows
         else:
@@ -321,8 +372,9 @@ class _ReverseArg:
         self.numba_type = numba.typeof(self.primal)
 
     def arrays(self) -> list:
-        out = [self.primal] if isinstance(self.primal, np.ndarray) else []
-        return out + [s for s in self.shadows if isinstance(s, np.ndarray)]
+        """Every array this argument reaches (inside tuples, records and jitclass instances
+        too), for the check that no two share memory."""
+        return [a for v in (self.primal, *self.shadows) for a in S.reachable_arrays(v)]
 
     def copy_back(self) -> None:
         if self._fwd is not None:
@@ -422,9 +474,15 @@ class _ForwardArg:
         elif C.is_complex(value):
             self.primal = value
             self.shadows = tuple(C.complex_shadow(value, s) for s in ann.shadows)
-        elif isinstance(value, tuple) and value and all(_is_real(v) for v in value):
-            self.primal = tuple(float(v) for v in value)
-            self.shadows = tuple(_tuple_shadow(s, len(value)) for s in ann.shadows)
+        elif S.all_real(value):
+            self.primal = S.active_tuple(value)
+            self.shadows = tuple(S.rebuild_like(value, _tuple_shadow(s, len(value)))
+                                 for s in ann.shadows)
+        elif S.is_structured(value):
+            self.primal = value
+            self.shadows = tuple(
+                S.shadow_of(value, s, lambda x, dx, i=i: self._array_shadow(x, dx, i))
+                for i, s in enumerate(ann.shadows))
         else:
             raise UnsupportedError(
                 f"{type(ann).__name__} of a {type(value).__name__} is not supported in forward "

@@ -234,9 +234,13 @@ def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndar
         _, (grad,) = reverse_call(dispatcher, args, (argnum,), name="jacobian",
                                   need_value=False)
         return np.asarray(grad, dtype=float).reshape(1, n_in)
+    if isinstance(restype, types.BaseTuple) and len(restype) and all(
+            isinstance(t, types.Float) for t in restype):
+        return _tuple_jacobian(dispatcher, args, argnum, len(restype), x, is_array)
     if not (isinstance(restype, types.Array) and isinstance(restype.dtype, types.Float)):
-        raise UnsupportedError(f"jacobian needs a function returning a float or a float array; "
-                               f"{dispatcher.py_func.__qualname__} returns {restype}")
+        raise UnsupportedError(f"jacobian needs a function returning a float, a tuple of "
+                               f"floats or a float array; {dispatcher.py_func.__qualname__} "
+                               f"returns {restype}")
     if n_outs is None or restype.ndim != 1:
         n = int(np.size(dispatcher(*args)))
         if n_outs is not None and n_outs != n:
@@ -254,6 +258,28 @@ def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndar
         else:
             anns[argnum] = A.Active(x)
         (derivs,) = autodiff(Reverse, row, A.Active, *anns, A.Const(k))
+        jac[k] = shadow.reshape(-1) if is_array else derivs[argnum]
+    return jac
+
+
+def _tuple_jacobian(dispatcher, args, argnum: int, n: int, x, is_array: bool) -> np.ndarray:
+    """The Jacobian of a function returning ``n`` floats: one reverse sweep of the same
+    compiled derivative per output, seeded with a one-hot tuple."""
+    from pyzyme.api.autodiff import _reverse
+    from pyzyme.api.modes import Reverse
+
+    n_in = x.size if is_array else 1
+    jac = np.empty((n, n_in))
+    shadow = np.zeros_like(x) if is_array else None
+    for k in range(n):
+        anns = [A.Const(a) for a in args]
+        if is_array:
+            shadow[...] = 0.0
+            anns[argnum] = A.Duplicated(x, shadow)
+        else:
+            anns[argnum] = A.Active(x)
+        seed = tuple(1.0 if i == k else 0.0 for i in range(n))
+        (derivs,) = _reverse(Reverse, dispatcher, A.Active, anns, seed=seed)
         jac[k] = shadow.reshape(-1) if is_array else derivs[argnum]
     return jac
 

@@ -15,6 +15,7 @@ import numpy as np
 from pyzyme.api import annotations as A
 from pyzyme.api.autodiff import autodiff
 from pyzyme.api.modes import Forward
+from pyzyme.api.pytree import to_numba
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev"]
@@ -100,7 +101,7 @@ def vjp(f, *primals):
     from pyzyme.api.njit_reverse import dotted_wrapper, reverse_call
 
     dispatcher = _dispatcher(f)
-    value = dispatcher(*primals)
+    value = dispatcher(*[to_numba(p, f"argument {i}", lists=True) for i, p in enumerate(primals)])
     argnums = tuple(i for i, p in enumerate(primals) if _carries(p))
     n = len(primals)
 
@@ -141,6 +142,8 @@ def _carries(value) -> bool:
         return True
     if isinstance(value, (tuple, list)):
         return any(_carries(v) for v in value)
+    if isinstance(value, dict):
+        return any(_carries(v) for v in value.values())
     return False
 
 
@@ -178,7 +181,9 @@ def jvp(f, primals: Sequence, tangents: Sequence):
     if len(primals) != len(tangents):
         raise PyzymeError(f"jvp needs one tangent per primal; got {len(primals)} primals and "
                           f"{len(tangents)} tangents")
-    args = [A.Duplicated(p, t) for p, t in zip(primals, tangents)]
+    args = [A.Duplicated(to_numba(p, f"primal {i}", lists=True),
+                         to_numba(t, f"tangent {i}", lists=True))
+            for i, (p, t) in enumerate(zip(primals, tangents))]
     return autodiff(Forward, f, A.Duplicated, *args)
 
 

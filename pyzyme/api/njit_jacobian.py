@@ -60,7 +60,13 @@ def _implementation(dispatcher, argtypes, argnum: int, names: list[str]):
                                f"differentiate")
     restype = plan.function.nopython_signatures[0].return_type
     vector = isinstance(restype[0], types.Array)
-    source = _source(names, argnum, width, array, vector)
+    outs = len(restype[0]) if isinstance(restype[0], types.BaseTuple) else 0
+    if outs and not all(isinstance(t, types.Float) for t in restype[0]):
+        raise UnsupportedError(f"jacfwd needs a function returning floats, a tuple of floats "
+                               f"or a float array; {dispatcher.py_func.__qualname__} returns "
+                               f"{restype[0]}")
+    source = (_tuple_source(names, argnum, width, array, outs) if outs else
+              _source(names, argnum, width, array, vector))
     scope = {"np": np, "fwd": plan.function}
     exec(source, scope)
     return scope["impl"]
@@ -95,4 +101,28 @@ def _source(names: list[str], argnum: int, width: int, array: bool, vector: bool
                   else f"J[0, start + {k}] = r[{k + 1}]")
         lines += [f"        if start + {k} < n:", f"            {column}",
                   f"            v{k}[start + {k}] = 0.0"]
+    return "\n".join(lines + ["    return J", ""])
+
+
+def _tuple_source(names: list[str], argnum: int, width: int, array: bool, outs: int) -> str:
+    """As :func:`_source`, for a function returning a tuple of ``outs`` floats: row ``i`` of
+    the Jacobian is read from element ``i`` of each lane's tangent tuple."""
+    args = ", ".join(names)
+    x = names[argnum]
+    lines = [f"def impl({args}):"]
+    if not array:
+        lines += [f"    r = fwd({args}, 1.0)", f"    J = np.empty(({outs}, 1))"]
+        lines += [f"    J[{i}, 0] = r[1][{i}]" for i in range(outs)]
+        return "\n".join(lines + ["    return J", ""])
+    lanes = range(width)
+    shadows = ", ".join(f"s{k}" for k in lanes)
+    lines += [f"    n = {x}.size", f"    J = np.empty(({outs}, n))"]
+    lines += [f"    s{k} = np.zeros_like({x})\n    v{k} = s{k}.reshape(-1)" for k in lanes]
+    lines += [f"    for start in range(0, n, {width}):"]
+    lines += [f"        if start + {k} < n:\n            v{k}[start + {k}] = 1.0" for k in lanes]
+    lines += [f"        r = fwd({args}, {shadows})"]
+    for k in lanes:
+        lines += [f"        if start + {k} < n:"]
+        lines += [f"            J[{i}, start + {k}] = r[{k + 1}][{i}]" for i in range(outs)]
+        lines += [f"            v{k}[start + {k}] = 0.0"]
     return "\n".join(lines + ["    return J", ""])

@@ -29,6 +29,7 @@ from numba.core import types
 from pyzyme.api import annotations as A
 from pyzyme.api.complex_args import check_complex_result, has_complex, is_complex
 from pyzyme.api.njit_overload import NjitObject, overloaded_njit
+from pyzyme.api.pytree import to_numba
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["ReverseFunction", "row_wrapper", "dotted_wrapper", "result_type",
@@ -106,7 +107,7 @@ def _flat_wrapper(dispatcher, trees: Sequence[Any]):
             params.append(name)
             return name
         items = [expr(c) for c in node.children]
-        if node.kind == "namedtuple":
+        if node.kind in ("namedtuple", "dict"):
             cls = f"C{len(scope)}"
             scope[cls] = node.cls
             return f"{cls}({', '.join(items)})"
@@ -157,9 +158,11 @@ def _tree(value, where: str) -> _Node:
         return _Node("tuple" if isinstance(value, tuple) else "list",
                      children=[_tree(v, where) for v in value])
     if isinstance(value, dict):
-        raise UnsupportedError(
-            f"{where} is a dict, which a Numba function cannot take; pass a tuple or a "
-            f"namedtuple of floats and arrays")
+        from pyzyme.api.pytree import dict_class, keys_of
+
+        keys = keys_of(value, where)
+        return _Node("dict", children=[_tree(value[k], f"{where}[{k!r}]") for k in keys],
+                     cls=dict_class(keys))
     return _Node("leaf", value)
 
 
@@ -168,9 +171,25 @@ def _leaf_annotation(value, top: bool):
     if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.inexact):
         shadow = np.zeros_like(value)
         return A.Duplicated(value, shadow), ("shadow", shadow)
+    if _shadowed_in_place(value):
+        from pyzyme.api.make_zero import make_zero
+        from pyzyme.api.structured import keep_non_float
+
+        shadow = make_zero(value)
+        return A.Duplicated(value, shadow), ("after", lambda: keep_non_float(shadow, value))
     if isinstance(value, (float, np.floating)) or (top and _is_real(value)) or is_complex(value):
         return A.Active(value), ("active", None)
     return A.Const(value), ("const", value)
+
+
+def _shadowed_in_place(value) -> bool:
+    """Records, arrays of records and jitclass instances: their derivative is a zeroed copy
+    (``make_zero``) that the reverse sweep accumulates into, float fields differentiated and
+    the others kept."""
+    from pyzyme.api.structured import is_jitclass
+
+    return (isinstance(value, np.void) or is_jitclass(value)
+            or (isinstance(value, np.ndarray) and value.dtype.fields is not None))
 
 
 def _rebuild(node: _Node, values) -> Any:
@@ -179,6 +198,8 @@ def _rebuild(node: _Node, values) -> Any:
     items = [_rebuild(c, values) for c in node.children]
     if node.kind == "namedtuple":
         return node.cls(*items)
+    if node.kind == "dict":
+        return dict(zip(node.cls._pyzyme_keys, items))
     return tuple(items) if node.kind == "tuple" else items
 
 
@@ -224,22 +245,24 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
     trees: list[_Node | None] = [None] * len(args)
     for i in argnums:
         value = args[i]
-        if isinstance(value, np.ndarray) and not np.issubdtype(value.dtype, np.inexact):
+        if isinstance(value, np.ndarray) and not np.issubdtype(value.dtype, np.inexact) \
+                and value.dtype.fields is None:
             raise PyzymeError(f"{name}: argument {i} is an array of {value.dtype}; "
                               f"differentiate with respect to a floating array")
         trees[i] = _tree(value, f"argument {i}")
         if trees[i].kind == "leaf" and not (_is_real(value) or is_complex(value)
-                                            or isinstance(value, np.ndarray)):
+                                            or isinstance(value, np.ndarray)
+                                            or _shadowed_in_place(value)):
             raise UnsupportedError(
                 f"{name}: argument {i} is a {type(value).__name__}; reverse mode "
-                f"differentiates with respect to floats, float arrays, and tuples, namedtuples "
-                f"and lists of them")
+                f"differentiates with respect to floats, float arrays, records, jitclass "
+                f"instances, and tuples, namedtuples and lists of them")
     containers = any(t is not None and t.kind != "leaf" for t in trees)
     anns: list = []
     readers: dict[int, list] = {}
     for i, (value, tree) in enumerate(zip(args, trees)):
         if tree is None:
-            anns.append(A.Const(value))
+            anns.append(A.Const(to_numba(value, f"argument {i}")))
             continue
         readers[i] = []
         leaves = tree.leaves() if containers else [tree]
@@ -264,6 +287,8 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
         for position, (kind, payload) in readers[i]:
             if kind == "active":
                 got.append(derivs[position])
+            elif kind == "after":
+                got.append(payload())
             else:
                 got.append(payload)
         out.append(_rebuild(trees[i], iter(got)) if containers else got[0])
@@ -274,7 +299,8 @@ def _numba_type(ann):
     value = ann.val
     if isinstance(ann, A.Active):
         if isinstance(value, tuple):
-            return numba.typeof(tuple(float(v) for v in value))
+            from pyzyme.api.structured import active_tuple
+            return numba.typeof(active_tuple(value))
         if is_complex(value):
             return numba.typeof(value)
         return numba.typeof(value if isinstance(value, np.float32) else float(value))
@@ -553,9 +579,28 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
                              [names[i] for i in arrays], "        ")
         lines += ["        J[k, :] = v"] if array else ["        J[k, 0] = r[1]"]
         lines += ["    return J"]
+    elif isinstance(restype, types.BaseTuple) and len(restype) and all(
+            isinstance(t, types.Float) for t in restype):
+        # one sweep per element of the tuple, seeded one-hot: the same compiled derivative
+        m = len(restype)
+        rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds)
+        lines += [f"    J = np.empty(({m}, {n_in}))"]
+        shadows = []
+        if array:
+            lines += [f"    s = np.zeros_like({x})", "    v = s.reshape(-1)"]
+            shadows = ["s"]
+        for k in range(m):
+            seed = "(" + "".join("1.0, " if i == k else "0.0, " for i in range(m)) + ")"
+            if array:
+                lines += ["    v[:] = 0.0"]
+            lines += _call_lines(", ".join(primals + shadows + [seed]),
+                                 [names[i] for i in arrays], "    ")
+            lines += [f"    J[{k}, :] = v"] if array else [f"    J[{k}, 0] = r[1]"]
+        lines += ["    return J"]
     else:
-        raise UnsupportedError(f"jacrev needs a function returning a float or a float array; "
-                               f"{dispatcher.py_func.__qualname__} returns {restype}")
+        raise UnsupportedError(f"jacrev needs a function returning a float, a tuple of floats "
+                               f"or a float array; {dispatcher.py_func.__qualname__} returns "
+                               f"{restype}")
     scope = {"np": np, "f": dispatcher, "rev_d": rev_d.function, "_overlap": _overlap,
              "rev_n": rev_n.function if rev_n is not None else None}
     exec("\n".join(lines) + "\n", scope)

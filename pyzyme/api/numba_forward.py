@@ -43,16 +43,20 @@ class ForwardPlan:
 
 def _differentiable(arg: ArgAbi) -> list[int]:
     """Native parameters of ``arg`` that carry derivatives: floats, and the pointers to an
-    array's data (and its MemInfo, so shadow arrays are reference-counted like primals)."""
-    out = []
-    for p in arg.params:
-        if p.llvm_type in ("double", "float", "half"):
-            out.append(p.index)
-        elif p.llvm_type == "ptr":
-            leaf = p.field.rsplit(".", 1)[-1]
-            if leaf in ("data", "meminfo") or arg.kind == "record":
-                out.append(p.index)
-    return out
+    array's data, a record or a jitclass instance's fields (and their MemInfos, so shadows are
+    reference-counted like primals). A string's pointers carry none."""
+    return [p.index for p in arg.params if _carries_derivative(p)]
+
+
+def _carries_derivative(p) -> bool:
+    if p.llvm_type in ("double", "float", "half"):
+        return True
+    if p.llvm_type != "ptr":
+        return False
+    nt = p.numba_type
+    if isinstance(nt, types.MemInfoPointer):
+        return not isinstance(nt.dtype, types.RawPointer)  # a string's MemInfo holds void*
+    return isinstance(nt, (types.CPointer, types.Record))
 
 
 def _result_carries(abi: AbiMap) -> bool:

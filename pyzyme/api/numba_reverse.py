@@ -87,7 +87,11 @@ def _activities(abi, kinds: Sequence[str], result_carries: bool):
 
 def _value_type(numba_type) -> T.Type:
     from numba.core.registry import cpu_target
-    return ir.parse_type(str(cpu_target.target_context.get_value_type(numba_type)))
+
+    from pyzyme.frontends.numba.abi import _llvm_str
+
+    # llvmlite still prints typed pointers (a jitclass result is {i8*, {...}*})
+    return ir.parse_type(_llvm_str(cpu_target.target_context.get_value_type(numba_type)))
 
 
 @dataclass
@@ -141,6 +145,11 @@ def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool,
     if ret_activity is None:
         ret_activity = Active if floats else Const
     if ret_activity is Active and not floats:
+        if abi.result.kind in ("jitclass", "array", "record"):
+            raise UnsupportedError(
+                f"{abi.function} returns {abi.result.numba_type}; reverse mode seeds float "
+                f"results (and tuples of floats): return a float computed from it, or use "
+                f"Const as the return activity")
         raise UnsupportedError(f"{abi.function} returns {abi.result.numba_type}, which carries "
                                f"no derivative; use Const as the return activity")
     if ret_activity not in (Active, Const):
@@ -154,7 +163,8 @@ def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool,
     if distinct:
         for arg, kind in zip(abi.args, kinds):
             for p in arg.params:
-                if p.field.endswith(".data") and p.llvm_type == "ptr":
+                if p.field.endswith(".data") and isinstance(p.numba_type, types.CPointer) \
+                        and not isinstance(p.numba_type.dtype, types.ClassDataType):
                     a = native.args[p.index]
                     a.attrs = " ".join([*a.attrs.split(), "noalias"])
     return cap, abi, module, native, acts, ret_activity

@@ -30,7 +30,8 @@ ROWS = (
     Inactive(("numba_attempt_nocopy_reshape",), "runtime",
              reason="computes the strides of a reshaped view: integers only"),
     Allocation(("NRT_MemInfo_alloc_aligned", "NRT_MemInfo_alloc_safe_aligned",
-                "NRT_MemInfo_alloc", "NRT_MemInfo_alloc_safe"), "runtime",
+                "NRT_MemInfo_alloc", "NRT_MemInfo_alloc_safe",
+                "NRT_MemInfo_alloc_dtor", "NRT_MemInfo_alloc_dtor_safe"), "runtime",
                size_args=(0,), data_offset=_MEMINFO_DATA),
     # Lists and other variable-size containers: a MemInfo whose data is allocated apart.
     Allocation(("NRT_MemInfo_new_varsize", "NRT_MemInfo_new_varsize_dtor"), "runtime",

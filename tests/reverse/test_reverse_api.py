@@ -283,8 +283,11 @@ def test_grad_of_containers():
     assert isinstance(gp, Params) and gp.n == 3
     np.testing.assert_allclose(gp.w, gradient(Reverse, lambda q: model(q, x), p).w)
     assert grad(lambda v: v[0] * v[1] + v[2][0])([2.0, 3.0, np.array([5.0])])[:2] == [3.0, 2.0]
-    with pytest.raises(pyzyme.UnsupportedError, match="dict"):
-        grad(lambda d: d["a"])({"a": 1.0})
+    gd = grad(lambda d: d["a"] * d["b"][1])({"a": 2.0, "b": np.array([0.5, 3.0])})
+    assert list(gd) == ["a", "b"] and gd["a"] == 3.0
+    np.testing.assert_array_equal(gd["b"], [0.0, 2.0])
+    with pytest.raises(pyzyme.UnsupportedError, match="dict with the key 1"):
+        grad(lambda d: d[1])({1: 1.0})
 
 
 def test_grad_errors():

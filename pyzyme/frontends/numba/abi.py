@@ -37,7 +37,7 @@ STATUS_CODES: dict[str, str] = {
 
 _SUPPORTED = (
     "numbers, booleans, NumPy arrays (of numbers, booleans or records), tuples and named tuples "
-    "of these, records, and Optional of these"
+    "of these, records, jitclass instances, strings (as Const), and Optional of these"
 )
 
 
@@ -275,6 +275,10 @@ def _kind(ty: types.Type, *, what: str, result: bool = False) -> str:
         return "tuple"
     if isinstance(ty, types.Record):
         return "record"
+    if isinstance(ty, types.ClassInstanceType):
+        return "jitclass"  # (meminfo, data): data points to the struct of its fields
+    if isinstance(ty, types.UnicodeType) and not result:
+        return "string"  # carries no derivative; passed through as Const
     if isinstance(ty, types.Optional):
         _kind(ty.type, what=what, result=result)
         return "optional"
