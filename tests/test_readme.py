@@ -74,3 +74,17 @@ def test_readme_reflection_example():
     for code in (blocks[0], blocks[1], block):
         exec(compile(code, "README.md", "exec"), scope)
     assert "define" in scope["text"] and "diffe" in scope["text"]
+
+
+@pytest.mark.skipif(not README.exists(), reason="README.md is not installed with the package")
+def test_readme_structures_example():
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    block = next(b for b in blocks if "sumlist" in b)
+    scope: dict = {}
+    exec(compile(block, "README.md", "exec"), scope)
+    g = scope["gradient"](scope["Reverse"], scope["only_f"],
+                          scope["Params"](2.0, np.array([3.0]), "str"))
+    assert type(g) is scope["Params"] and g.a == 3.0 and g.c == "str"
+    np.testing.assert_array_equal(g.b, [2.0])
+    assert (scope["shadow"].val, scope["shadow"].next.val) == (4.0, 2.0)
+    assert scope["shadow"].next.next is None
