@@ -248,18 +248,8 @@ def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndar
     else:
         n = int(n_outs)
     row = row_wrapper(dispatcher, len(args), restype.ndim)
-    jac = np.empty((n, n_in))
-    shadow = np.zeros_like(x) if is_array else None
-    for k in range(n):
-        anns = [A.Const(a) for a in args]
-        if is_array:
-            shadow[...] = 0.0
-            anns[argnum] = A.Duplicated(x, shadow)
-        else:
-            anns[argnum] = A.Active(x)
-        (derivs,) = autodiff(Reverse, row, A.Active, *anns, A.Const(k))
-        jac[k] = shadow.reshape(-1) if is_array else derivs[argnum]
-    return jac
+    return _sweep_rows(args, argnum, x, is_array, n, lambda anns, k: autodiff(
+        Reverse, row, A.Active, *anns, A.Const(k))[0])
 
 
 def _tuple_jacobian(dispatcher, args, argnum: int, n: int, x, is_array: bool) -> np.ndarray:
@@ -268,8 +258,16 @@ def _tuple_jacobian(dispatcher, args, argnum: int, n: int, x, is_array: bool) ->
     from pyzyme.api.autodiff import _reverse
     from pyzyme.api.modes import Reverse
 
-    n_in = x.size if is_array else 1
-    jac = np.empty((n, n_in))
+    def sweep(anns, k):
+        seed = tuple(1.0 if i == k else 0.0 for i in range(n))
+        return _reverse(Reverse, dispatcher, A.Active, anns, seed=seed)[0]
+    return _sweep_rows(args, argnum, x, is_array, n, sweep)
+
+
+def _sweep_rows(args, argnum: int, x, is_array: bool, n: int, sweep) -> np.ndarray:
+    """An ``n``-row Jacobian in ``args[argnum]``: row k from ``sweep(annotations, k)``, one
+    reverse sweep whose derivatives land in a zeroed shadow (arrays) or come back (floats)."""
+    jac = np.empty((n, x.size if is_array else 1))
     shadow = np.zeros_like(x) if is_array else None
     for k in range(n):
         anns = [A.Const(a) for a in args]
@@ -278,8 +276,7 @@ def _tuple_jacobian(dispatcher, args, argnum: int, n: int, x, is_array: bool) ->
             anns[argnum] = A.Duplicated(x, shadow)
         else:
             anns[argnum] = A.Active(x)
-        seed = tuple(1.0 if i == k else 0.0 for i in range(n))
-        (derivs,) = _reverse(Reverse, dispatcher, A.Active, anns, seed=seed)
+        derivs = sweep(anns, k)
         jac[k] = shadow.reshape(-1) if is_array else derivs[argnum]
     return jac
 
