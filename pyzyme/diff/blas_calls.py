@@ -47,10 +47,17 @@ _ROLES = {"dot": ((3, 4), 5), "gemv": ((5, 7), 9), "gemm": ((7, 9), 12)}
 
 def handler(row):
     """The module that differentiates ``row``'s call: this one for BLAS,
-    :mod:`pyzyme.diff.lapack_calls` for LAPACK's solve."""
+    :mod:`pyzyme.diff.lapack_calls` for LAPACK's solve, :mod:`pyzyme.diff.lapack_lu` for LU
+    factorization and the inverse from it, :mod:`pyzyme.diff.lapack_cholesky` for Cholesky."""
     if row.op == "gesv":
         from pyzyme.diff import lapack_calls
         return lapack_calls
+    if row.op in ("getrf", "getri"):
+        from pyzyme.diff import lapack_lu
+        return lapack_lu
+    if row.op == "potrf":
+        from pyzyme.diff import lapack_cholesky
+        return lapack_cholesky
     return sys.modules[__name__]
 
 

@@ -56,4 +56,9 @@ ROWS = (
     Blas(("numba_xxgemm",), "runtime", op="gemm"),
     # np.linalg.solve: a solve with A (and A^T), and a GEMM.
     Blas(("numba_xgesv",), "runtime", op="gesv"),
+    # np.linalg.det, slogdet and inv (LU, then the inverse from it) and cholesky: derivatives
+    # by GEMMs and triangular inverses (numba_ez_xxgetri with identity pivots).
+    Blas(("numba_xxgetrf",), "runtime", op="getrf"),
+    Blas(("numba_ez_xxgetri",), "runtime", op="getri"),
+    Blas(("numba_xxpotrf",), "runtime", op="potrf"),
 )

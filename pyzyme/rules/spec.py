@@ -129,8 +129,9 @@ class Inactive(Row):
 
 @dataclass(frozen=True)
 class Blas(Row):
-    """``op`` is ``"dot"``, ``"gemv"``, ``"gemm"`` (BLAS) or ``"gesv"`` (LAPACK's solve): which
-    of Numba's helpers this is."""
+    """``op`` says which of Numba's helpers this is: ``"dot"``, ``"gemv"``, ``"gemm"`` (BLAS),
+    ``"gesv"`` (LAPACK's solve), ``"getrf"`` (LU factorization), ``"getri"`` (the inverse from
+    LU factors) or ``"potrf"`` (Cholesky factorization)."""
 
     op: str = ""
 
