@@ -19,9 +19,9 @@ derivative is NaN.
 
 from __future__ import annotations
 
-from pyzyme.diff.blas_calls import _constant_arg, _element_type, _extent, _malloc, _memcpy, \
+from pyzyme.diff.blas_calls import _constant_arg, _extent, _malloc, _memcpy, \
     _release_later
-from pyzyme.diff.lapack_kernels import Kernel
+from pyzyme.diff.lapack_kernels import Kernel, element_type
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -34,7 +34,7 @@ _PARAMS = [("n", T.i64), ("u", T.ptr), ("lda", T.i64)]
 
 def _check(inst: I.Call, where: str) -> tuple[T.Type, bool]:
     """The element type, and whether the lower triangle is the one used (``uplo = 'L'``)."""
-    ty = _element_type(inst, where)
+    ty = element_type(inst, where)
     uplo = chr(_constant_arg(inst, 1, where, "uplo flag")).upper()
     if uplo not in "UL":
         raise UnsupportedError(f"{where}: {inst.called_function.ref} with uplo {uplo!r}: {inst}")

@@ -18,14 +18,38 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import types as T
 from pyzyme.ir.values import const_float, const_int, const_null
 
-__all__ = ["Kernel", "pivot_type"]
+__all__ = ["Kernel", "pivot_type", "element_type"]
 
 _N, _T = ord("n"), ord("t")
 _KIND_CHARS = {T.double: "d", T.float: "s"}
+
+
+_FUNCTIONS = {"numba_xxgetrf": "np.linalg.det, slogdet and inv",
+              "numba_ez_xxgetri": "np.linalg.inv", "numba_xxpotrf": "np.linalg.cholesky"}
+
+
+def element_type(inst, where: str) -> T.Type:
+    """The element type of a LAPACK helper's call from its kind (argument 0): ``d`` or ``s``;
+    complex kinds (``z``, ``c``) raise :class:`~pyzyme.UnsupportedError`."""
+    kind = inst.args[0]
+    name = inst.called_function.name
+    ty = {ord(c): t for t, c in _KIND_CHARS.items()}.get(getattr(kind, "value", None))
+    if ty is None:
+        what = repr(chr(kind.value)) if hasattr(kind, "value") else "not a constant"
+        err = UnsupportedError(
+            f"{where}: no derivative for {inst.called_function.ref} "
+            f"({_FUNCTIONS.get(name, 'np.linalg')}) of kind {what}: only real matrices "
+            f"(float64, float32) have LAPACK rules: {inst}",
+            hint="differentiate a real formulation (real and imaginary parts as separate "
+                 "float arrays)")
+        err.callee = name  # the Numba layer finds the Python line
+        raise err
+    return ty
 
 
 def pivot_type() -> T.Type:

@@ -26,8 +26,8 @@ matrix (a zero on U's diagonal) the derivative is NaN.
 
 from __future__ import annotations
 
-from pyzyme.diff.blas_calls import _element_type, _extent, _malloc, _memcpy, _release_later
-from pyzyme.diff.lapack_kernels import Kernel, pivot_type
+from pyzyme.diff.blas_calls import _extent, _malloc, _memcpy, _release_later
+from pyzyme.diff.lapack_kernels import Kernel, element_type, pivot_type
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -43,7 +43,7 @@ _MATRIX = [("n", T.i64), ("lu", T.ptr), ("lda", T.i64), ("ipiv", T.ptr)]
 
 
 def _check(inst: I.Call, where: str) -> T.Type:
-    ty = _element_type(inst, where)
+    ty = element_type(inst, where)
     if inst.called_function.name == _GETRF:
         m, n = inst.args[1], inst.args[2]
         same = m is n or (isinstance(m, ConstantInt) and isinstance(n, ConstantInt)
@@ -233,7 +233,7 @@ def reverse(gen, st, inst: I.Call, row) -> None:
     """Reverse sweep: the adjoint of A (or of the factors) from the adjoint of what the call
     wrote, in place."""
     _, kept = st.rule_calls[inst]
-    ty = _element_type(inst, st.where)
+    ty = element_type(inst, st.where)
     b = st.rb
     index = _ARGS[inst.called_function.name]
     n, lda = gen.primal(st, inst.args[index[0]]), gen.primal(st, inst.args[index[2]])

@@ -1,0 +1,261 @@
+"""np.linalg.det, slogdet, inv and cholesky (Numba's LAPACK helpers numba_xxgetrf,
+numba_ez_xxgetri, numba_xxpotrf): derivatives by GEMMs and triangular inverses, checked against
+finite differences, closed forms, a Cholesky written as loops, and between modes; matrices
+overwritten after the call, factorizations in a loop, composed functions, second order."""
+
+import numba
+import numpy as np
+import pytest
+
+from pyzyme import (Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal,
+                    UnsupportedError, autodiff, autodiff_thunk, gradient, hvp)
+from pyzyme.testing import test_forward as check_forward
+from pyzyme.testing import test_reverse as check_reverse
+
+RNG = np.random.default_rng(11)
+SIZES = [1, 3, 6]
+
+
+def rand(*shape):
+    return RNG.normal(size=shape)
+
+
+def pivoting(n):
+    """Well conditioned, with rows permuted so that partial pivoting does interchange rows
+    (a diagonally dominant matrix would never pivot and leave P untested)."""
+    a = rand(n, n) / np.sqrt(n) + 2.0 * np.eye(n)
+    return a[RNG.permutation(n)]
+
+
+def spd(n):
+    m = rand(n, n) / np.sqrt(n)
+    return m @ m.T + np.eye(n)
+
+
+@numba.njit
+def det(a):
+    return np.linalg.det(a)
+
+
+@numba.njit
+def logabsdet(a):
+    sign, logdet = np.linalg.slogdet(a)
+    return logdet + 0.0 * sign
+
+
+@numba.njit
+def inv_weighted(a, w):
+    return np.sum(np.linalg.inv(a) * w)
+
+
+@numba.njit
+def cholesky_weighted(a, w):
+    return np.sum(np.linalg.cholesky(a) * w)
+
+
+@numba.njit
+def cholesky_loops(a, w):
+    """Cholesky-Banachiewicz, reading the lower triangle as Numba's cholesky does."""
+    n = a.shape[0]
+    low = np.zeros((n, n))
+    for i in range(n):
+        for j in range(i + 1):
+            s = a[i, j]
+            for k in range(j):
+                s -= low[i, k] * low[j, k]
+            low[i, j] = np.sqrt(s) if i == j else s / low[j, j]
+    return np.sum(low * w)
+
+
+def _annotate(args, shadows):
+    return [Duplicated(a, s) if isinstance(a, np.ndarray) else Const(a)
+            for a, s in zip(args, shadows)]
+
+
+def reverse_grads(f, *args):
+    """The gradient of each array argument (others are Const) by the split thunks
+    test_reverse compiles for the same call, so without a second compilation; the arrays
+    are not modified."""
+    args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    shadows = [np.zeros_like(a) if isinstance(a, np.ndarray) else None for a in args]
+    annotated = _annotate(args, shadows)
+    fwd, rev = autodiff_thunk(ReverseSplitWithPrimal, f, Active, *annotated)
+    tape, _, _ = fwd(*annotated)
+    rev(*annotated, 1.0, tape)
+    return [s for s in shadows if s is not None]
+
+
+def modes_agree(f, *args):
+    """Forward mode along random tangents == the reverse gradient dotted with them."""
+    grads = reverse_grads(f, *args)
+    tangents = [rand(*a.shape) if isinstance(a, np.ndarray) else None for a in args]
+    expected = sum(np.sum(g * t) for g, t in zip(grads, [t for t in tangents if t is not None]))
+    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    _, tangent = autodiff(Forward, f, Duplicated, *_annotate(copies, tangents))
+    assert tangent == pytest.approx(expected, rel=1e-10, abs=1e-12)
+    return grads
+
+
+def test_the_matrices_pivot():
+    from scipy.linalg import lu_factor
+
+    _, piv = lu_factor(pivoting(6))
+    assert (piv != np.arange(6)).any()
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_det(n):
+    a = pivoting(n)
+    check_reverse(det, Active, a)
+    check_forward(det, Duplicated, a)
+    (g,) = modes_agree(det, a)
+    np.testing.assert_allclose(g, np.linalg.det(a) * np.linalg.inv(a).T, rtol=1e-11)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_slogdet(n):
+    a = pivoting(n)
+    a[0] *= -1.0  # a negative determinant: the sign flips, log|det| is still smooth
+    check_reverse(logabsdet, Active, a)
+    check_forward(logabsdet, Duplicated, a)
+    (g,) = modes_agree(logabsdet, a)
+    np.testing.assert_allclose(g, np.linalg.inv(a).T, rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_inv(n):
+    a, w = pivoting(n), rand(n, n)
+    check_reverse(inv_weighted, Active, a, w)
+    check_forward(inv_weighted, Duplicated, a, w)
+    ga, gw = modes_agree(inv_weighted, a, w)
+    x = np.linalg.inv(a)
+    np.testing.assert_allclose(ga, -x.T @ w @ x.T, rtol=1e-10, atol=1e-13)   # dX = -X dA X
+    np.testing.assert_allclose(gw, x, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_cholesky(n):
+    a, w = spd(n), rand(n, n)
+    check_reverse(cholesky_weighted, Active, a, w)
+    check_forward(cholesky_weighted, Duplicated, a, w)
+    ga, gw = modes_agree(cholesky_weighted, a, w)
+    la, lw = reverse_grads(cholesky_loops, a, w)
+    np.testing.assert_allclose(ga, la, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(gw, lw, rtol=1e-12)
+    # Numba's cholesky reads only the lower triangle (C order): nothing flows from the rest.
+    assert not ga[np.triu_indices(n, 1)].any()
+
+
+def test_float32_det():
+    a = pivoting(3).astype(np.float32)
+    check_reverse(det, Active, a)
+    (g,) = reverse_grads(det, a)
+    a64 = a.astype(np.float64)
+    np.testing.assert_allclose(g, np.linalg.det(a64) * np.linalg.inv(a64).T, rtol=1e-4)
+
+
+# -- composed functions --------------------------------------------------------------------------
+@numba.njit
+def gaussian_logpdf(x, mu, cov):
+    low = np.linalg.cholesky(cov)
+    z = np.linalg.solve(low, x - mu)
+    n = x.shape[0]
+    return (-0.5 * np.dot(z, z) - np.sum(np.log(np.diag(low)))
+            - 0.5 * n * np.log(2.0 * np.pi))
+
+
+def test_gaussian_log_density():
+    from scipy.stats import multivariate_normal
+
+    n = 4
+    x, mu, cov = rand(n), rand(n), spd(n)
+    assert gaussian_logpdf(x, mu, cov) == pytest.approx(multivariate_normal(mu, cov).logpdf(x),
+                                                        rel=1e-12)
+    check_reverse(gaussian_logpdf, Active, x, mu, cov)
+    check_forward(gaussian_logpdf, Duplicated, x, mu, cov)
+    gx, gmu, gcov = modes_agree(gaussian_logpdf, x, mu, cov)
+    prec = np.linalg.inv(cov)
+    r = prec @ (x - mu)
+    np.testing.assert_allclose(gmu, r, rtol=1e-10)
+    np.testing.assert_allclose(gx, -r, rtol=1e-10)
+    # d/dSigma = (P r r^T P - P) / 2 for a symmetric Sigma; only the lower triangle is read,
+    # so each off-diagonal element there stands for two.
+    sym = 0.5 * (np.outer(r, r) - prec)
+    expected = np.tril(2.0 * sym, -1) + np.diag(np.diag(sym))
+    np.testing.assert_allclose(gcov, expected, rtol=1e-9, atol=1e-12)
+
+
+@numba.njit
+def inv_in_a_loop(a, steps):
+    m = np.zeros_like(a)
+    s = 0.0
+    for _ in range(steps):      # m is replaced every step: each inverse's operands are kept
+        m = np.linalg.inv(a + 0.1 * m)
+        s += m[0, 0] + np.sum(m * m)
+    return s
+
+
+def test_inv_in_a_loop():
+    a = pivoting(3)
+    check_reverse(inv_in_a_loop, Active, a, 4)
+    check_forward(inv_in_a_loop, Duplicated, a, 4)
+    modes_agree(inv_in_a_loop, a, 4)
+
+
+@numba.njit
+def det_inv_overwritten(a, w):
+    d = np.linalg.det(a)
+    x = np.linalg.inv(a)
+    s = d * np.sum(np.sin(x) * w)
+    x[:] = 1.0            # the inverse, and then a itself, overwritten before the reverse
+    a[0, 0] = 3.0         # sweep: the forward sweep kept what it needs
+    a[1, :] = 0.0
+    return s + np.sum(x)
+
+
+def test_overwritten_after_the_call():
+    a, w = pivoting(3), rand(3, 3)
+    check_reverse(det_inv_overwritten, Active, a, w)
+    check_forward(det_inv_overwritten, Duplicated, a, w)
+    ga, gw = modes_agree(det_inv_overwritten, a, w)
+    # As if nothing were overwritten: d(det(A) S)/dA with S = sum(sin(X) w), X = A^-1.
+    d, x = np.linalg.det(a), np.linalg.inv(a)
+    s = np.sum(np.sin(x) * w)
+    expected = d * s * x.T - d * x.T @ (np.cos(x) * w) @ x.T
+    np.testing.assert_allclose(ga, expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(gw, d * np.sin(x), rtol=1e-12)
+
+
+def test_gradient_api_and_hvp_through_det():
+    a, v = pivoting(3), rand(3, 3)
+    np.testing.assert_allclose(gradient(Reverse, det, a),
+                               np.linalg.det(a) * np.linalg.inv(a).T, rtol=1e-11)
+    eps = 1e-5
+    fd = (gradient(Reverse, det, a + eps * v) - gradient(Reverse, det, a - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(hvp(det, a, v), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_const_matrix_needs_no_rule():
+    a, w = pivoting(3), rand(3, 3)
+    dw = np.zeros_like(w)
+    autodiff(Reverse, inv_weighted, Active, Const(a), Duplicated(w, dw))
+    np.testing.assert_allclose(dw, np.linalg.inv(a), rtol=1e-12)
+
+
+def test_singular_matrix_gives_nan_not_a_wrong_number():
+    a = np.ones((3, 3))           # rank one: U has zeros on its diagonal
+    (g,) = reverse_grads(det, a)
+    assert np.isnan(g).all()
+
+
+@numba.njit
+def complex_det(a):
+    return np.linalg.det(a).real
+
+
+@pytest.mark.parametrize("mode", [Forward, Reverse], ids=["forward", "reverse"])
+def test_complex_matrices_are_refused(mode):
+    a = pivoting(3) + 1j * rand(3, 3)
+    ret = Duplicated if mode is Forward else Active
+    with pytest.raises(UnsupportedError, match=r"numba_xxgetrf.*np\.linalg\.det.*kind 'z'"):
+        autodiff(mode, complex_det, ret, Duplicated(a, np.ones_like(a)))
