@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pyzyme import (Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal,
-                    UnsupportedError, autodiff, autodiff_thunk, gradient, hvp)
+                    UnsupportedError, autodiff, autodiff_thunk, gradient, hvp, jacobian)
 from pyzyme.testing import test_forward as check_forward
 from pyzyme.testing import test_reverse as check_reverse
 
@@ -144,6 +144,29 @@ def test_cholesky(n):
     np.testing.assert_allclose(gw, lw, rtol=1e-12)
     # Numba's cholesky reads only the lower triangle (C order): nothing flows from the rest.
     assert not ga[np.triu_indices(n, 1)].any()
+
+
+@numba.njit
+def inverse(a):
+    return np.linalg.inv(a)
+
+
+@pytest.mark.parametrize("mode", [Forward, Reverse], ids=["forward", "reverse"])
+def test_jacobian_of_the_inverse(mode):
+    a = pivoting(3)
+    x = np.linalg.inv(a)
+    expected = -np.einsum("ik,lj->ijkl", x, x).reshape(9, 9)   # dX = -X dA X
+    np.testing.assert_allclose(np.asarray(jacobian(mode, inverse, a)).reshape(9, 9), expected,
+                               rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("layout", ["F", "transposed view"])
+def test_det_of_other_layouts(layout):
+    # Numba copies the matrix into Fortran order before getrf, by other code per layout.
+    a = pivoting(4)
+    a = np.asfortranarray(a) if layout == "F" else pivoting(4).T
+    np.testing.assert_allclose(gradient(Reverse, det, a),
+                               np.linalg.det(a) * np.linalg.inv(a).T, rtol=1e-11)
 
 
 def test_float32_det():
