@@ -282,3 +282,43 @@ def test_complex_matrices_are_refused(mode):
     ret = Duplicated if mode is Forward else Active
     with pytest.raises(UnsupportedError, match=r"numba_xxgetrf.*np\.linalg\.det.*kind 'z'"):
         autodiff(mode, complex_det, ret, Duplicated(a, np.ones_like(a)))
+
+
+# -- np.linalg.norm: numba_xxnrm2 (BLAS) ---------------------------------------------------------
+@numba.njit
+def norms(x, a):
+    # a vector, a matrix (Frobenius) and strided views (BLAS's incx)
+    return np.linalg.norm(x) + 2.0 * np.linalg.norm(a) + np.linalg.norm(a[:, 1]) \
+        + np.linalg.norm(a[1, ::2])
+
+
+@numba.njit
+def normalized(x):
+    x /= np.linalg.norm(x)   # x overwritten after the call: the forward sweep kept it
+    return np.sum(x * np.arange(x.shape[0]))
+
+
+def test_norm():
+    x, a = rand(5), rand(3, 4)
+    check_reverse(norms, Active, x, a)
+    check_forward(norms, Duplicated, x, a)
+    gx, ga = modes_agree(norms, x, a)
+    np.testing.assert_allclose(gx, x / np.linalg.norm(x), rtol=1e-12)
+    expected = 2.0 * a / np.linalg.norm(a)
+    expected[:, 1] += a[:, 1] / np.linalg.norm(a[:, 1])
+    expected[1, ::2] += a[1, ::2] / np.linalg.norm(a[1, ::2])
+    np.testing.assert_allclose(ga, expected, rtol=1e-12)
+
+
+def test_norm_of_an_array_normalized_in_place():
+    x = rand(6)
+    check_reverse(normalized, Active, x)
+    check_forward(normalized, Duplicated, x)
+    (g,) = modes_agree(normalized, x)
+    r, w = np.linalg.norm(x), np.arange(6.0)
+    np.testing.assert_allclose(g, w / r - x * np.dot(w, x) / r ** 3, rtol=1e-12)
+
+
+def test_norm_at_zero_is_nan():
+    (gx, ga) = reverse_grads(norms, np.zeros(5), rand(3, 4))
+    assert np.isnan(gx).all() and np.isfinite(ga).all()

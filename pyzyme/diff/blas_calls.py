@@ -48,7 +48,8 @@ _ROLES = {"dot": ((3, 4), 5), "gemv": ((5, 7), 9), "gemm": ((7, 9), 12)}
 def handler(row):
     """The module that differentiates ``row``'s call: this one for BLAS,
     :mod:`pyzyme.diff.lapack_calls` for LAPACK's solve, :mod:`pyzyme.diff.lapack_lu` for LU
-    factorization and the inverse from it, :mod:`pyzyme.diff.lapack_cholesky` for Cholesky."""
+    factorization and the inverse from it, :mod:`pyzyme.diff.lapack_cholesky` for Cholesky,
+    :mod:`pyzyme.diff.blas_nrm2` for the Euclidean norm."""
     if row.op == "gesv":
         from pyzyme.diff import lapack_calls
         return lapack_calls
@@ -58,6 +59,9 @@ def handler(row):
     if row.op == "potrf":
         from pyzyme.diff import lapack_cholesky
         return lapack_cholesky
+    if row.op == "nrm2":
+        from pyzyme.diff import blas_nrm2
+        return blas_nrm2
     return sys.modules[__name__]
 
 

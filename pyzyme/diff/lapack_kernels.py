@@ -29,7 +29,7 @@ _N, _T = ord("n"), ord("t")
 _KIND_CHARS = {T.double: "d", T.float: "s"}
 
 
-_FUNCTIONS = {"numba_xxgetrf": "np.linalg.det, slogdet and inv",
+_FUNCTIONS = {"numba_xxnrm2": "np.linalg.norm", "numba_xxgetrf": "np.linalg.det, slogdet and inv",
               "numba_ez_xxgetri": "np.linalg.inv", "numba_xxpotrf": "np.linalg.cholesky"}
 
 
@@ -209,6 +209,49 @@ class Kernel:
                 self.b.index += 1
             self._scalars[value] = slot
         return slot
+
+    def gemm_general(self, ta: str, tb: str, m, n, k, alpha, a, lda, b_, ldb, beta, c,
+                     ldc) -> None:
+        """``c = alpha op(a) op(b) + beta c``, ``op(a)`` m x k, for any shapes; ``alpha`` and
+        ``beta`` are values (stored where the call is made)."""
+        params = [T.i8, T.i8, T.i8, T.i64, T.i64, T.i64, T.ptr, T.ptr, T.i64, T.ptr, T.i64,
+                  T.ptr, T.ptr, T.i64]
+        fn = self.module.declare("numba_xxgemm", T.FunctionType(T.i32, params))
+        slots = []
+        for value in (alpha, beta):
+            slot = self.b.entry_alloca(self.ty, name="blas.scalar")
+            self.b.store(value, slot)
+            slots.append(slot)
+        self.b.call(fn, [self.kind, const_int(T.i8, ord(ta)), const_int(T.i8, ord(tb)), m, n,
+                         k, slots[0], a, lda, b_, ldb, slots[1], c, ldc])
+
+    def when(self, cond, then: Callable[[], None],
+             otherwise: Callable[[], None] | None = None) -> None:
+        """``if cond: then() else: otherwise()``; either may build control flow of its own."""
+        b, fn = self.b, self.fn
+        yes, no, done = (fn.append_block(s) for s in ("then", "else", "endif"))
+        b.cbranch(cond, yes, no)
+        for block, body in ((yes, then), (no, otherwise)):
+            b.position_at_end(block)
+            if body is not None:
+                body()
+            b.br(done)
+        b.position_at_end(done)
+
+    def if_else(self, cond, then: Callable[[], object], otherwise: Callable[[], object]):
+        """The value of ``then()`` where ``cond``, else of ``otherwise()`` (a phi)."""
+        b = self.b
+        results = []
+
+        def branch(body):
+            def run():
+                results.append((body(), b.block))
+            return run
+        self.when(cond, branch(then), branch(otherwise))
+        phi = b.phi(self.ty)
+        for value, block in results:
+            phi.add_incoming(value, block)
+        return phi
 
     def gemm(self, ta: str, tb: str, alpha: float, a, lda, b_, ldb, beta: float, c,
              ldc) -> None:

@@ -54,6 +54,8 @@ ROWS = (
     Blas(("numba_xxdot",), "runtime", op="dot"),
     Blas(("numba_xxgemv",), "runtime", op="gemv"),
     Blas(("numba_xxgemm",), "runtime", op="gemm"),
+    # np.linalg.norm (vectors, and matrices' Frobenius norm): x / ||x||, by GEMMs on 1 x n views.
+    Blas(("numba_xxnrm2",), "runtime", op="nrm2"),
     # np.linalg.solve: a solve with A (and A^T), and a GEMM.
     Blas(("numba_xgesv",), "runtime", op="gesv"),
     # np.linalg.det, slogdet and inv (LU, then the inverse from it) and cholesky: derivatives

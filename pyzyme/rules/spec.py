@@ -129,9 +129,9 @@ class Inactive(Row):
 
 @dataclass(frozen=True)
 class Blas(Row):
-    """``op`` says which of Numba's helpers this is: ``"dot"``, ``"gemv"``, ``"gemm"`` (BLAS),
-    ``"gesv"`` (LAPACK's solve), ``"getrf"`` (LU factorization), ``"getri"`` (the inverse from
-    LU factors) or ``"potrf"`` (Cholesky factorization)."""
+    """``op`` says which of Numba's helpers this is: ``"dot"``, ``"gemv"``, ``"gemm"``,
+    ``"nrm2"`` (BLAS), ``"gesv"`` (LAPACK's solve), ``"getrf"`` (LU factorization), ``"getri"``
+    (the inverse from LU factors) or ``"potrf"`` (Cholesky factorization)."""
 
     op: str = ""
 
