@@ -7,8 +7,9 @@ import numba
 import numpy as np
 import pytest
 
-from pyzyme import (Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal,
-                    UnsupportedError, autodiff, autodiff_thunk, gradient, hvp, jacobian)
+from pyzyme import (Active, BatchDuplicated, Const, Duplicated, Forward, Reverse,
+                    ReverseSplitWithPrimal, UnsupportedError, autodiff, autodiff_thunk, gradient,
+                    hvp, jacobian)
 from pyzyme.testing import test_forward as check_forward
 from pyzyme.testing import test_reverse as check_reverse
 
@@ -256,6 +257,23 @@ def test_gradient_api_and_hvp_through_det():
     eps = 1e-5
     fd = (gradient(Reverse, det, a + eps * v) - gradient(Reverse, det, a - eps * v)) / (2 * eps)
     np.testing.assert_allclose(hvp(det, a, v), fd, rtol=1e-6, atol=1e-8)
+
+
+@numba.njit
+def cholesky_squares(a):
+    return np.sum(np.linalg.cholesky(a) ** 2)
+
+
+def test_batch_forward_and_hvp_through_cholesky():
+    a, v1, v2 = spd(4), rand(4, 4), rand(4, 4)
+    _, (t1, t2) = autodiff(Forward, cholesky_squares, BatchDuplicated,
+                           BatchDuplicated(a, (v1, v2)))
+    (g,) = reverse_grads(cholesky_squares, a)
+    assert (t1, t2) == pytest.approx((np.sum(g * v1), np.sum(g * v2)), rel=1e-11)
+    eps = 1e-5
+    fd = (reverse_grads(cholesky_squares, a + eps * v1)[0]
+          - reverse_grads(cholesky_squares, a - eps * v1)[0]) / (2 * eps)
+    np.testing.assert_allclose(hvp(cholesky_squares, a, v1), fd, rtol=1e-6, atol=1e-8)
 
 
 def test_const_matrix_needs_no_rule():
