@@ -18,7 +18,9 @@ a width and the activity of each operand.
 - :class:`Inactive`: the result carries no derivative and the call has no effect derivatives
   must mirror (``llvm.assume``, ``llvm.lifetime.start``, ``icmp``).
 - :class:`Blas`: a BLAS or LAPACK call through Numba's helpers; its derivatives are the same
-  helpers called again (:mod:`pyzyme.diff.blas_calls`, :mod:`pyzyme.diff.lapack_calls`).
+  helpers called again (:mod:`pyzyme.diff.blas_calls`, :mod:`pyzyme.diff.blas_nrm2`,
+  :mod:`pyzyme.diff.lapack_calls`, :mod:`pyzyme.diff.lapack_lu`,
+  :mod:`pyzyme.diff.lapack_cholesky`).
 - :class:`Custom`: a user's rule (:mod:`pyzyme.rules.custom`): the derivative is whatever the
   user's own functions compute; ``pyzyme.diff`` calls them in place of the function.
 - :class:`Registered`: derivatives a C/C++ module registers for one of its functions, Enzyme's
