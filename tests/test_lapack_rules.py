@@ -340,3 +340,60 @@ def test_norm_of_an_array_normalized_in_place():
 def test_norm_at_zero_is_nan():
     (gx, ga) = reverse_grads(norms, np.zeros(5), rand(3, 4))
     assert np.isnan(gx).all() and np.isfinite(ga).all()
+
+
+# -- np.linalg.eigh and eigvalsh: numba_ez_xxxevd ------------------------------------------------
+@numba.njit
+def eigenvalues(a, u):
+    return np.sum(np.linalg.eigvalsh(a) * u)
+
+
+@numba.njit
+def eigenpairs(a, u, w):
+    vals, vecs = np.linalg.eigh(a)
+    # vecs * vecs[0] multiplies two entries of one column: the same for either sign of it
+    return np.sum(vals * u) + np.sum(vecs * vecs[0] * w)
+
+
+@numba.njit
+def eigh_values_only(a, u):
+    vals, _ = np.linalg.eigh(a)
+    return np.sum(vals * u)
+
+
+def symmetric(n):
+    m = rand(n, n)
+    return m + m.T
+
+
+def fold_lower(g):
+    """A gradient as a function that reads only the lower triangle sees it."""
+    return np.tril(g + g.T, -1) + np.diag(np.diag(g))
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_eigvalsh(n):
+    a, u = symmetric(n), rand(n)
+    check_reverse(eigenvalues, Active, a, u)
+    check_forward(eigenvalues, Duplicated, a, u)
+    ga, gu = modes_agree(eigenvalues, a, u)
+    vals, vecs = np.linalg.eigh(a)
+    np.testing.assert_allclose(gu, vals, rtol=1e-12, atol=1e-14)
+    # d(lambda_i)/dS = v_i v_i^T; Numba's eigvalsh reads the lower triangle (of a Fortran
+    # ordered copy, with uplo 'L').
+    np.testing.assert_allclose(ga, fold_lower(vecs @ np.diag(u) @ vecs.T), rtol=1e-10,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_eigh(n):
+    a, u, w = symmetric(n), rand(n), rand(n, n)
+    check_reverse(eigenpairs, Active, a, u, w)
+    check_forward(eigenpairs, Duplicated, a, u, w)
+    modes_agree(eigenpairs, a, u, w)
+
+
+def test_eigenvalue_derivatives_at_repeated_eigenvalues_are_finite():
+    a, u = np.eye(3), rand(3)
+    (g, _) = reverse_grads(eigh_values_only, a, u)
+    np.testing.assert_allclose(g, np.diag(u), atol=1e-14)

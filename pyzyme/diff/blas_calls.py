@@ -49,7 +49,8 @@ def handler(row):
     """The module that differentiates ``row``'s call: this one for BLAS,
     :mod:`pyzyme.diff.lapack_calls` for LAPACK's solve, :mod:`pyzyme.diff.lapack_lu` for LU
     factorization and the inverse from it, :mod:`pyzyme.diff.lapack_cholesky` for Cholesky,
-    :mod:`pyzyme.diff.blas_nrm2` for the Euclidean norm."""
+    :mod:`pyzyme.diff.lapack_eigh` for symmetric eigenproblems, :mod:`pyzyme.diff.blas_nrm2` for
+    the Euclidean norm."""
     if row.op == "gesv":
         from pyzyme.diff import lapack_calls
         return lapack_calls
@@ -59,6 +60,9 @@ def handler(row):
     if row.op == "potrf":
         from pyzyme.diff import lapack_cholesky
         return lapack_cholesky
+    if row.op == "evd":
+        from pyzyme.diff import lapack_eigh
+        return lapack_eigh
     if row.op == "nrm2":
         from pyzyme.diff import blas_nrm2
         return blas_nrm2

@@ -30,7 +30,8 @@ _KIND_CHARS = {T.double: "d", T.float: "s"}
 
 
 _FUNCTIONS = {"numba_xxnrm2": "np.linalg.norm", "numba_xxgetrf": "np.linalg.det, slogdet and inv",
-              "numba_ez_xxgetri": "np.linalg.inv", "numba_xxpotrf": "np.linalg.cholesky"}
+              "numba_ez_xxgetri": "np.linalg.inv", "numba_xxpotrf": "np.linalg.cholesky",
+              "numba_ez_xxxevd": "np.linalg.eigh and eigvalsh"}
 
 
 def element_type(inst, where: str) -> T.Type:

@@ -63,4 +63,7 @@ ROWS = (
     Blas(("numba_xxgetrf",), "runtime", op="getrf"),
     Blas(("numba_ez_xxgetri",), "runtime", op="getri"),
     Blas(("numba_xxpotrf",), "runtime", op="potrf"),
+    # np.linalg.eigh and eigvalsh: the symmetric eigendecomposition (eigenvectors recomputed
+    # for eigvalsh), by GEMMs.
+    Blas(("numba_ez_xxxevd",), "runtime", op="evd"),
 )

@@ -20,7 +20,7 @@ a width and the activity of each operand.
 - :class:`Blas`: a BLAS or LAPACK call through Numba's helpers; its derivatives are the same
   helpers called again (:mod:`pyzyme.diff.blas_calls`, :mod:`pyzyme.diff.blas_nrm2`,
   :mod:`pyzyme.diff.lapack_calls`, :mod:`pyzyme.diff.lapack_lu`,
-  :mod:`pyzyme.diff.lapack_cholesky`).
+  :mod:`pyzyme.diff.lapack_cholesky`, :mod:`pyzyme.diff.lapack_eigh`).
 - :class:`Custom`: a user's rule (:mod:`pyzyme.rules.custom`): the derivative is whatever the
   user's own functions compute; ``pyzyme.diff`` calls them in place of the function.
 - :class:`Registered`: derivatives a C/C++ module registers for one of its functions, Enzyme's
@@ -133,7 +133,8 @@ class Inactive(Row):
 class Blas(Row):
     """``op`` says which of Numba's helpers this is: ``"dot"``, ``"gemv"``, ``"gemm"``,
     ``"nrm2"`` (BLAS), ``"gesv"`` (LAPACK's solve), ``"getrf"`` (LU factorization), ``"getri"``
-    (the inverse from LU factors) or ``"potrf"`` (Cholesky factorization)."""
+    (the inverse from LU factors), ``"potrf"`` (Cholesky factorization) or ``"evd"`` (symmetric
+    eigendecomposition)."""
 
     op: str = ""
 
