@@ -397,3 +397,57 @@ def test_eigenvalue_derivatives_at_repeated_eigenvalues_are_finite():
     a, u = np.eye(3), rand(3)
     (g, _) = reverse_grads(eigh_values_only, a, u)
     np.testing.assert_allclose(g, np.diag(u), atol=1e-14)
+
+
+# -- the helpers called directly: the flags Numba's own functions never pass ---------------------
+def _direct_potrf(uplo: str):
+    from numba import types
+    from numba.np.linalg import _LAPACK
+
+    potrf, flag = _LAPACK().numba_xxpotrf(types.float64), ord(uplo)
+
+    @numba.njit
+    def f(a, w):
+        out = a.copy()
+        n = out.shape[0]
+        potrf(ord("d"), flag, n, out.ctypes, n)
+        return np.sum(out * w)   # the factor and the triangle potrf leaves alone
+    return f
+
+
+def _direct_evd(jobz: str, uplo: str):
+    from numba import types
+    from numba.np.linalg import _LAPACK
+
+    evd, job, tri = _LAPACK().numba_ez_xxxevd(types.float64), ord(jobz), ord(uplo)
+
+    @numba.njit
+    def f(a, u):
+        out = np.asfortranarray(a)
+        n = out.shape[0]
+        vals = np.empty(n)
+        evd(ord("d"), job, tri, n, out.ctypes, n, vals.ctypes)
+        s = np.sum(vals * u)
+        if job == ord("V"):
+            s += np.sum(out * out[0] * u[0])
+        else:   # the triangle not read is left alone
+            for j in range(n):
+                for i in range(n):
+                    if (tri == ord("L") and i < j) or (tri == ord("U") and i > j):
+                        s += out[i, j] * u[i]
+        return s
+    return f
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_potrf_either_triangle(uplo):
+    f, a, w = _direct_potrf(uplo), spd(4), rand(4, 4)
+    check_reverse(f, Active, a, w)
+    check_forward(f, Duplicated, a, w)
+
+
+@pytest.mark.parametrize("jobz,uplo", [("N", "L"), ("N", "U"), ("V", "U")])
+def test_evd_flags(jobz, uplo):
+    f, a, u = _direct_evd(jobz, uplo), symmetric(4), rand(4)
+    check_reverse(f, Active, a, u)
+    check_forward(f, Duplicated, a, u)
