@@ -54,7 +54,8 @@ _REFCOUNT = frozenset({"NRT_incref", "NRT_decref"})
 _MEMINFO_DATA = 24
 # Numba's BLAS and LAPACK helpers write only their results (numba/_lapack.c): which arguments.
 _WRITES_ONLY = {"numba_xxdot": (5,), "numba_xxgemv": (9,), "numba_xxgemm": (12,),
-                "numba_xgesv": (3, 5, 6)}
+                "numba_xxnrm2": (4,), "numba_xgesv": (3, 5, 6), "numba_xxgetrf": (3, 5),
+                "numba_ez_xxgetri": (2,), "numba_xxpotrf": (3,), "numba_ez_xxxevd": (4, 6)}
 # Calls known not to write memory the function can see (markers and pure math).
 _NO_WRITES_PREFIXES = ("llvm.lifetime.", "llvm.assume", "llvm.dbg.", "llvm.experimental.noalias",
                        "llvm.invariant.", "llvm.expect")

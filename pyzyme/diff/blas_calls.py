@@ -47,10 +47,25 @@ _ROLES = {"dot": ((3, 4), 5), "gemv": ((5, 7), 9), "gemm": ((7, 9), 12)}
 
 def handler(row):
     """The module that differentiates ``row``'s call: this one for BLAS,
-    :mod:`pyzyme.diff.lapack_calls` for LAPACK's solve."""
+    :mod:`pyzyme.diff.lapack_calls` for LAPACK's solve, :mod:`pyzyme.diff.lapack_lu` for LU
+    factorization and the inverse from it, :mod:`pyzyme.diff.lapack_cholesky` for Cholesky,
+    :mod:`pyzyme.diff.lapack_eigh` for symmetric eigenproblems, :mod:`pyzyme.diff.blas_nrm2` for
+    the Euclidean norm."""
     if row.op == "gesv":
         from pyzyme.diff import lapack_calls
         return lapack_calls
+    if row.op in ("getrf", "getri"):
+        from pyzyme.diff import lapack_lu
+        return lapack_lu
+    if row.op == "potrf":
+        from pyzyme.diff import lapack_cholesky
+        return lapack_cholesky
+    if row.op == "evd":
+        from pyzyme.diff import lapack_eigh
+        return lapack_eigh
+    if row.op == "nrm2":
+        from pyzyme.diff import blas_nrm2
+        return blas_nrm2
     return sys.modules[__name__]
 
 

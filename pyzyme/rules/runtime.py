@@ -55,6 +55,16 @@ ROWS = (
     Blas(("numba_xxdot",), "runtime", op="dot"),
     Blas(("numba_xxgemv",), "runtime", op="gemv"),
     Blas(("numba_xxgemm",), "runtime", op="gemm"),
+    # np.linalg.norm (vectors, and matrices' Frobenius norm): x / ||x||, by GEMMs on 1 x n views.
+    Blas(("numba_xxnrm2",), "runtime", op="nrm2"),
     # np.linalg.solve: a solve with A (and A^T), and a GEMM.
     Blas(("numba_xgesv",), "runtime", op="gesv"),
+    # np.linalg.det, slogdet and inv (LU, then the inverse from it) and cholesky: derivatives
+    # by GEMMs and triangular inverses (numba_ez_xxgetri with identity pivots).
+    Blas(("numba_xxgetrf",), "runtime", op="getrf"),
+    Blas(("numba_ez_xxgetri",), "runtime", op="getri"),
+    Blas(("numba_xxpotrf",), "runtime", op="potrf"),
+    # np.linalg.eigh and eigvalsh: the symmetric eigendecomposition (eigenvectors recomputed
+    # for eigvalsh), by GEMMs.
+    Blas(("numba_ez_xxxevd",), "runtime", op="evd"),
 )

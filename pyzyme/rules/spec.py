@@ -18,7 +18,9 @@ a width and the activity of each operand.
 - :class:`Inactive`: the result carries no derivative and the call has no effect derivatives
   must mirror (``llvm.assume``, ``llvm.lifetime.start``, ``icmp``).
 - :class:`Blas`: a BLAS or LAPACK call through Numba's helpers; its derivatives are the same
-  helpers called again (:mod:`pyzyme.diff.blas_calls`, :mod:`pyzyme.diff.lapack_calls`).
+  helpers called again (:mod:`pyzyme.diff.blas_calls`, :mod:`pyzyme.diff.blas_nrm2`,
+  :mod:`pyzyme.diff.lapack_calls`, :mod:`pyzyme.diff.lapack_lu`,
+  :mod:`pyzyme.diff.lapack_cholesky`, :mod:`pyzyme.diff.lapack_eigh`).
 - :class:`Custom`: a user's rule (:mod:`pyzyme.rules.custom`): the derivative is whatever the
   user's own functions compute; ``pyzyme.diff`` calls them in place of the function.
 - :class:`Registered`: derivatives a C/C++ module registers for one of its functions, Enzyme's
@@ -129,8 +131,10 @@ class Inactive(Row):
 
 @dataclass(frozen=True)
 class Blas(Row):
-    """``op`` is ``"dot"``, ``"gemv"``, ``"gemm"`` (BLAS) or ``"gesv"`` (LAPACK's solve): which
-    of Numba's helpers this is."""
+    """``op`` says which of Numba's helpers this is: ``"dot"``, ``"gemv"``, ``"gemm"``,
+    ``"nrm2"`` (BLAS), ``"gesv"`` (LAPACK's solve), ``"getrf"`` (LU factorization), ``"getri"``
+    (the inverse from LU factors), ``"potrf"`` (Cholesky factorization) or ``"evd"`` (symmetric
+    eigendecomposition)."""
 
     op: str = ""
 

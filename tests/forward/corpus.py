@@ -14,7 +14,8 @@ piecewise functions (branches, ``floor``, ``min``/``max``, data-dependent loop e
 central finite differences see the same branch as the derivative.
 
 ``UNSUPPORTED`` lists functions whose derivative must be refused with
-:class:`pyzyme.UnsupportedError` naming the operation (LAPACK calls have no rule yet).
+:class:`pyzyme.UnsupportedError` naming the operation (LAPACK calls with no rule, as the
+SVD's).
 """
 
 from __future__ import annotations
@@ -867,14 +868,22 @@ case("matmul_blas", u_matmul, lambda: (mat(3, 3, 52), vec(3, 53)), "DD")
 case("matmat_blas", u_matmat, lambda: (mat(3, 4, 55), mat(4, 2, 56)), "DD")
 
 
-# --- expected UnsupportedError ------------------------------------------------------------------
-
-
 @njit
 def u_det(a):
     return np.linalg.det(a)
 
 
+case("linalg_det_lapack", u_det, lambda: (mat(3, 3, 54) + 2.0 * np.eye(3),), "D")
+
+
+# --- expected UnsupportedError ------------------------------------------------------------------
+
+
+@njit
+def u_singular_values(a):
+    return np.sum(np.linalg.svd(a)[1])
+
+
 UNSUPPORTED: list[Case] = [
-    Case("linalg_det_lapack", u_det, lambda: (mat(3, 3, 54),), "D"),
+    Case("linalg_svd_lapack", u_singular_values, lambda: (mat(3, 3, 54),), "D"),
 ]
