@@ -65,9 +65,8 @@ def code_llvm(mode: Mode, f, *args, optimized: bool = False) -> str:
     B0:
       %"retptr'" = getelementptr inbounds i8, ptr %retptr, i64 8
       %.5 = fmul double %arg.x, %arg.x
-      %0 = fmul double %arg.x, %"arg.x'"
-      %1 = fmul double %arg.x, %"arg.x'"
-      %".5'" = fadd double %0, %1
+      %0 = fadd double %arg.x, %arg.x
+      %".5'" = fmul double %0, %"arg.x'"
       store double %.5, ptr %retptr, align 8
       store double %".5'", ptr %"retptr'", align 8
       ret i32 0
