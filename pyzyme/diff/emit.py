@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder, types as T
-from pyzyme.ir.values import ConstantSplat, Value, const_float, const_int
+from pyzyme.ir.values import ConstantSplat, Undef, Value, const_float, const_int
 from pyzyme.rules import expr as E
 
 __all__ = ["Emitter", "derivative_flags", "type_suffix"]
@@ -124,8 +124,16 @@ class Emitter:
             callee_name = f"{symbol}.{type_suffix(ty)}{ints}"
         elif symbol.startswith("pyzyme."):
             from pyzyme.rules import mathlib
-            callee_name = _libm_name(symbol, ty)
-            mathlib.define(self.module, callee_name)
+            callee = mathlib.define(self.module, _libm_name(symbol, ty.scalar))
+            if ty.is_vector:  # pyzyme's own functions are scalar: one call per lane
+                out: Value = Undef(ty)
+                for lane in range(ty.count):
+                    at = const_int(T.i32, lane)
+                    lanes = [self.b.extractelement(v, at) for v in vals]
+                    out = self.b.insertelement(out, self.b.call(callee, lanes, flags=self.flags),
+                                               at, name=name if lane == ty.count - 1 else "")
+                return out
+            return self.b.call(callee, list(vals), flags=self.flags, name=name)
         else:
             callee_name = _libm_name(symbol, ty)
         fnty = T.FunctionType(ty, [v.type for v in vals])

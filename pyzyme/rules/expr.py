@@ -285,6 +285,8 @@ FUNCTIONS: dict[str, MathFunction] = {
     "erf": MathFunction(math.erf, "erf"),
     # Not in libm: pyzyme defines it in IR (pyzyme.rules.mathlib); lgamma' and tgamma' need it.
     "digamma": MathFunction(mathlib.digamma, "pyzyme.digamma"),
+    # pow's derivative in x from its result (pow_less1(x, y, pow(x, y)) = pow(x, y - 1)).
+    "pow_less1": MathFunction(mathlib.pow_less1, "pyzyme.pow_less1"),
 }
 
 

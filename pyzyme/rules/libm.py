@@ -84,7 +84,8 @@ LIBM = (
     # pow(x, y) = x^y: d/dx = y x^(y-1), d/dy = x^y log(x). At x = 0, d/dy would be 0 * -inf:
     # it is 0 there (x^y is constant in y for y > 0), as Enzyme chooses. y = 0 makes x^y
     # constant in x, so d/dx is 0 even at x = 0 (JAX's choice), not 0 * inf.
-    _c("pow", select(cmp("oeq", y, 0.0), _ZERO, y * call("pow", x, y - 1.0)),
+    # x^(y-1) is computed as r / x where that is exact to pow's accuracy (mathlib.pow_less1).
+    _c("pow", select(cmp("oeq", y, 0.0), _ZERO, y * call("pow_less1", x, y, r)),
        _where_zero(x, _ZERO, r * call("log", x)),
        note="d/dy = 0 at x = 0; d/dx = 0 at y = 0 (also at x = 0); d/dx = y * pow(0, y - 1) "
             "at x = 0 otherwise: +inf for 0 < y < 1; d/dy is NaN for x < 0"),

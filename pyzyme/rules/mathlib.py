@@ -1,5 +1,11 @@
 """Math functions that derivatives need but libm does not have, defined by pyzyme in IR.
 
+``pow_less1(x, y, r)`` is ``x ** (y - 1)`` given ``r = x ** y``: ``pow``'s derivative in ``x``
+from its own result by one division (``r / x``), where ``r`` is a normal number (so the division
+is as accurate as ``pow``), and ``pow(x, y - 1)`` otherwise (``x = 0``, ``r`` zero, subnormal or
+not finite). A derivative that calls ``pow`` again costs twice the primal where ``pow`` is the
+work (a Taylor series); this one costs a division. ``pyzyme.pow_less1``/``pyzyme.pow_less1f``.
+
 ``lgamma' = digamma`` and ``tgamma' = tgamma * digamma``, and C has no digamma. Rule expressions
 call it as ``call("digamma", x)``; its :class:`~pyzyme.rules.expr.MathFunction` has the symbol
 ``pyzyme.digamma``. This module owns both of its implementations, which follow one algorithm
@@ -39,10 +45,13 @@ import math
 
 from pyzyme import ir
 
-__all__ = ["digamma", "define", "SYMBOLS"]
+__all__ = ["digamma", "pow_less1", "define", "SYMBOLS"]
 
-# The functions define() can add, by symbol: (return/parameter type, implementation).
-SYMBOLS = ("pyzyme.digamma", "pyzyme.digammaf")
+# The functions define() can add.
+SYMBOLS = ("pyzyme.digamma", "pyzyme.digammaf", "pyzyme.pow_less1", "pyzyme.pow_less1f")
+
+# The smallest normal numbers, by IR type name: r / x is used where |r| is at least this.
+_NORMAL_MIN = {"double": 2.2250738585072014e-308, "float": 1.1754943508222875e-38}
 
 # Asymptotic series: psi(x) ~ log(x) - 1/(2x) - w * P(w) with w = 1/x^2 and P's coefficients
 # B_2k / 2k for k = 1..7 (B_2 = 1/6, B_4 = -1/30, B_6 = 1/42, B_8 = -1/30, B_10 = 5/66,
@@ -86,6 +95,23 @@ def digamma(x: float) -> float:
     return acc + (math.log(x) - 0.5 / x - w * p)
 
 
+def pow_less1(x: float, y: float, r: float) -> float:
+    """``x ** (y - 1)`` given ``r = x ** y``, as ``@pyzyme.pow_less1`` computes it.
+
+    Examples
+    --------
+    >>> pow_less1(2.0, 10.0, 1024.0)   # r / x
+    512.0
+    >>> pow_less1(0.0, 0.5, 0.0)       # pow(0, -0.5)
+    inf
+    """
+    if x != 0.0 and _NORMAL_MIN["double"] <= abs(r) < math.inf:
+        return r / x
+    from pyzyme.rules.expr import FUNCTIONS  # C's pow (the module imports this one)
+
+    return FUNCTIONS["pow"].evaluate(x, y - 1.0)
+
+
 def define(module: ir.Module, symbol: str) -> ir.Function:
     """Add the definition of ``symbol`` (one of :data:`SYMBOLS`) to ``module``.
 
@@ -116,7 +142,14 @@ def define(module: ir.Module, symbol: str) -> ir.Function:
     fn = module.get_function(symbol)
     if fn is not None and not fn.is_declaration:
         return fn
-    ty = ir.double if symbol == "pyzyme.digamma" else ir.float
+    ty = ir.float if symbol.endswith("f") else ir.double
+    if symbol.startswith("pyzyme.pow_less1"):
+        if fn is None:
+            fn = module.add_function(symbol, ir.FunctionType(ty, [ty] * 3))
+        fn.prefix = "internal"
+        fn.suffix = "nounwind willreturn memory(none)"
+        _build_pow_less1(module, fn, ty)
+        return fn
     if fn is None:
         fn = module.add_function(symbol, ir.FunctionType(ty, [ty]))
     fn.prefix = "internal"
@@ -129,6 +162,27 @@ def define(module: ir.Module, symbol: str) -> ir.Function:
         psi = b.call(define(module, "pyzyme.digamma"), [wide], name="psi")
         b.ret(b.fptrunc(psi, ir.float, name="psif"))
     return fn
+
+
+def _build_pow_less1(module: ir.Module, fn: ir.Function, ty) -> None:
+    """The body of ``@pyzyme.pow_less1`` (``ty`` double) or ``pow_less1f`` (float): a branch
+    to ``r / x`` or to ``pow(x, y - 1)`` (see :func:`pow_less1`)."""
+    x, y, r = fn.args
+    x.name, y.name, r.name = "x", "y", "r"
+    entry, divide, again = (fn.append_block(n) for n in ("entry", "divide", "again"))
+    b = ir.IRBuilder(entry)
+    suffix = "f64" if ty is ir.double else "f32"
+    fabs = module.declare(f"llvm.fabs.{suffix}", ir.FunctionType(ty, [ty]))
+    size = b.call(fabs, [r], name="size")
+    normal = b.and_(b.fcmp("oge", size, ir.const_float(ty, _NORMAL_MIN[str(ty)])),
+                    b.fcmp("olt", size, ir.const_float(ty, math.inf)), name="normal")
+    usable = b.and_(normal, b.fcmp("one", x, ir.const_float(ty, 0.0)), name="usable")
+    b.cbranch(usable, divide, again)
+    b.position_at_end(divide)
+    b.ret(b.fdiv(r, x, name="quotient"))
+    b.position_at_end(again)
+    pow_ = module.declare(f"llvm.pow.{suffix}", ir.FunctionType(ty, [ty, ty]))
+    b.ret(b.call(pow_, [x, b.fsub(y, ir.const_float(ty, 1.0), name="less1")], name="pow"))
 
 
 def _intrinsic(module: ir.Module, name: str, nargs: int = 1) -> ir.Function:

@@ -193,3 +193,36 @@ rec:
         ee.get_function_address(dp.name))
     out = fn(1.5, 5, 1.0)
     assert (out.primal, out.tangent) == pytest.approx((1.5 ** 5, 5 * 1.5 ** 4))
+
+
+VECTOR_POW = r"""
+define void @f(ptr %out, ptr %x, ptr %y) {
+entry:
+  %xv = load <2 x double>, ptr %x, align 16
+  %yv = load <2 x double>, ptr %y, align 16
+  %p = call <2 x double> @llvm.pow.v2f64(<2 x double> %xv, <2 x double> %yv)
+  store <2 x double> %p, ptr %out, align 16
+  ret void
+}
+declare <2 x double> @llvm.pow.v2f64(<2 x double>, <2 x double>)
+"""
+
+
+@pytest.mark.parametrize("xs", [(1.7, 0.0), (2.5, 1e-300)])
+def test_vector_pow_lanes_use_pyzymes_scalar_helper(xs):
+    """pow's derivative in x comes from its result through @pyzyme.pow_less1, a scalar
+    function: a <2 x double> pow calls it per lane (x = 0 and an underflowing result take its
+    pow(x, y - 1) branch)."""
+    m = ir.parse_module(VECTOR_POW)
+    f = m.get_function("f")
+    df = ForwardGenerator(m, default_rules()).derivative(
+        f, ForwardSignature.standard(f, [D, D, C]))
+    ir.verify(m)
+    assert "pyzyme.pow_less1" in str(m)
+    ee = _jit(m)  # kept: the code lives as long as its engine
+    fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 5)(ee.get_function_address(df.name))
+    x, y, dx = np.array(xs), np.array([3.0, 2.0]), np.array([1.0, 1.0])
+    out, dout = np.zeros(2), np.zeros(2)
+    fn(out.ctypes.data, x.ctypes.data, y.ctypes.data, dout.ctypes.data, dx.ctypes.data)
+    np.testing.assert_array_equal(out, x ** y)
+    np.testing.assert_allclose(dout, y * x ** (y - 1), rtol=1e-15)
