@@ -17,6 +17,18 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+MEMORY = (
+    "**Peak extra memory** (both tables, every row measured alike; `benchmarks/_memory.py`): in "
+    "a second process per kernel, started with glibc's malloc told to map blocks of 64 KiB or "
+    "more on their own and to hand freed memory back at once (`MALLOC_MMAP_THRESHOLD_=65536`, "
+    "`MALLOC_TRIM_THRESHOLD_=131072`), each gradient is called once to warm up, then "
+    "`gc.collect()` and `malloc_trim(0)` hand back what is free, `/proc/self/clear_refs` (\"5\") "
+    "resets the resident-set peak, and one more call is measured: `VmHWM` after it minus `VmRSS` "
+    "before it. That counts the tape or residuals, the temporaries and the returned gradient, "
+    "not the inputs or shadows made before the call. Granularity: pages, and the kernel's "
+    "counters are read without synchronising (a few hundred KiB): below 1 MB reads \"< 1 MB\". "
+    "pyzyme's \"tape\" column is exact instead: the bytes `Tape.nbytes` reports for the same "
+    "call in split mode.")
 PACKAGES = ("numba", "llvmlite", "numpy", "jax", "jaxlib", "torch", "autograd", "matplotlib")
 MARKDOWN_SCRIPTS = ("reverse.py", "peers.py")   # their stdout is Markdown already
 
@@ -53,7 +65,7 @@ def pyzyme_ratios(reverse_stdout: str) -> dict[str, float]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) < 4 or not line.startswith("|"):
             continue
-        m = re.match(r"K\d", cells[0])
+        m = re.match(r"K\d+L?\b", cells[0])   # K1..K5, K3L
         if m:
             key = m.group(0)
         if key and cells[1].startswith("pyzyme reverse"):
@@ -129,7 +141,7 @@ def write(path: Path, runs: list[dict], commands: list[str], chart_note: str | N
     out += ["Every ratio is a gradient's time over the Numba primal's time measured in the same "
             "process, batch by batch (see each script's docstring). Peers are installed with "
             "`pip install -e '.[bench]'`; a peer that is not installed is skipped with a note.",
-            ""]
+            "", MEMORY, ""]
     if chart_path is not None and chart_note is None:
         out += ["## Chart", "", f"![gradient / primal per kernel and tool]({chart_path.name})",
                 "", "Per kernel and tool the fastest of the tool's forms (e.g. JAX vectorized "

@@ -3,8 +3,10 @@
 
     python benchmarks/run_all.py [--small] [--only reverse,peers]
 
-``--small`` passes ``--small`` to reverse.py and peers.py (a quick run; the other scripts have
-no such option and run as they are); ``--only`` picks scripts by name.
+``--small`` passes ``--small`` to reverse.py and peers.py (a quick run: the smaller matmul, and
+no K3L, the GMM at d=64 K=200 n=1000, whose gradients take seconds each; the other scripts have
+no such option and run as they are); ``--only`` picks scripts by name. Both tables carry a
+"peak extra mem" column measured the same way for every row (``_memory.py``).
 """
 
 from __future__ import annotations
