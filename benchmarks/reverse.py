@@ -2,7 +2,9 @@
 
 For each kernel of ``kernels.py`` (K1 Taylor series, K2 triple-loop matmul VJP, K3 ADBench's GMM
 d=10 K=25 n=1000 and K3L the GMM at d=64 K=200 n=1000 drawn from ADBench's distributions, K4
-Lotka-Volterra RK4, K5 1-D diffusion; ``--small`` leaves K3L out) the table shows, after
+Lotka-Volterra RK4, K5 1-D diffusion; ``--small`` leaves K3L out: there ~4% of the softmax
+weights are subnormal, and every reverse sweep, the hand-written one too, multiplies by them at
+subnormal speed where the primal does not) the table shows, after
 warm-up, the median time of 7 batches (each ~20 ms or one call; 3 batches for kernels of a
 second) and the median of the ratios of each batch to a batch of the primal run just before it
 (so that load drifting over the run, on a shared machine, cancels out):
