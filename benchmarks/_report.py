@@ -14,6 +14,7 @@ import os
 import platform
 import re
 import sys
+import textwrap
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def chart(peer_rows: list[dict], pyzyme: dict[str, float], path: Path) -> str | 
         best["pyzyme reverse", key] = (ratio, False)
     families = ["hand-written", "pyzyme reverse"] + [f for f in dict.fromkeys(
         fam for fam, _ in best) if f not in ("hand-written", "pyzyme reverse")]
-    fig, ax = plt.subplots(figsize=(10, 4.8))
+    fig, ax = plt.subplots(figsize=(max(10.0, 1.9 * len(keys)), 4.8))
     width = 0.8 / max(1, len(families))
     labelled = set()
     for j, fam in enumerate(families):
@@ -115,7 +116,7 @@ def chart(peer_rows: list[dict], pyzyme: dict[str, float], path: Path) -> str | 
     ax.set_yscale("log")
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(keys)), [
-        next(r["kernel"] for r in peer_rows if r["key"] == k).replace(" ", "\n", 2)
+        textwrap.fill(next(r["kernel"] for r in peer_rows if r["key"] == k), 17)
         for k in keys], fontsize=8)
     ax.set_ylabel("gradient time / Numba primal time")
     ax.set_title("Gradient cost relative to the Numba primal (lower is better; "
