@@ -18,6 +18,8 @@ import textwrap
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+SMALL = ("**A `--small` run**: the matmul is 128x64 @ 64x128 rather than 1024x64 @ 64x512, and "
+         "K3L (the GMM at d=64 K=200 n=1000) is left out; `make bench` measures the full sizes.")
 MEMORY = (
     "**Peak extra memory** (both tables, every row measured alike; `benchmarks/_memory.py`): in "
     "a second process per kernel, started with glibc's malloc told to map blocks of 64 KiB or "
@@ -142,7 +144,10 @@ def write(path: Path, runs: list[dict], commands: list[str], chart_note: str | N
     out += ["Every ratio is a gradient's time over the Numba primal's time measured in the same "
             "process, batch by batch (see each script's docstring). Peers are installed with "
             "`pip install -e '.[bench]'`; a peer that is not installed is skipped with a note.",
-            "", MEMORY, ""]
+            ""]
+    if any("--small" in c.split() for c in commands):
+        out += [SMALL, ""]
+    out += [MEMORY, ""]
     if chart_path is not None and chart_note is None:
         out += ["## Chart", "", f"![gradient / primal per kernel and tool]({chart_path.name})",
                 "", "Per kernel and tool the fastest of the tool's forms (e.g. JAX vectorized "

@@ -89,3 +89,15 @@ def test_peak_extra_sees_an_allocation_and_not_the_state_before_it():
     assert 0.98 * 8 * n <= extra <= 8 * n + 4_000_000
     assert _memory.peak_extra(lambda: float(kept[:10].sum())) < 1_000_000
     assert _memory.fmt(extra).endswith(" MB")
+
+
+def test_results_md_explains_the_memory_column_and_a_small_run(tmp_path):
+    runs = [{"script": "reverse.py", "command": "python benchmarks/reverse.py --small",
+             "stdout": "| kernel | what |", "rc": 0, "seconds": 1.0}]
+    for commands, small in ((["python benchmarks/run_all.py --small"], True),
+                            (["python benchmarks/run_all.py"], False)):
+        out = tmp_path / "RESULTS.md"
+        _report.write(out, runs, commands, None, None, "noisy")
+        text = out.read_text()
+        assert ("K3L (the GMM at d=64 K=200 n=1000) is left out" in text) == small
+        assert "**Peak extra memory**" in text and "/proc/self/clear_refs" in text
