@@ -245,7 +245,7 @@ def table(rows: list[dict]) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true",
-                        help="matmul 128x64 @ 64x128 (as reverse.py --small)")
+                        help="matmul 128x64 @ 64x128, no K3L (as reverse.py --small)")
     parser.add_argument("--kernels", help="e.g. K1,K3L (default: all; --small: all but "
                         + ",".join(_problems.LARGE_ONLY) + ")")
     parser.add_argument("--tools", default=",".join(TOOLS))

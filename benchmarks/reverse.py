@@ -723,7 +723,7 @@ def _in_child(key: str, child_argv: list[str], timeout_s: float, kernel: _Kernel
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", action="store_true", help="matmul 128x64 @ 64x128")
+    parser.add_argument("--small", action="store_true", help="matmul 128x64 @ 64x128, no K3L")
     parser.add_argument("--taylor-n", type=float, default=1e6, help="Taylor terms (1e6; 1e7)")
     parser.add_argument("--kernels", help="which kernels, e.g. K1,K3L (default: all; --small: "
                         "all but " + ",".join(LARGE_ONLY) + ")")
