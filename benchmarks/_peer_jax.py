@@ -137,3 +137,4 @@ ROWS = {
     "K4": [("JAX jit(grad), fori_loop", lotka_volterra_loop, 1)],
     "K5": [("JAX jit(grad), fori_loop over a vectorized step", diffusion_loop, 1)],
 }
+ROWS["K3L"] = ROWS["K3"]   # the same code at d=64 K=200

@@ -124,3 +124,4 @@ ROWS = {
     "K4": [("PyTorch autograd, Python loop", lotka_volterra, 10)],
     "K5": [("PyTorch autograd, Python loop over a vectorized step", diffusion, 1)],
 }
+ROWS["K3L"] = ROWS["K3"]   # the same code at d=64 K=200

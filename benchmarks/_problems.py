@@ -1,4 +1,5 @@
-"""The kernels K1..K5 as problems for the peer tools: inputs, sizes and reference gradients.
+"""The kernels K1..K5, and K3L (the GMM at d=64 K=200), as problems for the peer tools:
+inputs, sizes and reference gradients.
 
 A :class:`Problem` holds a kernel's inputs as NumPy arrays and floats, its Numba primal with the
 arguments it takes, and the gradient the hand-written adjoint of ``kernels.py`` gives for them
@@ -6,9 +7,10 @@ arguments it takes, and the gradient the hand-written adjoint of ``kernels.py`` 
 problem into a gradient function in its own idiom; ``peers.py`` times them.
 
 Sizes follow issue 6 and reverse.py: ``size="small"`` only shrinks the matmul, as reverse.py's
-``--small`` does, so that the two scripts' rows (and the chart) compare like with like; ``shrink``
-divides a kernel's sequential length (time steps), for tools whose Python loop is too slow to
-time at full size: their time is then multiplied back (extrapolated) by ``peers.py``.
+``--small`` does (a small run also leaves out the kernels of :data:`LARGE_ONLY`), so that the two
+scripts' rows (and the chart) compare like with like; ``shrink`` divides a kernel's sequential
+length (time steps), for tools whose Python loop is too slow to time at full size: their time
+is then multiplied back (extrapolated) by ``peers.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import kernels as K
 
 @dataclass
 class Problem:
-    key: str                     # "K1".."K5"
+    key: str                     # "K1".."K5", "K3L"
     name: str                    # for the table
     primal: Any                  # @njit primal
     args: tuple                  # its arguments
@@ -66,7 +68,8 @@ def _matmul(size: str) -> Problem:
     return p
 
 
-def _gmm(size: str, large: bool) -> Problem:
+def _gmm(key: str) -> Problem:
+    large = key == "K3L"
     if large:
         data, label = K.generate_gmm(64, 200, 1000), "generated d=64 K=200 n=1000"
     else:
@@ -74,7 +77,7 @@ def _gmm(size: str, large: bool) -> Problem:
     alphas, means, icf, x, gamma, m = data
     grads = [np.zeros_like(alphas), np.zeros_like(means), np.zeros_like(icf)]
     K.gmm_adjoint(*data, *grads)
-    p = Problem("K3", f"K3 GMM {label}", K.gmm_objective, data,
+    p = Problem(key, f"{key} GMM {label}", K.gmm_objective, data,
                 {"alphas": alphas, "means": means, "icf": icf, "x": x, "gamma": gamma, "m": m},
                 grads, ["alphas", "means", "icf"])
     p.objective = lambda: K.gmm_objective(*data)
@@ -109,16 +112,18 @@ def _diffusion(size: str, shrink: int) -> Problem:
     return p
 
 
-KEYS = ("K1", "K2", "K3", "K4", "K5")
+KEYS = ("K1", "K2", "K3", "K3L", "K4", "K5")
+LARGE_ONLY = ("K3L",)   # left out of a --small run
 
 
-def make(key: str, size: str = "full", shrink: int = 1, gmm_large: bool = False) -> Problem:
+def make(key: str, size: str = "full", shrink: int = 1) -> Problem:
     """Kernel ``key`` at ``size`` ("full" or "small"), its time steps divided by ``shrink``
     (K4, K5 only: the other kernels have no sequential length to shorten)."""
     if shrink != 1 and key not in ("K4", "K5"):
         raise ValueError(f"{key} cannot be shrunk")
     return {"K1": lambda: _taylor(size), "K2": lambda: _matmul(size),
-            "K3": lambda: _gmm(size, gmm_large), "K4": lambda: _lotka_volterra(size, shrink),
+            "K3": lambda: _gmm(key), "K3L": lambda: _gmm(key),
+            "K4": lambda: _lotka_volterra(size, shrink),
             "K5": lambda: _diffusion(size, shrink)}[key]()
 
 

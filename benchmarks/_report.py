@@ -14,9 +14,24 @@ import os
 import platform
 import re
 import sys
+import textwrap
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+SMALL = ("**A `--small` run**: the matmul is 128x64 @ 64x128 rather than 1024x64 @ 64x512, and "
+         "K3L (the GMM at d=64 K=200 n=1000) is left out; `make bench` measures the full sizes.")
+MEMORY = (
+    "**Peak extra memory** (both tables, every row measured alike; `benchmarks/_memory.py`): in "
+    "a second process per kernel, started with glibc's malloc told to map blocks of 64 KiB or "
+    "more on their own and to hand freed memory back at once (`MALLOC_MMAP_THRESHOLD_=65536`, "
+    "`MALLOC_TRIM_THRESHOLD_=131072`), each gradient is called once to warm up, then "
+    "`gc.collect()` and `malloc_trim(0)` hand back what is free, `/proc/self/clear_refs` (\"5\") "
+    "resets the resident-set peak, and one more call is measured: `VmHWM` after it minus `VmRSS` "
+    "before it. That counts the tape or residuals, the temporaries and the returned gradient, "
+    "not the inputs or shadows made before the call. Granularity: pages, and the kernel's "
+    "counters are read without synchronising (a few hundred KiB): below 1 MB reads \"< 1 MB\". "
+    "pyzyme's \"tape\" column is exact instead: the bytes `Tape.nbytes` reports for the same "
+    "call in split mode.")
 PACKAGES = ("numba", "llvmlite", "numpy", "jax", "jaxlib", "torch", "autograd", "matplotlib")
 MARKDOWN_SCRIPTS = ("reverse.py", "peers.py")   # their stdout is Markdown already
 
@@ -53,7 +68,7 @@ def pyzyme_ratios(reverse_stdout: str) -> dict[str, float]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) < 4 or not line.startswith("|"):
             continue
-        m = re.match(r"K\d", cells[0])
+        m = re.match(r"K\d+L?\b", cells[0])   # K1..K5, K3L
         if m:
             key = m.group(0)
         if key and cells[1].startswith("pyzyme reverse"):
@@ -88,7 +103,7 @@ def chart(peer_rows: list[dict], pyzyme: dict[str, float], path: Path) -> str | 
         best["pyzyme reverse", key] = (ratio, False)
     families = ["hand-written", "pyzyme reverse"] + [f for f in dict.fromkeys(
         fam for fam, _ in best) if f not in ("hand-written", "pyzyme reverse")]
-    fig, ax = plt.subplots(figsize=(10, 4.8))
+    fig, ax = plt.subplots(figsize=(max(10.0, 1.9 * len(keys)), 4.8))
     width = 0.8 / max(1, len(families))
     labelled = set()
     for j, fam in enumerate(families):
@@ -103,7 +118,7 @@ def chart(peer_rows: list[dict], pyzyme: dict[str, float], path: Path) -> str | 
     ax.set_yscale("log")
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(keys)), [
-        next(r["kernel"] for r in peer_rows if r["key"] == k).replace(" ", "\n", 2)
+        textwrap.fill(next(r["kernel"] for r in peer_rows if r["key"] == k), 17)
         for k in keys], fontsize=8)
     ax.set_ylabel("gradient time / Numba primal time")
     ax.set_title("Gradient cost relative to the Numba primal (lower is better; "
@@ -130,6 +145,9 @@ def write(path: Path, runs: list[dict], commands: list[str], chart_note: str | N
             "process, batch by batch (see each script's docstring). Peers are installed with "
             "`pip install -e '.[bench]'`; a peer that is not installed is skipped with a note.",
             ""]
+    if any("--small" in c.split() for c in commands):
+        out += [SMALL, ""]
+    out += [MEMORY, ""]
     if chart_path is not None and chart_note is None:
         out += ["## Chart", "", f"![gradient / primal per kernel and tool]({chart_path.name})",
                 "", "Per kernel and tool the fastest of the tool's forms (e.g. JAX vectorized "

@@ -1,10 +1,13 @@
 """Reverse mode: gradient time over Numba primal time, on five loop-heavy kernels.
 
-For each kernel of ``kernels.py`` (Taylor series, triple-loop matmul VJP, ADBench GMM,
-Lotka-Volterra RK4, 1-D diffusion) the table shows, after warm-up, the median time of 7 batches
-(each ~20 ms or one call; 3 batches for kernels of a second) and the median of the ratios of each
-batch to a batch of the primal run just before it (so that load drifting over the run, on a
-shared machine, cancels out):
+For each kernel of ``kernels.py`` (K1 Taylor series, K2 triple-loop matmul VJP, K3 ADBench's GMM
+d=10 K=25 n=1000 and K3L the GMM at d=64 K=200 n=1000 drawn from ADBench's distributions, K4
+Lotka-Volterra RK4, K5 1-D diffusion; ``--small`` leaves K3L out: there ~4% of the softmax
+weights are subnormal, and every reverse sweep, the hand-written one too, multiplies by them at
+subnormal speed where the primal does not) the table shows, after
+warm-up, the median time of 7 batches (each ~20 ms or one call; 3 batches for kernels of a
+second) and the median of the ratios of each batch to a batch of the primal run just before it
+(so that load drifting over the run, on a shared machine, cancels out):
 
 - the Numba primal and the adjoint written by hand in Numba, both called from an @njit driver
   loop so that Python's call cost stays out; the hand-written adjoint is the ideal to reach;
@@ -21,7 +24,15 @@ denominator floored at 1e-6 x the largest entry of that reference gradient (for 
 the relative error of the directional derivative; "(!)" marks errors over 1e-6). "tape" is the
 memory a reverse sweep keeps: known for the hand-written adjoints; for pyzyme, what the tape of
 the same call in split mode holds (``Tape.nbytes``), an upper bound for the combined derivative
-timed here, which reloads the argument values split mode must keep.
+timed here, which reloads the argument values split mode must keep. For K3L, whose split tape
+would take gigabytes, it is measured at n = 10, 20 and 40 points and extrapolated linearly to
+n = 1000 (marked so; the three must lie on a line, else the cell says so).
+"peak extra mem" is measured the same way for every row, here and in peers.py: how far the
+resident set rose, at its highest, during one call after a warm-up call, over the resident set
+just before it (``_memory.py``: method and granularity), in a second process per kernel started
+with a malloc that hands freed memory back at once (never the process that times). For
+pyzyme's combined reverse call that is its tape plus temporaries; it counts the gradient the
+call returns, not the inputs or the shadows made before the call.
 Before timing, every hand-written adjoint is checked against central finite differences on a
 small size (asserted; the hand-written row shows the difference found, "FD").
 Each kernel is measured in a process of its own (its primal and derivatives together, so that
@@ -31,8 +42,8 @@ UnsupportedError for it (not implemented yet), "error" for any other exception; 
 under the table gives the message.
 Target (DESIGN.md): reverse-mode gradient <= 3x the primal, forward <= 1.5x.
 
-    python benchmarks/reverse.py [--small] [--taylor-n 10000000] [--gmm-large] [--kernels K1,K4]
-                                 [--in-process]
+    python benchmarks/reverse.py [--small] [--taylor-n 10000000] [--kernels K1,K3L]
+                                 [--in-process] [--no-memory]
 """
 
 from __future__ import annotations
@@ -55,9 +66,11 @@ import numpy as np
 import pyzyme
 from pyzyme import Active, Const, Duplicated, DuplicatedNoNeed, Forward, Reverse
 
+import _memory
 import kernels as K  # after pyzyme, whose capture hook must be in place before Numba compiles
 
 PENDING = "pending"
+LARGE_ONLY = ("K3L",)   # kernels a --small run leaves out (unless named in --kernels)
 _NOTES: list[str] = []   # remarks on the row being measured, beside any error
 
 
@@ -211,6 +224,8 @@ class Case:
     grad_pick: Any = None             # @njit: a float out of grad's result (None: a float)
     forward: Callable | None = None   # f -> run(): one directional derivative
     direction: list | None = None     # the direction forward mode takes, per gradient entry
+    tape_from: Callable[[int], "Case"] | None = None  # n -> this case with n points, whose
+    tape_n: int = 0                   # split tapes extrapolate to tape_n (too big to allocate)
 
     @property
     def primal_returns_value(self) -> bool:
@@ -277,11 +292,16 @@ def matmul_case(small: bool) -> Case:
                 lambda args, ret: [args[2], args[3]], 0, reverse)
 
 
-def gmm_case(large: bool) -> Case:
+def gmm_case(large: bool, points: int | None = None) -> Case:
+    """K3 (ADBench's d=10 K=25 n=1000) or, ``large``, K3L (d=64 K=200 n=1000 generated);
+    ``points``: the first that many points only (for K3L's tape)."""
     if large:
         data, label = K.generate_gmm(64, 200, 1000), "generated d=64 K=200 n=1000"
     else:
         data, label = K.read_gmm(), "ADBench d=10 K=25 n=1000"
+    if points is not None:
+        data = data[:3] + (data[3][:points].copy(),) + data[4:]
+        label = label.replace("n=1000", f"n={points}")
     alphas, means, icf, x, gamma, m = data
     shadows = [np.zeros_like(alphas), np.zeros_like(means), np.zeros_like(icf)]
 
@@ -298,10 +318,12 @@ def gmm_case(large: bool) -> Case:
         return prepare, run
 
     k, d = means.shape
-    return Case(f"K3 GMM {label}", K.gmm_objective, data, K.gmm_adjoint,
+    return Case(f"{'K3L' if large else 'K3'} GMM {label}", K.gmm_objective, data, K.gmm_adjoint,
                 lambda: data + (np.zeros_like(alphas), np.zeros_like(means), np.zeros_like(icf)),
                 lambda args, ret: list(args[6:9]), 2 * k * d * 8, reverse,
-                grad_argnums=(0, 1, 2), grad_pick=_pick_three)
+                grad_argnums=(0, 1, 2), grad_pick=_pick_three,
+                tape_from=(lambda n: gmm_case(large, n)) if large and points is None else None,
+                tape_n=x.shape[0])
 
 
 def lotka_volterra_case() -> Case:
@@ -372,7 +394,7 @@ def _max_rel(got, ref) -> float:
     return worst
 
 
-def _tape_bytes(f, run) -> str:
+def _tape_bytes(f, run) -> int:
     """The bytes a split-mode tape of the same call holds (``Tape.nbytes``: its block, loop
     caches and stacks). Split mode also keeps every argument value it reads, since the caller
     may change them before the reverse pass; the combined derivative timed here reloads those,
@@ -394,7 +416,39 @@ def _tape_bytes(f, run) -> str:
     tape, _, _ = fwd(*args[1:])
     nbytes = tape.nbytes
     tape.free()
-    return f"{nbytes:,} B (split)"
+    return nbytes
+
+
+TAPE_POINTS = (10, 20, 40)   # sizes a tape too big to allocate is measured at
+
+
+def _tape_cell(case: Case, f, run) -> str:
+    """The "tape" cell: the split tape of ``run()``'s call, or, for a case with ``tape_from``,
+    that of the same call at :data:`TAPE_POINTS` sizes extrapolated to ``case.tape_n``."""
+    if case.tape_from is None:
+        return f"{_tape_bytes(f, run):,} B (split)"
+    sizes = []
+    for n in TAPE_POINTS:
+        prepare, small_run = case.tape_from(n).reverse(f)
+        prepare()
+        sizes.append(_tape_bytes(f, small_run))
+    return extrapolated_tape(TAPE_POINTS, sizes, case.tape_n)
+
+
+def extrapolated_tape(points: tuple[int, int, int], nbytes: list[int], n: int) -> str:
+    """The tape cell for size ``n`` from tapes of ``nbytes`` at three sizes ``points``: the
+    line through the first two, if the third lies on it too; else the three as measured.
+
+    Examples
+    --------
+    >>> extrapolated_tape((10, 20, 40), [1_100, 2_100, 4_100], 1000)
+    '100,100 B (split, extrapolated from n = 10, 20, 40)'
+    """
+    (n0, n1, n2), (b0, b1, b2) = points, nbytes
+    slope = (b1 - b0) / (n1 - n0)
+    if b0 + slope * (n2 - n0) != b2:
+        return f"not linear in n: {b0:,} / {b1:,} / {b2:,} B at n = {n0} / {n1} / {n2} (split)"
+    return f"{round(b0 + slope * (n - n0)):,} B (split, extrapolated from n = {n0}, {n1}, {n2})"
 
 
 Row = dict[str, str]
@@ -471,7 +525,7 @@ def measure(key: str, case: Case, emit) -> None:
         t, ratio = _pyzyme("reverse", lambda: primal.compare(_call_sampler(prepare, run)))
         prepare()
         row.update(time=_fmt_t(t), ratio=f"{ratio:.2f}",
-                   tape=_pyzyme("reverse", lambda: _tape_bytes(f, run)))
+                   tape=_pyzyme("reverse", lambda: _tape_cell(case, f, run)))
     except _Pending as p:
         row.update(_pending_cells(p, tape=True))
     done(2)
@@ -503,21 +557,21 @@ def measure(key: str, case: Case, emit) -> None:
         done(4)
 
 
+def _grad_build(case: Case):
+    """``grad(f)`` of a fresh copy of the primal, and an @njit function calling it once."""
+    g = pyzyme.grad(K.fresh(case.primal), argnums=case.grad_argnums)
+
+    @numba.njit
+    def once(args):
+        return g(*args)
+
+    return g, once
+
+
 def _grad_in_njit(case: Case, primal: _Primal, ref: list) -> Row:
-    f = K.fresh(case.primal)
     pick = case.grad_pick
-
-    def build():
-        g = pyzyme.grad(f, argnums=case.grad_argnums)
-
-        @numba.njit
-        def once(args):
-            return g(*args)
-
-        return g, once
-
     t0 = time.perf_counter()
-    g, once = _pyzyme("grad", build)
+    g, once = _pyzyme("grad", lambda: _grad_build(case))
     got = _pyzyme("grad", lambda: once(case.args))
     first = time.perf_counter() - t0
     if isinstance(case.grad_argnums, tuple):
@@ -530,10 +584,47 @@ def _grad_in_njit(case: Case, primal: _Primal, ref: list) -> Row:
             "err": _fmt_err(_pyzyme("grad", lambda: _max_rel(got, ref)))}
 
 
+# --- peak extra memory ---------------------------------------------------------------------
+
+def measure_memory(case: Case, emit) -> None:
+    """The "mem" cell of each of ``case``'s rows (as :func:`measure` numbers them): the peak
+    extra resident set of one call (``_memory.peak_extra``), each row's callable built as
+    :func:`measure` builds it; ``emit`` as there. Meant for a process started with
+    ``_memory.ENV``; a row pyzyme cannot do gets "-"."""
+    def cell(i: int, build) -> None:
+        emit({"start": i})
+        try:
+            mem = _memory.fmt(_memory.peak_extra(build()))
+        except Exception:  # noqa: BLE001 - the timing run reports the error in the row
+            mem = "-"
+        emit({"row": i, "cells": {"mem": mem}})
+
+    def adjoint():
+        args = case.adjoint_args()   # the shadows exist before the call, as in the timing
+        return lambda: case.adjoint(*args)
+
+    def reverse():
+        prepare, run = case.reverse(K.fresh(case.primal))
+        return lambda: (prepare(), run())
+
+    def grad():
+        _, once = _grad_build(case)
+        return lambda: once(case.args)
+
+    cell(0, lambda: lambda: case.primal(*case.args))
+    cell(1, adjoint)
+    cell(2, reverse)
+    if case.grad_argnums is not None:
+        cell(3, grad)
+    if case.forward is not None:
+        cell(4, lambda: case.forward(K.fresh(case.primal)))
+
+
 # --- main ----------------------------------------------------------------------------------
 
 _COLUMNS = [("row", "what", "l"), ("time", "time", "r"), ("ratio", "/ primal", "r"),
-            ("first", "first call", "r"), ("err", "max rel. err", "r"), ("tape", "tape", "r")]
+            ("first", "first call", "r"), ("err", "max rel. err", "r"), ("tape", "tape", "r"),
+            ("mem", "peak extra mem", "r")]
 _EVENT = "@@reverse.py "   # a child's event lines on its stdout start with this
 
 
@@ -568,6 +659,16 @@ class _Kernel:
         for row in self.rows[self.running + 1:]:
             row.update(time="not run", ratio="-", first="-", err="-")
 
+    def memory_failed(self, word: str, note: str) -> None:
+        """The process measuring this kernel's memory died (or hung) on the row it was on."""
+        if self.running is None or self.running >= len(self.rows):
+            return
+        row = self.rows[self.running]
+        row["mem"] = word
+        row["note"] = f"{row['note']}; {note}" if row.get("note") else note
+        for row in self.rows[self.running + 1:]:
+            row.setdefault("mem", "not run")
+
 
 def _table(kernels: list[_Kernel]) -> tuple[str, list[str]]:
     """The Markdown table, and the footnotes its cells refer to."""
@@ -586,14 +687,20 @@ def _table(kernels: list[_Kernel]) -> tuple[str, list[str]]:
     return "\n".join(lines), notes
 
 
-def _in_child(key: str, child_argv: list[str], timeout_s: float) -> _Kernel:
+def _in_child(key: str, child_argv: list[str], timeout_s: float, kernel: _Kernel | None = None,
+              memory: bool = False) -> _Kernel:
     """Measure one kernel in a process of its own, so that a derivative that crashes the
-    process (a fault in generated code) costs its own row and the rows after it, no more."""
-    kernel = _Kernel(key)
+    process (a fault in generated code) costs its own row and the rows after it, no more.
+    ``memory``: fill the "mem" cells of ``kernel``'s rows (measured already) instead, in a
+    process started with ``_memory.ENV``."""
+    kernel = kernel if kernel is not None else _Kernel(key)
+    kernel.running = None
     command = [sys.executable, str(Path(__file__).resolve()), *child_argv, "--kernels", key,
-               "--child"]
+               "--child"] + (["--memory"] if memory else [])
+    env = _memory.child_env() if memory else None
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
+                              env=env)
         out, err, rc = done.stdout, done.stderr, done.returncode
     except subprocess.TimeoutExpired as t:
         out = t.stdout.decode() if isinstance(t.stdout, bytes) else (t.stdout or "")
@@ -601,58 +708,72 @@ def _in_child(key: str, child_argv: list[str], timeout_s: float) -> _Kernel:
     for line in out.splitlines():
         if line.startswith(_EVENT):
             kernel.event(json.loads(line[len(_EVENT):]))
+    failed = kernel.memory_failed if memory else kernel.failed
+    what = "memory: " if memory else ""
     if rc is None:
-        kernel.failed("timed out", f"{key}: no result in {timeout_s:.0f} s")
+        failed("timed out", f"{what}{key}: no result in {timeout_s:.0f} s")
     elif rc != 0:
         last = ([ln for ln in err.splitlines() if ln.strip()] or [""])[-1].strip()
         if rc < 0:
-            kernel.failed("crashed", f"the process died (signal {-rc}): {last[:160]}")
+            failed("crashed", f"{what}the process died (signal {-rc}): {last[:160]}")
         else:
-            kernel.failed("failed", f"exit status {rc}: {last[:160]}")
+            failed("failed", f"{what}exit status {rc}: {last[:160]}")
     return kernel
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", action="store_true", help="matmul 128x64 @ 64x128")
+    parser.add_argument("--small", action="store_true", help="matmul 128x64 @ 64x128, no K3L")
     parser.add_argument("--taylor-n", type=float, default=1e6, help="Taylor terms (1e6; 1e7)")
-    parser.add_argument("--gmm-large", action="store_true",
-                        help="GMM d=64 K=200 n=1000, generated, instead of ADBench d=10 K=25 "
-                             "(there ~4%% of the softmax weights are subnormal: the reverse "
-                             "sweep multiplies by them at subnormal speed, the primal does not)")
-    parser.add_argument("--kernels", default="K1,K2,K3,K4,K5", help="which kernels, e.g. K1,K4")
+    parser.add_argument("--kernels", help="which kernels, e.g. K1,K3L (default: all; --small: "
+                        "all but " + ",".join(LARGE_ONLY) + ")")
     parser.add_argument("--in-process", action="store_true",
                         help="measure every kernel in this process (a crash then ends the run)")
+    parser.add_argument("--no-memory", action="store_true",
+                        help="leave out the peak extra memory column (no measuring processes)")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds one kernel's process may take (600)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
     opts = parser.parse_args(argv)
     builders = {"K1": lambda: taylor_case(int(opts.taylor_n)),
                 "K2": lambda: matmul_case(opts.small),
-                "K3": lambda: gmm_case(opts.gmm_large),
+                "K3": lambda: gmm_case(False),
+                # ~4% of K3L's softmax weights are subnormal: the reverse sweep multiplies by
+                # them at subnormal speed, the primal does not
+                "K3L": lambda: gmm_case(True),
                 "K4": lotka_volterra_case,
                 "K5": diffusion_case}
-    wanted = [k for k in builders if k in {w.strip().upper() for w in opts.kernels.split(",")}]
+    if opts.kernels is None:
+        wanted = [k for k in builders if not (opts.small and k in LARGE_ONLY)]
+    else:
+        wanted = [k for k in builders
+                  if k in {w.strip().upper() for w in opts.kernels.split(",")}]
 
     if opts.child:
         def emit(ev):
             print(_EVENT + json.dumps(ev), flush=True)
         numba.njit(lambda x: x + 1.0)(1.0)   # Numba's own first-compile set-up: not a kernel's
         for key in wanted:
-            measure(key, builders[key](), emit)
+            if opts.memory:
+                measure_memory(builders[key](), emit)
+            else:
+                measure(key, builders[key](), emit)
         return 0
 
     t_start = time.perf_counter()
     kernels = []
     child_argv = ["--taylor-n", str(int(opts.taylor_n))]
     child_argv += ["--small"] if opts.small else []
-    child_argv += ["--gmm-large"] if opts.gmm_large else []
+    memory = not opts.no_memory and _memory.available()
     for key in wanted:
         if opts.in_process:
             kernel = _Kernel(key)
             measure(key, builders[key](), kernel.event)
         else:
             kernel = _in_child(key, child_argv, opts.timeout)
+        if memory and kernel.ok:
+            _in_child(key, child_argv, opts.timeout, kernel, memory=True)
         kernels.append(kernel)
     table, notes = _table(kernels)
     print()
@@ -661,6 +782,9 @@ def main(argv=None) -> int:
         print()
         for i, note in enumerate(notes, 1):
             print(f"[{i}] {note}")
+    if not memory and not opts.no_memory:
+        print("\npeak extra memory not measured: /proc/self/clear_refs cannot reset the "
+              "resident-set peak here")
     where = "all kernels in one process" if opts.in_process else "one process per kernel"
     print(f"\n(numba {numba.__version__}, numpy {np.__version__}; {where}; "
           f"{time.perf_counter() - t_start:.0f} s)")

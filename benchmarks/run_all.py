@@ -3,14 +3,17 @@
 
     python benchmarks/run_all.py [--small] [--only reverse,peers]
 
-``--small`` passes ``--small`` to reverse.py and peers.py (a quick run; the other scripts have
-no such option and run as they are); ``--only`` picks scripts by name.
+``--small`` passes ``--small`` to reverse.py and peers.py (a quick run: the smaller matmul, and
+no K3L, the GMM at d=64 K=200 n=1000, whose gradients take seconds each; the other scripts have
+no such option and run as they are); ``--only`` picks scripts by name. Both tables carry a
+"peak extra mem" column measured the same way for every row (``_memory.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -30,8 +33,13 @@ NOISE = ("This machine may be shared with other jobs while it runs, and the peer
 
 def _run(command: list[str]) -> tuple[str, int]:
     """Run ``command`` from the repository root, echoing its stdout as it comes; its stdout
-    and exit status (stderr goes straight to the terminal)."""
-    proc = subprocess.Popen(command, cwd=HERE.parent, stdout=subprocess.PIPE, text=True)
+    and exit status (stderr goes straight to the terminal). The repository root goes first on
+    the children's PYTHONPATH: a script's own folder, not the working directory, starts its
+    sys.path, and the pyzyme measured must be this checkout's, whichever one is installed."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(HERE.parent)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+    proc = subprocess.Popen(command, cwd=HERE.parent, stdout=subprocess.PIPE, text=True,
+                            env=env)
     lines = []
     for line in proc.stdout:
         print(line, end="", flush=True)
