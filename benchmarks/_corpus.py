@@ -17,7 +17,7 @@ _TESTS = Path(__file__).resolve().parent.parent / "tests"
 if str(_TESTS) not in sys.path:
     sys.path.insert(0, str(_TESTS))
 
-import corpus as _corpus
+import corpus as _corpus  # noqa: E402  (found on the path set just above)
 
 # Numba functions whose compilation takes over a second each (BLAS/LAPACK, sorting, strings);
 # left out of the default benchmark corpus to keep it quick to build.

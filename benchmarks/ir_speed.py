@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     texts = corpus_texts(numba=names)
     n_lines = sum(t.count("\n") for t in texts.values())
     print(
-        f"corpus: {len(texts)} modules, {n_lines:,} lines, built in {time.perf_counter() - t0:.1f} s"
+        f"corpus: {len(texts)} modules, {n_lines:,} lines, "
+        f"built in {time.perf_counter() - t0:.1f} s"
     )
     t1 = time.perf_counter()
     stats = measure(texts, args.min_lines)
