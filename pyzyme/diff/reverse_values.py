@@ -61,6 +61,9 @@ class ReverseValues:
             merged = self._merged_phi(st, fv, block)
             if merged is not None:
                 return merged
+        if loop is not None and st.current is not None and not loop.contains(st.current) \
+                and not self._invariant_in(st, fv, loop, 8):
+            return self._exit_value(st, fv, loop)
         # Outside loops a stack slot costs nothing in the combined function; in a split pair
         # the reverse function gets its own arguments (and shadows: its result slot's seed),
         # so what is computed from them is computed again there rather than carried over.
@@ -81,6 +84,28 @@ class ReverseValues:
                 fb.position_after(fv)
             st.tape.store(fb, cache, fv, st.fidx.get(loop))
         return st.tape.load(b, cache, self._index(st, cache.loop), name=fv.name)
+
+    def _exit_value(self, st: _State, fv: I.Instruction, loop) -> Value:
+        """``fv``, defined in ``loop``, where the reverse sweep is outside it: the value its last
+        iteration left (a loop's result, such as a sum). Kept once per iteration of the loops
+        around both, overwritten on each iteration of ``loop``: recomputing it here would keep
+        what it is computed from on every iteration instead."""
+        cache = st.caches.get(("exit", fv))
+        if cache is None:
+            outer = loop.parent
+            while outer is not None and not outer.contains(st.current):
+                outer = outer.parent
+            outer = self._varies_in(st, fv, outer)
+            cache = st.caches[("exit", fv)] = st.tape.cache(
+                fv.type, outer, f"{fv.name or 'value'}.exit")
+            fb = IRBuilder()
+            if isinstance(fv, I.Phi):
+                block = st.origin[fv.parent]
+                fb.position_at_start(st.last[block] if loop.header is block else fv.parent)
+            else:
+                fb.position_after(fv)
+            st.tape.store(fb, cache, fv, st.fidx.get(outer))
+        return st.tape.load(st.rb, cache, self._index(st, cache.loop), name=fv.name)
 
     def _varies_in(self, st: _State, fv: I.Instruction, loop):
         """The innermost of ``loop`` and its parents in which forward value ``fv`` may differ
