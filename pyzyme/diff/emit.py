@@ -136,8 +136,5 @@ class Emitter:
             return self.b.call(callee, list(vals), flags=self.flags, name=name)
         else:
             callee_name = _libm_name(symbol, ty)
-        fnty = T.FunctionType(ty, [v.type for v in vals])
-        callee = self.module.get_function(callee_name)
-        if callee is None:
-            callee = self.module.add_function(callee_name, fnty)
+        callee = self.module.declare(callee_name, T.FunctionType(ty, [v.type for v in vals]))
         return self.b.call(callee, list(vals), flags=self.flags, name=name)

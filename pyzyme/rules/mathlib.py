@@ -172,8 +172,7 @@ def _build_pow_less1(module: ir.Module, fn: ir.Function, ty) -> None:
     entry, divide, again = (fn.append_block(n) for n in ("entry", "divide", "again"))
     b = ir.IRBuilder(entry)
     suffix = "f64" if ty is ir.double else "f32"
-    fabs = module.declare(f"llvm.fabs.{suffix}", ir.FunctionType(ty, [ty]))
-    size = b.call(fabs, [r], name="size")
+    size = b.call(_intrinsic(module, f"llvm.fabs.{suffix}", 1, ty), [r], name="size")
     normal = b.and_(b.fcmp("oge", size, ir.const_float(ty, _NORMAL_MIN[str(ty)])),
                     b.fcmp("olt", size, ir.const_float(ty, math.inf)), name="normal")
     usable = b.and_(normal, b.fcmp("one", x, ir.const_float(ty, 0.0)), name="usable")
@@ -181,15 +180,12 @@ def _build_pow_less1(module: ir.Module, fn: ir.Function, ty) -> None:
     b.position_at_end(divide)
     b.ret(b.fdiv(r, x, name="quotient"))
     b.position_at_end(again)
-    pow_ = module.declare(f"llvm.pow.{suffix}", ir.FunctionType(ty, [ty, ty]))
+    pow_ = _intrinsic(module, f"llvm.pow.{suffix}", 2, ty)
     b.ret(b.call(pow_, [x, b.fsub(y, ir.const_float(ty, 1.0), name="less1")], name="pow"))
 
 
-def _intrinsic(module: ir.Module, name: str, nargs: int = 1) -> ir.Function:
-    fn = module.get_function(name)
-    if fn is None:
-        fn = module.add_function(name, ir.FunctionType(ir.double, [ir.double] * nargs))
-    return fn
+def _intrinsic(module: ir.Module, name: str, nargs: int = 1, ty=ir.double) -> ir.Function:
+    return module.declare(name, ir.FunctionType(ty, [ty] * nargs))
 
 
 def _build_digamma(module: ir.Module, fn: ir.Function) -> None:
