@@ -139,13 +139,11 @@ def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation], seed=None) -
                         ret_activity, distinct, need_primal=mode.with_primal)
     if not plan.seeded:
         seeds = ()
-    elif seed is not None:
-        seeds = (seed,)
     elif mode.holomorphic:
         seeds = (C.holomorphic_seed(plan.restype),)
     else:
         C.check_complex_result(plan.restype, _where(dispatcher))
-        seeds = (_unit_seed(plan.restype),)
+        seeds = (_unit_seed(plan.restype) if seed is None else seed,)
     out = plan.function(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
                         *seeds)
     for c in calls:
@@ -391,7 +389,7 @@ def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
         raise UnsupportedError("Active is a reverse-mode return activity; use Duplicated in "
                                "forward mode")
     dispatcher = _dispatcher(f)
-    need_primal = mode.with_primal or ret_activity is A.Const or ret_activity.needs_primal
+    need_primal = mode.with_primal or ret_activity.needs_primal
     plan = forward_plan(dispatcher, [c.numba_type for c in calls],
                         [bool(c.shadows) for c in calls], ret_activity, width, need_primal)
     primals = [c.primal for c in calls]

@@ -20,7 +20,7 @@ from pyzyme.api import annotations as A
 from pyzyme.api.autodiff import autodiff
 from pyzyme.api.complex_args import is_complex, is_complex_array
 from pyzyme.api.make_zero import make_zero
-from pyzyme.api.modes import Forward, Mode, Reverse, ReverseWithPrimal
+from pyzyme.api.modes import Forward, Mode, Reverse
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["gradient", "jacobian", "jacobian_of", "forward_columns", "reverse_jacobian",
@@ -173,13 +173,11 @@ def _reverse_gradient(mode: Mode, f, x, chunk, out):
         dispatcher = _dispatcher(f)
         out[...] = 0.0
         try:
-            _, value = autodiff(ReverseWithPrimal, dispatcher, A.Active, A.Duplicated(x, out)) \
-                if mode.with_primal else (autodiff(Reverse, dispatcher, A.Active,
-                                                   A.Duplicated(x, out)), None)
+            swept = autodiff(mode, dispatcher, A.Active, A.Duplicated(x, out))
         except UnsupportedError as err:
             check_float_result(dispatcher, [numba.typeof(x)], "gradient", err)
             raise
-        grad = out
+        grad, value = out, (swept[1] if mode.with_primal else None)
     return (grad, value) if mode.with_primal else grad
 
 
@@ -218,7 +216,6 @@ def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndar
     from numba.core import types
 
     from pyzyme.api.autodiff import _dispatcher
-    from pyzyme.api.modes import Reverse
     from pyzyme.api.njit_reverse import result_type, reverse_call, row_wrapper
 
     dispatcher = _dispatcher(f)
@@ -256,7 +253,6 @@ def _tuple_jacobian(dispatcher, args, argnum: int, n: int, x, is_array: bool) ->
     """The Jacobian of a function returning ``n`` floats: one reverse sweep of the same
     compiled derivative per output, seeded with a one-hot tuple."""
     from pyzyme.api.autodiff import _reverse
-    from pyzyme.api.modes import Reverse
 
     def sweep(anns, k):
         seed = tuple(1.0 if i == k else 0.0 for i in range(n))

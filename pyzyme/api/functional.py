@@ -124,7 +124,7 @@ def vjp(f, *primals):
                 raise PyzymeError(f"f returns a float, so the cotangent is a float, not "
                                   f"{type(cotangent).__name__}")
             _, derivs = reverse_call(dispatcher, primals, argnums, seed=float(cotangent),
-                                     name="vjp")
+                                     name="vjp", need_value=False)
         else:
             raise UnsupportedError(f"vjp needs a function returning a float or a float array; "
                                    f"this one returns {type(value).__name__}")

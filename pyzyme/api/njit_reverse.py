@@ -236,7 +236,7 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
     adjoint, for vector-Jacobian products. Without ``need_value`` the value is None, and the
     derivative skips what only the value needed.
     """
-    from pyzyme.api.autodiff import _dispatcher, autodiff
+    from pyzyme.api.autodiff import _dispatcher, _reverse
     from pyzyme.api.modes import Reverse, ReverseWithPrimal
 
     dispatcher = _dispatcher(f)
@@ -272,15 +272,12 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
             readers[i].append((len(anns) - 1, reader))
     target = _flat_wrapper(dispatcher, trees) if containers else dispatcher
     try:
-        if seed is None and not need_value:
-            (derivs,), value = autodiff(Reverse, target, A.Active, *anns), None
-        elif seed is None:
-            derivs, value = autodiff(ReverseWithPrimal, target, A.Active, *anns)
-        else:
-            derivs, value = _seeded(target, anns, seed)
+        swept = _reverse(ReverseWithPrimal if need_value else Reverse, target, A.Active, anns,
+                         seed=None if seed is None else float(seed))
     except UnsupportedError as err:
         check_float_result(target, [_numba_type(a) for a in anns], name, err)
         raise
+    derivs, value = swept[0], (swept[1] if need_value else None)
     out = []
     for i in argnums:
         got = []
@@ -305,26 +302,6 @@ def _numba_type(ann):
             return numba.typeof(value)
         return numba.typeof(value if isinstance(value, np.float32) else float(value))
     return numba.typeof(value)
-
-
-def _seeded(target, anns, seed):
-    """``ReverseWithPrimal`` with ``seed`` as the adjoint of the (float) result."""
-    from pyzyme.api.autodiff import _distinct, _ReverseArg, reverse_plan
-
-    views: dict = {}
-    calls = [_ReverseArg(a, views) for a in anns]
-    distinct = _distinct([x for c in calls for x in c.arrays()])
-    plan = reverse_plan(target, [c.numba_type for c in calls], [c.kind for c in calls],
-                        A.Active, distinct)
-    check_complex_result(plan.restype, "the function")
-    out = plan.function(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
-                        float(seed))
-    for c in calls:
-        c.copy_back()
-    parts = tuple(out)
-    adjoints = iter(parts[1:])
-    derivs = tuple(next(adjoints) if c.kind == "active" else None for c in calls)
-    return derivs, parts[0]
 
 
 def check_float_result(dispatcher, argtypes, name: str, err: Exception | None = None) -> None:
