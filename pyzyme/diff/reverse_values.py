@@ -76,14 +76,21 @@ class ReverseValues:
             # the innermost loop it does vary in (stored redundantly, indexed there).
             loop = self._varies_in(st, fv, loop)
             cache = st.caches[fv] = st.tape.cache(fv.type, loop, fv.name or "value")
-            fb = IRBuilder()
-            if isinstance(fv, I.Phi):
-                header = loop is not None and loop.header is block
-                fb.position_at_start(st.last[block] if header else fv.parent)
-            else:
-                fb.position_after(fv)
-            st.tape.store(fb, cache, fv, st.fidx.get(loop))
+            self._keep(st, fv, cache)
         return st.tape.load(b, cache, self._index(st, cache.loop), name=fv.name)
+
+    def _keep(self, st: _State, fv: I.Instruction, cache) -> None:
+        """Store ``fv`` into ``cache`` in the forward sweep where it is made (a header phi: in
+        its loop's body, after the iteration count), at the index of ``cache``'s loop."""
+        fb = IRBuilder()
+        if isinstance(fv, I.Phi):
+            block = st.origin[fv.parent]
+            own = st.loops.loop_of(block)
+            fb.position_at_start(st.last[block] if own is not None and own.header is block
+                                 else fv.parent)
+        else:
+            fb.position_after(fv)
+        st.tape.store(fb, cache, fv, st.fidx.get(cache.loop))
 
     def _exit_value(self, st: _State, fv: I.Instruction, loop) -> Value:
         """``fv``, defined in ``loop``, where the reverse sweep is outside it: the value its last
@@ -98,13 +105,7 @@ class ReverseValues:
             outer = self._varies_in(st, fv, outer)
             cache = st.caches[("exit", fv)] = st.tape.cache(
                 fv.type, outer, f"{fv.name or 'value'}.exit")
-            fb = IRBuilder()
-            if isinstance(fv, I.Phi):
-                block = st.origin[fv.parent]
-                fb.position_at_start(st.last[block] if loop.header is block else fv.parent)
-            else:
-                fb.position_after(fv)
-            st.tape.store(fb, cache, fv, st.fidx.get(outer))
+            self._keep(st, fv, cache)
         return st.tape.load(st.rb, cache, self._index(st, cache.loop), name=fv.name)
 
     def _varies_in(self, st: _State, fv: I.Instruction, loop):
