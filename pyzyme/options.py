@@ -42,9 +42,15 @@ class Options:
         written). Off, pyzyme raises :class:`~pyzyme.ActivityError` for such a pointer instead.
         As in Enzyme, a derivative stored through such a pointer on a run where it is Const
         memory is dropped: temporaries that carry derivatives must still be Duplicated.
+    distribute_loops
+        Split a reverse loop whose accumulations into memory depend on one another from one
+        iteration to the next (a stencil's adjoint) into one loop per accumulation, behind a
+        run-time check that the arrays do not overlap (:mod:`pyzyme.diff.distribute`): the
+        results are bitwise the same and the loops vectorize. On by default; off to compare.
     """
 
     runtime_activity: bool = False
+    distribute_loops: bool = True
 
     @property
     def tag(self) -> str:

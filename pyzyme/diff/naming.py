@@ -15,7 +15,8 @@ from __future__ import annotations
 
 __all__ = ["forward_function", "tangent", "shadow_param", "partial", "reverse_function",
            "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
-           "came_from", "loop_entry", "loop_start", "rule_value"]
+           "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
+           "distributed_part", "distributed_reset"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -89,6 +90,21 @@ def loop_entry(header: str) -> str:
 def loop_start(header: str) -> str:
     """The loop counter's value when the current run of the loop began."""
     return f"{header or 'loop'}.start"
+
+
+def distributed_check(block: str) -> str:
+    """The block before a distributed loop that tests its arrays for overlap."""
+    return f"{block or 'loop'}.distribute"
+
+
+def distributed_part(block: str, k: int) -> str:
+    """Loop ``k`` of the loops that loop ``block`` was distributed into."""
+    return f"{block or 'loop'}.part{k}"
+
+
+def distributed_reset(block: str, k: int) -> str:
+    """The block that resets the counter before loop ``k`` of a distributed loop."""
+    return f"{block or 'loop'}.reset{k}"
 
 
 def rule_value(part: str) -> str:

@@ -37,7 +37,7 @@ from pyzyme.analysis.activity import Activity, analyze_activity
 from pyzyme.analysis.cfg import dominators, error_only_blocks, reverse_post_order
 from pyzyme.analysis.loops import analyze_loops
 from pyzyme.analysis.overwrite import analyze_overwrites
-from pyzyme.diff import naming
+from pyzyme.diff import distribute, naming
 from pyzyme.diff.alias_scopes import ScopeTable
 from pyzyme.diff.reverse_adjoints import ReverseAdjoints
 from pyzyme.diff.reverse_control import ReverseControl
@@ -215,7 +215,19 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         for block in reversed(order):
             self._reverse_block(st, block)
         self._finalize(st)
+        if self.options.distribute_loops:
+            self._distribute(st)
         return st
+
+    def _distribute(self, st: _State) -> None:
+        """Split the reverse loops whose accumulations chain from one iteration to the next
+        (a stencil's adjoint) into loops LLVM can vectorize (:mod:`pyzyme.diff.distribute`)."""
+        for loop in st.loops.loops:
+            state = st.tape.loops.get(loop)
+            if len(loop.blocks) != 1 or state is None:
+                continue
+            p = distribute.plan(st.rblocks[loop.header], state.counter.rev, st.tape.scope)
+            distribute.distribute(p)
 
     def _make_blocks(self, st: _State, order: list) -> None:
         headers = {loop.header: loop for loop in st.loops.loops}

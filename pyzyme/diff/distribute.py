@@ -1,0 +1,737 @@
+"""Loop distribution of reverse sweeps: a stencil's adjoint split into loops LLVM vectorizes.
+
+The reverse of ``w[i] = v[i-1] + v[i] + v[i+1]`` accumulates into three neighbouring cells of
+the shadow ``v'`` per iteration: ``v'[i-1] += t; v'[i] += t; v'[i+1] += t``. Iteration ``i-1``
+reads back what iteration ``i`` wrote one cell away, so no vector of iterations can run at once
+and the loop runs at the latency of a store forwarded to a load (LLVM refuses it: its loop
+distribution puts every access with such a dependence in one partition). Yet the three
+accumulations depend on one another only *forwards*: ``v'[j]`` is updated first by the
+statement with the lowest offset, then the next, whatever ``j`` is. Run as three loops, one per
+statement in that order, every cell receives the same additions in the same order as before
+(the results are bitwise those of one loop), and each loop is a plain vectorizable ``+=``.
+
+:func:`plan` decides this for one single-block loop of a reverse sweep, from the addresses of
+its memory accesses as affine functions of the loop counter (:class:`Address`), and
+:func:`distribute` rewrites the loop when the plan has more than one partition:
+
+- *Statements* are the stores to memory (and to stack slots that carry a sum from one
+  iteration to the next). A load belongs to the statements its value reaches, through SSA
+  values and through the per-iteration slots of the reverse sweep (slots whose last store in
+  the iteration is a zero: adjoints consumed where they are used).
+- Two accesses of one root pointer conflict at iteration distances found from their offsets;
+  a store of statement ``j`` and an access of statement ``k`` whose conflicting instances all
+  come first in ``j`` order ``j`` before ``k``; conflicts both ways (or unknown) put them in
+  one partition; cycles of order merge too. Consecutive partitions with no dependence between
+  different iterations are merged back (fewer loops).
+- Accesses of different roots must not overlap: a check before the loops compares each pair
+  of roots' byte ranges over the whole loop (from the addresses at its first and last
+  iteration) and runs the original loop when they overlap.
+- Each partition's loop is a copy of the block keeping only its own statements' stores; the
+  counter and the per-iteration slots are reset between copies. The computations a copy does
+  not need are left to LLVM's dead-code elimination.
+
+Anything the plan does not understand (a call that is not a pure intrinsic, a phi, a value
+used after the loop, an address that is not affine in the counter) leaves the loop as it is:
+the transform is an optimization, never a requirement.
+
+Examples
+--------
+>>> from pyzyme.ir import parse_module
+>>> m = parse_module('''
+... define void @f(ptr %dv, ptr %dw, i64 %n) {
+... entry:
+...   %count = alloca i64
+...   store i64 %n, ptr %count
+...   br label %loop
+... loop:
+...   %c = load i64, ptr %count
+...   %pw = getelementptr double, ptr %dw, i64 %c
+...   %t = load double, ptr %pw
+...   store double 0.0, ptr %pw
+...   %pv = getelementptr double, ptr %dv, i64 %c
+...   %hi = getelementptr i8, ptr %pv, i64 8
+...   %a = load double, ptr %hi
+...   %a1 = fadd double %a, %t
+...   store double %a1, ptr %hi
+...   %lo = getelementptr i8, ptr %pv, i64 -8
+...   %b = load double, ptr %lo
+...   %b1 = fadd double %b, %t
+...   store double %b1, ptr %lo
+...   %next = sub i64 %c, 1
+...   store i64 %next, ptr %count
+...   %done = icmp eq i64 %next, 0
+...   br i1 %done, label %exit, label %loop
+... exit:
+...   ret void
+... }''')
+>>> fn = m.get_function("f")
+>>> p = plan(fn.blocks[1], fn.blocks[0].instructions[0])
+>>> print(p)
+loop %loop: 3 statements, counter %count from its value at entry down to 0 + 1
+  load  %pw  [%dw + 8*count]  for 1, 2
+  store %pw  [%dw + 8*count]  statement 0
+  load  %hi  [%dv + 8*count + 8]  for 1
+  store %hi  [%dv + 8*count + 8]  statement 1
+  load  %lo  [%dv + 8*count - 8]  for 2
+  store %lo  [%dv + 8*count - 8]  statement 2
+  partitions: {2}, {1, 0}
+  checks: %dw against %dv
+>>> distribute(p)
+True
+>>> [b.name for b in fn.blocks]
+['entry', 'loop.distribute', 'loop.part0', 'loop.reset1', 'loop.part1', 'loop', 'exit']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyzyme.analysis.layout import field_offset, sizeof
+from pyzyme.diff import naming
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.module import BasicBlock
+from pyzyme.ir.values import ConstantFP, ConstantInt, Value, ZeroInitializer, const_int
+
+__all__ = ["Address", "Plan", "plan", "distribute"]
+
+COUNT = "count"   # the symbol of the loop counter's value at the start of an iteration
+
+# Intrinsics that read and write no memory (the arithmetic an adjoint is made of).
+_PURE_INTRINSICS = ("llvm.fmuladd.", "llvm.fma.", "llvm.fabs.", "llvm.sqrt.", "llvm.exp.",
+                    "llvm.log.", "llvm.sin.", "llvm.cos.", "llvm.pow.", "llvm.powi.",
+                    "llvm.copysign.", "llvm.minnum.", "llvm.maxnum.", "llvm.floor.",
+                    "llvm.ceil.", "llvm.trunc.", "llvm.round.", "llvm.exp2.", "llvm.log2.",
+                    "llvm.log10.", "llvm.tanh.", "llvm.smax.", "llvm.smin.", "llvm.umax.",
+                    "llvm.umin.", "llvm.abs.", "llvm.minimum.", "llvm.maximum.")
+
+
+@dataclass(frozen=True)
+class Address:
+    """Where one access points: ``root + sum(coef * symbol) + step * count + offset``, in bytes.
+
+    ``root`` and the symbols are the same on every iteration; ``count`` is the loop counter's
+    value when the iteration began (it goes down by one per iteration).
+    """
+
+    root: Value
+    terms: tuple = ()       # ((symbol, coefficient), ...) in a fixed order
+    step: int = 0
+    offset: int = 0
+    size: int = 0
+
+    def same_base(self, other: Address) -> bool:
+        return self.root is other.root and self.terms == other.terms
+
+    def distances(self, other: Address) -> set[int] | None:
+        """The iteration distances ``d`` at which this access at iteration ``t`` and ``other``
+        at ``t + d`` touch a common byte; ``None`` when it is every distance."""
+        if self.step != other.step:
+            raise ValueError("accesses with different steps")
+        delta = other.offset - self.offset  # other's byte minus ours, at equal counts
+        if self.step == 0:
+            return None if -other.size < delta < self.size else set()
+        # At t + d other's start lies delta - step*d past ours (count goes down as t goes up).
+        s = self.step
+        lo = (delta - self.size) // s - 1 if s > 0 else (delta + other.size) // s - 1
+        hi = (delta + other.size) // s + 1 if s > 0 else (delta - self.size) // s + 1
+        return {d for d in range(min(lo, hi), max(lo, hi) + 1)
+                if -other.size < delta - s * d < self.size}
+
+    def text(self, ref) -> str:
+        text = ref(self.root)
+        for k, what in [*((c, ref(sym)) for sym, c in self.terms), (self.step, "count"),
+                        (self.offset, "")]:
+            if k:
+                magnitude = f"{abs(k)}*{what}" if what else str(abs(k))
+                text += f" {'-' if k < 0 else '+'} {magnitude}"
+        return text
+
+
+@dataclass
+class Access:
+    inst: I.Instruction
+    address: Address
+    is_store: bool
+    position: int
+    statement: int | None = None       # stores: their statement
+    users: frozenset = frozenset()     # loads: the statements their value reaches
+
+
+@dataclass
+class Plan:
+    """What :func:`distribute` would do to one loop; ``reason`` says why not, when it would
+    not (then ``partitions`` has fewer than two entries)."""
+
+    block: BasicBlock
+    counter: Value
+    reason: str = ""
+    accesses: list = field(default_factory=list)
+    statements: int = 0
+    partitions: list = field(default_factory=list)   # lists of statements, in run order
+    checks: list = field(default_factory=list)       # pairs of roots that must not overlap
+    exit_value: Value | None = None                  # the counter's value that ends the loop
+    exit_target: BasicBlock | None = None
+    locals: list = field(default_factory=list)       # per-iteration slots (reset per copy)
+    invariant: dict = field(default_factory=dict)
+
+    @property
+    def worthwhile(self) -> bool:
+        return len(self.partitions) > 1
+
+    def __str__(self) -> str:
+        ref = _ref
+        if not self.worthwhile and self.reason:
+            return f"loop {ref(self.block)}: left as it is ({self.reason})"
+        head = (f"loop {ref(self.block)}: {self.statements} statements, counter "
+                f"{ref(self.counter)} from its value at entry down to "
+                f"{ref(self.exit_value)} + 1")
+        width = max((len(ref(a.inst.operands[-1] if a.is_store else a.inst.operands[0]))
+                     for a in self.accesses), default=0)
+        lines = [head]
+        for a in self.accesses:
+            ptr = ref(a.inst.operands[-1] if a.is_store else a.inst.operands[0])
+            role = (f"statement {a.statement}" if a.is_store
+                    else "for " + (", ".join(map(str, sorted(a.users))) or "nothing"))
+            lines.append(f"  {'store' if a.is_store else 'load '} {ptr:<{width}}  "
+                         f"[{a.address.text(ref)}]  {role}")
+        lines.append("  partitions: " + ", ".join(
+            "{" + ", ".join(map(str, p)) + "}" for p in self.partitions))
+        lines.append("  checks: " + (", ".join(f"{ref(a)} against {ref(b)}"
+                                               for a, b in self.checks) or "none"))
+        return "\n".join(lines)
+
+
+def _ref(value) -> str:
+    if isinstance(value, I.Instruction) and not value.name:
+        return f"(unnamed {value.opcode})"
+    return value.ref if hasattr(value, "ref") else str(value)
+
+
+class _NotAffine(Exception):
+    pass
+
+
+class _Refuse(Exception):
+    pass
+
+
+# ------------------------------------------------------------------------------- analysis
+
+def plan(block: BasicBlock, counter: Value, tape_scope: str | None = None) -> Plan:
+    """How to distribute the single-block loop ``block``, which counts ``counter`` (a stack
+    slot) down by one per iteration; loads whose ``!alias.scope`` is ``tape_scope`` read memory
+    the loop does not write (the tape)."""
+    p = Plan(block, counter)
+    try:
+        _analyze(p, tape_scope)
+    except _Refuse as why:
+        p.reason = str(why)
+        p.partitions = []
+    return p
+
+
+def _analyze(p: Plan, tape_scope: str | None) -> None:
+    block, counter = p.block, p.counter
+    insts = block.instructions
+    term = block.terminator
+    if not isinstance(term, I.Branch) or not term.is_conditional or block.phis:
+        raise _Refuse("not a single-block loop without phis")
+    cond, on_true, on_false = term.operands
+    if block not in (on_true, on_false) or on_true is on_false:
+        raise _Refuse("not a single-block loop")
+    exit_target = on_false if on_true is block else on_true
+    for inst in insts:
+        if any(u.parent is not block for u in inst.users):
+            raise _Refuse(f"{_ref(inst)} is used after the loop")
+        _require_understood(inst)
+
+    slot_stores: dict = {}
+    counter_store = None
+    for inst in insts:
+        if isinstance(inst, I.Store) and isinstance(inst.pointer, I.Alloca):
+            if inst.pointer is counter:
+                if counter_store is not None:
+                    raise _Refuse("the counter is stored twice")
+                counter_store = inst
+            else:
+                slot_stores.setdefault(inst.pointer, []).append(inst)
+    if counter_store is None:
+        raise _Refuse("the counter is not stored in the loop")
+    _check_exit(p, cond, counter_store, exit_target)
+    p.exit_target = exit_target
+    local = [s for s, stores in slot_stores.items() if _is_zero(stores[-1].value)]
+    p.locals = local
+
+    inv = _Invariance(block, set(slot_stores) | {counter}, tape_scope)
+    p.invariant = inv.memo
+    position = {inst: k for k, inst in enumerate(insts)}
+    # Statements: stores to memory and to slots that carry a value across iterations.
+    statement: dict = {}
+    for inst in insts:
+        if isinstance(inst, I.Store) and inst is not counter_store and \
+                not (isinstance(inst.pointer, I.Alloca) and inst.pointer in local):
+            statement[inst] = len(statement)
+    p.statements = len(statement)
+    everything = frozenset(statement.values())
+    reach = _reach(insts, statement, everything, counter_store, term, set(local))
+
+    accesses = []
+    for inst in insts:
+        if not isinstance(inst, (I.Load, I.Store)):
+            continue
+        ptr = inst.pointer
+        if isinstance(ptr, I.Alloca) and (ptr is counter or ptr in local
+                                          or ptr not in slot_stores):
+            if isinstance(inst, I.Load) and ptr is counter and position[inst] > \
+                    position[counter_store]:
+                raise _Refuse("the counter is read after it is stepped")
+            continue   # counter, per-iteration slots, slots the loop only reads
+        if isinstance(inst, I.Load) and tape_scope is not None and \
+                ("alias.scope", tape_scope) in inst.metadata:
+            continue   # the tape: written by the forward sweep only (checked below)
+        ty = inst.value.type if isinstance(inst, I.Store) else inst.type
+        try:
+            address = _address(ptr, inv, counter, counter_store, position, sizeof(ty))
+        except _NotAffine:
+            raise _Refuse(f"the address {_ref(ptr)} is not affine in the counter") from None
+        a = Access(inst, address, isinstance(inst, I.Store), position[inst])
+        if a.is_store:
+            if tape_scope is not None and ("alias.scope", tape_scope) in inst.metadata:
+                raise _Refuse("the loop writes the tape")
+            a.statement = statement[inst]
+        else:
+            a.users = reach[inst]
+        accesses.append(a)
+    p.accesses = accesses
+    slots = {inst.pointer for inst in insts
+             if isinstance(inst, (I.Load, I.Store)) and isinstance(inst.pointer, I.Alloca)}
+    for a in accesses:
+        if a.address.root in slots and a.inst.pointer is not a.address.root:
+            raise _Refuse(f"slot {_ref(a.address.root)} is also reached through an address")
+    if not inv(p.exit_value):
+        raise _Refuse("the counter's end changes in the loop")
+    if exit_target.phis:
+        raise _Refuse("the block after the loop has phis")
+    p.partitions, p.checks = _partition(accesses, p.statements)
+
+
+def _require_understood(inst) -> None:
+    if isinstance(inst, (I.Load, I.Store)):
+        if inst.volatile or inst.ordering:
+            raise _Refuse(f"{_ref(inst)} is volatile or atomic")
+        return
+    if isinstance(inst, I.CallBase):
+        fn = inst.called_function
+        if fn is None or not fn.name.startswith(_PURE_INTRINSICS):
+            raise _Refuse(f"the loop calls {fn.name if fn is not None else 'a pointer'}")
+        return
+    if inst.opcode in ("atomicrmw", "cmpxchg", "fence", "va_arg", "alloca", "invoke",
+                       "callbr", "phi", "landingpad"):
+        raise _Refuse(f"the loop has a {inst.opcode}")
+
+
+def _is_zero(value) -> bool:
+    return (isinstance(value, ConstantFP) and value.value == 0.0) or \
+        (isinstance(value, ConstantInt) and value.value == 0) or isinstance(value, ZeroInitializer)
+
+
+def _check_exit(p: Plan, cond, counter_store, exit_target) -> None:
+    step = counter_store.value
+    loaded = step.operands[0] if isinstance(step, I.BinaryOp) else None
+    ok = (isinstance(step, I.BinaryOp) and isinstance(loaded, I.Load)
+          and loaded.pointer is p.counter and loaded.parent is p.block
+          and ((step.opcode == "sub" and _const(step.operands[1]) == 1)
+               or (step.opcode == "add" and _const(step.operands[1]) == -1)))
+    if not ok:
+        raise _Refuse("the counter does not go down by one")
+    if not (isinstance(cond, I.Compare) and cond.opcode == "icmp"
+            and cond.predicate in ("eq", "ne") and step in cond.operands):
+        raise _Refuse("the loop does not end when the counter reaches a value")
+    other = cond.operands[1] if cond.operands[0] is step else cond.operands[0]
+    term = p.block.terminator
+    leaves_on_true = term.operands[1] is exit_target
+    if (cond.predicate == "eq") != leaves_on_true:
+        raise _Refuse("the loop test is not the counter reaching its end")
+    p.exit_value = other
+
+
+def _const(v) -> int | None:
+    if isinstance(v, ConstantInt):
+        value = v.value
+        bits = v.type.width
+        return value - (1 << bits) if value >= 1 << (bits - 1) else value
+    return None
+
+
+class _Invariance:
+    """Which values of the loop are the same on every iteration (memoized)."""
+
+    def __init__(self, block, stored_slots: set, tape_scope: str | None) -> None:
+        self.block = block
+        self.stored_slots = stored_slots
+        self.tape_scope = tape_scope
+        self.memo: dict = {}
+
+    def __call__(self, v) -> bool:
+        if not isinstance(v, I.Instruction) or v.parent is not self.block:
+            return True
+        known = self.memo.get(v)
+        if known is None:
+            known = self.memo[v] = self._decide(v)
+        return known
+
+    def _decide(self, v) -> bool:
+        if isinstance(v, I.Load):
+            ptr = v.pointer
+            if isinstance(ptr, I.Alloca):
+                return ptr not in self.stored_slots
+            tape = self.tape_scope is not None and ("alias.scope", self.tape_scope) in v.metadata
+            return tape and self(ptr)
+        if isinstance(v, (I.BinaryOp, I.Cast, I.GetElementPtr, I.Compare, I.Select)):
+            return all(self(op) for op in v.operands)
+        return False
+
+
+def _linear(v, inv, counter, counter_store, position) -> tuple[dict, int]:
+    """``v`` as ``sum(coef * symbol) + const`` (the symbol ``COUNT`` for the counter)."""
+    c = _const(v)
+    if c is not None:
+        return {}, c
+    if isinstance(v, I.Load) and v.pointer is counter and v.parent is counter_store.parent:
+        return {COUNT: 1}, 0
+    if inv(v):
+        return {v: 1}, 0
+    if isinstance(v, I.Cast) and v.opcode in ("sext", "zext"):
+        return _linear(v.operands[0], inv, counter, counter_store, position)
+    if isinstance(v, I.BinaryOp) and v.opcode in ("add", "sub", "mul", "shl"):
+        a, b = (_linear(op, inv, counter, counter_store, position) for op in v.operands)
+        if v.opcode in ("add", "sub"):
+            sign = 1 if v.opcode == "add" else -1
+            terms = dict(a[0])
+            for s, k in b[0].items():
+                terms[s] = terms.get(s, 0) + sign * k
+            return {s: k for s, k in terms.items() if k}, a[1] + sign * b[1]
+        if v.opcode == "shl":
+            if b[0]:
+                raise _NotAffine
+            b = ({}, 1 << b[1])
+        if a[0] and b[0]:
+            raise _NotAffine
+        (terms, k0), factor = (a, b[1]) if not b[0] else (b, a[1])
+        return {s: k * factor for s, k in terms.items() if k * factor}, k0 * factor
+    raise _NotAffine
+
+
+def _address(ptr, inv, counter, counter_store, position, size) -> Address:
+    terms: dict = {}
+    const = 0
+    while not inv(ptr):
+        if not isinstance(ptr, I.GetElementPtr):
+            raise _NotAffine
+        ty = ptr.source_type
+        indices = ptr.indices
+        lin = _linear(indices[0], inv, counter, counter_store, position)
+        scale = sizeof(ty)
+        for s, k in lin[0].items():
+            terms[s] = terms.get(s, 0) + k * scale
+        const += lin[1] * scale
+        for idx in indices[1:]:
+            c = _const(idx)
+            if isinstance(ty, T.StructType):
+                if c is None:
+                    raise _NotAffine
+                off, ty = field_offset(ty, [c])
+                const += off
+                continue
+            if not isinstance(ty, (T.ArrayType, T.VectorType)):
+                raise _NotAffine
+            ty = ty.element
+            lin = _linear(idx, inv, counter, counter_store, position)
+            scale = sizeof(ty)
+            for s, k in lin[0].items():
+                terms[s] = terms.get(s, 0) + k * scale
+            const += lin[1] * scale
+        ptr = ptr.pointer
+    step = terms.pop(COUNT, 0)
+    ordered = tuple(sorted(((s, k) for s, k in terms.items() if k),
+                           key=lambda sk: (_ref(sk[0]), sk[1])))
+    return Address(ptr, ordered, step, const, size)
+
+
+def _reach(insts, statement, everything, counter_store, term, local) -> dict:
+    """For each instruction, the statements its value reaches (within one iteration)."""
+    reach: dict = {}
+    later_loads: dict = {}
+    for inst in reversed(insts):
+        if inst is term or inst is counter_store:
+            out = everything
+        elif inst in statement:
+            out = frozenset({statement[inst]})
+        elif isinstance(inst, I.Store) and inst.pointer in local:
+            out = frozenset().union(*(reach[ld] for ld in later_loads.get(inst.pointer, ())))
+        else:
+            out = frozenset().union(*(reach.get(u, frozenset()) for u in inst.users))
+        reach[inst] = out
+        if isinstance(inst, I.Load) and inst.pointer in local:
+            later_loads.setdefault(inst.pointer, []).append(inst)
+    return reach
+
+
+def _owners(a: Access) -> frozenset:
+    return frozenset({a.statement}) if a.is_store else a.users
+
+
+class _Sets:
+    """Disjoint sets of statements (those that must share one loop)."""
+
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, x: int) -> int:
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def join(self, a: int, b: int) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
+def _partition(accesses: list, n: int) -> tuple[list, list]:
+    sets = _Sets(n)
+    before: set = set()        # (j, k): statement j's loop must run before k's
+    crossing: set = set()      # {j, k}: dependences between different iterations
+    checks: list = []
+    for i, x in enumerate(accesses):
+        for y in accesses[i + 1:]:
+            if not (x.is_store or y.is_store):
+                continue
+            if x.address.root is not y.address.root:
+                pair = (x.address.root, y.address.root)
+                if not _distinct_slots(*pair) and pair not in checks and pair[::-1] not in checks:
+                    checks.append(pair)
+                continue
+            pairs = [(j, k) for j in _owners(x) for k in _owners(y) if j != k]
+            if not pairs:
+                continue
+            if not x.address.same_base(y.address) or x.address.step != y.address.step:
+                for j, k in pairs:
+                    sets.join(j, k)
+                continue
+            dists = x.address.distances(y.address)
+            if dists is not None and not dists:
+                continue
+            # x at t, y at t + d: x first when d > 0, or d == 0 and x comes first in the body.
+            firsts = {True, False} if dists is None else {
+                d > 0 or (d == 0 and x.position < y.position) for d in dists}
+            for j, k in pairs:
+                if dists is None or any(d != 0 for d in dists):
+                    crossing.add(frozenset((j, k)))
+                if len(firsts) == 2:
+                    sets.join(j, k)
+                elif True in firsts:
+                    before.add((j, k))
+                else:
+                    before.add((k, j))
+    groups = _order(n, sets, before)
+    return _merge_quiet(groups, crossing), [c for c in checks if _needs_check(c, accesses)]
+
+
+def _distinct_slots(a, b) -> bool:
+    # Two stack slots never overlap; a slot is not reachable through any other pointer.
+    return isinstance(a, I.Alloca) or isinstance(b, I.Alloca)
+
+
+def _needs_check(pair, accesses) -> bool:
+    return any(a.is_store for a in accesses if a.address.root in pair)
+
+
+def _order(n: int, sets: _Sets, before: set) -> list:
+    """Groups of statements (merged where they must share a loop) in an order that keeps
+    every ``before`` edge; a cycle of edges merges its groups."""
+    find = sets.find
+    while True:
+        groups: dict = {}
+        for s in range(n):
+            groups.setdefault(find(s), []).append(s)
+        edges = {(find(j), find(k)) for j, k in before if find(j) != find(k)}
+        order = _topological(sorted(groups, key=lambda g: min(groups[g])), edges)
+        if order is not None:
+            return [groups[g] for g in order]
+        cycle = _find_cycle(list(groups), edges)
+        for g in cycle[1:]:
+            sets.join(g, cycle[0])
+
+
+def _topological(nodes: list, edges: set) -> list | None:
+    indegree = {g: 0 for g in nodes}
+    for _, k in edges:
+        indegree[k] += 1
+    ready = [g for g in nodes if indegree[g] == 0]
+    out = []
+    while ready:
+        g = ready.pop(0)
+        out.append(g)
+        for j, k in sorted(edges, key=lambda e: nodes.index(e[1])):
+            if j == g:
+                indegree[k] -= 1
+                if indegree[k] == 0:
+                    ready.append(k)
+                    ready.sort(key=nodes.index)
+    return out if len(out) == len(nodes) else None
+
+
+def _find_cycle(nodes: list, edges: set) -> list:
+    succ: dict = {g: [k for j, k in edges if j == g] for g in nodes}
+    state: dict = {}
+    stack: list = []
+
+    def visit(g):
+        state[g] = 1
+        stack.append(g)
+        for k in succ[g]:
+            if state.get(k) == 1:
+                return stack[stack.index(k):]
+            if k not in state:
+                found = visit(k)
+                if found:
+                    return found
+        stack.pop()
+        state[g] = 2
+        return None
+
+    for g in nodes:
+        if g not in state:
+            found = visit(g)
+            if found:
+                return found
+    raise AssertionError("no cycle among groups that cannot be ordered")
+
+
+def _merge_quiet(groups: list, crossing: set) -> list:
+    """Join neighbouring groups that no dependence between iterations separates."""
+    out: list = []
+    for g in groups:
+        if out and not any(frozenset((j, k)) in crossing for j in out[-1] for k in g):
+            out[-1] = out[-1] + g
+        else:
+            out.append(list(g))
+    return out
+
+
+# ------------------------------------------------------------------------------- rewrite
+
+def distribute(p: Plan) -> bool:
+    """Rewrite the loop of ``p`` as one loop per partition, behind the overlap check; False
+    (and nothing changed) when the plan has fewer than two partitions."""
+    if not p.worthwhile:
+        return False
+    block = p.block
+    fn = block.parent
+    where = fn.blocks.index(block)
+    name = block.name
+    check = BasicBlock(fn, fn.unique_name(naming.distributed_check(name)))
+    copies = []
+    for k in range(len(p.partitions)):
+        if k:
+            copies.append(BasicBlock(fn, fn.unique_name(naming.distributed_reset(name, k))))
+        copies.append(BasicBlock(fn, fn.unique_name(naming.distributed_part(name, k))))
+    fn.blocks[where:where] = [check, *copies]
+    for pred in block.predecessors:
+        if pred is not block:
+            pred.terminator.replace_uses_of(block, check)
+
+    b = IRBuilder(check)
+    hoisted: dict = {}
+    start = b.load(T.i64, p.counter)
+    saved = [(slot, b.load(slot.allocated_type, slot)) for slot in p.locals]
+    ok = _overlap_test(b, p, start, hoisted)
+    parts = copies[0::2]
+    if ok is None:
+        b.br(parts[0])
+    else:
+        b.cbranch(ok, parts[0], block)
+    keep_all = {a.inst for a in p.accesses if a.is_store}
+    for k, (group, part) in enumerate(zip(p.partitions, parts)):
+        mine = {a.inst for a in p.accesses if a.is_store and a.statement in group}
+        after = copies[2 * k + 1] if k + 1 < len(p.partitions) else p.exit_target
+        _copy(block, part, skip=keep_all - mine, exit_to=after)
+        if k + 1 < len(p.partitions):
+            rb = IRBuilder(copies[2 * k + 1])
+            rb.store(start, p.counter)
+            for slot, value in saved:
+                rb.store(value, slot)
+            rb.br(parts[k + 1])
+    if ok is None:   # nothing to check: the original loop is never run
+        for inst in reversed(block.instructions):   # users come after their operands
+            inst.erase()
+        fn.blocks.remove(block)
+    return True
+
+
+def _copy(block, into, skip: set, exit_to) -> None:
+    mapping: dict = {block: into}
+    for inst in block.instructions:
+        if inst in skip:
+            continue
+        ops = [mapping.get(op, op) for op in inst.operands]
+        if inst.is_terminator:
+            ops = [exit_to if op is not into and isinstance(op, BasicBlock) else op
+                   for op in ops]
+        clone = inst.copy_with(ops, keep_metadata=True)
+        into.append(clone)
+        if inst.has_result and inst.name:
+            clone.name = into.parent.unique_name(inst.name)
+        mapping[inst] = clone
+
+
+def _hoist(b: IRBuilder, v, block, hoisted: dict):
+    """``v`` (loop-invariant) computed before the loop: instructions of the loop are copied."""
+    if not isinstance(v, I.Instruction) or v.parent is not block:
+        return v
+    got = hoisted.get(v)
+    if got is None:
+        ops = [_hoist(b, op, block, hoisted) for op in v.operands]
+        got = hoisted[v] = b.insert(v.copy_with(ops, keep_metadata=True))
+    return got
+
+
+def _overlap_test(b: IRBuilder, p: Plan, start, hoisted: dict):
+    """An i1 that is true when no two roots of ``p.checks`` overlap (None: nothing to test)."""
+    if not p.checks:
+        return None
+    last = b.add(_hoist(b, p.exit_value, p.block, hoisted), const_int(T.i64, 1))
+    ranges: dict = {}
+    ok = None
+    for pair in p.checks:
+        for root in pair:
+            if root not in ranges:
+                ranges[root] = _range(b, p, root, start, last, hoisted)
+        (lo1, hi1), (lo2, hi2) = ranges[pair[0]], ranges[pair[1]]
+        apart = b.or_(b.icmp("ule", hi1, lo2), b.icmp("ule", hi2, lo1))
+        ok = apart if ok is None else b.and_(ok, apart)
+    return ok
+
+
+def _range(b: IRBuilder, p: Plan, root, start, last, hoisted) -> tuple:
+    """Byte range ``[lo, hi)`` (as i64) that the loop's accesses of ``root`` can touch."""
+    base = b.ptrtoint(_hoist(b, root, p.block, hoisted), T.i64)
+    lo = hi = None
+    for a in p.accesses:
+        if a.address.root is not root:
+            continue
+        addr = a.address
+        sym = const_int(T.i64, addr.offset)
+        for s, k in addr.terms:
+            term = b.mul(_hoist(b, s, p.block, hoisted), const_int(T.i64, k))
+            sym = b.add(sym, term)
+        first = b.add(sym, b.mul(start, const_int(T.i64, addr.step)))
+        end = b.add(sym, b.mul(last, const_int(T.i64, addr.step)))
+        low = b.select(b.icmp("slt", first, end), first, end)
+        high = b.add(b.select(b.icmp("slt", first, end), end, first),
+                     const_int(T.i64, addr.size))
+        lo = low if lo is None else b.select(b.icmp("slt", low, lo), low, lo)
+        hi = high if hi is None else b.select(b.icmp("sgt", high, hi), high, hi)
+    return b.add(base, lo), b.add(base, hi)
