@@ -455,6 +455,10 @@ def _plans(target, primal_types, kinds, need_primal: bool = False):
     arrays = [i for i, t in enumerate(primal_types) if isinstance(t, types.Array)]
     distinct = reverse_plan(target, list(primal_types), list(kinds), A.Active, True,
                             need_primal)
+    if not distinct.writes_arrays:
+        # Arrays only read may overlap under noalias (LLVM's noalias is about memory written
+        # through one pointer and read through another), and the shadows are fresh zeros.
+        return distinct, None, []
     general = (reverse_plan(target, list(primal_types), list(kinds), A.Active, False,
                             need_primal) if len(arrays) > 1 else None)
     return distinct, general, arrays

@@ -51,6 +51,7 @@ class ReversePlan:
     symbol: str
     ir_text: str                # the derivative's module before optimization
     tape: str                   # the printed tape layout
+    writes_arrays: bool = True  # the primal may write the data of an array argument
 
 
 def _activities(abi, kinds: Sequence[str], result_carries: bool):
@@ -107,6 +108,7 @@ class ReverseModule:
     seeded: bool
     abi: object
     tape: str
+    writes_arrays: bool
 
 
 def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret_activity,
@@ -131,7 +133,7 @@ def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str], r
     fn = njit_callable(compiled, rm.symbol, nsig,
                        arg_names=[f"a{i}" for i in range(len(rm.args))])
     return ReversePlan(fn, tuple(kinds), rm.primal_restype != types.none, rm.seeded,
-                       rm.primal_restype, rm.symbol, text, rm.tape)
+                       rm.primal_restype, rm.symbol, text, rm.tape, rm.writes_arrays)
 
 
 def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool, rules=None):
@@ -210,7 +212,16 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence[str], 
              symbol, need_primal)
     args = list(primal_types) + shadow_types + ([restype] if seeded else [])
     return ReverseModule(module, symbol, args, entry_restype, restype, seeded, abi,
-                         str(gen.tapes[rev]))
+                         str(gen.tapes[rev]), _writes_arrays(abi, native))
+
+
+def _writes_arrays(abi, native) -> bool:
+    """Whether ``native`` may write the data of one of its array arguments (LLVM's function
+    attributes, inferred when Numba's IR was optimized, say ``readonly`` where it cannot)."""
+    return any(
+        not {"readonly", "readnone"} & set(native.args[p.index].attrs.split())
+        for arg in abi.args for p in arg.params
+        if p.field.endswith(".data") and isinstance(p.numba_type, types.CPointer))
 
 
 class Entry:

@@ -74,6 +74,13 @@ class ScopeTable:
                                                  distinct=True)
         return node
 
+    def members(self, node: str) -> tuple[str, ...] | None:
+        """The scopes of list node ``node`` made by this table (None: not one of ours)."""
+        for key, made in self._lists.items():
+            if made == node:
+                return key
+        return None
+
     def list(self, scopes: Iterable[str]) -> str:
         """A list node of scope nodes (the operand of ``!alias.scope`` and ``!noalias``)."""
         key = tuple(sorted(set(scopes), key=lambda s: int(s[1:])))

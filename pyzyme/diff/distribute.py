@@ -97,6 +97,8 @@ from pyzyme.ir.values import ConstantFP, ConstantInt, Value, ZeroInitializer, co
 __all__ = ["Address", "Plan", "plan", "distribute"]
 
 COUNT = "count"   # the symbol of the loop counter's value at the start of an iteration
+# Fused groups run at most this many iterations apart (each extra one peels two iterations).
+_MAX_SPAN = 4
 
 # Intrinsics that read and write no memory (the arithmetic an adjoint is made of).
 _PURE_INTRINSICS = ("llvm.fmuladd.", "llvm.fma.", "llvm.fabs.", "llvm.sqrt.", "llvm.exp.",
@@ -170,10 +172,12 @@ class Plan:
     accesses: list = field(default_factory=list)
     statements: int = 0
     partitions: list = field(default_factory=list)   # lists of statements, in run order
+    shifts: list | None = None   # fused: how many iterations ahead each partition runs
     checks: list = field(default_factory=list)       # pairs of roots that must not overlap
     exit_value: Value | None = None                  # the counter's value that ends the loop
     exit_target: BasicBlock | None = None
     locals: list = field(default_factory=list)       # per-iteration slots (reset per copy)
+    scoped: dict = field(default_factory=dict)       # access -> metadata of its copies
     invariant: dict = field(default_factory=dict)
 
     @property
@@ -196,8 +200,12 @@ class Plan:
                     else "for " + (", ".join(map(str, sorted(a.users))) or "nothing"))
             lines.append(f"  {'store' if a.is_store else 'load '} {ptr:<{width}}  "
                          f"[{a.address.text(ref)}]  {role}")
-        lines.append("  partitions: " + ", ".join(
-            "{" + ", ".join(map(str, p)) + "}" for p in self.partitions))
+        groups = ["{" + ", ".join(map(str, p)) + "}" for p in self.partitions]
+        if self.shifts is None:
+            lines.append("  partitions: " + ", ".join(groups) + " (one loop each)")
+        else:
+            lines.append("  partitions: " + ", ".join(
+                f"{g} {k:+d}" for g, k in zip(groups, self.shifts)) + " (one loop, shifted)")
         lines.append("  checks: " + (", ".join(f"{ref(a)} against {ref(b)}"
                                                for a, b in self.checks) or "none"))
         return "\n".join(lines)
@@ -314,7 +322,12 @@ def _analyze(p: Plan, tape_scope: str | None) -> None:
         raise _Refuse("the counter's end changes in the loop")
     if exit_target.phis:
         raise _Refuse("the block after the loop has phis")
-    p.partitions, p.checks = _partition(accesses, p.statements)
+    groups, crossing, before, p.checks = _partition(accesses, p.statements)
+    shifts = _shifts(groups, before)
+    if len(groups) > 1 and any(shifts) and max(shifts) - min(shifts) <= _MAX_SPAN:
+        p.partitions, p.shifts = groups, shifts
+    else:
+        p.partitions = _merge_quiet(groups, crossing)
 
 
 def _require_understood(inst) -> None:
@@ -499,10 +512,14 @@ class _Sets:
         self.parent[self.find(a)] = self.find(b)
 
 
-def _partition(accesses: list, n: int) -> tuple[list, list]:
+def _partition(accesses: list, n: int) -> tuple[list, set, dict, list]:
+    """Statements grouped and ordered: ``(groups, crossing, before, checks)`` where
+    ``before[(j, k)]`` is the least distance ``d`` of a dependence from statement ``j`` at
+    iteration ``t`` to ``k`` at ``t + d``, and ``crossing`` holds the pairs with a dependence
+    between different iterations."""
     sets = _Sets(n)
-    before: set = set()        # (j, k): statement j's loop must run before k's
-    crossing: set = set()      # {j, k}: dependences between different iterations
+    before: dict = {}
+    crossing: set = set()
     checks: list = []
     for i, x in enumerate(accesses):
         for y in accesses[i + 1:]:
@@ -532,11 +549,28 @@ def _partition(accesses: list, n: int) -> tuple[list, list]:
                 if len(firsts) == 2:
                     sets.join(j, k)
                 elif True in firsts:
-                    before.add((j, k))
+                    _least(before, (j, k), min(dists))
                 else:
-                    before.add((k, j))
+                    _least(before, (k, j), min(-d for d in dists))
     groups = _order(n, sets, before)
-    return _merge_quiet(groups, crossing), [c for c in checks if _needs_check(c, accesses)]
+    return groups, crossing, before, [c for c in checks if _needs_check(c, accesses)]
+
+
+def _least(table: dict, key, value: int) -> None:
+    table[key] = min(value, table.get(key, value))
+
+
+def _shifts(groups: list, before: dict) -> list[int]:
+    """How many iterations ahead each group runs when the groups share one loop: as far as
+    its dependences on earlier groups allow, so that each cell's updates meet in one
+    iteration (a stencil's adjoint becomes a gather)."""
+    group_of = {s: g for g, members in enumerate(groups) for s in members}
+    shifts: list[int] = []
+    for g in range(len(groups)):
+        bounds = [shifts[group_of[j]] + d for (j, k), d in before.items()
+                  if group_of[k] == g and group_of[j] != g]
+        shifts.append(min(bounds, default=0))
+    return shifts
 
 
 def _distinct_slots(a, b) -> bool:
@@ -623,18 +657,23 @@ def _merge_quiet(groups: list, crossing: set) -> list:
 
 # ------------------------------------------------------------------------------- rewrite
 
-def distribute(p: Plan) -> bool:
-    """Rewrite the loop of ``p`` as one loop per partition, behind the overlap check; False
-    (and nothing changed) when the plan has fewer than two partitions."""
+def distribute(p: Plan, scopes=None) -> bool:
+    """Rewrite the loop of ``p`` as one loop per partition (or one loop, shifted), behind the
+    overlap check; False (and nothing changed) when the plan has fewer than two partitions.
+    With ``scopes`` (the module's :class:`~pyzyme.diff.alias_scopes.ScopeTable`) the rewritten
+    accesses of each checked array get a scope of their own, not aliasing the others: what
+    the check found, told to LLVM (it then needs no check of its own, and keeps a cell
+    updated by several statements in a register)."""
     if not p.worthwhile:
         return False
+    p.scoped = _scoping(p, scopes)
     block = p.block
     fn = block.parent
     where = fn.blocks.index(block)
     name = block.name
     check = BasicBlock(fn, fn.unique_name(naming.distributed_check(name)))
     copies = []
-    for k in range(len(p.partitions)):
+    for k in range(len(p.partitions) if p.shifts is None else 0):
         if k:
             copies.append(BasicBlock(fn, fn.unique_name(naming.distributed_reset(name, k))))
         copies.append(BasicBlock(fn, fn.unique_name(naming.distributed_part(name, k))))
@@ -648,6 +687,8 @@ def distribute(p: Plan) -> bool:
     start = b.load(T.i64, p.counter)
     saved = [(slot, b.load(slot.allocated_type, slot)) for slot in p.locals]
     ok = _overlap_test(b, p, start, hoisted)
+    if p.shifts is not None:
+        return _fuse(p, check, b, start, saved, ok, hoisted)
     parts = copies[0::2]
     if ok is None:
         b.br(parts[0])
@@ -657,7 +698,7 @@ def distribute(p: Plan) -> bool:
     for k, (group, part) in enumerate(zip(p.partitions, parts)):
         mine = {a.inst for a in p.accesses if a.is_store and a.statement in group}
         after = copies[2 * k + 1] if k + 1 < len(p.partitions) else p.exit_target
-        _copy(block, part, skip=keep_all - mine, exit_to=after)
+        _copy(block, part, skip=keep_all - mine, exit_to=after, scoped=p.scoped)
         if k + 1 < len(p.partitions):
             rb = IRBuilder(copies[2 * k + 1])
             rb.store(start, p.counter)
@@ -671,7 +712,136 @@ def distribute(p: Plan) -> bool:
     return True
 
 
-def _copy(block, into, skip: set, exit_to) -> None:
+def _scoping(p: Plan, scopes) -> dict:
+    """The metadata of the copies of each access of a checked root: its own scope added to
+    ``alias.scope``, the other checked roots' to ``noalias``."""
+    if scopes is None or not p.checks:
+        return {}
+    roots = list(dict.fromkeys(r for pair in p.checks for r in pair))
+    own = {r: scopes.scope((p.block, r), f"{p.block.name}: {_ref(r)}") for r in roots}
+    apart = {r: set() for r in roots}
+    for a, b in p.checks:
+        apart[a].add(own[b])
+        apart[b].add(own[a])
+    out = {}
+    for a in p.accesses:
+        root = a.address.root
+        if root not in own:
+            continue
+        meta = dict(a.inst.metadata)
+        mine = scopes.members(meta["alias.scope"]) if "alias.scope" in meta else ()
+        others = scopes.members(meta["noalias"]) if "noalias" in meta else ()
+        if mine is None or others is None:
+            continue   # metadata that is not ours: left as it is
+        rest = [(k, v) for k, v in a.inst.metadata if k not in ("alias.scope", "noalias")]
+        out[a.inst] = rest + [("alias.scope", scopes.list([*mine, own[root]])),
+                              ("noalias", scopes.list([*others, *apart[root]]))]
+    return out
+
+
+def _fuse(p: Plan, check, b: IRBuilder, start, saved, ok, hoisted) -> bool:
+    """The partitions in one loop, partition ``k`` ``p.shifts[k]`` iterations ahead: the
+    first and last iterations, where only some partitions have work, peeled into straight
+    code. Short loops (and overlapping arrays) run the original."""
+    block, fn = p.block, p.block.parent
+    lo, hi = min(p.shifts), max(p.shifts)
+    end = _hoist(b, p.exit_value, block, hoisted)
+    trips = b.sub(start, end)
+    long = b.icmp("sge", trips, const_int(T.i64, hi - lo + 2))
+    go = long if ok is None else b.and_(ok, long)
+    where = fn.blocks.index(block)
+    names = [naming.fused_block(block.name, part) for part in ("first", "loop", "last")]
+    first, loop, last = (BasicBlock(fn, fn.unique_name(n)) for n in names)
+    fn.blocks[where:where] = [first, loop, last]
+    stores = {a.inst for a in p.accesses if a.is_store}
+    own = [{a.inst for a in p.accesses if a.is_store and a.statement in group}
+           for group in p.partitions]
+
+    by_inst = {a.inst: a for a in p.accesses}
+    pointers: dict = {}
+    sums: dict = {}
+
+    def pointer(ib: IRBuilder, a: Access, base, delta: int):
+        """``a``'s address when the counter reads ``base + delta``, made once per block and
+        byte offset: accesses of one cell by different partitions share it, so LLVM sees
+        the same address and keeps the cell in a register between their updates."""
+        addr = a.address
+        const = addr.offset + addr.step * delta
+        key = (ib.block, addr.root, addr.terms, addr.step, const, base)
+        got = pointers.get(key)
+        if got is None:
+            if (addr.root, addr.terms) not in sums:   # loop-invariant: before the loop
+                total = const_int(T.i64, 0)
+                for sym, coef in addr.terms:
+                    total = b.add(total, b.mul(_hoist(b, sym, block, hoisted),
+                                               const_int(T.i64, coef)))
+                sums[(addr.root, addr.terms)] = (_hoist(b, addr.root, block, hoisted), total)
+            root, total = sums[(addr.root, addr.terms)]
+            off = ib.add(total, ib.add(ib.mul(base, const_int(T.i64, addr.step)),
+                                       const_int(T.i64, const)))
+            ptr = a.inst.operands[-1] if a.is_store else a.inst.operands[0]
+            got = pointers[key] = ib.gep(T.i8, root, [off], name=ptr.name)
+        return got
+
+    def instances(ib: IRBuilder, base, delta_of, active) -> None:
+        for k, shift in enumerate(p.shifts):
+            if not active(shift):
+                continue
+            delta = delta_of(shift)
+            count = base if not delta else ib.add(base, const_int(T.i64, delta))
+            if base is start and delta == 0:   # a partition's first iteration: the slots
+                for slot, value in saved:      # as the loop found them
+                    ib.store(value, slot)
+            _instance(ib, block, stores - own[k], p.counter, count,
+                      lambda inst: pointer(ib, by_inst[inst], base, delta)
+                      if inst in by_inst else None, p.scoped)
+
+    # Peeled first iterations: the loop count at C0 + c, C0 being the counter at entry.
+    fb = IRBuilder(first)
+    for c in range(hi, lo - 1, -1):
+        instances(fb, start, lambda shift, c=c: c - shift, lambda shift, c=c: c <= shift)
+    fb.store(fb.add(start, const_int(T.i64, lo - 1)), p.counter)
+    fb.br(loop)
+    lb = IRBuilder(loop)
+    count = lb.load(T.i64, p.counter)
+    instances(lb, count, lambda shift: -shift, lambda shift: True)
+    nxt = lb.sub(count, const_int(T.i64, 1))
+    lb.store(nxt, p.counter)
+    lb.cbranch(lb.icmp("eq", nxt, lb.add(end, const_int(T.i64, hi))), last, loop)
+    # Peeled last iterations: the loop count at end + c.
+    eb = IRBuilder(last)
+    for c in range(hi, lo, -1):
+        instances(eb, end, lambda shift, c=c: c - shift, lambda shift, c=c: c - shift >= 1)
+    eb.store(end, p.counter)
+    eb.br(p.exit_target)
+    b.cbranch(go, first, block)   # last: the blocks above hoisted values into ``check``
+    return True
+
+
+def _instance(b: IRBuilder, block, skip: set, counter, count, pointer_of, scoped) -> None:
+    """One iteration of ``block`` inserted by ``b`` (no branch, the counter not stepped),
+    with the counter read as ``count``, the stores in ``skip`` left out, and the pointer of
+    each load and store ``pointer_of(inst)`` where that is not None."""
+    mapping: dict = {}
+    for inst in block.instructions:
+        if inst in skip or inst.is_terminator or \
+                (isinstance(inst, I.Store) and inst.pointer is counter):
+            continue
+        if isinstance(inst, I.Load) and inst.pointer is counter:
+            mapping[inst] = count
+            continue
+        ops = [mapping.get(op, op) for op in inst.operands]
+        if isinstance(inst, (I.Load, I.Store)):
+            ptr = pointer_of(inst)
+            if ptr is not None:
+                ops[-1 if isinstance(inst, I.Store) else 0] = ptr
+        clone = inst.copy_with(ops, keep_metadata=True)
+        if inst in scoped:
+            clone.metadata = list(scoped[inst])
+        mapping[inst] = b.insert(clone, inst.name if inst.has_result else "")
+
+
+def _copy(block, into, skip: set, exit_to, scoped: dict) -> None:
     mapping: dict = {block: into}
     for inst in block.instructions:
         if inst in skip:
@@ -681,6 +851,8 @@ def _copy(block, into, skip: set, exit_to) -> None:
             ops = [exit_to if op is not into and isinstance(op, BasicBlock) else op
                    for op in ops]
         clone = inst.copy_with(ops, keep_metadata=True)
+        if inst in scoped:
+            clone.metadata = list(scoped[inst])
         into.append(clone)
         if inst.has_result and inst.name:
             clone.name = into.parent.unique_name(inst.name)

@@ -16,7 +16,7 @@ from __future__ import annotations
 __all__ = ["forward_function", "tangent", "shadow_param", "partial", "reverse_function",
            "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
-           "distributed_part", "distributed_reset"]
+           "distributed_part", "distributed_reset", "fused_block"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -105,6 +105,12 @@ def distributed_part(block: str, k: int) -> str:
 def distributed_reset(block: str, k: int) -> str:
     """The block that resets the counter before loop ``k`` of a distributed loop."""
     return f"{block or 'loop'}.reset{k}"
+
+
+def fused_block(block: str, part: str) -> str:
+    """A block of loop ``block`` fused with shifts: ``part`` is ``first`` (peeled first
+    iterations), ``loop`` or ``last`` (peeled last iterations)."""
+    return f"{block or 'loop'}.fused.{part}"
 
 
 def rule_value(part: str) -> str:

@@ -227,7 +227,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
             if len(loop.blocks) != 1 or state is None:
                 continue
             p = distribute.plan(st.rblocks[loop.header], state.counter.rev, st.tape.scope)
-            distribute.distribute(p)
+            distribute.distribute(p, self.scopes)
 
     def _make_blocks(self, st: _State, order: list) -> None:
         headers = {loop.header: loop for loop in st.loops.loops}

@@ -82,7 +82,7 @@ loop %loop: 4 statements, counter %count from its value at entry down to %end + 
   store %lo  [%dv + 8*count - 8]  statement 2
   load  %pv  [%dv + 8*count]  for 3
   store %pv  [%dv + 8*count]  statement 3
-  partitions: {2}, {3}, {1, 0}
+  partitions: {2} +0, {3} +1, {1} +2, {0} +0 (one loop, shifted)
   checks: %dw against %dv"""
 
 
@@ -93,7 +93,19 @@ def test_counting_up_reverses_the_order():
     p = distribute.plan(block, counter)
     # dv is indexed by -count, which goes up: +8 reaches a cell first, -8 last.
     assert "[%dv - 8*count + 8]" in str(p)
-    assert p.partitions == [[1], [3], [2, 0]]
+    assert (p.partitions, p.shifts) == ([[1], [3], [2], [0]], [0, 1, 2, 0])
+
+
+# Neighbours six cells away: fusing would peel 12 iterations at each end, so the statements
+# get a loop each instead.
+WIDE = STENCIL.replace("i64 8\n", "i64 48\n").replace("i64 -8\n", "i64 -48\n")
+
+
+def test_far_neighbours_get_one_loop_each():
+    _, _, block, counter = _loop(WIDE)
+    p = distribute.plan(block, counter)
+    assert str(p).splitlines()[-2:] == ["  partitions: {2}, {3}, {1, 0} (one loop each)",
+                                        "  checks: %dw against %dv"]
 
 
 REFUSALS = {
@@ -137,42 +149,58 @@ def _run(fn_text, n, dv, dw, distribute_it):
     if distribute_it:
         assert distribute.distribute(distribute.plan(block, counter))
     verify(m)
-    cm = compile_module(m.__str__().replace("@stencil", f"@stencil_{distribute_it}_{id(m)}"))
+    symbol = f"stencil_{distribute_it}_{id(m)}"
+    cm = compile_module(str(m).replace("@stencil", f"@{symbol}"))
     f = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
-        cm.address(f"stencil_{distribute_it}_{id(m)}"))
+        cm.address(symbol))
     f(dv.ctypes.data, dw.ctypes.data, n, 1)
 
 
+@pytest.mark.parametrize("n", [37, 5, 4, 3, 2])
 @pytest.mark.parametrize("layout", ["apart", "same array", "overlapping by one"])
-def test_distributed_loop_runs_like_the_original(layout):
+@pytest.mark.parametrize("source", [STENCIL, WIDE], ids=["fused", "distributed"])
+def test_rewritten_loop_runs_like_the_original(source, layout, n):
+    # n - 1 iterations: from 3 on the fused loop has a steady part; fewer run the original.
     rng = np.random.default_rng(3)
-    n = 37
-    start = rng.standard_normal(2 * n + 8)
+    start = rng.standard_normal(2 * n + 20)
     results = []
     for distribute_it in (False, True):
         buf = start.copy()
         if layout == "apart":
-            dv, dw = buf[: n + 2], buf[n + 4:]
+            dv, dw = buf[6: n + 8], buf[n + 14:]
         elif layout == "same array":
-            dv = dw = buf[: n + 2]
+            dv = dw = buf[6: n + 8]
         else:
-            dv, dw = buf[: n + 2], buf[1: n + 3]
-        _run(STENCIL, n, dv, dw, distribute_it)
+            dv, dw = buf[6: n + 8], buf[7: n + 9]
+        _run(source, n, dv, dw, distribute_it)
         results.append(buf)
     np.testing.assert_array_equal(results[0], results[1])
 
 
-def test_distributed_ir_has_one_loop_per_partition():
+def test_rewritten_ir():
     m, fn, block, counter = _loop(STENCIL)
+    assert distribute.distribute(distribute.plan(block, counter))
+    verify(m)
+    assert [b.name for b in fn.blocks] == [
+        "entry", "loop.distribute", "loop.fused.first", "loop.fused.loop", "loop.fused.last",
+        "loop", "exit"]
+    fused = next(b for b in fn.blocks if b.name == "loop.fused.loop")
+    # Each partition's store once, at its own iteration (count, count - 1, count - 2, count):
+    # the first three update one cell, through one address LLVM can see is one.
+    stores = [i.operands[1] for i in fused.instructions if i.opcode == "store"]
+    cells = [p for p in stores if not p.name.startswith(("t.slot", "count"))]
+    assert [p.name.split(".")[0] for p in cells] == ["lo", "lo", "lo", "pw"]
+    assert cells[0] is cells[1] is cells[2]
+    m, fn, block, counter = _loop(WIDE)
     assert distribute.distribute(distribute.plan(block, counter))
     verify(m)
     assert [b.name for b in fn.blocks] == [
         "entry", "loop.distribute", "loop.part0", "loop.reset1", "loop.part1", "loop.reset2",
         "loop.part2", "loop", "exit"]
     part0 = next(b for b in fn.blocks if b.name == "loop.part0")
-    stores = [i for i in part0.instructions if i.opcode == "store"]
-    # Its own statement (dv[c-1]), the per-iteration slot and the counter; no other memory.
-    assert [s.operands[1].name for s in stores] == ["t.slot", "t.slot", "lo.1", "count"]
+    # Its own statement (dv[c-6]), the per-iteration slot and the counter; no other memory.
+    assert [i.operands[1].name for i in part0.instructions if i.opcode == "store"] == \
+        ["t.slot", "t.slot", "lo.1", "count"]
 
 
 # ------------------------------------------------------------------------ through Numba
@@ -232,7 +260,7 @@ def test_diffusion_gradient_is_bitwise_the_undistributed_one():
     assert abs(on[5] - fd) < 1e-6 * max(1.0, abs(fd))
     text = pyzyme.code_llvm(Reverse, diffusion, Active, Duplicated(u, np.zeros_like(u)),
                             Const(0.2), Const(30))
-    assert ".part1" in text and ".distribute" in text
+    assert ".fused.loop" in text and ".distribute" in text
 
 
 def test_diffusion_active_coefficient():
@@ -298,4 +326,4 @@ def test_descending_loop_and_aliased_arrays():
         on, off = _both_ways(call)
         np.testing.assert_array_equal(on, off)
     text = pyzyme.code_llvm(Reverse, descending, Const, Duplicated(x, seed), Duplicated(x, seed))
-    assert ".part1" in text
+    assert ".fused.loop" in text

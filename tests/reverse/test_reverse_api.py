@@ -453,6 +453,24 @@ def test_aliased_arrays_inside_njit():
     np.testing.assert_array_equal(gb, a)
 
 
+@numba.njit
+def scale_into(a, b):
+    for i in range(a.shape[0]):
+        b[i] = 2.0 * a[i]
+    return dot(a, b)
+
+
+def test_njit_grad_compiles_the_overlap_version_only_for_written_arrays():
+    # dot only reads its arrays: the noalias derivative serves overlapping ones too (LLVM's
+    # noalias is about memory written through one pointer and read through another).
+    from pyzyme.api.njit_reverse import _plans
+    vec = numba.float64[::1]
+    _, general, checked = _plans(dot, [vec, vec], ["duplicated", "duplicated"])
+    assert general is None and checked == []
+    _, general, checked = _plans(scale_into, [vec, vec], ["duplicated", "duplicated"])
+    assert general is not None and checked == [0, 1]
+
+
 def test_grad_passed_as_an_argument_to_njit():
     data = np.linspace(0.0, 1.0, 7)
     p = np.array([0.4, -0.2])
