@@ -12,7 +12,7 @@ Examples
 False
 >>> pyzyme.set_runtime_activity(True)
 >>> current()
-Options(runtime_activity=True)
+Options(runtime_activity=True, distribute_loops=True)
 >>> pyzyme.set_runtime_activity(False)
 """
 

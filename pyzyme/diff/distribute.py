@@ -1,4 +1,4 @@
-"""Loop distribution of reverse sweeps: a stencil's adjoint split into loops LLVM vectorizes.
+"""Loop distribution of reverse sweeps: a stencil's adjoint turned from a scatter into a gather.
 
 The reverse of ``w[i] = v[i-1] + v[i] + v[i+1]`` accumulates into three neighbouring cells of
 the shadow ``v'`` per iteration: ``v'[i-1] += t; v'[i] += t; v'[i+1] += t``. Iteration ``i-1``
@@ -6,9 +6,13 @@ reads back what iteration ``i`` wrote one cell away, so no vector of iterations 
 and the loop runs at the latency of a store forwarded to a load (LLVM refuses it: its loop
 distribution puts every access with such a dependence in one partition). Yet the three
 accumulations depend on one another only *forwards*: ``v'[j]`` is updated first by the
-statement with the lowest offset, then the next, whatever ``j`` is. Run as three loops, one per
-statement in that order, every cell receives the same additions in the same order as before
-(the results are bitwise those of one loop), and each loop is a plain vectorizable ``+=``.
+statement with the lowest offset, then the next, whatever ``j`` is. So the statements can be
+split apart (*distributed*) and run in that order, and then joined again (*fused*) with each
+one shifted by its dependence distance: iteration ``i`` of the new loop runs the first
+statement for cell ``j``, the second for the same cell (one iteration later in the original
+numbering), the third for it too. Every cell receives the same additions in the same order as
+before (the results are bitwise those of the original loop), and the loop is a gather
+(``v'[j] += a*t[j+1] + b*t[j] + c*t[j-1]``) that LLVM vectorizes.
 
 :func:`plan` decides this for one single-block loop of a reverse sweep, from the addresses of
 its memory accesses as affine functions of the loop counter (:class:`Address`), and
@@ -21,14 +25,19 @@ its memory accesses as affine functions of the loop counter (:class:`Address`), 
 - Two accesses of one root pointer conflict at iteration distances found from their offsets;
   a store of statement ``j`` and an access of statement ``k`` whose conflicting instances all
   come first in ``j`` order ``j`` before ``k``; conflicts both ways (or unknown) put them in
-  one partition; cycles of order merge too. Consecutive partitions with no dependence between
-  different iterations are merged back (fewer loops).
+  one partition; cycles of order merge too.
+- Shifts: each partition runs as many iterations ahead of the loop as its dependences on the
+  partitions before it allow (their least distance). When the shifts span at most
+  ``_MAX_SPAN`` iterations the partitions share one loop, its first and last iterations (where
+  only some partitions have work) peeled into straight code; loops too short for that run
+  the original. Otherwise each partition gets a loop of its own (neighbouring partitions with
+  no dependence between different iterations share one), the counter and the per-iteration
+  slots reset between them.
 - Accesses of different roots must not overlap: a check before the loops compares each pair
   of roots' byte ranges over the whole loop (from the addresses at its first and last
-  iteration) and runs the original loop when they overlap.
-- Each partition's loop is a copy of the block keeping only its own statements' stores; the
-  counter and the per-iteration slots are reset between copies. The computations a copy does
-  not need are left to LLVM's dead-code elimination.
+  iteration) and runs the original loop when they overlap. The rewritten accesses then get
+  alias scopes saying so, and accesses of one cell share one address computation, so LLVM
+  keeps a cell in a register between the partitions' updates and needs no check of its own.
 
 Anything the plan does not understand (a call that is not a pure intrinsic, a phi, a value
 used after the loop, an address that is not affine in the counter) leaves the loop as it is:
@@ -74,12 +83,13 @@ loop %loop: 3 statements, counter %count from its value at entry down to 0 + 1
   store %hi  [%dv + 8*count + 8]  statement 1
   load  %lo  [%dv + 8*count - 8]  for 2
   store %lo  [%dv + 8*count - 8]  statement 2
-  partitions: {2}, {1, 0}
+  partitions: {2} +0, {1} +2, {0} +0 (one loop, shifted)
   checks: %dw against %dv
 >>> distribute(p)
 True
->>> [b.name for b in fn.blocks]
-['entry', 'loop.distribute', 'loop.part0', 'loop.reset1', 'loop.part1', 'loop', 'exit']
+>>> [b.name for b in fn.blocks]         # doctest: +NORMALIZE_WHITESPACE
+['entry', 'loop.distribute', 'loop.fused.first', 'loop.fused.loop', 'loop.fused.last',
+ 'loop', 'exit']
 """
 
 from __future__ import annotations
