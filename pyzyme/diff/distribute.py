@@ -188,7 +188,7 @@ class Plan:
     exit_target: BasicBlock | None = None
     locals: list = field(default_factory=list)       # per-iteration slots (reset per copy)
     scoped: dict = field(default_factory=dict)       # access -> metadata of its copies
-    invariant: dict = field(default_factory=dict)
+    guards: list = field(default_factory=list)       # (comparison, value it must have)
 
     @property
     def worthwhile(self) -> bool:
@@ -218,6 +218,9 @@ class Plan:
                 f"{g} {k:+d}" for g, k in zip(groups, self.shifts)) + " (one loop, shifted)")
         lines.append("  checks: " + (", ".join(f"{ref(a)} against {ref(b)}"
                                                for a, b in self.checks) or "none"))
+        if self.guards:
+            lines.append("  assumes: " + ", ".join(f"{ref(c)} {str(v).lower()}"
+                                                   for c, v in self.guards))
         return "\n".join(lines)
 
 
@@ -283,7 +286,7 @@ def _analyze(p: Plan, tape_scope: str | None) -> None:
     p.locals = local
 
     inv = _Invariance(block, set(slot_stores) | {counter}, tape_scope)
-    p.invariant = inv.memo
+    affine = _Affine(inv, counter, block)
     position = {inst: k for k, inst in enumerate(insts)}
     # Statements: stores to memory and to slots that carry a value across iterations.
     statement: dict = {}
@@ -311,7 +314,7 @@ def _analyze(p: Plan, tape_scope: str | None) -> None:
             continue   # the tape: written by the forward sweep only (checked below)
         ty = inst.value.type if isinstance(inst, I.Store) else inst.type
         try:
-            address = _address(ptr, inv, counter, counter_store, position, sizeof(ty))
+            address = affine.address(ptr, sizeof(ty))
         except _NotAffine:
             raise _Refuse(f"the address {_ref(ptr)} is not affine in the counter") from None
         a = Access(inst, address, isinstance(inst, I.Store), position[inst])
@@ -323,6 +326,7 @@ def _analyze(p: Plan, tape_scope: str | None) -> None:
             a.users = reach[inst]
         accesses.append(a)
     p.accesses = accesses
+    p.guards = list(affine.guards.items())
     slots = {inst.pointer for inst in insts
              if isinstance(inst, (I.Load, I.Store)) and isinstance(inst.pointer, I.Alloca)}
     for a in accesses:
@@ -417,70 +421,99 @@ class _Invariance:
         return False
 
 
-def _linear(v, inv, counter, counter_store, position) -> tuple[dict, int]:
-    """``v`` as ``sum(coef * symbol) + const`` (the symbol ``COUNT`` for the counter)."""
-    c = _const(v)
-    if c is not None:
-        return {}, c
-    if isinstance(v, I.Load) and v.pointer is counter and v.parent is counter_store.parent:
-        return {COUNT: 1}, 0
-    if inv(v):
-        return {v: 1}, 0
-    if isinstance(v, I.Cast) and v.opcode in ("sext", "zext"):
-        return _linear(v.operands[0], inv, counter, counter_store, position)
-    if isinstance(v, I.BinaryOp) and v.opcode in ("add", "sub", "mul", "shl"):
-        a, b = (_linear(op, inv, counter, counter_store, position) for op in v.operands)
-        if v.opcode in ("add", "sub"):
-            sign = 1 if v.opcode == "add" else -1
-            terms = dict(a[0])
-            for s, k in b[0].items():
-                terms[s] = terms.get(s, 0) + sign * k
-            return {s: k for s, k in terms.items() if k}, a[1] + sign * b[1]
-        if v.opcode == "shl":
-            if b[0]:
-                raise _NotAffine
-            b = ({}, 1 << b[1])
-        if a[0] and b[0]:
-            raise _NotAffine
-        (terms, k0), factor = (a, b[1]) if not b[0] else (b, a[1])
-        return {s: k * factor for s, k in terms.items() if k * factor}, k0 * factor
-    raise _NotAffine
+class _Affine:
+    """Values and addresses of one loop as affine functions of its counter.
 
+    A ``select`` on a comparison of such a function (Numba's wrap-around of negative indices,
+    ``i < 0 ? i + n : i``) is read as the operand that is a constant, assuming the comparison
+    comes out that way on every iteration; ``guards`` records each assumption, for the check
+    before the rewritten loop to test at the first and last iterations (a comparison of an
+    affine function with an invariant changes at most once along the loop).
+    """
 
-def _address(ptr, inv, counter, counter_store, position, size) -> Address:
-    terms: dict = {}
-    const = 0
-    while not inv(ptr):
-        if not isinstance(ptr, I.GetElementPtr):
-            raise _NotAffine
-        ty = ptr.source_type
-        indices = ptr.indices
-        lin = _linear(indices[0], inv, counter, counter_store, position)
-        scale = sizeof(ty)
-        for s, k in lin[0].items():
-            terms[s] = terms.get(s, 0) + k * scale
-        const += lin[1] * scale
-        for idx in indices[1:]:
-            c = _const(idx)
-            if isinstance(ty, T.StructType):
-                if c is None:
+    def __init__(self, inv: _Invariance, counter, block) -> None:
+        self.inv = inv
+        self.counter = counter
+        self.block = block
+        self.guards: dict = {}   # comparison -> the value assumed
+
+    def linear(self, v) -> tuple[dict, int]:
+        """``v`` as ``sum(coef * symbol) + const`` (the symbol ``COUNT`` for the counter)."""
+        c = _const(v)
+        if c is not None:
+            return {}, c
+        if isinstance(v, I.Load) and v.pointer is self.counter and v.parent is self.block:
+            return {COUNT: 1}, 0
+        if self.inv(v):
+            return {v: 1}, 0
+        if isinstance(v, I.Cast) and v.opcode in ("sext", "zext"):
+            return self.linear(v.operands[0])
+        if isinstance(v, I.Select):
+            return self.linear(self._assume(v))
+        if isinstance(v, I.BinaryOp) and v.opcode in ("add", "sub", "mul", "shl"):
+            a, b = (self.linear(op) for op in v.operands)
+            if v.opcode in ("add", "sub"):
+                sign = 1 if v.opcode == "add" else -1
+                terms = dict(a[0])
+                for s, k in b[0].items():
+                    terms[s] = terms.get(s, 0) + sign * k
+                return {s: k for s, k in terms.items() if k}, a[1] + sign * b[1]
+            if v.opcode == "shl":
+                if b[0]:
                     raise _NotAffine
-                off, ty = field_offset(ty, [c])
-                const += off
-                continue
-            if not isinstance(ty, (T.ArrayType, T.VectorType)):
+                b = ({}, 1 << b[1])
+            if a[0] and b[0]:
                 raise _NotAffine
-            ty = ty.element
-            lin = _linear(idx, inv, counter, counter_store, position)
-            scale = sizeof(ty)
+            (terms, k0), factor = (a, b[1]) if not b[0] else (b, a[1])
+            return {s: k * factor for s, k in terms.items() if k * factor}, k0 * factor
+        raise _NotAffine
+
+    def _assume(self, select):
+        cond, if_true, if_false = select.operands
+        if not (isinstance(cond, I.Compare) and cond.opcode == "icmp"):
+            raise _NotAffine
+        for op in cond.operands:
+            self.linear(op)   # affine on both sides, or not at all
+        constants = [(_const(op), flag) for op, flag in ((if_true, True), (if_false, False))
+                     if _const(op) is not None]
+        if not constants:
+            raise _NotAffine
+        value, flag = min(constants, key=lambda cf: abs(cf[0]))   # 0: no wrap-around
+        if self.guards.setdefault(cond, flag) != flag:
+            raise _NotAffine
+        return if_true if flag else if_false
+
+    def address(self, ptr, size: int) -> Address:
+        terms: dict = {}
+        const = 0
+
+        def add(lin, scale):
+            nonlocal const
             for s, k in lin[0].items():
                 terms[s] = terms.get(s, 0) + k * scale
             const += lin[1] * scale
-        ptr = ptr.pointer
-    step = terms.pop(COUNT, 0)
-    ordered = tuple(sorted(((s, k) for s, k in terms.items() if k),
-                           key=lambda sk: (_ref(sk[0]), sk[1])))
-    return Address(ptr, ordered, step, const, size)
+
+        while not self.inv(ptr):
+            if not isinstance(ptr, I.GetElementPtr):
+                raise _NotAffine
+            ty = ptr.source_type
+            add(self.linear(ptr.indices[0]), sizeof(ty))
+            for idx in ptr.indices[1:]:
+                if isinstance(ty, T.StructType):
+                    if _const(idx) is None:
+                        raise _NotAffine
+                    off, ty = field_offset(ty, [_const(idx)])
+                    const += off
+                    continue
+                if not isinstance(ty, (T.ArrayType, T.VectorType)):
+                    raise _NotAffine
+                ty = ty.element
+                add(self.linear(idx), sizeof(ty))
+            ptr = ptr.pointer
+        step = terms.pop(COUNT, 0)
+        ordered = tuple(sorted(((s, k) for s, k in terms.items() if k),
+                               key=lambda sk: (_ref(sk[0]), sk[1])))
+        return Address(ptr, ordered, step, const, size)
 
 
 def _reach(insts, statement, everything, counter_store, term, local) -> dict:
@@ -881,8 +914,9 @@ def _hoist(b: IRBuilder, v, block, hoisted: dict):
 
 
 def _overlap_test(b: IRBuilder, p: Plan, start, hoisted: dict):
-    """An i1 that is true when no two roots of ``p.checks`` overlap (None: nothing to test)."""
-    if not p.checks:
+    """An i1 that is true when no two roots of ``p.checks`` overlap and every assumption of
+    ``p.guards`` holds at the first and last iterations (None: nothing to test)."""
+    if not (p.checks or p.guards):
         return None
     last = b.add(_hoist(b, p.exit_value, p.block, hoisted), const_int(T.i64, 1))
     ranges: dict = {}
@@ -894,7 +928,32 @@ def _overlap_test(b: IRBuilder, p: Plan, start, hoisted: dict):
         (lo1, hi1), (lo2, hi2) = ranges[pair[0]], ranges[pair[1]]
         apart = b.or_(b.icmp("ule", hi1, lo2), b.icmp("ule", hi2, lo1))
         ok = apart if ok is None else b.and_(ok, apart)
+    at_first: dict = {}
+    at_last: dict = {}
+    for cond, value in p.guards:
+        for count, memo in ((start, at_first), (last, at_last)):
+            got = _at(b, cond, p, count, memo, hoisted)
+            holds = got if value else b.xor(got, const_int(T.i1, 1))
+            ok = holds if ok is None else b.and_(ok, holds)
     return ok
+
+
+def _at(b: IRBuilder, v, p: Plan, count, memo: dict, hoisted: dict):
+    """``v`` computed before the loop as on the iteration where the counter reads ``count``
+    (``v`` is an affine function of the counter, or a comparison of such functions)."""
+    if not isinstance(v, I.Instruction) or v.parent is not p.block:
+        return v
+    if isinstance(v, I.Load) and v.pointer is p.counter:
+        return count
+    if v in hoisted:
+        return hoisted[v]
+    got = memo.get(v)
+    if got is None:
+        if isinstance(v, I.Load):   # invariant (a slot or the tape): the same on every one
+            return _hoist(b, v, p.block, hoisted)
+        ops = [_at(b, op, p, count, memo, hoisted) for op in v.operands]
+        got = memo[v] = b.insert(v.copy_with(ops))
+    return got
 
 
 def _range(b: IRBuilder, p: Plan, root, start, last, hoisted) -> tuple:

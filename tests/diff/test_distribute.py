@@ -101,6 +101,22 @@ def test_counting_up_reverses_the_order():
 WIDE = STENCIL.replace("i64 8\n", "i64 48\n").replace("i64 -8\n", "i64 -48\n")
 
 
+# Numba's wrap-around of negative indices: dv[c < 0 ? c + n : c]. The plan assumes the
+# comparison false throughout (the check tests it at both ends); WRAP10's is true near the end.
+WRAP = STENCIL.replace(
+    "%pv = getelementptr double, ptr %dv, i64 %c",
+    "%neg = icmp slt i64 %c, 0\n  %wrap = select i1 %neg, i64 %n, i64 0\n"
+    "  %cw = add i64 %c, %wrap\n  %pv = getelementptr double, ptr %dv, i64 %cw")
+WRAP10 = WRAP.replace("icmp slt i64 %c, 0", "icmp slt i64 %c, 10")
+
+
+def test_wrap_around_is_assumed_away_and_checked():
+    _, _, block, counter = _loop(WRAP)
+    text = str(distribute.plan(block, counter))
+    assert "  store %lo  [%dv + 8*count - 8]  statement 2" in text
+    assert text.splitlines()[-1] == "  assumes: %neg false"
+
+
 def test_far_neighbours_get_one_loop_each():
     _, _, block, counter = _loop(WIDE)
     p = distribute.plan(block, counter)
@@ -158,7 +174,8 @@ def _run(fn_text, n, dv, dw, distribute_it):
 
 @pytest.mark.parametrize("n", [37, 5, 4, 3, 2])
 @pytest.mark.parametrize("layout", ["apart", "same array", "overlapping by one"])
-@pytest.mark.parametrize("source", [STENCIL, WIDE], ids=["fused", "distributed"])
+@pytest.mark.parametrize("source", [STENCIL, WIDE, WRAP, WRAP10],
+                         ids=["fused", "distributed", "wrap", "wrap taken"])
 def test_rewritten_loop_runs_like_the_original(source, layout, n):
     # n - 1 iterations: from 3 on the fused loop has a steady part; fewer run the original.
     rng = np.random.default_rng(3)
