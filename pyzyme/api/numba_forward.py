@@ -25,6 +25,7 @@ from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.frontends.numba import capture, njit_callable
 from pyzyme.frontends.numba.abi import AbiMap, ArgAbi
+from pyzyme.frontends.numba.wraparound import fold_wraparound, shape_params
 from pyzyme.runtime import compile_module, symbol_name
 
 __all__ = ["ForwardPlan", "build_forward"]
@@ -135,6 +136,7 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     sig = forward_signature(abi, shadowed, width, ret_differentiated)
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
+    fold_wraparound(native, shape_params(native, abi))
     opts = options.current()
     restype = abi.signature.return_type
     drop_primal = not need_primal and ret_differentiated and isinstance(restype, types.Float)

@@ -30,6 +30,7 @@ from pyzyme.api.numba_forward import _add_source_line, _differentiable, _where
 from pyzyme.diff.reverse import ReverseGenerator, ReverseSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.frontends.numba import capture, njit_callable
+from pyzyme.frontends.numba.wraparound import fold_wraparound, shape_params
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int, const_null
 from pyzyme.runtime import compile_module, symbol_name
@@ -162,6 +163,7 @@ def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool,
     acts = _activities(abi, kinds, carries)
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
+    fold_wraparound(native, shape_params(native, abi))
     if distinct:
         for arg, kind in zip(abi.args, kinds):
             for p in arg.params:

@@ -809,6 +809,8 @@ def _fuse(p: Plan, check, b: IRBuilder, start, saved, ok, hoisted) -> bool:
         byte offset: accesses of one cell by different partitions share it, so LLVM sees
         the same address and keeps the cell in a register between their updates."""
         addr = a.address
+        if isinstance(addr.root, I.Alloca):
+            return None   # a slot: its own pointer, which mem2reg knows
         const = addr.offset + addr.step * delta
         key = (ib.block, addr.root, addr.terms, addr.step, const, base)
         got = pointers.get(key)
