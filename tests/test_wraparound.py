@@ -55,12 +55,16 @@ SIGNED = ("%more = icmp ne i64 %j1, %n", "%more = icmp slt i64 %j1, %n")
     # a signed bound needs no guard
     ([SIGNED], True, 1),
     ([SIGNED, UNGUARDED], True, 1),
+    # a longer step could jump past the largest i64 under a signed bound...
+    ([SIGNED, ("%j1 = add i64 %j, 1", "%j1 = add i64 %j, 2")], True, 0),
+    # ... unless nsw says it does not
+    ([SIGNED, ("%j1 = add i64 %j, 1", "%j1 = add nsw i64 %j, 2")], True, 1),
     # counting down from a non-negative start can go below zero
     ([("%j1 = add i64 %j, 1", "%j1 = add i64 %j, -1")], True, 0),
     # a start not known to be non-negative: a sum without nsw can wrap
     ([("%s1 = add nuw nsw i64 %s, 1", "%s1 = add nuw i64 %s, 1")], True, 0),
 ], ids=["guarded", "start unknown", "unguarded", "wrong guard", "signed bound",
-        "signed bound, unguarded", "down", "no nsw"])
+        "signed bound, unguarded", "step 2", "step 2 nsw", "down", "no nsw"])
 def test_fold_only_what_is_proven(edits, known, folds):
     text = LOOP
     for old, new in edits:

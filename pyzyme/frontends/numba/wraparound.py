@@ -13,9 +13,10 @@ ABI); ``zext``, ``lshr`` by a positive amount, ``and`` with a non-negative const
 by a positive constant; ``add``/``mul`` with ``nsw`` of non-negative values; ``sext`` or a
 ``select`` of non-negative values; a phi whose incoming values are all non-negative (assuming
 the phi itself is while its back edges are looked at: an induction over these rules); or the
-induction variable of a loop stepping up by one from a non-negative start that keeps going
-while it is below a bound (signed), or while it differs from a bound that the loop is entered
-only below (a branch on ``start < bound`` leads to it).
+induction variable of a loop stepping up from a non-negative start that keeps going while it
+is below a bound (signed, stepping by one; or unsigned, the bound non-negative), or while it
+differs from a bound that the loop is entered only below (stepping by one; a branch on
+``start < bound`` leads to it).
 
 Examples
 --------
@@ -166,9 +167,11 @@ class _NonNegative:
             return False   # (other exits only leave earlier: the bound still holds)
         if not self(iv.start):
             return False
-        # Stepping up while below a signed bound: it stays between start and the bound.
-        if trip.predicate in ("slt", "sle"):
+        # Stepping up by one while below a signed bound: it stays between start and the
+        # bound (a longer step could jump past the largest i64 and wrap).
+        if trip.predicate in ("slt", "sle") and iv.step == 1:
             return True
+        # Below a non-negative bound, unsigned: a wrapped value would be above it.
         if trip.predicate == "ult" and self(trip.bound):
             return True
         # Stepping up by one until it reaches the bound: from below, when entered below.
