@@ -114,41 +114,51 @@ def distribute(p: Plan, scopes=None) -> bool:
     updated by several statements in a register)."""
     if not p.worthwhile:
         return False
-    p.scoped = _scoping(p, scopes)
     block = p.block
     fn = block.parent
-    where = fn.blocks.index(block)
-    name = block.name
-    check = BasicBlock(fn, fn.unique_name(naming.distributed_check(name)))
-    copies = []
-    for k in range(len(p.partitions) if p.shifts is None else 0):
-        if k:
-            copies.append(BasicBlock(fn, fn.unique_name(naming.distributed_reset(name, k))))
-        copies.append(BasicBlock(fn, fn.unique_name(naming.distributed_part(name, k))))
-    fn.blocks[where:where] = [check, *copies]
+    check = BasicBlock(fn, fn.unique_name(naming.distributed_check(block.name)))
+    fn.blocks.insert(fn.blocks.index(block), check)
     for pred in block.predecessors:
         if pred is not block:
             pred.terminator.replace_uses_of(block, check)
-
     b = IRBuilder(check)
     hoisted: dict = {}
     start = b.load(T.i64, p.counter)
     saved = [(slot, b.load(slot.allocated_type, slot)) for slot in p.locals]
     ok = _overlap_test(b, p, start, hoisted)
+    scoped = _scoping(p, scopes)
     if p.shifts is not None:
-        return _fuse(p, check, b, start, saved, ok, hoisted)
-    parts = copies[0::2]
+        _fuse(p, b, start, saved, ok, hoisted, scoped)
+    else:
+        _split(p, b, start, saved, ok, scoped)
+    return True
+
+
+def _split(p: Plan, b: IRBuilder, start, saved, ok, scoped: dict) -> None:
+    """One loop per partition, in order, the counter and the per-iteration slots reset
+    before each; the original loop runs when ``ok`` fails (and is deleted when there is
+    nothing to test)."""
+    block, fn = p.block, p.block.parent
+    blocks = []
+    for k in range(len(p.partitions)):
+        if k:
+            blocks.append(BasicBlock(fn, fn.unique_name(naming.distributed_reset(block.name, k))))
+        blocks.append(BasicBlock(fn, fn.unique_name(naming.distributed_part(block.name, k))))
+    where = fn.blocks.index(block)
+    fn.blocks[where:where] = blocks
+    parts, resets = blocks[0::2], blocks[1::2]
     if ok is None:
         b.br(parts[0])
     else:
         b.cbranch(ok, parts[0], block)
-    keep_all = {a.inst for a in p.accesses if a.is_store}
+    stores = {a.inst for a in p.accesses if a.is_store}
     for k, (group, part) in enumerate(zip(p.partitions, parts)):
         mine = {a.inst for a in p.accesses if a.is_store and a.statement in group}
-        after = copies[2 * k + 1] if k + 1 < len(p.partitions) else p.exit_target
-        _copy(block, part, skip=keep_all - mine, exit_to=after, scoped=p.scoped)
-        if k + 1 < len(p.partitions):
-            rb = IRBuilder(copies[2 * k + 1])
+        after = resets[k] if k < len(resets) else p.exit_target
+        _clone(IRBuilder(part), block, stores - mine, {block: part, p.exit_target: after},
+               scoped)
+        if k < len(resets):
+            rb = IRBuilder(resets[k])
             rb.store(start, p.counter)
             for slot, value in saved:
                 rb.store(value, slot)
@@ -157,7 +167,6 @@ def distribute(p: Plan, scopes=None) -> bool:
         for inst in reversed(block.instructions):   # users come after their operands
             inst.erase()
         fn.blocks.remove(block)
-    return True
 
 
 def _scoping(p: Plan, scopes) -> dict:
@@ -187,7 +196,7 @@ def _scoping(p: Plan, scopes) -> dict:
     return out
 
 
-def _fuse(p: Plan, check, b: IRBuilder, start, saved, ok, hoisted) -> bool:
+def _fuse(p: Plan, b: IRBuilder, start, saved, ok, hoisted: dict, scoped: dict) -> None:
     """The partitions in one loop, partition ``k`` ``p.shifts[k]`` iterations ahead: the
     first and last iterations, where only some partitions have work, peeled into straight
     code. Short loops (and overlapping arrays) run the original."""
@@ -204,6 +213,11 @@ def _fuse(p: Plan, check, b: IRBuilder, start, saved, ok, hoisted) -> bool:
     stores = {a.inst for a in p.accesses if a.is_store}
     own = [{a.inst for a in p.accesses if a.is_store and a.statement in group}
            for group in p.partitions]
+    # An iteration without its branch: the counter is read as a given value, not stepped.
+    counting = [i for i in block.instructions
+                if isinstance(i, (I.Load, I.Store)) and i.pointer is p.counter]
+    stepping = {block.terminator, *(i for i in counting if isinstance(i, I.Store))}
+    reads = [i for i in counting if isinstance(i, I.Load)]
 
     by_inst = {a.inst: a for a in p.accesses}
     pointers: dict = {}
@@ -221,11 +235,8 @@ def _fuse(p: Plan, check, b: IRBuilder, start, saved, ok, hoisted) -> bool:
         got = pointers.get(key)
         if got is None:
             if (addr.root, addr.terms) not in sums:   # loop-invariant: before the loop
-                total = const_int(T.i64, 0)
-                for sym, coef in addr.terms:
-                    total = b.add(total, b.mul(_hoist(b, sym, block, hoisted),
-                                               const_int(T.i64, coef)))
-                sums[(addr.root, addr.terms)] = (_hoist(b, addr.root, block, hoisted), total)
+                sums[(addr.root, addr.terms)] = (_hoist(b, addr.root, block, hoisted),
+                                                 _terms(b, addr, block, hoisted))
             root, total = sums[(addr.root, addr.terms)]
             off = ib.add(total, ib.add(ib.mul(base, const_int(T.i64, addr.step)),
                                        const_int(T.i64, const)))
@@ -242,9 +253,9 @@ def _fuse(p: Plan, check, b: IRBuilder, start, saved, ok, hoisted) -> bool:
             if base is start and delta == 0:   # a partition's first iteration: the slots
                 for slot, value in saved:      # as the loop found them
                     ib.store(value, slot)
-            _instance(ib, block, stores - own[k], p.counter, count,
-                      lambda inst: pointer(ib, by_inst[inst], base, delta)
-                      if inst in by_inst else None, p.scoped)
+            _clone(ib, block, (stores - own[k]) | stepping, dict.fromkeys(reads, count),
+                   scoped, lambda inst: pointer(ib, by_inst[inst], base, delta)
+                   if inst in by_inst else None)
 
     # Peeled first iterations: the loop count at C0 + c, C0 being the counter at entry.
     fb = IRBuilder(first)
@@ -265,20 +276,16 @@ def _fuse(p: Plan, check, b: IRBuilder, start, saved, ok, hoisted) -> bool:
     eb.store(end, p.counter)
     eb.br(p.exit_target)
     b.cbranch(go, first, block)   # last: the blocks above hoisted values into ``check``
-    return True
 
 
-def _instance(b: IRBuilder, block, skip: set, counter, count, pointer_of, scoped) -> None:
-    """One iteration of ``block`` inserted by ``b`` (no branch, the counter not stepped),
-    with the counter read as ``count``, the stores in ``skip`` left out, and the pointer of
-    each load and store ``pointer_of(inst)`` where that is not None."""
-    mapping: dict = {}
+def _clone(b: IRBuilder, block, skip: set, mapping: dict, scoped: dict,
+           pointer_of=lambda inst: None) -> None:
+    """The instructions of ``block`` inserted by ``b``, but for those in ``skip`` and those
+    ``mapping`` already gives a value (operands are read through ``mapping``, which the
+    copies join); a load or store gets ``pointer_of(inst)`` as its pointer where that is not
+    None, and the metadata ``scoped`` gives it."""
     for inst in block.instructions:
-        if inst in skip or inst.is_terminator or \
-                (isinstance(inst, I.Store) and inst.pointer is counter):
-            continue
-        if isinstance(inst, I.Load) and inst.pointer is counter:
-            mapping[inst] = count
+        if inst in skip or inst in mapping:
             continue
         ops = [mapping.get(op, op) for op in inst.operands]
         if isinstance(inst, (I.Load, I.Store)):
@@ -289,24 +296,6 @@ def _instance(b: IRBuilder, block, skip: set, counter, count, pointer_of, scoped
         if inst in scoped:
             clone.metadata = list(scoped[inst])
         mapping[inst] = b.insert(clone, inst.name if inst.has_result else "")
-
-
-def _copy(block, into, skip: set, exit_to, scoped: dict) -> None:
-    mapping: dict = {block: into}
-    for inst in block.instructions:
-        if inst in skip:
-            continue
-        ops = [mapping.get(op, op) for op in inst.operands]
-        if inst.is_terminator:
-            ops = [exit_to if op is not into and isinstance(op, BasicBlock) else op
-                   for op in ops]
-        clone = inst.copy_with(ops, keep_metadata=True)
-        if inst in scoped:
-            clone.metadata = list(scoped[inst])
-        into.append(clone)
-        if inst.has_result and inst.name:
-            clone.name = into.parent.unique_name(inst.name)
-        mapping[inst] = clone
 
 
 def _hoist(b: IRBuilder, v, block, hoisted: dict):
@@ -371,15 +360,20 @@ def _range(b: IRBuilder, p: Plan, root, start, last, hoisted) -> tuple:
         if a.address.root is not root:
             continue
         addr = a.address
-        sym = const_int(T.i64, addr.offset)
-        for s, k in addr.terms:
-            term = b.mul(_hoist(b, s, p.block, hoisted), const_int(T.i64, k))
-            sym = b.add(sym, term)
+        sym = b.add(_terms(b, addr, p.block, hoisted), const_int(T.i64, addr.offset))
         first = b.add(sym, b.mul(start, const_int(T.i64, addr.step)))
         end = b.add(sym, b.mul(last, const_int(T.i64, addr.step)))
-        low = b.select(b.icmp("slt", first, end), first, end)
-        high = b.add(b.select(b.icmp("slt", first, end), end, first),
-                     const_int(T.i64, addr.size))
+        ascending = b.icmp("slt", first, end)
+        low = b.select(ascending, first, end)
+        high = b.add(b.select(ascending, end, first), const_int(T.i64, addr.size))
         lo = low if lo is None else b.select(b.icmp("slt", low, lo), low, lo)
         hi = high if hi is None else b.select(b.icmp("sgt", high, hi), high, hi)
     return b.add(base, lo), b.add(base, hi)
+
+
+def _terms(b: IRBuilder, addr: Address, block, hoisted: dict):
+    """The loop-invariant part ``sum(coef * symbol)`` of ``addr``, as i64 before the loop."""
+    total = const_int(T.i64, 0)
+    for sym, coef in addr.terms:
+        total = b.add(total, b.mul(_hoist(b, sym, block, hoisted), const_int(T.i64, coef)))
+    return total

@@ -127,7 +127,6 @@ class Plan:
     exit_value: Value | None = None                  # the counter's value that ends the loop
     exit_target: BasicBlock | None = None
     locals: list = field(default_factory=list)       # per-iteration slots (reset per copy)
-    scoped: dict = field(default_factory=dict)       # access -> metadata of its copies
     guards: list = field(default_factory=list)       # (comparison, value it must have)
 
     @property
@@ -325,11 +324,7 @@ def _check_exit(p: Plan, cond, counter_store, exit_target) -> None:
 
 
 def _const(v) -> int | None:
-    if isinstance(v, ConstantInt):
-        value = v.value
-        bits = v.type.width
-        return value - (1 << bits) if value >= 1 << (bits - 1) else value
-    return None
+    return v.signed if isinstance(v, ConstantInt) else None
 
 
 class _Invariance:

@@ -102,6 +102,12 @@ class ConstantInt(Constant):
         self.value = value
 
     @property
+    def signed(self) -> int:
+        """The value read as a signed integer of the type's width (``i8 255`` is -1)."""
+        bits = self.type.width
+        return self.value - (1 << bits) if self.value >= 1 << (bits - 1) else self.value
+
+    @property
     def ref(self) -> str:
         if self.type.width == 1:
             return "true" if self.value else "false"

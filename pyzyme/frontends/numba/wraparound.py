@@ -103,12 +103,7 @@ def _negative_test(cond) -> bool | None:
     c = cond.operands[1]
     if not isinstance(c, ConstantInt):
         return None
-    return _NEGATIVE.get((cond.predicate, _signed(c)))
-
-
-def _signed(c: ConstantInt) -> int:
-    bits = c.type.width
-    return c.value - (1 << bits) if c.value >= 1 << (bits - 1) else c.value
+    return _NEGATIVE.get((cond.predicate, c.signed))
 
 
 class _NonNegative:
@@ -122,7 +117,7 @@ class _NonNegative:
 
     def __call__(self, v) -> bool:
         if isinstance(v, ConstantInt):
-            return _signed(v) >= 0
+            return v.signed >= 0
         got = self.memo.get(v)
         if got is None:
             before = set(self.memo)
@@ -156,9 +151,9 @@ class _NonNegative:
         if v.opcode == "lshr":
             return isinstance(b, ConstantInt) and (b.value > 0 or self(a))
         if v.opcode == "and":
-            return (isinstance(b, ConstantInt) and _signed(b) >= 0) or self(a) or self(b)
+            return (isinstance(b, ConstantInt) and b.signed >= 0) or self(a) or self(b)
         if v.opcode == "urem":
-            return isinstance(b, ConstantInt) and _signed(b) > 0
+            return isinstance(b, ConstantInt) and b.signed > 0
         return False
 
     def _induction(self, loop, iv) -> bool:
