@@ -12,7 +12,7 @@ Examples
 False
 >>> pyzyme.set_runtime_activity(True)
 >>> current()
-Options(runtime_activity=True, distribute_loops=True)
+Options(runtime_activity=True, distribute_loops=True, interchange_loops=True)
 >>> pyzyme.set_runtime_activity(False)
 """
 
@@ -47,10 +47,17 @@ class Options:
         iteration to the next (a stencil's adjoint) into one loop per accumulation, behind a
         run-time check that the arrays do not overlap (:mod:`pyzyme.diff.distribute`): the
         results are bitwise the same and the loops vectorize. On by default; off to compare.
+    interchange_loops
+        Before reverse mode differentiates a function, turn a loop nest that keeps a sum in a
+        register over its inner loop and strides through memory there (a triple-loop matrix
+        multiply) so that its inner loop runs along rows, the sums kept in their cells
+        (:mod:`pyzyme.diff.interchange`): bitwise the same results, both sweeps contiguous.
+        Only arrays known not to overlap qualify. On by default; off to compare.
     """
 
     runtime_activity: bool = False
     distribute_loops: bool = True
+    interchange_loops: bool = True
 
     @property
     def tag(self) -> str:

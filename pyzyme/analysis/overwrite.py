@@ -39,7 +39,7 @@ from pyzyme.ir import types as ir_types
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
 from pyzyme.ir.values import Argument, GlobalVariable, Null, Poison, Undef, Value
 
-__all__ = ["OverwriteResult", "analyze_overwrites", "underlying_object",
+__all__ = ["OverwriteResult", "analyze_overwrites", "identified_object", "underlying_object",
            "underlying_objects", "may_alias"]
 
 # Calls that allocate fresh memory: their results alias nothing that existed before.
@@ -93,7 +93,7 @@ def _meminfo_data(obj: Value) -> bool:
         base.called_function.name.startswith("NRT_MemInfo")
 
 
-def _identified(obj: Value) -> bool:
+def identified_object(obj: Value) -> bool:
     """An object distinct from every other identified object: a stack slot, a fresh allocation
     (or the data of a fresh MemInfo), a global, or a ``noalias`` parameter."""
     if isinstance(obj, (I.Alloca, GlobalVariable)):
@@ -153,7 +153,7 @@ def _objects_may_alias(oa: Value, ob: Value) -> bool:
         return True
     if not (_root(oa) and _root(ob)):
         return True
-    if _identified(oa) and _identified(ob):
+    if identified_object(oa) and identified_object(ob):
         return False
     if _noalias_argument(oa) or _noalias_argument(ob):
         return False  # noalias: nothing else the function sees points into it

@@ -27,6 +27,7 @@ from pyzyme.analysis.layout import field_offset
 from pyzyme.api.annotations import Active, Const
 from pyzyme.api.custom_calls import release_inlining
 from pyzyme.api.numba_forward import _add_source_line, _differentiable, _where
+from pyzyme.diff.interchange import interchange
 from pyzyme.diff.reverse import ReverseGenerator, ReverseSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.frontends.numba import capture, njit_callable
@@ -171,6 +172,8 @@ def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool,
                         and not isinstance(p.numba_type.dtype, types.ClassDataType):
                     a = native.args[p.index]
                     a.attrs = " ".join([*a.attrs.split(), "noalias"])
+        if options.current().interchange_loops:
+            interchange(native)
     return cap, abi, module, native, acts, ret_activity
 
 

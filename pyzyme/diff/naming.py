@@ -113,6 +113,13 @@ def fused_block(block: str, part: str) -> str:
     return f"{block or 'loop'}.fused.{part}"
 
 
+def interchanged(block: str, part: str) -> str:
+    """A block of the nest headed by ``block``, interchanged before differentiation:
+    ``part`` is ``init`` (the sums' cells set to their starting values), ``outer``, ``inner``
+    or ``latch`` (of the interchanged loops)."""
+    return f"{block or 'loop'}.interchange.{part}"
+
+
 def rule_value(part: str) -> str:
     """A value read from (or made for) a user rule's call: ``part`` is ``result`` (its result
     slot), ``status``, ``primal``, ``tangent``, ``shadow``, ``tape``, ``dret``, ``adjoint``

@@ -148,7 +148,7 @@ class ReverseValues:
     def _object_of(self, st: _State, pointer: Value):
         """The distinct object (allocation, stack slot, ``noalias`` parameter, or the shadow of
         one) that ``pointer`` points into, seen through reverse-sweep copies; else None."""
-        from pyzyme.analysis.overwrite import _identified
+        from pyzyme.analysis.overwrite import identified_object
 
         for _ in range(64):
             pointer = underlying_object(pointer)
@@ -159,7 +159,7 @@ class ReverseValues:
         if isinstance(pointer, I.Alloca) and pointer.parent in (st.tape.fwd_entry,
                                                                  st.tape.rev_entry):
             return None  # pyzyme's own slots: promoted to registers anyway
-        return pointer if _identified(pointer) else None
+        return pointer if identified_object(pointer) else None
 
     def _merged_phi(self, st: _State, fv: I.Phi, block) -> Value | None:
         """A phi of an if/else merge whose arms' values are safe to compute either way:
