@@ -22,6 +22,7 @@ from pyzyme.api import annotations as A
 from pyzyme.api import complex_args as C
 from pyzyme.api import structured as S
 from pyzyme.api.modes import Mode
+from pyzyme.api.typeof import argument_type
 from pyzyme.errors import PyzymeError, UnsupportedError
 from pyzyme.rules.custom import REGISTRY
 from pyzyme.runtime.disk_cache import DiskCache
@@ -336,8 +337,6 @@ class _ReverseArg:
     """One argument as the reverse derivative takes it."""
 
     def __init__(self, ann: A.Annotation, views: dict) -> None:
-        import numba
-
         value = ann.val
         if isinstance(ann, A.Const):
             self.kind, self.primal, self.shadows, self._fwd = "const", value, (), None
@@ -367,7 +366,8 @@ class _ReverseArg:
             self.kind, self.primal, self.shadows = "duplicated", value, self._fwd.shadows
         else:
             raise UnsupportedError(f"{type(ann).__name__} is not a reverse-mode activity")
-        self.numba_type = numba.typeof(self.primal)
+        self.numba_type = self._fwd.numba_type if self._fwd is not None else \
+            argument_type(self.primal)
 
     def arrays(self) -> list:
         """Every array this argument reaches (inside tuples, records and jitclass instances
@@ -485,8 +485,7 @@ class _ForwardArg:
             raise UnsupportedError(
                 f"{type(ann).__name__} of a {type(value).__name__} is not supported in forward "
                 f"mode yet; pass floats or NumPy arrays")
-        import numba
-        self.numba_type = numba.typeof(self.primal)
+        self.numba_type = argument_type(self.primal)
 
     def _array_shadow(self, x: np.ndarray, dx, lane: int) -> np.ndarray:
         if not isinstance(dx, np.ndarray):
