@@ -48,11 +48,11 @@ class Options:
         run-time check that the arrays do not overlap (:mod:`pyzyme.diff.distribute`): the
         results are bitwise the same and the loops vectorize. On by default; off to compare.
     interchange_loops
-        Before reverse mode differentiates a function, turn a loop nest that keeps a sum in a
-        register over its inner loop and strides through memory there (a triple-loop matrix
+        Before differentiating a function (either mode), turn a loop nest that keeps a sum in
+        a register over its inner loop and strides through memory there (a triple-loop matrix
         multiply) so that its inner loop runs along rows, the sums kept in their cells
-        (:mod:`pyzyme.diff.interchange`): bitwise the same results, both sweeps contiguous.
-        Only arrays known not to overlap qualify. On by default; off to compare.
+        (:mod:`pyzyme.diff.interchange`): bitwise the same results, every sweep contiguous.
+        Only calls whose arrays do not overlap qualify. On by default; off to compare.
     """
 
     runtime_activity: bool = False

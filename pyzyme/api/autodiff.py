@@ -323,6 +323,12 @@ def _loaded_plan(payload, fingerprint: str | None):
         return None
 
 
+def _arrays(arg) -> list:
+    """Every array an argument (primal and shadows) reaches, inside tuples, records and
+    jitclass instances too: for the check that no two share memory."""
+    return [a for v in (arg.primal, *arg.shadows) for a in S.reachable_arrays(v)]
+
+
 def _distinct(arrays: Sequence[np.ndarray]) -> bool:
     """Whether no two of ``arrays`` share memory (then array data can be ``noalias``)."""
     arrays = [a for a in arrays if a.size]
@@ -370,9 +376,7 @@ class _ReverseArg:
             argument_type(self.primal)
 
     def arrays(self) -> list:
-        """Every array this argument reaches (inside tuples, records and jitclass instances
-        too), for the check that no two share memory."""
-        return [a for v in (self.primal, *self.shadows) for a in S.reachable_arrays(v)]
+        return _arrays(self)
 
     def copy_back(self) -> None:
         if self._fwd is not None:
@@ -390,8 +394,10 @@ def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
                                "forward mode")
     dispatcher = _dispatcher(f)
     need_primal = mode.with_primal or ret_activity.needs_primal
+    distinct = _distinct([x for c in calls for x in c.arrays()])
     plan = forward_plan(dispatcher, [c.numba_type for c in calls],
-                        [bool(c.shadows) for c in calls], ret_activity, width, need_primal)
+                        [bool(c.shadows) for c in calls], ret_activity, width, need_primal,
+                        distinct)
     primals = [c.primal for c in calls]
     shadows = [s for c in calls for s in c.shadows]
     out = plan.function(*primals, *shadows)
@@ -401,17 +407,18 @@ def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
 
 
 def forward_plan(dispatcher, primal_types, shadowed, ret_activity, width: int,
-                 need_primal: bool = True):
+                 need_primal: bool = True, distinct: bool = False):
     """The compiled forward derivative of ``dispatcher`` for these types and activities
-    (without ``need_primal``, a float primal result it returns is zero)."""
+    (without ``need_primal``, a float primal result it returns is zero; ``distinct``: no two
+    arrays of the call share memory)."""
     from pyzyme.api.numba_forward import build_forward
 
     key = ("forward", dispatcher, tuple(primal_types), tuple(shadowed), ret_activity, width,
-           need_primal)
+           need_primal) + (("distinct",) if distinct else ())
     return CACHE.get(key, lambda: _persisted(
         dispatcher, primal_types, key,
         lambda: build_forward(dispatcher, primal_types, shadowed, ret_activity, width,
-                              _rules(), need_primal)))
+                              _rules(), need_primal, distinct)))
 
 
 def _forward_result(mode: Mode, ret_activity, plan, out) -> tuple:
@@ -515,6 +522,9 @@ class _ForwardArg:
             self._copies.append((dx, view))
         self._views[key] = view
         return view
+
+    def arrays(self) -> list:
+        return _arrays(self)
 
     def copy_back(self) -> None:
         for user, view in self._copies:

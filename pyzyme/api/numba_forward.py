@@ -25,7 +25,7 @@ from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.frontends.numba import capture, njit_callable
 from pyzyme.frontends.numba.abi import AbiMap, ArgAbi
-from pyzyme.frontends.numba.wraparound import fold_wraparound, shape_params
+from pyzyme.frontends.numba import pre_ad
 from pyzyme.runtime import compile_module, symbol_name
 
 __all__ = ["ForwardPlan", "build_forward"]
@@ -119,11 +119,12 @@ def _add_source_line(err: UnsupportedError, dispatcher, argtypes) -> None:
 
 
 def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool],
-                  ret_activity: type, width: int, rules, need_primal: bool = True) -> ForwardPlan:
+                  ret_activity: type, width: int, rules, need_primal: bool = True,
+                  distinct: bool = False) -> ForwardPlan:
     """Capture ``f`` for ``primal_types`` and compile its forward derivative, in which the
     arguments marked in ``shadowed`` have ``width`` shadows each. Without ``need_primal`` a
     float result is returned as zero beside its tangents, so that LLVM can delete what only
-    the primal result needed."""
+    the primal result needed. ``distinct``: no two arrays of the call share memory."""
     primal_types = tuple(primal_types)
     cap = capture(f, primal_types, keep_calls=getattr(rules, "keeps_call", None))
     abi = cap.abi
@@ -136,11 +137,12 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     sig = forward_signature(abi, shadowed, width, ret_differentiated)
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
-    fold_wraparound(native, shape_params(native, abi))
     opts = options.current()
+    pre_ad.ready(native, abi, distinct, opts.interchange_loops)
     restype = abi.signature.return_type
     drop_primal = not need_primal and ret_differentiated and isinstance(restype, types.Float)
-    symbol = symbol_name("fwd", cap.text, repr(sig) + opts.tag + ("-" if drop_primal else ""))
+    symbol = symbol_name("fwd", cap.text, repr(sig) + opts.tag + ("-" if drop_primal else "")
+                         + ("" if not distinct else "-distinct"))
     try:
         with error_context("differentiating", f"{_where(f)} in forward mode"):
             gen = ForwardGenerator(module, rules, opts)

@@ -27,11 +27,10 @@ from pyzyme.analysis.layout import field_offset
 from pyzyme.api.annotations import Active, Const
 from pyzyme.api.custom_calls import release_inlining
 from pyzyme.api.numba_forward import _add_source_line, _differentiable, _where
-from pyzyme.diff.interchange import interchange
 from pyzyme.diff.reverse import ReverseGenerator, ReverseSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.frontends.numba import capture, njit_callable
-from pyzyme.frontends.numba.wraparound import fold_wraparound, shape_params
+from pyzyme.frontends.numba import pre_ad
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int, const_null
 from pyzyme.runtime import compile_module, symbol_name
@@ -164,16 +163,7 @@ def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool,
     acts = _activities(abi, kinds, carries)
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
-    fold_wraparound(native, shape_params(native, abi))
-    if distinct:
-        for arg, kind in zip(abi.args, kinds):
-            for p in arg.params:
-                if p.field.endswith(".data") and isinstance(p.numba_type, types.CPointer) \
-                        and not isinstance(p.numba_type.dtype, types.ClassDataType):
-                    a = native.args[p.index]
-                    a.attrs = " ".join([*a.attrs.split(), "noalias"])
-        if options.current().interchange_loops:
-            interchange(native)
+    pre_ad.ready(native, abi, distinct, options.current().interchange_loops)
     return cap, abi, module, native, acts, ret_activity
 
 

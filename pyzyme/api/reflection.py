@@ -100,7 +100,8 @@ def code_llvm(mode: Mode, f, *args, optimized: bool = False) -> str:
 
 
 def _forward_text(f, ret_activity, anns) -> str:
-    from pyzyme.api.autodiff import _batch_width, _dispatcher, _ForwardArg, forward_plan
+    from pyzyme.api.autodiff import _batch_width, _dispatcher, _distinct, _ForwardArg, \
+        forward_plan
 
     width = _batch_width(anns, ret_activity)
     calls = [_ForwardArg(a, {}) for a in anns]
@@ -109,8 +110,10 @@ def _forward_text(f, ret_activity, anns) -> str:
     if ret_activity is A.Active:
         raise UnsupportedError("Active is a reverse-mode return activity; use Duplicated in "
                                "forward mode")
+    distinct = _distinct([x for c in calls for x in c.arrays()])
     plan = forward_plan(_dispatcher(f), [c.numba_type for c in calls],
-                        [bool(c.shadows) for c in calls], ret_activity, width)
+                        [bool(c.shadows) for c in calls], ret_activity, width,
+                        distinct=distinct)
     return plan.ir_text
 
 

@@ -220,6 +220,34 @@ def test_matmul_vjp_is_bitwise_the_nest_as_written(dtype):
     assert (".interchange.inner" in text) == (dtype == np.float64)
 
 
+def test_forward_mode_through_the_interchanged_nest():
+    rng = np.random.default_rng(4)
+    A, B = rng.standard_normal((5, 4)), rng.standard_normal((4, 6))
+    tA, tB = rng.standard_normal(A.shape), rng.standard_normal(B.shape)
+
+    def tangent():
+        C, tC = np.zeros((5, 6)), np.zeros((5, 6))
+        pyzyme.autodiff(pyzyme.Forward, matmul, Const, Duplicated(A, tA), Duplicated(B, tB),
+                        Duplicated(C, tC))
+        return tC
+    on, off = _both_ways(tangent)
+    np.testing.assert_array_equal(on, off)
+    np.testing.assert_allclose(on, tA @ B + A @ tB, rtol=1e-12, atol=1e-12)
+    args = (Duplicated(A, tA), Duplicated(B, tB), Duplicated(np.zeros((5, 6)), np.zeros((5, 6))))
+    assert ".interchange.inner" in pyzyme.code_llvm(pyzyme.Forward, matmul, Const, *args)
+    # The same array twice: they overlap, so the nest is left as it is (and still right).
+    C, tC = np.zeros((5, 5)), np.zeros((5, 5))
+    S, tS = A[:, :4].copy(), tA[:, :4].copy()
+    Q = S[:4, :4].copy()
+    tQ = tS[:4, :4].copy()
+    pyzyme.autodiff(pyzyme.Forward, matmul, Const, Duplicated(Q, tQ), Duplicated(Q, tQ),
+                    Duplicated(C[:4, :4], tC[:4, :4]))
+    np.testing.assert_allclose(tC[:4, :4], tQ @ Q + Q @ tQ, rtol=1e-12, atol=1e-12)
+    text = pyzyme.code_llvm(pyzyme.Forward, matmul, Const, Duplicated(Q, tQ), Duplicated(Q, tQ),
+                            Duplicated(C[:4, :4], tC[:4, :4]))
+    assert ".interchange." not in text
+
+
 @pytest.mark.parametrize("f, interchanged", [(nonlinear, True), (backwards, False)],
                          ids=["nonlinear", "backwards"])
 def test_nonlinear_nest_and_strided_views(f, interchanged):

@@ -1,0 +1,37 @@
+"""The captured function made ready for differentiation, the same way in either mode.
+
+Three rewrites of the captured ``native`` function, before any derivative exists:
+
+- Numba's wrap-around of negative indices is folded where the index cannot be negative
+  (:mod:`pyzyme.frontends.numba.wraparound`);
+- when the caller found that no two arrays passed share memory, the data pointers of the
+  array arguments are marked ``noalias`` (what LLVM needs to keep values in registers and
+  vectorize; jitclass data is left alone, it may be reached through its instance too);
+- then, if asked, nests that keep a sum in a register over an inner loop striding through
+  memory are interchanged (:mod:`pyzyme.diff.interchange`, which needs those ``noalias``).
+"""
+
+from __future__ import annotations
+
+from numba.core import types
+
+from pyzyme.diff.interchange import interchange
+from pyzyme.frontends.numba.wraparound import fold_wraparound, shape_params
+
+__all__ = ["ready"]
+
+
+def ready(native, abi, distinct: bool, interchange_loops: bool) -> None:
+    """Rewrite ``native`` (described by ``abi``) in place for differentiation; ``distinct``:
+    the arrays of the call do not overlap."""
+    fold_wraparound(native, shape_params(native, abi))
+    if not distinct:
+        return
+    for arg in abi.args:
+        for p in arg.params:
+            if p.field.endswith(".data") and isinstance(p.numba_type, types.CPointer) \
+                    and not isinstance(p.numba_type.dtype, types.ClassDataType):
+                a = native.args[p.index]
+                a.attrs = " ".join([*a.attrs.split(), "noalias"])
+    if interchange_loops:
+        interchange(native)
