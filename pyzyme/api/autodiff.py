@@ -135,7 +135,7 @@ def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation], seed=None) -
     views: dict = {}
     calls = [_ReverseArg(a, views) for a in anns]
     dispatcher = _dispatcher(f)
-    distinct = _distinct([x for c in calls for x in c.arrays()])
+    distinct = _distinct(calls)
     plan = reverse_plan(dispatcher, [c.numba_type for c in calls], [c.kind for c in calls],
                         ret_activity, distinct, need_primal=mode.with_primal)
     if not plan.seeded:
@@ -323,15 +323,12 @@ def _loaded_plan(payload, fingerprint: str | None):
         return None
 
 
-def _arrays(arg) -> list:
-    """Every array an argument (primal and shadows) reaches, inside tuples, records and
-    jitclass instances too: for the check that no two share memory."""
-    return [a for v in (arg.primal, *arg.shadows) for a in S.reachable_arrays(v)]
-
-
-def _distinct(arrays: Sequence[np.ndarray]) -> bool:
-    """Whether no two of ``arrays`` share memory (then array data can be ``noalias``)."""
-    arrays = [a for a in arrays if a.size]
+def _distinct(calls) -> bool:
+    """Whether no two arrays the arguments ``calls`` reach (primals and shadows, inside
+    tuples, records and jitclass instances too) share memory: then array data can be
+    ``noalias``."""
+    arrays = [a for c in calls for v in (c.primal, *c.shadows) for a in S.reachable_arrays(v)
+              if a.size]
     for i, a in enumerate(arrays):
         for b in arrays[i + 1:]:
             if np.may_share_memory(a, b):
@@ -375,9 +372,6 @@ class _ReverseArg:
         self.numba_type = self._fwd.numba_type if self._fwd is not None else \
             argument_type(self.primal)
 
-    def arrays(self) -> list:
-        return _arrays(self)
-
     def copy_back(self) -> None:
         if self._fwd is not None:
             self._fwd.copy_back()
@@ -394,7 +388,7 @@ def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
                                "forward mode")
     dispatcher = _dispatcher(f)
     need_primal = mode.with_primal or ret_activity.needs_primal
-    distinct = _distinct([x for c in calls for x in c.arrays()])
+    distinct = _distinct(calls)
     plan = forward_plan(dispatcher, [c.numba_type for c in calls],
                         [bool(c.shadows) for c in calls], ret_activity, width, need_primal,
                         distinct)
@@ -522,9 +516,6 @@ class _ForwardArg:
             self._copies.append((dx, view))
         self._views[key] = view
         return view
-
-    def arrays(self) -> list:
-        return _arrays(self)
 
     def copy_back(self) -> None:
         for user, view in self._copies:

@@ -23,9 +23,8 @@ from pyzyme.api.annotations import Const
 from pyzyme.api.custom_calls import release_inlining
 from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
 from pyzyme.errors import UnsupportedError, error_context
-from pyzyme.frontends.numba import capture, njit_callable
+from pyzyme.frontends.numba import capture, njit_callable, pre_ad
 from pyzyme.frontends.numba.abi import AbiMap, ArgAbi
-from pyzyme.frontends.numba import pre_ad
 from pyzyme.runtime import compile_module, symbol_name
 
 __all__ = ["ForwardPlan", "build_forward"]

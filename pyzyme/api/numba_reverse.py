@@ -29,8 +29,7 @@ from pyzyme.api.custom_calls import release_inlining
 from pyzyme.api.numba_forward import _add_source_line, _differentiable, _where
 from pyzyme.diff.reverse import ReverseGenerator, ReverseSignature
 from pyzyme.errors import UnsupportedError, error_context
-from pyzyme.frontends.numba import capture, njit_callable
-from pyzyme.frontends.numba import pre_ad
+from pyzyme.frontends.numba import capture, njit_callable, pre_ad
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int, const_null
 from pyzyme.runtime import compile_module, symbol_name

@@ -110,7 +110,7 @@ def _forward_text(f, ret_activity, anns) -> str:
     if ret_activity is A.Active:
         raise UnsupportedError("Active is a reverse-mode return activity; use Duplicated in "
                                "forward mode")
-    distinct = _distinct([x for c in calls for x in c.arrays()])
+    distinct = _distinct(calls)
     plan = forward_plan(_dispatcher(f), [c.numba_type for c in calls],
                         [bool(c.shadows) for c in calls], ret_activity, width,
                         distinct=distinct)
@@ -121,7 +121,7 @@ def _reverse_text(f, ret_activity, anns) -> str:
     from pyzyme.api.autodiff import _dispatcher, _distinct, _ReverseArg, reverse_plan
 
     calls = [_ReverseArg(a, {}) for a in anns]
-    distinct = _distinct([x for c in calls for x in c.arrays()])
+    distinct = _distinct(calls)
     plan = reverse_plan(_dispatcher(f), [c.numba_type for c in calls],
                         [c.kind for c in calls], ret_activity, distinct)
     return plan.ir_text

@@ -118,6 +118,11 @@ class Nest:
     outer: Loop
     inner: Loop
     reason: str = ""
+    # What the analysis found (the outer header and the inner loop's one block are the loops'
+    # headers): the outer loop's latch, and the two loops' induction variables.
+    latch: object = None
+    counter: object = None
+    inner_counter: object = None
     sums: list = field(default_factory=list)
     before: int = 0           # accesses that stride innermost, as the nest is
     after: int = 0            # and interchanged
@@ -131,7 +136,7 @@ class Nest:
         if self.reason:
             return head + f"left as it is ({self.reason})"
         lines = [head + "interchanged"]
-        j = self.outer.inductions[0].phi
+        j = self.counter.phi
         for s in self.sums:
             ptr = s.store.pointer
             lines.append(f"  sum {_ref(s.phi)} stored at {_ref(ptr)} "
@@ -179,6 +184,7 @@ def _analyze(nest: Nest) -> None:
     iv = next((v for v in inner.inductions if v.phi.parent is body), None)
     if iv is None or not outer.is_invariant(iv.start):
         raise _Refuse("the inner loop's counter does not start at the same value every time")
+    nest.latch, nest.counter, nest.inner_counter = latch, j, iv
     nest_blocks = {head, body, latch}
     for block in nest_blocks:
         for inst in block.instructions:
@@ -393,12 +399,11 @@ def interchange(fn) -> int:
 
 def _rewrite(nest: Nest) -> None:
     outer, inner = nest.outer, nest.inner
-    head, body = outer.header, inner.header
-    latch = outer.latches[0]
+    head, body, latch = outer.header, inner.header, nest.latch
     exit_block = outer.exits[0]
     pre = outer.preheader
     fn = head.parent
-    j, iv = outer.inductions[0], next(v for v in inner.inductions if v.phi.parent is body)
+    j, iv = nest.counter, nest.inner_counter
     init, pouter, pinner, platch = (
         BasicBlock(fn, fn.unique_name(naming.interchanged(head.name, part)))
         for part in ("init", "outer", "inner", "latch"))
