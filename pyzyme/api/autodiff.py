@@ -21,6 +21,7 @@ from pyzyme import options
 from pyzyme.api import annotations as A
 from pyzyme.api import complex_args as C
 from pyzyme.api import structured as S
+from pyzyme.api.call_shape import CallShape, call_shape
 from pyzyme.api.modes import Mode
 from pyzyme.api.typeof import argument_type
 from pyzyme.errors import PyzymeError, UnsupportedError
@@ -41,8 +42,17 @@ class DerivativeCache:
 
     def __init__(self) -> None:
         self._plans: dict[tuple, Any] = {}
+        self._calls: dict[tuple, Any] = {}   # calls of plain arguments, ready to make
         self._lock = threading.Lock()
         self.disk = DiskCache()
+
+    def call(self, key: tuple):
+        """The call remembered under ``key`` (see :func:`autodiff`) for the current options
+        and rules, or None."""
+        return self._calls.get((*key, options.current(), REGISTRY.generation))
+
+    def remember_call(self, key: tuple, call) -> None:
+        self._calls[(*key, options.current(), REGISTRY.generation)] = call
 
     def get(self, key: tuple, build):
         # A derivative is stale once a rule is registered after it was built, and is another
@@ -102,14 +112,27 @@ def autodiff(mode: Mode, f, *args) -> tuple:
         if ret_activity not in _RETURN_ACTIVITIES:
             raise TypeError(f"{ret_activity.__name__} is not a return activity")
     anns = [A.annotate(a) for a in args]
-    if mode.is_forward:
-        return _forward(mode, f, ret_activity, anns)
     if mode.split:
         raise UnsupportedError(f"{mode} mode is not implemented yet; use Reverse or "
                                f"ReverseWithPrimal")
     if mode.holomorphic:
         return _holomorphic(mode, f, ret_activity, anns)
-    return _reverse(mode, f, ret_activity, anns)
+    shape = call_shape(anns)
+    if shape is None:
+        return _forward(mode, f, ret_activity, anns) if mode.is_forward else \
+            _reverse(mode, f, ret_activity, anns)
+    # A call of plain arguments whose derivative was called before goes straight to it.
+    key = (mode, f, ret_activity, shape.key, shape.distinct)
+    call = CACHE.call(key)
+    if call is not None:
+        return call(shape)
+    if mode.is_forward:
+        result = _forward(mode, f, ret_activity, anns)
+        CACHE.remember_call(key, _forward_call(mode, f, ret_activity, shape))
+    else:
+        result = _reverse(mode, f, ret_activity, anns)
+        CACHE.remember_call(key, _reverse_call(mode, f, ret_activity, shape))
+    return result
 
 
 def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation], seed=None) -> tuple:
@@ -138,24 +161,70 @@ def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation], seed=None) -
     distinct = _distinct(calls)
     plan = reverse_plan(dispatcher, [c.numba_type for c in calls], [c.kind for c in calls],
                         ret_activity, distinct, need_primal=mode.with_primal)
-    if not plan.seeded:
-        seeds = ()
-    elif mode.holomorphic:
-        seeds = (C.holomorphic_seed(plan.restype),)
-    else:
-        C.check_complex_result(plan.restype, _where(dispatcher))
-        seeds = (_unit_seed(plan.restype) if seed is None else seed,)
+    seeds = _reverse_seeds(mode, plan, dispatcher, seed)
     out = plan.function(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
                         *seeds)
     for c in calls:
         c.copy_back()
+    return _reverse_result(mode, plan, out, [c.kind == "active" for c in calls])
+
+
+def _reverse_seeds(mode: Mode, plan, dispatcher, seed) -> tuple:
+    """The seed arguments ``plan``'s derivative takes after the shadows."""
+    if not plan.seeded:
+        return ()
+    if mode.holomorphic:
+        return (C.holomorphic_seed(plan.restype),)
+    C.check_complex_result(plan.restype, _where(dispatcher))
+    return (_unit_seed(plan.restype) if seed is None else seed,)
+
+
+def _reverse_result(mode: Mode, plan, out, active: Sequence[bool]) -> tuple:
+    """``autodiff``'s result from the tuple a reverse derivative returned: an adjoint for
+    each ``active`` argument, None for the others, then the primal result if asked for."""
     parts = () if out is None else tuple(out)
     primal = parts[0] if plan.returns_primal else None
     adjoints = iter(parts[1:] if plan.returns_primal else parts)
-    derivs = tuple(next(adjoints) if c.kind == "active" else None for c in calls)
+    derivs = tuple(next(adjoints) if a else None for a in active)
     if mode.with_primal:
         return (derivs, primal)
     return (derivs,)
+
+
+_KINDS = {A.Const: "const", A.Active: "active", A.Duplicated: "duplicated",
+          A.DuplicatedNoNeed: "duplicated"}
+
+
+def _reverse_call(mode: Mode, f, ret_activity, shape: CallShape):
+    """What :func:`_reverse` does for calls shaped like ``shape``, with everything that the
+    shape decides done once: the derivative, its seeds, which arguments get adjoints."""
+    kinds = [_KINDS[cls] for cls in shape.classes]
+    dispatcher = _dispatcher(f)
+    plan = reverse_plan(dispatcher, shape.types, kinds, ret_activity,
+                        shape.distinct, need_primal=mode.with_primal)
+    seeds = _reverse_seeds(mode, plan, dispatcher, None)
+    active = [k == "active" for k in kinds]
+    function = plan.function
+
+    def call(shape: CallShape) -> tuple:
+        return _reverse_result(mode, plan, function(*shape.primals, *shape.shadows, *seeds),
+                               active)
+    return call
+
+
+def _forward_call(mode: Mode, f, ret_activity, shape: CallShape):
+    """What :func:`_forward` does for calls shaped like ``shape`` (one tangent each), with
+    the derivative found once."""
+    ret_activity = ret_activity or A.Duplicated
+    plan = forward_plan(_dispatcher(f), shape.types,
+                        [cls is not A.Const for cls in shape.classes], ret_activity, 1,
+                        mode.with_primal or ret_activity.needs_primal, shape.distinct)
+    function = plan.function
+
+    def call(shape: CallShape) -> tuple:
+        return _forward_result(mode, ret_activity, plan,
+                               function(*shape.primals, *shape.shadows))
+    return call
 
 
 def _holomorphic(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:

@@ -3,7 +3,8 @@
 ``numba.typeof`` of a NumPy array builds its ``Array`` type anew on every call (about 15 us,
 the largest part of what ``autodiff`` costs beyond the derivative itself on small inputs).
 An array's type is a function of its dtype, dimensions, contiguity, writeability and
-alignment, so :func:`argument_type` keeps one per combination; plain floats are ``float64``.
+alignment, so :func:`argument_type` keeps one per combination; plain floats are ``float64``
+and ints that fit are ``int64``, as Numba types them.
 Everything else goes to ``numba.typeof``.
 
 Examples
@@ -13,8 +14,8 @@ Examples
 Array(float64, 2, 'C', False, aligned=True)
 >>> argument_type(np.zeros((2, 3))[:, ::2]) == numba.typeof(np.zeros((2, 3))[:, ::2])
 True
->>> argument_type(1.5)
-float64
+>>> argument_type(1.5), argument_type(7), argument_type(2 ** 63) == numba.typeof(2 ** 63)
+(float64, int64, True)
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def argument_type(value) -> types.Type:
     cls = type(value)
     if cls is float:
         return types.float64
+    if cls is int and -2 ** 63 <= value < 2 ** 63:
+        return types.int64
     if cls is np.ndarray:
         flags = value.flags
         key = (value.dtype, value.ndim, flags.c_contiguous, flags.f_contiguous,
