@@ -12,7 +12,8 @@ Examples
 False
 >>> pyzyme.set_runtime_activity(True)
 >>> current()
-Options(runtime_activity=True, distribute_loops=True, interchange_loops=True)
+Options(runtime_activity=True, distribute_loops=True, interchange_loops=True, \
+reassociate_adjoints=True)
 >>> pyzyme.set_runtime_activity(False)
 """
 
@@ -53,11 +54,20 @@ class Options:
         multiply) so that its inner loop runs along rows, the sums kept in their cells
         (:mod:`pyzyme.diff.interchange`): bitwise the same results, every sweep contiguous.
         Only calls whose arrays do not overlap qualify. On by default; off to compare.
+    reassociate_adjoints
+        Let LLVM add up the contributions to one adjoint in any order (``reassoc`` on the sums
+        that accumulate them, :func:`pyzyme.diff.reverse_adjoints.sum_flags`), as XLA's
+        reductions do, so that the reverse of a vectorized loop that scatters a value (``y +=
+        a * x``) vectorizes as the reduction it becomes (``x_bar += dot(a, y_bar)``). The
+        primal's own arithmetic keeps its order. On by default; off, the adjoints are summed
+        exactly in the reverse sweep's order (bitwise reproducible against a scalar
+        reference).
     """
 
     runtime_activity: bool = False
     distribute_loops: bool = True
     interchange_loops: bool = True
+    reassociate_adjoints: bool = True
 
     @property
     def tag(self) -> str:

@@ -39,7 +39,7 @@ from pyzyme.analysis.loops import analyze_loops
 from pyzyme.analysis.overwrite import analyze_overwrites
 from pyzyme.diff import distribute, naming
 from pyzyme.diff.alias_scopes import ScopeTable
-from pyzyme.diff.reverse_adjoints import ReverseAdjoints
+from pyzyme.diff.reverse_adjoints import ReverseAdjoints, sum_flags
 from pyzyme.diff.reverse_control import ReverseControl
 from pyzyme.diff.reverse_forward import ForwardSweep
 from pyzyme.diff.reverse_state import ReverseSignature, SplitPair, _has_float, _State
@@ -74,6 +74,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         self.module = module
         self.rules = rules
         self.options = options if options is not None else Options()
+        self.sum_flags = sum_flags(self.options)
         self._done: dict[tuple, object] = {}
         self.tapes: dict = {}   # generated function -> its Tape (for printing and sizes)
         # What is known of each function's arguments, for type analysis (Numba: from the ABI).

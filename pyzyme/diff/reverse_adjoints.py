@@ -46,7 +46,7 @@ class ReverseAdjoints:
             return
         slot = self._slot(st, value)
         b = st.rb
-        b.store(_add(b, value.type, b.load(value.type, slot), delta), slot)
+        b.store(_add(b, value.type, b.load(value.type, slot), delta, self.sum_flags), slot)
 
     def consume(self, st: _State, value: Value) -> Value:
         """``value_bar``, read and reset to zero (the value's uses are all done)."""
@@ -79,7 +79,7 @@ class ReverseAdjoints:
         pointer = self.shadow(st, inst.pointer)
         b = st.rb
         old = b.load(inst.type, pointer, inst.align)
-        new = _add(b, inst.type, old, d)
+        new = _add(b, inst.type, old, d, self.sum_flags)
         if inst.pointer in st.runtime:  # no adjoint goes into memory without a shadow
             new = b.select(self._inactive_here(st, inst.pointer), old, new)
         b.store(new, pointer, inst.align)
@@ -184,7 +184,8 @@ class ReverseAdjoints:
             slot = self._slot(st, agg)
             whole = b.load(agg.type, slot)
             part = b.extractvalue(whole, inst.indices)
-            b.store(b.insertvalue(whole, _add(b, inst.type, part, d), inst.indices), slot)
+            b.store(b.insertvalue(whole, _add(b, inst.type, part, d, self.sum_flags),
+                                   inst.indices), slot)
 
     def _insertvalue(self, st: _State, inst: I.InsertValue) -> None:
         agg, element = inst.operands
@@ -215,19 +216,34 @@ class ReverseAdjoints:
 
 
 
-def _add(b: IRBuilder, ty: T.Type, a: Value, c: Value) -> Value:
-    """``a + c`` over the float leaves of ``ty`` (others kept from ``a``).
+def sum_flags(options) -> tuple[str, ...]:
+    """The fast-math flags of the sums that accumulate adjoints.
 
-    The sums accumulate adjoints, whose slots start at +0.0: ``nsz`` lets LLVM fold
-    ``0.0 + d`` to ``d`` (an adjoint's sign of zero carries no information)."""
+    Adjoints start at +0.0, and an adjoint's sign of zero carries no information: ``nsz``
+    lets LLVM fold ``0.0 + d`` to ``d``. With ``options.reassociate_adjoints``, ``reassoc``
+    lets it sum the contributions to one adjoint in any order, as XLA does: the reverse of a
+    loop that scatters one value into many (``y[j] += a[j] * x``, vectorized) gathers many
+    into one (``x_bar += a[j] * y_bar[j]``), a reduction that only vectorizes reassociated.
+    The primal's own arithmetic keeps its order and flags.
+
+    >>> from pyzyme.options import Options
+    >>> sum_flags(Options()), sum_flags(Options(reassociate_adjoints=False))
+    (('reassoc', 'nsz'), ('nsz',))
+    """
+    return ("reassoc", "nsz") if options.reassociate_adjoints else ("nsz",)
+
+
+def _add(b: IRBuilder, ty: T.Type, a: Value, c: Value, flags: tuple[str, ...]) -> Value:
+    """``a + c`` over the float leaves of ``ty`` (others kept from ``a``), with ``flags``
+    (:func:`sum_flags`)."""
     if ty.is_float:
-        return b.fadd(a, c, ("nsz",))
+        return b.fadd(a, c, flags)
     if not _has_float(ty):
         return a
     out = a
     for i, ety in enumerate(_elements(ty)):
         if _has_float(ety):
-            part = _add(b, ety, b.extractvalue(a, i), b.extractvalue(c, i))
+            part = _add(b, ety, b.extractvalue(a, i), b.extractvalue(c, i), flags)
             out = b.insertvalue(out, part, i)
     return out
 
