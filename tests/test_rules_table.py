@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from pyzyme.rules import default_rules
+from pyzyme.rules import default_rules, mathlib
 from pyzyme.rules.expr import arg, const, evaluate
 from pyzyme.rules.spec import Inactive, Linear, Memory, Partials
 from pyzyme.rules.table import RuleTable, space_of
@@ -106,6 +106,8 @@ CASES = {
     "log1p": (math.log1p, reals(1, -0.95, 10)),
     "pow": (math.pow, uniform((0.1, 5.0), (-3.0, 3.0))),
     "powi": (lambda a, n: a ** n, lambda rng: nonzero(1, 0.2, 3.0)(rng) + (rng.randint(-4, 5),)),
+    "pyzyme.int_power": (mathlib.int_power,
+                         lambda rng: (rng.uniform(-3.0, 3.0), rng.choice((0, 1, 2, 5, 9)))),
     "sqrt": (math.sqrt, reals(1, 0.01, 10)),
     "cbrt": (math.cbrt, nonzero(1, 0.01, 10)),
     "hypot": (math.hypot, nonzero(2)),

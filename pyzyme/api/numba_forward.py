@@ -137,7 +137,7 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
     opts = options.current()
-    pre_ad.ready(native, abi, distinct, opts.interchange_loops)
+    pre_ad.ready(module, native, abi, distinct, opts.interchange_loops)
     restype = abi.signature.return_type
     drop_primal = not need_primal and ret_differentiated and isinstance(restype, types.Float)
     symbol = symbol_name("fwd", cap.text, repr(sig) + opts.tag + ("-" if drop_primal else "")

@@ -162,7 +162,7 @@ def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool,
     acts = _activities(abi, kinds, carries)
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
-    pre_ad.ready(native, abi, distinct, options.current().interchange_loops)
+    pre_ad.ready(module, native, abi, distinct, options.current().interchange_loops)
     return cap, abi, module, native, acts, ret_activity
 
 

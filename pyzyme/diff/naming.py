@@ -120,6 +120,12 @@ def interchanged(block: str, part: str) -> str:
     return f"{block or 'loop'}.interchange.{part}"
 
 
+def int_power(block: str) -> str:
+    """The block that replaces the binary-exponentiation loop ``block`` by a call
+    (:mod:`pyzyme.diff.int_power`)."""
+    return f"{block or 'loop'}.int_power"
+
+
 def rule_value(part: str) -> str:
     """A value read from (or made for) a user rule's call: ``part`` is ``result`` (its result
     slot), ``status``, ``primal``, ``tangent``, ``shadow``, ``tape``, ``dret``, ``adjoint``

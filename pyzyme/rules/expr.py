@@ -287,6 +287,8 @@ FUNCTIONS: dict[str, MathFunction] = {
     "digamma": MathFunction(mathlib.digamma, "pyzyme.digamma"),
     # pow's derivative in x from its result (pow_less1(x, y, pow(x, y)) = pow(x, y - 1)).
     "pow_less1": MathFunction(mathlib.pow_less1, "pyzyme.pow_less1"),
+    # x ** n by Numba's binary exponentiation, n an i64 >= 0 (mathlib.int_power).
+    "int_power": MathFunction(mathlib.int_power, "pyzyme.int_power"),
 }
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from pyzyme.rules.expr import arg, call, cmp, const, ret, select, to_float
+from pyzyme.rules.expr import arg, call, cmp, const, int_add, ret, select, to_float
 from pyzyme.rules.spec import Inactive, Partials
 
 __all__ = ["ROWS", "LIBM", "PIECEWISE_CONSTANT", "spellings"]
@@ -136,4 +136,10 @@ ROWS = LIBM + (
              "libm", reason=PIECEWISE_CONSTANT),
     Inactive(spellings("lrint", "llrint", "lround", "llround", "ilogb"), "libm",
              reason="integer result"),
+    # pyzyme's own x ** n (mathlib.int_power), which a loop Numba inlined for x ** i is folded
+    # into: d/dx = n x^(n-1); n is an integer.
+    Partials(("pyzyme.int_power", "pyzyme.int_powerf"), "libm", (
+        _where_zero(to_float(y), _ZERO, to_float(y) * call("int_power", x, int_add(y, -1))),
+        None,
+    ), note="d/dx = 0 at n = 0 (also at x = 0); n is an integer"),
 )

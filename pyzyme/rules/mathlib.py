@@ -6,6 +6,13 @@ is as accurate as ``pow``), and ``pow(x, y - 1)`` otherwise (``x = 0``, ``r`` ze
 not finite). A derivative that calls ``pow`` again costs twice the primal where ``pow`` is the
 work (a Taylor series); this one costs a division. ``pyzyme.pow_less1``/``pyzyme.pow_less1f``.
 
+``int_power(x, n)`` is ``x ** n`` for an integer ``n >= 0`` by binary exponentiation, the
+multiplications in Numba's order (``int_power_impl``: ``r *= a`` for each set bit of ``n``, then
+``a *= a``), so a loop Numba inlined for ``x ** i`` can be replaced by a call that computes it
+bitwise the same (:mod:`pyzyme.diff.int_power`); its derivative is then a rule,
+``n * int_power(x, n - 1)``, not a differentiated loop with a tape of its squares.
+``pyzyme.int_power``/``pyzyme.int_powerf`` take the exponent as an ``i64``.
+
 ``lgamma' = digamma`` and ``tgamma' = tgamma * digamma``, and C has no digamma. Rule expressions
 call it as ``call("digamma", x)``; its :class:`~pyzyme.rules.expr.MathFunction` has the symbol
 ``pyzyme.digamma``. This module owns both of its implementations, which follow one algorithm
@@ -45,10 +52,11 @@ import math
 
 from pyzyme import ir
 
-__all__ = ["digamma", "pow_less1", "define", "SYMBOLS"]
+__all__ = ["digamma", "pow_less1", "int_power", "define", "SYMBOLS"]
 
 # The functions define() can add.
-SYMBOLS = ("pyzyme.digamma", "pyzyme.digammaf", "pyzyme.pow_less1", "pyzyme.pow_less1f")
+SYMBOLS = ("pyzyme.digamma", "pyzyme.digammaf", "pyzyme.pow_less1", "pyzyme.pow_less1f",
+           "pyzyme.int_power", "pyzyme.int_powerf")
 
 # The smallest normal numbers, by IR type name: r / x is used where |r| is at least this.
 _NORMAL_MIN = {"double": 2.2250738585072014e-308, "float": 1.1754943508222875e-38}
@@ -112,6 +120,24 @@ def pow_less1(x: float, y: float, r: float) -> float:
     return FUNCTIONS["pow"].evaluate(x, y - 1.0)
 
 
+def int_power(x: float, n: int) -> float:
+    """``x ** n`` for an integer ``n >= 0``, multiplied as ``@pyzyme.int_power`` does.
+
+    Examples
+    --------
+    >>> int_power(3.0, 5), int_power(0.1, 3) == 0.1 * (0.1 * 0.1), int_power(2.0, 0)
+    (243.0, True, 1.0)
+    """
+    x, n = float(x), int(n) & (2 ** 64 - 1)  # the IR shifts the exponent as unsigned
+    r = 1.0
+    while n:
+        if n & 1:
+            r *= x
+        n >>= 1
+        x *= x
+    return r
+
+
 def define(module: ir.Module, symbol: str) -> ir.Function:
     """Add the definition of ``symbol`` (one of :data:`SYMBOLS`) to ``module``.
 
@@ -143,6 +169,13 @@ def define(module: ir.Module, symbol: str) -> ir.Function:
     if fn is not None and not fn.is_declaration:
         return fn
     ty = ir.float if symbol.endswith("f") else ir.double
+    if symbol.startswith("pyzyme.int_power"):
+        if fn is None:
+            fn = module.add_function(symbol, ir.FunctionType(ty, [ty, ir.i64]))
+        fn.prefix = "internal"
+        fn.suffix = "nounwind willreturn memory(none)"
+        _build_int_power(fn, ty)
+        return fn
     if symbol.startswith("pyzyme.pow_less1"):
         if fn is None:
             fn = module.add_function(symbol, ir.FunctionType(ty, [ty] * 3))
@@ -182,6 +215,33 @@ def _build_pow_less1(module: ir.Module, fn: ir.Function, ty) -> None:
     b.position_at_end(again)
     pow_ = _intrinsic(module, f"llvm.pow.{suffix}", 2, ty)
     b.ret(b.call(pow_, [x, b.fsub(y, ir.const_float(ty, 1.0), name="less1")], name="pow"))
+
+
+def _build_int_power(fn: ir.Function, ty) -> None:
+    """The body of ``@pyzyme.int_power`` (``ty`` double) or ``int_powerf``: Numba's loop,
+    guarded for ``n == 0`` (see :func:`int_power`)."""
+    x, n = fn.args
+    x.name, n.name = "x", "n"
+    entry, loop, done = (fn.append_block(name) for name in ("entry", "loop", "done"))
+    b = ir.IRBuilder(entry)
+    one = ir.const_float(ty, 1.0)
+    zero = ir.const_int(ir.i64, 0)
+    b.cbranch(b.icmp("eq", n, zero, name="none"), done, loop)
+    b.position_at_end(loop)
+    r, a, e = b.phi(ty, name="r"), b.phi(ty, name="a"), b.phi(ir.i64, name="e")
+    odd = b.icmp("ne", b.and_(e, ir.const_int(ir.i64, 1)), zero, name="odd")
+    r_next = b.select(odd, b.fmul(r, a), r, name="r.next")
+    e_next = b.lshr(e, ir.const_int(ir.i64, 1), name="e.next")
+    a_next = b.fmul(a, a, name="a.next")
+    b.cbranch(b.icmp("eq", e_next, zero, name="last"), done, loop)
+    for phi, start, step in ((r, one, r_next), (a, x, a_next), (e, n, e_next)):
+        phi.add_incoming(start, entry)
+        phi.add_incoming(step, loop)
+    b.position_at_end(done)
+    result = b.phi(ty, name="power")
+    result.add_incoming(one, entry)
+    result.add_incoming(r_next, loop)
+    b.ret(result)
 
 
 def _intrinsic(module: ir.Module, name: str, nargs: int = 1, ty=ir.double) -> ir.Function:

@@ -1,9 +1,12 @@
 """The captured function made ready for differentiation, the same way in either mode.
 
-Three rewrites of the captured ``native`` function, before any derivative exists:
+Four rewrites of the captured ``native`` function, before any derivative exists:
 
 - Numba's wrap-around of negative indices is folded where the index cannot be negative
   (:mod:`pyzyme.frontends.numba.wraparound`);
+- Numba's binary-exponentiation loops for ``x ** i`` become calls of a function with a
+  derivative rule, which the reverse sweep recomputes instead of taping every squaring
+  (:mod:`pyzyme.diff.int_power`);
 - when the caller found that no two arrays passed share memory, the data pointers of the
   array arguments are marked ``noalias`` (what LLVM needs to keep values in registers and
   vectorize; jitclass data is left alone, it may be reached through its instance too);
@@ -15,16 +18,18 @@ from __future__ import annotations
 
 from numba.core import types
 
+from pyzyme.diff import int_power
 from pyzyme.diff.interchange import interchange
 from pyzyme.frontends.numba.wraparound import fold_wraparound, shape_params
 
 __all__ = ["ready"]
 
 
-def ready(native, abi, distinct: bool, interchange_loops: bool) -> None:
-    """Rewrite ``native`` (described by ``abi``) in place for differentiation; ``distinct``:
-    the arrays of the call do not overlap."""
+def ready(module, native, abi, distinct: bool, interchange_loops: bool) -> None:
+    """Rewrite ``native`` (of ``module``, described by ``abi``) in place for differentiation;
+    ``distinct``: the arrays of the call do not overlap."""
     fold_wraparound(native, shape_params(native, abi))
+    int_power.fold(module, native)
     if not distinct:
         return
     for arg in abi.args:

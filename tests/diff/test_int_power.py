@@ -1,0 +1,186 @@
+"""Numba's binary-exponentiation loop (``x ** i``) folded into ``@pyzyme.int_power`` before
+differentiation (pyzyme.diff.int_power): which loops are folded, by their printed form; the
+folded function run against the original, bitwise; derivatives through the rule against finite
+differences, forward mode and the closed form, with no tape."""
+
+import ctypes
+import hashlib
+import math
+
+import numba
+import numpy as np
+import pytest
+
+import llvmlite.binding as llvm
+
+from pyzyme import Active, Const, Duplicated, Forward, Reverse, autodiff
+from pyzyme.api.numba_reverse import reverse_module
+from pyzyme.diff.int_power import find, fold
+from pyzyme.ir import parse_module
+from pyzyme.rules import default_rules, mathlib
+from pyzyme.runtime.jit import compile_module
+from pyzyme.testing import test_forward as check_forward
+from pyzyme.testing import test_reverse as check_reverse
+
+
+def _loop(odd="%bit = and i64 %e, 1\n  %even = icmp eq i64 %bit, 0",
+          pick="%r1 = select i1 %even, double %r, double %ra",
+          last="%done = icmp eq i64 %e1, 0\n  br i1 %done, label %exit, label %loop",
+          start="1.0", times="%ra = fmul double %r, %a", extra="", ty="double", ity="i64",
+          result="%r1"):
+    return f"""
+define {ty} @f({ty} %x, {ity} %i) {{
+entry:
+  br label %loop
+loop:
+  %r = phi {ty} [ {start}, %entry ], [ %r1, %loop ]
+  %a = phi {ty} [ %x, %entry ], [ %a1, %loop ]
+  %e = phi {ity} [ %i, %entry ], [ %e1, %loop ]
+  {odd}
+  {times}
+  {pick}
+  %e1 = lshr {ity} %e, 1
+  %a1 = fmul {ty} %a, %a
+  {extra}
+  {last}
+exit:
+  ret {ty} {result}
+}}"""
+
+
+FORMS = {
+    "numba": _loop(),
+    "odd-test-ne": _loop(odd="%bit = and i64 %e, 1\n  %even = icmp ne i64 %bit, 0",
+                         pick="%r1 = select i1 %even, double %ra, double %r"),
+    "odd-test-trunc": _loop(odd="%even = trunc i64 %e to i1",
+                            pick="%r1 = select i1 %even, double %ra, double %r"),
+    "commuted-product": _loop(times="%ra = fmul double %a, %r"),
+    "exit-test-ult": _loop(last="%done = icmp ult i64 %e, 2\n  br i1 %done, label %exit, "
+                                "label %loop"),
+    "exit-test-ugt": _loop(last="%more = icmp ugt i64 %e, 1\n  br i1 %more, label %loop, "
+                                "label %exit"),
+    "float": _loop(ty="float", pick="%r1 = select i1 %even, float %r, float %ra",
+                   times="%ra = fmul float %r, %a"),
+    "i32-exponent": _loop(ity="i32", odd="%bit = and i32 %e, 1\n  %even = icmp eq i32 %bit, 0",
+                          last="%done = icmp eq i32 %e1, 0\n  br i1 %done, label %exit, "
+                               "label %loop"),
+}
+
+REFUSED = {
+    "starts-at-2": _loop(start="2.0"),
+    "squares-r": _loop(times="%ra = fmul double %r, %r"),
+    "more-work": _loop(extra="%junk = fadd double %a, 1.0"),
+    "a-used-after": _loop(result="%a1"),
+    "stops-late": _loop(last="%done = icmp eq i64 %e1, 1\n  br i1 %done, label %exit, "
+                             "label %loop"),
+    "exit-test-backwards": _loop(last="%done = icmp eq i64 %e1, 0\n  br i1 %done, label %loop, "
+                                      "label %exit"),
+    "odd-picks-r": _loop(pick="%r1 = select i1 %even, double %ra, double %r"),
+}
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_forms_numba_and_llvm_write_are_found(form):
+    fn = parse_module(FORMS[form]).get_function("f")
+    assert [str(p) for p in find(fn)] == ["%loop: %x ** %i, result %r1"]
+
+
+@pytest.mark.parametrize("form", REFUSED)
+def test_other_loops_are_left_alone(form):
+    m = parse_module(REFUSED[form])
+    assert find(m.get_function("f")) == []
+    assert fold(m, m.get_function("f")) == 0
+
+
+def _run(text: str, ty):
+    symbol = "int_power_test_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    compiled = compile_module(text.replace("@f(", f"@{symbol}("), name="int_power_test")
+    ity = ctypes.c_int32 if "i32 %i" in text else ctypes.c_int64
+    return ctypes.CFUNCTYPE(ty, ty, ity)(compiled.address(symbol))
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_folded_loop_computes_bitwise_the_same(form):
+    m = parse_module(FORMS[form])
+    assert fold(m, m.get_function("f")) == 1
+    text = str(m)
+    llvm.parse_assembly(text).verify()
+    assert "phi" not in text.split("define internal")[0]   # the loop is gone from @f
+    ty = ctypes.c_float if "float" in form else ctypes.c_double
+    before, after = _run(FORMS[form], ty), _run(text, ty)
+    rng = np.random.default_rng(1)
+    xs = [0.0, -0.0, 1.0, -1.0, 2.0, 0.5, math.inf, math.nan, 1e-300, *rng.normal(0, 2, 20)]
+    ns = [1, 2, 3, 7, 64, 65535, 65536, *rng.integers(1, 70000, 10)]
+    for x in xs:
+        for n in ns:
+            want, got = before(x, int(n)), after(x, int(n))
+            assert np.array_equal(np.float64(want), np.float64(got), equal_nan=True), (x, n)
+            if ty is ctypes.c_double:
+                assert np.array_equal(got, mathlib.int_power(x, int(n)), equal_nan=True)
+    assert after(3.0, 0) == 1.0     # the call's own guard (Numba's loop never sees 0)
+
+
+@numba.njit
+def power(x, n):
+    return x ** n
+
+
+@numba.njit
+def taylor(x, n):
+    s = 0.0
+    for i in range(1, n):
+        s += x ** i / i
+    return s
+
+
+@numba.njit(fastmath=True)
+def poly(c, x):
+    s = 0.0
+    for i in range(c.shape[0]):
+        s += c[i] * x ** i
+    return s
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 10, 77, -1, -4, 70000])
+def test_power_derivative_is_n_x_to_n_minus_1(n):
+    x = 1.0001 if abs(n) > 100 else 1.7
+    d = autodiff(Reverse, power, Active, Active(x), Const(n))[0][0]
+    want = n * x ** (n - 1) if n else 0.0
+    assert d == pytest.approx(want, rel=1e-13)
+    assert autodiff(Forward, power, Duplicated(x, 1.0), Const(n))[-1] == \
+        pytest.approx(want, rel=1e-13)
+    if abs(n) <= 100:   # x ** 70000 near 1.0001 varies too fast for a finite difference
+        check_reverse(power, Active, (x, Active), (n, Const))
+        check_forward(power, Duplicated, (x, Duplicated), (n, Const))
+
+
+def test_power_of_zero_and_float32():
+    assert autodiff(Reverse, power, Active, Active(0.0), Const(1))[0][0] == 1.0
+    assert autodiff(Reverse, power, Active, Active(0.0), Const(3))[0][0] == 0.0
+    assert autodiff(Reverse, power, Active, Active(0.0), Const(0))[0][0] == 0.0
+    x32 = np.float32(1.3)
+    d = autodiff(Reverse, power, Active, Active(x32), Const(5))[0][0]
+    assert d == pytest.approx(5 * 1.3 ** 4, rel=1e-6)
+
+
+def test_taylor_gradient_has_no_tape_and_matches_the_closed_form():
+    for n in (2, 50, 70000):
+        x = 1.0 - 1e-6
+        g = autodiff(Reverse, taylor, Active, Active(x), Const(n))[0][0]
+        want = math.fsum(x ** (i - 1) for i in range(1, n))
+        assert g == pytest.approx(want, rel=1e-12)
+    rm = reverse_module(taylor, (numba.float64, numba.int64), ["active", "const"], Active,
+                        False, default_rules())
+    text = str(rm.module)
+    assert "@pyzyme.int_power(" in text
+    loops = [line for line in rm.tape.splitlines() if line.strip().startswith("loop ")]
+    assert len(loops) == 1 and loops[0].endswith("caches none"), rm.tape
+
+
+def test_fastmath_polynomial():
+    c = np.array([0.5, -1.0, 2.0, 0.25, 3.0])
+    dc = np.zeros_like(c)
+    (_, dx), = autodiff(Reverse, poly, Active, Duplicated(c, dc), Active(0.7))
+    np.testing.assert_allclose(dc, 0.7 ** np.arange(5), rtol=1e-14)
+    assert dx == pytest.approx(sum(i * c[i] * 0.7 ** (i - 1) for i in range(1, 5)), rel=1e-13)
+    check_reverse(poly, Active, (c, Duplicated), (0.7, Active))
