@@ -253,10 +253,11 @@ def descending(out, x):
 
 
 def _both_ways(call):
-    """``call()`` with loop distribution on and off (distinct compiled derivatives)."""
-    with using(Options(distribute_loops=False)):
+    """``call()`` with loop distribution on and off (distinct compiled derivatives), the
+    adjoints summed in the sweep's order (reassociated, the two may vectorize differently)."""
+    with using(Options(distribute_loops=False, reassociate_adjoints=False)):
         off = call()
-    with using(Options()):
+    with using(Options(reassociate_adjoints=False)):
         on = call()
     return on, off
 
