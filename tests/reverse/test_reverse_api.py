@@ -271,7 +271,9 @@ def test_grad_argnums():
     np.testing.assert_allclose(gx, fd_gradient(lambda y: mixed(a, y, n, b), x), **FD)
     assert gb == pytest.approx(a * np.cos(x).sum(), rel=1e-14)
     assert grad(mixed, argnums=-1)(a, x, n, b) == pytest.approx(gb, rel=1e-15)
-    np.testing.assert_array_equal(grad(mixed, argnums=1)(a, x, n, b), gx)
+    # Another set of active arguments is another derivative, whose adjoint sums LLVM may
+    # order differently (Options.reassociate_adjoints): equal to rounding.
+    np.testing.assert_allclose(grad(mixed, argnums=1)(a, x, n, b), gx, rtol=1e-14)
     assert grad(lambda x, y: x * y * y, argnums=(0, 1))(2.0, 3.0) == (9.0, 12.0)
     assert grad(lambda x, y: x * y * y, argnums=1)(2, 3) == 12.0  # ints become floats
 
@@ -355,7 +357,7 @@ def test_vjp_gives_none_for_integer_inputs():
     ga, gx, gn, gb = vjp_fn(1.0)
     assert gn is None
     assert (ga, gb) == grad(mixed, argnums=(0, 3))(1.7, x, 3, 0.3)
-    np.testing.assert_array_equal(gx, grad(mixed, argnums=1)(1.7, x, 3, 0.3))
+    np.testing.assert_allclose(gx, grad(mixed, argnums=1)(1.7, x, 3, 0.3), rtol=1e-14)
 
 
 # -- jacrev ------------------------------------------------------------------------------------
