@@ -19,6 +19,7 @@ import pyzyme
 from pyzyme import ir
 from pyzyme.errors import CaptureError
 from pyzyme.frontends.numba import capture, check_numba_internals
+from tests.kernels import matmul
 
 Point = namedtuple("CapturePoint", ["x", "y"])  # own name: see tests/test_runtime.py
 RECORD = np.dtype([("mass", np.float64), ("charge", np.int32)], align=True)
@@ -45,18 +46,6 @@ def dot1(a, b):
     for i in range(a.shape[0]):
         s += a[i] * b[i]
     return s
-
-
-@njit
-def matmul(A, B, C):
-    n, k = A.shape
-    m = B.shape[1]
-    for i in range(n):
-        for j in range(m):
-            s = 0.0
-            for p in range(k):
-                s += A[i, p] * B[p, j]
-            C[i, j] = s
 
 
 @njit

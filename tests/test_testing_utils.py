@@ -18,6 +18,7 @@ from pyzyme import (
     Active, BatchDuplicated, BatchDuplicatedNoNeed, Const, Duplicated, DuplicatedNoNeed,
 )
 from pyzyme.testing import central_fdm, test_forward, test_reverse
+from tests.kernels import matmul as matmul_into
 
 
 @numba.njit
@@ -35,16 +36,6 @@ def normalize(x, eps):
     for i in range(x.shape[0]):
         x[i] /= r
     return r
-
-
-@numba.njit
-def matmul_into(A, B, C):
-    for i in range(A.shape[0]):
-        for j in range(B.shape[1]):
-            acc = 0.0
-            for k in range(A.shape[1]):
-                acc += A[i, k] * B[k, j]
-            C[i, j] = acc
 
 
 @numba.njit

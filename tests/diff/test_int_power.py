@@ -13,6 +13,7 @@ import pytest
 
 import llvmlite.binding as llvm
 
+import pyzyme
 from pyzyme import Active, Const, Duplicated, Forward, Reverse, autodiff
 from pyzyme.api.numba_reverse import reverse_module
 from pyzyme.diff.int_power import find, fold
@@ -184,3 +185,26 @@ def test_fastmath_polynomial():
     np.testing.assert_allclose(dc, 0.7 ** np.arange(5), rtol=1e-14)
     assert dx == pytest.approx(sum(i * c[i] * 0.7 ** (i - 1) for i in range(1, 5)), rel=1e-13)
     check_reverse(poly, Active, (c, Duplicated), (0.7, Active))
+
+
+@numba.njit
+def powers(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i] ** (i + 2) / (i + 1)
+    return s
+
+
+def test_second_order_and_split_mode_through_the_rule():
+    x = np.array([0.9, 1.1, -0.7, 1.3])
+    v = np.array([1.0, -0.5, 0.25, 2.0])
+    exact = np.array([(i + 2) * x[i] ** i * v[i] for i in range(4)])
+    np.testing.assert_allclose(pyzyme.hvp(powers, x, v), exact, rtol=1e-14)
+    fwd, rev = pyzyme.autodiff_thunk(pyzyme.ReverseSplitWithPrimal, powers, Active,
+                                     Duplicated(x, np.zeros(4)))
+    dx = np.zeros(4)
+    tape, primal, _ = fwd(Duplicated(x, dx))
+    rev(Duplicated(x, dx), 1.0, tape)
+    assert primal == powers(x)
+    np.testing.assert_allclose(dx, [(i + 2) / (i + 1) * x[i] ** (i + 1) for i in range(4)],
+                               rtol=1e-14)

@@ -15,6 +15,7 @@ from pyzyme.ir import parse_module
 from pyzyme.ir.verify import verify
 from pyzyme.options import Options, using
 from pyzyme.runtime import compile_module
+from tests.kernels import matmul
 
 # C[j] = sum_p A[p] * B[p, j] (B is n x m, row-major): the inner loop walks down a column.
 NEST = """
@@ -147,18 +148,6 @@ def test_interchanged_blocks():
 
 
 # ------------------------------------------------------------------------ through Numba
-
-@numba.njit
-def matmul(A, B, C):
-    n, k = A.shape
-    m = B.shape[1]
-    for i in range(n):
-        for j in range(m):
-            s = 0.0
-            for p in range(k):
-                s += A[i, p] * B[p, j]
-            C[i, j] = s
-
 
 @numba.njit
 def nonlinear(A, B, C):

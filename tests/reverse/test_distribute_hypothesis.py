@@ -3,7 +3,6 @@ be bitwise equal (the rewrite keeps every cell's additions in order) and agree w
 mode. The stencils vary in their offsets, coefficients, direction, arrays read, whether the
 output is one of the inputs, and the length of the loop (short loops take the original)."""
 
-import numba
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -12,6 +11,7 @@ from hypothesis import strategies as st
 import pyzyme
 from pyzyme import Const, Duplicated, Forward, Reverse
 from pyzyme.options import Options, using
+from tests.kernels import njit_source
 
 terms = st.lists(st.tuples(st.sampled_from("xy"), st.integers(-3, 3),
                            st.sampled_from(["1.5", "-0.5", "2.0", "0.25"]),
@@ -37,17 +37,11 @@ def stencils(draw):
     return source, in_place, n
 
 
-def _compile(source):
-    scope = {"np": np}
-    exec(source, scope)
-    return numba.njit(scope["f"])
-
-
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stencils(), st.integers(0, 2**31 - 1))
 def test_random_stencils(stencil, seed):
     source, in_place, n = stencil
-    f = _compile(source)
+    f = njit_source(source)
     rng = np.random.default_rng(seed)
     x, y, out = rng.standard_normal(n), rng.standard_normal(n), rng.standard_normal(n)
     seed_out = rng.standard_normal(n)

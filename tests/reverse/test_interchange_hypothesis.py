@@ -3,7 +3,6 @@ must be bitwise equal (every cell gets its terms in the same order either way) a
 forward mode. The nests vary in the sum's start and update, the factors and how they are
 indexed (down a column, along a row, reversed), the loop bounds and the array sizes."""
 
-import numba
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -12,6 +11,7 @@ from hypothesis import strategies as st
 import pyzyme
 from pyzyme import Const, Duplicated, Forward, Reverse
 from pyzyme.options import Options, using
+from tests.kernels import njit_source
 
 FACTORS = ["A[i, p]", "B[p, j]", "B[p, m - 1 - j]", "A[i, k - 1 - p]", "B[k - 1 - p, j]",
            "np.sin(B[p, j])", "A[i, p] * A[i, p]", "2.5"]
@@ -38,17 +38,11 @@ def nests(draw):
     return source, sizes
 
 
-def _compile(source):
-    scope = {"np": np}
-    exec(source, scope)
-    return numba.njit(scope["f"])
-
-
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nests(), st.integers(0, 2**31 - 1))
 def test_random_nests(nest, seed):
     source, (n, k, m) = nest
-    f = _compile(source)
+    f = njit_source(source)
     rng = np.random.default_rng(seed)
     A, B = rng.standard_normal((n, k)), rng.standard_normal((k, m))
     C = rng.standard_normal((n, m))

@@ -13,6 +13,7 @@ from pyzyme import (
     Active, Const, Duplicated, DuplicatedNoNeed, Forward, PyzymeError, Reverse,
     ReverseSplitNoPrimal, ReverseSplitWithPrimal, autodiff, autodiff_thunk,
 )
+from tests.kernels import matmul
 
 
 def seed_f(A, v):
@@ -52,16 +53,6 @@ def series(x, c, n):
             t = np.sqrt(t)
         s += t * t
     return s
-
-
-@numba.njit
-def matmul(A, B, C):
-    for i in range(A.shape[0]):
-        for j in range(B.shape[1]):
-            acc = 0.0
-            for k in range(A.shape[1]):
-                acc += A[i, k] * B[k, j]
-            C[i, j] = acc
 
 
 def test_split_matches_combined_on_loops_and_branches():

@@ -9,6 +9,7 @@ from pyzyme import (
     Active, BatchDuplicated, Const, Duplicated, DuplicatedNoNeed, Forward, ForwardWithPrimal,
     PyzymeError, ReverseSplitNoPrimal, ReverseSplitWithPrimal, UnsupportedError, autodiff_thunk,
 )
+from tests.kernels import matmul
 
 
 def seed_f(A, v):
@@ -27,16 +28,6 @@ def series(x, c, n):
             t = np.sqrt(t)
         s += t * t
     return s
-
-
-@numba.njit
-def matmul(A, B, C):
-    for i in range(A.shape[0]):
-        for j in range(B.shape[1]):
-            acc = 0.0
-            for k in range(A.shape[1]):
-                acc += A[i, k] * B[k, j]
-            C[i, j] = acc
 
 
 @numba.njit
