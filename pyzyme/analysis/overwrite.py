@@ -40,7 +40,22 @@ from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed value
 from pyzyme.ir.values import Argument, GlobalVariable, Null, Poison, Undef, Value
 
 __all__ = ["OverwriteResult", "analyze_overwrites", "identified_object", "underlying_object",
-           "underlying_objects", "may_alias"]
+           "underlying_objects", "may_alias", "PURE_INTRINSICS", "pure_call"]
+
+# Intrinsics (by name, overload suffix left out) that read and write no memory and cannot
+# trap: the loop rewrites (distribute, interchange) may move and repeat their calls.
+PURE_INTRINSICS = ("llvm.fmuladd.", "llvm.fma.", "llvm.fabs.", "llvm.sqrt.", "llvm.exp.",
+                   "llvm.log.", "llvm.sin.", "llvm.cos.", "llvm.pow.", "llvm.powi.",
+                   "llvm.copysign.", "llvm.minnum.", "llvm.maxnum.", "llvm.floor.",
+                   "llvm.ceil.", "llvm.trunc.", "llvm.round.", "llvm.exp2.", "llvm.log2.",
+                   "llvm.log10.", "llvm.tanh.", "llvm.smax.", "llvm.smin.", "llvm.umax.",
+                   "llvm.umin.", "llvm.abs.", "llvm.minimum.", "llvm.maximum.")
+
+
+def pure_call(inst) -> bool:
+    """Whether ``inst`` is a call of one of :data:`PURE_INTRINSICS`."""
+    fn = inst.called_function
+    return fn is not None and fn.name.startswith(PURE_INTRINSICS)
 
 # Calls that allocate fresh memory: their results alias nothing that existed before.
 _ALLOCATORS = frozenset({"malloc", "calloc", "NRT_Allocate", "NRT_MemInfo_alloc_aligned",

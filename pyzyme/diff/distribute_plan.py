@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pyzyme.analysis.layout import field_offset, sizeof
+from pyzyme.analysis.overwrite import pure_call
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.module import BasicBlock
@@ -49,14 +50,6 @@ __all__ = ["Access", "Address", "Plan", "plan"]
 COUNT = "count"   # the symbol of the loop counter's value at the start of an iteration
 # Fused groups run at most this many iterations apart (each extra one peels two iterations).
 _MAX_SPAN = 4
-
-# Intrinsics that read and write no memory (the arithmetic an adjoint is made of).
-_PURE_INTRINSICS = ("llvm.fmuladd.", "llvm.fma.", "llvm.fabs.", "llvm.sqrt.", "llvm.exp.",
-                    "llvm.log.", "llvm.sin.", "llvm.cos.", "llvm.pow.", "llvm.powi.",
-                    "llvm.copysign.", "llvm.minnum.", "llvm.maxnum.", "llvm.floor.",
-                    "llvm.ceil.", "llvm.trunc.", "llvm.round.", "llvm.exp2.", "llvm.log2.",
-                    "llvm.log10.", "llvm.tanh.", "llvm.smax.", "llvm.smin.", "llvm.umax.",
-                    "llvm.umin.", "llvm.abs.", "llvm.minimum.", "llvm.maximum.")
 
 
 @dataclass(frozen=True)
@@ -289,8 +282,8 @@ def _require_understood(inst) -> None:
             raise _Refuse(f"{_ref(inst)} is volatile or atomic")
         return
     if isinstance(inst, I.CallBase):
-        fn = inst.called_function
-        if fn is None or not fn.name.startswith(_PURE_INTRINSICS):
+        if not pure_call(inst):
+            fn = inst.called_function
             raise _Refuse(f"the loop calls {fn.name if fn is not None else 'a pointer'}")
         return
     if inst.opcode in ("atomicrmw", "cmpxchg", "fence", "va_arg", "alloca", "invoke",

@@ -83,9 +83,8 @@ from dataclasses import dataclass, field
 
 from pyzyme.analysis.layout import sizeof
 from pyzyme.analysis.loops import Loop, analyze_loops
-from pyzyme.analysis.overwrite import identified_object, underlying_object
+from pyzyme.analysis.overwrite import identified_object, pure_call, underlying_object
 from pyzyme.diff import naming
-from pyzyme.diff.distribute_plan import _PURE_INTRINSICS
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -314,8 +313,7 @@ def _chain(value, block) -> list:
 
 def _pure(inst) -> bool:
     if isinstance(inst, I.CallBase):
-        fn = inst.called_function
-        return fn is not None and fn.name.startswith(_PURE_INTRINSICS)
+        return pure_call(inst)
     return isinstance(inst, _PURE)
 
 
