@@ -27,7 +27,9 @@ import numpy as np
 from numba.core import types
 
 from pyzyme.api import annotations as A
+from pyzyme.api.autodiff import _dispatcher, _reverse, autodiff, reverse_plan
 from pyzyme.api.complex_args import check_complex_result, has_complex, is_complex
+from pyzyme.api.modes import Reverse, ReverseWithPrimal
 from pyzyme.api.njit_overload import NjitObject, overloaded_njit
 from pyzyme.api.pytree import to_numba
 from pyzyme.errors import PyzymeError, UnsupportedError
@@ -168,7 +170,7 @@ def _tree(value, where: str) -> _Node:
 
 def _leaf_annotation(value, top: bool):
     """The annotation of a differentiated leaf and how its derivative is read back."""
-    if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.inexact):
+    if isinstance(value, np.ndarray) and value.dtype.kind in "fc":   # floating or complex
         shadow = np.zeros_like(value)
         return A.Duplicated(value, shadow), ("shadow", shadow)
     if _shadowed_in_place(value):
@@ -236,16 +238,13 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
     adjoint, for vector-Jacobian products. Without ``need_value`` the value is None, and the
     derivative skips what only the value needed.
     """
-    from pyzyme.api.autodiff import _dispatcher, _reverse
-    from pyzyme.api.modes import Reverse, ReverseWithPrimal
-
     dispatcher = _dispatcher(f)
     args = list(args)
     argnums = _check_argnums(tuple(argnums), len(args), name)
     trees: list[_Node | None] = [None] * len(args)
     for i in argnums:
         value = args[i]
-        if isinstance(value, np.ndarray) and not np.issubdtype(value.dtype, np.inexact) \
+        if isinstance(value, np.ndarray) and value.dtype.kind not in "fc" \
                 and value.dtype.fields is None:
             raise PyzymeError(f"{name}: argument {i} is an array of {value.dtype}; "
                               f"differentiate with respect to a floating array")
@@ -271,9 +270,12 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
             anns.append(ann)
             readers[i].append((len(anns) - 1, reader))
     target = _flat_wrapper(dispatcher, trees) if containers else dispatcher
+    mode = ReverseWithPrimal if need_value else Reverse
     try:
-        swept = _reverse(ReverseWithPrimal if need_value else Reverse, target, A.Active, anns,
-                         seed=None if seed is None else float(seed))
+        if seed is None:   # autodiff: a call of plain arguments goes straight to its derivative
+            swept = autodiff(mode, target, A.Active, *anns)
+        else:
+            swept = _reverse(mode, target, A.Active, anns, seed=float(seed))
     except UnsupportedError as err:
         check_float_result(target, [_numba_type(a) for a in anns], name, err)
         raise
@@ -335,8 +337,6 @@ class ReverseFunction(NjitObject):
     arguments there)."""
 
     def __init__(self, kind: str, f, argnums) -> None:
-        from pyzyme.api.autodiff import _dispatcher
-
         super().__init__()
         name = {"grad": "grad", "value_and_grad": "value_and_grad", "jacrev": "jacrev"}[kind]
         self._kind = kind
@@ -450,7 +450,6 @@ def _roles(argtypes, argnums, name: str):
 def _plans(target, primal_types, kinds, need_primal: bool = False):
     """The derivative with noalias array data and, when two arrays could overlap, the one
     without; and the names of the array arguments to check at run time."""
-    from pyzyme.api.autodiff import reverse_plan
 
     arrays = [i for i, t in enumerate(primal_types) if isinstance(t, types.Array)]
     distinct = reverse_plan(target, list(primal_types), list(kinds), A.Active, True,
