@@ -8,7 +8,10 @@ Two functions are compiled with :func:`pyzyme.runtime.compile_module` and wrappe
   convention, n = 8), as a derivative in Numba's convention would be called.
 
 Each is timed against the same work as a plain ``@njit`` function and against an empty Python
-function (the floor of any call from Python). Run: ``python benchmarks/call_overhead.py``.
+function (the floor of any call from Python). Then the API's own cost: ``autodiff`` in both
+modes, ``grad`` and ``value_and_grad`` of a small function of one array (n = 8) from Python,
+against the primal's call: what an optimizer loop written in Python pays per step beyond the
+derivative's work. Run: ``python benchmarks/call_overhead.py``.
 """
 
 from __future__ import annotations
@@ -18,17 +21,19 @@ import timeit
 import numpy as np
 from numba import njit
 
+import pyzyme
 from pyzyme import ir
 from pyzyme.frontends.numba import capture, njit_callable
 from pyzyme.runtime import compile_module, symbol_name
 
 CALLS = 200_000
+API_CALLS = 20_000
 REPEATS = 7
 
 
-def per_call_us(call) -> float:
+def per_call_us(call, calls: int = CALLS) -> float:
     call()
-    return min(timeit.repeat(call, number=CALLS, repeat=REPEATS)) / CALLS * 1e6
+    return min(timeit.repeat(call, number=calls, repeat=REPEATS)) / calls * 1e6
 
 
 def scalar_function():
@@ -54,6 +59,31 @@ def axpy_into(x, y):
 @njit
 def scalar_reference(x):
     return 0.5 * x * x + 1.0
+
+
+@njit
+def sum_of_squares(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i] * x[i]
+    return s
+
+
+def api_rows(x: np.ndarray) -> list[tuple[str, float]]:
+    dx = np.zeros_like(x)
+    grad = pyzyme.grad(sum_of_squares)
+    value_and_grad = pyzyme.value_and_grad(sum_of_squares)
+    calls = {
+        "primal sum_of_squares(x)": lambda: sum_of_squares(x),
+        "autodiff(Reverse, Active, Duplicated(x, dx))":
+            lambda: pyzyme.autodiff(pyzyme.Reverse, sum_of_squares, pyzyme.Active,
+                                    pyzyme.Duplicated(x, dx)),
+        "autodiff(Forward, Duplicated(x, dx))":
+            lambda: pyzyme.autodiff(pyzyme.Forward, sum_of_squares, pyzyme.Duplicated(x, dx)),
+        "grad(f)(x)": lambda: grad(x),
+        "value_and_grad(f)(x)": lambda: value_and_grad(x),
+    }
+    return [(label, per_call_us(call, API_CALLS)) for label, call in calls.items()]
 
 
 def two_array_function():
@@ -83,6 +113,9 @@ def main() -> None:
     print(f"per-call time from Python, best of {REPEATS} x {CALLS} calls")
     for label, us in rows:
         print(f"  {label:42s} {us:6.3f} us")
+    print(f"API calls from Python (n = 8), best of {REPEATS} x {API_CALLS} calls")
+    for label, us in api_rows(x):
+        print(f"  {label:46s} {us:7.2f} us")
 
 
 if __name__ == "__main__":

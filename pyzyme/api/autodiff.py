@@ -15,7 +15,9 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+import numba
 import numpy as np
+from numba.core.dispatcher import Dispatcher
 
 from pyzyme import options
 from pyzyme.api import annotations as A
@@ -627,9 +629,6 @@ def _dispatcher(f):
 
 def njit_of(f):
     """``f`` if it is an ``@njit`` dispatcher, else one made of it (once per function)."""
-    import numba
-    from numba.core.dispatcher import Dispatcher
-
     if isinstance(f, Dispatcher):
         return f
     if callable(f) and hasattr(f, "__code__"):
@@ -646,14 +645,12 @@ def njit_of(f):
 
 
 def _ruled_entry(dispatcher):
-    import inspect
-
-    import numba
-
     if REGISTRY.rules_of(dispatcher) is None:
         return dispatcher
     entry = getattr(dispatcher, "__pyzyme_entry__", None)
     if entry is None:
+        import inspect
+
         py = dispatcher.py_func
         params = inspect.signature(py).parameters.values()
         if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
