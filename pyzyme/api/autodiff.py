@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numba
@@ -119,7 +119,7 @@ def autodiff(mode: Mode, f, *args) -> tuple:
                                f"ReverseWithPrimal")
     if mode.holomorphic:
         return _holomorphic(mode, f, ret_activity, anns)
-    shape = call_shape(anns)
+    shape = call_shape(anns) if isinstance(f, Hashable) else None
     if shape is None:
         return _forward(mode, f, ret_activity, anns) if mode.is_forward else \
             _reverse(mode, f, ret_activity, anns)

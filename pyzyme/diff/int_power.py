@@ -107,6 +107,8 @@ def find(fn) -> list[Power]:
 def fold(module, fn) -> int:
     """Replace every loop :func:`find` finds in ``fn`` by a call of ``@pyzyme.int_power``,
     defined in ``module`` (``fn``'s); how many."""
+    if fn.name in mathlib.SYMBOLS:
+        return 0   # @pyzyme.int_power's own loop has this shape
     powers = find(fn)
     for power in powers:
         _fold(module, fn, power)
@@ -117,8 +119,8 @@ def _match(block) -> Power | None:
     term = block.terminator
     if not (isinstance(term, I.Branch) and term.is_conditional and block in term.successors):
         return None
-    exit_block = next(s for s in term.successors if s is not block)
-    if exit_block is block:
+    exit_block = next((s for s in term.successors if s is not block), None)
+    if exit_block is None:
         return None
     phis = block.phis
     ints = [p for p in phis if p.type.is_int]
@@ -145,7 +147,7 @@ def _match(block) -> Power | None:
     e1, r1, a1 = step(e), step(r), step(a)
     if not (_is(e1, "lshr", e, _int(1)) and isinstance(r1, I.Select)
             and isinstance(start(r), ConstantFP) and start(r).value == 1.0
-            and start(r).type == r.type and e.type.width <= 64):
+            and e.type.width <= 64):
         return None
     odd, taken, kept = r1.operands
     odd_test = _odd_test(odd, e)

@@ -208,3 +208,11 @@ def test_second_order_and_split_mode_through_the_rule():
     assert primal == powers(x)
     np.testing.assert_allclose(dx, [(i + 2) / (i + 1) * x[i] ** (i + 1) for i in range(4)],
                                rtol=1e-14)
+
+
+def test_the_definition_itself_is_not_folded():
+    m = parse_module(FORMS["numba"])
+    fold(m, m.get_function("f"))
+    body = m.get_function("pyzyme.int_power")
+    assert [str(p) for p in find(body)] == ["%loop: %x ** %n, result %r.next"]
+    assert fold(m, body) == 0
