@@ -47,21 +47,23 @@ class Options:
         Split a reverse loop whose accumulations into memory depend on one another from one
         iteration to the next (a stencil's adjoint) into one loop per accumulation, behind a
         run-time check that the arrays do not overlap (:mod:`pyzyme.diff.distribute`): the
-        results are bitwise the same and the loops vectorize. On by default; off to compare.
+        results are bitwise the same (with ``reassociate_adjoints`` off) and the loops
+        vectorize. On by default; off to compare.
     interchange_loops
         Before differentiating a function (either mode), turn a loop nest that keeps a sum in
         a register over its inner loop and strides through memory there (a triple-loop matrix
         multiply) so that its inner loop runs along rows, the sums kept in their cells
-        (:mod:`pyzyme.diff.interchange`): bitwise the same results, every sweep contiguous.
-        Only calls whose arrays do not overlap qualify. On by default; off to compare.
+        (:mod:`pyzyme.diff.interchange`): bitwise the same primal results (and derivatives,
+        where each array is read at one place), every sweep contiguous. Only calls whose
+        arrays do not overlap qualify. On by default; off to compare.
     reassociate_adjoints
         Let LLVM add up the contributions to one adjoint in any order (``reassoc`` on the sums
         that accumulate them, :func:`pyzyme.diff.reverse_adjoints.sum_flags`), as XLA's
         reductions do, so that the reverse of a vectorized loop that scatters a value (``y +=
         a * x``) vectorizes as the reduction it becomes (``x_bar += dot(a, y_bar)``). The
         primal's own arithmetic keeps its order. On by default; off, the adjoints are summed
-        exactly in the reverse sweep's order (bitwise reproducible against a scalar
-        reference).
+        exactly in the reverse sweep's order, so derivatives built under other options (or
+        for other active arguments) agree bitwise where their sums run in the same order.
     """
 
     runtime_activity: bool = False

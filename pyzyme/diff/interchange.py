@@ -7,9 +7,12 @@ iteration waits on the store before it (two addresses 4096 bytes apart look alik
 processor) and nothing vectorizes. Swapping the loops cures both sweeps, but the sum then has
 to live in memory: ``C[i, j] = 0`` for every ``j``, then ``C[i, j] += A[i, p] * B[p, j]`` with
 ``j`` innermost. Each ``C[i, j]`` still gets its terms in the same order, so the primal's
-results are bitwise those of the original nest; the derivative's are too, since every shadow
-cell gets its additions in the same order as well (a cell indexed by ``p`` alone, like
-``A'[i, p]``, by ``j`` in the original order; one indexed by both, once per ``(p, j)``).
+results are bitwise those of the original nest. So are the derivative's where the nest reads
+each array at one place, since every shadow cell then gets its additions in the same order as
+well (a cell indexed by ``p`` alone, like ``A'[i, p]``, by ``j`` in the original order; one
+indexed by both, once per ``(p, j)``). An array read at two places (``A[i, p]`` and
+``A[i, k - 1 - p]``) adds into one cell from two iterations, whose order the interchange
+changes: those cells are equal to rounding.
 
 :func:`plan` looks for this shape in each loop nest, as LLVM leaves it after the pre-AD
 pipeline (rotated loops, the outer one's trip count and the inner one's independent of each
