@@ -17,6 +17,15 @@ def matmul(A, B, C):
             C[i, j] = s
 
 
+@numba.njit
+def taylor(x, n):
+    """The seed documents' Taylor series ``sum(x ** i / i for i in range(1, n))``."""
+    s = 0.0
+    for i in range(1, n):
+        s += x ** i / i
+    return s
+
+
 def njit_source(source: str, name: str = "f"):
     """``@njit`` of the function ``name`` that ``source`` defines (with ``np`` in scope): the
     property-based tests write their programs as text."""

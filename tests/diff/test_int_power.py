@@ -22,6 +22,7 @@ from pyzyme.rules import default_rules, mathlib
 from pyzyme.runtime.jit import compile_module
 from pyzyme.testing import test_forward as check_forward
 from pyzyme.testing import test_reverse as check_reverse
+from tests.kernels import taylor
 
 
 def _loop(odd="%bit = and i64 %e, 1\n  %even = icmp eq i64 %bit, 0",
@@ -124,14 +125,6 @@ def test_folded_loop_computes_bitwise_the_same(form):
 @numba.njit
 def power(x, n):
     return x ** n
-
-
-@numba.njit
-def taylor(x, n):
-    s = 0.0
-    for i in range(1, n):
-        s += x ** i / i
-    return s
 
 
 @numba.njit(fastmath=True)

@@ -6,15 +6,7 @@ import pytest
 
 from pyzyme import Active, Const, Duplicated, Reverse, ReverseWithPrimal, autodiff
 from pyzyme.api.autodiff import reverse_plan
-from tests.kernels import matmul
-
-
-@numba.njit
-def taylor(x, n):
-    s = 0.0
-    for i in range(1, n):
-        s += x ** i / i
-    return s
+from tests.kernels import matmul, taylor
 
 
 @pytest.mark.parametrize("n", [10**6, 10**8])
