@@ -23,7 +23,7 @@ import numpy as np
 from pyzyme import ir
 from pyzyme.analysis.activity import Activity
 from pyzyme.diff.reverse import ReverseGenerator, ReverseSignature
-from pyzyme.frontends.numba import capture
+from pyzyme.frontends.numba import capture, pre_ad
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import const_float, const_int
 from pyzyme.rules import default_rules
@@ -53,6 +53,7 @@ def build(x_n_types=(numba.float64, numba.int64)):
     cap = capture(taylor, x_n_types)
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
+    pre_ad.ready(module, native, cap.abi, distinct=False, interchange_loops=False)  # as autodiff
     acts = (Activity.DUPLICATED, Activity.CONST, Activity.ACTIVE, Activity.CONST)
     gen = ReverseGenerator(module, default_rules())
     combined = gen.derivative(native, ReverseSignature(acts, status_return=True))
