@@ -109,10 +109,13 @@ def fold(module, fn) -> int:
     defined in ``module`` (``fn``'s); how many."""
     if fn.name in mathlib.SYMBOLS:
         return 0   # @pyzyme.int_power's own loop has this shape
-    powers = find(fn)
-    for power in powers:
-        _fold(module, fn, power)
-    return len(powers)
+    done = 0
+    while True:   # one at a time: a fold changes the blocks around it (the next loop's entry)
+        powers = find(fn)
+        if not powers:
+            return done
+        _fold(module, fn, powers[0])
+        done += 1
 
 
 def _match(block) -> Power | None:

@@ -209,3 +209,47 @@ def test_the_definition_itself_is_not_folded():
     body = m.get_function("pyzyme.int_power")
     assert [str(p) for p in find(body)] == ["%loop: %x ** %n, result %r.next"]
     assert fold(m, body) == 0
+
+
+BACK_TO_BACK = """
+define double @f(double %x, i64 %i) {
+entry:
+  br label %one
+one:
+  %r = phi double [ 1.0, %entry ], [ %r1, %one ]
+  %a = phi double [ %x, %entry ], [ %a1, %one ]
+  %e = phi i64 [ %i, %entry ], [ %e1, %one ]
+  %odd = trunc i64 %e to i1
+  %ra = fmul double %r, %a
+  %r1 = select i1 %odd, double %ra, double %r
+  %e1 = lshr i64 %e, 1
+  %a1 = fmul double %a, %a
+  %done = icmp eq i64 %e1, 0
+  br i1 %done, label %two, label %one
+two:
+  %s = phi double [ 1.0, %one ], [ %s1, %two ]
+  %b = phi double [ %r1, %one ], [ %b1, %two ]
+  %f = phi i64 [ 3, %one ], [ %f1, %two ]
+  %odd2 = trunc i64 %f to i1
+  %sb = fmul double %s, %b
+  %s1 = select i1 %odd2, double %sb, double %s
+  %f1 = lshr i64 %f, 1
+  %b1 = fmul double %b, %b
+  %done2 = icmp eq i64 %f1, 0
+  br i1 %done2, label %exit, label %two
+exit:
+  ret double %s1
+}"""
+
+
+def test_a_loop_that_enters_the_next_one():
+    m = parse_module(BACK_TO_BACK)
+    fn = m.get_function("f")
+    assert len(find(fn)) == 2
+    assert fold(m, fn) == 2
+    text = str(m)
+    llvm.parse_assembly(text).verify()
+    before, after = _run(BACK_TO_BACK, ctypes.c_double), _run(text, ctypes.c_double)
+    for x in (0.5, 1.5, -2.0):
+        for n in (1, 2, 7, 40):
+            assert before(x, n) == after(x, n) == mathlib.int_power(mathlib.int_power(x, n), 3)
