@@ -1,7 +1,9 @@
-"""Kernels several test modules differentiate, defined once."""
+"""Kernels several test modules differentiate, and what they do with them, defined once."""
 
 import numba
 import numpy as np
+
+from pyzyme.options import Options, using
 
 
 @numba.njit
@@ -32,3 +34,15 @@ def njit_source(source: str, name: str = "f"):
     scope = {"np": np}
     exec(source, scope)  # noqa: S102
     return numba.njit(scope[name])
+
+
+def on_and_off(call, option: str):
+    """``(call(), call())`` with the loop rewrite ``option`` (``"distribute_loops"``,
+    ``"interchange_loops"``) on, then off: distinct compiled derivatives, their adjoints summed
+    in the sweep's order (reassociated, the two could vectorize differently), so that they can
+    be compared bitwise."""
+    with using(Options(reassociate_adjoints=False, **{option: False})):
+        off = call()
+    with using(Options(reassociate_adjoints=False)):
+        on = call()
+    return on, off

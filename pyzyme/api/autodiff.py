@@ -23,7 +23,7 @@ from pyzyme import options
 from pyzyme.api import annotations as A
 from pyzyme.api import complex_args as C
 from pyzyme.api import structured as S
-from pyzyme.api.call_shape import CallShape, call_shape
+from pyzyme.api.call_shape import CallShape, call_shape, share_memory
 from pyzyme.api.modes import Mode
 from pyzyme.api.typeof import argument_type
 from pyzyme.errors import PyzymeError, UnsupportedError
@@ -398,13 +398,8 @@ def _distinct(calls) -> bool:
     """Whether no two arrays the arguments ``calls`` reach (primals and shadows, inside
     tuples, records and jitclass instances too) share memory: then array data can be
     ``noalias``."""
-    arrays = [a for c in calls for v in (c.primal, *c.shadows) for a in S.reachable_arrays(v)
-              if a.size]
-    for i, a in enumerate(arrays):
-        for b in arrays[i + 1:]:
-            if np.may_share_memory(a, b):
-                return False
-    return True
+    return not share_memory([a for c in calls for v in (c.primal, *c.shadows)
+                             for a in S.reachable_arrays(v) if a.size])
 
 
 class _ReverseArg:

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from pyzyme.api import annotations as A
-from pyzyme.api.typeof import argument_type
+from pyzyme.api.typeof import argument_type, array_key
 
-__all__ = ["CallShape", "call_shape"]
+__all__ = ["CallShape", "call_shape", "share_memory"]
 
 _DUPLICATED = (A.Duplicated, A.DuplicatedNoNeed)
 _SCALARS = (float, int, np.float64)
@@ -73,17 +73,14 @@ def call_shape(anns) -> CallShape | None:
         cls, v = type(a), a.val
         vt = type(v)
         if vt is np.ndarray:
-            flags = v.flags
-            # argument_type's key: what Numba's type of an array depends on
-            key.append((cls, v.dtype, v.ndim, flags.c_contiguous, flags.f_contiguous,
-                        flags.writeable, flags.aligned))
+            key.append((cls, *array_key(v)))
         elif vt in _SCALARS and (vt is not int or -2 ** 63 <= v < 2 ** 63):
             key.append((cls, vt))
         else:
             return None
         if cls is A.Const:
             if vt is np.ndarray and v.size:
-                arrays.append((v,))
+                arrays.append(v)
         elif cls is A.Active:
             if vt is int:
                 return None
@@ -104,11 +101,15 @@ def call_shape(anns) -> CallShape | None:
                 if v.size:
                     if np.may_share_memory(v, d):
                         return None  # an error, which the general path raises
-                    arrays.append((v, d))
+                    arrays += (v, d)
             shadows.append(d)
         else:
             return None
         primals.append(v)
-    distinct = not any(np.may_share_memory(a, b) for i, group in enumerate(arrays)
-                       for a in group for other in arrays[i + 1:] for b in other)
-    return CallShape(tuple(key), distinct, primals, tuple(shadows))
+    return CallShape(tuple(key), not share_memory(arrays), primals, tuple(shadows))
+
+
+def share_memory(arrays) -> bool:
+    """Whether any two of ``arrays`` may share memory (then array data cannot be
+    ``noalias``)."""
+    return any(np.may_share_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:])

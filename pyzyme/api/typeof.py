@@ -24,9 +24,17 @@ import numba
 import numpy as np
 from numba.core import types
 
-__all__ = ["argument_type"]
+__all__ = ["argument_type", "array_key"]
 
 _ARRAYS: dict = {}   # (dtype, ndim, C, F, writeable, aligned) -> numba type; bounded by them
+
+
+def array_key(value: np.ndarray) -> tuple:
+    """What Numba's type of the array ``value`` depends on: its dtype, dimensions,
+    contiguity, writeability and alignment."""
+    flags = value.flags
+    return (value.dtype, value.ndim, flags.c_contiguous, flags.f_contiguous, flags.writeable,
+            flags.aligned)
 
 
 def argument_type(value) -> types.Type:
@@ -37,9 +45,7 @@ def argument_type(value) -> types.Type:
     if cls is int and -2 ** 63 <= value < 2 ** 63:
         return types.int64
     if cls is np.ndarray:
-        flags = value.flags
-        key = (value.dtype, value.ndim, flags.c_contiguous, flags.f_contiguous,
-               flags.writeable, flags.aligned)
+        key = array_key(value)
         got = _ARRAYS.get(key)
         if got is None:
             got = _ARRAYS[key] = numba.typeof(value)

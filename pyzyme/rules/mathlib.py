@@ -169,25 +169,17 @@ def define(module: ir.Module, symbol: str) -> ir.Function:
     if fn is not None and not fn.is_declaration:
         return fn
     ty = ir.float if symbol.endswith("f") else ir.double
-    if symbol.startswith("pyzyme.int_power"):
-        if fn is None:
-            fn = module.add_function(symbol, ir.FunctionType(ty, [ty, ir.i64]))
-        fn.prefix = "internal"
-        fn.suffix = "nounwind willreturn memory(none)"
-        _build_int_power(fn, ty)
-        return fn
-    if symbol.startswith("pyzyme.pow_less1"):
-        if fn is None:
-            fn = module.add_function(symbol, ir.FunctionType(ty, [ty] * 3))
-        fn.prefix = "internal"
-        fn.suffix = "nounwind willreturn memory(none)"
-        _build_pow_less1(module, fn, ty)
-        return fn
+    power, less1 = symbol.startswith("pyzyme.int_power"), symbol.startswith("pyzyme.pow_less1")
+    params = [ty, ir.i64] if power else [ty] * 3 if less1 else [ty]
     if fn is None:
-        fn = module.add_function(symbol, ir.FunctionType(ty, [ty]))
+        fn = module.add_function(symbol, ir.FunctionType(ty, params))
     fn.prefix = "internal"
     fn.suffix = "nounwind willreturn memory(none)"
-    if ty is ir.double:
+    if power:
+        _build_int_power(fn, ty)
+    elif less1:
+        _build_pow_less1(module, fn, ty)
+    elif ty is ir.double:
         _build_digamma(module, fn)
     else:
         b = ir.IRBuilder(fn.append_block("entry"))

@@ -13,8 +13,8 @@ from pyzyme import Active, Const, Duplicated, Reverse
 from pyzyme.diff import distribute
 from pyzyme.ir import parse_module
 from pyzyme.ir.verify import verify
-from pyzyme.options import Options, using
 from pyzyme.runtime import compile_module
+from tests.kernels import on_and_off
 
 # The shape of a reverse sweep's stencil loop: read and zero dw[c], add it into dv[c+1],
 # dv[c-1] and dv[c] (in the order the reverse sweep writes them), count down to %end.
@@ -253,13 +253,7 @@ def descending(out, x):
 
 
 def _both_ways(call):
-    """``call()`` with loop distribution on and off (distinct compiled derivatives), the
-    adjoints summed in the sweep's order (reassociated, the two may vectorize differently)."""
-    with using(Options(distribute_loops=False, reassociate_adjoints=False)):
-        off = call()
-    with using(Options(reassociate_adjoints=False)):
-        on = call()
-    return on, off
+    return on_and_off(call, "distribute_loops")
 
 
 def test_diffusion_gradient_is_bitwise_the_undistributed_one():

@@ -13,9 +13,8 @@ from pyzyme import Const, Duplicated, Reverse
 from pyzyme.diff.interchange import interchange, plan
 from pyzyme.ir import parse_module
 from pyzyme.ir.verify import verify
-from pyzyme.options import Options, using
 from pyzyme.runtime import compile_module
-from tests.kernels import matmul
+from tests.kernels import matmul, on_and_off
 
 # C[j] = sum_p A[p] * B[p, j] (B is n x m, row-major): the inner loop walks down a column.
 NEST = """
@@ -182,13 +181,7 @@ def _vjp(f, A, B, C, cot):
 
 
 def _both_ways(call):
-    """``call()`` with the interchange on and off, the adjoints summed in the sweep's order
-    (reassociated, the two nests may vectorize differently)."""
-    with using(Options(interchange_loops=False, reassociate_adjoints=False)):
-        off = call()
-    with using(Options(reassociate_adjoints=False)):
-        on = call()
-    return on, off
+    return on_and_off(call, "interchange_loops")
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

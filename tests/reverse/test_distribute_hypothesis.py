@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 
 import pyzyme
 from pyzyme import Const, Duplicated, Forward, Reverse
-from pyzyme.options import Options, using
-from tests.kernels import njit_source
+from tests.kernels import njit_source, on_and_off
 
 terms = st.lists(st.tuples(st.sampled_from("xy"), st.integers(-3, 3),
                            st.sampled_from(["1.5", "-0.5", "2.0", "0.25"]),
@@ -56,10 +55,7 @@ def test_random_stencils(stencil, seed):
                         Duplicated(y.copy(), dy))
         return dx, dy, dout
 
-    with using(Options(distribute_loops=False, reassociate_adjoints=False)):
-        off = reverse()
-    with using(Options(reassociate_adjoints=False)):
-        on = reverse()
+    on, off = on_and_off(reverse, "distribute_loops")
     for a, b in zip(on, off):
         np.testing.assert_array_equal(a, b)
     # <seed, J v> == <J^T seed, v> (not where an in-place x*x overflowed)

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 
 import pyzyme
 from pyzyme import Const, Duplicated, Forward, Reverse
-from pyzyme.options import Options, using
-from tests.kernels import njit_source
+from tests.kernels import njit_source, on_and_off
 
 FACTORS = ["A[i, p]", "B[p, j]", "B[p, m - 1 - j]", "A[i, k - 1 - p]", "B[k - 1 - p, j]",
            "np.sin(B[p, j])", "A[i, p] * A[i, p]", "2.5"]
@@ -77,10 +76,7 @@ def test_random_nests(nest, seed):
                         Duplicated(B.copy(), dB))
         return dA, dB, dC
 
-    with using(Options(interchange_loops=False, reassociate_adjoints=False)):
-        off = reverse()
-    with using(Options(reassociate_adjoints=False)):
-        on = reverse()
+    on, off = on_and_off(reverse, "interchange_loops")
     for a, b in zip(on, off):
         if _read_at_one_place(source):
             np.testing.assert_array_equal(a, b)
