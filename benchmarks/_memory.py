@@ -17,9 +17,11 @@ so ``reverse.py`` and ``peers.py`` measure memory in a process of its own (:data
 in the one they time in.
 
 Granularity: pages (4 KiB), and the kernel's resident counters are per-CPU sums read without
-synchronising, off by up to a few hundred KiB; allocators that keep their own pools (JAX's, for
-instance) may serve a call from memory the warm-up left them. Figures under 1 MB say "about
-nothing" rather than an exact size.
+synchronising, off by up to a few hundred KiB; allocators that keep their own pools may serve a
+call from memory the warm-up left them: JAX's, for instance, and pyzyme's tape pool, which keeps
+the tape arrays of one call for the next (``pyzyme.diff.tape_pool``; how much that is, exactly,
+is reverse.py's "tape" column). Figures under 1 MB say "about nothing" rather than an exact
+size.
 """
 
 from __future__ import annotations

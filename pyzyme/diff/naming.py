@@ -16,7 +16,7 @@ from __future__ import annotations
 __all__ = ["forward_function", "tangent", "shadow_param", "partial", "reverse_function",
            "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
-           "distributed_part", "distributed_reset", "fused_block"]
+           "distributed_part", "distributed_reset", "fused_block", "capacity_hint"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -118,6 +118,12 @@ def interchanged(block: str, part: str) -> str:
     ``part`` is ``init`` (the sums' cells set to their starting values), ``outer``, ``inner``
     or ``latch`` (of the interchanged loops)."""
     return f"{block or 'loop'}.interchange.{part}"
+
+
+def capacity_hint(function: str, header: str) -> str:
+    """The global remembering the largest capacity the caches of loop ``header`` in
+    ``function`` reached (:meth:`pyzyme.diff.tape.Tape.grow`)."""
+    return f"pyzyme.hint.{function}.{header or 'loop'}"
 
 
 def int_power(block: str) -> str:

@@ -7,7 +7,9 @@ on where it was computed:
 - outside every loop: one stack slot (``alloca``), which LLVM promotes to a register in the
   combined function, so the fast path costs nothing;
 - inside a loop: an array indexed by that loop's *iteration counter*, grown by doubling when
-  the counter reaches its capacity, freed when the reverse sweep is done.
+  the counter reaches its capacity, freed when the reverse sweep is done. A module global per
+  loop remembers the largest capacity reached, where the next call starts (its arrays then
+  come from :mod:`pyzyme.diff.tape_pool` at their final size, and are never copied).
 
 Every loop has one counter: a number incremented each time its header runs, never reset, so it
 numbers the header's runs across every run of the enclosing loops. The reverse sweep counts it
@@ -40,6 +42,7 @@ from dataclasses import dataclass, field
 
 from pyzyme.analysis.cfg import block_label
 from pyzyme.analysis.layout import sizeof, struct_layout
+from pyzyme.diff import naming
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.diff.tape_pool import tape_free, tape_realloc
 from pyzyme.ir.values import Value, const_int, const_null
@@ -197,16 +200,34 @@ class Tape:
         grow = fn.append_block(f"{block_label(loop.header).lstrip('%')}.grow")
         b.cbranch(full, grow, after)
         g = IRBuilder(grow)
+        hint = self._hint(loop)
+        # The first growth of a call starts at the largest capacity an earlier call reached,
+        # so a derivative called again on the same sizes allocates its caches once, from the
+        # pool, and copies nothing; after that, doubling.
+        reached = g.atomicrmw("add", hint, const_int(T.i64, 0), "monotonic", name="hint")
+        first = g.select(g.icmp("ugt", reached, const_int(T.i64, _FIRST_CAPACITY)), reached,
+                         const_int(T.i64, _FIRST_CAPACITY))
         doubled = g.shl(cap, const_int(T.i64, 1))
         is_zero = g.icmp("eq", cap, const_int(T.i64, 0))
-        newcap = g.select(is_zero, const_int(T.i64, _FIRST_CAPACITY), doubled)
+        newcap = g.select(is_zero, first, doubled)
         realloc = tape_realloc(self.module)
         for c in state.caches:
             old = g.load(T.ptr, c.slot.fwd)
             size = g.mul(newcap, const_int(T.i64, sizeof(c.type)))
             g.store(g.call(realloc, [old, size]), c.slot.fwd)
         g.store(newcap, state.capacity.fwd)
+        g.atomicrmw("umax", hint, newcap, "monotonic")
         g.br(after)
+
+    def _hint(self, loop):
+        """The module global holding the largest capacity ``loop``'s caches reached in any
+        call (zero before the first)."""
+        name = naming.capacity_hint(self.fwd_entry.parent.name,
+                                    block_label(loop.header).lstrip("%"))
+        hint = self.module.get_global(name)
+        if hint is None:
+            hint = self.module.add_global(name, T.i64, const_int(T.i64, 0), prefix="internal")
+        return hint
 
     def reserve(self, b: IRBuilder, loop, total: Value) -> None:
         """Make room for ``total`` iterations of ``loop`` in each of its caches at once (the

@@ -1,16 +1,20 @@
-"""Where tape arrays come from: a pool that keeps one freed block per size class.
+"""Where tape arrays come from: a pool that keeps a few freed blocks per size class.
 
 A derivative called in a loop allocates the same tape arrays on every call. Fresh from the C
 library, each large one is a new mapping from the operating system: every page faults and is
-zeroed again, which measured ~30% of the ADBench GMM gradient. The pool keeps the last freed
-block of each power-of-two size (in one module-level array of 64 pointers, exchanged
-atomically, so concurrent calls never share a block) and hands it out again; at most one block
-per size class stays allocated between calls.
+zeroed again, which measured ~30% of the ADBench GMM gradient. The pool keeps up to
+:data:`SLOTS` freed blocks of each power-of-two size (in one module-level array of pointers,
+each exchanged atomically, so concurrent calls never share a block) and hands them out again.
+Several per class, because one loop's caches grow in step: the GMM at d=64 caches two arrays of
+the same size per iteration, and with one slot per class the second went back to the C library
+and came back as fresh pages on every call (50,000 page faults and 140 ms a call).
 
 A block carries a 16-byte header holding its size; the pointer handed out is just past it.
 
 ``pyzyme.tape_realloc(old, bytes)`` grows (or allocates, from null) and
-``pyzyme.tape_free(p)`` returns a block to the pool.
+``pyzyme.tape_free(p)`` returns a block to the pool. A block outgrown by ``tape_realloc`` goes
+back to the C library instead: a later call starts its caches at the capacity this call reached,
+so only the blocks in use when a call ends are worth keeping.
 """
 
 from __future__ import annotations
@@ -18,14 +22,16 @@ from __future__ import annotations
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import ZeroInitializer, const_int, const_null
 
-__all__ = ["tape_realloc", "tape_free"]
+__all__ = ["tape_realloc", "tape_free", "SLOTS"]
 
 _POOL = "pyzyme.tape_pool"
 _REALLOC = "pyzyme.tape_realloc"
 _FREE = "pyzyme.tape_free"
 _HEADER = 16
 _MIN_CLASS = 6  # 64-byte blocks at least
-_POOL_TYPE = T.ArrayType(64, T.ptr)
+#: Freed blocks kept per size class.
+SLOTS = 4
+_POOL_TYPE = T.ArrayType(64 * SLOTS, T.ptr)
 
 
 def _pool(module):
@@ -36,16 +42,24 @@ def _pool(module):
     return pool
 
 
+def _slot(b: IRBuilder, module, cls, k: int):
+    """The pool's ``k``-th slot of size class ``cls``."""
+    index = b.add(b.mul(cls, const_int(T.i64, SLOTS)), const_int(T.i64, k))
+    return b.gep(_POOL_TYPE, _pool(module), [const_int(T.i64, 0), index])
+
+
 def tape_free(module):
-    """``void pyzyme.tape_free(ptr p)``: keep the block in the pool (freeing the one it
-    displaces), or nothing for null."""
+    """``void pyzyme.tape_free(ptr p)``: keep the block in a free slot of its class (or, all
+    taken, in the first, freeing the block it displaces); nothing for null."""
     fn = module.get_function(_FREE)
     if fn is not None:
         return fn
     fn = module.add_function(_FREE, T.FunctionType(T.void, [T.ptr]), prefix="internal")
     p = fn.args[0]
     p.name = "p"
-    entry, keep, drop, done = (fn.append_block(n) for n in ("entry", "keep", "drop", "done"))
+    entry, keep = fn.append_block("entry"), fn.append_block("keep")
+    tries = [fn.append_block(f"try.{k}") for k in range(1, SLOTS)]
+    full, drop, done = (fn.append_block(n) for n in ("full", "drop", "done"))
     b = IRBuilder(entry)
     b.cbranch(b.icmp("eq", p, const_null(T.ptr)), done, keep)
     b.position_at_end(keep)
@@ -53,8 +67,12 @@ def tape_free(module):
     size = b.load(T.i64, header, name="size")
     cttz = module.declare("llvm.cttz.i64", T.FunctionType(T.i64, [T.i64, T.i1]))
     cls = b.call(cttz, [size, const_int(T.i1, 1)], name="class")
-    slot = b.gep(_POOL_TYPE, _pool(module), [const_int(T.i64, 0), cls])
-    old = b.atomicrmw("xchg", slot, header, "seq_cst", name="displaced")
+    for k, fail in enumerate([*tries, full]):
+        pair = b.cmpxchg(_slot(b, module, cls, k), const_null(T.ptr), header, "seq_cst",
+                         "seq_cst")
+        b.cbranch(b.extractvalue(pair, 1, name=f"kept.{k}"), done, fail)
+        b.position_at_end(fail)
+    old = b.atomicrmw("xchg", _slot(b, module, cls, 0), header, "seq_cst", name="displaced")
     b.cbranch(b.icmp("eq", old, const_null(T.ptr)), done, drop)
     b.position_at_end(drop)
     b.call(module.declare("free", T.FunctionType(T.void, [T.ptr])), [old])
@@ -92,11 +110,19 @@ def tape_realloc(module):
                  b.call(ctlz, [b.sub(need, const_int(T.i64, 1)), const_int(T.i1, 0)]))
     small = b.icmp("ult", bits, const_int(T.i64, _MIN_CLASS))
     cls = b.select(small, const_int(T.i64, _MIN_CLASS), bits, name="class")
-    slot = b.gep(_POOL_TYPE, _pool(module), [const_int(T.i64, 0), cls])
-    spare = b.atomicrmw("xchg", slot, const_null(T.ptr), "seq_cst", name="spare")
-    b.cbranch(b.icmp("eq", spare, const_null(T.ptr)), make, take)
+    looks = [fn.append_block(f"look.{k}") for k in range(1, SLOTS)]
+    spares = []
+    for k, empty in enumerate([*looks, make]):
+        spare = b.atomicrmw("xchg", _slot(b, module, cls, k), const_null(T.ptr), "seq_cst",
+                            name=f"spare.{k}")
+        spares.append((spare, b.block))
+        b.cbranch(b.icmp("eq", spare, const_null(T.ptr)), empty, take)
+        b.position_at_end(empty)
 
     b.position_at_end(take)
+    spare = b.phi(T.ptr, name="spare")
+    for value, block in spares:
+        spare.add_incoming(value, block)
     b.br(got)
 
     b.position_at_end(make)
@@ -119,7 +145,10 @@ def tape_realloc(module):
     copied = b.load(T.i64, b.gep(T.i8, old, [const_int(T.i64, -_HEADER)]))
     old_bytes = b.sub(copied, const_int(T.i64, _HEADER))
     b.call(memcpy, [data, old, old_bytes, const_int(T.i1, 0)])
-    b.call(tape_free(module), [old])
+    # An outgrown block goes back to the C library, not to the pool: the next call starts at
+    # the capacity this one reaches (pyzyme.diff.tape), so it would never ask for it again.
+    b.call(module.declare("free", T.FunctionType(T.void, [T.ptr])),
+           [b.gep(T.i8, old, [const_int(T.i64, -_HEADER)])])
     b.br(done)
 
     b.position_at_end(done)
