@@ -44,7 +44,7 @@ from pyzyme.analysis.cfg import block_label
 from pyzyme.analysis.layout import sizeof, struct_layout
 from pyzyme.diff import naming
 from pyzyme.ir import IRBuilder, instructions as I, types as T
-from pyzyme.diff.tape_pool import tape_free, tape_realloc
+from pyzyme.diff.tape_pool import tape_capacity, tape_free, tape_realloc
 from pyzyme.ir.values import Value, const_int, const_null
 
 __all__ = ["Tape", "Slot", "Cache", "STACK", "append_function"]
@@ -53,8 +53,6 @@ __all__ = ["Tape", "Slot", "Cache", "STACK", "append_function"]
 STACK = T.StructType([T.ptr, T.i64, T.i64])
 _PUSH = "pyzyme.push"
 
-# The first capacity of a loop cache, in elements; it doubles from there.
-_FIRST_CAPACITY = 64
 
 
 @dataclass(eq=False)
@@ -200,23 +198,13 @@ class Tape:
         grow = fn.append_block(f"{block_label(loop.header).lstrip('%')}.grow")
         b.cbranch(full, grow, after)
         g = IRBuilder(grow)
-        hint = self._hint(loop)
-        # The first growth of a call starts at the largest capacity an earlier call reached,
-        # so a derivative called again on the same sizes allocates its caches once, from the
-        # pool, and copies nothing; after that, doubling.
-        reached = g.atomicrmw("add", hint, const_int(T.i64, 0), "monotonic", name="hint")
-        first = g.select(g.icmp("ugt", reached, const_int(T.i64, _FIRST_CAPACITY)), reached,
-                         const_int(T.i64, _FIRST_CAPACITY))
-        doubled = g.shl(cap, const_int(T.i64, 1))
-        is_zero = g.icmp("eq", cap, const_int(T.i64, 0))
-        newcap = g.select(is_zero, first, doubled)
+        newcap = g.call(tape_capacity(self.module), [self._hint(loop), cap], name="capacity")
         realloc = tape_realloc(self.module)
         for c in state.caches:
             old = g.load(T.ptr, c.slot.fwd)
             size = g.mul(newcap, const_int(T.i64, sizeof(c.type)))
             g.store(g.call(realloc, [old, size]), c.slot.fwd)
         g.store(newcap, state.capacity.fwd)
-        g.atomicrmw("umax", hint, newcap, "monotonic")
         g.br(after)
 
     def _hint(self, loop):

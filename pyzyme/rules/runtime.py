@@ -51,6 +51,9 @@ ROWS = (
     # gradient (hvp), tangent caches are allocated, grown and kept alongside.
     Mirror(("pyzyme.tape_realloc",), "runtime", allocates=True),
     Mirror(("pyzyme.tape_free",), "runtime"),
+    Inactive(("pyzyme.tape_capacity",), "runtime",
+             reason="the next capacity of a loop's caches: an integer (the tangent caches "
+                    "grow to the same one)"),
     # np.dot and @ (numba/_lapack.c): derivatives by the same BLAS calls, transposed.
     Blas(("numba_xxdot",), "runtime", op="dot"),
     Blas(("numba_xxgemv",), "runtime", op="gemv"),
