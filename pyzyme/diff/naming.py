@@ -16,7 +16,7 @@ from __future__ import annotations
 __all__ = ["forward_function", "tangent", "shadow_param", "partial", "reverse_function",
            "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
-           "distributed_part", "distributed_reset", "fused_block", "capacity_hint"]
+           "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -124,6 +124,12 @@ def capacity_hint(function: str, header: str) -> str:
     """The global remembering the largest capacity the caches of loop ``header`` in
     ``function`` reached (:meth:`pyzyme.diff.tape.Tape.grow`)."""
     return f"pyzyme.hint.{function}.{header or 'loop'}"
+
+
+def sum_base(inner: str, outer: str) -> str:
+    """The counter of loop ``inner`` when a run of the loop ``outer`` around it began (a
+    :class:`pyzyme.diff.reverse_values.CountedSum` counts from there)."""
+    return f"{inner or 'loop'}.count.at.{outer or 'loop'}"
 
 
 def int_power(block: str) -> str:

@@ -18,7 +18,7 @@ from pyzyme.diff.reverse_state import (
     _leaves,
     _State,
 )
-from pyzyme.diff.reverse_values import _shift_induction
+from pyzyme.diff.reverse_values import _counted_sum, _shift_induction
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -54,6 +54,8 @@ class ForwardSweep:
                     st.inductions[st.values[phi]] = (loop, iv)
                 elif (shift := _shift_induction(loop, phi)) is not None:
                     st.inductions[st.values[phi]] = (loop, shift)
+                elif (summed := _counted_sum(loop, phi)) is not None:
+                    st.inductions[st.values[phi]] = (loop, summed)
             b.position_at_end(st.last[block])
         for inst in block.instructions[len(block.phis):]:
             with error_context("instruction", f"{inst}"):
