@@ -359,7 +359,7 @@ def _affine(v, loop, depth: int = 8):
     (``terms``: value -> coefficient, constants under the key None), ``k`` numbering
     ``loop``'s iterations; None when not seen to be one."""
     if isinstance(v, ConstantInt):
-        return 0, {None: v.signed}
+        return 0, {None: v.signed} if v.signed else {}
     if loop.is_invariant(v):
         return 0, {v: 1}
     if depth == 0 or not isinstance(v, I.Instruction):
