@@ -345,12 +345,14 @@ def _counts(loop, inner, phi, after) -> bool:
         return False
     added = after.operands[1] if after.operands[0] is phi else after.operands[0]
     tc = inner.trip_count
-    if tc is None or not tc.exact or tc.step != 1 or not tc.uses_next or tc.predicate != "ne":
+    if tc is None or not tc.exact or tc.step != 1 or tc.predicate != "ne":
         return False
     # Stepping by one until the stepped value equals the bound, the run takes exactly
-    # bound - start iterations (modulo 2**64, as the sums are). Compared as affine functions
-    # of ``loop``'s iteration.
+    # bound - start iterations (modulo 2**64, as the sums are); one more when the test is on
+    # the value before the step. Compared as affine functions of ``loop``'s iteration.
     count = _affine_sub(_affine(tc.bound, loop), _affine(tc.start, loop))
+    if not tc.uses_next:
+        count = _affine_add(count, (0, {None: 1}))
     return count is not None and count == _affine(added, loop)
 
 

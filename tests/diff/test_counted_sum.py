@@ -157,3 +157,31 @@ def test_split_mode_keeps_the_base_on_its_tape():
     rev(Duplicated(a, sa), Duplicated(x, sx), Const(3), 1.0, tape)
     np.testing.assert_array_equal(sa, da)
     np.testing.assert_array_equal(sx, dx)
+
+
+# Inner loops of several shapes under one counter: each gradient against forward mode, and
+# whether the counter is recomputed (a step of one per inner iteration, whatever the inner
+# loop's own step) or cached (a step of two).
+SHAPES = [("range(i + 1, d)", 1, True), ("range(i)", 1, True), ("range(d - i)", 1, True),
+          ("range(i, d)", 1, True), ("range(2, i + 3)", 1, True),
+          ("range(0, d - i, 2)", 1, True), ("range(i + 1, d)", 2, False)]
+
+
+@pytest.mark.parametrize("shape, step, recomputed", SHAPES)
+def test_inner_loop_shapes(shape, step, recomputed):
+    from tests.kernels import njit_source
+    f = njit_source(f"""
+import math
+def f(a, x, start):
+    d = x.shape[0]
+    s = 0.0
+    idx = start
+    for i in range(d):
+        for j in {shape}:
+            s += a[idx % 40] * math.sin(x[i] * x[j % d])
+            idx += {step}
+    return s
+""")
+    _check(f, X.copy(), 1)
+    cached = _int_caches(_tape(f, (np.zeros(40), X.copy(), 1)))
+    assert (cached == []) is recomputed, cached
