@@ -13,7 +13,7 @@ from pyzyme import Active, Const, Duplicated, Reverse
 from pyzyme.diff import distribute
 from pyzyme.ir import parse_module
 from pyzyme.ir.verify import verify
-from pyzyme.runtime import compile_module
+from pyzyme.runtime import compile_module, symbol_name
 from tests.kernels import on_and_off
 
 # The shape of a reverse sweep's stencil loop: read and zero dw[c], add it into dv[c+1],
@@ -165,7 +165,9 @@ def _run(fn_text, n, dv, dw, distribute_it):
     if distribute_it:
         assert distribute.distribute(distribute.plan(block, counter))
     verify(m)
-    symbol = f"stencil_{distribute_it}_{id(m)}"
+    # Named after the IR: the same text compiles once (compile_module's cache), and ids of
+    # collected modules come back, which once named a second, different module the same.
+    symbol = symbol_name("stencil", str(m))
     cm = compile_module(str(m).replace("@stencil", f"@{symbol}"))
     f = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
         cm.address(symbol))

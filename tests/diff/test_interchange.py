@@ -13,7 +13,7 @@ from pyzyme import Const, Duplicated, Reverse
 from pyzyme.diff.interchange import interchange, plan
 from pyzyme.ir import parse_module
 from pyzyme.ir.verify import verify
-from pyzyme.runtime import compile_module
+from pyzyme.runtime import compile_module, symbol_name
 from tests.kernels import matmul, on_and_off
 
 # C[j] = sum_p A[p] * B[p, j] (B is n x m, row-major): the inner loop walks down a column.
@@ -103,7 +103,7 @@ def _run(text, interchanged, n, m, a, b, c):
     if interchanged:
         assert interchange(fn) == 1
     verify(module)
-    symbol = f"nest_{interchanged}_{id(module)}"
+    symbol = symbol_name("nest", str(module))   # see test_distribute._run
     cm = compile_module(str(module).replace("@nest", f"@{symbol}"))
     f = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                          ctypes.c_int64, ctypes.c_int64)(cm.address(symbol))
