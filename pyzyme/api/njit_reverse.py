@@ -450,7 +450,6 @@ def _roles(argtypes, argnums, name: str):
 def _plans(target, primal_types, kinds, need_primal: bool = False):
     """The derivative with noalias array data and, when two arrays could overlap, the one
     without; and the names of the array arguments to check at run time."""
-
     arrays = [i for i, t in enumerate(primal_types) if isinstance(t, types.Array)]
     distinct = reverse_plan(target, list(primal_types), list(kinds), A.Active, True,
                             need_primal)

@@ -251,11 +251,8 @@ class ReverseControl:
             # Pushed on entry, popped when the reverse sweep leaves the loop: one entry per
             # run, however many iterations of the enclosing loops do not enter it.
             stack = st.starts[loop] = st.tape.stack(f"{loop.header.name}.starts")
-            for (pred, header), edge in st.entries.items():
-                if header is loop.header:
-                    b = IRBuilder()
-                    b.position_before(edge.terminator)
-                    st.tape.push(b, stack, b.load(T.i64, st.tape.counter(loop).fwd))
+            for b in st.entering(loop):
+                st.tape.push(b, stack, b.load(T.i64, st.tape.counter(loop).fwd))
         v = st.memo[key] = st.tape.peek(st.rb, stack, naming.loop_start(loop.header.name))
         return v
 
@@ -302,11 +299,7 @@ class ReverseControl:
             top = chain[-1]
             if not all(self._countable(lp, top) for lp in chain):
                 continue
-            for (pred, header), edge in st.entries.items():
-                if header is not top.header:
-                    continue
-                b = IRBuilder()
-                b.position_before(edge.terminator)
+            for b in st.entering(top):
                 total = None
                 for lp in chain:
                     runs = self._runs(st, b, lp.trip_count, lambda v: self._fwd_value(st, v))

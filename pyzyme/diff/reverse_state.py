@@ -141,6 +141,17 @@ class _State:
     def active(self, value: Value) -> bool:
         return self.activity.is_active(value) and _has_float(value.type)
 
+    def entering(self, loop) -> list[IRBuilder]:
+        """A builder before the end of each forward edge block entering ``loop`` from
+        outside: where what a run of it starts from is recorded, once per run."""
+        builders = []
+        for (_, header), edge in self.entries.items():
+            if header is loop.header:
+                b = IRBuilder()
+                b.position_before(edge.terminator)
+                builders.append(b)
+        return builders
+
 
 
 

@@ -99,12 +99,9 @@ class ReverseValues:
         if base is None:
             base = st.caches[key] = st.tape.cache(
                 T.i64, loop.parent, naming.sum_base(inner.header.name, loop.header.name))
-            for (_, header), edge in st.entries.items():
-                if header is loop.header:
-                    fb = IRBuilder()
-                    fb.position_before(edge.terminator)
-                    count = fb.load(T.i64, st.tape.counter(inner).fwd)
-                    st.tape.store(fb, base, count, st.fidx.get(loop.parent))
+            for fb in st.entering(loop):
+                count = fb.load(T.i64, st.tape.counter(inner).fwd)
+                st.tape.store(fb, base, count, st.fidx.get(loop.parent))
         b = st.rb
         since = b.sub(self._loop_start(st, inner),
                       st.tape.load(b, base, self._index(st, loop.parent)))

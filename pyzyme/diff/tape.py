@@ -54,7 +54,6 @@ STACK = T.StructType([T.ptr, T.i64, T.i64])
 _PUSH = "pyzyme.push"
 
 
-
 @dataclass(eq=False)
 class Slot:
     """A value that lives from the forward sweep into the reverse sweep: ``fwd`` is its alloca

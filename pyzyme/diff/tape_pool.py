@@ -154,13 +154,12 @@ def tape_realloc(module):
     b.position_at_end(copy)
     memcpy = module.declare("llvm.memcpy.p0.p0.i64",
                    T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
-    copied = b.load(T.i64, b.gep(T.i8, old, [const_int(T.i64, -_HEADER)]))
-    old_bytes = b.sub(copied, const_int(T.i64, _HEADER))
+    outgrown = b.gep(T.i8, old, [const_int(T.i64, -_HEADER)], name="outgrown")
+    old_bytes = b.sub(b.load(T.i64, outgrown), const_int(T.i64, _HEADER))
     b.call(memcpy, [data, old, old_bytes, const_int(T.i1, 0)])
     # An outgrown block goes back to the C library, not to the pool: the next call starts at
     # the capacity this one reaches (pyzyme.diff.tape), so it would never ask for it again.
-    b.call(module.declare("free", T.FunctionType(T.void, [T.ptr])),
-           [b.gep(T.i8, old, [const_int(T.i64, -_HEADER)])])
+    b.call(module.declare("free", T.FunctionType(T.void, [T.ptr])), [outgrown])
     b.br(done)
 
     b.position_at_end(done)
