@@ -25,7 +25,8 @@ the relative error of the directional derivative; "(!)" marks errors over 1e-6).
 memory a reverse sweep keeps: known for the hand-written adjoints; for pyzyme, what the tape of
 the same call in split mode holds (``Tape.nbytes``), an upper bound for the combined derivative
 timed here, which reloads the argument values split mode must keep. For K3L, whose split tape
-would take gigabytes, it is measured at n = 10, 20 and 40 points and extrapolated linearly to
+takes hundreds of megabytes (it took gigabytes before the parameters read per point were kept
+for one point only), it is measured at n = 10, 20 and 40 points and extrapolated linearly to
 n = 1000 (marked so; the three must lie on a line, else the cell says so).
 "peak extra mem" is measured the same way for every row, here and in peers.py: how far the
 resident set rose, at its highest, during one call after a warm-up call, over the resident set

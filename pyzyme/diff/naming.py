@@ -16,7 +16,8 @@ from __future__ import annotations
 __all__ = ["forward_function", "tangent", "shadow_param", "partial", "reverse_function",
            "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
-           "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base"]
+           "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
+           "repeated", "repeat_base"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -130,6 +131,18 @@ def sum_base(inner: str, outer: str) -> str:
     """The counter of loop ``inner`` when a run of the loop ``outer`` around it began (a
     :class:`pyzyme.diff.reverse_values.CountedSum` counts from there)."""
     return f"{inner or 'loop'}.count.at.{outer or 'loop'}"
+
+
+def repeated(inner: str, outer: str) -> str:
+    """Loop ``inner`` counted within one iteration of loop ``outer``: names the capacity of
+    the caches that hold one iteration's worth (:meth:`pyzyme.diff.tape.Tape.repeated`), its
+    hint, and the blocks growing them."""
+    return f"{inner or 'loop'}.in.{outer or 'loop'}"
+
+
+def repeat_base(inner: str, outer: str) -> str:
+    """The counter of loop ``inner`` as each iteration of loop ``outer`` began."""
+    return f"{inner or 'loop'}.count.each.{outer or 'loop'}"
 
 
 def int_power(block: str) -> str:

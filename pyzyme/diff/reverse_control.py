@@ -348,7 +348,7 @@ class ReverseControl:
             st.tape.free(b, forward=True)
         for loop, index, first, rest in st.headers:
             b = IRBuilder(first)
-            st.tape.grow(b, loop, index, rest)
+            st.tape.grow(b, loop, index, rest, st.fidx)
         annotate(dict.fromkeys((st.fwd, st.rev)), self.scopes, st.tape.scope_node,
                  lambda pointer: self._object_of(st, pointer))
         if not st.sig.split:

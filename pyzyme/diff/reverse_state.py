@@ -126,6 +126,7 @@ class _State:
     types: object = None                               # type analysis (or its error), lazily
     float_pointers: list | None = None                 # pointers of float loads and stores
     written: dict = field(default_factory=dict)        # loop -> pointers written in it
+    same_runs: dict = field(default_factory=dict)      # (loop, outer) -> bool
     rev_origin: dict = field(default_factory=dict)     # reverse value -> fwd value it stands for
     error_exits: list = field(default_factory=list)    # fwd blocks returning an error status
     releaser: object = None                            # the function making deferred releases

@@ -1,6 +1,8 @@
 """Forward values in the reverse sweep: recomputed where legal and cheap (pure arithmetic,
 induction variables from loop counters, loads of memory nothing overwrites, merge phis by
-select), cached otherwise, once per iteration of the innermost loop the value varies in.
+select), cached otherwise, once per iteration of the innermost loop the value varies in (or,
+for a value repeating on every iteration of an outermost loop, once per iteration of the inner
+loop within one iteration of that one).
 
 A mixin of :class:`~pyzyme.diff.reverse.ReverseGenerator`.
 """
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyzyme.analysis.overwrite import underlying_object
+from pyzyme.analysis.overwrite import pure_call, underlying_object
 from pyzyme.diff import naming
 from pyzyme.diff.reverse_state import _PURE, _incoming, _State
 from pyzyme.ir import IRBuilder
@@ -80,11 +82,41 @@ class ReverseValues:
         cache = st.caches.get(fv)
         if cache is None:
             # A value the same on every iteration of its loops is kept once per iteration of
-            # the innermost loop it does vary in (stored redundantly, indexed there).
+            # the innermost loop it does vary in (stored redundantly, indexed there); one
+            # that repeats on every iteration of an outer loop, once per iteration of that.
             loop = self._varies_in(st, fv, loop)
-            cache = st.caches[fv] = st.tape.cache(fv.type, loop, fv.name or "value")
+            outer = self._repeats_in(st, fv, loop) if loop is not None else None
+            if outer is None:
+                cache = st.tape.cache(fv.type, loop, fv.name or "value")
+            else:
+                cache = st.tape.repeated(fv.type, loop, outer, self._repeat_base(st, loop, outer),
+                                         fv.name or "value")
+            st.caches[fv] = cache
             self._keep(st, fv, cache)
-        return st.tape.load(b, cache, self._index(st, cache.loop), name=fv.name)
+        return st.tape.load(b, cache, self._cache_index(st, b, cache), name=fv.name)
+
+    def _cache_index(self, st: _State, b: IRBuilder, cache, forward: bool = False):
+        """Where ``cache`` holds the value of the iteration the reverse sweep (or ``forward``
+        sweep, builder ``b``) is in."""
+        index = st.fidx.get(cache.loop) if forward else self._index(st, cache.loop)
+        if cache.outer is None:
+            return index
+        at = st.fidx[cache.outer] if forward else self._index(st, cache.outer)
+        return b.sub(index, st.tape.load(b, cache.base, at, forward=forward))
+
+    def _repeat_base(self, st: _State, loop, outer):
+        """The cache of ``loop``'s counter as each iteration of ``outer`` began (stored at
+        the top of ``outer``'s body): where :meth:`Tape.repeated` caches count from."""
+        key = ("repeat base", loop, outer)
+        base = st.caches.get(key)
+        if base is None:
+            base = st.caches[key] = st.tape.cache(
+                T.i64, outer, naming.repeat_base(loop.header.name, outer.header.name))
+            fb = IRBuilder()
+            fb.position_at_start(st.last[outer.header])
+            count = fb.load(T.i64, st.tape.counter(loop).fwd)
+            st.tape.store(fb, base, count, st.fidx[outer])
+        return base
 
     def _counted_sum(self, st: _State, loop, induction: CountedSum, name: str):
         """Header phi ``induction`` of ``loop`` (see :class:`CountedSum`) where the reverse
@@ -121,7 +153,7 @@ class ReverseValues:
                                  else fv.parent)
         else:
             fb.position_after(fv)
-        st.tape.store(fb, cache, fv, st.fidx.get(cache.loop))
+        st.tape.store(fb, cache, fv, self._cache_index(st, fb, cache, forward=True))
 
     def _exit_value(self, st: _State, fv: I.Instruction, loop) -> Value:
         """``fv``, defined in ``loop``, where the reverse sweep is outside it: the value its last
@@ -164,6 +196,104 @@ class ReverseValues:
         if fv.opcode not in _PURE:
             return False
         return all(self._invariant_in(st, op, loop, depth - 1) for op in fv.operands)
+
+    def _repeats_in(self, st: _State, fv: I.Instruction, loop):
+        """The outermost loop around ``loop`` on each iteration of which ``loop`` runs the
+        same iterations in the same order with ``fv`` the same on each (a parameter read in
+        a loop over data points: ``icf[k, idx]`` inside ``for point: for k: for i: for j``);
+        None where there is none. ``fv`` need then be kept for one iteration of it only.
+
+        Outermost, because such a loop runs at most once per call: one nested in another
+        would need its values kept per iteration of the one around it."""
+        top = loop
+        while top.parent is not None:
+            top = top.parent
+        if top is loop or not self._same_runs(st, loop, top):
+            return None
+        return top if self._uniform(st, fv, top, 12) else None
+
+    def _same_runs(self, st: _State, loop, top) -> bool:
+        """Whether every iteration of ``top`` runs ``loop`` through the same iterations:
+        the trip counts of ``loop`` and of the loops between are exact and the same each
+        time, and so is every branch deciding whether they run (in the bodies of those loops
+        and of ``top``, outside other inner loops; such a loop has one exit target, so what
+        it decides inside does not matter). A branch back to ``top``'s header or out of it
+        may differ: an iteration of ``top`` cut short runs a prefix of the others."""
+        key = (loop, top)
+        known = st.same_runs.get(key)
+        if known is not None:
+            return known
+        chain = []
+        m = loop
+        while m is not top:
+            chain.append(m)
+            m = m.parent
+        ok = all(self._uniform_trip_count(st, m, top) for m in chain)
+        for p in chain[1:] + [top]:
+            if not ok:
+                break
+            for child in p.children:
+                if child not in chain and len({s for blk in child.blocks
+                                               for s in blk.terminator.successors
+                                               if not child.contains(s)}) > 1:
+                    ok = False
+            for blk in p.blocks:
+                if not ok or any(c.contains(blk) for c in p.children):
+                    continue
+                term = blk.terminator
+                succ = term.successors
+                if len(set(succ)) < 2:
+                    continue
+                if not isinstance(term, (I.Branch, I.Switch)):
+                    ok = False
+                elif any(t is p.header or not p.contains(t) for t in succ) and (
+                        p is top or blk in p.exiting):
+                    continue     # top's own exits and back edges; p's counted exit
+                else:
+                    ok = self._uniform(st, self._fwd_value(st, term.operands[0]), top, 12)
+        st.same_runs[key] = ok
+        return ok
+
+    def _uniform_trip_count(self, st: _State, loop, top) -> bool:
+        tc = loop.trip_count
+        return (tc is not None and tc.exact
+                and self._uniform(st, self._fwd_value(st, tc.start), top, 12)
+                and self._uniform(st, self._fwd_value(st, tc.bound), top, 12))
+
+    def _uniform(self, st: _State, fv: Value, top, depth: int) -> bool:
+        """Whether forward value ``fv`` is the same at the same point of every iteration of
+        ``top``: defined outside it, an induction variable of a loop inside it starting from
+        such a value, or a pure function or load (of memory nothing in ``top`` writes) of
+        such values."""
+        if not isinstance(fv, I.Instruction):
+            return True
+        origin = st.origin.get(fv.parent)
+        if origin is None or not top.contains(origin):
+            return True
+        if depth == 0:
+            return False
+        iv = st.inductions.get(fv)
+        if iv is not None:
+            loop, induction = iv
+            if loop is top:
+                return False
+            if isinstance(induction, CountedSum) and not (
+                    induction.inner.parent is loop
+                    and self._uniform_trip_count(st, induction.inner, top)):
+                return False
+            return self._uniform(st, self._fwd_value(st, induction.start), top, depth - 1)
+        if isinstance(fv, I.Phi):
+            return False
+        if fv.opcode == "load":
+            primal = st.origin_load.get(fv)
+            if primal is None or fv.volatile or self._written_in(st, primal.pointer, top):
+                return False
+            return self._uniform(st, fv.operands[0], top, depth - 1)
+        if isinstance(fv, I.CallBase):
+            return pure_call(fv) and all(self._uniform(st, a, top, depth - 1) for a in fv.args)
+        if fv.opcode not in _PURE:
+            return False
+        return all(self._uniform(st, op, top, depth - 1) for op in fv.operands)
 
     def _written_in(self, st: _State, pointer: Value, loop) -> bool:
         """Whether anything in ``loop`` may write where ``pointer`` points."""

@@ -20,6 +20,12 @@ first iteration: for an inner loop whose trip count is a formula of values fixed
 (``for j in range(i)``) it is the counter less that count, computed again in the reverse sweep;
 any other inner loop records it, per run, on a stack.
 
+A value that repeats on every iteration of an outermost loop (the same iterations of its own
+loop, in the same order, the value the same on each: a parameter read in a loop over data
+points) is cached for one iteration of the outer loop only, at its loop's counter less the
+counter when that iteration began (:meth:`Tape.repeated`); each iteration stores it again,
+over the same cells.
+
 In the combined function the slots are allocas of one function. In split mode the augmented
 primal and the reverse function each have their own allocas, and the slots travel between them
 in a heap block, the tape (see :meth:`Tape.pack` and :meth:`Tape.unpack`).
@@ -68,12 +74,17 @@ class Slot:
 
 @dataclass(eq=False)
 class Cache:
-    """A value cached per iteration of ``loop`` (or once, when ``loop`` is None)."""
+    """A value cached per iteration of ``loop`` (or once, when ``loop`` is None). With
+    ``outer`` (an outermost loop around ``loop``): per iteration of ``loop`` within one
+    iteration of ``outer``, the value being the same there on every iteration of ``outer``
+    (see :meth:`Tape.repeated`); ``base`` holds ``loop``'s counter as each began."""
 
     name: str
     type: T.Type
     loop: object
     slot: Slot                # the value itself (no loop) or the array's pointer
+    outer: object = None
+    base: Cache | None = None
 
 
 @dataclass
@@ -81,6 +92,22 @@ class _LoopState:
     counter: Slot
     capacity: Slot | None = None
     caches: list = field(default_factory=list)
+
+
+@dataclass
+class _RepeatState:
+    """The caches of values of ``loop`` repeating on each iteration of ``outer``."""
+
+    loop: object
+    outer: object
+    base: Cache
+    capacity: Slot
+    caches: list = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return naming.repeated(block_label(self.loop.header).lstrip("%"),
+                               block_label(self.outer.header).lstrip("%"))
 
 
 class Tape:
@@ -107,6 +134,7 @@ class Tape:
         self.loops: dict = {}
         self.top_caches: list[Cache] = []
         self.stacks: list[Slot] = []
+        self.repeats: dict = {}     # (loop, outer) -> _RepeatState
 
     @property
     def split(self) -> bool:
@@ -158,6 +186,23 @@ class Tape:
         state.caches.append(c)
         return c
 
+    def repeated(self, ty: T.Type, loop, outer, base: Cache, name: str) -> Cache:
+        """Room for one value of type ``ty`` per iteration of ``loop`` within one iteration
+        of ``outer``, an outermost loop each of whose iterations runs ``loop``'s in the same
+        order with the value the same on each (parameters read by a loop over data points).
+        Such a value is stored at the same place on every iteration of ``outer``, at
+        ``loop``'s counter less ``base`` (the counter as the iteration of ``outer`` began,
+        one ``i64`` per iteration of ``outer``, which the caller keeps): the cache holds one
+        iteration's worth, not all of them. It grows on its own (:meth:`grow`)."""
+        state = self.repeats.get((loop, outer))
+        if state is None:
+            state = _RepeatState(loop, outer, base, None)
+            state.capacity = self.slot(T.i64, f"{state.label}.capacity")
+            self.repeats[(loop, outer)] = state
+        c = Cache(name, ty, loop, self.slot(T.ptr, f"{name}.cache"), outer, base)
+        state.caches.append(c)
+        return c
+
     def store(self, b: IRBuilder, cache: Cache, value: Value, index: Value | None) -> None:
         """Forward sweep: save ``value`` for iteration ``index`` of the cache's loop."""
         align = _heap_align(cache.type)
@@ -167,12 +212,14 @@ class Tape:
         base = b.load(T.ptr, cache.slot.fwd)
         self._mark(b.store(value, b.gep(cache.type, base, [index], ("inbounds",)), align))
 
-    def load(self, b: IRBuilder, cache: Cache, index: Value | None, name: str = "") -> Value:
-        """Reverse sweep: the value saved for iteration ``index``."""
+    def load(self, b: IRBuilder, cache: Cache, index: Value | None, name: str = "",
+             forward: bool = False) -> Value:
+        """Reverse sweep (or ``forward``): the value saved for iteration ``index``."""
         align = _heap_align(cache.type)
+        slot = cache.slot.fwd if forward else cache.slot.rev
         if cache.loop is None:
-            return b.load(cache.type, cache.slot.rev, align, name=name)
-        base = b.load(T.ptr, cache.slot.rev)
+            return b.load(cache.type, slot, align, name=name)
+        base = b.load(T.ptr, slot)
         return self._mark(b.load(cache.type, b.gep(cache.type, base, [index], ("inbounds",)),
                                  align, name=name))
 
@@ -184,33 +231,45 @@ class Tape:
         inst.metadata.append(("alias.scope", self.scope))
         return inst
 
-    def grow(self, b: IRBuilder, loop, index: Value, after) -> None:
+    def grow(self, b: IRBuilder, loop, index: Value, after, outer_index=None) -> None:
         """At the header of ``loop`` (builder at the end of the block that computed ``index``),
-        grow its caches when ``index`` reaches their capacity, then branch to ``after``."""
+        grow its caches when ``index`` reaches their capacity, then branch to ``after``; and
+        so for its repeating caches (:meth:`repeated`), at ``index`` less their base, read at
+        ``outer_index[outer]`` (the iteration of ``outer`` the forward sweep is in)."""
+        checks = []
         state = self.loops.get(loop)
-        if state is None or not state.caches:
-            b.br(after)
-            return
+        if state is not None and state.caches:
+            label = block_label(loop.header).lstrip("%")
+            checks.append((state.capacity, state.caches, index, label))
+        for (inner, outer), rep in self.repeats.items():
+            if inner is loop and rep.caches:
+                base = self.load(b, rep.base, outer_index[outer], forward=True)
+                checks.append((rep.capacity, rep.caches, b.sub(index, base), rep.label))
         fn = b.function
-        cap = b.load(T.i64, state.capacity.fwd)
-        full = b.icmp("uge", index, cap)
-        grow = fn.append_block(f"{block_label(loop.header).lstrip('%')}.grow")
-        b.cbranch(full, grow, after)
-        g = IRBuilder(grow)
-        newcap = g.call(tape_capacity(self.module), [self._hint(loop), cap], name="capacity")
-        realloc = tape_realloc(self.module)
-        for c in state.caches:
-            old = g.load(T.ptr, c.slot.fwd)
-            size = g.mul(newcap, const_int(T.i64, sizeof(c.type)))
-            g.store(g.call(realloc, [old, size]), c.slot.fwd)
-        g.store(newcap, state.capacity.fwd)
-        g.br(after)
+        for k, (capacity, caches, at, label) in enumerate(checks):
+            rest = after if k == len(checks) - 1 else fn.append_block(f"{label}.grown")
+            cap = b.load(T.i64, capacity.fwd)
+            grow = fn.append_block(f"{label}.grow")
+            b.cbranch(b.icmp("uge", at, cap), grow, rest)
+            g = IRBuilder(grow)
+            newcap = g.call(tape_capacity(self.module), [self._hint(label), cap],
+                            name="capacity")
+            realloc = tape_realloc(self.module)
+            for c in caches:
+                old = g.load(T.ptr, c.slot.fwd)
+                size = g.mul(newcap, const_int(T.i64, sizeof(c.type)))
+                g.store(g.call(realloc, [old, size]), c.slot.fwd)
+            g.store(newcap, capacity.fwd)
+            g.br(rest)
+            b.position_at_end(rest)
+        if not checks:
+            b.br(after)
 
-    def _hint(self, loop):
-        """The module global holding the largest capacity ``loop``'s caches reached in any
-        call (zero before the first)."""
-        name = naming.capacity_hint(self.fwd_entry.parent.name,
-                                    block_label(loop.header).lstrip("%"))
+    def _hint(self, label: str):
+        """The module global holding the largest capacity the caches of loop ``label`` (or
+        of a loop within another, :meth:`repeated`) reached in any call (zero before the
+        first)."""
+        name = naming.capacity_hint(self.fwd_entry.parent.name, label)
         hint = self.module.get_global(name)
         if hint is None:
             hint = self.module.add_global(name, T.i64, const_int(T.i64, 0), prefix="internal")
@@ -232,7 +291,7 @@ class Tape:
         """Free every loop cache and stack: at the end of the reverse sweep, or (``forward``)
         where the forward sweep gives up with an error and no reverse sweep follows."""
         free = tape_free(self.module)
-        for state in self.loops.values():
+        for state in [*self.loops.values(), *self.repeats.values()]:
             for c in state.caches:
                 b.call(free, [b.load(T.ptr, c.slot.fwd if forward else c.slot.rev)])
         for s in self.stacks:
@@ -308,7 +367,7 @@ class Tape:
             return b.gep(ty, fn.args[0], path)
 
         total = const_int(T.i64, self.size())
-        for state in self.loops.values():
+        for state in [*self.loops.values(), *self.repeats.values()]:
             if state.caches:
                 per = sum(sizeof(c.type) for c in state.caches)
                 cap = b.load(T.i64, field(state.capacity))
@@ -337,6 +396,11 @@ class Tape:
         for loop, state in self.loops.items():
             caches = ", ".join(f"%{c.slot.name}: {c.type}" for c in state.caches) or "none"
             lines.append(f"  loop {block_label(loop.header)}: counter %{state.counter.name}, "
+                         f"caches {caches}")
+        for (loop, outer), rep in self.repeats.items():
+            caches = ", ".join(f"%{c.slot.name}: {c.type}" for c in rep.caches)
+            lines.append(f"  loop {block_label(loop.header)} within each iteration of "
+                         f"{block_label(outer.header)}: from %{rep.base.slot.name}, "
                          f"caches {caches}")
         for stack in self.stacks:
             lines.append(f"  stack %{stack.name}: i64")

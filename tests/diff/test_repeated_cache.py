@@ -1,0 +1,208 @@
+"""Values that repeat on every iteration of an outer loop (parameters read inside a loop over
+data points) are kept for one iteration of it, not for each (``Tape.repeated``): which values
+are, by the printed tape of split mode (where argument reads travel on the tape); split
+gradients against the combined derivative, forward mode and finite differences, where the
+cache is used and where it is refused; the tape not growing with the points; the arguments
+changed between the two halves."""
+
+import math
+
+import numba
+import numpy as np
+import pytest
+
+import pyzyme
+from pyzyme import Active, Const, Duplicated, Reverse
+from pyzyme.api.autodiff import _rules
+from pyzyme.api.numba_split import build_split
+from tests.kernels import njit_source
+
+
+@numba.njit
+def per_point(w, x):
+    """A weight matrix read for every point (the repeated cache's case): the reverse sweep
+    needs each weight and each point's ``x[p]``, which alone grow with the points."""
+    s = 0.0
+    for p in range(x.shape[0]):
+        c = x[p]
+        for k in range(w.shape[0]):
+            for j in range(w.shape[1]):
+                s += math.sin(w[k, j] * c)
+    return s
+
+
+@numba.njit
+def triangle_per_point(w, x):
+    """ADBench's GMM in small: a packed triangle of each row of ``w`` read for every point."""
+    d = 5
+    s = 0.0
+    for p in range(x.shape[0]):
+        c = x[p]
+        for k in range(w.shape[0]):
+            idx = 0
+            for i in range(d):
+                for j in range(i + 1, d):
+                    s += math.cos(w[k, idx] * c * (i - j))
+                    idx += 1
+    return s
+
+
+def _body(loops: str) -> str:
+    return f"""
+import math
+def f(w, x):
+    n, d = x.shape
+    s = 0.0
+{loops}
+    return s
+"""
+
+
+# (name, loop nest, whether the weight read is kept once per point). In each, w[k, j] is read
+# inside ``for p`` (the points); only where every point runs the inner loops alike is it kept
+# for one point's iterations.
+NESTS = [
+    ("rectangle", """
+    for p in range(n):
+        for k in range(w.shape[0]):
+            for j in range(d):
+                s += math.sin(w[k, j] * x[p, j])""", True),
+    ("triangle", """
+    for p in range(n):
+        for k in range(w.shape[0]):
+            for j in range(k, d):
+                s += math.sin(w[k, j] * x[p, j])""", True),
+    ("point loop cut short", """
+    for p in range(n):
+        if x[p, 0] > 1.5:
+            break
+        for k in range(w.shape[0]):
+            for j in range(d):
+                s += math.sin(w[k, j] * x[p, j])""", True),
+    ("inside epochs", """
+    for e in range(2):
+        for p in range(n):
+            for k in range(w.shape[0]):
+                for j in range(d):
+                    s += math.sin((e + 1.0) * w[k, j] * x[p, j])""", True),
+    ("rows depending on the point", """
+    for p in range(n):
+        for k in range(p % 2, w.shape[0]):
+            for j in range(d):
+                s += math.sin(w[k, j] * x[p, j])""", False),
+    ("rows skipped on the data", """
+    for p in range(n):
+        for k in range(w.shape[0]):
+            if x[p, k % d] > 0.0:
+                for j in range(d):
+                    s += math.sin(w[k, j] * x[p, j])""", False),
+    ("row cut short on the data", """
+    for p in range(n):
+        for k in range(w.shape[0]):
+            for j in range(d):
+                if x[p, j] > 1.2:
+                    break
+                s += math.sin(w[k, j] * x[p, j])""", False),
+    ("weights written per point", """
+    for p in range(n):
+        for k in range(w.shape[0]):
+            for j in range(d):
+                s += math.sin(w[k, j] * x[p, j])
+                w[k, j] = w[k, j] * 0.5 + 0.25""", False),
+]
+
+
+def _data(n=7, d=4, k=3, seed=0, points=2):
+    """Weights (k, d) and ``n`` points: rows of ``d`` (``points=2``) or numbers."""
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((k, d)), rng.standard_normal((n, d) if points == 2 else n)
+
+
+def _layout(f, w, x) -> str:
+    plan = build_split(f, [numba.typeof(w), numba.typeof(x)], ["duplicated", "const"], Active,
+                       _rules())
+    return plan.tape_layout
+
+
+def _split(f, w, x, change=None):
+    """The split gradient in ``w`` (and the tape's bytes), with ``change(w)`` applied to the
+    arguments between the two halves."""
+    dw = np.zeros_like(w)
+    fwd, rev = pyzyme.autodiff_thunk(pyzyme.ReverseSplitWithPrimal, f, Active,
+                                     Duplicated(w, dw), Const(x))
+    tape, value, _ = fwd(Duplicated(w, dw), Const(x))
+    nbytes = tape.nbytes
+    if change is not None:
+        change(w)
+    rev(Duplicated(w, dw), Const(x), 1.0, tape)
+    return value, dw, nbytes
+
+
+def _combined(f, w, x):
+    dw = np.zeros_like(w)
+    pyzyme.autodiff(Reverse, f, Active, Duplicated(w, dw), Const(x))
+    return dw
+
+
+def _against_forward_and_fd(f, w, x, dw):
+    for k in np.ndindex(w.shape):
+        t = np.zeros_like(w)
+        t[k] = 1.0
+        _, fwd = pyzyme.autodiff(pyzyme.Forward, f, Duplicated(w.copy(), t), Const(x))
+        assert dw[k] == pytest.approx(fwd, rel=1e-12, abs=1e-13)
+        e = 1e-6
+        up, down = w.copy(), w.copy()
+        up[k] += e
+        down[k] -= e
+        assert dw[k] == pytest.approx((f(up, x) - f(down, x)) / (2 * e), rel=1e-6, abs=1e-7)
+
+
+@pytest.mark.parametrize("name, loops, repeated", NESTS, ids=[n[0] for n in NESTS])
+def test_nests(name, loops, repeated):
+    f = njit_source(_body(loops))
+    w, x = _data()
+    x[5, 0] = 2.0        # where the point loop is cut short, it is cut at the sixth point
+    layout = _layout(f, w, x)
+    assert ("within each iteration of" in layout) is repeated, layout
+    value, dw, _ = _split(f, w.copy(), x)
+    assert value == f(w.copy(), x)
+    np.testing.assert_array_equal(dw, _combined(f, w.copy(), x))
+    _against_forward_and_fd(f, w, x, dw)
+
+
+@pytest.mark.parametrize("f", [per_point, triangle_per_point])
+def test_tape_holds_one_point_of_weights(f):
+    """Per extra point the tape grows by that point's own values and the base of the
+    repeated cache (a few words), not by the weights read for it."""
+    w, x = _data(n=40, d=10 if f is triangle_per_point else 5, k=4, points=1)
+    layout = _layout(f, w, x)
+    repeated = [ln for ln in layout.splitlines() if "within each iteration of" in ln]
+    assert len(repeated) == 1 and ".count.each." in repeated[0], layout
+    sizes = [_split(f, w.copy(), x[:n])[2] for n in (10, 20, 40)]
+    assert sizes[2] - sizes[1] == 2 * (sizes[1] - sizes[0])
+    assert (sizes[1] - sizes[0]) // 10 <= 32, (sizes, layout)
+    _, dw, _ = _split(f, w.copy(), x)
+    _against_forward_and_fd(f, w, x, dw)
+
+
+def test_arguments_changed_between_the_halves():
+    """The reverse half uses the weights the forward half read, kept on the tape."""
+    w, x = _data(n=9, points=1)
+    expected = _combined(per_point, w.copy(), x)
+
+    def scribble(w):
+        w[:] = 7.0
+
+    _, dw, _ = _split(per_point, w.copy(), x, change=scribble)
+    np.testing.assert_array_equal(dw, expected)
+
+
+def test_cache_grows_across_calls_of_other_sizes():
+    """One point's worth grows with the weights; the next call starts from the largest so
+    far (the hint), whether it needs less or more."""
+    for k, d in ((2, 3), (30, 9), (3, 2), (70, 12)):
+        w, x = _data(n=5, d=d, k=k, seed=k, points=1)
+        _, dw, _ = _split(per_point, w.copy(), x)
+        np.testing.assert_array_equal(dw, _combined(per_point, w.copy(), x))
+        if k < 10:
+            _against_forward_and_fd(per_point, w, x, dw)
