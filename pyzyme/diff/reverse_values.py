@@ -178,24 +178,51 @@ class ReverseValues:
             loop = loop.parent
         return loop
 
-    def _invariant_in(self, st: _State, fv: Value, loop, depth: int) -> bool:
+    def _invariant_in(self, st: _State, fv: Value, loop, depth: int,
+                      repeating: bool = False) -> bool:
         """Whether ``fv`` has one value across the iterations of ``loop`` (a pure function of
-        values defined outside it, or a load of memory nothing in it writes)."""
+        values defined outside it, or a load of memory nothing in it writes). ``repeating``:
+        whether it is the same at the same point of every iteration of ``loop``, where an
+        induction variable of a loop inside it starting from such a value is too, and so is a
+        pure intrinsic of such values."""
         if not isinstance(fv, I.Instruction):
             return True
         origin = st.origin.get(fv.parent)
         if origin is None or not loop.contains(origin):
             return True
-        if depth == 0 or isinstance(fv, I.Phi) or fv in st.inductions:
+        if depth == 0:
             return False
+        iv = st.inductions.get(fv)
+        if iv is not None or isinstance(fv, I.Phi):
+            return repeating and iv is not None and self._repeating_induction(st, *iv, loop,
+                                                                              depth)
         if fv.opcode == "load":
             primal = st.origin_load.get(fv)
             if primal is None or fv.volatile or self._written_in(st, primal.pointer, loop):
                 return False
-            return self._invariant_in(st, fv.operands[0], loop, depth - 1)
+            return self._invariant_in(st, fv.operands[0], loop, depth - 1, repeating)
+        if isinstance(fv, I.CallBase):
+            return repeating and pure_call(fv) and all(
+                self._invariant_in(st, a, loop, depth - 1, repeating) for a in fv.args)
         if fv.opcode not in _PURE:
             return False
-        return all(self._invariant_in(st, op, loop, depth - 1) for op in fv.operands)
+        return all(self._invariant_in(st, op, loop, depth - 1, repeating) for op in fv.operands)
+
+    def _repeating_induction(self, st: _State, loop, induction, top, depth: int) -> bool:
+        """Whether induction variable ``induction`` of ``loop`` repeats on every iteration of
+        ``top`` (see :meth:`_invariant_in`): ``loop`` is inside ``top``, and a counted sum's
+        inner loop runs as many times on each."""
+        if loop is top:
+            return False
+        if isinstance(induction, CountedSum) and not (
+                induction.inner.parent is loop
+                and self._uniform_trip_count(st, induction.inner, top)):
+            return False
+        return self._uniform(st, self._fwd_value(st, induction.start), top, depth - 1)
+
+    def _uniform(self, st: _State, fv: Value, top, depth: int = 12) -> bool:
+        """Whether ``fv`` is the same at the same point of every iteration of ``top``."""
+        return self._invariant_in(st, fv, top, depth, repeating=True)
 
     def _repeats_in(self, st: _State, fv: I.Instruction, loop):
         """The outermost loop around ``loop`` on each iteration of which ``loop`` runs the
@@ -210,7 +237,7 @@ class ReverseValues:
             top = top.parent
         if top is loop or not self._same_runs(st, loop, top):
             return None
-        return top if self._uniform(st, fv, top, 12) else None
+        return top if self._uniform(st, fv, top) else None
 
     def _same_runs(self, st: _State, loop, top) -> bool:
         """Whether every iteration of ``top`` runs ``loop`` through the same iterations:
@@ -250,50 +277,15 @@ class ReverseValues:
                         p is top or blk in p.exiting):
                     continue     # top's own exits and back edges; p's counted exit
                 else:
-                    ok = self._uniform(st, self._fwd_value(st, term.operands[0]), top, 12)
+                    ok = self._uniform(st, self._fwd_value(st, term.operands[0]), top)
         st.same_runs[key] = ok
         return ok
 
     def _uniform_trip_count(self, st: _State, loop, top) -> bool:
         tc = loop.trip_count
         return (tc is not None and tc.exact
-                and self._uniform(st, self._fwd_value(st, tc.start), top, 12)
-                and self._uniform(st, self._fwd_value(st, tc.bound), top, 12))
-
-    def _uniform(self, st: _State, fv: Value, top, depth: int) -> bool:
-        """Whether forward value ``fv`` is the same at the same point of every iteration of
-        ``top``: defined outside it, an induction variable of a loop inside it starting from
-        such a value, or a pure function or load (of memory nothing in ``top`` writes) of
-        such values."""
-        if not isinstance(fv, I.Instruction):
-            return True
-        origin = st.origin.get(fv.parent)
-        if origin is None or not top.contains(origin):
-            return True
-        if depth == 0:
-            return False
-        iv = st.inductions.get(fv)
-        if iv is not None:
-            loop, induction = iv
-            if loop is top:
-                return False
-            if isinstance(induction, CountedSum) and not (
-                    induction.inner.parent is loop
-                    and self._uniform_trip_count(st, induction.inner, top)):
-                return False
-            return self._uniform(st, self._fwd_value(st, induction.start), top, depth - 1)
-        if isinstance(fv, I.Phi):
-            return False
-        if fv.opcode == "load":
-            primal = st.origin_load.get(fv)
-            if primal is None or fv.volatile or self._written_in(st, primal.pointer, top):
-                return False
-            return self._uniform(st, fv.operands[0], top, depth - 1)
-        if isinstance(fv, I.CallBase):
-            return pure_call(fv) and all(self._uniform(st, a, top, depth - 1) for a in fv.args)
-        if fv.opcode not in _PURE:
-            return False
-        return all(self._uniform(st, op, top, depth - 1) for op in fv.operands)
+                and self._uniform(st, self._fwd_value(st, tc.start), top)
+                and self._uniform(st, self._fwd_value(st, tc.bound), top))
 
     def _written_in(self, st: _State, pointer: Value, loop) -> bool:
         """Whether anything in ``loop`` may write where ``pointer`` points."""
