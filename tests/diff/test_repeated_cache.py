@@ -14,6 +14,7 @@ import pytest
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Reverse
 from pyzyme.api.autodiff import _rules
+from pyzyme.api.numba_reverse import CONST, DUPLICATED, reverse_module
 from pyzyme.api.numba_split import build_split
 from tests.kernels import njit_source
 
@@ -206,3 +207,39 @@ def test_cache_grows_across_calls_of_other_sizes():
         np.testing.assert_array_equal(dw, _combined(per_point, w.copy(), x))
         if k < 10:
             _against_forward_and_fd(per_point, w, x, dw)
+
+
+@numba.njit
+def scratch_read_per_point(w, x):
+    """Combined mode caches a read of memory overwritten later (``t``, cleared after the
+    loop): the read repeats for every point, so it is kept for one point."""
+    t = w * 1.5
+    s = 0.0
+    for p in range(x.shape[0]):
+        c = x[p]
+        for k in range(t.shape[0]):
+            s += math.sin(t[k] * c) * c
+    t[:] = 0.0
+    return s + t[0]
+
+
+def test_combined_mode_and_second_order():
+    rng = np.random.default_rng(4)
+    w, x = rng.standard_normal(6), rng.standard_normal(9)
+    tape = str(reverse_module(scratch_read_per_point, [numba.typeof(w), numba.typeof(x)],
+                              [DUPLICATED, CONST], Active, True, _rules()).tape)
+    assert "within each iteration of" in tape, tape
+    dw = _combined(scratch_read_per_point, w, x)
+    _against_forward_and_fd(scratch_read_per_point, w, x, dw)
+
+    @numba.njit
+    def g(w):
+        return scratch_read_per_point(w, x)
+
+    hess = pyzyme.hessian(g)(w)
+    fd = np.array([(_combined(scratch_read_per_point, w + e, x)
+                    - _combined(scratch_read_per_point, w - e, x)) / 2e-5
+                   for e in np.eye(w.size) * 1e-5])
+    np.testing.assert_allclose(hess, fd, rtol=1e-6, atol=1e-7)
+    v = np.linspace(-1.0, 1.0, w.size)
+    np.testing.assert_allclose(pyzyme.hvp(g, w, v), hess @ v, rtol=1e-12, atol=1e-13)
