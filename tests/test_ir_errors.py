@@ -121,3 +121,14 @@ def test_verify_survives_broken_debug_info():
 def test_constants_may_span_lines():
     m = ir.parse_module("@t = global [3 x i64] [\n  i64 1,\n  i64 2,\n  i64 3\n]\n")
     assert m.get_global("t").initializer.ref == "[i64 1, i64 2, i64 3]"
+
+
+def test_indented_definitions_parse_as_llvm_parses_them():
+    """Leading blanks before ``define``, ``declare`` and a global are allowed, as in LLVM
+    (they used to make a function look defined twice)."""
+    text = "  @g = global double 1.0\n  declare double @h(double)\n" + "\n".join(
+        "    " + line for line in GOOD.splitlines())
+    assert llvm.parse_assembly(text).verify() is None
+    m = ir.parse_module(text)
+    assert m.get_global("g") is not None and m.get_function("h").is_declaration
+    assert str(m) == str(ir.parse_module(text.replace("\n    ", "\n").lstrip()))

@@ -127,6 +127,7 @@ class _State:
     float_pointers: list | None = None                 # pointers of float loads and stores
     written: dict = field(default_factory=dict)        # loop -> pointers written in it
     same_runs: dict = field(default_factory=dict)      # (loop, outer) -> bool
+    forwarding: object = None                          # StoreForwarding, lazily
     rev_origin: dict = field(default_factory=dict)     # reverse value -> fwd value it stands for
     error_exits: list = field(default_factory=list)    # fwd blocks returning an error status
     releaser: object = None                            # the function making deferred releases

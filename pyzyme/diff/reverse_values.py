@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyzyme.analysis.forwarding import store_forwarding
 from pyzyme.analysis.overwrite import pure_call, underlying_object
 from pyzyme.diff import naming
 from pyzyme.diff.reverse_state import _PURE, _incoming, _State
@@ -79,6 +80,10 @@ class ReverseValues:
         if (loop is not None or st.sig.split) and self._can_recompute(st, fv):
             clone = fv.copy_with([self.avail(st, op) for op in fv.operands])
             return b.insert(clone, fv.name)
+        if fv.opcode == "load":
+            forwarded = self._forwarded(st, fv)
+            if forwarded is not None:
+                return forwarded
         cache = st.caches.get(fv)
         if cache is None:
             # A value the same on every iteration of its loops is kept once per iteration of
@@ -94,6 +99,41 @@ class ReverseValues:
             st.caches[fv] = cache
             self._keep(st, fv, cache)
         return st.tape.load(b, cache, self._cache_index(st, b, cache), name=fv.name)
+
+    def _forwarded(self, st: _State, fv: I.Load) -> Value | None:
+        """Load ``fv`` of what a loop before it stored (:mod:`pyzyme.analysis.forwarding`),
+        computed again as that loop computed it, for the index the load reads; None where the
+        reverse sweep is outside the load's loop or the stored value cannot be computed again
+        (it reads memory that changes before the reverse sweep)."""
+        if st.forwarding is None:
+            st.forwarding = store_forwarding(st.old, st.loops, st.doms)
+        primal = st.origin_load.get(fv)
+        f = st.forwarding.get(primal) if primal is not None else None
+        if f is None or st.current is None:
+            return None
+        if not st.loops.loop_of(f.loaded.parent).contains(st.current):
+            return None
+        if not self._rebuildable(st, f.store.operands[0], f):
+            return None
+        return self._rebuild(st, f.store.operands[0], f)
+
+    def _rebuildable(self, st: _State, v: Value, f) -> bool:
+        if v is f.stored or not isinstance(v, I.Instruction) or not f.loop.contains(v.parent):
+            return True
+        if v.opcode == "load" and not self._can_recompute(st, self._fwd_value(st, v)):
+            return False
+        return all(self._rebuildable(st, op, f) for op in v.operands)
+
+    def _rebuild(self, st: _State, v: Value, f) -> Value:
+        """Primal value ``v`` of the forwarding store's loop, on its iteration ``f.stored ==
+        f.loaded``, where the reverse sweep is."""
+        if v is f.stored:
+            return self.primal(st, f.loaded)
+        if not isinstance(v, I.Instruction) or not f.loop.contains(v.parent):
+            return self.primal(st, v)
+        fwd = self._fwd_value(st, v)
+        clone = fwd.copy_with([self._rebuild(st, op, f) for op in v.operands])
+        return st.rb.insert(clone, fwd.name)
 
     def _cache_index(self, st: _State, b: IRBuilder, cache, forward: bool = False):
         """Where ``cache`` holds the value of the iteration the reverse sweep (or ``forward``

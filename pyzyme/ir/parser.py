@@ -39,9 +39,9 @@ from pyzyme.ir.values import (
 )
 
 _FUNC_HEAD = re.compile(
-    r'^(?:define|declare)\b[^\n]*?@("[^"\n]*"|[-a-zA-Z$._0-9]+)\(', re.M)
+    r'^[ \t]*(?:define|declare)\b[^\n]*?@("[^"\n]*"|[-a-zA-Z$._0-9]+)\(', re.M)
 _GLOBAL_HEAD = re.compile(
-    r'^@("[^"\n]*"|[-a-zA-Z$._0-9]+)\s*=\s*(?:[^\n]*?\b(alias|ifunc)\b)?', re.M)
+    r'^[ \t]*@("[^"\n]*"|[-a-zA-Z$._0-9]+)\s*=\s*(?:[^\n]*?\b(alias|ifunc)\b)?', re.M)
 _ADDRSPACE = re.compile(r"addrspace\((\d+)\)")
 
 

@@ -1,0 +1,228 @@
+"""Loads that read back what a loop before them stored: the value can be computed again.
+
+``xc[j] = x[p, j] - m[k, j]`` in one loop, then ``... xc[i] ...`` in a loop after it over the
+same range: the load of ``xc[i]`` reads what the first loop stored on its iteration ``j = i``.
+Reverse mode caches a load of memory that is later overwritten (``xc`` is rewritten for the
+next ``k``), once per iteration of its loop; here it need not, since ``x[p, i] - m[k, i]`` can
+be computed again from memory nothing overwrites (ADBench's GMM at d=64: the ``xc`` cache was
+100 MB of a 104 MB tape).
+
+:func:`store_forwarding` finds, in one function, each load ``L`` of ``gep T, %base, %i`` with a
+store ``S`` of ``gep T, %base, %j`` (the same ``%base`` value) such that
+
+- ``%j`` and ``%i`` are induction variables of two different loops, ``S``'s and ``L``'s, with
+  the same start, step, bound and exit test, both counted exactly (one exit each), so that they
+  run over the same indices;
+- ``S`` runs on every iteration of its loop (its block dominates the loop's latches), its loop
+  has one exit block, entered only from the loop (or from blocks it dominates), and that
+  block dominates ``L``'s loop's header, which is in the loop around ``S``'s loop: each run
+  of ``L``'s loop follows a whole run of ``S``'s in the same iteration of the loop around
+  both;
+- ``S`` is the only instruction of the loop around both (of the whole function, if none) that
+  may write where ``%base`` points;
+- ``S``'s stored value is built, within a few steps, from ``%j``, values defined outside
+  ``S``'s loop, pure arithmetic, pure intrinsics and loads (whether those can be read again in
+  the reverse sweep is for the caller to decide).
+
+Then ``L`` reads the value ``S`` computed with ``%j = %i``.
+
+Examples
+--------
+>>> from pyzyme.ir import parse_module
+>>> m = parse_module('''
+... define double @f(ptr noalias %x, ptr noalias %t, i64 %n) {
+... entry:
+...   br label %fill
+... fill:
+...   %j = phi i64 [ 0, %entry ], [ %j1, %fill ]
+...   %px = getelementptr double, ptr %x, i64 %j
+...   %v = load double, ptr %px
+...   %w = fmul double %v, %v
+...   %pt = getelementptr double, ptr %t, i64 %j
+...   store double %w, ptr %pt
+...   %j1 = add nuw nsw i64 %j, 1
+...   %jd = icmp eq i64 %j1, %n
+...   br i1 %jd, label %use, label %fill
+... use:
+...   %i = phi i64 [ 0, %fill ], [ %i1, %use ]
+...   %s = phi double [ 0.0, %fill ], [ %s1, %use ]
+...   %qt = getelementptr double, ptr %t, i64 %i
+...   %y = load double, ptr %qt
+...   %s1 = fadd double %s, %y
+...   %i1 = add nuw nsw i64 %i, 1
+...   %id = icmp eq i64 %i1, %n
+...   br i1 %id, label %exit, label %use
+... exit:
+...   ret double %s1
+... }''')
+>>> print(store_forwarding(m.get_function("f")))
+stores forwarded to loads in @f
+  %y = load %qt: the value stored at %pt in loop %fill, %j = %i
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyzyme.analysis.cfg import dominators
+from pyzyme.analysis.loops import LoopInfo, _ref, analyze_loops
+from pyzyme.analysis.overwrite import _written_pointers, may_alias, pure_call
+from pyzyme.ir import instructions as I
+from pyzyme.ir.values import ConstantInt, Value
+
+__all__ = ["Forwarded", "StoreForwarding", "store_forwarding"]
+
+# Opcodes a forwarded value may be built from (besides loads and pure intrinsics).
+_PURE = frozenset({
+    "fadd", "fsub", "fmul", "fdiv", "fneg", "add", "sub", "mul", "shl", "lshr", "ashr",
+    "and", "or", "xor", "icmp", "fcmp", "trunc", "zext", "sext", "sitofp", "uitofp", "fptosi",
+    "fptoui", "fpext", "fptrunc", "bitcast", "select", "getelementptr", "freeze"})
+_DEPTH = 6
+
+
+@dataclass(frozen=True)
+class Forwarded:
+    """Load ``load`` reads what ``store`` stored with ``stored`` (the store's loop's induction
+    variable) equal to ``loaded`` (the load's)."""
+
+    load: I.Load
+    store: I.Store
+    loop: object       # the store's loop
+    stored: Value
+    loaded: Value
+
+
+@dataclass
+class StoreForwarding:
+    """The forwarded loads of ``function`` (see the module docstring)."""
+
+    function: object
+    loads: dict = field(default_factory=dict)     # load -> Forwarded
+
+    def get(self, load) -> Forwarded | None:
+        return self.loads.get(load)
+
+    def __str__(self) -> str:
+        lines = [f"stores forwarded to loads in {self.function.ref}"]
+        for f in self.loads.values():
+            lines.append(f"  {_ref(f.load)} = load {_ref(f.load.pointer)}: the value stored "
+                         f"at {_ref(f.store.operands[1])} in loop {f.loop.header.ref}, "
+                         f"{_ref(f.stored)} = {_ref(f.loaded)}")
+        if len(lines) == 1:
+            lines.append("  none")
+        return "\n".join(lines)
+
+
+def store_forwarding(fn, loops: LoopInfo | None = None, doms=None) -> StoreForwarding:
+    """The loads of ``fn`` whose value a store in a loop before them can give (see the
+    module docstring)."""
+    doms = doms or dominators(fn)
+    loops = loops or analyze_loops(fn, doms)
+    result = StoreForwarding(fn)
+    stores = [inst for block in fn.blocks for inst in block.instructions
+              if isinstance(inst, I.Store) and not inst.volatile]
+    by_base: dict = {}
+    for s in stores:
+        parts = _indexed(s.operands[1])
+        if parts is not None:
+            by_base.setdefault(id(parts[1]), []).append((s, parts))
+    if not by_base:
+        return result
+    for block in fn.blocks:
+        for inst in block.instructions:
+            if not isinstance(inst, I.Load) or inst.volatile or inst.ordering not in (None, ""):
+                continue
+            parts = _indexed(inst.pointer)
+            if parts is None:
+                continue
+            for s, sparts in by_base.get(id(parts[1]), ()):
+                found = _match(fn, loops, doms, inst, parts, s, sparts)
+                if found is not None:
+                    result.loads[inst] = found
+                    break
+    return result
+
+
+def _indexed(pointer):
+    """``(element type, base, index)`` of ``getelementptr T, base, index``; else None."""
+    if not isinstance(pointer, I.GetElementPtr) or len(pointer.operands) != 2:
+        return None
+    return pointer.source_type, pointer.operands[0], pointer.operands[1]
+
+
+def _induction(loops: LoopInfo, value):
+    """``(loop, induction variable)`` of header phi ``value``; else None."""
+    if not isinstance(value, I.Phi):
+        return None
+    loop = loops.loop_of(value.parent)
+    if loop is None or loop.header is not value.parent:
+        return None
+    iv = next((v for v in loop.inductions if v.phi is value), None)
+    return (loop, iv) if iv is not None else None
+
+
+def _match(fn, loops, doms, load, parts, store, sparts) -> Forwarded | None:
+    ty, base, i = parts
+    sty, _, j = sparts
+    if ty != sty or store.operands[0].type != load.type:
+        return None
+    li, lj = _induction(loops, i), _induction(loops, j)
+    if li is None or lj is None:
+        return None
+    (iloop, iv), (sloop, jv) = li, lj
+    if sloop is iloop or sloop.contains(load.parent) or not _same_range(iloop, iv, sloop, jv):
+        return None
+    if not all(doms.dominates(store.parent, latch) for latch in sloop.latches):
+        return None
+    if len(sloop.exits) != 1 or not doms.dominates(sloop.exits[0], iloop.header) \
+            or not all(sloop.contains(p) or doms.dominates(sloop.exits[0], p)
+                       for p in sloop.exits[0].predecessors):
+        return None
+    around = sloop.parent
+    if around is not None and not around.contains(iloop.header):
+        return None
+    blocks = around.blocks if around is not None else fn.blocks
+    for block in blocks:
+        for inst in block.instructions:
+            if inst is not store and any(may_alias(store.operands[1], w)
+                                         for w in _written_pointers(inst)):
+                return None
+    if not _buildable(store.operands[0], sloop, j, _DEPTH):
+        return None
+    return Forwarded(load, store, sloop, j, i)
+
+
+def _same_range(iloop, iv, sloop, jv) -> bool:
+    ti, tj = iloop.trip_count, sloop.trip_count
+    if ti is None or tj is None or not (ti.exact and tj.exact):
+        return False
+    if ti.induction is not iv or tj.induction is not jv or iv.step != jv.step:
+        return False
+    return (_same(iv.start, jv.start) and _same(ti.bound, tj.bound)
+            and ti.predicate == tj.predicate and ti.uses_next == tj.uses_next)
+
+
+def _same(a, b) -> bool:
+    if a is b:
+        return True
+    return isinstance(a, ConstantInt) and isinstance(b, ConstantInt) and a.type == b.type \
+        and a.value == b.value
+
+
+def _buildable(v, sloop, j, depth: int) -> bool:
+    """Whether ``v`` is ``j``, defined outside ``sloop``, or pure operations and loads of
+    such values, at most ``depth`` deep."""
+    if v is j or not isinstance(v, I.Instruction) or not sloop.contains(v.parent):
+        return True
+    if depth == 0 or isinstance(v, I.Phi):
+        return False
+    if isinstance(v, I.Load):
+        if v.volatile or v.ordering not in (None, ""):
+            return False
+    elif isinstance(v, I.CallBase):
+        if not pure_call(v):
+            return False
+        return all(_buildable(a, sloop, j, depth - 1) for a in v.args)
+    elif v.opcode not in _PURE:
+        return False
+    return all(_buildable(op, sloop, j, depth - 1) for op in v.operands)

@@ -1,0 +1,116 @@
+"""Loads reading back what a loop before them stored (pyzyme.analysis.forwarding), checked by
+the printed result: found in a refilled scratch row, refused where another write, another
+range, a conditional store, a use not after the fill, or a stored running sum could make the
+loaded value differ from the one the store computed."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from pyzyme import ir
+from pyzyme.analysis.forwarding import store_forwarding
+
+
+def _forwarding(text: str) -> str:
+    fn = ir.parse_module(textwrap.dedent(text)).functions[0]
+    return str(store_forwarding(fn)).split("\n", 1)[1].strip()
+
+
+def _kernel(fill: str = "", use_bound: str = "%n", stored: str = "%w",
+            between: str = "") -> str:
+    """For each k: t[j] = x[k*n + j]^2 for j < n, then a sum of t[i] for i < ``use_bound``."""
+    return f"""
+    define double @f(ptr noalias %x, ptr noalias %t, i64 %n, i64 %m) {{
+    entry:
+      br label %outer
+    outer:
+      %k = phi i64 [ 0, %entry ], [ %k1, %after ]
+      %acc = phi double [ 0.0, %entry ], [ %s1, %after ]
+      %row = mul i64 %k, %n
+      %xr = getelementptr double, ptr %x, i64 %row
+      br label %fill
+    fill:
+      %j = phi i64 [ 0, %outer ], [ %j1, %fill.next ]
+      %run = phi double [ 0.0, %outer ], [ %w, %fill.next ]
+      %px = getelementptr double, ptr %xr, i64 %j
+      %v = load double, ptr %px
+      %w = fmul double %v, %v
+      {fill}
+    fill.store:
+      %pt = getelementptr double, ptr %t, i64 %j
+      store double {stored}, ptr %pt
+      br label %fill.next
+    fill.next:
+      %j1 = add nuw nsw i64 %j, 1
+      %jd = icmp eq i64 %j1, %n
+      br i1 %jd, label %mid, label %fill
+    mid:
+      {between}
+      br label %use
+    use:
+      %i = phi i64 [ 0, %mid ], [ %i1, %use ]
+      %s = phi double [ %acc, %mid ], [ %s1, %use ]
+      %qt = getelementptr double, ptr %t, i64 %i
+      %y = load double, ptr %qt
+      %s1 = fadd double %s, %y
+      %i1 = add nuw nsw i64 %i, 1
+      %id = icmp eq i64 %i1, {use_bound}
+      br i1 %id, label %after, label %use
+    after:
+      %k1 = add nuw nsw i64 %k, 1
+      %kd = icmp eq i64 %k1, %m
+      br i1 %kd, label %exit, label %outer
+    exit:
+      ret double %s1
+    }}"""
+
+
+UNCONDITIONAL = "br label %fill.store"
+
+
+def test_refilled_row_is_forwarded():
+    assert _forwarding(_kernel(UNCONDITIONAL)) == \
+        "%y = load %qt: the value stored at %pt in loop %fill, %j = %i"
+
+
+@pytest.mark.parametrize("why, text", [
+    ("another write to the row between", _kernel(
+        UNCONDITIONAL, between="store double 1.0, ptr %t")),
+    ("a different range", _kernel(UNCONDITIONAL, use_bound="%m")),
+    ("a conditional store", _kernel(
+        "%pos = fcmp ogt double %v, 0.0\n  br i1 %pos, label %fill.store, label %fill.next")),
+    ("a running sum stored", _kernel(UNCONDITIONAL, stored="%run")),
+])
+def test_refused(why, text):
+    assert _forwarding(text) == "none", why
+
+
+def test_use_before_the_fill_is_refused():
+    # The loop reading t runs first; the loop filling it after: the load reads the previous
+    # iteration's row (or whatever was there before), not this one's.
+    text = """
+    define double @f(ptr noalias %t, i64 %n) {
+    entry:
+      br label %use
+    use:
+      %i = phi i64 [ 0, %entry ], [ %i1, %use ]
+      %s = phi double [ 0.0, %entry ], [ %s1, %use ]
+      %qt = getelementptr double, ptr %t, i64 %i
+      %y = load double, ptr %qt
+      %s1 = fadd double %s, %y
+      %i1 = add nuw nsw i64 %i, 1
+      %id = icmp eq i64 %i1, %n
+      br i1 %id, label %fill, label %use
+    fill:
+      %j = phi i64 [ 0, %use ], [ %j1, %fill ]
+      %pt = getelementptr double, ptr %t, i64 %j
+      store double 2.0, ptr %pt
+      %j1 = add nuw nsw i64 %j, 1
+      %jd = icmp eq i64 %j1, %n
+      br i1 %jd, label %exit, label %fill
+    exit:
+      ret double %s1
+    }"""
+    assert _forwarding(text) == "none"
