@@ -10,6 +10,8 @@ import math
 import numba
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Reverse
@@ -113,6 +115,16 @@ NESTS = [
 ]
 
 
+_NEST_FUNCTIONS = {}
+
+
+def _nest(name: str):
+    if name not in _NEST_FUNCTIONS:
+        loops = next(body for n, body, _ in NESTS if n == name)
+        _NEST_FUNCTIONS[name] = njit_source(_body(loops))
+    return _NEST_FUNCTIONS[name]
+
+
 def _data(n=7, d=4, k=3, seed=0, points=2):
     """Weights (k, d) and ``n`` points: rows of ``d`` (``points=2``) or numbers."""
     rng = np.random.default_rng(seed)
@@ -160,7 +172,7 @@ def _against_forward_and_fd(f, w, x, dw):
 
 @pytest.mark.parametrize("name, loops, repeated", NESTS, ids=[n[0] for n in NESTS])
 def test_nests(name, loops, repeated):
-    f = njit_source(_body(loops))
+    f = _nest(name)
     w, x = _data()
     x[5, 0] = 2.0        # where the point loop is cut short, it is cut at the sixth point
     layout = _layout(f, w, x)
@@ -169,6 +181,20 @@ def test_nests(name, loops, repeated):
     assert value == f(w.copy(), x)
     np.testing.assert_array_equal(dw, _combined(f, w.copy(), x))
     _against_forward_and_fd(f, w, x, dw)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from([n for n, _, _ in NESTS]), n=st.integers(0, 6),
+       k=st.integers(0, 4), d=st.integers(1, 5), seed=st.integers(0, 2**32 - 1))
+def test_split_equals_combined_at_any_size(name, n, k, d, seed):
+    """Calls of one compiled pair at sizes drawn at random, one after another: the caches
+    grow (or start from the largest size so far) per call, and the split gradient stays the
+    combined one, bitwise, with no points, no weights, or a point loop cut short."""
+    f = _nest(name)
+    w, x = _data(n=n, d=d, k=k, seed=seed)
+    value, dw, _ = _split(f, w.copy(), x)
+    assert value == f(w.copy(), x)
+    np.testing.assert_array_equal(dw, _combined(f, w.copy(), x))
 
 
 @pytest.mark.parametrize("f", [per_point, triangle_per_point])
