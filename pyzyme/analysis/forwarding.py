@@ -11,8 +11,10 @@ be computed again from memory nothing overwrites (ADBench's GMM at d=64: the ``x
 store ``S`` of ``gep T, %base, %j`` (the same ``%base`` value) such that
 
 - ``%j`` and ``%i`` are induction variables of two different loops, ``S``'s and ``L``'s, with
-  the same start, step, bound and exit test, both counted exactly (one exit each), so that they
-  run over the same indices;
+  the same step, bound and exit test, both counted exactly (one exit each), and the same start
+  or, counting up by one, ``%i``'s provably no lower than ``%j``'s constant one (``for j in
+  range(i + 1, d)`` after ``for j in range(d)``), so that ``L``'s loop reads indices ``S``'s
+  wrote;
 - ``S`` runs on every iteration of its loop (its block dominates the loop's latches), its loop
   has one exit block, entered only from the loop (or from blocks it dominates), and that
   block dominates ``L``'s loop's header, which is in the loop around ``S``'s loop: each run
@@ -78,6 +80,8 @@ _PURE = frozenset({
     "and", "or", "xor", "icmp", "fcmp", "trunc", "zext", "sext", "sitofp", "uitofp", "fptosi",
     "fptoui", "fpext", "fptrunc", "bitcast", "select", "getelementptr", "freeze"})
 _DEPTH = 6
+# Exit tests of a loop counting up to its bound: a later start visits a part of its indices.
+_UP_TO = frozenset({"ne", "slt", "ult", "sle", "ule"})
 
 
 @dataclass(frozen=True)
@@ -144,10 +148,21 @@ def store_forwarding(fn, loops: LoopInfo | None = None, doms=None) -> StoreForwa
 
 
 def _indexed(pointer):
-    """``(element type, base, index)`` of ``getelementptr T, base, index``; else None."""
-    if not isinstance(pointer, I.GetElementPtr) or len(pointer.operands) != 2:
+    """``(element type, base, index)`` of ``getelementptr T, base, index`` (seen through
+    ``getelementptr T, p, 0`` around it, as Numba indexes); else None."""
+    while _single_index(pointer) and _is_const(pointer.operands[1], 0):
+        pointer = pointer.operands[0]
+    if not _single_index(pointer):
         return None
     return pointer.source_type, pointer.operands[0], pointer.operands[1]
+
+
+def _single_index(pointer) -> bool:
+    return isinstance(pointer, I.GetElementPtr) and len(pointer.operands) == 2
+
+
+def _is_const(v, value: int) -> bool:
+    return isinstance(v, ConstantInt) and v.value == value
 
 
 def _induction(loops: LoopInfo, value):
@@ -170,7 +185,7 @@ def _match(fn, loops, doms, load, parts, store, sparts) -> Forwarded | None:
     if li is None or lj is None:
         return None
     (iloop, iv), (sloop, jv) = li, lj
-    if sloop is iloop or sloop.contains(load.parent) or not _same_range(iloop, iv, sloop, jv):
+    if sloop is iloop or sloop.contains(load.parent) or not _covered(loops, iloop, iv, sloop, jv):
         return None
     if not all(doms.dominates(store.parent, latch) for latch in sloop.latches):
         return None
@@ -192,14 +207,40 @@ def _match(fn, loops, doms, load, parts, store, sparts) -> Forwarded | None:
     return Forwarded(load, store, sloop, j, i)
 
 
-def _same_range(iloop, iv, sloop, jv) -> bool:
+def _covered(loops, iloop, iv, sloop, jv) -> bool:
+    """Whether every index ``iv`` takes is one ``jv`` takes: the same step, bound and test,
+    and the same start, or (counting up by one to the bound) one no lower."""
     ti, tj = iloop.trip_count, sloop.trip_count
     if ti is None or tj is None or not (ti.exact and tj.exact):
         return False
     if ti.induction is not iv or tj.induction is not jv or iv.step != jv.step:
         return False
-    return (_same(iv.start, jv.start) and _same(ti.bound, tj.bound)
-            and ti.predicate == tj.predicate and ti.uses_next == tj.uses_next)
+    if not (_same(ti.bound, tj.bound) and ti.predicate == tj.predicate
+            and ti.uses_next == tj.uses_next):
+        return False
+    if _same(iv.start, jv.start):
+        return True
+    return (iv.step == 1 and ti.predicate in _UP_TO and isinstance(jv.start, ConstantInt)
+            and jv.start.value >= 0 and _at_least(loops, iv.start, jv.start.value, _DEPTH))
+
+
+def _at_least(loops, v, low: int, depth: int) -> bool:
+    """Whether ``v`` is ``low`` or more (signed): a constant, a sum without signed overflow
+    of such values, or an induction variable rising from one without signed overflow."""
+    if isinstance(v, ConstantInt):
+        return low <= v.value < 2**62
+    if depth == 0 or not isinstance(v, I.Instruction):
+        return False
+    if v.opcode == "add" and "nsw" in v.flags:
+        a, b = v.operands
+        return (_at_least(loops, a, low, depth - 1) and _at_least(loops, b, 0, depth - 1)) \
+            or (_at_least(loops, b, low, depth - 1) and _at_least(loops, a, 0, depth - 1))
+    found = _induction(loops, v)
+    if found is None:
+        return False
+    iv = found[1]
+    return iv.step > 0 and "nsw" in iv.update.flags \
+        and _at_least(loops, iv.start, low, depth - 1)
 
 
 def _same(a, b) -> bool:

@@ -19,8 +19,9 @@ def _forwarding(text: str) -> str:
 
 
 def _kernel(fill: str = "", use_bound: str = "%n", stored: str = "%w",
-            between: str = "") -> str:
-    """For each k: t[j] = x[k*n + j]^2 for j < n, then a sum of t[i] for i < ``use_bound``."""
+            between: str = "", use_start: str = "0") -> str:
+    """For each k: t[j] = x[k*n + j]^2 for j < n, then a sum of t[i] for ``use_start`` <= i <
+    ``use_bound``."""
     return f"""
     define double @f(ptr noalias %x, ptr noalias %t, i64 %n, i64 %m) {{
     entry:
@@ -50,7 +51,7 @@ def _kernel(fill: str = "", use_bound: str = "%n", stored: str = "%w",
       {between}
       br label %use
     use:
-      %i = phi i64 [ 0, %mid ], [ %i1, %use ]
+      %i = phi i64 [ {use_start}, %mid ], [ %i1, %use ]
       %s = phi double [ %acc, %mid ], [ %s1, %use ]
       %qt = getelementptr double, ptr %t, i64 %i
       %y = load double, ptr %qt
@@ -70,8 +71,10 @@ def _kernel(fill: str = "", use_bound: str = "%n", stored: str = "%w",
 UNCONDITIONAL = "br label %fill.store"
 
 
-def test_refilled_row_is_forwarded():
-    assert _forwarding(_kernel(UNCONDITIONAL)) == \
+@pytest.mark.parametrize("use_start", ["0", "2"])
+def test_refilled_row_is_forwarded(use_start):
+    # a read from index 2 on reads a part of what the fill wrote from 0 on
+    assert _forwarding(_kernel(UNCONDITIONAL, use_start=use_start)) == \
         "%y = load %qt: the value stored at %pt in loop %fill, %j = %i"
 
 
@@ -82,6 +85,8 @@ def test_refilled_row_is_forwarded():
     ("a conditional store", _kernel(
         "%pos = fcmp ogt double %v, 0.0\n  br i1 %pos, label %fill.store, label %fill.next")),
     ("a running sum stored", _kernel(UNCONDITIONAL, stored="%run")),
+    ("a start below the fill's", _kernel(UNCONDITIONAL, use_start="-1")),
+    ("a start of unknown sign", _kernel(UNCONDITIONAL, use_start="%m")),
 ])
 def test_refused(why, text):
     assert _forwarding(text) == "none", why

@@ -18,9 +18,8 @@ from pyzyme.api.numba_reverse import CONST, DUPLICATED, reverse_module
 
 @numba.njit
 def centred_products(m, x):
-    """For each point and centre: the row xc = x[p] - m[k], then each entry read again over
-    the same range (the inner loop's reads of the row, over a range of its own, stay
-    cached: only a load over the store's own range is forwarded)."""
+    """For each point and centre: the row xc = x[p] - m[k], then products of its entries
+    (``xc[j]`` read over a part of the row's range)."""
     n, d = x.shape
     xc = np.empty(d)
     s = 0.0
@@ -30,7 +29,7 @@ def centred_products(m, x):
                 xc[j] = x[p, j] - m[k, j]
             for i in range(d):
                 for j in range(i + 1, d):
-                    s += math.sin(xc[i] * x[p, j])
+                    s += math.sin(xc[i] * xc[j])
     return s
 
 
