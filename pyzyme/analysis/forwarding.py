@@ -67,7 +67,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pyzyme.analysis.cfg import dominators
-from pyzyme.analysis.loops import LoopInfo, _ref, analyze_loops
+from pyzyme.analysis.loops import _INVERSE, LoopInfo, _ref, analyze_loops
 from pyzyme.analysis.overwrite import _written_pointers, may_alias, pure_call
 from pyzyme.ir import instructions as I
 from pyzyme.ir.values import ConstantInt, Value
@@ -185,7 +185,8 @@ def _match(fn, loops, doms, load, parts, store, sparts) -> Forwarded | None:
     if li is None or lj is None:
         return None
     (iloop, iv), (sloop, jv) = li, lj
-    if sloop is iloop or sloop.contains(load.parent) or not _covered(loops, iloop, iv, sloop, jv):
+    if sloop is iloop or sloop.contains(load.parent) \
+            or not _covered(loops, doms, iloop, iv, sloop, jv):
         return None
     if not all(doms.dominates(store.parent, latch) for latch in sloop.latches):
         return None
@@ -207,9 +208,10 @@ def _match(fn, loops, doms, load, parts, store, sparts) -> Forwarded | None:
     return Forwarded(load, store, sloop, j, i)
 
 
-def _covered(loops, iloop, iv, sloop, jv) -> bool:
+def _covered(loops, doms, iloop, iv, sloop, jv) -> bool:
     """Whether every index ``iv`` takes is one ``jv`` takes: the same step, bound and test,
-    and the same start, or (counting up by one to the bound) one no lower."""
+    and the same start, or (counting up by one to the bound) one no lower, ``iv``'s loop
+    then entered only below the bound."""
     ti, tj = iloop.trip_count, sloop.trip_count
     if ti is None or tj is None or not (ti.exact and tj.exact):
         return False
@@ -221,7 +223,38 @@ def _covered(loops, iloop, iv, sloop, jv) -> bool:
     if _same(iv.start, jv.start):
         return True
     return (iv.step == 1 and ti.predicate in _UP_TO and isinstance(jv.start, ConstantInt)
-            and jv.start.value >= 0 and _at_least(loops, iv.start, jv.start.value, _DEPTH))
+            and jv.start.value >= 0 and _at_least(loops, iv.start, jv.start.value, _DEPTH)
+            and (not ti.uses_next
+                 or _entered_below(doms, iloop, iv.start, ti.bound, ti.predicate)))
+
+
+def _entered_below(doms, loop, start, bound, test: str) -> bool:
+    """Whether ``loop`` (tested at its latch, so its body runs once before any test) is
+    entered only where ``start < bound``: its one way in comes, through at most one block,
+    from a branch on that comparison (``bound > start`` as well), signed or not as ``test``
+    (the loop's own) is."""
+    signs = {"s": "slt sle ne", "u": "ult ule ne"}
+    outside = [p for p in loop.header.predecessors if not loop.contains(p)]
+    if len(outside) != 1:
+        return False
+    block, came = outside[0], loop.header
+    for _ in range(2):
+        term = block.terminator
+        if isinstance(term, I.Branch) and term.is_conditional:
+            cond, yes, no = term.operands
+            if not isinstance(cond, I.Compare) or cond.opcode != "icmp" or yes is no:
+                return False
+            taken = {yes: True, no: False}[came]
+            pred = cond.predicate if taken else _INVERSE[cond.predicate]
+            a, b = cond.operands
+            if pred not in ("slt", "ult", "sgt", "ugt") or test not in signs[pred[0]].split():
+                return False
+            return (_same(a, start) and _same(b, bound) and pred in ("slt", "ult")) or \
+                (_same(a, bound) and _same(b, start) and pred in ("sgt", "ugt"))
+        if len(block.predecessors) != 1:
+            return False
+        block, came = block.predecessors[0], block
+    return False
 
 
 def _at_least(loops, v, low: int, depth: int) -> bool:

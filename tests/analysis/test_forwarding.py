@@ -19,16 +19,20 @@ def _forwarding(text: str) -> str:
 
 
 def _kernel(fill: str = "", use_bound: str = "%n", stored: str = "%w",
-            between: str = "", use_start: str = "0") -> str:
+            between: str = "", use_start: str = "0", guarded: bool = False) -> str:
     """For each k: t[j] = x[k*n + j]^2 for j < n, then a sum of t[i] for ``use_start`` <= i <
-    ``use_bound``."""
+    ``use_bound`` (tested after each iteration; ``guarded``: entered only when ``use_start <
+    use_bound``)."""
+    enter = (f"%enter = icmp slt i64 {use_start}, {use_bound}\n"
+             f"      br i1 %enter, label %use, label %after") if guarded else "br label %use"
+    came = ", [ %acc, %mid ]" if guarded else ""
     return f"""
     define double @f(ptr noalias %x, ptr noalias %t, i64 %n, i64 %m) {{
     entry:
       br label %outer
     outer:
       %k = phi i64 [ 0, %entry ], [ %k1, %after ]
-      %acc = phi double [ 0.0, %entry ], [ %s1, %after ]
+      %acc = phi double [ 0.0, %entry ], [ %total, %after ]
       %row = mul i64 %k, %n
       %xr = getelementptr double, ptr %x, i64 %row
       br label %fill
@@ -49,7 +53,7 @@ def _kernel(fill: str = "", use_bound: str = "%n", stored: str = "%w",
       br i1 %jd, label %mid, label %fill
     mid:
       {between}
-      br label %use
+      {enter}
     use:
       %i = phi i64 [ {use_start}, %mid ], [ %i1, %use ]
       %s = phi double [ %acc, %mid ], [ %s1, %use ]
@@ -60,21 +64,22 @@ def _kernel(fill: str = "", use_bound: str = "%n", stored: str = "%w",
       %id = icmp eq i64 %i1, {use_bound}
       br i1 %id, label %after, label %use
     after:
+      %total = phi double [ %s1, %use ]{came}
       %k1 = add nuw nsw i64 %k, 1
       %kd = icmp eq i64 %k1, %m
       br i1 %kd, label %exit, label %outer
     exit:
-      ret double %s1
+      ret double %total
     }}"""
 
 
 UNCONDITIONAL = "br label %fill.store"
 
 
-@pytest.mark.parametrize("use_start", ["0", "2"])
-def test_refilled_row_is_forwarded(use_start):
-    # a read from index 2 on reads a part of what the fill wrote from 0 on
-    assert _forwarding(_kernel(UNCONDITIONAL, use_start=use_start)) == \
+@pytest.mark.parametrize("use_start, guarded", [("0", False), ("0", True), ("2", True)])
+def test_refilled_row_is_forwarded(use_start, guarded):
+    # a read from index 2 on, entered only below the bound, reads what the fill wrote
+    assert _forwarding(_kernel(UNCONDITIONAL, use_start=use_start, guarded=guarded)) == \
         "%y = load %qt: the value stored at %pt in loop %fill, %j = %i"
 
 
@@ -85,8 +90,10 @@ def test_refilled_row_is_forwarded(use_start):
     ("a conditional store", _kernel(
         "%pos = fcmp ogt double %v, 0.0\n  br i1 %pos, label %fill.store, label %fill.next")),
     ("a running sum stored", _kernel(UNCONDITIONAL, stored="%run")),
-    ("a start below the fill's", _kernel(UNCONDITIONAL, use_start="-1")),
-    ("a start of unknown sign", _kernel(UNCONDITIONAL, use_start="%m")),
+    ("a start below the fill's", _kernel(UNCONDITIONAL, use_start="-1", guarded=True)),
+    ("a start of unknown sign", _kernel(UNCONDITIONAL, use_start="%m", guarded=True)),
+    # tested only after its first iteration: with n <= 2 it would read t[2], never filled
+    ("a later start, unguarded", _kernel(UNCONDITIONAL, use_start="2")),
 ])
 def test_refused(why, text):
     assert _forwarding(text) == "none", why
