@@ -46,3 +46,24 @@ def on_and_off(call, option: str):
     with using(Options(reassociate_adjoints=False)):
         on = call()
     return on, off
+
+
+def check_gradient(f, w, x, dw, fd_atol: float = 1e-7) -> None:
+    """``dw``, the gradient of ``f(w, x)`` in the array ``w``, against forward mode (to
+    rounding) and central finite differences, entry by entry."""
+    import pytest
+
+    import pyzyme
+
+    for k in np.ndindex(w.shape):
+        t = np.zeros_like(w)
+        t[k] = 1.0
+        _, tangent = pyzyme.autodiff(pyzyme.Forward, f, pyzyme.Duplicated(w.copy(), t),
+                                     pyzyme.Const(x))
+        assert dw[k] == pytest.approx(tangent, rel=1e-12, abs=1e-13)
+        e = 1e-6
+        up, down = w.copy(), w.copy()
+        up[k] += e
+        down[k] -= e
+        assert dw[k] == pytest.approx((f(up, x) - f(down, x)) / (2 * e), rel=1e-6,
+                                      abs=fd_atol)

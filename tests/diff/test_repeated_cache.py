@@ -18,7 +18,7 @@ from pyzyme import Active, Const, Duplicated, Reverse
 from pyzyme.api.autodiff import _rules
 from pyzyme.api.numba_reverse import CONST, DUPLICATED, reverse_module
 from pyzyme.api.numba_split import build_split
-from tests.kernels import njit_source
+from tests.kernels import check_gradient, njit_source
 
 
 @numba.njit
@@ -157,19 +157,6 @@ def _combined(f, w, x):
     return dw
 
 
-def _against_forward_and_fd(f, w, x, dw):
-    for k in np.ndindex(w.shape):
-        t = np.zeros_like(w)
-        t[k] = 1.0
-        _, fwd = pyzyme.autodiff(pyzyme.Forward, f, Duplicated(w.copy(), t), Const(x))
-        assert dw[k] == pytest.approx(fwd, rel=1e-12, abs=1e-13)
-        e = 1e-6
-        up, down = w.copy(), w.copy()
-        up[k] += e
-        down[k] -= e
-        assert dw[k] == pytest.approx((f(up, x) - f(down, x)) / (2 * e), rel=1e-6, abs=1e-7)
-
-
 @pytest.mark.parametrize("name, loops, repeated", NESTS, ids=[n[0] for n in NESTS])
 def test_nests(name, loops, repeated):
     f = _nest(name)
@@ -180,7 +167,7 @@ def test_nests(name, loops, repeated):
     value, dw, _ = _split(f, w.copy(), x)
     assert value == f(w.copy(), x)
     np.testing.assert_array_equal(dw, _combined(f, w.copy(), x))
-    _against_forward_and_fd(f, w, x, dw)
+    check_gradient(f, w, x, dw)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -209,7 +196,7 @@ def test_tape_holds_one_point_of_weights(f):
     assert sizes[2] - sizes[1] == 2 * (sizes[1] - sizes[0])
     assert (sizes[1] - sizes[0]) // 10 <= 32, (sizes, layout)
     _, dw, _ = _split(f, w.copy(), x)
-    _against_forward_and_fd(f, w, x, dw)
+    check_gradient(f, w, x, dw)
 
 
 def test_arguments_changed_between_the_halves():
@@ -232,7 +219,7 @@ def test_cache_grows_across_calls_of_other_sizes():
         _, dw, _ = _split(per_point, w.copy(), x)
         np.testing.assert_array_equal(dw, _combined(per_point, w.copy(), x))
         if k < 10:
-            _against_forward_and_fd(per_point, w, x, dw)
+            check_gradient(per_point, w, x, dw)
 
 
 @numba.njit
@@ -256,7 +243,7 @@ def test_combined_mode_and_second_order():
                               [DUPLICATED, CONST], Active, True, _rules()).tape)
     assert "within each iteration of" in tape, tape
     dw = _combined(scratch_read_per_point, w, x)
-    _against_forward_and_fd(scratch_read_per_point, w, x, dw)
+    check_gradient(scratch_read_per_point, w, x, dw)
 
     @numba.njit
     def g(w):
