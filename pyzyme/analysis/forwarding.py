@@ -118,13 +118,27 @@ class StoreForwarding:
 
 
 def store_forwarding(fn, loops: LoopInfo | None = None, doms=None) -> StoreForwarding:
-    """The loads of ``fn`` whose value a store in a loop before them can give (see the
-    module docstring)."""
+    """The loads of ``fn`` whose value a store in a loop before them can give.
+
+    Parameters
+    ----------
+    fn
+        A function with a body.
+    loops, doms
+        Its loops and dominator tree, where the caller has them already (computed if not).
+
+    Returns
+    -------
+    StoreForwarding
+        Each such load with its store and the two induction variables (printed as in the
+        module docstring's example).
+    """
     doms = doms or dominators(fn)
     loops = loops or analyze_loops(fn, doms)
     result = StoreForwarding(fn)
     stores = [inst for block in fn.blocks for inst in block.instructions
-              if isinstance(inst, I.Store) and not inst.volatile]
+              if isinstance(inst, I.Store) and not inst.volatile
+              and inst.ordering in (None, "")]
     by_base: dict = {}
     for s in stores:
         parts = _indexed(s.operands[1])

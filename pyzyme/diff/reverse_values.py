@@ -118,6 +118,8 @@ class ReverseValues:
         return self._rebuild(st, f.store.operands[0], f)
 
     def _rebuildable(self, st: _State, v: Value, f) -> bool:
+        """Whether :meth:`_rebuild` can compute ``v`` where the reverse sweep is: every load
+        on the way reads memory that keeps its contents until then."""
         if v is f.stored or not isinstance(v, I.Instruction) or not f.loop.contains(v.parent):
             return True
         if v.opcode == "load" and not self._can_recompute(st, self._fwd_value(st, v)):
@@ -322,6 +324,7 @@ class ReverseValues:
         return ok
 
     def _uniform_trip_count(self, st: _State, loop, top) -> bool:
+        """Whether ``loop`` runs the same number of times wherever it runs inside ``top``."""
         tc = loop.trip_count
         return (tc is not None and tc.exact
                 and self._uniform(st, self._fwd_value(st, tc.start), top)
