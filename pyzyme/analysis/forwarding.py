@@ -146,6 +146,7 @@ def store_forwarding(fn, loops: LoopInfo | None = None, doms=None) -> StoreForwa
             by_base.setdefault(id(parts[1]), []).append((s, parts))
     if not by_base:
         return result
+    sole: dict = {}     # store -> whether it alone writes its object in the loop around it
     for block in fn.blocks:
         for inst in block.instructions:
             if not isinstance(inst, I.Load) or inst.volatile or inst.ordering not in (None, ""):
@@ -154,7 +155,7 @@ def store_forwarding(fn, loops: LoopInfo | None = None, doms=None) -> StoreForwa
             if parts is None:
                 continue
             for s, sparts in by_base.get(id(parts[1]), ()):
-                found = _match(fn, loops, doms, inst, parts, s, sparts)
+                found = _match(fn, loops, doms, inst, parts, s, sparts, sole)
                 if found is not None:
                     result.loads[inst] = found
                     break
@@ -186,11 +187,11 @@ def _induction(loops: LoopInfo, value):
     loop = loops.loop_of(value.parent)
     if loop is None or loop.header is not value.parent:
         return None
-    iv = next((v for v in loop.inductions if v.phi is value), None)
+    iv = loop.induction_of(value)
     return (loop, iv) if iv is not None else None
 
 
-def _match(fn, loops, doms, load, parts, store, sparts) -> Forwarded | None:
+def _match(fn, loops, doms, load, parts, store, sparts, sole: dict) -> Forwarded | None:
     ty, base, i = parts
     sty, _, j = sparts
     if ty != sty or store.operands[0].type != load.type:
@@ -211,15 +212,18 @@ def _match(fn, loops, doms, load, parts, store, sparts) -> Forwarded | None:
     around = sloop.parent
     if around is not None and not around.contains(iloop.header):
         return None
-    blocks = around.blocks if around is not None else fn.blocks
-    for block in blocks:
-        for inst in block.instructions:
-            if inst is not store and any(may_alias(store.operands[1], w)
-                                         for w in _written_pointers(inst)):
-                return None
-    if not _buildable(store.operands[0], sloop, j, _DEPTH):
+    if store not in sole:
+        sole[store] = _sole_writer(store, around.blocks if around is not None else fn.blocks)
+    if not sole[store] or not _buildable(store.operands[0], sloop, j, _DEPTH):
         return None
     return Forwarded(load, store, sloop, j, i)
+
+
+def _sole_writer(store, blocks) -> bool:
+    """Whether nothing in ``blocks`` but ``store`` may write where it writes."""
+    return not any(inst is not store and any(may_alias(store.operands[1], w)
+                                             for w in _written_pointers(inst))
+                   for block in blocks for inst in block.instructions)
 
 
 def _covered(loops, doms, iloop, iv, sloop, jv) -> bool:

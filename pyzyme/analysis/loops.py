@@ -132,6 +132,10 @@ class Loop:
             return self.trip_count.induction
         return self.inductions[0] if self.inductions else None
 
+    def induction_of(self, phi) -> InductionVariable | None:
+        """The induction variable whose header phi is ``phi``, if any."""
+        return next((iv for iv in self.inductions if iv.phi is phi), None)
+
     # The blocks as a set, for membership tests (kept in step with ``blocks``).
     _members: set = field(default_factory=set, repr=False)
 

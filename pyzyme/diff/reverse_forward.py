@@ -49,7 +49,7 @@ class ForwardSweep:
             st.fidx[loop] = index
             st.headers.append((loop, index, st.first[block], st.last[block]))
             for phi in block.phis:
-                iv = next((v for v in loop.inductions if v.phi is phi), None)
+                iv = loop.induction_of(phi)
                 if iv is not None:
                     st.inductions[st.values[phi]] = (loop, iv)
                 elif (shift := _shift_induction(loop, phi)) is not None:

@@ -155,8 +155,6 @@ class _State:
         return builders
 
 
-
-
 def _incoming(phi: I.Phi, pred) -> Value:
     for value, block in phi.incoming:
         if block is pred:

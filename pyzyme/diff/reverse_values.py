@@ -528,7 +528,7 @@ def _affine(v, loop, depth: int = 8):
         return 0, {v: 1}
     if depth == 0 or not isinstance(v, I.Instruction):
         return None
-    iv = next((iv for iv in loop.inductions if iv.phi is v), None)
+    iv = loop.induction_of(v)
     if iv is not None:
         start = _affine(iv.start, loop, depth - 1)
         return None if start is None else (iv.step, start[1])

@@ -231,7 +231,7 @@ class Tape:
         inst.metadata.append(("alias.scope", self.scope))
         return inst
 
-    def grow(self, b: IRBuilder, loop, index: Value, after, outer_index=None) -> None:
+    def grow(self, b: IRBuilder, loop, index: Value, after, outer_index: dict) -> None:
         """At the header of ``loop`` (builder at the end of the block that computed ``index``),
         grow its caches when ``index`` reaches their capacity, then branch to ``after``; and
         so for its repeating caches (:meth:`repeated`), at ``index`` less their base, read at
