@@ -42,7 +42,7 @@ from pyzyme.api.modes import (  # noqa: E402
 from pyzyme.api.thunks import autodiff_thunk  # noqa: E402
 from pyzyme.api.reflection import code_llvm  # noqa: E402
 from pyzyme.api.second_order import hessian, hvp  # noqa: E402
-from pyzyme.options import set_runtime_activity  # noqa: E402
+from pyzyme.options import set_options, set_runtime_activity  # noqa: E402
 
 __all__ = [
     "ActivityError", "CaptureError", "FrontendError", "IRTypeError", "ParseError", "PyzymeError",
@@ -53,5 +53,5 @@ __all__ = [
     "ReverseSplitWithPrimal", "ReverseWithPrimal",
     "autodiff", "autodiff_thunk", "gradient", "jacobian", "hvp", "make_zero",
     "grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian",
-    "code_llvm", "set_runtime_activity",
+    "code_llvm", "set_options", "set_runtime_activity",
 ]

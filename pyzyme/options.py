@@ -13,7 +13,7 @@ False
 >>> pyzyme.set_runtime_activity(True)
 >>> current()
 Options(runtime_activity=True, distribute_loops=True, interchange_loops=True, \
-reassociate_adjoints=True)
+reassociate_adjoints=True, strong_zero=True)
 >>> pyzyme.set_runtime_activity(False)
 """
 
@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-__all__ = ["Options", "current", "set_runtime_activity", "using"]
+__all__ = ["Options", "current", "set_options", "set_runtime_activity", "using"]
 
 
 @dataclass(frozen=True)
@@ -64,12 +64,20 @@ class Options:
         primal's own arithmetic keeps its order. On by default; off, the adjoints are summed
         exactly in the reverse sweep's order, so derivatives built under other options (or
         for other active arguments) agree bitwise where their sums run in the same order.
+    strong_zero
+        A zero adjoint or tangent contributes nothing, even through an infinite or NaN partial:
+        the derivative of ``sqrt`` at 0 in a branch that was not taken (its adjoint is zero)
+        does not turn the whole gradient into NaN, as ``0 * inf`` would (Enzyme's strong zero;
+        JAX users write the "double where" for this). Only products whose partial can be
+        non-finite for finite inputs are guarded (:mod:`pyzyme.analysis.finite`), with a
+        compare and a select. On by default; off, derivative arithmetic is plain IEEE.
     """
 
     runtime_activity: bool = False
     distribute_loops: bool = True
     interchange_loops: bool = True
     reassociate_adjoints: bool = True
+    strong_zero: bool = True
 
     @property
     def tag(self) -> str:
@@ -134,3 +142,37 @@ def set_runtime_activity(flag: bool = True) -> None:
         raise TypeError(f"set_runtime_activity takes True or False, got {flag!r}")
     with _lock:
         _default[0] = replace(_default[0], runtime_activity=bool(flag))
+
+
+def set_options(**settings: bool) -> None:
+    """Change the options derivatives built from now on are generated under (the fields of
+    :class:`Options`); derivatives built under other settings stay cached under them.
+
+    Parameters
+    ----------
+    **settings
+        ``strong_zero``, ``runtime_activity``, ``distribute_loops``, ``interchange_loops``,
+        ``reassociate_adjoints``: True or False.
+
+    Examples
+    --------
+    >>> import math, pyzyme
+    >>> def f(x):
+    ...     r = math.sqrt(x)
+    ...     return r if x > 1.0 else 0.0
+    >>> pyzyme.autodiff(pyzyme.Reverse, f, pyzyme.Active(0.0))   # the sqrt branch not taken
+    ((0.0,),)
+    >>> pyzyme.set_options(strong_zero=False)
+    >>> pyzyme.autodiff(pyzyme.Reverse, f, pyzyme.Active(0.0))   # 0 * inf by IEEE rules
+    ((nan,),)
+    >>> pyzyme.set_options(strong_zero=True)
+    """
+    fields = Options.__dataclass_fields__
+    for name, value in settings.items():
+        if name not in fields:
+            raise TypeError(f"set_options: no option {name!r}; the options are "
+                            f"{', '.join(sorted(fields))}")
+        if not isinstance(value, (bool, int)):
+            raise TypeError(f"set_options: {name} takes True or False, got {value!r}")
+    with _lock:
+        _default[0] = replace(_default[0], **{k: bool(v) for k, v in settings.items()})

@@ -5,6 +5,9 @@ point, in the floating type of the derivative (scalar or vector), with the fast-
 primal instruction allows: its own, less ``nnan`` and ``ninf``, because a derivative may be
 infinite or NaN where the primal is not (d/dx sqrt(x) at 0), and with those flags LLVM may treat
 such a value as poison.
+
+Strong zero (:mod:`pyzyme.rules.finite`) is applied here too: :func:`guarded` says which
+products of a seed and a partial need it, :meth:`Emitter.unless_zero` writes the guard.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import ConstantSplat, Undef, Value, const_float, const_int
 from pyzyme.rules import expr as E
+from pyzyme.rules.finite import may_be_nonfinite
 
-__all__ = ["Emitter", "derivative_flags", "type_suffix"]
+__all__ = ["Emitter", "derivative_flags", "guarded", "type_suffix"]
 
 _UNSAFE_FLAGS = {"nnan", "ninf"}
 _FAST_EXPANDED = ("reassoc", "nsz", "arcp", "contract", "afn")
@@ -37,6 +41,16 @@ def derivative_flags(flags: Sequence[str]) -> tuple[str, ...]:
         elif flag not in _UNSAFE_FLAGS:
             out.append(flag)  # other fast-math flags, and inbounds/nuw/... of addressing
     return tuple(dict.fromkeys(out))
+
+
+def guarded(partial: E.Expr, operands: Sequence[Value], result: Value, nonfinite) -> bool:
+    """Whether a product of a seed and ``partial`` must be kept zero where the seed is zero:
+    the partial can be infinite or NaN, given which of ``operands`` and ``result`` can be
+    (``nonfinite``, a :class:`pyzyme.analysis.finite.NonFinite`; None: strong zero is off)."""
+    if nonfinite is None:
+        return False
+    return may_be_nonfinite(
+        partial, lambda place: (result if place == "ret" else operands[place]) in nonfinite)
 
 
 def type_suffix(ty: T.Type) -> str:
@@ -108,6 +122,14 @@ class Emitter:
         if opname in ("fadd", "fsub", "fmul", "fdiv"):
             return b.binop(opname, vals[0], vals[1], self.flags, name=name)
         return self.call(opname, vals, name)
+
+    def unless_zero(self, seed: Value, value: Value, otherwise: Value | None = None,
+                    name: str = "") -> Value:
+        """``value``, or ``otherwise`` (default 0) where ``seed`` is zero: a zero seed
+        contributes nothing even through a partial that is infinite (strong zero)."""
+        zero = self.constant(0.0)
+        is_zero = self.b.fcmp("oeq", seed, zero)
+        return self.b.select(is_zero, zero if otherwise is None else otherwise, value, name=name)
 
     def fmuladd(self, a: Value, b: Value, c: Value, name: str = "") -> Value:
         """``a * b + c``, fused where the target has FMA (``llvm.fmuladd``)."""

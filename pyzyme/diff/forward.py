@@ -26,8 +26,9 @@ from pyzyme.analysis.activity import (
     contains_type,
 )
 from pyzyme.analysis.cfg import reverse_post_order
+from pyzyme.analysis.finite import nonfinite_values
 from pyzyme.diff import naming
-from pyzyme.diff.emit import Emitter, derivative_flags
+from pyzyme.diff.emit import Emitter, derivative_flags, guarded
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.names import readable
@@ -109,6 +110,8 @@ class _State:
     exception_arg: object = None
     #: Values whose shadow may be their primal at run time (empty unless runtime activity).
     runtime: frozenset = frozenset()
+    #: Primal values that can be infinite or NaN (strong zero), or None where it is off.
+    nonfinite: object = None
 
     @property
     def where(self) -> str:
@@ -177,6 +180,8 @@ class ForwardGenerator:
         activity = analyze_activity(fn, sig.activities, self._call_policy, None,
                                     may_allocate=lambda call: may_allocate(self, call))
         st = _State(fn, new, activity, sig.width)
+        if self.options.strong_zero:
+            st.nonfinite = nonfinite_values(fn, self.rules)
         from pyzyme.diff.runtime_activity import runtime_values
         st.runtime = runtime_values(self, fn, activity, st.where)
         if sig.exception_param is not None:
@@ -423,6 +428,7 @@ class ForwardGenerator:
             total = None
             for p, scale, old in terms:
                 dx = st.derivs[old][lane]
+                guard = guarded(p, operands, inst, st.nonfinite)
                 if _is_reciprocal(p):
                     term = st.builder.fdiv(dx, scale, em.flags)
                 elif scale is None:
@@ -432,10 +438,13 @@ class ForwardGenerator:
                 elif total is not None:
                     # product rule sums as fused multiply-adds (LLVM fuses where the CPU
                     # has FMA): one rounding fewer, and one operation on a loop's tangent chain
-                    total = em.fmuladd(scale, dx, total)
+                    summed = em.fmuladd(scale, dx, total)
+                    total = em.unless_zero(dx, summed, total) if guard else summed
                     continue
                 else:
                     term = st.builder.fmul(scale, dx, em.flags)
+                if guard:
+                    term = em.unless_zero(dx, term)
                 total = term if total is None else st.builder.fadd(total, term, em.flags)
             if total is None:
                 total = em.constant(0.0)

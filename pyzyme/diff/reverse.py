@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from pyzyme.analysis.activity import Activity, analyze_activity
 from pyzyme.analysis.cfg import dominators, error_only_blocks, reverse_post_order
+from pyzyme.analysis.finite import nonfinite_values
 from pyzyme.analysis.loops import analyze_loops
 from pyzyme.analysis.overwrite import analyze_overwrites
 from pyzyme.diff import distribute, naming
@@ -182,6 +183,8 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         st = _State(fn, sig, fwd, rev, activity, loops, analyze_overwrites(fn), tape)
         st.doms = dominators(fn)
         st.doomed = doomed
+        if self.options.strong_zero:
+            st.nonfinite = nonfinite_values(fn, self.rules)
         st.runtime = runtime_values(self, fn, activity, st.where)
         self.tapes[rev] = tape
         nshadow = len(self._shadow_params(fn, sig))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyzyme.diff import naming
-from pyzyme.diff.emit import Emitter
+from pyzyme.diff.emit import Emitter, guarded
 from pyzyme.diff.reverse_state import _elements, _has_float, _State
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
@@ -144,6 +144,8 @@ class ReverseAdjoints:
             else:
                 term = b.fmul(em.expr(p, args, result, naming.partial(inst.name, i)), d,
                               em.flags)
+            if guarded(p, operands, inst, st.nonfinite):
+                term = em.unless_zero(d, term)
             self.accumulate(st, operand, term)
 
     def _arith(self, st: _State, inst: I.Instruction) -> None:

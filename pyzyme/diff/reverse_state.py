@@ -135,6 +135,7 @@ class _State:
     doomed: frozenset = frozenset()                    # blocks that can only end in an error
     dret: object = None
     runtime: frozenset = frozenset()                   # shadows that may be primals at run time
+    nonfinite: object = None                           # NonFinite values (strong zero), or None
 
     @property
     def where(self) -> str:

@@ -1,0 +1,177 @@
+"""The floating values of a function that can be infinite or NaN when its inputs are finite.
+
+Strong zero (:mod:`pyzyme.rules.finite`) guards a product of a seed and a partial only where
+the partial can be non-finite. A partial is an expression of the instruction's operands and
+result, so the question is asked of primal values: which of them can be ``inf`` or ``NaN``?
+
+The function's arguments, and memory as the function finds it, are taken to be finite (inputs
+that are not give IEEE results, as the primal does). A value can be non-finite when
+
+- it is a non-finite constant, ``undef`` or ``poison``;
+- an operation that is not total (:data:`pyzyme.rules.finite.TOTAL`: a division, ``sqrt``,
+  ``log``, ``pow``, a call to a function pyzyme differentiates rather than knows) made it, or
+  a total one (or a phi, select, cast, vector or aggregate move) made it from a value that can
+  be;
+- it is loaded from memory, and the function (or a callee it passes a pointer to) may have
+  stored a non-finite value anywhere; which memory is not tracked.
+
+Overflow is ignored: ``x * y`` of finite values is taken to be finite.
+
+Examples
+--------
+>>> from pyzyme.ir import parse_module
+>>> from pyzyme.rules import default_rules
+>>> m = parse_module('''
+... define double @f(double %x, double %y) {
+...   %s = fmul double %x, %x
+...   %r = call double @llvm.sqrt.f64(double %s)
+...   %q = fdiv double %y, %r
+...   %t = fadd double %q, %s
+...   ret double %t
+... }
+... declare double @llvm.sqrt.f64(double)''')
+>>> print(nonfinite_values(m.get_function("f"), default_rules()))
+non-finite values of @f: %q %r %t
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import (Argument, Constant, ConstantAggregate, ConstantFP, ConstantSplat,
+                              Value, ZeroInitializer)
+from pyzyme.rules import spec
+from pyzyme.rules.finite import total
+
+__all__ = ["NonFinite", "nonfinite_values"]
+
+# Instructions that move or combine values without computing new ones: non-finite if an
+# operand carrying floats is.
+_MOVES = frozenset({"phi", "select", "freeze", "fpext", "fptrunc", "bitcast", "extractvalue",
+                    "insertvalue", "extractelement", "insertelement", "shufflevector"})
+
+
+@dataclass(frozen=True)
+class NonFinite:
+    """The result of :func:`nonfinite_values`: ``value in result`` says whether ``value`` can
+    be infinite or NaN."""
+
+    function: object
+    values: frozenset
+
+    def __contains__(self, value: Value) -> bool:
+        if isinstance(value, Constant):
+            return _constant_nonfinite(value)
+        return value in self.values
+
+    def __str__(self) -> str:
+        names = sorted(v.ref for v in self.values)
+        return f"non-finite values of {self.function.ref}: {' '.join(names) or '(none)'}"
+
+
+def _carries_floats(ty: T.Type) -> bool:
+    if ty.is_vector:
+        return ty.element.is_float
+    if isinstance(ty, (T.StructType, T.ArrayType)):
+        elements = ty.elements if isinstance(ty, T.StructType) else (ty.element,)
+        return any(_carries_floats(e) for e in elements)
+    return ty.is_float
+
+
+def _constant_nonfinite(c: Constant) -> bool:
+    if not _carries_floats(c.type):
+        return False
+    if isinstance(c, ConstantFP):
+        return not math.isfinite(c.value)
+    if isinstance(c, ConstantSplat):
+        return _constant_nonfinite(c.element)
+    if isinstance(c, ConstantAggregate):
+        return any(_constant_nonfinite(e) for e in c.elements)
+    # undef and poison may be any bits; constant expressions are not looked into
+    return not isinstance(c, ZeroInitializer)
+
+
+def nonfinite_values(fn, rules) -> NonFinite:
+    """The values of ``fn`` that can be infinite or NaN (see the module docstring).
+
+    Parameters
+    ----------
+    fn
+        A function with a body (:class:`pyzyme.ir.module.Function`).
+    rules
+        The rule table, which says what each call is (:func:`pyzyme.rules.default_rules`).
+    """
+    found: set = set()
+    memory = False    # whether memory may hold a non-finite value the function stored
+
+    def bad(v: Value) -> bool:
+        if isinstance(v, Constant):
+            return _constant_nonfinite(v)
+        return v in found and not isinstance(v, Argument)
+
+    changed = True
+    while changed:
+        changed = False
+        for inst in fn.instructions():
+            if inst in found and (memory or not isinstance(inst, (I.Store, I.CallBase))):
+                continue
+            verdict, writes = _verdict(inst, bad, memory, rules)
+            if writes and not memory:
+                memory = changed = True
+            if verdict and inst not in found:
+                found.add(inst)
+                changed = True
+    return NonFinite(fn, frozenset(found))
+
+
+def _verdict(inst, bad, memory: bool, rules) -> tuple[bool, bool]:
+    """(whether ``inst``'s result can be non-finite, whether it may store a non-finite value
+    into memory)."""
+    op = inst.opcode
+    if isinstance(inst, I.Store):
+        return False, bad(inst.operands[0])
+    if isinstance(inst, I.CallBase):
+        return _call_verdict(inst, bad, rules)
+    if not _carries_floats(inst.type):
+        return False, isinstance(inst, I.AtomicRMW) and bad(inst.operands[-1])
+    if isinstance(inst, (I.Load, I.AtomicRMW, I.VAArg)):
+        return memory, False
+    if op in _MOVES:
+        operands = inst.operands[1:] if op == "select" else inst.operands
+        return any(bad(v) for v in operands if _carries_floats(v.type)), False
+    if op in ("fdiv", "frem"):
+        x, y = inst.operands
+        steady = isinstance(y, Constant) and not _constant_nonfinite(y) and not _zero(y)
+        return not steady or bad(x), False
+    if total(op):
+        return any(bad(v) for v in inst.operands), False
+    return True, False
+
+
+def _zero(c: Constant) -> bool:
+    if isinstance(c, ConstantFP):
+        return c.value == 0.0
+    if isinstance(c, ConstantSplat):
+        return _zero(c.element)
+    if isinstance(c, ConstantAggregate):
+        return any(_zero(e) for e in c.elements)
+    return True
+
+
+def _call_verdict(call, bad, rules) -> tuple[bool, bool]:
+    callee = call.called_function
+    row = rules.lookup(callee.name, "call") if callee is not None else None
+    args = call.args
+    result = _carries_floats(call.type)
+    if isinstance(row, spec.Partials):
+        return result and (not total(row.names[0]) or any(bad(a) for a in args)), False
+    if isinstance(row, spec.Linear):
+        return result and bad(args[0]), False
+    if isinstance(row, (spec.Inactive, spec.Allocation, spec.Mirror, spec.Memory)):
+        return False, False
+    # A callee pyzyme differentiates, a BLAS/LAPACK call, a user's rule: what it returns or
+    # stores is not looked into.
+    return result, any(a.type.is_pointer for a in args)

@@ -1,0 +1,100 @@
+"""The values that can be infinite or NaN for finite inputs (pyzyme.analysis.finite), checked by
+the printed result: divisions, roots and logarithms start them, total arithmetic and moves carry
+them, loads see them once anything non-finite may have been stored, and round loops."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from pyzyme import ir
+from pyzyme.analysis.finite import nonfinite_values
+from pyzyme.rules import default_rules
+
+
+def _nonfinite(body: str, params: str = "double %x, double %y, ptr %p",
+               extra: str = "") -> set[str]:
+    text = f"""
+    define double @f({params}) {{
+    {textwrap.dedent(body)}
+    }}
+    declare double @llvm.sqrt.f64(double)
+    declare double @llvm.sin.f64(double)
+    declare double @llvm.log.f64(double)
+    declare double @opaque(ptr)
+    {extra}"""
+    fn = ir.parse_module(textwrap.dedent(text)).functions[0]
+    printed = str(nonfinite_values(fn, default_rules()))
+    names = printed.split(": ", 1)[1]
+    return set() if names == "(none)" else set(names.split())
+
+
+def test_total_arithmetic_of_finite_values_is_finite():
+    assert _nonfinite("""
+      %a = fmul double %x, %y
+      %b = call double @llvm.sin.f64(double %a)
+      %c = fdiv double %b, 2.0
+      %d = fsub double %c, %x
+      ret double %d""") == set()
+
+
+@pytest.mark.parametrize("source", [
+    "%s = fdiv double 1.0, %x",
+    "%s = fdiv double %x, 0.0",
+    "%s = frem double %x, %y",
+    "%s = call double @llvm.sqrt.f64(double %x)",
+    "%s = call double @llvm.log.f64(double %x)",
+    "%s = call double @opaque(ptr %p)",
+    "%s = fadd double %x, 0x7FF0000000000000",
+    "%s = fadd double %x, undef",
+])
+def test_sources_and_what_they_reach(source):
+    found = _nonfinite(f"""
+      {source}
+      %t = fmul double %s, %y
+      %u = select i1 true, double %x, double %t
+      %v = fptrunc double %u to float
+      %w = fpext float %v to double
+      ret double %w""")
+    assert found == {"%s", "%t", "%u", "%v", "%w"}
+
+
+def test_loads_see_a_stored_nonfinite_value():
+    stored = _nonfinite("""
+      %l = load double, ptr %p
+      %q = fdiv double 1.0, %x
+      store double %q, ptr %p
+      ret double %l""")
+    assert stored == {"%q", "%l"}
+    finite = _nonfinite("""
+      %l = load double, ptr %p
+      %q = fmul double %l, %x
+      store double %q, ptr %p
+      ret double %l""")
+    assert finite == set()
+
+
+def test_a_callee_given_a_pointer_may_store_anything():
+    assert _nonfinite("""
+      %c = call double @opaque(ptr %p)
+      %l = load double, ptr %p
+      %m = fmul double %l, 2.0
+      ret double %m""") == {"%c", "%l", "%m"}
+
+
+def test_round_a_loop():
+    found = _nonfinite("""
+    entry:
+      br label %loop
+    loop:
+      %acc = phi double [ 0.0, %entry ], [ %next, %loop ]
+      %k = phi i64 [ 0, %entry ], [ %k1, %loop ]
+      %inv = fdiv double 1.0, %acc
+      %next = fadd double %x, %inv
+      %k1 = add i64 %k, 1
+      %done = icmp eq i64 %k1, %n
+      br i1 %done, label %exit, label %loop
+    exit:
+      ret double %next""", params="double %x, i64 %n")
+    assert found == {"%acc", "%inv", "%next"}
