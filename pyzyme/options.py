@@ -87,6 +87,7 @@ class Options:
 
 
 # The process default (set_runtime_activity), and the snapshot a build in progress runs under.
+# _lock is a leaf: nothing else is taken while it is held, so it cannot deadlock.
 _lock = threading.Lock()
 _default = [Options()]
 _active: contextvars.ContextVar[Options | None] = contextvars.ContextVar("pyzyme_options",

@@ -10,13 +10,13 @@ another process loads their object code instead of capturing, differentiating an
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numba
 import numpy as np
+from numba.core.compiler_lock import global_compiler_lock
 from numba.core.dispatcher import Dispatcher
 
 from pyzyme import options
@@ -45,7 +45,6 @@ class DerivativeCache:
     def __init__(self) -> None:
         self._plans: dict[tuple, Any] = {}
         self._calls: dict[tuple, Any] = {}   # calls of plain arguments, ready to make
-        self._lock = threading.Lock()
         self.disk = DiskCache()
 
     def call(self, key: tuple):
@@ -63,7 +62,16 @@ class DerivativeCache:
         key = (*key, opts, REGISTRY.generation)
         plan = self._plans.get(key)
         if plan is None:
-            with self._lock:
+            # Builds are serialized by Numba's global compiler lock, not by a lock of
+            # pyzyme's. Every build waits for Numba's lock (capture compiles the primal,
+            # compile_module loads the derivative), and Numba holds it while it types a call
+            # of jacfwd(f), or of grad(f) in @njit code, whose typer asks this cache for a
+            # derivative: a lock of pyzyme's would be taken before Numba's by one thread and
+            # after it by another, and both would wait for good. Building outside any lock
+            # and keeping the first result would be no faster (a build holds Numba's lock for
+            # most of its time). Numba's lock is reentrant, so a typer reached from inside a
+            # build (a function calling grad(g) captured for its own derivative) goes on.
+            with global_compiler_lock:
                 plan = self._plans.get(key)
                 if plan is None:
                     with options.using(opts):
@@ -629,11 +637,16 @@ def njit_of(f):
     if callable(f) and hasattr(f, "__code__"):
         cached = getattr(f, "__pyzyme_njit__", None)
         if cached is None:
-            cached = numba.njit(f)
-            try:
-                f.__pyzyme_njit__ = cached
-            except AttributeError:
-                pass
+            # Under the lock builds take (DerivativeCache.get), so that threads calling first
+            # at once share one dispatcher, and so one derivative.
+            with global_compiler_lock:
+                cached = getattr(f, "__pyzyme_njit__", None)
+                if cached is None:
+                    cached = numba.njit(f)
+                    try:
+                        f.__pyzyme_njit__ = cached
+                    except AttributeError:
+                        pass
         return cached
     raise TypeError(f"cannot differentiate {f!r}: expected an @njit function or a plain Python "
                     f"function")
@@ -644,17 +657,27 @@ def _ruled_entry(dispatcher):
         return dispatcher
     entry = getattr(dispatcher, "__pyzyme_entry__", None)
     if entry is None:
-        import inspect
+        with global_compiler_lock:  # one caller for all threads, as in njit_of
+            entry = getattr(dispatcher, "__pyzyme_entry__", None)
+            if entry is None:
+                entry = _caller(dispatcher)
+    return entry
 
-        py = dispatcher.py_func
-        params = inspect.signature(py).parameters.values()
-        if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
-            return dispatcher  # *args: no fixed-arity caller to write; differentiated as is
-        names = ", ".join(f"a{i}" for i in range(len(params)))
-        scope = {"ruled": dispatcher, "__name__": py.__module__}
-        source = f"def {py.__name__}({names}):\n    return ruled({names})\n"
-        exec(compile(source, f"<pyzyme: caller of {py.__qualname__}>", "exec"), scope)  # noqa: S102
-        entry = dispatcher.__pyzyme_entry__ = numba.njit(scope[py.__name__])
+
+def _caller(dispatcher):
+    """A new ``@njit`` function of ``dispatcher``'s parameters calling it (remembered on it),
+    or ``dispatcher`` itself when it takes ``*args``."""
+    import inspect
+
+    py = dispatcher.py_func
+    params = inspect.signature(py).parameters.values()
+    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
+        return dispatcher  # *args: no fixed-arity caller to write; differentiated as is
+    names = ", ".join(f"a{i}" for i in range(len(params)))
+    scope = {"ruled": dispatcher, "__name__": py.__module__}
+    source = f"def {py.__name__}({names}):\n    return ruled({names})\n"
+    exec(compile(source, f"<pyzyme: caller of {py.__qualname__}>", "exec"), scope)  # noqa: S102
+    entry = dispatcher.__pyzyme_entry__ = numba.njit(scope[py.__name__])
     return entry
 
 

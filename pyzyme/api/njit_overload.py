@@ -22,11 +22,11 @@ Examples
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 
 import numba
 from numba.core import types
+from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import overload, typeof_impl
 
 __all__ = ["NjitObject", "overloaded_njit"]
@@ -60,7 +60,6 @@ class NjitObject:
 
     def __init__(self) -> None:
         self._njit = None
-        self._njit_lock = threading.Lock()
 
     def _make_njit(self):
         raise NotImplementedError
@@ -70,7 +69,10 @@ class NjitObject:
         """The ``@njit`` function that Numba calls when this object is used in ``@njit``
         code."""
         if self._njit is None:
-            with self._njit_lock:
+            # Numba's compiler lock, as for every build (pyzyme.api.autodiff.DerivativeCache):
+            # Numba's typing of code using this object asks for it holding that lock, so a
+            # lock of our own would deadlock against it if _make_njit ever compiled.
+            with global_compiler_lock:
                 if self._njit is None:
                     self._njit = self._make_njit()
         return self._njit

@@ -18,13 +18,13 @@ the Jacobian per reverse sweep), ``dotted`` returns the result's dot product wit
 from __future__ import annotations
 
 import inspect
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numba
 import numpy as np
 from numba.core import types
+from numba.core.compiler_lock import global_compiler_lock
 
 from pyzyme.api import annotations as A
 from pyzyme.api.autodiff import _dispatcher, _reverse, autodiff, reverse_plan
@@ -38,14 +38,13 @@ __all__ = ["ReverseFunction", "row_wrapper", "dotted_wrapper", "result_type",
            "check_float_result", "reverse_call", "normalize_argnums"]
 
 _WRAPPERS: dict[tuple, Any] = {}
-_LOCK = threading.Lock()
 
 
 # -- wrappers ------------------------------------------------------------------------------
 def _cached_wrapper(key: tuple, source: str, scope: dict, name: str):
     fn = _WRAPPERS.get(key)
     if fn is None:
-        with _LOCK:
+        with global_compiler_lock:  # the lock builds take (DerivativeCache.get), and why
             fn = _WRAPPERS.get(key)
             if fn is None:
                 exec(source, scope)

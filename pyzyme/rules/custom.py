@@ -98,6 +98,7 @@ class Registry:
 
     by_function: dict = field(default_factory=dict)
     generation: int = 0
+    # A leaf lock: held only to read or replace entries, never while taking another lock.
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def rules_of(self, f) -> FunctionRules | None:

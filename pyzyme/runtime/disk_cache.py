@@ -79,6 +79,7 @@ class DiskCache:
     """
 
     stats: DiskStats = field(default_factory=DiskStats)
+    # A leaf lock (the counters only): files are read and written outside it.
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @staticmethod
