@@ -25,6 +25,7 @@ from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.frontends.numba import capture, njit_callable, pre_ad
 from pyzyme.frontends.numba.abi import AbiMap, ArgAbi
+from pyzyme.rules.constructs import construct_of, unknown_call_message
 from pyzyme.runtime import compile_module, symbol_name
 
 __all__ = ["ForwardPlan", "build_forward"]
@@ -105,12 +106,28 @@ def _where(f) -> str:
 
 
 def _add_source_line(err: UnsupportedError, dispatcher, argtypes) -> None:
-    """Name the Python line of the call pyzyme could not differentiate, where Numba can say."""
+    """Name the Python line of the call pyzyme could not differentiate, where Numba can say,
+    and, where the call is one the user wrote by name (:mod:`pyzyme.rules.constructs`), word
+    the error by that name. Such calls are found in Numba's typed IR, with no compilation;
+    others in a debug copy of the function, compiled now."""
     callee = getattr(err, "callee", None)
     if not callee:
         return
-    from pyzyme.frontends.numba.source_lines import line_of_call
+    from pyzyme.frontends.numba.source_lines import find_uses, line_of_call
 
+    row = construct_of(callee)
+    found = find_uses(dispatcher, argtypes, [use.source for use in row.uses]) if row else []
+    if found:
+        first = found[0]
+        more = sorted({f.line for f in found[1:] if f.filename == first.filename} - {first.line})
+        also = f" (and line{'s' if len(more) > 1 else ''} {', '.join(map(str, more))})" \
+            if more else ""
+        err.context.insert(0, ("Python source", f"{first}{also}"))
+        if getattr(err, "unknown_call", None):
+            use = next(u for u in row.uses if u.source == first.source)
+            err.message, err.hint = unknown_call_message(*err.unknown_call, use)
+            err.args = (err.message,)
+        return
     line = line_of_call(dispatcher, argtypes, callee)
     if line is not None:
         code = dispatcher.py_func.__code__
