@@ -281,6 +281,13 @@ def test_a_read_only_shadow_inside_njit_is_refused():
     with pytest.raises(ActivityError, match="argument 0.*read-only"):
         forward_sweep(x, read_only([0, 0]))
 
+    @numba.njit
+    def active_array(x):
+        return fwd(Active(x))[1]
+
+    with pytest.raises(UnsupportedError, match="argument 0 is Active.*mutable"):
+        active_array(x)
+
 
 
 def cubes(x):

@@ -420,7 +420,8 @@ class _ReverseArg:
             elif C.is_complex(value):
                 self.primal = value
             else:
-                raise R.active_not_immutable(where, type(value).__name__)
+                raise R.active_not_immutable(where, type(value).__name__,
+                                             isinstance(value, np.ndarray))
             self.kind, self.shadows, self._fwd = "active", (), None
         elif isinstance(ann, A.Duplicated):
             if not (isinstance(value, np.ndarray) or S.is_structured(value)):

@@ -91,7 +91,7 @@ class _Arg:
             self.kind = "active"
             self.type, self.primal = _as_float(val, value, keep_float32=True)
             if self.type is None:
-                raise R.active_not_immutable(where, str(val))
+                raise R.active_not_immutable(where, str(val), isinstance(val, types.Array))
         else:
             self.kind = "duplicated"
             if isinstance(val, types.Array):

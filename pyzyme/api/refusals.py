@@ -66,10 +66,11 @@ def has_read_only_part(shadow: Any) -> bool:
     return False
 
 
-def active_not_immutable(where: str, type_name: str) -> UnsupportedError:
-    """The error for ``Active`` of a value that is not an immutable float (or tuple of them):
-    an array is mutable, so its derivative goes into a shadow of its own."""
-    if type_name in ("ndarray", "array") or type_name.startswith(("array(", "readonly array")):
+def active_not_immutable(where: str, type_name: str, array: bool) -> UnsupportedError:
+    """The error for ``Active`` of a value (of type ``type_name``; an ``array``?) that is not
+    an immutable float (or tuple of them): an array is mutable, so its derivative goes into a
+    shadow of its own."""
+    if array:
         return UnsupportedError(
             f"{where} is Active({type_name}): Active is for immutable values (floats, complex, "
             f"tuples of floats); an array is mutable, so reverse mode adds its derivative into "
