@@ -224,7 +224,8 @@ def test_unsupported_types_are_named():
     with pytest.raises(CaptureError) as err:
         AbiMap.from_signature(ctx, "f", ("s",), types.float64(typed_list))
     assert "argument 's' of f" in str(err.value) and "ListType" in str(err.value)
-    with pytest.raises(CaptureError, match=r"element 1 of argument 't' of f: type ListType"):
+    with pytest.raises(CaptureError,
+                       match=r"element 1 of argument 't' of f: it is a numba.typed.List \(ListType"):
         AbiMap.from_signature(
             ctx, "f", ("t",), types.float64(types.Tuple((types.float64, typed_list)))
         )

@@ -22,6 +22,7 @@ from numba.core.dispatcher import Dispatcher
 from pyzyme import options
 from pyzyme.api import annotations as A
 from pyzyme.api import complex_args as C
+from pyzyme.api import refusals as R
 from pyzyme.api import structured as S
 from pyzyme.api.call_shape import CallShape, call_shape, share_memory
 from pyzyme.api.modes import Mode
@@ -166,7 +167,7 @@ def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation], seed=None) -
                                    "jitclass instances and tuples of floats")
         return _reverse_flattened(mode, f, ret_activity, anns)
     views: dict = {}
-    calls = [_ReverseArg(a, views) for a in anns]
+    calls = [_ReverseArg(a, views, i) for i, a in enumerate(anns)]
     dispatcher = _dispatcher(f)
     distinct = _distinct(calls)
     plan = reverse_plan(dispatcher, [c.numba_type for c in calls], [c.kind for c in calls],
@@ -411,10 +412,12 @@ def _distinct(calls) -> bool:
 
 
 class _ReverseArg:
-    """One argument as the reverse derivative takes it."""
+    """One argument (at ``position``) as the reverse derivative takes it."""
 
-    def __init__(self, ann: A.Annotation, views: dict) -> None:
+    def __init__(self, ann: A.Annotation, views: dict, position: int) -> None:
         value = ann.val
+        where = f"argument {position}"
+        R.check_passable(value, where)
         if isinstance(ann, A.Const):
             self.kind, self.primal, self.shadows, self._fwd = "const", value, (), None
         elif isinstance(ann, A.Active):
@@ -425,9 +428,8 @@ class _ReverseArg:
             elif C.is_complex(value):
                 self.primal = value
             else:
-                raise UnsupportedError(
-                    f"Active({type(value).__name__}) is not supported; Active is for floats "
-                    f"and tuples of floats, pass arrays as Duplicated(x, dx)")
+                raise R.active_not_immutable(where, type(value).__name__,
+                                             isinstance(value, np.ndarray))
             self.kind, self.shadows, self._fwd = "active", (), None
         elif isinstance(ann, A.Duplicated):
             if not (isinstance(value, np.ndarray) or S.is_structured(value)):
@@ -439,7 +441,9 @@ class _ReverseArg:
                     "Duplicated(tuple) in reverse mode: the tuple holds floats, passed by "
                     "value, which cannot receive their adjoints; pass the tuple as Active (its "
                     "arrays then get fresh shadows, given back in its derivative)")
-            self._fwd = _ForwardArg(ann, views)
+            if R.has_read_only_part(ann.dval):
+                raise R.read_only_shadow(where, "reverse")
+            self._fwd = _ForwardArg(ann, views, position)
             self.kind, self.primal, self.shadows = "duplicated", value, self._fwd.shadows
         else:
             raise UnsupportedError(f"{type(ann).__name__} is not a reverse-mode activity")
@@ -454,7 +458,7 @@ class _ReverseArg:
 def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
     width = _batch_width(anns, ret_activity)
     views: dict = {}
-    calls = [_ForwardArg(a, views) for a in anns]
+    calls = [_ForwardArg(a, views, i) for i, a in enumerate(anns)]
     if ret_activity is None:
         ret_activity = A.Duplicated if width == 1 else A.BatchDuplicated
     if ret_activity is A.Active:
@@ -466,6 +470,9 @@ def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
     plan = forward_plan(dispatcher, [c.numba_type for c in calls],
                         [bool(c.shadows) for c in calls], ret_activity, width, need_primal,
                         distinct)
+    for i, c in enumerate(calls):
+        if c.read_only and plan.may_write(i):
+            raise R.read_only_shadow(f"argument {i}", "forward")
     primals = [c.primal for c in calls]
     shadows = [s for c in calls for s in c.shadows]
     out = plan.function(*primals, *shadows)
@@ -527,14 +534,18 @@ def _batch_width(anns: Sequence[A.Annotation], ret_activity) -> int:
 
 
 class _ForwardArg:
-    """One argument as the compiled derivative takes it: the primal, its shadows laid out
-    exactly like it (same shape, dtype and strides), and how to return tangents to the user."""
+    """One argument (at ``position``) as the compiled derivative takes it: the primal, its
+    shadows laid out exactly like it (same shape, dtype and strides), and how to return
+    tangents to the user. ``read_only``: a shadow is (or holds) a read-only array, which the
+    derivative may only read."""
 
-    def __init__(self, ann: A.Annotation, views: dict) -> None:
+    def __init__(self, ann: A.Annotation, views: dict, position: int) -> None:
         self.annotation = ann
         self._copies: list[tuple[np.ndarray, np.ndarray]] = []
         self._views = views
         value = ann.val
+        R.check_passable(value, f"argument {position}")
+        self.read_only = any(R.has_read_only_part(s) for s in ann.shadows)
         if isinstance(ann, A.Const):
             self.primal, self.shadows = value, ()
         elif isinstance(value, np.ndarray):
@@ -586,7 +597,7 @@ class _ForwardArg:
         offset = -min(0, _lowest_offset(x)) // x.itemsize
         view = np.lib.stride_tricks.as_strided(buf[offset:], x.shape, x.strides)
         view[...] = dx
-        if dx.flags.writeable:
+        if dx.flags.writeable:  # a read-only one is let through only where nothing is written
             self._copies.append((dx, view))
         self._views[key] = view
         return view

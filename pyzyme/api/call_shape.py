@@ -82,8 +82,8 @@ def call_shape(anns) -> CallShape | None:
             if vt is np.ndarray and v.size:
                 arrays.append(v)
         elif cls is A.Active:
-            if vt is int:
-                return None
+            if vt is int or vt is np.ndarray:
+                return None  # converted, or refused (an array is mutable), by the general path
             v = float(v)
         elif cls in _DUPLICATED:
             d = a.dval

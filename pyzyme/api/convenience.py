@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from pyzyme.api import annotations as A
+from pyzyme.api import refusals as R
 from pyzyme.api.autodiff import autodiff
 from pyzyme.api.complex_args import is_complex, is_complex_array
 from pyzyme.api.make_zero import make_zero
@@ -169,7 +170,7 @@ def _reverse_gradient(mode: Mode, f, x, chunk, out):
             raise PyzymeError(f"out must be an array of shape {x.shape} and dtype {x.dtype}, "
                               f"like x")
         if not out.flags.writeable:
-            raise PyzymeError("out is read-only")
+            raise R.read_only_shadow("out", "out")
         dispatcher = _dispatcher(f)
         out[...] = 0.0
         try:

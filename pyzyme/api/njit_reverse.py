@@ -32,6 +32,7 @@ from pyzyme.api.complex_args import check_complex_result, has_complex, is_comple
 from pyzyme.api.modes import Reverse, ReverseWithPrimal
 from pyzyme.api.njit_overload import NjitObject, overloaded_njit
 from pyzyme.api.pytree import to_numba
+from pyzyme.api.refusals import check_passable
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["ReverseFunction", "row_wrapper", "dotted_wrapper", "result_type",
@@ -251,6 +252,7 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
         if trees[i].kind == "leaf" and not (_is_real(value) or is_complex(value)
                                             or isinstance(value, np.ndarray)
                                             or _shadowed_in_place(value)):
+            check_passable(value, f"argument {i}")
             raise UnsupportedError(
                 f"{name}: argument {i} is a {type(value).__name__}; reverse mode "
                 f"differentiates with respect to floats, float arrays, records, jitclass "

@@ -49,10 +49,12 @@ import numpy as np
 from numba.core import types
 
 from pyzyme.api import annotations as A
+from pyzyme.api import refusals as R
 from pyzyme.api.njit_annotations import AnnotationType, annotation_of
 from pyzyme.api.njit_reverse import _overlap
 from pyzyme.api.njit_tape import TapeType, tape_intrinsics
 from pyzyme.errors import PyzymeError, UnsupportedError
+from pyzyme.frontends.numba.abi import argument_refusal
 
 __all__ = ["forward_implementation", "split_forward_implementation",
            "split_reverse_implementation"]
@@ -71,8 +73,12 @@ def _check_shadow(x, dx):
 class _Arg:
     """One argument of a thunk call in ``@njit`` code: what the derivative takes of it."""
 
-    def __init__(self, name: str, argtype: types.Type, reverse: bool) -> None:
+    def __init__(self, position: int, argtype: types.Type, reverse: bool) -> None:
+        name, where = f"a{position}", f"argument {position}"
         cls, val, dval = annotation_of(argtype)
+        refused = argument_refusal(val, where)
+        if refused is not None:
+            raise UnsupportedError(refused[0], hint=refused[1])
         self.checks: list[str] = []
         self.shadow: str | None = None
         value = f"{name}.val" if isinstance(argtype, AnnotationType) else name
@@ -85,11 +91,14 @@ class _Arg:
             self.kind = "active"
             self.type, self.primal = _as_float(val, value, keep_float32=True)
             if self.type is None:
-                raise UnsupportedError(f"Active({val}) is not supported; Active is for floats "
-                                       f"and tuples of floats, pass arrays as Duplicated(x, dx)")
+                raise R.active_not_immutable(where, str(val), isinstance(val, types.Array))
         else:
             self.kind = "duplicated"
             if isinstance(val, types.Array):
+                if isinstance(dval, types.Array) and not dval.mutable:
+                    # Numba types it apart; the derivative, compiled for the primal's type,
+                    # writes shadows (in forward mode, those of arguments it writes).
+                    raise R.read_only_shadow(where, "njit")
                 if dval != val:
                     raise UnsupportedError(f"{cls.__name__}({val}, {dval}): the shadow of an "
                                            f"array needs the primal's type")
@@ -124,7 +133,7 @@ def _as_float(t: types.Type, expr: str, keep_float32: bool):
 
 
 def _arguments(argtypes, reverse: bool) -> list[_Arg]:
-    return [_Arg(f"a{i}", t, reverse) for i, t in enumerate(argtypes)]
+    return [_Arg(i, t, reverse) for i, t in enumerate(argtypes)]
 
 
 def _compile(lines: list[str], scope: dict):

@@ -25,6 +25,7 @@ from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.frontends.numba import capture, njit_callable, pre_ad
 from pyzyme.frontends.numba.abi import AbiMap, ArgAbi
+from pyzyme.rules.constructs import construct_of, unknown_call_message
 from pyzyme.runtime import compile_module, symbol_name
 
 __all__ = ["ForwardPlan", "build_forward"]
@@ -39,6 +40,37 @@ class ForwardPlan:
     returns_tangent: bool       # the result is (primal, t1, ..., tN) rather than the primal
     symbol: str
     ir_text: str                # the derivative's module before optimization
+    written: tuple[bool, ...] | None = None   # per argument, from written_arguments
+
+    def may_write(self, position: int) -> bool:
+        """Whether the derivative may write the shadows of argument ``position`` (as the
+        function may write the argument); a plan that does not say is taken to write all."""
+        return self.written is None or self.written[position]
+
+
+def written_arguments(abi: AbiMap, native) -> tuple[bool, ...]:
+    """Per argument of ``native``: whether it may write the values the argument holds (the
+    data of its arrays, its records), and so its shadows receive output tangents. LLVM's
+    ``readonly`` and ``readnone`` on a pointer parameter (inferred when Numba's IR was
+    optimized) say it cannot write through it; reference counts written through MemInfo
+    pointers are no values. A jitclass instance reaches arrays through pointers loaded from
+    its fields, which no parameter attribute covers, so it counts as written."""
+    def written(arg: ArgAbi) -> bool:
+        if _holds_instance(arg.numba_type):
+            return True
+        return any(not {"readonly", "readnone"} & set(native.args[p.index].attrs.split())
+                   for p in arg.params
+                   if p.llvm_type == "ptr" and isinstance(p.numba_type,
+                                                          (types.CPointer, types.Record)))
+    return tuple(written(arg) for arg in abi.args)
+
+
+def _holds_instance(ty) -> bool:
+    if isinstance(ty, types.BaseTuple):
+        return any(_holds_instance(t) for t in ty)
+    if isinstance(ty, types.Optional):
+        return _holds_instance(ty.type)
+    return isinstance(ty, types.ClassInstanceType)
 
 
 def _differentiable(arg: ArgAbi) -> list[int]:
@@ -105,12 +137,28 @@ def _where(f) -> str:
 
 
 def _add_source_line(err: UnsupportedError, dispatcher, argtypes) -> None:
-    """Name the Python line of the call pyzyme could not differentiate, where Numba can say."""
+    """Name the Python line of the call pyzyme could not differentiate, where Numba can say,
+    and, where the call is one the user wrote by name (:mod:`pyzyme.rules.constructs`), word
+    the error by that name. Such calls are found in Numba's typed IR, with no compilation;
+    others in a debug copy of the function, compiled now."""
     callee = getattr(err, "callee", None)
     if not callee:
         return
-    from pyzyme.frontends.numba.source_lines import line_of_call
+    from pyzyme.frontends.numba.source_lines import find_uses, line_of_call
 
+    row = construct_of(callee)
+    found = find_uses(dispatcher, argtypes, [use.source for use in row.uses]) if row else []
+    if found:
+        first = found[0]
+        more = sorted({f.line for f in found[1:] if f.filename == first.filename} - {first.line})
+        also = f" (and line{'s' if len(more) > 1 else ''} {', '.join(map(str, more))})" \
+            if more else ""
+        err.context.insert(0, ("Python source", f"{first}{also}"))
+        if getattr(err, "unknown_call", None):
+            use = next(u for u in row.uses if u.source == first.source)
+            err.message, err.hint = unknown_call_message(*err.unknown_call, use)
+            err.args = (err.message,)
+        return
     line = line_of_call(dispatcher, argtypes, callee)
     if line is not None:
         code = dispatcher.py_func.__code__
@@ -136,6 +184,7 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     sig = forward_signature(abi, shadowed, width, ret_differentiated)
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
+    written = written_arguments(abi, native)
     opts = options.current()
     pre_ad.ready(module, native, abi, distinct, opts.interchange_loops)
     restype = abi.signature.return_type
@@ -164,7 +213,7 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     nsig = restype(*primal_types, *shadow_types)
     names = [f"a{i}" for i in range(len(primal_types) + len(shadow_types))]
     fn = njit_callable(compiled, symbol, nsig, arg_names=names)
-    return ForwardPlan(fn, width, ret_differentiated, symbol, text)
+    return ForwardPlan(fn, width, ret_differentiated, symbol, text, written)
 
 
 def _tangents_only(module, full, symbol: str, size: int, width: int):

@@ -104,7 +104,7 @@ def _forward_text(f, ret_activity, anns) -> str:
         forward_plan
 
     width = _batch_width(anns, ret_activity)
-    calls = [_ForwardArg(a, {}) for a in anns]
+    calls = [_ForwardArg(a, {}, i) for i, a in enumerate(anns)]
     if ret_activity is None:
         ret_activity = A.Duplicated if width == 1 else A.BatchDuplicated
     if ret_activity is A.Active:
@@ -120,7 +120,7 @@ def _forward_text(f, ret_activity, anns) -> str:
 def _reverse_text(f, ret_activity, anns) -> str:
     from pyzyme.api.autodiff import _dispatcher, _distinct, _ReverseArg, reverse_plan
 
-    calls = [_ReverseArg(a, {}) for a in anns]
+    calls = [_ReverseArg(a, {}, i) for i, a in enumerate(anns)]
     distinct = _distinct(calls)
     plan = reverse_plan(_dispatcher(f), [c.numba_type for c in calls],
                         [c.kind for c in calls], ret_activity, distinct)

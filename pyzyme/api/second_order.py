@@ -95,7 +95,9 @@ def _plan(f, x: np.ndarray) -> HvpPlan:
 
 def _as_input(x) -> np.ndarray:
     _refuse_complex(x)
-    x = np.ascontiguousarray(x, dtype=np.float64)
+    # The derivative is compiled for writeable arrays (x's type is also that of dx, v and hv):
+    # a read-only x is copied, as v is, rather than refused; neither is written.
+    x = np.require(x, np.float64, ("C", "W"))
     if x.ndim == 0:
         raise PyzymeError("hvp and hessian take an array x; wrap a scalar in np.array([x])")
     return x
@@ -131,7 +133,7 @@ def hvp(f, x: np.ndarray, v: np.ndarray) -> np.ndarray:
     """
     x = _as_input(x)
     _refuse_complex(v)
-    v = np.ascontiguousarray(v, dtype=np.float64)
+    v = np.require(v, np.float64, ("C", "W"))
     if v.shape != x.shape:
         raise PyzymeError(f"v has shape {v.shape}; x has shape {x.shape}")
     plan = _plan(f, x)

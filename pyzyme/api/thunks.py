@@ -177,7 +177,7 @@ class ForwardThunk(NjitObject):
 def _convert(plan, call_args) -> list:
     from pyzyme.api.autodiff import _ReverseArg
 
-    calls = [_ReverseArg(A.annotate(a), {}) for a in call_args]
+    calls = [_ReverseArg(A.annotate(a), {}, i) for i, a in enumerate(call_args)]
     got = tuple(c.numba_type for c in calls), tuple(c.kind for c in calls)
     if got != (plan.primal_types, plan.kinds):
         raise PyzymeError(f"the thunks were made for arguments "
@@ -277,7 +277,7 @@ def _split(mode: Mode, f, ret_activity, examples) -> tuple:
         raise UnsupportedError(f"{ret_activity.__name__} results are not supported in split "
                                f"mode yet; use Active or Const")
     dispatcher = _dispatcher(f)
-    probe = [_ReverseArg(a, {}) for a in examples]
+    probe = [_ReverseArg(a, {}, i) for i, a in enumerate(examples)]
     types_ = tuple(c.numba_type for c in probe)
     kinds = tuple(c.kind for c in probe)
     key = ("split", dispatcher, types_, kinds, ret_activity)

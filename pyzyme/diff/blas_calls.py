@@ -29,6 +29,7 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import ConstantInt, const_float, const_int
+from pyzyme.rules.constructs import linalg_functions
 
 __all__ = ["forward_mode", "augmented", "reverse", "handler"]
 
@@ -92,8 +93,9 @@ def _element_type(inst, where: str) -> T.Type:
     if ty is None:
         err = UnsupportedError(
             f"{where}: no derivative for {inst.called_function.ref} of kind {chr(kind)!r} "
-            f"(complex BLAS): {inst}", hint="differentiate a real formulation (real and "
-                                             "imaginary parts as separate float arrays)")
+            f"(complex BLAS, from {linalg_functions(inst.called_function.name)}): {inst}",
+            hint="differentiate a real formulation (real and imaginary parts as separate "
+                 "float arrays)")
         err.callee = inst.called_function.name  # the Numba layer finds the Python line
         raise err
     return ty

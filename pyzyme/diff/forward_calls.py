@@ -17,6 +17,7 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import const_int, const_null
 from pyzyme.rules import spec
+from pyzyme.rules.constructs import unknown_call_message
 
 __all__ = ["call", "call_result_varied", "unknown_callee", "may_allocate", "memset_zero",
            "with_args"]
@@ -100,16 +101,16 @@ def call(gen, st, inst: I.CallBase) -> None:
 
 
 def unknown_callee(where: str, callee) -> UnsupportedError:
-    """The error for a call with active arguments to a function with no body and no rule;
-    ``.callee`` names it, so the Numba layer can find the Python line of the call."""
-    what = f"a call to @{callee.name}" if callee is not None else \
-        "an indirect call (a function pointer: ctypes, cffi)"
-    err = UnsupportedError(
-        f"no derivative for {what} in {where}: it has no body pyzyme can see and no "
-        f"rule, and an argument carries a derivative",
-        hint="give the @njit function that makes the call custom rules (pyzyme.rules.forward, "
-             "augmented_primal, reverse), or pass the arguments that reach it as Const")
-    err.callee = callee.name if callee is not None else None
+    """The error for a call with active arguments to a function with no body and no rule,
+    worded by :func:`pyzyme.rules.constructs.unknown_call_message`. ``.callee`` names the
+    function, so the Numba layer can find the Python line of the call, and ``.unknown_call``
+    holds ``(callee, where)``, so it can word the error again once it knows what the user
+    wrote there."""
+    name = callee.name if callee is not None else None
+    message, hint = unknown_call_message(name, where)
+    err = UnsupportedError(message, hint=hint)
+    err.callee = name
+    err.unknown_call = (name, where)
     return err
 
 

@@ -22,16 +22,12 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import types as T
 from pyzyme.ir.values import const_float, const_int, const_null
+from pyzyme.rules.constructs import linalg_functions
 
 __all__ = ["Kernel", "pivot_type", "element_type"]
 
 _N, _T = ord("n"), ord("t")
 _KIND_CHARS = {T.double: "d", T.float: "s"}
-
-
-_FUNCTIONS = {"numba_xxnrm2": "np.linalg.norm", "numba_xxgetrf": "np.linalg.det, slogdet and inv",
-              "numba_ez_xxgetri": "np.linalg.inv", "numba_xxpotrf": "np.linalg.cholesky",
-              "numba_ez_xxxevd": "np.linalg.eigh and eigvalsh"}
 
 
 def element_type(inst, where: str) -> T.Type:
@@ -44,7 +40,7 @@ def element_type(inst, where: str) -> T.Type:
         what = repr(chr(kind.value)) if hasattr(kind, "value") else "not a constant"
         err = UnsupportedError(
             f"{where}: no derivative for {inst.called_function.ref} "
-            f"({_FUNCTIONS.get(name, 'np.linalg')}) of kind {what}: only real matrices "
+            f"({linalg_functions(name)}) of kind {what}: only real matrices "
             f"(float64, float32) have LAPACK rules: {inst}",
             hint="differentiate a real formulation (real and imaginary parts as separate "
                  "float arrays)")

@@ -35,6 +35,11 @@ STATUS_CODES: dict[str, str] = {
     ">=1": "user exception (*excinfo)",
 }
 
+#: Numba's containers: the names a user knows them by.
+_CONTAINERS = {types.ListType: ("numba.typed.List", "lists"),
+               types.DictType: ("numba.typed.Dict", "dicts"),
+               types.List: ("Python list", "lists"), types.Set: ("Python set", "sets")}
+
 _SUPPORTED = (
     "numbers, booleans, NumPy arrays (of numbers, booleans or records), tuples and named tuples "
     "of these, records, jitclass instances, strings (as Const), and Optional of these"
@@ -286,10 +291,45 @@ def _kind(ty: types.Type, *, what: str, result: bool = False) -> str:
         return "omitted"
     if isinstance(ty, types.NoneType):
         return "none"
-    raise CaptureError(
-        f"pyzyme cannot pass {what}: type {ty} is not supported",
-        hint=f"supported are {_SUPPORTED}",
-    )
+    message, hint = refusal(ty, what, result=result)
+    raise CaptureError(message, hint=hint)
+
+
+def refusal(ty: types.Type, what: str, result: bool = False) -> tuple[str, str]:
+    """``(message, hint)`` saying that ``what`` (``"argument 0"``), of Numba type ``ty``,
+    cannot be passed to a function pyzyme differentiates: the one wording, for capture and
+    for the API's checks of annotated arguments.
+
+    Numba's containers (typed and reflected lists, typed dicts, sets) are passed as pointers
+    to Numba's own structures of variable size, which have no shadow pyzyme can lay out, so no
+    annotation can pass them, Const included; made inside the function, they are
+    differentiated.
+
+    >>> print(refusal(types.ListType(types.float64), "argument 0")[0])
+    ... # doctest: +NORMALIZE_WHITESPACE
+    pyzyme cannot pass argument 0: it is a numba.typed.List (ListType[float64]), which no
+    annotation passes (Const included); lists made inside the function are differentiated
+    """
+    container = None if result else _CONTAINERS.get(type(ty))
+    if container is not None:
+        name, plural = container
+        return (f"pyzyme cannot pass {what}: it is a {name} ({ty}), which no annotation "
+                f"passes (Const included); {plural} made inside the function are "
+                f"differentiated",
+                "pass the values as a NumPy array: Duplicated(x, np.zeros_like(x)) with "
+                "x = np.asarray(values) to differentiate them, Const(x) otherwise")
+    return (f"pyzyme cannot pass {what}: type {ty} is not supported",
+            f"supported are {_SUPPORTED}")
+
+
+def argument_refusal(ty: types.Type, what: str) -> tuple[str, str] | None:
+    """:func:`refusal`'s ``(message, hint)`` when a value of Numba type ``ty`` cannot be an
+    argument of a function pyzyme differentiates, in any annotation; None when it can."""
+    try:
+        _kind(ty, what=what)
+    except CaptureError as err:
+        return err.message, err.hint
+    return None
 
 
 def _argument_leaves(context: BaseContext, ty: types.Type, name: str) -> Iterator[tuple]:

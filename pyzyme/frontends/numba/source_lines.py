@@ -1,16 +1,116 @@
 """Python source lines of operations in Numba-compiled code, for error messages.
 
-Numba attaches line information to its IR only when compiling with ``debug=True``. When pyzyme
-cannot differentiate a call, it compiles a debug copy of the function (once, at error time, so
-nothing is spent when differentiation succeeds) and reads the line of that call.
+Two ways, cheapest first. Where the call pyzyme cannot differentiate is one the user wrote by
+name (``np.linalg.svd``, ``print``, a ``numba.objmode`` block, a ``prange`` loop: the rows of
+:mod:`pyzyme.rules.constructs`), :func:`find_uses` finds it in Numba's typed IR of the function,
+which Numba keeps with every compiled signature, and of the ``@njit`` functions it calls: no
+compilation. Otherwise, Numba attaches line information to its LLVM IR only when compiling
+with ``debug=True``, so :func:`line_of_call` compiles a debug copy of the function (once, at
+error time, so nothing is spent when differentiation succeeds) and reads the line of that call.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 import warnings
+from collections.abc import Collection
+from dataclasses import dataclass
 
-__all__ = ["line_of_call"]
+from numba.core import ir, types
+
+__all__ = ["Found", "find_uses", "line_of_call"]
+
+
+@dataclass(frozen=True)
+class Found:
+    """A statement of the user's code that is one of the sought constructs."""
+
+    source: str      # which one (a ``Use.source`` of :mod:`pyzyme.rules.constructs`)
+    filename: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.line}"
+
+
+def find_uses(dispatcher, argtypes, sources: Collection[str]) -> list[Found]:
+    """Where ``dispatcher``, compiled for ``argtypes``, and the ``@njit`` functions it calls
+    use one of ``sources``, in the order of their code: dotted names of functions
+    (``"np.linalg.svd"``, ``"operator.matmul"`` for ``@``), ``"print"`` (of a value that may
+    carry a derivative), ``"objmode"`` (a ``with numba.objmode`` block) or ``"parfor"`` (a
+    parallel loop). Empty when Numba kept no typed IR (a function loaded from its cache)."""
+    found: list[Found] = []
+    _walk(getattr(dispatcher, "overloads", {}).get(tuple(argtypes)), frozenset(sources),
+          found, set())
+    return list(dict.fromkeys(found))
+
+
+def _walk(cres, sources: frozenset, found: list, seen: set) -> None:
+    annotation = getattr(cres, "type_annotation", None)
+    if annotation is None or id(cres) in seen:
+        return
+    seen.add(id(cres))
+    typemap, calltypes = annotation.typemap, annotation.calltypes
+    parfor = getattr(sys.modules.get("numba.parfors.parfor"), "Parfor", None)
+    for _, block in sorted(annotation.blocks.items()):
+        for stmt in block.body:
+            loc = stmt.loc
+            if parfor is not None and isinstance(stmt, parfor):
+                if "parfor" in sources:
+                    found.append(Found("parfor", loc.filename, loc.line))
+                continue
+            if isinstance(stmt, ir.Print):
+                if "print" in sources and any(_may_carry(typemap.get(a.name))
+                                              for a in stmt.args):
+                    found.append(Found("print", loc.filename, loc.line))
+                continue
+            expr = getattr(stmt, "value", None)
+            if not isinstance(stmt, ir.Assign) or not isinstance(expr, ir.Expr):
+                continue
+            if expr.op == "binop":
+                name = f"operator.{getattr(expr.fn, '__name__', '')}"
+                if name in sources:
+                    found.append(Found(name, loc.filename, loc.line))
+                continue
+            if expr.op != "call":
+                continue
+            fty = typemap.get(expr.func.name)
+            if isinstance(fty, types.ObjModeDispatcher):
+                if "objmode" in sources:
+                    found.append(Found("objmode", loc.filename, loc.line))
+            elif isinstance(fty, types.Dispatcher):
+                sig = calltypes.get(expr)
+                callee = getattr(fty.dispatcher, "overloads", {})
+                if sig is not None:
+                    _walk(callee.get(tuple(sig.args)), sources, found, seen)
+            else:
+                name = _dotted(getattr(fty, "typing_key", None))
+                if name in sources:
+                    found.append(Found(name, loc.filename, loc.line))
+
+
+def _dotted(key) -> str | None:
+    """``np.linalg.svd`` for the function ``numpy.linalg.svd``; None for other keys."""
+    module, name = getattr(key, "__module__", None), getattr(key, "__name__", None)
+    if not (isinstance(module, str) and isinstance(name, str)):
+        return None
+    if module == "numpy" or module.startswith("numpy."):
+        module = "np" + module[len("numpy"):]
+    return f"{module}.{name}"
+
+
+def _may_carry(ty) -> bool:
+    """Whether a value of Numba type ``ty`` may carry a derivative (a float, complex, an array
+    or container of them; anything not known to be free of floats)."""
+    if isinstance(ty, (types.Integer, types.Boolean, types.UnicodeType, types.NoneType,
+                       types.Literal)):
+        return False
+    if isinstance(ty, types.Array):
+        return _may_carry(ty.dtype)
+    if isinstance(ty, types.BaseTuple):
+        return any(_may_carry(t) for t in ty)
+    return True
 
 
 def line_of_call(dispatcher, argtypes, symbol: str) -> int | None:
