@@ -13,7 +13,7 @@ False
 >>> pyzyme.set_runtime_activity(True)
 >>> current()
 Options(runtime_activity=True, distribute_loops=True, interchange_loops=True, \
-reassociate_adjoints=True)
+reassociate_adjoints=True, recursion_stack=268435456)
 >>> pyzyme.set_runtime_activity(False)
 """
 
@@ -64,12 +64,28 @@ class Options:
         primal's own arithmetic keeps its order. On by default; off, the adjoints are summed
         exactly in the reverse sweep's order, so derivatives built under other options (or
         for other active arguments) agree bitwise where their sums run in the same order.
+    recursion_stack
+        Bytes of stack (a power of two, at least 1 MiB) that a derivative reaching a recursive
+        function runs on: a stack of its own, reserved when first needed and committed only as
+        it is used (:mod:`pyzyme.diff.side_stack`), because such a derivative's frames are
+        larger than the primal's (it keeps adjoints and tape pointers beside the primal's
+        values) and the thread's own stack (8 MiB by default on Linux) would overflow at
+        depths the primal reaches. Recursion deeper than it allows raises
+        :class:`~pyzyme.RecursionDepthError`. Default 256 MiB: 32 times Linux's default
+        stack.
     """
 
     runtime_activity: bool = False
     distribute_loops: bool = True
     interchange_loops: bool = True
     reassociate_adjoints: bool = True
+    recursion_stack: int = 256 << 20
+
+    def __post_init__(self) -> None:
+        n = self.recursion_stack
+        if not isinstance(n, int) or n < 1 << 20 or n & (n - 1):
+            raise ValueError(f"recursion_stack must be a power of two of at least 1 MiB "
+                             f"(1 << 20 bytes); got {n!r}")
 
     @property
     def tag(self) -> str:
