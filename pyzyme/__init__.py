@@ -10,6 +10,7 @@ from pyzyme.errors import (
     IRTypeError,
     ParseError,
     PyzymeError,
+    RecursionDepthError,
     UnsupportedError,
     VerifyError,
 )
@@ -46,7 +47,7 @@ from pyzyme.options import set_options, set_runtime_activity  # noqa: E402
 
 __all__ = [
     "ActivityError", "CaptureError", "FrontendError", "IRTypeError", "ParseError", "PyzymeError",
-    "UnsupportedError", "VerifyError",
+    "RecursionDepthError", "UnsupportedError", "VerifyError",
     "Active", "BatchDuplicated", "BatchDuplicatedNoNeed", "Const", "Duplicated",
     "DuplicatedNoNeed",
     "Forward", "ForwardWithPrimal", "Reverse", "ReverseHolomorphic", "ReverseSplitNoPrimal",

@@ -63,6 +63,14 @@ class ActivityError(PyzymeError):
     """An active value would be lost, e.g. stored into memory passed as ``Const``."""
 
 
+class RecursionDepthError(PyzymeError, RecursionError):
+    """A derivative of a recursive function recursed deeper than the stack it runs on allows.
+
+    Raised by the derivative's native code when it runs out of stack (instead of crashing the
+    process); it names the function and the depth reached.
+    """
+
+
 class TypeAnalysisError(PyzymeError):
     """Type analysis found a conflict (a byte both float and integer) or cannot decide a type
     that differentiation needs."""

@@ -13,7 +13,7 @@ False
 >>> pyzyme.set_runtime_activity(True)
 >>> current()
 Options(runtime_activity=True, distribute_loops=True, interchange_loops=True, \
-reassociate_adjoints=True, strong_zero=True)
+reassociate_adjoints=True, strong_zero=True, recursion_stack=268435456)
 >>> pyzyme.set_runtime_activity(False)
 """
 
@@ -71,6 +71,15 @@ class Options:
         JAX users write the "double where" for this). Only products whose partial can be
         non-finite for finite inputs are guarded (:mod:`pyzyme.analysis.finite`), with a
         compare and a select. On by default; off, derivative arithmetic is plain IEEE.
+    recursion_stack
+        Bytes of stack (a power of two, at least 1 MiB) that a derivative reaching a recursive
+        function runs on: a stack of its own, reserved when first needed and committed only as
+        it is used (:mod:`pyzyme.diff.side_stack`), because such a derivative's frames are
+        larger than the primal's (it keeps adjoints and tape pointers beside the primal's
+        values) and the thread's own stack (8 MiB by default on Linux) would overflow at
+        depths the primal reaches. Recursion deeper than it allows raises
+        :class:`~pyzyme.RecursionDepthError`. Default 256 MiB: 32 times Linux's default
+        stack.
     """
 
     runtime_activity: bool = False
@@ -78,6 +87,13 @@ class Options:
     interchange_loops: bool = True
     reassociate_adjoints: bool = True
     strong_zero: bool = True
+    recursion_stack: int = 256 << 20
+
+    def __post_init__(self) -> None:
+        n = self.recursion_stack
+        if not isinstance(n, int) or n < 1 << 20 or n & (n - 1):
+            raise ValueError(f"recursion_stack must be a power of two of at least 1 MiB "
+                             f"(1 << 20 bytes); got {n!r}")
 
     @property
     def tag(self) -> str:
@@ -153,7 +169,7 @@ def set_options(**settings: bool) -> None:
     ----------
     **settings
         ``strong_zero``, ``runtime_activity``, ``distribute_loops``, ``interchange_loops``,
-        ``reassociate_adjoints``: True or False.
+        ``reassociate_adjoints``: True or False; ``recursion_stack``: bytes (a power of two).
 
     Examples
     --------
@@ -169,11 +185,15 @@ def set_options(**settings: bool) -> None:
     >>> pyzyme.set_options(strong_zero=True)
     """
     fields = Options.__dataclass_fields__
+    changes = {}
     for name, value in settings.items():
         if name not in fields:
             raise TypeError(f"set_options: no option {name!r}; the options are "
                             f"{', '.join(sorted(fields))}")
-        if not isinstance(value, (bool, int)):
-            raise TypeError(f"set_options: {name} takes True or False, got {value!r}")
+        if isinstance(fields[name].default, bool):
+            if not isinstance(value, (bool, int)):
+                raise TypeError(f"set_options: {name} takes True or False, got {value!r}")
+            value = bool(value)
+        changes[name] = value
     with _lock:
-        _default[0] = replace(_default[0], **{k: bool(v) for k, v in settings.items()})
+        _default[0] = replace(_default[0], **changes)

@@ -21,6 +21,7 @@ from pyzyme import ir, options
 from pyzyme.analysis.activity import Activity
 from pyzyme.api.annotations import Const
 from pyzyme.api.custom_calls import release_inlining
+from pyzyme.diff import side_stack
 from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.frontends.numba import capture, njit_callable, pre_ad
@@ -205,6 +206,7 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     for fn in module.functions:  # only the entry point is visible outside the module
         if not fn.is_declaration:
             fn.linkage = "external" if fn is dfn else "internal"
+    side_stack.install(module, opts.recursion_stack)
     text = str(module)
     compiled = compile_module(text, name=f"pyzyme_fwd_{abi.function}")
     if ret_differentiated:

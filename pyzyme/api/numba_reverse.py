@@ -27,6 +27,7 @@ from pyzyme.analysis.layout import field_offset
 from pyzyme.api.annotations import Active, Const
 from pyzyme.api.custom_calls import release_inlining
 from pyzyme.api.numba_forward import _add_source_line, _differentiable, _where
+from pyzyme.diff import side_stack
 from pyzyme.diff.reverse import ReverseGenerator, ReverseSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.frontends.numba import capture, njit_callable, pre_ad
@@ -127,6 +128,7 @@ def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str], r
     for fn in rm.module.functions:
         if not fn.is_declaration:
             fn.linkage = "external" if fn.name == rm.symbol else "internal"
+    side_stack.install(rm.module, options.current().recursion_stack)
     text = str(rm.module)
     compiled = compile_module(text, name=f"pyzyme_rev_{rm.abi.function}")
     nsig = rm.restype(*rm.args)

@@ -32,6 +32,7 @@ from pyzyme.api.numba_reverse import (
     prepare,
     seed_params,
 )
+from pyzyme.diff import side_stack
 from pyzyme.diff.reverse import ReverseSignature
 from pyzyme.frontends.numba import njit_callable
 from pyzyme.ir import IRBuilder, types as T
@@ -116,6 +117,7 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret
     for g in module.functions:
         if not g.is_declaration:
             g.linkage = "external" if g.name in names.values() else "internal"
+    side_stack.install(module, options.current().recursion_stack)
     text = str(module)
     compiled = compile_module(text, name=f"pyzyme_split_{abi.function}")
     shadow_types = [t for t, k in zip(primal_types, kinds) if k == DUPLICATED]

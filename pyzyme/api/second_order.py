@@ -28,6 +28,7 @@ from pyzyme.api.annotations import Active
 from pyzyme.api.custom_calls import release_inlining
 from pyzyme.api.numba_forward import _differentiable
 from pyzyme.api.numba_reverse import _value_type, reverse_module
+from pyzyme.diff import side_stack
 from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
 from pyzyme.errors import PyzymeError, UnsupportedError
 from pyzyme.frontends.numba import njit_callable
@@ -74,6 +75,7 @@ def build_hvp(f, xtype, rules) -> HvpPlan:
     for fn in module.functions:
         if not fn.is_declaration:
             fn.linkage = "external" if fn.name == symbol else "internal"
+    side_stack.install(module, options.current().recursion_stack)
     text = str(module)
     compiled = compile_module(text, name=f"pyzyme_hvp_{abi.function}")
     nsig = rm.restype(*rm.args, xtype, xtype)

@@ -4,16 +4,30 @@ Compiled derivatives are linked into Numba-compiled callers and run in Numba's M
 they must be optimized for exactly the CPU, features, triple and data layout Numba uses. Instead of
 building a second target machine that could drift from Numba's, pyzyme borrows Numba's.
 
-Nothing here runs at import time: asking for Numba's codegen initializes Numba's CPU target and
-compiles its runtime library, which must happen after the capture hook is installed.
+Nothing here touches Numba at import time: asking for Numba's codegen initializes Numba's CPU
+target and compiles its runtime library, which must happen after the capture hook is installed.
 """
 
 from __future__ import annotations
+
+import ctypes
+import functools
+import platform
+import sys
 
 import llvmlite.binding as llvm
 from numba.core import codegen as numba_codegen
 from numba.core.registry import cpu_target
 from numba.core.runtime import rtsys
+
+from pyzyme.errors import RecursionDepthError
+
+#: The symbol under which generated code finds :class:`~pyzyme.RecursionDepthError` (the class
+#: object itself), to raise it from native code. Defined on import (it touches only llvmlite's
+#: symbol table), before any code naming it can be compiled or loaded from a cache: a Numba
+#: cache of an ``@njit`` caller holds such code too.
+RECURSION_ERROR_SYMBOL = "pyzyme.RecursionDepthError"
+llvm.add_symbol(RECURSION_ERROR_SYMBOL, id(RecursionDepthError))
 
 
 def numba_codegen_instance() -> numba_codegen.JITCPUCodegen:
@@ -30,6 +44,19 @@ def numba_codegen_instance() -> numba_codegen.JITCPUCodegen:
     context = cpu_target.target_context
     rtsys.initialize(context)  # idempotent
     return context.codegen()
+
+
+@functools.cache
+def side_stacks() -> bool:
+    """Whether generated code can run on a stack of its own here: Linux on x86-64 or AArch64
+    with a C library that has ``makecontext`` (glibc; musl has none), whose ``ucontext_t``
+    starts with the fields :mod:`pyzyme.diff.side_stack` sets (``uc_link`` at byte 8,
+    ``uc_stack.ss_sp`` at 16, ``uc_stack.ss_size`` at 32) and fits in 8 KiB."""
+    if not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "aarch64"):
+        return False
+    libc = ctypes.CDLL(None)
+    return all(hasattr(libc, name) for name in ("getcontext", "makecontext", "swapcontext",
+                                                 "setcontext", "mmap", "mprotect"))
 
 
 def target_machine() -> llvm.TargetMachine:
