@@ -17,6 +17,7 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import const_int, const_null
 from pyzyme.rules import spec
+from pyzyme.rules.runtime import typed_container
 
 __all__ = ["call", "call_result_varied", "unknown_callee", "may_allocate", "memset_zero",
            "with_args"]
@@ -104,11 +105,19 @@ def unknown_callee(where: str, callee) -> UnsupportedError:
     ``.callee`` names it, so the Numba layer can find the Python line of the call."""
     what = f"a call to @{callee.name}" if callee is not None else \
         "an indirect call (a function pointer: ctypes, cffi)"
+    container = typed_container(callee.name) if callee is not None else None
+    if container is not None:
+        what += f" (a method of {container}, whose items live in C code)"
+        hint = (f"build a Python list ([], append) in the function instead of a {container}"
+                if container.endswith("List") else
+                f"keep the values that carry derivatives out of the {container}")
+    else:
+        hint = ("give the @njit function that makes the call custom rules (pyzyme.rules."
+                "forward, augmented_primal, reverse), or pass the arguments that reach it as "
+                "Const")
     err = UnsupportedError(
         f"no derivative for {what} in {where}: it has no body pyzyme can see and no "
-        f"rule, and an argument carries a derivative",
-        hint="give the @njit function that makes the call custom rules (pyzyme.rules.forward, "
-             "augmented_primal, reverse), or pass the arguments that reach it as Const")
+        f"rule, and an argument carries a derivative", hint=hint)
     err.callee = callee.name if callee is not None else None
     return err
 
