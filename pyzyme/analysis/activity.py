@@ -44,7 +44,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import Value
 
 __all__ = ["Activity", "ActivityResult", "analyze_activity", "can_carry_derivative",
-           "contains_type"]
+           "contains_type", "receives_varied"]
 
 
 class Activity(enum.Enum):
@@ -217,14 +217,51 @@ def _useful(order: Sequence[I.Instruction], varied: set, return_active: bool) ->
     return useful
 
 
+def receives_varied(allocation: I.CallBase, is_varied, may_allocate=None,
+                    skip_blocks: frozenset = frozenset()) -> bool:
+    """Whether a varied value may be written into the memory heap allocation ``allocation``
+    returns, or into memory a pointer loaded from it points to (a list's data block), as
+    into a stack slot (:func:`_receives_varied`); the pointers into that memory (loaded from
+    it, merged by phis and selects, returned by a call handed one) do not count as varied
+    values themselves, so the answer holds whether or not ``allocation`` is varied."""
+    return _receives_varied(allocation, is_varied, may_allocate, skip_blocks, heap=True)
+
+
+def _pointers_into(root: I.Instruction, skip_blocks: frozenset) -> set:
+    """``root`` and the pointers into the memory it reaches: computed from it, loaded from
+    that memory, merged with it by phis and selects, returned by calls handed one."""
+    found: set = set()
+    work = [root]
+    while work:
+        pointer = work.pop()
+        if pointer in found:
+            continue
+        found.add(pointer)
+        for user in pointer.users:
+            if user.parent in skip_blocks:
+                continue
+            op = user.opcode
+            if (op in ("getelementptr", "bitcast", "addrspacecast")
+                    and user.operands[0] is pointer) or op in ("phi", "select") or (
+                    (op == "load" or isinstance(user, I.CallBase)) and user.type.is_pointer):
+                work.append(user)
+    return found
+
+
 def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
-                     skip_blocks: frozenset = frozenset()) -> bool:
+                     skip_blocks: frozenset = frozenset(), heap: bool = False) -> bool:
     """Whether a varied value may be written into stack slot ``slot``: stored through an
     address into it, or by a call handed such an address alongside a varied argument or (for
     a slot holding pointers) a call that may allocate. An address that escapes (stored,
-    merged by a phi, cast to an integer) counts as written."""
-    holds_pointers = contains_type(slot.allocated_type, lambda t: t.is_pointer)
-    work, seen = [slot], set()
+    merged by a phi, cast to an integer) counts as written; with ``heap``, see
+    :func:`receives_varied`."""
+    holds_pointers = heap or contains_type(slot.allocated_type, lambda t: t.is_pointer)
+    own = _pointers_into(slot, skip_blocks) if heap else frozenset()
+    work, seen = (list(own) if heap else [slot]), set()
+
+    def carries(value) -> bool:  # a varied value, not a pointer into the memory itself
+        return value not in own and is_varied(value)
+
     while work:
         address = work.pop()
         if address in seen:
@@ -239,23 +276,23 @@ def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
                     work.append(user)
             elif op == "store":
                 value, pointer = user.operands
-                if value is address or (pointer is address and is_varied(value)):
+                if value is address or (pointer is address and carries(value)):
                     return True
-            elif op in ("load", "icmp"):
-                continue
+            elif op in ("load", "icmp") or (heap and op in ("phi", "select")):
+                continue  # with ``heap``, pointers into the memory are visited in their turn
             elif isinstance(user, I.CallBase):
                 # A call that only reads the slot (BLAS operands and scalars, a copy's
                 # source, lifetime markers) writes nothing into it.
                 if not any(w is address for w in _written_pointers(user)):
                     continue
-                if any(is_varied(a) for a in user.args):
+                if any(carries(a) for a in user.args):
                     return True
                 # A callee may put a fresh allocation (which has a shadow) in a slot that
                 # holds pointers: Numba's np.empty, when not inlined, fills its result slot.
                 if holds_pointers and (may_allocate is None or may_allocate(user)):
                     return True
             elif op in ("atomicrmw", "cmpxchg"):
-                if any(is_varied(v) for v in user.operands[1:]):
+                if any(carries(v) for v in user.operands[1:]):
                     return True
             else:
                 return True  # phi, select, ptrtoint, ...: followed no further

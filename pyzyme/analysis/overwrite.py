@@ -40,7 +40,7 @@ from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed value
 from pyzyme.ir.values import Argument, GlobalVariable, Null, Poison, Undef, Value
 
 __all__ = ["OverwriteResult", "analyze_overwrites", "identified_object", "underlying_object",
-           "underlying_objects", "may_alias", "PURE_INTRINSICS", "pure_call"]
+           "underlying_objects", "may_alias", "PURE_INTRINSICS", "pure_call", "list_block_of"]
 
 # Intrinsics (by name, overload suffix left out) that read and write no memory and cannot
 # trap: the loop rewrites (distribute, interchange) may move and repeat their calls.
@@ -67,6 +67,9 @@ _ALLOCATORS = frozenset({"malloc", "calloc", "NRT_Allocate", "NRT_MemInfo_alloc_
 _REFCOUNT = frozenset({"NRT_incref", "NRT_decref"})
 # NRT's MemInfo{refct; dtor; dtor_info; data; ...}: the data pointer is at byte 24.
 _MEMINFO_DATA = 24
+# Calls that give a MemInfo a new data block (a list growing): they write the MemInfo and free
+# its old data, so whatever was read from that data before is gone; the result is the new one.
+_RESIZES = frozenset({"NRT_MemInfo_varsize_realloc", "NRT_MemInfo_varsize_alloc"})
 # Numba's BLAS and LAPACK helpers write only their results (numba/_lapack.c): which arguments.
 _WRITES_ONLY = {"numba_xxdot": (5,), "numba_xxgemv": (9,), "numba_xxgemm": (12,),
                 "numba_xxnrm2": (4,), "numba_xgesv": (3, 5, 6), "numba_xxgetrf": (3, 5),
@@ -97,15 +100,38 @@ def _allocation(obj: Value) -> bool:
 
 
 def _meminfo_data(obj: Value) -> bool:
-    """The data pointer of a MemInfo this function allocated: ``load ptr (meminfo + 24)``."""
-    if not (isinstance(obj, I.Load) and obj.type.is_pointer):
-        return False
-    base, offset = obj.pointer, 0
-    if isinstance(base, I.GetElementPtr) and len(base.indices) == 1 and \
-            base.source_type == ir_types.i8 and hasattr(base.indices[0], "value"):
-        base, offset = base.pointer, base.indices[0].value
-    return offset == _MEMINFO_DATA and _allocation(base) and \
-        base.called_function.name.startswith("NRT_MemInfo")
+    """The data pointer of a MemInfo this function allocated: ``load ptr (meminfo + 24)``,
+    or the new data block a resize of it returns."""
+    return _meminfo_of(obj) is not None
+
+
+def _meminfo_of(obj: Value) -> Value | None:
+    """The MemInfo (allocated by this function) whose data ``obj`` is, else None."""
+    if isinstance(obj, I.CallBase):
+        callee = obj.called_function
+        if callee is None or callee.name not in _RESIZES:
+            return None
+        base, offset = obj.args[0], _MEMINFO_DATA
+    elif isinstance(obj, I.Load) and obj.type.is_pointer:
+        base, offset = obj.pointer, 0
+        if isinstance(base, I.GetElementPtr) and len(base.indices) == 1 and \
+                base.source_type == ir_types.i8 and hasattr(base.indices[0], "value"):
+            base, offset = base.pointer, base.indices[0].value
+    else:
+        return None
+    if offset == _MEMINFO_DATA and _allocation(base) and \
+            base.called_function.name.startswith("NRT_MemInfo"):
+        return base
+    return None
+
+
+def list_block_of(pointer: Value) -> Value | None:
+    """The variable-size MemInfo this function allocated (Numba's list) into whose data block
+    ``pointer`` points, else None."""
+    owner = _meminfo_of(underlying_object(pointer))
+    if owner is not None and owner.called_function.name.startswith("NRT_MemInfo_new_varsize"):
+        return owner
+    return None
 
 
 def identified_object(obj: Value) -> bool:
@@ -168,6 +194,11 @@ def _objects_may_alias(oa: Value, ob: Value) -> bool:
         return True
     if not (_root(oa) and _root(ob)):
         return True
+    # Data pointers loaded at different times from one MemInfo point into one block (or, after
+    # a resize, into the block it moved to).
+    owner = _meminfo_of(oa)
+    if owner is not None and owner is _meminfo_of(ob):
+        return True
     if identified_object(oa) and identified_object(ob):
         return False
     if _noalias_argument(oa) or _noalias_argument(ob):
@@ -193,6 +224,8 @@ def _written_pointers(inst: I.Instruction) -> list[Value]:
             return [inst.args[0]]
         if name in _WRITES_ONLY:
             return [inst.args[i] for i in _WRITES_ONLY[name]]
+        if name in _RESIZES:
+            return [inst.args[0], inst]  # the MemInfo, and its data (moved)
         return [a for a in inst.args if a.type.is_pointer]
     return []
 

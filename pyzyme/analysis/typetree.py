@@ -220,6 +220,28 @@ class TypeTree:
         """The type of the byte at ``offset`` of the value (``-1``: what all bytes share)."""
         return self[(offset,)]
 
+    def holds_no_floats(self) -> bool:
+        """Whether this pointer's tree says the memory it points to, and the memory of every
+        pointer stored there, holds integers and pointers only: no float, no bytes of any
+        type, no pointer to memory nothing is known of (a list of integers needs no shadow).
+
+        >>> TypeTree({(-1,): POINTER, (-1, 0): INTEGER, (-1, 8): POINTER,
+        ...           (-1, 8, -1): INTEGER}).holds_no_floats()
+        True
+        >>> TypeTree({(-1,): POINTER, (-1, 0): INTEGER, (-1, 8): POINTER}).holds_no_floats()
+        False
+        """
+        paths = self._map
+        if not any(len(p) > 1 for p in paths):
+            return False  # nothing is known of the memory
+        for path, ct in paths.items():
+            if ct.kind not in ("Integer", "Pointer"):
+                return False
+            if ct.kind == "Pointer" and len(path) > 1 and not any(
+                    len(q) == len(path) + 1 and q[:-1] == path for q in paths):
+                return False
+        return True
+
     def copy(self) -> TypeTree:
         t = TypeTree()
         t._map = dict(self._map)

@@ -17,7 +17,7 @@ __all__ = ["forward_function", "tangent", "shadow_param", "partial", "reverse_fu
            "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
            "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
-           "repeated", "repeat_base"]
+           "repeated", "repeat_base", "moved"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -156,3 +156,10 @@ def rule_value(part: str) -> str:
     slot), ``status``, ``primal``, ``tangent``, ``shadow``, ``tape``, ``dret``, ``adjoint``
     or ``ref`` (a reference to release)."""
     return f"rule.{part}"
+
+
+def moved(primal: str, part: str) -> str:
+    """A value of the shadow where call ``primal`` moves a list's block
+    (:mod:`pyzyme.diff.reverse_resize`): ``part`` is ``old`` (the shadow's old block),
+    ``size`` (its size) or ``new`` (the block it moved to)."""
+    return f"{tangent(primal or 'block', 0, 1)}.{part}"

@@ -33,7 +33,7 @@ shared state of :mod:`~pyzyme.diff.reverse_state`.
 
 from __future__ import annotations
 
-from pyzyme.analysis.activity import Activity, analyze_activity
+from pyzyme.analysis.activity import Activity, analyze_activity, receives_varied
 from pyzyme.analysis.cfg import dominators, error_only_blocks, reverse_post_order
 from pyzyme.analysis.finite import nonfinite_values
 from pyzyme.analysis.loops import analyze_loops
@@ -53,6 +53,7 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.names import readable
 from pyzyme.options import Options
+from pyzyme.rules import spec
 from pyzyme.rules.table import RuleTable
 
 __all__ = ["ReverseSignature", "ReverseGenerator", "SplitPair"]
@@ -80,6 +81,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         self.tapes: dict = {}   # generated function -> its Tape (for printing and sizes)
         # What is known of each function's arguments, for type analysis (Numba: from the ABI).
         self.type_seeds: dict = {}
+        self.types: dict = {}   # function -> its type analysis (or the error it raised)
         self.scopes = ScopeTable(module)
 
     # -- entry point -------------------------------------------------------------------
@@ -164,13 +166,9 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
 
     # -- the body ----------------------------------------------------------------------
     def _body(self, fn, sig: ReverseSignature, fwd, rev) -> _State:
-        from pyzyme.diff.forward_calls import may_allocate
         # No reverse sweep runs after an error: blocks that can only end in one get none.
         doomed = frozenset(error_only_blocks(fn, sig.status_return))
-        activity = analyze_activity(fn, sig.activities, self._call_policy,
-                                    return_active=sig.return_active,
-                                    may_allocate=lambda call: may_allocate(self, call),
-                                    skip_blocks=doomed)
+        activity = self._activity(fn, sig, doomed)
         loops = analyze_loops(fn)
         if loops.irreducible:
             src, dst = loops.irreducible[0]
@@ -254,7 +252,36 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         for block in reversed(order):
             st.rblocks[block] = st.rev.append_block(naming.reverse_block(block.name))
 
-    # -- calls: activity of results ----------------------------------------------------
-    def _call_policy(self, call: I.CallBase, is_varied) -> bool:
-        from pyzyme.diff.forward_calls import call_result_varied
-        return call_result_varied(self, call, is_varied)
+    # -- activity ----------------------------------------------------------------------
+    def _activity(self, fn, sig: ReverseSignature, doomed: frozenset):
+        """Activity analysis of ``fn``. Memory it allocates gets a shadow, except where
+        nothing varied is written into it and type analysis finds no floats in it (a list of
+        integers: its growth then needs no shadow either). Those are found after a first
+        pass that gives every allocation a shadow, so that type analysis runs only for them."""
+        from pyzyme.diff.forward_calls import call_result_varied, may_allocate
+
+        def allocates(call) -> bool:
+            return may_allocate(self, call)
+
+        integers: set = set()
+
+        def policy(call: I.CallBase, is_varied) -> bool:
+            if call in integers and not receives_varied(call, is_varied, allocates, doomed):
+                return False
+            return call_result_varied(self, call, is_varied)
+
+        def analyze():
+            return analyze_activity(fn, sig.activities, policy,
+                                    return_active=sig.return_active, may_allocate=allocates,
+                                    skip_blocks=doomed)
+
+        activity = analyze()
+        is_varied = activity.varied.__contains__
+        for inst in fn.instructions():
+            callee = inst.called_function if isinstance(inst, I.CallBase) else None
+            if callee is not None and inst in activity.varied and isinstance(
+                    self.rules.lookup(callee.name, "call"), spec.Allocation) and not \
+                    receives_varied(inst, is_varied, allocates, doomed) and \
+                    self.holds_no_floats(inst):
+                integers.add(inst)
+        return analyze() if integers else activity

@@ -9,7 +9,8 @@ reverse function at the same point of the reverse sweep), then
 
 Calls that release memory (``NRT_decref``, ``free``) are not made in the forward sweep: the
 reverse sweep may still read the memory, or accumulate into its shadow. They are recorded in
-a list, in order, and made (on primals and shadows) when the reverse sweep is done.
+a list, in order, and made (on primals and shadows) when the reverse sweep is done. So are
+the old blocks of a shadow list that grew or shrank (:mod:`pyzyme.diff.reverse_resize`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from __future__ import annotations
 from functools import reduce
 
 from pyzyme.analysis.activity import Activity
-from pyzyme.diff import blas_calls, custom_calls, registered_calls
+from pyzyme.analysis.overwrite import list_block_of
+from pyzyme.diff import blas_calls, custom_calls, registered_calls, reverse_resize
 from pyzyme.diff.forward_calls import memset_zero, with_args
 from pyzyme.diff.reverse_state import _RELEASES, ReverseSignature, _has_float, _has_pointer
 from pyzyme.diff.tape import STACK, append_function
@@ -80,11 +82,13 @@ def forward(gen, st, inst: I.CallBase) -> None:
         if "memset" not in callee.name and any(
                 a in st.activity.varied for a in inst.args if a.type.is_pointer):
             _forward_copy(gen, st, inst, new)
+        elif "memset" in callee.name and inst.args[0] in st.shadows:
+            _forward_fill(gen, st, inst, new)
     elif isinstance(row, spec.Allocation):
         if inst in st.activity.varied:
             _shadow_allocation(gen, st, inst, new, row)
     elif isinstance(row, spec.Mirror):
-        _mirror(gen, st, inst, new)
+        _mirror(gen, st, inst, new, row)
     elif row is None and _any_varied(st, inst):
         from pyzyme.diff.forward_calls import unknown_callee
         raise unknown_callee(st.where, callee)
@@ -94,6 +98,9 @@ def reverse(gen, st, inst: I.CallBase) -> None:
     """The reverse sweep of a call."""
     if inst in st.callee_tapes:
         _reverse_callee(gen, st, inst)
+        return
+    if inst in st.resizes:
+        reverse_resize.reverse(gen, st, inst)
         return
     row = _row(gen, inst)
     if inst in st.rule_calls:
@@ -105,7 +112,9 @@ def reverse(gen, st, inst: I.CallBase) -> None:
         gen.partials(st, inst, row, inst.args, inst.flags)
     elif isinstance(row, spec.Memory) and inst.args[0] in st.shadows:
         length = gen.primal(st, inst.args[2])
-        if "memset" in inst.called_function.name or st.copies.get(inst) == "constant":
+        if st.copies.get(inst) == "unused slots":
+            pass  # no adjoint there (see _forward_fill)
+        elif "memset" in inst.called_function.name or st.copies.get(inst) == "constant":
             # The bytes written are constants: whatever adjoint was there is dropped.
             memset_zero(gen, st.rb, gen.shadow(st, inst.args[0]), length)
         elif st.copies.get(inst) is not None:
@@ -167,8 +176,27 @@ def _forward_copy(gen, st, inst: I.Call, new: I.Call) -> None:
         st.fb.insert(with_args(new, args))
 
 
+def _forward_fill(gen, st, inst: I.Call, new: I.Call) -> None:
+    """Zeros written into a list's block: Numba clears the slots past the list's end that
+    way (when it allocates or grows the block, and where an item was removed), so that its
+    destructor finds no stale references there. The same on the shadow, whose destructor
+    (run once the reverse sweep is done) reads the shadow's references; the reverse then has
+    nothing to clear, as no item is read from those slots before one is stored there again.
+    Clearing them in the reverse sweep would drop the shadow references stored there later."""
+    value = inst.args[1]
+    if getattr(value, "value", None) != 0 or list_block_of(inst.args[0]) is None:
+        return
+    args = list(new.args)
+    args[0] = st.shadows[inst.args[0]]
+    st.fb.insert(with_args(new, args))
+    st.copies[inst] = "unused slots"
+
+
 def _reverse_copy(gen, st, inst: I.Call, elty, length) -> None:
-    """``src_bar[i] += dst_bar[i]; dst_bar[i] = 0`` over the copied elements."""
+    """``src_bar[i] += dst_bar[i]; dst_bar[i] = 0`` over the copied elements. Where the two
+    overlap (``memmove``: a list's items shifted by ``del`` or ``insert``), the elements go
+    in the order that reads each ``dst_bar[i]`` before it receives a source's adjoint: down
+    from the last when the destination is below the source."""
     from pyzyme.analysis.layout import sizeof
 
     b = st.rb
@@ -176,6 +204,9 @@ def _reverse_copy(gen, st, inst: I.Call, elty, length) -> None:
     src = gen.shadow(st, inst.args[1]) if inst.args[1] in st.shadows else None
     size = sizeof(elty)
     count = b.udiv(length, const_int(length.type, size))
+    down = None
+    if src is not None and "memmove" in inst.called_function.name:
+        down = b.icmp("ult", dst, src)
     fn = st.rev
     head = b.block
     loop, done = fn.append_block("copy.adjoint"), fn.append_block("copy.adjoint.done")
@@ -183,11 +214,15 @@ def _reverse_copy(gen, st, inst: I.Call, elty, length) -> None:
     b.position_at_end(loop)
     i = b.phi(count.type, name="k")
     i.add_incoming(const_int(count.type, 0), head)
-    pd = b.gep(elty, dst, [i])
+    k = i
+    if down is not None:
+        last = b.sub(count, const_int(count.type, 1))
+        k = b.select(down, b.sub(last, i), i)
+    pd = b.gep(elty, dst, [k])
     d = b.load(elty, pd)
     b.store(const_null(elty), pd)
     if src is not None:
-        ps = b.gep(elty, src, [i])
+        ps = b.gep(elty, src, [k])
         b.store(b.fadd(b.load(elty, ps), d), ps)
     nxt = b.add(i, const_int(count.type, 1))
     i.add_incoming(nxt, loop)
@@ -209,12 +244,19 @@ def _shadow_allocation(gen, st, inst: I.Call, new: I.Call, row: spec.Allocation)
     st.shadows[inst] = shadow
 
 
-def _mirror(gen, st, inst: I.Call, new: I.Call) -> None:
+def _mirror(gen, st, inst: I.Call, new: I.Call, row: spec.Mirror) -> None:
     """Reference counts and resizes of shadowed memory happen to the shadow too."""
     varied = [i for i, a in enumerate(inst.args) if a in st.shadows]
     if not varied:
         return
     if inst.type.is_pointer:
+        if row.size_offset is not None and varied == [0]:
+            # A list's block moving: the shadow's old block is kept for the reverse sweep.
+            old = reverse_resize.forward(gen, st, inst, new, row)
+            release = reverse_resize.release_function(gen.module)
+            defer_release(gen, st, I.Call(release, [old], release.function_type), old,
+                          const_null(T.ptr))
+            return
         raise UnsupportedError(f"{st.where} resizes memory that holds active values; reverse "
                                f"mode does not support that yet: {inst}")
     for i in varied:

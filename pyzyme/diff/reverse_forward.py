@@ -220,19 +220,36 @@ class ForwardSweep:
             st.shadows.update(saved)
 
     def type_results(self, st: _State):
-        """Type analysis of the primal (seeded with what is known of its arguments), run
-        once, when something first needs it; a TypeAnalysisError is raised each time."""
+        """Type analysis of the primal (see :meth:`function_types`)."""
+        return self.function_types(st.old)
+
+    def function_types(self, fn):
+        """Type analysis of ``fn`` (seeded with what is known of its arguments), run once,
+        when something first needs it; a TypeAnalysisError is raised each time."""
         from pyzyme.analysis.types import analyze_types
         from pyzyme.errors import TypeAnalysisError
 
-        if st.types is None:
+        found = self.types.get(fn)
+        if found is None:
             try:
-                st.types = analyze_types(st.old, self.type_seeds.get(st.old, {}))
+                found = analyze_types(fn, self.type_seeds.get(fn, {}))
             except TypeAnalysisError as err:
-                st.types = err
-        if isinstance(st.types, TypeAnalysisError):
-            raise st.types
-        return st.types
+                found = err
+            self.types[fn] = found
+        if isinstance(found, TypeAnalysisError):
+            raise found
+        return found
+
+    def holds_no_floats(self, allocation: I.CallBase) -> bool:
+        """Whether type analysis says the memory ``allocation`` returns holds no floats, nor
+        pointers to any (a list of integers): it needs no shadow (False when it cannot tell)."""
+        from pyzyme.errors import TypeAnalysisError
+
+        try:
+            types = self.function_types(allocation.parent.parent)
+        except TypeAnalysisError:
+            return False
+        return types.tree(allocation).holds_no_floats()
 
     def _integer_move(self, st: _State, load: I.Load) -> bool:
         """Whether integer ``load`` reads an integer (so storing it into a shadow mirrors the

@@ -123,7 +123,7 @@ class _State:
     shadow_args: dict = field(default_factory=dict)    # primal param -> fwd shadow param
     entries: dict = field(default_factory=dict)        # (pred, header) -> fwd edge block
     copies: dict = field(default_factory=dict)         # memcpy -> float type copied, or None
-    types: object = None                               # type analysis (or its error), lazily
+    resizes: dict = field(default_factory=dict)        # block move -> (old, size, new) shadow
     float_pointers: list | None = None                 # pointers of float loads and stores
     written: dict = field(default_factory=dict)        # loop -> pointers written in it
     same_runs: dict = field(default_factory=dict)      # (loop, outer) -> bool

@@ -117,6 +117,18 @@ CONSTRUCTS: tuple[Construct, ...] = (
               "function being differentiated",
               (Use("print", "print(...)", _PRINT_ADVICE),
                Use("objmode", "a `with numba.objmode(...)` block", _OBJMODE_ADVICE))),
+    # numba.typed.List and Dict keep their items in C code (numba/cext/listobject.c,
+    # dictobject.c), called through these helpers; Python lists ([]) are NRT memory pyzyme
+    # differentiates.
+    Construct(("numba_list_*",), "a numba.typed.List method (its items live in C code)",
+              "cannot be differentiated: the items of a numba.typed.List live in C code "
+              "(@{symbol}), where no derivative can follow them",
+              "build a Python list ([], append) in the function instead of a "
+              "numba.typed.List"),
+    Construct(("numba_dict_*",), "a numba.typed.Dict method (its items live in C code)",
+              "cannot be differentiated: the items of a numba.typed.Dict live in C code "
+              "(@{symbol}), where no derivative can follow them",
+              "keep the values that carry derivatives out of the numba.typed.Dict"),
     # numba/np/linalg.py: which np functions call which helper.
     _linalg(("numba_ez_gesdd",), "LAPACK gesdd (SVD)",
             "np.linalg.svd np.linalg.pinv np.linalg.matrix_rank np.linalg.cond np.linalg.norm"),

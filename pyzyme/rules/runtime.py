@@ -14,7 +14,11 @@ from pyzyme.rules import libm
 from pyzyme.rules.spec import Allocation, Blas, Inactive, Mirror
 
 _MEMINFO_DATA = 24
+_MEMINFO_SIZE = 32   # the data block's size in bytes, for MemInfos of variable size
 
+#: Prefixes of the C helpers behind Numba's typed containers (numba/cext/listobject.c,
+#: dictobject.c), and the container each serves. They have no rows: their items are copied in
+#: and out by C code whose memory pyzyme cannot see, so errors name the container instead.
 def _numba_helper(libm_name: str) -> tuple:
     """Numba's helperlib wrapper of C's ``libm_name`` (``numba_gamma`` for ``tgamma``): the
     same partial derivatives, under the helper's double and float spellings."""
@@ -42,7 +46,11 @@ ROWS = (
     Mirror(("NRT_incref", "NRT_decref", "NRT_MemInfo_call_dtor", "NRT_Free"), "runtime"),
     # Resizing a container's storage: done to the shadow container too; the returned data
     # pointer of the shadow call is the shadow of the returned one.
-    Mirror(("NRT_MemInfo_varsize_alloc", "NRT_MemInfo_varsize_realloc"), "runtime"),
+    Mirror(("NRT_MemInfo_varsize_alloc",), "runtime"),
+    # A list growing or shrinking: its data block moves, contents kept (numba/core/runtime/
+    # nrt.cpp: ``mi->data = NRT_Reallocate(mi->data, size); mi->size = size``).
+    Mirror(("NRT_MemInfo_varsize_realloc",), "runtime", data_offset=_MEMINFO_DATA,
+           size_offset=_MEMINFO_SIZE),
     Mirror(("free",), "libm"),
     # The shadow block is resized alongside the primal one (allocated, from null, when the
     # primal block had none: reverse mode grows its caches this way).

@@ -120,6 +120,12 @@ class Mirror(Row):
     #: The result is memory of its own even when the operand has no shadow (``realloc`` of a
     #: null pointer allocates): it then gets a shadow from the same call on a null shadow.
     allocates: bool = False
+    #: For a call that moves the data block of a handle to a block of another size, keeping
+    #: its contents (Numba's ``NRT_MemInfo_varsize_realloc``, as a list grows): the byte
+    #: offsets, in the handle, of the data pointer and of the block's size. Reverse mode
+    #: reads them to keep the shadow's old block for the reverse sweep.
+    data_offset: int | None = None
+    size_offset: int | None = None
 
 
 @dataclass(frozen=True)
