@@ -15,12 +15,13 @@ from pyzyme.analysis.activity import Activity
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
+from pyzyme.ir.names import readable
 from pyzyme.ir.values import const_int, const_null
 from pyzyme.rules import spec
 from pyzyme.rules.constructs import unknown_call_message
 
-__all__ = ["call", "call_result_varied", "unknown_callee", "may_allocate", "memset_zero",
-           "with_args"]
+__all__ = ["call", "call_result_varied", "check_inactive_call", "unknown_callee", "may_allocate",
+           "memset_zero", "with_args"]
 
 
 def _row(gen, inst: I.CallBase):
@@ -85,6 +86,8 @@ def call(gen, st, inst: I.CallBase) -> None:
         from pyzyme.diff import blas_calls
         blas_calls.handler(row).forward_mode(gen, st, inst, row)
         return
+    if isinstance(row, spec.Inactive):
+        check_inactive_call(gen, st, inst, row)
     new = gen._clone(st, inst)
     if isinstance(row, spec.Partials):
         gen._partials(st, inst, new, row, inst.args, new.args, inst.flags)
@@ -98,6 +101,102 @@ def call(gen, st, inst: I.CallBase) -> None:
         _mirror(gen, st, inst, new, row)
     elif row is None and _any_varied(st, inst):
         raise unknown_callee(st.where, callee)
+
+
+def check_inactive_call(gen, st, inst: I.CallBase, row: spec.Inactive) -> None:
+    """Refuse a call of a function the user marked inactive (``pyzyme.rules.inactive``) that
+    writes memory whose shadow its (empty) derivative would leave wrong: an argument's memory
+    (the shadow keeps its old tangent, and its adjoint is never taken), or pointers into a
+    local slot (Numba returns an array through one: the shadow slot keeps no shadow array, and
+    the derivative would read or write through an unset pointer). Numbers written into a
+    local slot (a float result) are fine: the slot's shadow holds zero. Enzyme asks the same
+    of inactive functions (they must not write active memory); pyzyme checks it."""
+    callee = inst.called_function
+    if row.kind != "custom" or callee is None or callee.is_declaration:
+        return
+    for index, arg in enumerate(inst.args):
+        if not (arg.type.is_pointer and arg in st.activity.varied):
+            continue
+        written = _writes_through(gen, callee, index, set())
+        if (written and not isinstance(arg, I.Alloca)) or (
+                written == "pointers" and _loads_active_pointer(st, arg)):
+            raise UnsupportedError(
+                f"{st.where} calls {readable(callee.name)}, which is marked inactive "
+                f"(pyzyme.rules.inactive) but returns or fills an array, record or other "
+                f"memory that carries derivatives: its derivative would leave that memory's "
+                f"derivative unset", hint="return only numbers (or arrays of integers) from "
+                "an inactive function; compute the array before the differentiated call and "
+                "pass it in as Const")
+
+
+def _loads_active_pointer(st, slot) -> bool:
+    """Whether the function loads from local ``slot`` (or a field of it) a pointer that it
+    then reads or writes floats through, carrying derivatives (an array's data, as Numba
+    returns it); Numba's exception slot gets a pointer too, but only to pass it on."""
+    def derived(root):
+        seen, work = {root}, [root]
+        while work:
+            for user in work.pop().users:
+                if isinstance(user, (I.GetElementPtr, I.Cast)) and user not in seen:
+                    seen.add(user)
+                    work.append(user)
+                yield user
+    for user in derived(slot):
+        if isinstance(user, I.Load) and user.type.is_pointer:
+            for use in derived(user):
+                if isinstance(use, I.Load) and use.type.scalar.is_float and \
+                        use in st.activity.varied:
+                    return True
+                if isinstance(use, I.Store) and use.operands[0].type.scalar.is_float and \
+                        use.operands[0] in st.activity.varied:
+                    return True
+    return False
+
+
+def _writes_through(gen, fn, index: int, seen: set) -> str:
+    """What ``fn`` may write through its parameter ``index``: ``"pointers"`` (a pointer
+    stored, bytes copied or written by a call that is not known), ``"numbers"`` (stores of
+    other values only) or ``""`` (nothing; reference counts, Numba's ``Mirror`` rows, are not
+    data)."""
+    if (fn, index) in seen:
+        return ""
+    seen.add((fn, index))
+    derived = {fn.args[index]}
+    grew = True
+    while grew:
+        grew = False
+        for inst in fn.instructions():
+            if inst not in derived and inst.type.is_pointer and not isinstance(
+                    inst, (I.Load, I.CallBase)) and any(op in derived for op in inst.operands):
+                derived.add(inst)
+                grew = True
+    found = ""
+    for inst in fn.instructions():
+        if isinstance(inst, I.Store) and inst.operands[1] in derived:
+            if inst.operands[0].type.is_pointer:
+                return "pointers"
+            found = "numbers"
+        elif isinstance(inst, (I.AtomicRMW, I.CmpXchg)) and inst.operands[0] in derived:
+            found = "numbers"
+        elif isinstance(inst, I.CallBase):
+            handed = [k for k, a in enumerate(inst.args) if a in derived]
+            if not handed:
+                continue
+            callee, row = inst.called_function, _row(gen, inst)
+            if isinstance(row, spec.Memory):
+                if 0 in handed:
+                    return "pointers"
+            elif isinstance(row, (spec.Mirror, spec.Inactive, spec.Partials, spec.Linear)):
+                continue
+            elif callee is None or callee.is_declaration:
+                return "pointers"
+            else:
+                for k in handed:
+                    deeper = _writes_through(gen, callee, k, seen)
+                    if deeper == "pointers":
+                        return deeper
+                    found = found or deeper
+    return found
 
 
 def unknown_callee(where: str, callee) -> UnsupportedError:

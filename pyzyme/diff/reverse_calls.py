@@ -20,7 +20,7 @@ from functools import reduce
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.overwrite import list_block_of
 from pyzyme.diff import blas_calls, custom_calls, registered_calls, reverse_resize
-from pyzyme.diff.forward_calls import memset_zero, with_args
+from pyzyme.diff.forward_calls import check_inactive_call, memset_zero, with_args
 from pyzyme.diff.reverse_state import _RELEASES, ReverseSignature, _has_float, _has_pointer
 from pyzyme.diff.tape import STACK, append_function
 from pyzyme.diff.tape_pool import tape_free
@@ -76,6 +76,8 @@ def forward(gen, st, inst: I.CallBase) -> None:
         defer_release(gen, st, inst, gen._fwd_value(st, inst.args[0]),
                       shadow if shadow is not None else const_null(T.ptr))
         return
+    if isinstance(row, spec.Inactive):
+        check_inactive_call(gen, st, inst, row)
     new = gen._clone(st, inst)
     if isinstance(row, spec.Memory):
         # memset writes constants: its reverse clears the shadow (see reverse()).

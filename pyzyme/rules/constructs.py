@@ -179,17 +179,16 @@ def unknown_call_message(symbol: str | None, where: str, use: Use | None = None)
     np.linalg.svd in f has no derivative in pyzyme yet: it calls LAPACK gesdd (SVD)
     through @numba_ez_gesdd
     """
+    hint = ("give the @njit function that makes the call custom rules (pyzyme.rules.forward, "
+            "augmented_primal, reverse), or pass the arguments that reach it as Const")
     if symbol is None:
         return ("no derivative for an indirect call (a function pointer: ctypes, cffi) in "
                 f"{where}: it has no body pyzyme can see and no rule, and an argument carries "
-                "a derivative", "pass the arguments that reach it as Const")
+                "a derivative", hint)
     row = construct_of(symbol)
     if row is None or row.supported:
         return (f"no derivative for a call to @{symbol} in {where}: it has no body pyzyme can "
-                f"see and no rule, and an argument carries a derivative",
-                "give the @njit function that makes the call custom rules (pyzyme.rules."
-                "forward, augmented_primal, reverse), or pass the arguments that reach it as "
-                "Const")
+                f"see and no rule, and an argument carries a derivative", hint)
     what = use.what if use is not None else row.what
     advice = use.advice if use is not None else row.advice
     return f"{what} in {where} {row.problem.format(symbol=symbol)}", advice
