@@ -42,14 +42,26 @@ _WRAPPERS: dict[tuple, Any] = {}
 
 
 # -- wrappers ------------------------------------------------------------------------------
-def _cached_wrapper(key: tuple, source: str, scope: dict, name: str):
+def _cached_wrapper(key: tuple, source: str, scope: dict, name: str, what: str):
+    """The ``@njit`` function ``name`` defined by ``source``, made once per ``key``.
+
+    It wraps ``scope["f"]`` and takes its name, module and qualified name, so that what names
+    the function compiled (mangled symbols, error messages) names the user's function, not the
+    wrapper; ``what`` says in its file name what the wrapper does.
+    """
     fn = _WRAPPERS.get(key)
     if fn is None:
         with global_compiler_lock:  # the lock builds take (DerivativeCache.get), and why
             fn = _WRAPPERS.get(key)
             if fn is None:
-                exec(source, scope)
-                fn = _WRAPPERS[key] = numba.njit(scope[name])
+                py = scope["f"].py_func
+                scope["__name__"] = py.__module__
+                code = compile(source, f"<pyzyme: {what} of {py.__qualname__}>", "exec")
+                exec(code, scope)  # noqa: S102  (our own source)
+                wrapper = scope[name]
+                wrapper.__name__, wrapper.__qualname__ = py.__name__, py.__qualname__
+                wrapper.__pyzyme_wraps__ = py
+                fn = _WRAPPERS[key] = numba.njit(wrapper)
     return fn
 
 
@@ -71,7 +83,8 @@ def row_wrapper(dispatcher, nargs: int, ndim: int):
         index = ", ".join(["r"] + [f"i{d}" for d in range(1, ndim)])
         lines.append(f"    return y[{index}]")
     source = "\n".join(lines) + "\n"
-    return _cached_wrapper(("row", dispatcher, nargs, ndim), source, {"f": dispatcher}, "row")
+    return _cached_wrapper(("row", dispatcher, nargs, ndim), source, {"f": dispatcher}, "row",
+                           "a row of the result")
 
 
 def dotted_wrapper(dispatcher, nargs: int, ndim: int):
@@ -91,7 +104,7 @@ def dotted_wrapper(dispatcher, nargs: int, ndim: int):
     lines.append("    return s")
     source = "\n".join(lines) + "\n"
     return _cached_wrapper(("dotted", dispatcher, nargs, ndim), source, {"f": dispatcher},
-                           "dotted")
+                           "dotted", "the vector-Jacobian product")
 
 
 def _flat_wrapper(dispatcher, trees: Sequence[Any]):
@@ -125,7 +138,7 @@ def _flat_wrapper(dispatcher, trees: Sequence[Any]):
             call.append(expr(tree))
     source = f"def flat({', '.join(params)}):\n    return f({', '.join(call)})\n"
     key = ("flat", dispatcher, tuple(_tree_key(t) for t in trees))
-    return _cached_wrapper(key, source, scope, "flat")
+    return _cached_wrapper(key, source, scope, "flat", "flattened arguments")
 
 
 # -- argument trees (Python calls) -----------------------------------------------------------
@@ -313,8 +326,6 @@ def check_float_result(dispatcher, argtypes, name: str, err: Exception | None = 
     if isinstance(restype, types.Float):
         return
     fname = getattr(dispatcher, "py_func", dispatcher).__qualname__
-    if fname == "flat":
-        fname = "the function"
     if has_complex(restype):
         check_complex_result(restype, fname)
     hint = ("" if restype == types.none else

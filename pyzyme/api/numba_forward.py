@@ -131,9 +131,12 @@ def forward_signature(abi: AbiMap, shadowed: Sequence[bool], width: int,
 
 
 def _where(f) -> str:
-    """``name (file:line)`` of the Python function behind dispatcher ``f``."""
-    code = getattr(getattr(f, "py_func", f), "__code__", None)
-    name = getattr(getattr(f, "py_func", f), "__qualname__", repr(f))
+    """``name (file:line)`` of the Python function behind dispatcher ``f`` (the user's function
+    that a wrapper made for ``vjp``, ``jacrev``, ... calls)."""
+    py = getattr(f, "py_func", f)
+    py = getattr(py, "__pyzyme_wraps__", py)
+    code = getattr(py, "__code__", None)
+    name = getattr(py, "__qualname__", repr(f))
     return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code else name
 
 

@@ -30,7 +30,7 @@ from numba.core.runtime import nrtdynmod, rtsys
 from numba.core.typing import Signature
 
 from pyzyme.errors import CaptureError, error_context
-from pyzyme.frontends.numba import hook
+from pyzyme.frontends.numba import hook, recapture
 from pyzyme.frontends.numba.abi import AbiMap
 from pyzyme.frontends.numba.helper_bodies import link_helper_bodies
 from pyzyme.runtime import modules, passes
@@ -64,15 +64,16 @@ class Captured:
     abi
         Where each Python argument goes among the native parameters, and how the result returns.
     dispatcher
-        The Numba dispatcher that compiled it (a private copy if ``f`` had been compiled before
-        pyzyme was imported).
+        The Numba dispatcher that compiled it (a private copy if ``f``, or code it links, had
+        been compiled before pyzyme was imported or loaded from Numba's cache).
     compile_result
         Numba's result for ``signature`` (library, function descriptor, environment).
     pipeline
         ``"ad"`` (pre-AD O2) or ``"numba"`` (Numba's own O3, before code generation).
     stale_libraries
-        Names of linked libraries whose clean IR was not available (compiled before the hook was
-        installed, or loaded from Numba's cache); their code is taken as Numba linked it.
+        Names of linked libraries whose clean IR was not available even after compiling ``f``
+        again (see :mod:`~pyzyme.frontends.numba.recapture`); their code is taken as Numba
+        linked it.
     """
 
     text: str
@@ -152,11 +153,10 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad",
     with error_context("capturing Numba function", name):
         argtypes, return_type = _signature_types(args, name)
         cres = _compile(dispatcher, argtypes, return_type, name)
-        if not hook.has_prelink(cres.library):
-            # Compiled before pyzyme was imported, or loaded from Numba's cache: no clean IR was
-            # kept, so compile a private copy while the hook watches.
-            dispatcher = _private_copy(dispatcher)
-            cres = _compile(dispatcher, argtypes, return_type, name)
+        # Compiled (or linking code compiled) before pyzyme was imported, or loaded from Numba's
+        # cache: no clean IR was kept, so a private copy compiles it again while the hook
+        # watches.
+        dispatcher, cres = _recompiled(dispatcher, cres, name)
         symbol = cres.fndesc.llvm_func_name
         abi = AbiMap.from_signature(
             cres.target_context, name, tuple(cres.fndesc.args), cres.signature
@@ -164,6 +164,7 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad",
 
         if pipeline == "ad":
             module, stale = _linked_prelink_module(cres.library)
+            _restore_names(module, symbol)
             link_helper_bodies(module)  # C helpers differentiated by an IR body (complex power)
             kept = _kept_calls(module, keep_calls, symbol)
             if kept:
@@ -189,6 +190,24 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad",
         pipeline=pipeline,
         stale_libraries=stale,
     )
+
+
+def _restore_names(module: llvm.ModuleRef, root: str) -> None:
+    """Give the callees recompiled by :mod:`~pyzyme.frontends.numba.recapture` the names of
+    the functions they stand for, as a compilation after ``import pyzyme`` would have named
+    them: user rules are found by name.
+
+    The root keeps its own name: two dispatchers loaded from the same cache entry share their
+    names, and their derivatives must not (one may be loaded from pyzyme's disk cache, the
+    other built).
+    """
+    originals = recapture.original_names()
+    present = {fn.name for fn in module.functions}
+    for fn in module.functions:
+        original = originals.get(fn.name)
+        if original is not None and original not in present and fn.name != root:
+            present.add(original)
+            fn.name = original
 
 
 def _kept_calls(module: llvm.ModuleRef, keep_calls, root: str) -> list[str]:
@@ -219,10 +238,17 @@ def _as_dispatcher(f: Callable | Dispatcher) -> Dispatcher:
     )
 
 
-def _private_copy(dispatcher: Dispatcher) -> Dispatcher:
-    # njit implies nopython (and warns if told); the copy must not load from or write to the cache.
-    options = {k: v for k, v in dispatcher.targetoptions.items() if k not in ("cache", "nopython")}
-    return numba.njit(**options)(dispatcher.py_func)
+def _recompiled(dispatcher: Dispatcher, cres: CompileResult, name: str):
+    """``(dispatcher, cres)``, or a private copy and its compile result when ``cres`` or code
+    it links was compiled without the hook (:func:`recapture.fresh`)."""
+    try:
+        return recapture.fresh(dispatcher, cres)
+    except NumbaError as err:
+        if hook.has_prelink(cres.library):  # only callees were stale: link them as they are
+            return dispatcher, cres
+        first = str(err).strip().splitlines()[0]
+        raise CaptureError(f"Numba cannot compile {name}{cres.signature} again (it was "
+                           f"compiled before pyzyme was imported): {first}") from err
 
 
 def _signature_types(args: Any, name: str) -> tuple[tuple[types.Type, ...], types.Type | None]:

@@ -42,8 +42,9 @@ from pyzyme.runtime.modules import module_for_linking
 SUPPORTED_NUMBA = "0.68"
 
 # (owner, attribute, leading parameter names) of every Numba function or method pyzyme calls or
-# wraps: the hook, capture, the AbiMap, the runtime and the @njit bridge. Owners are dotted paths,
-# resolved when checked, so that a Numba missing one fails the check rather than this import.
+# wraps: the hook, capture and recapture, the AbiMap, the runtime and the @njit bridge. Owners
+# are dotted paths, resolved when checked, so that a Numba missing one fails the check rather
+# than this import.
 _REQUIRED_METHODS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("numba.core.codegen.CPUCodeLibrary", "finalize", ("self",)),
     ("numba.core.codegen.CPUCodeLibrary", "_optimize_final_module", ("self",)),
@@ -66,6 +67,12 @@ _REQUIRED_METHODS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ("context", "builder", "sig", "status", "retval"),
     ),
     ("numba.core.runtime.nrtdynmod", "create_nrt_module", ("ctx",)),
+    ("numba.core.dispatcher.Dispatcher", "get_call_template", ("self", "args", "kws")),
+    ("numba.core.dispatcher.Dispatcher", "get_overload", ("self", "sig")),
+    ("numba.core.dispatcher.Dispatcher", "get_compile_result", ("self", "sig")),
+    ("numba.core.dispatcher.Dispatcher", "compile", ("self", "sig")),
+    ("numba.core.dispatcher.Dispatcher", "__init__",
+     ("self", "py_func", "locals", "targetoptions", "pipeline_class")),
 )
 # Attributes set in constructors, found by reading their source.
 _REQUIRED_INSTANCE_ATTRIBUTES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -77,6 +84,10 @@ _REQUIRED_INSTANCE_ATTRIBUTES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("numba.core.codegen.CPUCodegen", "_init", ("self._tm", "self._engine", "self._data_layout")),
     ("numba.core.datamodel.models.StructModel", "__init__", ("self._fields", "self._members")),
     ("numba.core.datamodel.models.UniTupleModel", "__init__", ("self._count",)),
+    ("numba.core.dispatcher._DispatcherBase", "__init__", ("self._compiling_counter",)),
+    ("numba.core.dispatcher.Dispatcher", "__init__", ("self.locals",)),
+    ("numba.core.dispatcher._FunctionCompiler", "__init__", ("self.pipeline_class",)),
+    ("numba.core.base.BaseContext", "__init__", ("self.cached_internal_func",)),
 )
 
 
