@@ -289,6 +289,10 @@ def test_every_name_resolves_to_its_row():
     ("llvm.lifetime.start.p0", "llvm.lifetime.start"), ("llvm.smul.with.overflow.i64", None),
     ("llvm.vector.reduce.add.v4i64", None), ("llvm.experimental.cttz.elts.i64.v32i1", None),
     ("llvm.frexp.f64.i32", "llvm.frexp"), ("llvm.is.fpclass.f64", None),
+    ("llvm.vector.reduce.fadd.v4f64", "llvm.vector.reduce.fadd"),
+    ("llvm.vector.reduce.fminimum.v16f32", "llvm.vector.reduce.fminimum"),
+    ("llvm.masked.load.v4f64.p0", "llvm.masked.load"),
+    ("llvm.masked.scatter.v8f32.v8p0", "llvm.masked.scatter"),
 ])
 def test_overloaded_and_spelled_names_resolve(name, base):
     row = RULES.lookup(name)

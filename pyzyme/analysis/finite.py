@@ -134,7 +134,7 @@ def _verdict(inst, bad, memory: bool, rules) -> tuple[bool, bool]:
     if isinstance(inst, I.Store):
         return False, bad(inst.operands[0])
     if isinstance(inst, I.CallBase):
-        return _call_verdict(inst, bad, rules)
+        return _call_verdict(inst, bad, memory, rules)
     if not _carries_floats(inst.type):
         return False, isinstance(inst, I.AtomicRMW) and bad(inst.operands[-1])
     if isinstance(inst, (I.Load, I.AtomicRMW, I.VAArg)):
@@ -161,7 +161,7 @@ def _zero(c: Constant) -> bool:
     return True
 
 
-def _call_verdict(call, bad, rules) -> tuple[bool, bool]:
+def _call_verdict(call, bad, memory: bool, rules) -> tuple[bool, bool]:
     callee = call.called_function
     row = rules.lookup(callee.name, "call") if callee is not None else None
     args = call.args
@@ -170,6 +170,12 @@ def _call_verdict(call, bad, rules) -> tuple[bool, bool]:
         return result and (not total(row.names[0]) or any(bad(a) for a in args)), False
     if isinstance(row, spec.Linear):
         return result and bad(args[0]), False
+    if isinstance(row, spec.Reduction):   # sums, products, max and min of the lanes: total
+        return result and any(bad(a) for a in args), False
+    if isinstance(row, spec.Masked):      # a load of memory, or a store into it
+        if row.value is not None:
+            return False, bad(args[row.value])
+        return memory or (row.passthru is not None and bad(args[row.passthru])), False
     if isinstance(row, (spec.Inactive, spec.Allocation, spec.Mirror, spec.Memory)):
         return False, False
     # A callee pyzyme differentiates, a BLAS/LAPACK call, a user's rule: what it returns or

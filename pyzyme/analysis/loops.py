@@ -286,8 +286,8 @@ def _describe(loop: Loop, fn, doms: DominatorTree) -> None:
 
 
 def _induction(loop: Loop, phi: I.Phi, doms: DominatorTree) -> InductionVariable | None:
-    if not phi.type.is_int or phi.type.width == 1:
-        return None
+    if not phi.type.is_int or phi.type.is_vector or phi.type.width == 1:
+        return None  # (a vector of lane counters, <0, 1, 2, 3> + 4 k, is no loop counter)
     # Values flowing in from unreachable predecessors never arrive.
     outside = {v for v, b in phi.incoming if not loop.contains(b) and b in doms}
     inside = {v for v, b in phi.incoming if loop.contains(b)}

@@ -115,7 +115,10 @@ class Emitter:
             v = self.expr(e.operands[0], args, result)
             return b.add(v, const_int(v.type, int(e.operands[1].value)), name=name)
         if opname == "sitofp":
-            return b.sitofp(self.expr(e.operands[0], args, result), self.ty, name=name)
+            n = self.expr(e.operands[0], args, result)
+            if self.ty.is_vector and not n.type.is_vector:  # powi(<4 x double>, i32 n)
+                return b.splat(b.sitofp(n, self.ty.element), self.ty.count, name=name)
+            return b.sitofp(n, self.ty, name=name)
         vals = [self.expr(o, args, result) for o in e.operands]
         if opname == "fneg":
             return b.fneg(vals[0], self.flags, name=name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import reduce
 
 from pyzyme.analysis.activity import Activity
+from pyzyme.diff import vector_calls
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -42,8 +43,11 @@ def call_result_varied(gen, inst: I.CallBase, is_varied) -> bool:
     if isinstance(row, spec.Mirror):
         return inst.type.is_pointer and (row.allocates or any(is_varied(args[i])
                                                               for i in row.pointer_args))
-    if isinstance(row, (spec.Custom, spec.Registered)):
+    if isinstance(row, (spec.Custom, spec.Registered, spec.Reduction)):
         return any(is_varied(a) for a in args)
+    if isinstance(row, spec.Masked):  # a load varies with its memory or its pass-through
+        return row.value is None and (is_varied(args[row.pointer])
+                                      or is_varied(args[row.passthru]))
     if row is not None:
         return False
     callee = inst.called_function
@@ -57,7 +61,7 @@ def may_allocate(gen, inst: I.CallBase) -> bool:
     rows that only compute, copy, or count references (activity analysis asks)."""
     row = _row(gen, inst)
     return not isinstance(row, (spec.Partials, spec.Linear, spec.Memory, spec.Inactive,
-                                spec.Mirror, spec.Blas))
+                                spec.Mirror, spec.Blas, spec.Reduction, spec.Masked))
 
 
 def call(gen, st, inst: I.CallBase) -> None:
@@ -99,6 +103,8 @@ def call(gen, st, inst: I.CallBase) -> None:
         _allocation(gen, st, inst, new, row)
     elif isinstance(row, spec.Mirror):
         _mirror(gen, st, inst, new, row)
+    elif isinstance(row, (spec.Reduction, spec.Masked)):
+        vector_calls.forward_mode(gen, st, inst, new, row)
     elif row is None and _any_varied(st, inst):
         raise unknown_callee(st.where, callee)
 

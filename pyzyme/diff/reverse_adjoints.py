@@ -15,7 +15,7 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import Argument, Value, const_null
+from pyzyme.ir.values import Argument, ConstantAggregate, Value, const_int, const_null
 from pyzyme.rules import spec
 from pyzyme.rules.expr import Const as ConstExpr
 from pyzyme.rules.expr import Op
@@ -216,6 +216,34 @@ class ReverseAdjoints:
         if st.active(vec):
             self.accumulate(st, vec, b.insertelement(d, const_null(element.type), i))
 
+    def _shufflevector(self, st: _State, inst: I.ShuffleVector) -> None:
+        """Each operand lane gets the adjoints of the result lanes taken from it, summed where
+        it was taken more than once (a splat); poison lanes send nothing back. Each sum is
+        made of shuffles of the adjoint and zero: the k-th shuffle brings each operand lane
+        its k-th result lane."""
+        a, c = inst.operands[:2]
+        d = self.consume(st, inst)
+        lanes = inst.mask_lanes
+        n = a.type.count
+        b = st.rb
+        zero = const_null(d.type)
+        for k, operand in enumerate((a, c)):
+            if not st.active(operand):
+                continue
+            taken: list[list[int]] = [[] for _ in range(n)]
+            for j, lane in enumerate(lanes):
+                if lane is not None and lane // n == k:
+                    taken[lane % n].append(j)
+            total = None
+            for t in range(max(map(len, taken))):
+                # Lanes with no t-th taker read lane 0 of the zero operand.
+                mask = ConstantAggregate(T.VectorType(n, T.i32), [
+                    const_int(T.i32, js[t] if t < len(js) else len(lanes)) for js in taken])
+                part = b.shufflevector(d, zero, mask)
+                total = part if total is None else b.fadd(total, part, self.sum_flags)
+            if total is not None:
+                self.accumulate(st, operand, total)
+
 
 
 def sum_flags(options) -> tuple[str, ...]:
@@ -278,6 +306,7 @@ _ADJOINTS.update({
     "insertvalue": ReverseAdjoints._insertvalue,
     "extractelement": ReverseAdjoints._extractelement,
     "insertelement": ReverseAdjoints._insertelement,
+    "shufflevector": ReverseAdjoints._shufflevector,
     "load": ReverseAdjoints._reverse_load,
     "phi": lambda self, st, inst: None,  # on the edges, see _reverse_branch
     "getelementptr": lambda self, st, inst: None,  # pointers have shadows, not adjoints

@@ -19,7 +19,13 @@ from functools import reduce
 
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.overwrite import list_block_of
-from pyzyme.diff import blas_calls, custom_calls, registered_calls, reverse_resize
+from pyzyme.diff import (
+    blas_calls,
+    custom_calls,
+    registered_calls,
+    reverse_resize,
+    vector_calls,
+)
 from pyzyme.diff.forward_calls import check_inactive_call, memset_zero, with_args
 from pyzyme.diff.reverse_state import _RELEASES, ReverseSignature, _has_float, _has_pointer
 from pyzyme.diff.tape import STACK, append_function
@@ -76,6 +82,9 @@ def forward(gen, st, inst: I.CallBase) -> None:
         defer_release(gen, st, inst, gen._fwd_value(st, inst.args[0]),
                       shadow if shadow is not None else const_null(T.ptr))
         return
+    if isinstance(row, (spec.Reduction, spec.Masked)):
+        vector_calls.forward_sweep(gen, st, inst, row)
+        return
     if isinstance(row, spec.Inactive):
         check_inactive_call(gen, st, inst, row)
     new = gen._clone(st, inst)
@@ -112,6 +121,8 @@ def reverse(gen, st, inst: I.CallBase) -> None:
         return
     if isinstance(row, spec.Partials) and st.active(inst):
         gen.partials(st, inst, row, inst.args, inst.flags)
+    elif isinstance(row, (spec.Reduction, spec.Masked)):
+        vector_calls.reverse(gen, st, inst, row)
     elif isinstance(row, spec.Memory) and inst.args[0] in st.shadows:
         length = gen.primal(st, inst.args[2])
         if st.copies.get(inst) == "unused slots":

@@ -401,7 +401,7 @@ class ReverseValues:
         elif isinstance(fv, I.Call):
             callee = fv.called_function
             row = self.rules.lookup(callee.name, "call") if callee is not None else None
-            ok = isinstance(row, spec.Partials)
+            ok = isinstance(row, (spec.Partials, spec.Reduction))
         else:
             ok = False
         st.recomputable[fv] = ok

@@ -28,7 +28,7 @@ from pyzyme.errors import IRTypeError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.module import BasicBlock
-from pyzyme.ir.values import Constant, ConstantInt, Value
+from pyzyme.ir.values import Constant, ConstantInt, Poison, Value, ZeroInitializer
 
 
 class IRBuilder:
@@ -243,6 +243,13 @@ class IRBuilder:
     def shufflevector(self, a: Value, b: Value, mask: Constant,
                       name: str = "") -> I.ShuffleVector:
         return self.insert(I.ShuffleVector(a, b, mask), name)
+
+    def splat(self, value: Value, count: int, name: str = "") -> I.ShuffleVector:
+        """``<count x ty>`` with every lane ``value`` (a scalar of type ``ty``)."""
+        vector = T.VectorType(count, value.type)
+        one = self.insertelement(Poison(vector), value, ConstantInt(T.i32, 0))
+        return self.shufflevector(one, Poison(vector),
+                                  ZeroInitializer(T.VectorType(count, T.i32)), name)
 
     def atomicrmw(self, operation: str, pointer: Value, value: Value, ordering: str,
                   name: str = "") -> I.AtomicRMW:

@@ -18,7 +18,16 @@ from pyzyme.ir.instruction import (
     _require,
     _tref,
 )
-from pyzyme.ir.values import Constant, Value
+from pyzyme.ir.values import (
+    Constant,
+    ConstantAggregate,
+    ConstantInt,
+    ConstantSplat,
+    Poison,
+    Undef,
+    Value,
+    ZeroInitializer,
+)
 
 
 # ----------------------------------------------------------------------------- arithmetic
@@ -289,5 +298,40 @@ class ShuffleVector(Instruction):
 
     def body(self, ref: Ref) -> str:
         return "shufflevector " + ", ".join(_tref(ref, v) for v in self.operands)
+
+    @property
+    def mask_lanes(self) -> list[int | None]:
+        """Where each lane of the result comes from: lane ``i`` of the concatenation of the two
+        operands (``i < n`` the first, else lane ``i - n`` of the second), or None for a
+        ``poison``/``undef`` mask element (the lane is poison).
+
+        >>> from pyzyme.ir.values import Argument
+        >>> a = Argument(None, T.VectorType(2, T.double), 0)
+        >>> mask = ConstantAggregate(T.VectorType(3, T.i32),
+        ...                          [ConstantInt(T.i32, 3), Poison(T.i32), ConstantInt(T.i32, 0)])
+        >>> ShuffleVector(a, a, mask).mask_lanes
+        [3, None, 0]
+        """
+        mask = self.operands[2]
+        count = mask.type.count
+        _require(not mask.type.scalable or isinstance(mask, (ZeroInitializer, Poison, Undef)),
+                 "shufflevector", "the lanes of a scalable mask are not known")
+        if isinstance(mask, ZeroInitializer):
+            return [0] * count
+        if isinstance(mask, (Poison, Undef)):
+            return [None] * count
+        if isinstance(mask, ConstantSplat):
+            return [_lane(mask.element)] * count
+        _require(isinstance(mask, ConstantAggregate), "shufflevector",
+                 f"mask must be a constant vector, got {mask.ref}")
+        return [_lane(e) for e in mask.elements]
+
+
+def _lane(element: Constant) -> int | None:
+    if isinstance(element, (Poison, Undef)):
+        return None
+    _require(isinstance(element, ConstantInt), "shufflevector",
+             f"mask elements must be integers, got {element.ref}")
+    return element.value
 
 

@@ -6,13 +6,16 @@ An intrinsic that is a C math function under another spelling (``llvm.sin`` is `
 two can never disagree. Operand orders are LangRef's (LLVM 22): ``llvm.atan2(y, x)`` as C,
 ``llvm.powi(x, i32 n)``, ``llvm.ldexp(x, i32 n)``, ``llvm.frexp(x) -> { x-type, i32 }``.
 
-Not here yet: the floating vector reductions (``llvm.vector.reduce.fadd/fmul/fmax/fmin/
-fmaximum/fminimum``, from vectorized code), intrinsics with two floating results
-(``llvm.sincos``, ``llvm.sincospi``, ``llvm.modf``), masked and strided memory
-(``llvm.masked.load/store/gather/scatter``), and intrinsics that return a pointer derived from
-an operand (``llvm.threadlocal.address``, ``llvm.ptrmask``, ``llvm.launder.invariant.group``,
-``llvm.strip.invariant.group``), whose shadow must be derived the same way: a call to any of
-them finds no row.
+The floating vector reductions and masked memory of vectorized code
+(``llvm.vector.reduce.fadd``, ``llvm.masked.load``, ...) have rows of their own kinds
+(:class:`~pyzyme.rules.spec.Reduction`, :class:`~pyzyme.rules.spec.Masked`).
+
+Not here yet: intrinsics with two floating results (``llvm.sincos``, ``llvm.sincospi``,
+``llvm.modf``), expanding and compressing memory (``llvm.masked.expandload``,
+``llvm.masked.compressstore``), vector-predicated operations (``llvm.vp.*``), and intrinsics
+that return a pointer derived from an operand (``llvm.threadlocal.address``,
+``llvm.ptrmask``, ``llvm.launder.invariant.group``, ``llvm.strip.invariant.group``), whose
+shadow must be derived the same way: a call to any of them finds no row.
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ from dataclasses import replace
 
 from pyzyme.rules.expr import arg, call, cmp, const, int_add, ret, select, to_float
 from pyzyme.rules.libm import LIBM, MIN_MAX_NOTE, PIECEWISE_CONSTANT
-from pyzyme.rules.spec import Inactive, Memory, Partials
+from pyzyme.rules.spec import Inactive, Masked, Memory, Partials, Reduction
 
-__all__ = ["ROWS"]
+__all__ = ["ROWS", "LANE_PICK_NOTE"]
 
 x, n, r = arg(0), arg(1), ret()
 _LIBM_ROWS = {row.names[0]: row for row in LIBM}
@@ -71,6 +74,26 @@ MATH = tuple(_same_as(f) for f in (
     Partials(_intrinsics("canonicalize", "arithmetic.fence"), "intrinsic", (const(1.0),)),
 )
 
+# Which lane of a max/min reduction gets the derivative: the scalar rows' choice, lane by lane.
+LANE_PICK_NOTE = ("the derivative goes to the first lane equal to the result (ties, including "
+                  "-0 == +0, to the first such lane); a NaN result (fmaximum/fminimum with a "
+                  "NaN lane, fmax/fmin with every lane NaN) sends it to the first NaN lane")
+
+VECTOR = (
+    # reduce.fadd(start, v) = start + v[0] + v[1] + ...: linear in both.
+    Reduction(("llvm.vector.reduce.fadd",), "intrinsic", op="fadd", vector=1, start=0),
+    Reduction(("llvm.vector.reduce.fmul",), "intrinsic", op="fmul", vector=1, start=0,
+              note="d/dv[i] is the product of start and the other lanes, computed without "
+                   "dividing (exact where lanes are 0)"),
+    *(Reduction((f"llvm.vector.reduce.{op}",), "intrinsic", op=op, note=LANE_PICK_NOTE)
+      for op in ("fmax", "fmin", "fmaximum", "fminimum")),
+    # LLVM 22 operand orders (the alignment is an attribute of the pointer operand).
+    Masked(_intrinsics("masked.load", "masked.gather"), "intrinsic", pointer=0, mask=1,
+           passthru=2),
+    Masked(_intrinsics("masked.store", "masked.scatter"), "intrinsic", value=0, pointer=1,
+           mask=2),
+)
+
 MEMORY = (
     # The same copy or fill is made on the shadows: shadow(dst) <- shadow(src), shadow(dst) <- 0.
     Memory(_intrinsics("memcpy", "memcpy.inline", "memmove"), "intrinsic", pointer_args=(0, 1)),
@@ -109,4 +132,4 @@ INACTIVE = (
              reason="floating operand, integer result: piecewise constant, derivative 0"),
 )
 
-ROWS = MATH + MEMORY + INACTIVE
+ROWS = MATH + VECTOR + MEMORY + INACTIVE

@@ -17,6 +17,11 @@ a width and the activity of each operand.
   memory; shadows get allocations of their own, freed and counted alongside.
 - :class:`Inactive`: the result carries no derivative and the call has no effect derivatives
   must mirror (``llvm.assume``, ``llvm.lifetime.start``, ``icmp``).
+- :class:`Reduction`: the call folds the lanes of a vector into one scalar
+  (``llvm.vector.reduce.fadd``); its derivatives are written per operation
+  (:mod:`pyzyme.diff.vector_calls`).
+- :class:`Masked`: the call loads or stores the lanes of a vector a mask enables
+  (``llvm.masked.load``); the same call is made on the shadows.
 - :class:`Blas`: a BLAS or LAPACK call through Numba's helpers; its derivatives are the same
   helpers called again (:mod:`pyzyme.diff.blas_calls`, :mod:`pyzyme.diff.blas_nrm2`,
   :mod:`pyzyme.diff.lapack_calls`, :mod:`pyzyme.diff.lapack_lu`,
@@ -35,7 +40,7 @@ from dataclasses import dataclass, field
 from pyzyme.rules.expr import Expr
 
 __all__ = ["KINDS", "Row", "Partials", "Linear", "Memory", "Allocation", "Mirror", "Inactive",
-           "Blas", "Custom", "Registered"]
+           "Reduction", "Masked", "Blas", "Custom", "Registered"]
 
 KINDS = ("opcode", "intrinsic", "libm", "runtime", "custom")
 
@@ -133,6 +138,33 @@ class Inactive(Row):
     """No derivative, by rule; ``reason`` says why (shown by ``pyzyme explain``)."""
 
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class Reduction(Row):
+    """Folds the lanes of the vector operand at ``vector`` into one scalar with ``op``:
+    ``"fadd"`` or ``"fmul"`` (in lane order, after the scalar operand at ``start``, unless
+    fast-math flags allow any order), ``"fmax"``/``"fmin"`` (NaN lanes ignored, as ``maxnum``)
+    or ``"fmaximum"``/``"fminimum"`` (NaN if any lane is). ``note`` records the choice made
+    where the derivative is not defined (ties)."""
+
+    op: str = ""
+    vector: int = 0
+    start: int | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Masked(Row):
+    """Loads (``value`` None) or stores the lanes of a vector that the ``<N x i1>`` operand at
+    ``mask`` enables, at the address at ``pointer`` (consecutive lanes from one address) or at
+    the vector of addresses there (gather, scatter). A load's disabled lanes are those of the
+    operand at ``passthru``; a store's value is the operand at ``value``."""
+
+    pointer: int = 0
+    mask: int = 1
+    value: int | None = None
+    passthru: int | None = None
 
 
 @dataclass(frozen=True)
