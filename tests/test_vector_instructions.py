@@ -13,9 +13,6 @@ import ctypes
 import functools
 import random
 import re
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -548,48 +545,3 @@ def test_clang_vectorized_float_reduction():
     grad = np.zeros(2 * N, np.float32)
     reverse(x.ctypes.data, N, grad.ctypes.data, 1.0)
     np.testing.assert_array_equal(grad, np.concatenate([x[N:], x[:N]]))  # products of one
-
-
-# -- Numba: callees compiled, vectorized, before pyzyme was imported ---------------------------
-def test_numba_kernels_compiled_before_import():
-    script = textwrap.dedent("""
-        import re
-        import numba, numpy as np
-
-        @numba.njit
-        def scale(out, x, a):
-            for i in range(x.shape[0]):
-                out[i] = a * x[i] * x[i]
-
-        @numba.njit(fastmath=True)
-        def sum_of_squares(x):
-            s = 0.0
-            for i in range(x.shape[0]):
-                s += x[i] * x[i]
-            return s
-
-        x = np.linspace(0.1, 1.3, 37)
-        scale(np.empty(37), x, 2.0), sum_of_squares(x)
-        import pyzyme
-
-        @numba.njit
-        def f(x):
-            out = np.empty_like(x)
-            scale(out, x, 1.5)
-            return sum_of_squares(out) + out[3]
-
-        ir = pyzyme.code_llvm(pyzyme.Reverse, f, pyzyme.Active, pyzyme.Duplicated(x, x * 0))
-        assert "shufflevector" in ir and re.search(r"<\\d+ x double>", ir), ir
-        value, pullback = pyzyme.vjp(f, x)
-        (grad,) = pullback(1.0)
-        _, tangent = pyzyme.jvp(f, (x,), (np.ones_like(x),))
-        h = 2.0 ** -17
-        fd = np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(len(x))])
-        np.testing.assert_allclose(grad, fd, rtol=1e-6)
-        np.testing.assert_allclose(tangent, fd.sum(), rtol=1e-10)
-        print("ok")
-        """)
-    out = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip() == "ok"
