@@ -439,6 +439,19 @@ declare double @llvm.vector.reduce.fadd.nxv2f64(double, <vscale x 2 x double>)""
             pl.differentiate(text, "f", mode, ["dup"])
 
 
+def test_floats_read_as_other_floats_are_refused():
+    # <2 x double> read as <4 x float>: no linear map of the doubles' derivatives
+    text = """
+define float @f(<2 x double> %v) {
+  %w = bitcast <2 x double> %v to <4 x float>
+  %e = extractelement <4 x float> %w, i32 1
+  ret float %e
+}"""
+    for mode, activity in (("forward", "dup"), ("reverse", "active")):
+        with pytest.raises(UnsupportedError, match="reinterprets <2 x double> as <4 x float>"):
+            pl.differentiate(text, "f", mode, [activity])
+
+
 def test_masked_store_of_active_lanes_into_memory_without_shadow():
     text = DECLARATIONS + """
 define void @f(ptr %x, ptr %y) {

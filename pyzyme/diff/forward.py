@@ -461,6 +461,13 @@ class ForwardGenerator:
         if isinstance(row, spec.Partials):
             self._partials(st, inst, new, row, inst.operands, new.operands, inst.flags)
         elif isinstance(row, spec.Linear):
+            x = inst.operands[0]
+            if inst.opcode == "bitcast" and inst in st.activity.varied and \
+                    x.type.scalar.is_float and inst.type.scalar.is_float and \
+                    x.type.scalar != inst.type.scalar:
+                # <2 x double> read as <4 x float>: other numbers, not a linear map of them
+                raise UnsupportedError(f"{st.where} reinterprets {x.type} as {inst.type}; its "
+                                       f"tangent is not the same bits: {inst}")
             self._same_op(st, inst, new)
         elif inst in st.activity.varied:
             raise UnsupportedError(f"no derivative rule for {inst.opcode} in {st.where}")
