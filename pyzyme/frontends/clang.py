@@ -80,7 +80,8 @@ def compile_to_ir(
         ``("-fsanitize=undefined",)``.
     compiler : sequence of str, optional
         The command that runs the compiler, e.g. ``["clang-19"]``. By default
-        ``[sys.executable, "-m", "ziglang", "cc"]`` (``"c++"`` for C++).
+        ``[sys.executable, "-m", "ziglang", "cc"]`` (``"c++"`` for C++), for the host's CPU
+        or the one ``NUMBA_CPU_NAME`` names, as Numba's own code.
     timeout : float, default 120
         Seconds to wait for the compiler.
 
@@ -117,7 +118,8 @@ def compile_to_ir(
                 "the C/C++ frontend needs the 'ziglang' package, which bundles clang 22",
                 hint="pip install ziglang  (or pass compiler=['clang-22'])",
             )
-        compiler = [sys.executable, "-m", "ziglang", "cc" if lang == "c" else "c++"]
+        compiler = [sys.executable, "-m", "ziglang", "cc" if lang == "c" else "c++",
+                    *_zig_cpu_flag()]
 
     with tempfile.TemporaryDirectory(prefix="pyzyme-clang-") as tmp:
         if path is None:
@@ -165,6 +167,16 @@ def compile_to_ir(
             )
         text = out.read_text()
     return normalize_ir(text, name=what)
+
+
+def _zig_cpu_flag() -> list[str]:
+    """``-mcpu`` for the CPU ``NUMBA_CPU_NAME`` names, in zig's spelling (zig compiles for
+    the host's otherwise, and its IR names that CPU on every function, which overrides the
+    JIT's target machine)."""
+    from pyzyme.runtime.target import requested_cpu  # imports Numba: only when compiling
+
+    cpu = requested_cpu()
+    return [] if cpu is None else [f"-mcpu={cpu.replace('-', '_')}"]
 
 
 def _default_flags(extra_args: Sequence[str]) -> list[str]:
