@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from pyzyme.errors import FrontendError
+from pyzyme.frontends import ir_files
 
 __all__ = ["compile_to_ir", "normalize_ir", "ziglang_available"]
 
@@ -195,15 +196,16 @@ def _looks_like_path(source: str) -> bool:
     return not any(c in source for c in " {};()") and Path(source).suffix in _CXX_SUFFIXES | {".c"}
 
 
-def normalize_ir(text: str, name: str = "<module>") -> str:
+def normalize_ir(text: str | bytes, name: str = "<module>") -> str:
     """Re-print LLVM IR through llvmlite with the host's triple and data layout.
 
     Parameters
     ----------
-    text : str
-        LLVM IR text from any producer LLVM 22 can read (older clangs' typed pointers too).
+    text : str or bytes
+        LLVM IR from any producer LLVM 22 can read (older clangs' typed pointers too): text,
+        or the bytes of a file of text or bitcode (:mod:`pyzyme.frontends.ir_files`).
     name : str, optional
-        What the text came from, for error messages.
+        What the text came from (a file's name), for error messages.
 
     Returns
     -------
@@ -213,7 +215,8 @@ def normalize_ir(text: str, name: str = "<module>") -> str:
     Raises
     ------
     FrontendError
-        When llvmlite cannot parse the text or the module does not verify.
+        When llvmlite cannot parse the text (the message starts ``name:line:column:``) or
+        the module does not verify.
 
     Examples
     --------
@@ -224,14 +227,14 @@ def normalize_ir(text: str, name: str = "<module>") -> str:
     import llvmlite.binding as llvm
 
     triple, layout = _host_target()
+    mod = ir_files.parse(text, name)
+    mod.name = name
+    mod.triple = triple
+    mod.data_layout = layout
     try:
-        mod = llvm.parse_assembly(text)
-        mod.name = name
-        mod.triple = triple
-        mod.data_layout = layout
         mod.verify()
     except RuntimeError as err:
-        raise FrontendError(f"llvmlite cannot read the IR of {name}: {err}") from None
+        raise FrontendError(f"{name} is not a valid LLVM module: {str(err).strip()}") from None
     return str(mod)
 
 
