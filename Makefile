@@ -12,8 +12,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# Two pytest workers (pytest-xdist), a test file each at a time: on 2 cores each compiles with
+# LLVM while the other does. Every worker keeps the code it compiled (MCJIT never frees it),
+# so the two together hold about what one process running every test would, plus one
+# interpreter (~250 MB). JOBS=0: one process.
+JOBS ?= 2
+
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile
 
 demo: install
 	$(PY) -m pyzyme demo

@@ -1,5 +1,6 @@
 """The ``pyzyme`` command line: ``pyzyme demo``, ``pyzyme explain FILE.py:FUNCTION``,
-``pyzyme opt IN.ll -o OUT.ll``, ``pyzyme cc FILE.c [flags] -o PROG``, ``pyzyme run FILE.c``."""
+``pyzyme opt IN.ll -o OUT.ll`` (or IN.bc), ``pyzyme cc FILE.c [flags] -o PROG``,
+``pyzyme run FILE.c``."""
 
 from __future__ import annotations
 
@@ -165,6 +166,11 @@ def explain_command(target: str, arg_spec: str | None = None, const: Sequence[st
         module = _load_file(path)
     except FileNotFoundError:
         return fail(f"no such file: {path}")
+    except SyntaxError as e:  # a binary file too: Python reads it as undecodable source
+        return fail(f"{e.filename or path}:{e.lineno or 1}:{e.offset or 1}: {e.msg}")
+    except Exception as e:  # noqa: BLE001 - whatever the file's own code raised on import
+        return fail(f"{_raised_at(e, path)}: {type(e).__name__}: {e} (raised while the file "
+                    f"was imported)")
     func = getattr(module, name, None)
     if func is None:
         return fail(f"{path} defines no {name!r}")
@@ -208,6 +214,20 @@ def parse_arg_types(spec: str) -> tuple:
     return tuple(args)
 
 
+def _raised_at(error: BaseException, path: str) -> str:
+    """``FILE:LINE:COLUMN`` of the innermost frame of ``error``'s traceback in the file
+    ``path`` (the user's line that raised, or called what raised)."""
+    import os
+    import traceback
+
+    where = os.path.abspath(path)
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == where]
+    if not frames:
+        return path
+    last = frames[-1]
+    return f"{path}:{last.lineno}:{(last.colno or 0) + 1}"
+
+
 def _load_file(path: str):
     """Import the Python file ``path`` as a module of its own name (its folder on sys.path, so
     it can import its neighbours)."""
@@ -226,32 +246,43 @@ def _load_file(path: str):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]  # not left half-imported for the next explain in this process
+        raise
     return module
 
 
 def opt_command(path: str, output: str | None, level: int | None, err=None) -> int:
-    """``pyzyme opt IN.ll [-o OUT.ll]``: every ``__enzyme_*`` call replaced by a derivative."""
+    """``pyzyme opt IN.ll|IN.bc [-o OUT.ll]``: every ``__enzyme_*`` call replaced by a
+    derivative. The input is LLVM IR text or bitcode (told apart by its first bytes)."""
     from pyzyme.errors import PyzymeError
+    from pyzyme.frontends import ir_files
     from pyzyme.frontends.clang import normalize_ir
     from pyzyme.frontends.enzyme_lower import lower
 
     err = sys.stderr if err is None else err
     try:
-        text = sys.stdin.read() if path == "-" else open(path).read()
-    except OSError as e:
+        data = ir_files.read_bytes(path)
+    except PyzymeError as e:
         print(f"pyzyme opt: error: {e}", file=err)
         return 2
     try:
-        out = lower(normalize_ir(text, name=path), opt_level=level)
+        out = lower(normalize_ir(data, name="<stdin>" if path == "-" else path),
+                    opt_level=level)
     except PyzymeError as e:
         print(f"pyzyme opt: error: {e}", file=err)
         return 1
     if output in (None, "-"):
         sys.stdout.write(out)
-    else:
+        return 0
+    try:
         with open(output, "w") as f:
             f.write(out)
+    except OSError as e:
+        print(f"pyzyme opt: error: cannot write {output}: {e.strerror or e}", file=err)
+        return 2
     return 0
 
 
@@ -262,7 +293,7 @@ def c_command(command: str, args: Sequence[str], err=None) -> int:
 
     err = sys.stderr if err is None else err
     if not args or args[0] in ("-h", "--help"):
-        print(f"usage: pyzyme {command} FILE.c|FILE.cpp|FILE.ll... [clang flags] "
+        print(f"usage: pyzyme {command} FILE.c|FILE.cpp|FILE.ll|FILE.bc... [clang flags] "
               + ("[-o PROGRAM] [-shared]" if command == "cc" else "[-- program arguments]"),
               file=err)
         return 2 if not args else 0
@@ -295,7 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="comma-separated float arguments to treat as constants")
     op = sub.add_parser("opt", help="replace the __enzyme_* calls of an LLVM IR module by "
                                      "derivatives")
-    op.add_argument("input", metavar="IN.ll", help="LLVM IR text (- for standard input)")
+    op.add_argument("input", metavar="IN.ll", help="LLVM IR text or bitcode (- for standard "
+                                                   "input)")
     op.add_argument("-o", dest="output", metavar="OUT.ll", help="where to write (default: "
                                                                  "standard output)")
     op.add_argument("--opt-level", type=int, default=2, choices=(0, 1, 2, 3),

@@ -145,8 +145,8 @@ def central_fdm(points: int = 5, step: float | None = None, *,
     Examples
     --------
     >>> fdm = central_fdm(5)
-    >>> round(fdm(math.sin, 1.0) - math.cos(1.0), 12)
-    0.0
+    >>> abs(fdm(math.sin, 1.0) - math.cos(1.0)) < 1e-11
+    True
     >>> fdm(lambda t: np.array([t, t ** 3]), 2.0).round(9)
     array([ 1., 12.])
     """

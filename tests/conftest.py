@@ -3,9 +3,41 @@
 from __future__ import annotations
 
 import difflib
+import faulthandler
+import os
+import sys
 
 import llvmlite.binding as llvm
 import pytest
+
+# Where the hard time limit reports (a copy of the real stderr: pytest captures fd 2 during a
+# test), and the limit itself: pytest-timeout's ("timeout" in pyproject.toml) plus a minute.
+_backstop: dict = {}
+
+
+def pytest_configure(config):
+    try:
+        limit = config.getoption("timeout", None)
+        limit = float(config.getini("timeout") if limit is None else limit)
+    except ValueError:  # pytest-timeout is not installed
+        limit = 300.0
+    if limit > 0:
+        _backstop["limit"] = limit + 60.0
+        _backstop["stderr"] = os.fdopen(os.dup(sys.__stderr__.fileno()), "w")
+
+
+@pytest.fixture(autouse=True)
+def _hard_time_limit():
+    """End the run, with every thread's stack, when a test outlives pytest-timeout. Its
+    watchdog is a Python thread: it cannot run while JIT-compiled code holds the GIL (a
+    derivative that loops forever), where faulthandler's C thread still can. ``--timeout=0``
+    turns both off (to debug)."""
+    if "limit" not in _backstop:
+        yield
+        return
+    faulthandler.dump_traceback_later(_backstop["limit"], exit=True, file=_backstop["stderr"])
+    yield
+    faulthandler.cancel_dump_traceback_later()
 
 
 def llvm_normalize(text: str) -> str:

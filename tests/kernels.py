@@ -36,6 +36,14 @@ def njit_source(source: str, name: str = "f"):
     return numba.njit(scope[name])
 
 
+def in_sweep_order():
+    """A context in which derivatives are built with their adjoints summed exactly in the
+    reverse sweep's order (``Options(reassociate_adjoints=False)``), so that two derivatives
+    that make the same sums (split and combined mode) can be compared bitwise: reassociated,
+    LLVM could vectorize each its own way, differently on AVX2 and AVX-512 CPUs."""
+    return using(Options(reassociate_adjoints=False))
+
+
 def on_and_off(call, option: str):
     """``(call(), call())`` with the loop rewrite ``option`` (``"distribute_loops"``,
     ``"interchange_loops"``) on, then off: distinct compiled derivatives, their adjoints summed

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import llvmlite.binding as llvm
@@ -138,7 +141,21 @@ def test_normalize_ir_sets_host_target() -> None:
 
 
 def test_normalize_ir_rejects_bad_ir() -> None:
-    with pytest.raises(FrontendError, match="llvmlite cannot read the IR of bad.ll"):
+    with pytest.raises(FrontendError, match="^bad.ll:1:17: expected type"):
         normalize_ir("define i32 @f( {", name="bad.ll")
     with pytest.raises(FrontendError):  # parses, but does not verify
         normalize_ir("define i32 @f() {\n  ret i64 0\n}\n")
+
+
+@needs_zig
+def test_compiles_for_the_cpu_numba_is_told() -> None:
+    # zig compiles for the host's CPU and says so on every function ("target-cpu"), which
+    # overrides the JIT's target machine: with NUMBA_CPU_NAME it must name that CPU instead.
+    script = ("from pyzyme.frontends.clang import compile_to_ir\n"
+              "print(compile_to_ir('double sq(double x) { return x * x; }'))")
+    env = {**os.environ, "NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": ""}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, env=env, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert '"target-cpu"="haswell"' in out.stdout
+    assert "+avx512f" not in out.stdout

@@ -198,6 +198,7 @@ def test_second_process_loads_the_derivatives_from_disk(project, mode):
     # process already, so it is built again rather than loaded twice
     assert warm["disk"] == {"loaded": 6, "stored": 1, "rejected": 1, "missed": 0}
     assert warm["captures"] == ["plain", "poly"]
+    # bitwise: the same IR compiled for the same CPU (or its stored object code) each time
     assert warm.pop("reloaded_poly") == warm["rev_poly"]
     assert _derivatives(warm) == _derivatives(cold)
 

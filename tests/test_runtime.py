@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
 import sys
 import textwrap
@@ -93,7 +94,7 @@ def checked_get(a, i):
 def test_arrays_and_floats():
     f = recompiled(scale_sum, (np.ones(3), 2.0))
     a = np.linspace(0.0, 1.0, 7)
-    assert f(a, 3.0) == scale_sum(a, 3.0)
+    assert f(a, 3.0) == scale_sum(a, 3.0)  # Numba's IR, no fast-math flags: bitwise anywhere
     g = recompiled(weighted_trace, (np.ones((2, 2)), np.ones(2)))
     m = np.arange(12.0).reshape(3, 4)
     w = np.array([1.0, -2.0, 0.5])
@@ -349,3 +350,29 @@ def test_captured_locals_do_not_capture_numbas_symbols():
         [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120
     )
     assert (out.returncode, out.stdout.strip()) == (0, "14"), out.stderr[-2000:]
+
+
+def test_programs_compile_for_the_cpu_numba_is_told():
+    # NUMBA_CPU_NAME=haswell (AVX2) on an AVX-512 machine: C programs (pyzyme run) are
+    # compiled for that CPU too, as their optimizer already assumed, so the whole stack can be
+    # tested as an AVX2 machine. <8 x double> needs zmm registers on AVX-512, two ymm on AVX2.
+    script = textwrap.dedent(
+        """
+        from pyzyme.runtime.modules import parse
+        from pyzyme.runtime.standalone import _target_machine
+
+        m = parse('''define void @add(ptr %p, ptr %q) {
+          %a = load <8 x double>, ptr %p
+          %b = load <8 x double>, ptr %q
+          %c = fadd <8 x double> %a, %b
+          store <8 x double> %c, ptr %p
+          ret void
+        }''')
+        asm = _target_machine().emit_assembly(m)
+        print("zmm" in asm, "ymm" in asm)
+        """
+    )
+    env = {**os.environ, "NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": ""}
+    out = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert (out.returncode, out.stdout.split()) == (0, ["False", "True"]), out.stderr[-2000:]

@@ -25,7 +25,7 @@ from pyzyme.errors import FrontendError
 
 __all__ = ["AD_FLAGS", "Invocation", "parse_invocation", "source_to_ir", "cc", "run"]
 
-_SOURCES = {".c", ".cc", ".cpp", ".cxx", ".c++", ".C", ".ll"}
+_SOURCES = {".c", ".cc", ".cpp", ".cxx", ".c++", ".C", ".ll", ".bc"}
 _CXX = {".cc", ".cpp", ".cxx", ".c++", ".C"}
 #: Added to every compile: Enzyme's clang plugin differentiates before LLVM vectorizes; from
 #: clang's output, loops and structs vectorized by its -O2 would reach pyzyme as vectors.
@@ -90,19 +90,18 @@ def parse_invocation(args: Sequence[str], *, run: bool = False) -> Invocation:
         else:
             inv.compile_flags.append(a)
     if not inv.sources:
-        raise FrontendError("no source file given (.c, .cpp or .ll)")
+        raise FrontendError("no source file given (.c, .cpp, .ll or .bc)")
     return inv
 
 
 def source_to_ir(path: Path, inv: Invocation) -> str:
     """One source file as LLVM IR, its ``__enzyme_*`` calls replaced."""
+    from pyzyme.frontends import ir_files
     from pyzyme.frontends.clang import compile_to_ir, normalize_ir
     from pyzyme.frontends.enzyme_lower import lower
 
-    if path.suffix == ".ll":
-        if not path.is_file():
-            raise FrontendError(f"no such file: {path}")
-        text = normalize_ir(path.read_text(), name=path.name)
+    if path.suffix in (".ll", ".bc"):  # text or bitcode, whichever the bytes are
+        text = normalize_ir(ir_files.read_bytes(str(path)), name=str(path))
     else:
         flags = [*AD_FLAGS, *inv.compile_flags]
         if not any(f.startswith("-g") for f in flags):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from pyzyme.errors import FrontendError
+from pyzyme.frontends import ir_files
 
 __all__ = ["compile_to_ir", "normalize_ir", "ziglang_available"]
 
@@ -80,7 +81,8 @@ def compile_to_ir(
         ``("-fsanitize=undefined",)``.
     compiler : sequence of str, optional
         The command that runs the compiler, e.g. ``["clang-19"]``. By default
-        ``[sys.executable, "-m", "ziglang", "cc"]`` (``"c++"`` for C++).
+        ``[sys.executable, "-m", "ziglang", "cc"]`` (``"c++"`` for C++), for the host's CPU
+        or the one ``NUMBA_CPU_NAME`` names, as Numba's own code.
     timeout : float, default 120
         Seconds to wait for the compiler.
 
@@ -117,7 +119,8 @@ def compile_to_ir(
                 "the C/C++ frontend needs the 'ziglang' package, which bundles clang 22",
                 hint="pip install ziglang  (or pass compiler=['clang-22'])",
             )
-        compiler = [sys.executable, "-m", "ziglang", "cc" if lang == "c" else "c++"]
+        compiler = [sys.executable, "-m", "ziglang", "cc" if lang == "c" else "c++",
+                    *_zig_cpu_flag()]
 
     with tempfile.TemporaryDirectory(prefix="pyzyme-clang-") as tmp:
         if path is None:
@@ -167,6 +170,16 @@ def compile_to_ir(
     return normalize_ir(text, name=what)
 
 
+def _zig_cpu_flag() -> list[str]:
+    """``-mcpu`` for the CPU ``NUMBA_CPU_NAME`` names, in zig's spelling (zig compiles for
+    the host's otherwise, and its IR names that CPU on every function, which overrides the
+    JIT's target machine)."""
+    from pyzyme.runtime.target import requested_cpu  # imports Numba: only when compiling
+
+    cpu = requested_cpu()
+    return [] if cpu is None else [f"-mcpu={cpu.replace('-', '_')}"]
+
+
 def _default_flags(extra_args: Sequence[str]) -> list[str]:
     """The flags of :data:`_DEFAULT_FLAGS` whose family ``extra_args`` does not mention."""
     return [
@@ -183,15 +196,16 @@ def _looks_like_path(source: str) -> bool:
     return not any(c in source for c in " {};()") and Path(source).suffix in _CXX_SUFFIXES | {".c"}
 
 
-def normalize_ir(text: str, name: str = "<module>") -> str:
+def normalize_ir(text: str | bytes, name: str = "<module>") -> str:
     """Re-print LLVM IR through llvmlite with the host's triple and data layout.
 
     Parameters
     ----------
-    text : str
-        LLVM IR text from any producer LLVM 22 can read (older clangs' typed pointers too).
+    text : str or bytes
+        LLVM IR from any producer LLVM 22 can read (older clangs' typed pointers too): text,
+        or the bytes of a file of text or bitcode (:mod:`pyzyme.frontends.ir_files`).
     name : str, optional
-        What the text came from, for error messages.
+        What the text came from (a file's name), for error messages.
 
     Returns
     -------
@@ -201,7 +215,8 @@ def normalize_ir(text: str, name: str = "<module>") -> str:
     Raises
     ------
     FrontendError
-        When llvmlite cannot parse the text or the module does not verify.
+        When llvmlite cannot parse the text (the message starts ``name:line:column:``) or
+        the module does not verify.
 
     Examples
     --------
@@ -212,14 +227,14 @@ def normalize_ir(text: str, name: str = "<module>") -> str:
     import llvmlite.binding as llvm
 
     triple, layout = _host_target()
+    mod = ir_files.parse(text, name)
+    mod.name = name
+    mod.triple = triple
+    mod.data_layout = layout
     try:
-        mod = llvm.parse_assembly(text)
-        mod.name = name
-        mod.triple = triple
-        mod.data_layout = layout
         mod.verify()
     except RuntimeError as err:
-        raise FrontendError(f"llvmlite cannot read the IR of {name}: {err}") from None
+        raise FrontendError(f"{name} is not a valid LLVM module: {str(err).strip()}") from None
     return str(mod)
 
 

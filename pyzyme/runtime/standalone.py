@@ -74,11 +74,15 @@ class Program:
 
 
 def _target_machine() -> llvm.TargetMachine:
+    """For the CPU Numba compiles for (NUMBA_CPU_NAME honoured), whose target machine
+    :func:`pyzyme.runtime.passes.optimize` has already optimized the program for."""
+    from pyzyme.runtime import target as numba_target  # imports Numba: only when used
+
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     target = llvm.Target.from_triple(llvm.get_process_triple())
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                        features=llvm.get_host_cpu_features().flatten(),
+    return target.create_target_machine(cpu=numba_target.cpu_name(),
+                                        features=numba_target.cpu_features(),
                                         opt=2, codemodel="jitdefault")
 
 

@@ -17,6 +17,7 @@ import sys
 
 import llvmlite.binding as llvm
 from numba.core import codegen as numba_codegen
+from numba.core import config as numba_config
 from numba.core.registry import cpu_target
 from numba.core.runtime import rtsys
 
@@ -62,6 +63,29 @@ def side_stacks() -> bool:
 def target_machine() -> llvm.TargetMachine:
     """Numba's target machine: host CPU name and features, static relocation, JIT code model."""
     return numba_codegen_instance()._tm
+
+
+def cpu_name() -> str:
+    """The CPU Numba compiles for: ``NUMBA_CPU_NAME`` if set (``haswell`` makes an AVX-512
+    machine compile as an AVX2 one), else the host's.
+
+    Examples
+    --------
+    >>> cpu_name() == (numba_config.CPU_NAME or llvm.get_host_cpu_name())
+    True
+    """
+    return numba_codegen_instance()._get_host_cpu_name()
+
+
+def cpu_features() -> str:
+    """The CPU features Numba compiles for: ``NUMBA_CPU_FEATURES`` if set (``""``: those of
+    :func:`cpu_name`), else the host's."""
+    return numba_codegen_instance()._tm_features
+
+
+def requested_cpu() -> str | None:
+    """The CPU ``NUMBA_CPU_NAME`` names (None: the host's), for compilers outside Numba."""
+    return numba_config.CPU_NAME
 
 
 def data_layout() -> str:

@@ -129,6 +129,7 @@ def test_interchanged_nest_runs_like_the_original(n, m, extra, stored):
         c = np.full(m, np.nan)
         _run(text, interchanged, n, m, a, b, c)
         results.append(c)
+    # bitwise: the same operations per cell, in order (fmuladd fused alike for one CPU)
     np.testing.assert_array_equal(results[0], results[1])
     assert not np.isnan(results[0]).any()
 

@@ -232,6 +232,7 @@ def test_jacobian_matches_forward_and_finite_differences():
     assert J.shape == (4, 3)
     np.testing.assert_allclose(J, jacobian(Forward, field, X3), rtol=1e-14, atol=1e-15)
     np.testing.assert_allclose(J, fd_jacobian(field, X3), **FD)
+    # n_outs only skips the primal call that counts the rows: the same compiled sweeps.
     np.testing.assert_array_equal(jacobian(Reverse, field, X3, n_outs=4), J)
 
 
@@ -308,7 +309,9 @@ def test_value_and_grad():
     p = np.array([0.4, -0.2])
     value, g = value_and_grad(loss)(p, data)
     assert value == pytest.approx(loss(p, data), rel=1e-15)
-    np.testing.assert_array_equal(g, grad(loss)(p, data))
+    # ReverseWithPrimal and Reverse are two derivatives, whose adjoint sums LLVM may order
+    # differently (Options.reassociate_adjoints): equal to rounding.
+    np.testing.assert_allclose(g, grad(loss)(p, data), rtol=1e-14)
     value, (gp, gd) = value_and_grad(loss, argnums=(0, 1))(p, data)
     np.testing.assert_allclose(gd, fd_gradient(lambda d: loss(p, d), data), **FD)
 
@@ -356,7 +359,9 @@ def test_vjp_gives_none_for_integer_inputs():
     _, vjp_fn = vjp(mixed, 1.7, x, 3, 0.3)
     ga, gx, gn, gb = vjp_fn(1.0)
     assert gn is None
-    assert (ga, gb) == grad(mixed, argnums=(0, 3))(1.7, x, 3, 0.3)
+    # another set of active arguments, another derivative: equal to rounding
+    np.testing.assert_allclose((ga, gb), grad(mixed, argnums=(0, 3))(1.7, x, 3, 0.3),
+                               rtol=1e-14)
     np.testing.assert_allclose(gx, grad(mixed, argnums=1)(1.7, x, 3, 0.3), rtol=1e-14)
 
 
@@ -427,16 +432,20 @@ def test_value_and_grad_inside_njit():
     data = np.linspace(0.0, 1.0, 7)
     p = np.array([0.4, -0.2])
     value, g = call_value_and_grad(p, data)
-    assert value == loss(p, data)
-    np.testing.assert_array_equal(g, VG(p, data)[1])
+    assert value == loss(p, data)  # the primal's own operations, in order: bitwise anywhere
+    # Linked into the caller, the derivative is optimized again there (its adjoint sums
+    # reassociated, vectorized for the CPU's widths): equal to rounding, not bitwise.
+    np.testing.assert_allclose(g, VG(p, data)[1], rtol=1e-14)
 
 
 def test_argnums_and_integer_arguments_inside_njit():
     x = np.array([0.2, 0.9, -0.4])
     got = call_mixed(1.7, x, 3, 0.3)
     want = GMIXED(1.7, x, 3, 0.3)
-    assert got[0] == want[0] and got[2] == want[2]
-    np.testing.assert_array_equal(got[1], want[1])
+    # inlined into call_mixed and optimized there: equal to rounding (on AVX2 CPUs got[1]
+    # differed from want[1] in the last bit)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-14)
     assert call_mixed(2, x, 3, 0.3)[0] == pytest.approx(GMIXED(2.0, x, 3, 0.3)[0])
 
 
@@ -447,6 +456,7 @@ def test_jacrev_inside_njit():
 def test_aliased_arrays_inside_njit():
     a = np.array([1.0, 2.0, -3.0])
     ga, gb = call_dot_aliased(a)
+    # each entry is one product with the seed 1.0: exact, however it is compiled
     np.testing.assert_array_equal(ga, a)
     np.testing.assert_array_equal(gb, a)
     b = np.array([4.0, 5.0, 6.0])
@@ -476,7 +486,7 @@ def test_njit_grad_compiles_the_overlap_version_only_for_written_arrays():
 def test_grad_passed_as_an_argument_to_njit():
     data = np.linspace(0.0, 1.0, 7)
     p = np.array([0.4, -0.2])
-    np.testing.assert_array_equal(call_passed(G, p, data), G(p, data))
+    np.testing.assert_allclose(call_passed(G, p, data), G(p, data), rtol=1e-14)
 
 
 def test_non_contiguous_array_inside_njit_is_a_clear_error():

@@ -63,7 +63,7 @@ def test_api_split_example_inside_njit():
     assert overwritten == 0.0 and nones
     assert (result, dv) == (pytest.approx(7.26), pytest.approx(2.2))
     np.testing.assert_allclose(dA, [3.3])
-    # The same values as the thunks called from Python.
+    # The same values as the thunks called from Python (one multiply each: exact anywhere).
     A2, dA2 = np.array([2.2]), np.zeros(1)
     tape, result2, _ = SEED_FWD(Duplicated(A2, dA2), Active(3.3))
     (_, dv2), = SEED_REV(Duplicated(A2, dA2), Active(3.3), 1.0, tape)
@@ -91,8 +91,9 @@ def test_split_no_primal_inside_njit_matches_python_and_finite_differences():
     c_py, dc_py = C7.copy(), np.zeros(7)
     tape, _, _ = SERIES_FWD(Active(1.3), Duplicated(c_py, dc_py), Const(40))
     (dx_py, _, _), = SERIES_REV(Active(1.3), Duplicated(c_py, dc_py), Const(40), 2.0, tape)
-    assert dx == dx_py
-    np.testing.assert_array_equal(dc, dc_py)
+    # inlined into series_split and optimized there: equal to rounding
+    assert dx == pytest.approx(dx_py, rel=1e-14)
+    np.testing.assert_allclose(dc, dc_py, rtol=1e-14)
     assert dx == pytest.approx(2.0 * central(lambda x: series(x, C7, 40), 1.3), rel=1e-7)
     fd = [2.0 * central(lambda h: series(1.3, C7 + h * e, 40), 0.0) for e in np.eye(7)]
     np.testing.assert_allclose(dc, fd, rtol=1e-6)
@@ -143,6 +144,8 @@ def test_forward_thunks_inside_njit():
     dc = np.zeros(7)
     dc[3] = 1.0
     (value, dx), (dx_only,), (value_only,), (value_c, dc3) = run(1.3, C7, dc)
+    # Bitwise: forward mode sums no adjoints (nothing reassociated), so every compiled copy
+    # performs the same IEEE operations (fmuladd fused alike, on one CPU).
     assert (value, dx) == both(Duplicated(1.3, 1.0), C7, 40)
     assert dx_only == dx and value_only == value and value_c == value
     assert dx == pytest.approx(central(lambda x: series(x, C7, 40), 1.3), rel=1e-7)
