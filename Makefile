@@ -12,14 +12,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# Two pytest workers (pytest-xdist), a test file each at a time: on 2 cores each compiles with
-# LLVM while the other does. Every worker keeps the code it compiled (MCJIT never frees it),
-# so the two together hold about what one process running every test would, plus one
-# interpreter (~250 MB). JOBS=0: one process.
+# The suite as shards (tests/shards.py): short pytest processes, JOBS at a time, so that the
+# code each compiles (never freed by the JIT) goes with it. JOBS=1: one at a time.
 JOBS ?= 2
 
 test: install
-	$(PY) -m pytest -q -n $(JOBS) --dist loadfile
+	$(PY) tests/shards.py --jobs $(JOBS)
 
 demo: install
 	$(PY) -m pyzyme demo

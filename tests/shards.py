@@ -1,0 +1,95 @@
+"""Run the test suite as shards: several short pytest processes, a few at a time (``make test``).
+
+Compiled code is never freed (Numba's and pyzyme's JIT keep every module they load), so one
+process running every test grows to hold all the code the suite compiles: 3 GB and more,
+twice that with a pytest-xdist worker per core, each keeping what it compiled until the end.
+A shard's process ends with its files, and its memory with it: the peak is what the shards
+running at once hold. Test files are dealt to ``--shards`` shards, largest first, each to the
+lightest shard so far (their size in bytes stands for their cost); the package's doctests are
+a shard's worth of their own. At the end one line counts what all shards did
+(``N passed, N failed``), and the exit status is the worst shard's.
+
+    python tests/shards.py [--jobs 2] [--shards 8] [PYTEST_ARGS...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
+
+
+def deal(files: list[Path], shards: int) -> list[list[str]]:
+    """``files`` dealt into ``shards`` groups of similar total size, largest first.
+
+    >>> deal([Path("a"), Path("b")], 3)   # missing files weigh nothing; empty groups dropped
+    [['a'], ['b']]
+    """
+    def size(p: Path) -> int:
+        return p.stat().st_size if p.exists() else 0
+    groups: list[tuple[int, list[str]]] = [(0, []) for _ in range(shards)]
+    for f in sorted(files, key=size, reverse=True):
+        weight, members = min(groups, key=lambda g: g[0])
+        groups.remove((weight, members))
+        groups.append((weight + size(f), members + [str(f)]))
+    return [sorted(m) for _, m in groups if m]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2, help="shards running at once")
+    parser.add_argument("--shards", type=int, default=8, help="how many shards")
+    opts, pytest_args = parser.parse_known_args(argv)
+    tests = sorted((ROOT / "tests").rglob("test_*.py"))
+    # the other modules of tests/ hold doctests too (pytest's --doctest-modules reads them)
+    rest = [p for p in (ROOT / "tests").rglob("*.py")
+            if not p.name.startswith("test_") and p.name not in ("conftest.py", "__init__.py")]
+    groups = deal(tests, opts.shards) + [["pyzyme"] + [str(p) for p in rest]]
+    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args]
+    pending = list(enumerate(groups))
+    running: dict[int, tuple] = {}
+    totals: dict[str, int] = {}
+    worst = 0
+    start = time.time()
+    while pending or running:
+        while pending and len(running) < max(1, opts.jobs):
+            index, group = pending.pop(0)
+            log = open(ROOT / f".pytest-shard-{index}.log", "w+")  # noqa: SIM115
+            proc = subprocess.Popen(base + group, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+            running[proc.pid] = (index, group, log, time.time())
+        pid, status, usage = os.wait4(-1, 0)
+        if pid not in running:
+            continue
+        index, group, log, began = running.pop(pid)
+        code = os.waitstatus_to_exitcode(status)
+        log.seek(0)
+        output = log.read()
+        log.close()
+        os.unlink(log.name)
+        print(output, end="" if output.endswith("\n") else "\n")
+        tail = output.strip().splitlines()[-1] if output.strip() else ""
+        for number, what in _COUNT.findall(tail):
+            key = "errors" if what.startswith("error") else what
+            totals[key] = totals.get(key, 0) + int(number)
+        # pytest's 5: this shard collected nothing (every test deselected)
+        if code not in (0, 5):
+            worst = code if code > 0 else 1
+        print(f"[shard {index + 1}/{len(groups)}: {len(group)} paths, "
+              f"{time.time() - began:.0f} s, peak {usage.ru_maxrss / 1024:.0f} MB, "
+              f"exit {code}]", flush=True)
+    print(f"all {len(groups)} shards in {time.time() - start:.0f} s")
+    # the closing line: the counts of every shard together
+    extra = "".join(f", {n} {k}" for k, n in totals.items() if k not in ("passed", "failed"))
+    print(f"{totals.get('passed', 0)} passed, {totals.get('failed', 0)} failed{extra}")
+    return worst
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
