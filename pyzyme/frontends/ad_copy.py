@@ -35,6 +35,9 @@ __all__ = ["promote_local_globals", "ad_copy", "link_into", "strip_debug_info", 
 _DBG_ATTACHMENT = re.compile(r"\s*!dbg\s+!\d+")
 _COMDAT = re.compile(r",?\s*comdat(\(\$[^)]*\))?")
 _DROPPED_FN_ATTRS = re.compile(r"\b(optnone|noinline)\b")
+# Linkages of definitions that LLVM deletes when nothing in the module uses them.
+_DISCARDABLE = ("internal", "private", "linkonce", "linkonce_odr", "weak", "weak_odr",
+                "available_externally")
 
 
 def promote_local_globals(module: ir.Module, tag: str) -> list[str]:
@@ -132,11 +135,16 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
         else:
             _declare(gv)
     keep = set(keep_calls)
+    visible = set(targets) | keep
     for fn in module.functions:
         if fn.is_declaration:
             continue
         fn.suffix = _DROPPED_FN_ATTRS.sub("", _COMDAT.sub("", fn.suffix)).strip()
-        if fn.linkage == "available_externally":
+        if fn.name in visible and fn.linkage in _DISCARDABLE:
+            # A static function, a template instance or an inline function that nothing in
+            # the copy calls would be deleted as dead before the derivative is built.
+            fn.prefix = ir.values.with_linkage(fn.prefix, "external")
+        elif fn.linkage == "available_externally":
             fn.prefix = ir.values.with_linkage(fn.prefix, "internal")
         if fn.name in keep:
             fn.suffix = "noinline " + fn.suffix
