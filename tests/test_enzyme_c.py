@@ -31,14 +31,13 @@ LEVELS = ("-O0", "-O1", "-O2", "-O3")
 def c_ir():
     """Every C program at every level as LLVM IR (with line tables, so errors name lines),
     compiled by parallel clang processes once per session."""
-    from pyzyme.frontends.c_driver import AD_FLAGS
-    from pyzyme.frontends.clang import compile_to_ir
+    from pyzyme.frontends.c_driver import compile_source
 
     work = [(name, opt) for name in C_PROGRAMS for opt in LEVELS]
 
     def one(item):
         name, opt = item
-        return compile_to_ir(PROGRAMS / name, "c", opt, (*AD_FLAGS, "-gline-tables-only"))
+        return compile_source(PROGRAMS / name, opt)
 
     with ThreadPoolExecutor(4) as pool:
         return dict(zip(work, pool.map(one, work)))
@@ -164,3 +163,18 @@ def test_llvm_api_reads_registrations():
     plain = pyzyme.llvm.compile(base, "g", "reverse")(3.0, 1.0)
     assert (ruled.f0, ruled.f1) == (3.0, 1.0)  # f_aug's primal, f_rev's derivative
     assert (plain.f0, plain.f1) == (9.0, 6.0)
+
+
+def test_unknown_enzyme_attribute_is_refused(tmp_path):
+    """An Enzyme attribute pyzyme does not read is an error naming it and its line, not a
+    clang warning and a derivative without it."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c_driver import compile_source
+
+    src = tmp_path / "unknown_attr.c"
+    src.write_text("__attribute__((enzyme_sparse_accumulate)) double f(double x) {\n"
+                   "  return x * x;\n}\n")
+    with pytest.raises(UnsupportedError) as err:
+        compile_source(src, "-O1")
+    assert "unknown_attr.c:1" in str(err.value)
+    assert "enzyme_sparse_accumulate" in str(err.value)

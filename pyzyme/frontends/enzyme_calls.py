@@ -484,12 +484,19 @@ class Registrations:
       ``void *__enzyme_register_derivative_f[2] = {(void *)f, (void *)fwd};``: ``f``'s
       derivatives are those functions (``registered``: ``{"f": {"augmented": "aug",
       "reverse": "rev", "forward": "fwd", "source": "@__enzyme_register_gradient_f"}}``;
-      see :mod:`pyzyme.diff.registered_calls` for their conventions).
+      see :mod:`pyzyme.diff.registered_calls` for their conventions);
+    - Enzyme's attributes, which reach the IR as annotations (``pyzyme cc`` spells them
+      so: ``pyzyme/frontends/include/pyzyme_enzyme_attributes.h``):
+      ``__attribute__((enzyme_inactive))`` on a function (``inactive``) or a global variable
+      (``inactive_globals``), ``enzyme_function_like("log1p")`` (``like``),
+      ``enzyme_shadow(g_shadow)`` on a global (``shadows``: global -> its shadow).
     """
 
     inactive: list[str] = field(default_factory=list)
     like: dict[str, str] = field(default_factory=dict)
     registered: dict[str, dict] = field(default_factory=dict)
+    inactive_globals: list[str] = field(default_factory=list)
+    shadows: dict[str, str] = field(default_factory=dict)
 
     @property
     def rule_functions(self) -> list[str]:
@@ -577,8 +584,52 @@ def find_registrations(module) -> Registrations:
                 raise EnzymeCallError(f"{where}: {name} must be {{(void *)function, "
                                       f"\"name\"}}")
             out.like[fn.name] = like
+    annotations = module.get_global("llvm.global.annotations")
+    if annotations is not None:
+        for entry in _elements(annotations):
+            _read_annotation(entry, out)
     for primal, reg in out.registered.items():
         if "augmented" in reg and primal in out.inactive:
             raise EnzymeCallError(f"{reg['source']} registers a gradient for @{primal}, which "
                                   f"__enzyme_inactivefn declares inactive")
     return out
+
+
+# Enzyme's attributes as pyzyme_enzyme_attributes.h spells them, and what they carry.
+_HINT_ANNOTATIONS = ("enzyme_no_escaping_allocation", "enzyme_notypeanalysis")
+
+
+def _read_annotation(entry, out: Registrations) -> None:
+    """One ``{ptr @decl, ptr @"text", ptr @file, i32 line, ptr @args}`` of
+    ``@llvm.global.annotations``: an Enzyme attribute, recorded in ``out``."""
+    fields = list(getattr(entry, "elements", None) or ())
+    if len(fields) < 4:
+        return
+    decl, text = _strip(fields[0]), _c_string(_strip(fields[1]))
+    if text is None or not text.startswith("enzyme_"):
+        return
+    file = _c_string(_strip(fields[2])) or "<module>"
+    line = getattr(fields[3], "value", "?")
+    where = f"{file}:{line}"
+    name, _, value = text.partition(":")
+    is_fn = isinstance(decl, ir.Function)
+    if name in ("enzyme_inactive", "enzyme_inactive_noblock") and is_fn:
+        out.inactive.append(decl.name)
+    elif name == "enzyme_inactive" and isinstance(decl, GlobalVariable):
+        out.inactive_globals.append(decl.name)
+    elif name == "enzyme_function_like" and is_fn and value:
+        out.like[decl.name] = value
+    elif name == "enzyme_shadow" and isinstance(decl, GlobalVariable):
+        args = list(getattr(getattr(_strip(fields[4]), "initializer", None), "elements", None)
+                    or ()) if len(fields) > 4 else []
+        shadow = _strip(args[0]) if args else None
+        if not isinstance(shadow, GlobalVariable):
+            raise EnzymeCallError(f"{where}: enzyme_shadow of {decl.ref} must name a global "
+                                  f"variable")
+        out.shadows[decl.name] = shadow.name
+    elif name in _HINT_ANNOTATIONS:
+        pass  # facts pyzyme's own analyses establish
+    else:
+        raise EnzymeCallError(f"{where}: the Enzyme attribute {name} on {decl.ref} is not "
+                              f"supported", hint="pyzyme reads enzyme_inactive, "
+                              "enzyme_inactive_noblock, enzyme_function_like and enzyme_shadow")
