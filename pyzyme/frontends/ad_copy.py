@@ -155,7 +155,7 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
     expand_realloc(module)
     cxx_allocation_as_malloc(module)
     posix_memalign_as_aligned_alloc(module)
-    module.extra_lines = [(section, _DROPPED_FN_ATTRS.sub("", text) if section == "attributes"
+    module.extra_lines = [(section, _without_inlining_attrs(text) if section == "attributes"
                            else text) for section, text in module.extra_lines]
     from pyzyme.runtime import passes
     from pyzyme.runtime.modules import parse
@@ -165,6 +165,13 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
     if optimize:
         passes.ad_friendly(ref)
     return ir.parse_module(str(ref))
+
+
+def _without_inlining_attrs(group: str) -> str:
+    """An ``attributes #N = { ... }`` line without ``optnone``/``noinline``; LLVM rejects an
+    empty group, so one left empty holds a string attribute that means nothing."""
+    text = _DROPPED_FN_ATTRS.sub("", group)
+    return re.sub(r"=\s*\{\s*\}", '= { "pyzyme-none" }', text)
 
 
 def expand_realloc(module: ir.Module) -> None:

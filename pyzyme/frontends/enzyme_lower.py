@@ -11,6 +11,11 @@ The steps, as Enzyme's LLVM pass takes them:
    (``extern int enzyme_dup;`` then needs no definition) and ``__augmentsize`` answered;
 5. the copy, reduced to the adapters and what they use and optimised, linked into the program.
 
+A derivative of a function that itself asks for one (``__enzyme_fwddiff`` of a function calling
+``__enzyme_autodiff``: forward over reverse) is built from the inside out: each round lowers
+the calls whose functions reach no other call, and the next round differentiates the code it
+generated.
+
 Examples
 --------
 >>> text = '''define double @sq(double %x) {
@@ -67,19 +72,56 @@ def lower(module_text: str, *, opt_level: int | None = 2) -> str:
     UnsupportedError
         A function that cannot be differentiated (its call site is named in the context).
     """
-    program = ir.parse_module(module_text)
-    sites = find_call_sites(program)
-    for site in [s for s in sites if s.mode == "size"]:
-        size = const_int(site.call.type, tape_size(site)) if site.call.type.is_int else None
-        if size is None:
-            raise site.error(f"__enzyme_augmentsize must return an integer, not {site.call.type}")
-        site.call.replace_all_uses_with(size)
-        site.call.erase()
-    sites = [s for s in sites if s.mode != "size"]
+    text = module_text
+    while True:
+        program = ir.parse_module(text)
+        sites = find_call_sites(program)
+        for site in [s for s in sites if s.mode == "size"]:
+            size = const_int(site.call.type, tape_size(site)) if site.call.type.is_int else None
+            if size is None:
+                raise site.error(f"__enzyme_augmentsize must return an integer, not "
+                                 f"{site.call.type}")
+            site.call.replace_all_uses_with(size)
+            site.call.erase()
+        sites = [s for s in sites if s.mode != "size"]
+        ready = _innermost(sites)
+        if len(ready) == len(sites):
+            return _lower_sites(program, text, ready, opt_level, last=True)
+        text = _lower_sites(program, text, ready, opt_level, last=False)
+
+
+def _innermost(sites):
+    """The call sites whose function reaches no other call site: nested derivatives
+    (``__enzyme_fwddiff`` of a function that calls ``__enzyme_autodiff``) are built from the
+    inside out, each round differentiating the code the previous one generated."""
+    holders = {s.call.function for s in sites}
+    ready = [s for s in sites if not holders & _reachable(s.function)]
+    if sites and not ready:
+        site = sites[0]
+        raise site.error(f"{site.function.ref} calls {site.entry} on itself (through the "
+                         f"functions it calls): a derivative cannot contain itself")
+    return ready
+
+
+def _reachable(fn) -> set:
+    """``fn`` and the functions it calls directly, transitively."""
+    seen, todo = {fn}, [fn]
+    while todo:
+        for inst in todo.pop().instructions():
+            callee = inst.called_function if isinstance(inst, I.CallBase) else None
+            if callee is not None and not callee.is_declaration and callee not in seen:
+                seen.add(callee)
+                todo.append(callee)
+    return seen
+
+
+def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
+    """``program`` (parsed from ``text``) with ``sites`` replaced by their derivatives; the
+    markers are removed on the ``last`` round only, when no call still reads them."""
     if not sites:
         _remove_markers(program)
         return str(program)
-    tag = "pz" + hashlib.sha256(module_text.encode()).hexdigest()[:8]
+    tag = "pz" + hashlib.sha256(text.encode()).hexdigest()[:8]
     promote_local_globals(program, tag)
     targets = list(dict.fromkeys(s.function.name for s in sites))
     copy, rules = copy_with_rules(program, targets)
@@ -102,8 +144,11 @@ def lower(module_text: str, *, opt_level: int | None = 2) -> str:
             raise
         _replace_call(program, site, name)
         names.append(name)
-    _remove_markers(program)
-    return link_into(str(program), copy, names, opt_level=opt_level)
+    if last:
+        _remove_markers(program)
+    # Before another round, the generated code is left for that round's AD copy to optimise
+    # the AD way (no vectorization, which the outer derivative would have to differentiate).
+    return link_into(str(program), copy, names, opt_level=opt_level if last else None)
 
 
 def copy_with_rules(program, targets):
