@@ -63,8 +63,11 @@ def test_c_program(c_ir, name, opt, capfd):
 @pytest.mark.parametrize("name", CXX_PROGRAMS)
 def test_cxx_program(tmp_path, name, opt):
     exe = tmp_path / "program"
+    # A program may ask for compiler flags on a line "// flags: -fno-exceptions".
+    flags = next((line.split(":", 1)[1].split() for line in
+                  (PROGRAMS / name).read_text().splitlines() if line.startswith("// flags:")), [])
     build = subprocess.run([sys.executable, "-m", "pyzyme", "cc", str(PROGRAMS / name), opt,
-                            "-o", str(exe)], capture_output=True, text=True, check=False)
+                            *flags, "-o", str(exe)], capture_output=True, text=True, check=False)
     assert build.returncode == 0, build.stderr
     proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr

@@ -133,6 +133,32 @@ C_INACTIVE = ("printf", "fprintf", "puts", "putchar", "fputs", "fputc", "fflush"
               "malloc_usable_size", "getenv", "strlen", "strcmp")
 
 
+# The C++ standard library's streams, locales, strings and hashing (the library's compiled
+# functions, and the inline templates around them): they format, parse and move characters
+# and integers, never derivatives. Enzyme treats them as inactive too.
+_CXX_INACTIVE_CLASSES = (
+    "ios_base", "basic_ios", "basic_ostream", "basic_istream", "basic_iostream",
+    "basic_streambuf", "basic_filebuf", "basic_stringbuf", "basic_stringstream",
+    "basic_istringstream", "basic_ostringstream", "basic_ifstream", "basic_ofstream",
+    "basic_fstream", "basic_string", "locale", "ctype", "codecvt", "num_put", "num_get",
+    "numpunct", "__put_character_sequence", "__next_prime", "__hash_memory",
+    "__murmur2_or_cityhash", "__libcpp_verbose_abort", "__throw_", "__shared_count",
+    "__shared_weak_count")
+_CXX_STD = ("_ZNSt", "_ZNKSt", "_ZSt", "_ZThn", "_ZTv")
+
+
+def cxx_library_inactive(name: str) -> bool:
+    """Whether ``name`` (a mangled C++ function) is a stream, locale, string or hashing
+    function of the standard library: inactive, as Enzyme has it.
+
+    >>> cxx_library_inactive("_ZNKSt3__18ios_base6getlocEv")
+    True
+    >>> cxx_library_inactive("_ZNSt3__16vectorIdNS_9allocatorIdEEE9push_backERKd")
+    False
+    """
+    return name.startswith(_CXX_STD) and any(c in name for c in _CXX_INACTIVE_CLASSES)
+
+
 def c_rules(module=None, inactive=(), like=None, registered=None):
     """pyzyme's rule table plus the C library's inactive functions, the functions named in
     ``inactive``, a row for each function in ``like`` (``{"mylog": "log"}``: differentiated
@@ -164,8 +190,8 @@ def c_rules(module=None, inactive=(), like=None, registered=None):
                              source=reg["source"]))
     names = list(C_INACTIVE) + list(inactive)
     if module is not None:
-        names += [f.name for f in module.functions
-                  if f.is_declaration and f.name.startswith("__ubsan_")]
+        names += [f.name for f in module.functions if cxx_library_inactive(f.name) or (
+            f.is_declaration and f.name.startswith("__ubsan_"))]
     for name, target in (like or {}).items():
         row = table.lookup(target)
         if row is None:
