@@ -181,3 +181,21 @@ def test_unknown_enzyme_attribute_is_refused(tmp_path):
         compile_source(src, "-O1")
     assert "unknown_attr.c:1" in str(err.value)
     assert "enzyme_sparse_accumulate" in str(err.value)
+
+
+def test_enzyme_shadow_is_refused(tmp_path):
+    """enzyme_shadow asks for derivatives with respect to a global, which pyzyme does not
+    compute: an error naming the global, not a derivative that leaves the shadow at zero."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c_driver import compile_source
+    from pyzyme.frontends.enzyme_lower import lower
+
+    src = tmp_path / "shadowed.c"
+    src.write_text("double dscale = 0;\n"
+                   "__attribute__((enzyme_shadow(dscale))) double scale = 2.0;\n"
+                   "double f(double x) { return scale * x * x; }\n"
+                   "double __enzyme_autodiff(void *, double);\n"
+                   "double df(double x) { return __enzyme_autodiff((void *)f, x); }\n")
+    with pytest.raises(UnsupportedError) as err:
+        lower(compile_source(src, "-O2"))
+    assert "@scale" in str(err.value) and "enzyme_shadow" in str(err.value)

@@ -177,8 +177,9 @@ class ForwardSweep:
                     underlying_object(pointer) is st.old.args[1]:
                 return  # Numba's exception record: read by the caller only when raising
             if value in st.activity.varied and can_carry_derivative(value.type):
-                from pyzyme.diff.forward_memory import no_shadow_error
-                raise no_shadow_error(st.where, inst, pointer)
+                from pyzyme.diff.forward_memory import inactive_memory, no_shadow_error
+                if not inactive_memory(self.rules, pointer):
+                    raise no_shadow_error(st.where, inst, pointer)
             return
         ty = value.type
         if ty.is_int and isinstance(value, I.Load) and value.pointer in st.activity.varied \

@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 
 from pyzyme import ir
-from pyzyme.errors import ActivityError, PyzymeError
+from pyzyme.errors import ActivityError, PyzymeError, UnsupportedError
 from pyzyme.frontends.ad_copy import ad_copy, link_into, promote_local_globals
 from pyzyme.frontends.enzyme_adapters import build_adapter, tape_size
 from pyzyme.frontends.enzyme_calls import find_call_sites, find_registrations, marker
@@ -160,7 +160,17 @@ def copy_with_rules(program, targets):
     keep = [n for n in [*reg.inactive, *reg.like, *reg.rule_functions] if n not in targets and
             program.get_function(n) is not None and not program.get_function(n).is_declaration]
     copy = ad_copy(str(program), targets, keep_calls=keep)
-    return copy, c_rules(copy, reg.inactive, reg.like, reg.registered)
+    shadowed = [g for g in reg.shadows if copy.get_global(g) is not None]
+    if shadowed:
+        raise UnsupportedError(
+            f"the differentiated code uses the global @{shadowed[0]}, whose shadow "
+            f"enzyme_shadow names (@{reg.shadows[shadowed[0]]}): pyzyme does not compute "
+            f"derivatives with respect to global variables",
+            hint="pass the value as an argument of the differentiated function (enzyme_dup "
+                 "with a shadow pointer) instead of through a global")
+    return copy, c_rules(copy, reg.inactive, reg.like, reg.registered,
+                         inactive_globals=[g for g in reg.inactive_globals
+                                           if copy.get_global(g) is not None])
 
 
 def _replace_call(program, site, name: str) -> None:

@@ -159,9 +159,10 @@ def cxx_library_inactive(name: str) -> bool:
     return name.startswith(_CXX_STD) and any(c in name for c in _CXX_INACTIVE_CLASSES)
 
 
-def c_rules(module=None, inactive=(), like=None, registered=None):
+def c_rules(module=None, inactive=(), like=None, registered=None, inactive_globals=()):
     """pyzyme's rule table plus the C library's inactive functions, the functions named in
-    ``inactive``, a row for each function in ``like`` (``{"mylog": "log"}``: differentiated
+    ``inactive``, the global variables named in ``inactive_globals`` (stores into them drop
+    the stored value's derivative), a row for each function in ``like`` (``{"mylog": "log"}``: differentiated
     by the row of ``log``), a :class:`~pyzyme.rules.spec.Registered` row for each function in
     ``registered`` (derivatives the module registers: see
     :class:`~pyzyme.frontends.enzyme_calls.Registrations`) and, when ``module`` is given, the
@@ -202,6 +203,9 @@ def c_rules(module=None, inactive=(), like=None, registered=None):
     if names:
         table.add(Inactive(tuple(names), "libm", reason="C library function without a "
                            "derivative (output, clocks, random numbers, sanitizers)"))
+    if inactive_globals:
+        table.add(Inactive(tuple(inactive_globals), "custom", reason="global variable declared "
+                           "inactive: what is stored there carries no derivative"))
     return table.freeze()
 
 
