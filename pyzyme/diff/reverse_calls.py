@@ -131,7 +131,9 @@ def _copied_type(gen, st, inst: I.Call):
     found = set()
     for pointer in inst.args[:2]:
         tree = types.tree(pointer).data0()
-        found.update(str(ct) for _, ct in tree)
+        # The bytes copied themselves; deeper entries describe memory they point to, which
+        # the copy does not move (a struct holding a float* copies a pointer, not floats).
+        found.update(str(ct) for path, ct in tree if len(path) == 1)
     floats = {t for t in found if t.startswith("Float@")}
     if floats and len(found) == 1:
         kind = floats.pop()[len("Float@"):]
