@@ -199,3 +199,28 @@ def test_enzyme_shadow_is_refused(tmp_path):
     with pytest.raises(UnsupportedError) as err:
         lower(compile_source(src, "-O2"))
     assert "@scale" in str(err.value) and "enzyme_shadow" in str(err.value)
+
+
+@pytest.mark.parametrize("source, expected", [
+    # Enzyme calls a logging hook the program defines; pyzyme would not: refused.
+    ("int calls; void enzymeLogGrad(double g, const char *op, const char *callee,\n"
+     " const char *mod, const char *fn, unsigned b, unsigned i) { calls++; }\n", "enzymeLogGrad"),
+    ("double g = 2; extern int enzyme_context; void *__enzyme_context(int);\n"
+     "double f(double x) { return g * x; }\n"
+     "double df(double x) { void *c = __enzyme_context(1);\n"
+     " return __enzyme_autodiff((void *)f, enzyme_context, c, x); }\n", "__enzyme_context"),
+])
+def test_enzyme_features_pyzyme_lacks_are_refused(tmp_path, source, expected):
+    """Features of Enzyme a program relies on and pyzyme does not provide are errors naming
+    them, not programs that build and then miss their effect."""
+    from pyzyme.frontends.c_driver import compile_source
+    from pyzyme.frontends.enzyme_calls import EnzymeCallError
+    from pyzyme.frontends.enzyme_lower import lower
+
+    src = tmp_path / "feature.c"
+    src.write_text("double __enzyme_autodiff(void *, ...);\n" + source +
+                   "double sq(double x) { return x * x; }\n"
+                   "double dsq(double x) { return __enzyme_autodiff((void *)sq, x); }\n")
+    with pytest.raises(EnzymeCallError) as err:
+        lower(compile_source(src, "-O1"))
+    assert expected in str(err.value)

@@ -57,7 +57,23 @@ _NOT_PROVIDED = {
     "__enzyme_truncate": "floating-point truncation is not supported",
     "__enzyme_trace": "probabilistic programming is not supported",
     "__enzyme_condition": "probabilistic programming is not supported",
+    "__enzyme_context": "contexts of global-variable shadows are not supported (pyzyme "
+                        "computes no derivatives with respect to global variables)",
+    "__enzyme_shadow": "shadows of global variables are not supported (pyzyme computes no "
+                       "derivatives with respect to global variables)",
+    "__enzyme_zero_shadows": "shadows of global variables are not supported",
+    "__enzyme_iter": "__enzyme_iter (iteration counts of nested derivatives) is not supported",
+    "__enzyme_error_estimate": "floating-point error estimation is not supported",
+    "__enzyme_checkpoint_for": "checkpointed loops of <enzyme/checkpoint.h> are not supported "
+                               "(pyzyme.checkpoint and the tape_budget option checkpoint "
+                               "Numba code)",
+    "__enzyme_checkpoint_while": "checkpointed loops of <enzyme/checkpoint.h> are not "
+                                 "supported",
+    "__enzyme_fixed_point": "fixed-point iterations of <enzyme/fixed_point.h> are not "
+                            "supported",
 }
+#: Functions a program defines for Enzyme to call while it differentiates (its logging hooks).
+_HOOKS = ("enzymeLogGrad", "enzymeLogValue", "enzymeLogError", "enzymeLogRound")
 _ARG_MARKERS = {"enzyme_dup": "dup", "enzyme_dupnoneed": "dupnoneed", "enzyme_out": "active",
                 "enzyme_const": "const", "enzyme_dupv": "dup", "enzyme_dupnoneedv": "dupnoneed"}
 _RETURN_MARKERS = {"enzyme_const_return": "const", "enzyme_active_return": "active",
@@ -221,6 +237,14 @@ def find_call_sites(module) -> list[CallSite]:
         For a call that cannot be read, naming its source location.
     """
     debug = _DebugInfo(module)
+    for fn in module.functions:
+        hook = next((h for h in _HOOKS if fn.name in (h, f"_Z{len(h)}{h}") or
+                     fn.name.startswith(f"_Z{len(h)}{h}")), None)  # C or C++ spelling
+        if hook is not None and not fn.is_declaration:
+            raise EnzymeCallError(f"{debug.default}: the program defines {hook}, a logging hook "
+                                  f"of Enzyme's; pyzyme does not call it",
+                                  hint=f"remove {hook}, or rename it if it is not meant for "
+                                       f"Enzyme")
     sites = []
     for fn in module.functions:
         for inst in list(fn.instructions()):
