@@ -151,6 +151,7 @@ def marker(value) -> str | None:
     >>> marker(ir.const_int(ir.i32, 0)) is None
     True
     """
+    value = through_locals(value)
     if isinstance(value, (I.Load, I.Cast)) and value.operands:
         value = value.operands[0]
     if isinstance(value, ConstantExpr) and value.operands:
@@ -165,6 +166,20 @@ def marker(value) -> str | None:
         m = re.fullmatch(r'!"(enzyme_[A-Za-z0-9_]+)"', value.text.strip())
         return m.group(1) if m else None
     return None
+
+
+def through_locals(value):
+    """``value`` with unoptimised code's detours taken out: a load from a stack slot stored
+    once is the value stored (at -O0 each parameter of an inlined helper, such as those of
+    ``<enzyme/enzyme>``, passes through such a slot)."""
+    for _ in range(64):
+        if not (isinstance(value, I.Load) and isinstance(value.pointer, I.Alloca)):
+            return value
+        stores = [u for u in value.pointer.users if isinstance(u, I.Store)]
+        if len(stores) != 1 or stores[0].pointer is not value.pointer:
+            return value
+        value = stores[0].value
+    return value
 
 
 def entry_mode(name: str) -> str | None:
@@ -198,16 +213,30 @@ class _DebugInfo:
         if line is None:
             fn = inst.function.name if inst.parent is not None else "?"
             return f"{self.default} (in @{fn})"
-        scope, filename = self.field(dbg, "scope"), None
+        filename = self._filename(dbg)
+        for _ in range(16):  # code inlined from pyzyme's own headers: name the user's call
+            outer = self.field(dbg, "inlinedAt")
+            if outer is None or not _SHIPPED_HEADER.search(filename or ""):
+                break
+            dbg, line = outer, self.field(outer, "line") or line
+            filename = self._filename(dbg)
+        return f"{filename or self.default}:{line}"
+
+    def _filename(self, dbg: str) -> str | None:
+        scope = self.field(dbg, "scope")
         for _ in range(16):  # lexical blocks nest; their chain ends at the subprogram
             if scope is None:
-                break
+                return None
             file = self.field(scope, "file")
             if file is not None:
-                filename = self.field(file, "filename")
-                break
+                return self.field(file, "filename")
             scope = self.field(scope, "scope")
-        return f"{filename or self.default}:{line}"
+        return None
+
+
+# The headers pyzyme cc puts on the include path (<enzyme/enzyme>...): a location inside one
+# is reported where the user's code called it.
+_SHIPPED_HEADER = re.compile(r"pyzyme[/\\]frontends[/\\]include[/\\]")
 
 
 def source_location(module, inst) -> str:
@@ -219,12 +248,10 @@ def source_location(module, inst) -> str:
 # ------------------------------------------------------------------------ reading calls
 def _function_of(value):
     """The function a call passes as its first argument (through casts and an -O0 local)."""
+    value = through_locals(value)
     if isinstance(value, ConstantExpr) and value.operands:
         value = value.operands[0]
-    if isinstance(value, I.Load) and isinstance(value.pointer, I.Alloca):
-        stores = [u for u in value.pointer.users if isinstance(u, I.Store)]
-        if len(stores) == 1 and stores[0].pointer is value.pointer:
-            value = stores[0].value
+    value = through_locals(value)
     return value if isinstance(value, ir.Function) else None
 
 
