@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from pyzyme import ir
 from pyzyme.errors import FrontendError
 
-__all__ = ["promote_local_globals", "ad_copy", "link_into", "strip_debug_info", "expand_realloc",
+__all__ = ["promote_local_globals", "ad_copy", "noinline_suffix", "link_into", "strip_debug_info", "expand_realloc",
            "rename_global"]
 
 _DBG_ATTACHMENT = re.compile(r"\s*!dbg\s+!\d+")
@@ -147,7 +147,7 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
         elif fn.linkage == "available_externally":
             fn.prefix = ir.values.with_linkage(fn.prefix, "internal")
         if fn.name in keep:
-            fn.suffix = "noinline " + fn.suffix
+            fn.suffix = noinline_suffix(fn.suffix)
         for i, arg in enumerate(fn.args):
             if not arg.name:  # clang -O0 leaves them unnamed; derivatives name their shadows
                 arg.name = fn.unique_name(f"arg{i}")
@@ -165,6 +165,26 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
     if optimize:
         passes.ad_friendly(ref)
     return ir.parse_module(str(ref))
+
+
+def noinline_suffix(suffix: str) -> str:
+    """A function's ``suffix`` (the text after its parameters) with ``noinline`` among its
+    attributes: after ``unnamed_addr``, ``local_unnamed_addr`` and ``addrspace(N)``, which
+    LLVM's grammar puts first.
+
+    >>> noinline_suffix("local_unnamed_addr #0 comdat")
+    'local_unnamed_addr noinline #0 comdat'
+    >>> noinline_suffix("#1")
+    'noinline #1'
+    """
+    words = suffix.split()
+    if "noinline" in words:
+        return suffix
+    at = 0
+    while at < len(words) and (words[at] in ("unnamed_addr", "local_unnamed_addr")
+                               or words[at].startswith("addrspace(")):
+        at += 1
+    return " ".join([*words[:at], "noinline", *words[at:]])
 
 
 def _without_inlining_attrs(group: str) -> str:

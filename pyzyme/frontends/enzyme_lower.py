@@ -41,7 +41,7 @@ from pyzyme.errors import ActivityError, PyzymeError, UnsupportedError
 from pyzyme.frontends.ad_copy import ad_copy, link_into, promote_local_globals
 from pyzyme.frontends.enzyme_adapters import build_adapter, tape_size
 from pyzyme.frontends.enzyme_calls import find_call_sites, find_registrations, marker
-from pyzyme.frontends.llvm_ad import Derivatives, c_rules
+from pyzyme.frontends.llvm_ad import Derivatives, c_rules, cxx_library_inactive
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -155,10 +155,14 @@ def copy_with_rules(program, targets):
     """The AD copy of ``program`` (:func:`~pyzyme.frontends.ad_copy.ad_copy`) for
     differentiating ``targets``, and its rule table: pyzyme's, plus what the program's
     ``__enzyme_inactivefn``/``__enzyme_function_like``/``__enzyme_register_*`` globals say.
-    The functions those name (and the registered derivatives) stay calls in the copy."""
+    The functions those name (and the registered derivatives) stay calls in the copy, as do
+    the C++ library's inactive functions (inlined, their bodies' virtual calls and buffers
+    would have to be differentiated)."""
     reg = find_registrations(program)
-    keep = [n for n in [*reg.inactive, *reg.like, *reg.rule_functions] if n not in targets and
-            program.get_function(n) is not None and not program.get_function(n).is_declaration]
+    library = [f.name for f in program.functions if cxx_library_inactive(f.name)]
+    keep = [n for n in [*reg.inactive, *reg.like, *reg.rule_functions, *library]
+            if n not in targets and program.get_function(n) is not None
+            and not program.get_function(n).is_declaration]
     copy = ad_copy(str(program), targets, keep_calls=keep)
     shadowed = [g for g in reg.shadows if copy.get_global(g) is not None]
     if shadowed:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyzyme import ir
+from pyzyme.frontends.ad_copy import noinline_suffix
 from pyzyme.frontends.enzyme_calls import find_registrations
 
 __all__ = ["FRONTEND_ONLY", "preserve_registered", "optimize"]
@@ -51,8 +52,7 @@ def preserve_registered(text: str) -> str:
         return text
     for name in names:
         fn = module.get_function(name)
-        if "noinline" not in fn.suffix.split():
-            fn.suffix = ("noinline " + fn.suffix).strip()
+        fn.suffix = noinline_suffix(fn.suffix)
     return str(module)
 
 

@@ -1,6 +1,7 @@
 // The C++ library's streams and strings inside differentiated code: printing an active value,
-// parsing numbers from a string stream and measuring a string carry no derivative (Enzyme
-// treats the library's stream, locale and string functions as inactive).
+// parsing numbers from a string stream, measuring a string and giving a stream a locale (a
+// virtual call through the stream buffer) carry no derivative (Enzyme treats the library's
+// stream, locale and string functions as inactive).
 // flags: -fno-exceptions
 #include <cmath>
 #include <cstdio>
@@ -18,6 +19,7 @@ double f(double x) {
   int n;
   in >> a >> n;
   std::string label = "label";
+  std::wcout.imbue(std::locale());
   return a * x * x + n + label.size() * x;
 }
 
