@@ -183,9 +183,10 @@ def test_unknown_enzyme_attribute_is_refused(tmp_path):
     assert "enzyme_sparse_accumulate" in str(err.value)
 
 
-def test_enzyme_shadow_is_refused(tmp_path):
-    """enzyme_shadow asks for derivatives with respect to a global, which pyzyme does not
-    compute: an error naming the global, not a derivative that leaves the shadow at zero."""
+def test_enzyme_shadow_is_refused_where_it_cannot_be_passed(tmp_path):
+    """A global with an enzyme_shadow is passed to the functions using it as a hidden
+    parameter; when one of them is called through a pointer, it cannot be: an error naming
+    the global, not a derivative that leaves the shadow at zero."""
     from pyzyme.errors import UnsupportedError
     from pyzyme.frontends.c_driver import compile_source
     from pyzyme.frontends.enzyme_lower import lower
@@ -193,12 +194,14 @@ def test_enzyme_shadow_is_refused(tmp_path):
     src = tmp_path / "shadowed.c"
     src.write_text("double dscale = 0;\n"
                    "__attribute__((enzyme_shadow(dscale))) double scale = 2.0;\n"
-                   "double f(double x) { return scale * x * x; }\n"
+                   "__attribute__((noinline)) double f(double x) { return scale * x * x; }\n"
+                   "double g(double x) { double (*volatile p)(double) = f; return p(x); }\n"
                    "double __enzyme_autodiff(void *, double);\n"
-                   "double df(double x) { return __enzyme_autodiff((void *)f, x); }\n")
+                   "double dg(double x) { return __enzyme_autodiff((void *)g, x); }\n")
     with pytest.raises(UnsupportedError) as err:
         lower(compile_source(src, "-O2"))
     assert "@scale" in str(err.value) and "enzyme_shadow" in str(err.value)
+    assert "address is taken" in str(err.value)
 
 
 @pytest.mark.parametrize("source, expected", [

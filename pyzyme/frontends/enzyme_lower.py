@@ -41,6 +41,7 @@ from pyzyme.errors import ActivityError, PyzymeError, UnsupportedError
 from pyzyme.frontends.ad_copy import ad_copy, link_into, promote_local_globals
 from pyzyme.frontends.enzyme_adapters import build_adapter, tape_size
 from pyzyme.frontends.enzyme_calls import find_call_sites, find_registrations, marker
+from pyzyme.frontends.global_shadows import thread_globals
 from pyzyme.frontends.llvm_ad import Derivatives, c_rules, cxx_library_inactive
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -124,7 +125,9 @@ def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
     tag = "pz" + hashlib.sha256(text.encode()).hexdigest()[:8]
     promote_local_globals(program, tag)
     targets = list(dict.fromkeys(s.function.name for s in sites))
-    copy, rules = copy_with_rules(program, targets)
+    copy, rules, reg, keep = _copy(program, targets)
+    # Globals the code writes (or enzyme_shadow names) become trailing parameters.
+    hidden, takers = thread_globals(copy, reg.shadows, reg.inactive_globals, keep)
     derivs: dict[bool, Derivatives] = {}
     names = []
     for k, site in enumerate(sites):
@@ -133,7 +136,8 @@ def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
             derivs[site.runtime_activity] = Derivatives(
                 copy, rules, Options(runtime_activity=site.runtime_activity))
         try:
-            build_adapter(site, copy, derivs[site.runtime_activity], name)
+            build_adapter(site, copy, derivs[site.runtime_activity], name,
+                          hidden if site.function.name in takers else ())
         except PyzymeError as err:
             if not str(err).startswith(site.where):
                 err.context.insert(0, ("the call at", f"{site.where} ({site.entry})"))
@@ -157,24 +161,32 @@ def copy_with_rules(program, targets):
     ``__enzyme_inactivefn``/``__enzyme_function_like``/``__enzyme_register_*`` globals say.
     The functions those name (and the registered derivatives) stay calls in the copy, as do
     the C++ library's inactive functions (inlined, their bodies' virtual calls and buffers
-    would have to be differentiated)."""
+    would have to be differentiated). The targets keep their signatures, so a global with
+    an ``enzyme_shadow`` that they use is refused."""
+    copy, rules, reg, _ = _copy(program, targets)
+    shadowed = [g for g in reg.shadows if copy.get_global(g) is not None]
+    if shadowed:
+        raise UnsupportedError(
+            f"the differentiated code uses the global @{shadowed[0]}, whose shadow "
+            f"enzyme_shadow names (@{reg.shadows[shadowed[0]]}): pyzyme does not compute "
+            f"derivatives with respect to global variables here",
+            hint="pass the value as an argument of the differentiated function (enzyme_dup "
+                 "with a shadow pointer) instead of through a global")
+    return copy, rules
+
+
+def _copy(program, targets):
+    """:func:`copy_with_rules`' copy and rules, with the registrations and the functions
+    kept as calls."""
     reg = find_registrations(program)
     library = [f.name for f in program.functions if cxx_library_inactive(f.name)]
     keep = [n for n in [*reg.inactive, *reg.like, *reg.rule_functions, *library]
             if n not in targets and program.get_function(n) is not None
             and not program.get_function(n).is_declaration]
     copy = ad_copy(str(program), targets, keep_calls=keep)
-    shadowed = [g for g in reg.shadows if copy.get_global(g) is not None]
-    if shadowed:
-        raise UnsupportedError(
-            f"the differentiated code uses the global @{shadowed[0]}, whose shadow "
-            f"enzyme_shadow names (@{reg.shadows[shadowed[0]]}): pyzyme does not compute "
-            f"derivatives with respect to global variables",
-            hint="pass the value as an argument of the differentiated function (enzyme_dup "
-                 "with a shadow pointer) instead of through a global")
     return copy, c_rules(copy, reg.inactive, reg.like, reg.registered,
                          inactive_globals=[g for g in reg.inactive_globals
-                                           if copy.get_global(g) is not None])
+                                           if copy.get_global(g) is not None]), reg, keep
 
 
 def _replace_call(program, site, name: str) -> None:
