@@ -73,6 +73,19 @@ def test_cxx_program(tmp_path, name, opt):
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.parametrize("opt", LEVELS[1:])
+def test_integer_fields_by_type_tags(opt, capfd):
+    """An integer field of a struct in active memory, copied in reverse mode, is known to hold
+    an integer by clang's type tag on the load (!tbaa; clang writes none at -O0), where
+    pyzyme's own type analysis cannot tell (it was refused as copying float bits)."""
+    from pyzyme.frontends.c_driver import compile_source
+    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.runtime.standalone import Program
+
+    text = lower(compile_source(PROGRAMS / "tagged" / "struct_int_fields.c", opt))
+    assert Program(text, opt_level=0).run_main() == 0, capfd.readouterr().err
+
+
 def test_vectorized_ir_from_clang(c_ir):
     """``pyzyme opt`` takes whatever clang wrote: at -O2 without AD_FLAGS, loops come
     vectorized, and the tape keeps vectors (16-byte aligned blocks, not 32)."""
