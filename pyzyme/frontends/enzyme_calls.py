@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pyzyme import ir
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
-from pyzyme.ir.values import ConstantExpr, ConstantInt, GlobalVariable, MetadataValue
+from pyzyme.ir.values import ConstantExpr, ConstantInt, GlobalVariable, MetadataValue, Null
 
 __all__ = ["ENTRY_POINTS", "CallSite", "Arg", "EnzymeCallError", "Registrations",
            "find_call_sites", "find_registrations", "marker", "source_location"]
@@ -540,7 +540,12 @@ class Registrations:
       so: ``pyzyme/frontends/include/pyzyme_enzyme_attributes.h``):
       ``__attribute__((enzyme_inactive))`` on a function (``inactive``) or a global variable
       (``inactive_globals``), ``enzyme_function_like("log1p")`` (``like``),
-      ``enzyme_shadow(g_shadow)`` on a global (``shadows``: global -> its shadow).
+      ``enzyme_shadow(g_shadow)`` on a global (``shadows``: global -> its shadow);
+    - ``void *__enzyme_allocation_like[4] = {(void *)alloc, (void *)1, (void *)"2,-1",
+      (void *)dealloc};``: ``alloc`` allocates memory of the size its argument 1 gives (its
+      shadow comes from another call of it), which ``dealloc(alloc's argument 2, the
+      memory)`` frees (``allocation_like``: ``{"alloc": {"size_arg": 1, "free": "dealloc",
+      "free_pointer": 1, "source": ...}}``).
     """
 
     inactive: list[str] = field(default_factory=list)
@@ -548,13 +553,17 @@ class Registrations:
     registered: dict[str, dict] = field(default_factory=dict)
     inactive_globals: list[str] = field(default_factory=list)
     shadows: dict[str, str] = field(default_factory=dict)
+    allocation_like: dict[str, dict] = field(default_factory=dict)
 
     @property
     def rule_functions(self) -> list[str]:
-        """The functions the registrations name: ruled functions and their derivatives."""
+        """The functions the registrations name: ruled functions and their derivatives,
+        allocators and their deallocators."""
         out = []
         for name, reg in self.registered.items():
             out += [name] + [reg[k] for k in ("forward", "augmented", "reverse") if reg.get(k)]
+        for name, reg in self.allocation_like.items():
+            out += [name] + ([reg["free"]] if reg.get("free") else [])
         return list(dict.fromkeys(out))
 
 
@@ -627,6 +636,8 @@ def find_registrations(module) -> Registrations:
                 e = _strip(e)
                 if isinstance(e, ir.Function):
                     out.inactive.append(e.name)
+        elif name.startswith("__enzyme_allocation_like"):
+            _read_allocation_like(gv, where, out)
         elif name.startswith("__enzyme_function_like"):
             items = _elements(gv)
             fn = items[0] if items else None
@@ -644,6 +655,36 @@ def find_registrations(module) -> Registrations:
             raise EnzymeCallError(f"{reg['source']} registers a gradient for @{primal}, which "
                                   f"__enzyme_inactivefn declares inactive")
     return out
+
+
+def _read_allocation_like(gv, where: str, out: Registrations) -> None:
+    """``{(void *)alloc, (void *)SIZE_ARG, (void *)"DEALLOC_ARGS", (void *)dealloc}``:
+    DEALLOC_ARGS lists, for each argument of ``dealloc``, the argument of ``alloc`` passed
+    there, or -1 for the memory itself."""
+    items = [_strip(e) for e in _elements(gv)]
+    shape = (f"{where}: {gv.name} must be {{(void *)alloc, (void *)size_argument, "
+             f"(void *)\"deallocator arguments\", (void *)dealloc}}")
+    if len(items) != 4 or not isinstance(items[0], ir.Function) or \
+            not isinstance(items[1], (ConstantInt, Null)):
+        raise EnzymeCallError(shape)
+    alloc, size_arg = items[0], getattr(items[1], "value", 0)  # (void *)0 is null
+    if not 0 <= size_arg < len(alloc.function_type.params) or \
+            not alloc.function_type.params[size_arg].is_int:
+        raise EnzymeCallError(f"{where}: {gv.name}: argument {size_arg} of {alloc.ref} is not "
+                              f"an integer size")
+    reg = {"size_arg": size_arg, "source": f"@{gv.name}"}
+    if isinstance(items[3], ir.Function):
+        spec = _c_string(items[2]) or ""
+        try:
+            roles = [int(t) for t in spec.split(",") if t.strip()]
+        except ValueError:
+            raise EnzymeCallError(f"{shape}; the deallocator's arguments are not "
+                                  f"{spec!r}") from None
+        if roles.count(-1) != 1 or len(roles) != len(items[3].function_type.params):
+            raise EnzymeCallError(f"{shape}: {spec!r} must name each argument of "
+                                  f"{items[3].ref}, one of them the memory (-1)")
+        reg.update(free=items[3].name, free_pointer=roles.index(-1))
+    out.allocation_like[alloc.name] = reg
 
 
 # Enzyme's attributes as pyzyme_enzyme_attributes.h spells them, and what they carry.

@@ -186,7 +186,8 @@ def _copy(program, targets):
     copy = ad_copy(str(program), targets, keep_calls=keep)
     return copy, c_rules(copy, reg.inactive, reg.like, reg.registered,
                          inactive_globals=[g for g in reg.inactive_globals
-                                           if copy.get_global(g) is not None]), reg, keep
+                                           if copy.get_global(g) is not None],
+                         allocation_like=reg.allocation_like), reg, keep
 
 
 def _replace_call(program, site, name: str) -> None:

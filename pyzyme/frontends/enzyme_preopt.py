@@ -26,9 +26,10 @@ FRONTEND_ONLY = ("-Xclang", "-disable-llvm-passes")
 
 def registered_functions(module: ir.Module) -> list[str]:
     """The defined functions of ``module`` that its registrations name and that must stay
-    calls: inactive, function-like, and the primal functions of custom derivatives."""
+    calls: inactive, function-like, custom derivatives and their primal functions,
+    allocators and deallocators."""
     reg = find_registrations(module)
-    names = [*reg.inactive, *reg.like, *reg.registered]
+    names = [*reg.inactive, *reg.like, *reg.registered, *reg.rule_functions]
     return [n for n in dict.fromkeys(names)
             if (fn := module.get_function(n)) is not None and not fn.is_declaration]
 

@@ -159,13 +159,16 @@ def cxx_library_inactive(name: str) -> bool:
     return name.startswith(_CXX_STD) and any(c in name for c in _CXX_INACTIVE_CLASSES)
 
 
-def c_rules(module=None, inactive=(), like=None, registered=None, inactive_globals=()):
+def c_rules(module=None, inactive=(), like=None, registered=None, inactive_globals=(),
+            allocation_like=None):
     """pyzyme's rule table plus the C library's inactive functions, the functions named in
     ``inactive``, the global variables named in ``inactive_globals`` (stores into them drop
     the stored value's derivative), a row for each function in ``like`` (``{"mylog": "log"}``: differentiated
     by the row of ``log``), a :class:`~pyzyme.rules.spec.Registered` row for each function in
     ``registered`` (derivatives the module registers: see
-    :class:`~pyzyme.frontends.enzyme_calls.Registrations`) and, when ``module`` is given, the
+    :class:`~pyzyme.frontends.enzyme_calls.Registrations`), an allocation row for each
+    allocator in ``allocation_like`` (and a row freeing shadows for its deallocator) and,
+    when ``module`` is given, the
     UBSan handlers it declares (a debug build with sanitizers reports errors through them;
     they carry no derivative).
 
@@ -176,7 +179,7 @@ def c_rules(module=None, inactive=(), like=None, registered=None, inactive_globa
     import dataclasses
 
     from pyzyme.rules import default_rules
-    from pyzyme.rules.spec import Allocation, Inactive, Registered
+    from pyzyme.rules.spec import Allocation, Inactive, Mirror, Registered
     from pyzyme.rules.table import RuleTable
 
     table = RuleTable(default_rules().rows())
@@ -189,6 +192,11 @@ def c_rules(module=None, inactive=(), like=None, registered=None, inactive_globa
         table.add(Registered((name,), "custom", forward=reg.get("forward"),
                              augmented=reg.get("augmented"), reverse=reg.get("reverse"),
                              source=reg["source"]))
+    for name, reg in (allocation_like or {}).items():
+        table.add(Allocation((name,), "custom", size_args=(reg["size_arg"],)))
+        if reg.get("free"):
+            table.add(Mirror((reg["free"],), "custom", pointer_args=(reg["free_pointer"],),
+                             releases=True))
     names = list(C_INACTIVE) + list(inactive)
     if module is not None:
         names += [f.name for f in module.functions if cxx_library_inactive(f.name) or (
