@@ -408,8 +408,11 @@ def _read_args(site: CallSite, args, start: int) -> None:
             elif m in ("enzyme_strong_zero",) or m in _RETURN_MARKERS or \
                     m == "enzyme_primal_return":
                 skip = True
-            elif m == "enzyme_not_overwritten":
-                pass  # a modifier of the marker that follows; pyzyme finds what is overwritten
+            elif m in ("enzyme_not_overwritten", "enzyme_nocache"):
+                # A promise about the argument that follows (it is not overwritten between
+                # the passes, so Enzyme need not cache it): pyzyme finds what is overwritten
+                # and caches that, which the promise does not change.
+                pass
             else:
                 raise site.error(f"unknown marker {m}",
                                  hint="markers are enzyme_dup, enzyme_dupnoneed, enzyme_out, "
