@@ -31,14 +31,13 @@ LEVELS = ("-O0", "-O1", "-O2", "-O3")
 def c_ir():
     """Every C program at every level as LLVM IR (with line tables, so errors name lines),
     compiled by parallel clang processes once per session."""
-    from pyzyme.frontends.c_driver import AD_FLAGS
-    from pyzyme.frontends.clang import compile_to_ir
+    from pyzyme.frontends.c_driver import compile_source
 
     work = [(name, opt) for name in C_PROGRAMS for opt in LEVELS]
 
     def one(item):
         name, opt = item
-        return compile_to_ir(PROGRAMS / name, "c", opt, (*AD_FLAGS, "-gline-tables-only"))
+        return compile_source(PROGRAMS / name, opt)
 
     with ThreadPoolExecutor(4) as pool:
         return dict(zip(work, pool.map(one, work)))
@@ -64,11 +63,27 @@ def test_c_program(c_ir, name, opt, capfd):
 @pytest.mark.parametrize("name", CXX_PROGRAMS)
 def test_cxx_program(tmp_path, name, opt):
     exe = tmp_path / "program"
+    # A program may ask for compiler flags on a line "// flags: -fno-exceptions".
+    flags = next((line.split(":", 1)[1].split() for line in
+                  (PROGRAMS / name).read_text().splitlines() if line.startswith("// flags:")), [])
     build = subprocess.run([sys.executable, "-m", "pyzyme", "cc", str(PROGRAMS / name), opt,
-                            "-o", str(exe)], capture_output=True, text=True, check=False)
+                            *flags, "-o", str(exe)], capture_output=True, text=True, check=False)
     assert build.returncode == 0, build.stderr
     proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("opt", LEVELS[1:])
+def test_integer_fields_by_type_tags(opt, capfd):
+    """An integer field of a struct in active memory, copied in reverse mode, is known to hold
+    an integer by clang's type tag on the load (!tbaa; clang writes none at -O0), where
+    pyzyme's own type analysis cannot tell (it was refused as copying float bits)."""
+    from pyzyme.frontends.c_driver import compile_source
+    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.runtime.standalone import Program
+
+    text = lower(compile_source(PROGRAMS / "tagged" / "struct_int_fields.c", opt))
+    assert Program(text, opt_level=0).run_main() == 0, capfd.readouterr().err
 
 
 def test_vectorized_ir_from_clang(c_ir):
@@ -164,3 +179,64 @@ def test_llvm_api_reads_registrations():
     plain = pyzyme.llvm.compile(base, "g", "reverse")(3.0, 1.0)
     assert (ruled.f0, ruled.f1) == (3.0, 1.0)  # f_aug's primal, f_rev's derivative
     assert (plain.f0, plain.f1) == (9.0, 6.0)
+
+
+def test_unknown_enzyme_attribute_is_refused(tmp_path):
+    """An Enzyme attribute pyzyme does not read is an error naming it and its line, not a
+    clang warning and a derivative without it."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c_driver import compile_source
+
+    src = tmp_path / "unknown_attr.c"
+    src.write_text("__attribute__((enzyme_sparse_accumulate)) double f(double x) {\n"
+                   "  return x * x;\n}\n")
+    with pytest.raises(UnsupportedError) as err:
+        compile_source(src, "-O1")
+    assert "unknown_attr.c:1" in str(err.value)
+    assert "enzyme_sparse_accumulate" in str(err.value)
+
+
+def test_enzyme_shadow_is_refused_where_it_cannot_be_passed(tmp_path):
+    """A global with an enzyme_shadow is passed to the functions using it as a hidden
+    parameter; when one of them is called through a pointer, it cannot be: an error naming
+    the global, not a derivative that leaves the shadow at zero."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c_driver import compile_source
+    from pyzyme.frontends.enzyme_lower import lower
+
+    src = tmp_path / "shadowed.c"
+    src.write_text("double dscale = 0;\n"
+                   "__attribute__((enzyme_shadow(dscale))) double scale = 2.0;\n"
+                   "__attribute__((noinline)) double f(double x) { return scale * x * x; }\n"
+                   "double g(double x) { double (*volatile p)(double) = f; return p(x); }\n"
+                   "double __enzyme_autodiff(void *, double);\n"
+                   "double dg(double x) { return __enzyme_autodiff((void *)g, x); }\n")
+    with pytest.raises(UnsupportedError) as err:
+        lower(compile_source(src, "-O2"))
+    assert "@scale" in str(err.value) and "enzyme_shadow" in str(err.value)
+    assert "address is taken" in str(err.value)
+
+
+@pytest.mark.parametrize("source, expected", [
+    # Enzyme calls a logging hook the program defines; pyzyme would not: refused.
+    ("int calls; void enzymeLogGrad(double g, const char *op, const char *callee,\n"
+     " const char *mod, const char *fn, unsigned b, unsigned i) { calls++; }\n", "enzymeLogGrad"),
+    ("double g = 2; extern int enzyme_context; void *__enzyme_context(int);\n"
+     "double f(double x) { return g * x; }\n"
+     "double df(double x) { void *c = __enzyme_context(1);\n"
+     " return __enzyme_autodiff((void *)f, enzyme_context, c, x); }\n", "__enzyme_context"),
+])
+def test_enzyme_features_pyzyme_lacks_are_refused(tmp_path, source, expected):
+    """Features of Enzyme a program relies on and pyzyme does not provide are errors naming
+    them, not programs that build and then miss their effect."""
+    from pyzyme.frontends.c_driver import compile_source
+    from pyzyme.frontends.enzyme_calls import EnzymeCallError
+    from pyzyme.frontends.enzyme_lower import lower
+
+    src = tmp_path / "feature.c"
+    src.write_text("double __enzyme_autodiff(void *, ...);\n" + source +
+                   "double sq(double x) { return x * x; }\n"
+                   "double dsq(double x) { return __enzyme_autodiff((void *)sq, x); }\n")
+    with pytest.raises(EnzymeCallError) as err:
+        lower(compile_source(src, "-O1"))
+    assert expected in str(err.value)

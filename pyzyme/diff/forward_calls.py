@@ -59,6 +59,8 @@ def call_result_varied(gen, inst: I.CallBase, is_varied) -> bool:
 def may_allocate(gen, inst: I.CallBase) -> bool:
     """Whether a call may store a fresh allocation through a pointer it is handed: not the
     rows that only compute, copy, or count references (activity analysis asks)."""
+    if inst.called_function is None:
+        return False
     row = _row(gen, inst)
     return not isinstance(row, (spec.Partials, spec.Linear, spec.Memory, spec.Inactive,
                                 spec.Mirror, spec.Blas, spec.Reduction, spec.Masked))

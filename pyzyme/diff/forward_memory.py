@@ -4,7 +4,8 @@ A pointer that carries a derivative has a *shadow*: memory laid out like the pri
 tangents where the primal holds floats, shadow pointers where it holds pointers, and copies of
 its integers. A load through a shadowed pointer reads the tangent from the shadow; a store
 writes the stored value's tangent (or zero) there. A varied value stored into memory that has no
-shadow would be lost, so it raises :class:`~pyzyme.ActivityError` instead.
+shadow would be lost, so it raises :class:`~pyzyme.ActivityError` instead, unless that memory
+is a global variable declared inactive (its derivative is dropped by request).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from pyzyme.analysis.activity import can_carry_derivative, contains_type
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import Argument, ZeroInitializer, const_null
+from pyzyme.ir.values import Argument, GlobalVariable, ZeroInitializer, const_null
+from pyzyme.rules import spec
 
-__all__ = ["load", "store", "alloca", "atomicrmw", "cmpxchg", "no_shadow_error"]
+__all__ = ["load", "store", "alloca", "atomicrmw", "cmpxchg", "inactive_memory",
+           "no_shadow_error"]
 
 
 def load(gen, st, inst: I.Load, new: I.Load) -> None:
@@ -44,7 +47,8 @@ def store(gen, st, inst: I.Store, new: I.Store) -> None:
     varied = value in st.activity.varied
     if shadows is None:
         if varied and not (value.type.is_pointer and st.exception_arg is not None
-                           and _base(pointer) is st.exception_arg):
+                           and _base(pointer) is st.exception_arg) \
+                and not inactive_memory(gen.rules, pointer):
             raise no_shadow_error(st.where, inst, pointer)
         return
     for k in range(st.width):
@@ -56,6 +60,14 @@ def store(gen, st, inst: I.Store, new: I.Store) -> None:
             d = b.select(inactive_here(b, shadows[k], new.operands[1]), new.operands[0], d)
         st.builder.insert(I.Store(d, shadows[k], inst.align, inst.volatile, inst.ordering,
                                   inst.syncscope))
+
+
+def inactive_memory(rules, pointer) -> bool:
+    """Whether ``pointer`` points into a global variable the rules declare inactive (Enzyme's
+    ``__attribute__((enzyme_inactive))``): what is stored there carries no derivative."""
+    base = _base(pointer)
+    return isinstance(base, GlobalVariable) and isinstance(rules.lookup(base.name, "call"),
+                                                           spec.Inactive)
 
 
 def no_shadow_error(where: str, inst, pointer) -> ActivityError:

@@ -18,6 +18,9 @@ custom rule, where every argument is taken as differentiable):
 - **augmented forward** ``f_aug``: each argument followed by its shadow when it is a pointer;
   it returns, by its type (``R`` being ``f``'s result type): ``R`` (the primal), ``{tape, R}``,
   ``{R, R}`` (primal and shadow), ``{tape, R, R}``, void, or anything else (the tape alone).
+  When it returns no primal result and one is used, ``f`` itself is called for it (as in
+  forward mode), provided ``f`` writes nothing outside its own frame; a pointer result must
+  come from ``f_aug`` with its shadow.
 - **reverse** ``f_rev``: the same arguments, then the seed of the result when ``R`` is a
   float, then the tape when ``f_aug`` returns one; it returns the derivatives of ``f``'s float
   arguments, in order: void when there are none, the value when there is one, a struct.
@@ -31,6 +34,7 @@ iteration in a loop).
 
 from __future__ import annotations
 
+from pyzyme.analysis.overwrite import underlying_object
 from pyzyme.diff import naming
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
@@ -208,6 +212,11 @@ def augmented(gen, st, inst: I.Call, row) -> None:
         primal = part("primal", inst.name)
         if primal is not None:
             st.values[inst] = primal
+        elif inst.users and not ret.is_pointer and _leaves_memory_alone(callee):
+            # Enzyme's convention: the augmented function returns the primal result only
+            # when it is a pointer; otherwise the function itself computes it, and calling it
+            # a second time is harmless when it writes nothing outside its own frame.
+            gen._clone(st, inst)
         elif inst.users:
             raise UnsupportedError(
                 f"{row.source}: the augmented forward function {aug.ref} returns "
@@ -223,6 +232,29 @@ def augmented(gen, st, inst: I.Call, row) -> None:
                          f"{{ tape, {ret}, {ret} }}")
             st.shadows[inst] = shadow
     st.rule_calls[inst] = ("registered", rev, shadows, tape)
+
+
+def _leaves_memory_alone(fn) -> bool:
+    """Whether ``fn`` (defined) writes only to its own stack frame and calls only intrinsics
+    that write nothing: a second call changes nothing but its result."""
+    if fn.is_declaration:
+        return False
+    for inst in fn.instructions():
+        if isinstance(inst, I.Store):
+            if not isinstance(underlying_object(inst.pointer), I.Alloca):
+                return False
+        elif isinstance(inst, I.CallBase):
+            callee = inst.called_function
+            if callee is None or not callee.name.startswith(_HARMLESS_INTRINSICS):
+                return False
+        elif inst.opcode in ("atomicrmw", "cmpxchg", "fence", "va_arg"):
+            return False
+    return True
+
+
+_HARMLESS_INTRINSICS = ("llvm.lifetime.", "llvm.dbg.", "llvm.assume", "llvm.experimental.noalias",
+                        "llvm.fabs.", "llvm.sqrt.", "llvm.fma", "llvm.fmuladd", "llvm.minnum",
+                        "llvm.maxnum", "llvm.copysign", "llvm.floor", "llvm.ceil")
 
 
 def _check_adjoints(row, rev, callee) -> None:

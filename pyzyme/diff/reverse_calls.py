@@ -34,7 +34,7 @@ from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import const_int, const_null
+from pyzyme.ir.values import Constant, GlobalValue, const_int, const_null
 from pyzyme.rules import spec
 
 __all__ = ["forward", "reverse", "run_releases"]
@@ -77,9 +77,11 @@ def forward(gen, st, inst: I.CallBase) -> None:
     if isinstance(row, spec.Blas):
         blas_calls.handler(row).augmented(gen, st, inst, row)
         return
-    if isinstance(row, spec.Mirror) and callee.name in _RELEASES:
-        shadow = st.shadows.get(inst.args[0])
-        defer_release(gen, st, inst, gen._fwd_value(st, inst.args[0]),
+    if isinstance(row, spec.Mirror) and (callee.name in _RELEASES or row.releases):
+        at = 0 if callee.name in _RELEASES else row.pointer_args[0]
+        shadow = st.shadows.get(inst.args[at])
+        call = inst if callee.name in _RELEASES else _one_pointer_release(gen, st, inst, at)
+        defer_release(gen, st, call, gen._fwd_value(st, inst.args[at]),
                       shadow if shadow is not None else const_null(T.ptr))
         return
     if isinstance(row, (spec.Reduction, spec.Masked)):
@@ -142,7 +144,9 @@ def _copied_type(gen, st, inst: I.Call):
     found = set()
     for pointer in inst.args[:2]:
         tree = types.tree(pointer).data0()
-        found.update(str(ct) for _, ct in tree)
+        # The bytes copied themselves; deeper entries describe memory they point to, which
+        # the copy does not move (a struct holding a float* copies a pointer, not floats).
+        found.update(str(ct) for path, ct in tree if len(path) == 1)
     floats = {t for t in found if t.startswith("Float@")}
     if floats and len(found) == 1:
         kind = floats.pop()[len("Float@"):]
@@ -292,6 +296,28 @@ def shadow_stack_slot(gen, st, inst: I.Alloca) -> None:
     st.shadows[inst] = shadow
     defer_release(gen, st, I.Call(free, [shadow], free.function_type), shadow,
                   const_null(T.ptr))
+
+
+def _one_pointer_release(gen, st, inst: I.CallBase, at: int) -> I.Call:
+    """A call of a function of the memory alone that makes the release ``inst`` makes on its
+    argument ``at``: ``inst`` itself when that is its only argument, else a call of a helper
+    passing the other (constant) arguments as ``inst`` does."""
+    callee, args = inst.called_function, inst.args
+    if len(args) == 1:
+        return inst
+    others = [a for i, a in enumerate(args) if i != at]
+    if not all(isinstance(a, (Constant, GlobalValue)) for a in others):
+        raise UnsupportedError(
+            f"{st.where} frees memory with {callee.ref}, which reverse mode makes after its "
+            f"reverse sweep; it can do so only when the other arguments are constants: {inst}",
+            hint="pass the deallocator constant arguments (a global, not a local's address)")
+    module = gen.module
+    fn = module.add_function(module.unique_global_name(f"{callee.name}.pzrelease"),
+                             T.FunctionType(T.void, [T.ptr]), prefix="internal")
+    b = IRBuilder(fn.append_block("entry"))
+    b.call(callee, [fn.args[0] if i == at else a for i, a in enumerate(args)])
+    b.ret_void()
+    return I.Call(fn, [fn.args[0]], fn.function_type)
 
 
 def defer_release(gen, st, call, primal, shadow) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pyzyme.analysis.activity import can_carry_derivative
 from pyzyme.analysis.overwrite import underlying_object
+from pyzyme.analysis.tbaa import access_kind
 from pyzyme.diff import naming
 from pyzyme.diff.emit import derivative_flags
 from pyzyme.diff.reverse_state import (
@@ -177,8 +178,9 @@ class ForwardSweep:
                     underlying_object(pointer) is st.old.args[1]:
                 return  # Numba's exception record: read by the caller only when raising
             if value in st.activity.varied and can_carry_derivative(value.type):
-                from pyzyme.diff.forward_memory import no_shadow_error
-                raise no_shadow_error(st.where, inst, pointer)
+                from pyzyme.diff.forward_memory import inactive_memory, no_shadow_error
+                if not inactive_memory(self.rules, pointer):
+                    raise no_shadow_error(st.where, inst, pointer)
             return
         ty = value.type
         if ty.is_int and isinstance(value, I.Load) and value.pointer in st.activity.varied \
@@ -253,8 +255,9 @@ class ForwardSweep:
 
     def _integer_move(self, st: _State, load: I.Load) -> bool:
         """Whether integer ``load`` reads an integer (so storing it into a shadow mirrors the
-        primal), not the bits of a float: type analysis says so, or its address is typed as
-        integer data, or no float access of the function may touch the same memory."""
+        primal), not the bits of a float: type analysis says so, or clang's type tag on it,
+        or its address is typed as integer data, or no float access of the function may touch
+        the same memory."""
         from pyzyme.errors import TypeAnalysisError
 
         try:
@@ -267,6 +270,9 @@ class ForwardSweep:
                 return True
             if kind.startswith("Float"):
                 return False
+        tagged = access_kind(load)  # C/C++: the type the source reads there
+        if tagged is not None:
+            return tagged != "float"
         pointer = load.pointer
         step = pointer
         while isinstance(step, I.GetElementPtr):  # the addressing names the element type

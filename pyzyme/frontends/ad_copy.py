@@ -29,12 +29,15 @@ from collections.abc import Iterable
 from pyzyme import ir
 from pyzyme.errors import FrontendError
 
-__all__ = ["promote_local_globals", "ad_copy", "link_into", "strip_debug_info", "expand_realloc",
+__all__ = ["promote_local_globals", "ad_copy", "noinline_suffix", "link_into", "strip_debug_info", "expand_realloc",
            "rename_global"]
 
 _DBG_ATTACHMENT = re.compile(r"\s*!dbg\s+!\d+")
 _COMDAT = re.compile(r",?\s*comdat(\(\$[^)]*\))?")
 _DROPPED_FN_ATTRS = re.compile(r"\b(optnone|noinline)\b")
+# Linkages of definitions that LLVM deletes when nothing in the module uses them.
+_DISCARDABLE = ("internal", "private", "linkonce", "linkonce_odr", "weak", "weak_odr",
+                "available_externally")
 
 
 def promote_local_globals(module: ir.Module, tag: str) -> list[str]:
@@ -132,14 +135,19 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
         else:
             _declare(gv)
     keep = set(keep_calls)
+    visible = set(targets) | keep
     for fn in module.functions:
         if fn.is_declaration:
             continue
         fn.suffix = _DROPPED_FN_ATTRS.sub("", _COMDAT.sub("", fn.suffix)).strip()
-        if fn.linkage == "available_externally":
+        if fn.name in visible and fn.linkage in _DISCARDABLE:
+            # A static function, a template instance or an inline function that nothing in
+            # the copy calls would be deleted as dead before the derivative is built.
+            fn.prefix = ir.values.with_linkage(fn.prefix, "external")
+        elif fn.linkage == "available_externally":
             fn.prefix = ir.values.with_linkage(fn.prefix, "internal")
         if fn.name in keep:
-            fn.suffix = "noinline " + fn.suffix
+            fn.suffix = noinline_suffix(fn.suffix)
         for i, arg in enumerate(fn.args):
             if not arg.name:  # clang -O0 leaves them unnamed; derivatives name their shadows
                 arg.name = fn.unique_name(f"arg{i}")
@@ -147,7 +155,7 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
     expand_realloc(module)
     cxx_allocation_as_malloc(module)
     posix_memalign_as_aligned_alloc(module)
-    module.extra_lines = [(section, _DROPPED_FN_ATTRS.sub("", text) if section == "attributes"
+    module.extra_lines = [(section, _without_inlining_attrs(text) if section == "attributes"
                            else text) for section, text in module.extra_lines]
     from pyzyme.runtime import passes
     from pyzyme.runtime.modules import parse
@@ -157,6 +165,33 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
     if optimize:
         passes.ad_friendly(ref)
     return ir.parse_module(str(ref))
+
+
+def noinline_suffix(suffix: str) -> str:
+    """A function's ``suffix`` (the text after its parameters) with ``noinline`` among its
+    attributes: after ``unnamed_addr``, ``local_unnamed_addr`` and ``addrspace(N)``, which
+    LLVM's grammar puts first.
+
+    >>> noinline_suffix("local_unnamed_addr #0 comdat")
+    'local_unnamed_addr noinline #0 comdat'
+    >>> noinline_suffix("#1")
+    'noinline #1'
+    """
+    words = suffix.split()
+    if "noinline" in words:
+        return suffix
+    at = 0
+    while at < len(words) and (words[at] in ("unnamed_addr", "local_unnamed_addr")
+                               or words[at].startswith("addrspace(")):
+        at += 1
+    return " ".join([*words[:at], "noinline", *words[at:]])
+
+
+def _without_inlining_attrs(group: str) -> str:
+    """An ``attributes #N = { ... }`` line without ``optnone``/``noinline``; LLVM rejects an
+    empty group, so one left empty holds a string attribute that means nothing."""
+    text = _DROPPED_FN_ATTRS.sub("", group)
+    return re.sub(r"=\s*\{\s*\}", '= { "pyzyme-none" }', text)
 
 
 def expand_realloc(module: ir.Module) -> None:

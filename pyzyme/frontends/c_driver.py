@@ -14,6 +14,7 @@ Sources are compiled with ``-gline-tables-only`` unless a ``-g`` flag is given, 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -21,15 +22,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyzyme.errors import FrontendError
+from pyzyme.errors import FrontendError, UnsupportedError
 
-__all__ = ["AD_FLAGS", "Invocation", "parse_invocation", "source_to_ir", "cc", "run"]
+__all__ = ["AD_FLAGS", "INCLUDE_DIR", "Invocation", "parse_invocation", "compile_source",
+           "source_to_ir", "cc", "run"]
 
 _SOURCES = {".c", ".cc", ".cpp", ".cxx", ".c++", ".C", ".ll", ".bc"}
 _CXX = {".cc", ".cpp", ".cxx", ".c++", ".C"}
 #: Added to every compile: Enzyme's clang plugin differentiates before LLVM vectorizes; from
 #: clang's output, loops and structs vectorized by its -O2 would reach pyzyme as vectors.
 AD_FLAGS = ("-fno-vectorize", "-fno-slp-vectorize")
+#: Enzyme's headers as pyzyme provides them (``<enzyme/enzyme>``, ...), searched after the
+#: user's and the system's include directories.
+INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 # Flags that matter only when linking; everything else goes to the compile step too.
 _LINK_ONLY = ("-l", "-L", "-Wl,", "-shared", "-static", "-pthread", "-rdynamic")
 
@@ -103,11 +108,55 @@ def source_to_ir(path: Path, inv: Invocation) -> str:
     if path.suffix in (".ll", ".bc"):  # text or bitcode, whichever the bytes are
         text = normalize_ir(ir_files.read_bytes(str(path)), name=str(path))
     else:
-        flags = [*AD_FLAGS, *inv.compile_flags]
-        if not any(f.startswith("-g") for f in flags):
-            flags.append("-gline-tables-only")
-        text = compile_to_ir(path, "c++" if path.suffix in _CXX else "c", inv.opt, flags)
+        text = compile_source(path, inv.opt, inv.compile_flags)
     return lower(text, opt_level=max(inv.opt_level, 2))
+
+
+def compile_source(path: Path, opt: str = "-O0", flags: Sequence[str] = ()) -> str:
+    """``path`` (C or C++) as LLVM IR optimised at ``opt``, as Enzyme's clang plugin sees it
+    before it replaces the ``__enzyme_*`` calls.
+
+    Clang stops after its front end, the functions the module registers with Enzyme are kept
+    from inlining (:mod:`~pyzyme.frontends.enzyme_preopt`), then clang's ``opt`` pipeline runs.
+    Enzyme's headers (``<enzyme/enzyme>``, ...) are on the include path and its attributes
+    (``__attribute__((enzyme_inactive))``, ...) are spelled for this clang; one pyzyme does not
+    read is refused (:class:`~pyzyme.errors.UnsupportedError`) rather than ignored.
+    """
+    from pyzyme.frontends import enzyme_preopt
+    from pyzyme.frontends.clang import compile_to_ir
+
+    path = Path(path)
+    flags = [*AD_FLAGS, *flags, "-idirafter", str(INCLUDE_DIR),
+             "-include", str(INCLUDE_DIR / "pyzyme_enzyme_attributes.h")]
+    if not any(f.startswith("-g") for f in flags):
+        flags.append("-gline-tables-only")
+    # %O0TBAA-style builds (-O1 -Xclang -disable-llvm-passes) ask for no pipeline at all.
+    level = 0 if "-disable-llvm-passes" in flags else Invocation(opt=opt).opt_level
+    if level:
+        flags += enzyme_preopt.FRONTEND_ONLY
+    warnings: list[str] = []
+    text = compile_to_ir(path, "c++" if path.suffix in _CXX else "c", opt, flags,
+                         diagnostics=warnings)
+    _refuse_unknown_enzyme_attributes(warnings)
+    if level:
+        text = enzyme_preopt.optimize(enzyme_preopt.preserve_registered(text), level, flags)
+    return text
+
+
+_UNKNOWN_ATTRIBUTE = re.compile(r"^(\S+?:\d+):\d+: warning: unknown attribute '(enzyme[\w:]*)'")
+
+
+def _refuse_unknown_enzyme_attributes(warnings: list[str]) -> None:
+    """Clang ignores, with a warning, the Enzyme attributes pyzyme does not spell for it
+    (``pyzyme_enzyme_attributes.h``); a program relying on one is refused, naming it."""
+    for line in warnings:
+        m = _UNKNOWN_ATTRIBUTE.match(line)
+        if m:
+            raise UnsupportedError(
+                f"{m.group(1)}: the Enzyme attribute {m.group(2)} is not supported by pyzyme",
+                hint="pyzyme reads enzyme_inactive, enzyme_inactive_noblock, "
+                     "enzyme_function_like and enzyme_shadow; remove the attribute or use "
+                     "pyzyme's own equivalent")
 
 
 def _compiler(cxx: bool) -> list[str]:

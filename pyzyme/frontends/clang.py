@@ -61,6 +61,7 @@ def compile_to_ir(
     *,
     compiler: Sequence[str] | None = None,
     timeout: float = 120.0,
+    diagnostics: list[str] | None = None,
 ) -> str:
     """Compile C or C++ to LLVM IR text as LLVM 22 prints it.
 
@@ -85,6 +86,9 @@ def compile_to_ir(
         or the one ``NUMBA_CPU_NAME`` names, as Numba's own code.
     timeout : float, default 120
         Seconds to wait for the compiler.
+    diagnostics : list of str, optional
+        When given, the compiler's warnings (its stderr, one line per item) are appended to
+        it; they are otherwise discarded after a successful compile.
 
     Returns
     -------
@@ -167,6 +171,8 @@ def compile_to_ir(
                 stderr=proc.stderr,
             )
         text = out.read_text()
+    if diagnostics is not None:
+        diagnostics += [line for line in proc.stderr.splitlines() if line not in _ZIG_NOISE]
     return normalize_ir(text, name=what)
 
 

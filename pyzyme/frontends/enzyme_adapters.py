@@ -18,10 +18,12 @@ that has one; otherwise the first value when it has the call's type.
 
 from __future__ import annotations
 
+import dataclasses
+
 from pyzyme import ir
 from pyzyme.analysis.activity import can_carry_derivative
 from pyzyme.analysis.layout import sizeof
-from pyzyme.frontends.enzyme_calls import CallSite
+from pyzyme.frontends.enzyme_calls import Arg, CallSite
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import types as T
 from pyzyme.ir.values import ConstantAggregate, Undef, const_float, const_int
@@ -37,9 +39,11 @@ def tape_size(site: CallSite) -> int:
     return TAPE_BYTES
 
 
-def build_adapter(site: CallSite, copy, derivs, name: str):
+def build_adapter(site: CallSite, copy, derivs, name: str, hidden=()):
     """Add to ``copy`` (the AD copy) the function ``name`` that does what ``site`` asks,
-    taking the call's kept arguments and returning the call's type."""
+    taking the call's kept arguments and returning the call's type. ``hidden``: the globals
+    the function takes as trailing parameters
+    (:func:`~pyzyme.frontends.global_shadows.thread_globals`), passed with their shadows."""
     call = site.call
     params = [call.args[p].type for p in site.kept]
     ret = call.type if site.sret is None else T.void
@@ -49,11 +53,39 @@ def build_adapter(site: CallSite, copy, derivs, name: str):
     primal = copy.get_function(site.function.name)
     if primal is None or primal.is_declaration:
         raise site.error(f"{site.function.ref} was optimised away before differentiation")
+    if hidden:
+        site = _with_hidden(site, hidden, values, copy, b)
     a = _Adapter(site, b, values, primal)
     elements = {"reverse": a.reverse, "forward": a.forward, "augment": a.augment,
                 "gradient": a.gradient, "batch": a.batch}[site.mode](derivs)
     a.deliver(elements, ret)
     return fn
+
+
+def _with_hidden(site: CallSite, hidden, values: dict, copy, b) -> CallSite:
+    """``site`` passing, after its own arguments, each global of ``hidden`` with its shadow
+    (``enzyme_dup``; a batch passes the global to every lane); the shadows that start at zero
+    are zeroed here, where a derivative call starts (the second half of a split derivative
+    goes on with what the first left)."""
+    if site.width > 1 and site.mode != "batch":
+        raise site.error(f"{site.function.ref} uses the global @{hidden[0].name}, which "
+                         f"needs a shadow; pyzyme gives globals one shadow, not one per lane "
+                         f"of a vector derivative",
+                         hint="pass the global's memory as an argument (enzyme_dupv)")
+    extra, first = [], len(site.args)
+    for i, h in enumerate(hidden):
+        values[("global", i)] = copy.get_global(h.name)
+        values[("shadow", i)] = copy.get_global(h.shadow)
+        if site.mode == "batch":
+            extra.append(Arg(first + i, "scalar", ("global", i)))
+            continue
+        extra.append(Arg(first + i, "dup", ("global", i), (("shadow", i),)))
+        if h.zeroed and site.mode != "gradient":
+            fnty = T.FunctionType(T.void, [T.ptr, T.i8, T.i64, T.i1])
+            b.call(copy.declare("llvm.memset.p0.i64", fnty),
+                   [values[("shadow", i)], const_int(T.i8, 0), const_int(T.i64, h.size(copy)),
+                    const_int(T.i1, 0)])
+    return dataclasses.replace(site, args=[*site.args, *extra])
 
 
 class _Adapter:

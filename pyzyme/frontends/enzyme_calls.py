@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pyzyme import ir
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
-from pyzyme.ir.values import ConstantExpr, ConstantInt, GlobalVariable, MetadataValue
+from pyzyme.ir.values import ConstantExpr, ConstantInt, GlobalVariable, MetadataValue, Null
 
 __all__ = ["ENTRY_POINTS", "CallSite", "Arg", "EnzymeCallError", "Registrations",
            "find_call_sites", "find_registrations", "marker", "source_location"]
@@ -57,7 +57,23 @@ _NOT_PROVIDED = {
     "__enzyme_truncate": "floating-point truncation is not supported",
     "__enzyme_trace": "probabilistic programming is not supported",
     "__enzyme_condition": "probabilistic programming is not supported",
+    "__enzyme_context": "contexts of global-variable shadows are not supported (pyzyme "
+                        "computes no derivatives with respect to global variables)",
+    "__enzyme_shadow": "shadows of global variables are not supported (pyzyme computes no "
+                       "derivatives with respect to global variables)",
+    "__enzyme_zero_shadows": "shadows of global variables are not supported",
+    "__enzyme_iter": "__enzyme_iter (iteration counts of nested derivatives) is not supported",
+    "__enzyme_error_estimate": "floating-point error estimation is not supported",
+    "__enzyme_checkpoint_for": "checkpointed loops of <enzyme/checkpoint.h> are not supported "
+                               "(pyzyme.checkpoint and the tape_budget option checkpoint "
+                               "Numba code)",
+    "__enzyme_checkpoint_while": "checkpointed loops of <enzyme/checkpoint.h> are not "
+                                 "supported",
+    "__enzyme_fixed_point": "fixed-point iterations of <enzyme/fixed_point.h> are not "
+                            "supported",
 }
+#: Functions a program defines for Enzyme to call while it differentiates (its logging hooks).
+_HOOKS = ("enzymeLogGrad", "enzymeLogValue", "enzymeLogError", "enzymeLogRound")
 _ARG_MARKERS = {"enzyme_dup": "dup", "enzyme_dupnoneed": "dupnoneed", "enzyme_out": "active",
                 "enzyme_const": "const", "enzyme_dupv": "dup", "enzyme_dupnoneedv": "dupnoneed"}
 _RETURN_MARKERS = {"enzyme_const_return": "const", "enzyme_active_return": "active",
@@ -135,6 +151,7 @@ def marker(value) -> str | None:
     >>> marker(ir.const_int(ir.i32, 0)) is None
     True
     """
+    value = through_locals(value)
     if isinstance(value, (I.Load, I.Cast)) and value.operands:
         value = value.operands[0]
     if isinstance(value, ConstantExpr) and value.operands:
@@ -149,6 +166,20 @@ def marker(value) -> str | None:
         m = re.fullmatch(r'!"(enzyme_[A-Za-z0-9_]+)"', value.text.strip())
         return m.group(1) if m else None
     return None
+
+
+def through_locals(value):
+    """``value`` with unoptimised code's detours taken out: a load from a stack slot stored
+    once is the value stored (at -O0 each parameter of an inlined helper, such as those of
+    ``<enzyme/enzyme>``, passes through such a slot)."""
+    for _ in range(64):
+        if not (isinstance(value, I.Load) and isinstance(value.pointer, I.Alloca)):
+            return value
+        stores = [u for u in value.pointer.users if isinstance(u, I.Store)]
+        if len(stores) != 1 or stores[0].pointer is not value.pointer:
+            return value
+        value = stores[0].value
+    return value
 
 
 def entry_mode(name: str) -> str | None:
@@ -182,16 +213,30 @@ class _DebugInfo:
         if line is None:
             fn = inst.function.name if inst.parent is not None else "?"
             return f"{self.default} (in @{fn})"
-        scope, filename = self.field(dbg, "scope"), None
+        filename = self._filename(dbg)
+        for _ in range(16):  # code inlined from pyzyme's own headers: name the user's call
+            outer = self.field(dbg, "inlinedAt")
+            if outer is None or not _SHIPPED_HEADER.search(filename or ""):
+                break
+            dbg, line = outer, self.field(outer, "line") or line
+            filename = self._filename(dbg)
+        return f"{filename or self.default}:{line}"
+
+    def _filename(self, dbg: str) -> str | None:
+        scope = self.field(dbg, "scope")
         for _ in range(16):  # lexical blocks nest; their chain ends at the subprogram
             if scope is None:
-                break
+                return None
             file = self.field(scope, "file")
             if file is not None:
-                filename = self.field(file, "filename")
-                break
+                return self.field(file, "filename")
             scope = self.field(scope, "scope")
-        return f"{filename or self.default}:{line}"
+        return None
+
+
+# The headers pyzyme cc puts on the include path (<enzyme/enzyme>...): a location inside one
+# is reported where the user's code called it.
+_SHIPPED_HEADER = re.compile(r"pyzyme[/\\]frontends[/\\]include[/\\]")
 
 
 def source_location(module, inst) -> str:
@@ -203,12 +248,10 @@ def source_location(module, inst) -> str:
 # ------------------------------------------------------------------------ reading calls
 def _function_of(value):
     """The function a call passes as its first argument (through casts and an -O0 local)."""
+    value = through_locals(value)
     if isinstance(value, ConstantExpr) and value.operands:
         value = value.operands[0]
-    if isinstance(value, I.Load) and isinstance(value.pointer, I.Alloca):
-        stores = [u for u in value.pointer.users if isinstance(u, I.Store)]
-        if len(stores) == 1 and stores[0].pointer is value.pointer:
-            value = stores[0].value
+    value = through_locals(value)
     return value if isinstance(value, ir.Function) else None
 
 
@@ -221,6 +264,14 @@ def find_call_sites(module) -> list[CallSite]:
         For a call that cannot be read, naming its source location.
     """
     debug = _DebugInfo(module)
+    for fn in module.functions:
+        hook = next((h for h in _HOOKS if fn.name in (h, f"_Z{len(h)}{h}") or
+                     fn.name.startswith(f"_Z{len(h)}{h}")), None)  # C or C++ spelling
+        if hook is not None and not fn.is_declaration:
+            raise EnzymeCallError(f"{debug.default}: the program defines {hook}, a logging hook "
+                                  f"of Enzyme's; pyzyme does not call it",
+                                  hint=f"remove {hook}, or rename it if it is not meant for "
+                                       f"Enzyme")
     sites = []
     for fn in module.functions:
         for inst in list(fn.instructions()):
@@ -357,8 +408,11 @@ def _read_args(site: CallSite, args, start: int) -> None:
             elif m in ("enzyme_strong_zero",) or m in _RETURN_MARKERS or \
                     m == "enzyme_primal_return":
                 skip = True
-            elif m == "enzyme_not_overwritten":
-                pass  # a modifier of the marker that follows; pyzyme finds what is overwritten
+            elif m in ("enzyme_not_overwritten", "enzyme_nocache"):
+                # A promise about the argument that follows (it is not overwritten between
+                # the passes, so Enzyme need not cache it): pyzyme finds what is overwritten
+                # and caches that, which the promise does not change.
+                pass
             else:
                 raise site.error(f"unknown marker {m}",
                                  hint="markers are enzyme_dup, enzyme_dupnoneed, enzyme_out, "
@@ -484,19 +538,35 @@ class Registrations:
       ``void *__enzyme_register_derivative_f[2] = {(void *)f, (void *)fwd};``: ``f``'s
       derivatives are those functions (``registered``: ``{"f": {"augmented": "aug",
       "reverse": "rev", "forward": "fwd", "source": "@__enzyme_register_gradient_f"}}``;
-      see :mod:`pyzyme.diff.registered_calls` for their conventions).
+      see :mod:`pyzyme.diff.registered_calls` for their conventions);
+    - Enzyme's attributes, which reach the IR as annotations (``pyzyme cc`` spells them
+      so: ``pyzyme/frontends/include/pyzyme_enzyme_attributes.h``):
+      ``__attribute__((enzyme_inactive))`` on a function (``inactive``) or a global variable
+      (``inactive_globals``), ``enzyme_function_like("log1p")`` (``like``),
+      ``enzyme_shadow(g_shadow)`` on a global (``shadows``: global -> its shadow);
+    - ``void *__enzyme_allocation_like[4] = {(void *)alloc, (void *)1, (void *)"2,-1",
+      (void *)dealloc};``: ``alloc`` allocates memory of the size its argument 1 gives (its
+      shadow comes from another call of it), which ``dealloc(alloc's argument 2, the
+      memory)`` frees (``allocation_like``: ``{"alloc": {"size_arg": 1, "free": "dealloc",
+      "free_pointer": 1, "source": ...}}``).
     """
 
     inactive: list[str] = field(default_factory=list)
     like: dict[str, str] = field(default_factory=dict)
     registered: dict[str, dict] = field(default_factory=dict)
+    inactive_globals: list[str] = field(default_factory=list)
+    shadows: dict[str, str] = field(default_factory=dict)
+    allocation_like: dict[str, dict] = field(default_factory=dict)
 
     @property
     def rule_functions(self) -> list[str]:
-        """The functions the registrations name: ruled functions and their derivatives."""
+        """The functions the registrations name: ruled functions and their derivatives,
+        allocators and their deallocators."""
         out = []
         for name, reg in self.registered.items():
             out += [name] + [reg[k] for k in ("forward", "augmented", "reverse") if reg.get(k)]
+        for name, reg in self.allocation_like.items():
+            out += [name] + ([reg["free"]] if reg.get("free") else [])
         return list(dict.fromkeys(out))
 
 
@@ -569,6 +639,8 @@ def find_registrations(module) -> Registrations:
                 e = _strip(e)
                 if isinstance(e, ir.Function):
                     out.inactive.append(e.name)
+        elif name.startswith("__enzyme_allocation_like"):
+            _read_allocation_like(gv, where, out)
         elif name.startswith("__enzyme_function_like"):
             items = _elements(gv)
             fn = items[0] if items else None
@@ -577,8 +649,82 @@ def find_registrations(module) -> Registrations:
                 raise EnzymeCallError(f"{where}: {name} must be {{(void *)function, "
                                       f"\"name\"}}")
             out.like[fn.name] = like
+    annotations = module.get_global("llvm.global.annotations")
+    if annotations is not None:
+        for entry in _elements(annotations):
+            _read_annotation(entry, out)
     for primal, reg in out.registered.items():
         if "augmented" in reg and primal in out.inactive:
             raise EnzymeCallError(f"{reg['source']} registers a gradient for @{primal}, which "
                                   f"__enzyme_inactivefn declares inactive")
     return out
+
+
+def _read_allocation_like(gv, where: str, out: Registrations) -> None:
+    """``{(void *)alloc, (void *)SIZE_ARG, (void *)"DEALLOC_ARGS", (void *)dealloc}``:
+    DEALLOC_ARGS lists, for each argument of ``dealloc``, the argument of ``alloc`` passed
+    there, or -1 for the memory itself."""
+    items = [_strip(e) for e in _elements(gv)]
+    shape = (f"{where}: {gv.name} must be {{(void *)alloc, (void *)size_argument, "
+             f"(void *)\"deallocator arguments\", (void *)dealloc}}")
+    if len(items) != 4 or not isinstance(items[0], ir.Function) or \
+            not isinstance(items[1], (ConstantInt, Null)):
+        raise EnzymeCallError(shape)
+    alloc, size_arg = items[0], getattr(items[1], "value", 0)  # (void *)0 is null
+    if not 0 <= size_arg < len(alloc.function_type.params) or \
+            not alloc.function_type.params[size_arg].is_int:
+        raise EnzymeCallError(f"{where}: {gv.name}: argument {size_arg} of {alloc.ref} is not "
+                              f"an integer size")
+    reg = {"size_arg": size_arg, "source": f"@{gv.name}"}
+    if isinstance(items[3], ir.Function):
+        spec = _c_string(items[2]) or ""
+        try:
+            roles = [int(t) for t in spec.split(",") if t.strip()]
+        except ValueError:
+            raise EnzymeCallError(f"{shape}; the deallocator's arguments are not "
+                                  f"{spec!r}") from None
+        if roles.count(-1) != 1 or len(roles) != len(items[3].function_type.params):
+            raise EnzymeCallError(f"{shape}: {spec!r} must name each argument of "
+                                  f"{items[3].ref}, one of them the memory (-1)")
+        reg.update(free=items[3].name, free_pointer=roles.index(-1))
+    out.allocation_like[alloc.name] = reg
+
+
+# Enzyme's attributes as pyzyme_enzyme_attributes.h spells them, and what they carry.
+_HINT_ANNOTATIONS = ("enzyme_no_escaping_allocation", "enzyme_notypeanalysis")
+
+
+def _read_annotation(entry, out: Registrations) -> None:
+    """One ``{ptr @decl, ptr @"text", ptr @file, i32 line, ptr @args}`` of
+    ``@llvm.global.annotations``: an Enzyme attribute, recorded in ``out``."""
+    fields = list(getattr(entry, "elements", None) or ())
+    if len(fields) < 4:
+        return
+    decl, text = _strip(fields[0]), _c_string(_strip(fields[1]))
+    if text is None or not text.startswith("enzyme_"):
+        return
+    file = _c_string(_strip(fields[2])) or "<module>"
+    line = getattr(fields[3], "value", "?")
+    where = f"{file}:{line}"
+    name, _, value = text.partition(":")
+    is_fn = isinstance(decl, ir.Function)
+    if name in ("enzyme_inactive", "enzyme_inactive_noblock") and is_fn:
+        out.inactive.append(decl.name)
+    elif name == "enzyme_inactive" and isinstance(decl, GlobalVariable):
+        out.inactive_globals.append(decl.name)
+    elif name == "enzyme_function_like" and is_fn and value:
+        out.like[decl.name] = value
+    elif name == "enzyme_shadow" and isinstance(decl, GlobalVariable):
+        args = list(getattr(getattr(_strip(fields[4]), "initializer", None), "elements", None)
+                    or ()) if len(fields) > 4 else []
+        shadow = _strip(args[0]) if args else None
+        if not isinstance(shadow, GlobalVariable):
+            raise EnzymeCallError(f"{where}: enzyme_shadow of {decl.ref} must name a global "
+                                  f"variable")
+        out.shadows[decl.name] = shadow.name
+    elif name in _HINT_ANNOTATIONS:
+        pass  # facts pyzyme's own analyses establish
+    else:
+        raise EnzymeCallError(f"{where}: the Enzyme attribute {name} on {decl.ref} is not "
+                              f"supported", hint="pyzyme reads enzyme_inactive, "
+                              "enzyme_inactive_noblock, enzyme_function_like and enzyme_shadow")

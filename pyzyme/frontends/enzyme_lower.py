@@ -11,6 +11,11 @@ The steps, as Enzyme's LLVM pass takes them:
    (``extern int enzyme_dup;`` then needs no definition) and ``__augmentsize`` answered;
 5. the copy, reduced to the adapters and what they use and optimised, linked into the program.
 
+A derivative of a function that itself asks for one (``__enzyme_fwddiff`` of a function calling
+``__enzyme_autodiff``: forward over reverse) is built from the inside out: each round lowers
+the calls whose functions reach no other call, and the next round differentiates the code it
+generated.
+
 Examples
 --------
 >>> text = '''define double @sq(double %x) {
@@ -32,11 +37,12 @@ from __future__ import annotations
 import hashlib
 
 from pyzyme import ir
-from pyzyme.errors import ActivityError, PyzymeError
+from pyzyme.errors import ActivityError, PyzymeError, UnsupportedError
 from pyzyme.frontends.ad_copy import ad_copy, link_into, promote_local_globals
 from pyzyme.frontends.enzyme_adapters import build_adapter, tape_size
 from pyzyme.frontends.enzyme_calls import find_call_sites, find_registrations, marker
-from pyzyme.frontends.llvm_ad import Derivatives, c_rules
+from pyzyme.frontends.global_shadows import thread_globals
+from pyzyme.frontends.llvm_ad import Derivatives, c_rules, cxx_library_inactive
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -67,22 +73,61 @@ def lower(module_text: str, *, opt_level: int | None = 2) -> str:
     UnsupportedError
         A function that cannot be differentiated (its call site is named in the context).
     """
-    program = ir.parse_module(module_text)
-    sites = find_call_sites(program)
-    for site in [s for s in sites if s.mode == "size"]:
-        size = const_int(site.call.type, tape_size(site)) if site.call.type.is_int else None
-        if size is None:
-            raise site.error(f"__enzyme_augmentsize must return an integer, not {site.call.type}")
-        site.call.replace_all_uses_with(size)
-        site.call.erase()
-    sites = [s for s in sites if s.mode != "size"]
+    text = module_text
+    while True:
+        program = ir.parse_module(text)
+        sites = find_call_sites(program)
+        for site in [s for s in sites if s.mode == "size"]:
+            size = const_int(site.call.type, tape_size(site)) if site.call.type.is_int else None
+            if size is None:
+                raise site.error(f"__enzyme_augmentsize must return an integer, not "
+                                 f"{site.call.type}")
+            site.call.replace_all_uses_with(size)
+            site.call.erase()
+        sites = [s for s in sites if s.mode != "size"]
+        ready = _innermost(sites)
+        if len(ready) == len(sites):
+            return _lower_sites(program, text, ready, opt_level, last=True)
+        text = _lower_sites(program, text, ready, opt_level, last=False)
+
+
+def _innermost(sites):
+    """The call sites whose function reaches no other call site: nested derivatives
+    (``__enzyme_fwddiff`` of a function that calls ``__enzyme_autodiff``) are built from the
+    inside out, each round differentiating the code the previous one generated."""
+    holders = {s.call.function for s in sites}
+    ready = [s for s in sites if not holders & _reachable(s.function)]
+    if sites and not ready:
+        site = sites[0]
+        raise site.error(f"{site.function.ref} calls {site.entry} on itself (through the "
+                         f"functions it calls): a derivative cannot contain itself")
+    return ready
+
+
+def _reachable(fn) -> set:
+    """``fn`` and the functions it calls directly, transitively."""
+    seen, todo = {fn}, [fn]
+    while todo:
+        for inst in todo.pop().instructions():
+            callee = inst.called_function if isinstance(inst, I.CallBase) else None
+            if callee is not None and not callee.is_declaration and callee not in seen:
+                seen.add(callee)
+                todo.append(callee)
+    return seen
+
+
+def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
+    """``program`` (parsed from ``text``) with ``sites`` replaced by their derivatives; the
+    markers are removed on the ``last`` round only, when no call still reads them."""
     if not sites:
         _remove_markers(program)
         return str(program)
-    tag = "pz" + hashlib.sha256(module_text.encode()).hexdigest()[:8]
+    tag = "pz" + hashlib.sha256(text.encode()).hexdigest()[:8]
     promote_local_globals(program, tag)
     targets = list(dict.fromkeys(s.function.name for s in sites))
-    copy, rules = copy_with_rules(program, targets)
+    copy, rules, reg, keep = _copy(program, targets)
+    # Globals the code writes (or enzyme_shadow names) become trailing parameters.
+    hidden, takers = thread_globals(copy, reg.shadows, reg.inactive_globals, keep)
     derivs: dict[bool, Derivatives] = {}
     names = []
     for k, site in enumerate(sites):
@@ -91,7 +136,8 @@ def lower(module_text: str, *, opt_level: int | None = 2) -> str:
             derivs[site.runtime_activity] = Derivatives(
                 copy, rules, Options(runtime_activity=site.runtime_activity))
         try:
-            build_adapter(site, copy, derivs[site.runtime_activity], name)
+            build_adapter(site, copy, derivs[site.runtime_activity], name,
+                          hidden if site.function.name in takers else ())
         except PyzymeError as err:
             if not str(err).startswith(site.where):
                 err.context.insert(0, ("the call at", f"{site.where} ({site.entry})"))
@@ -102,20 +148,46 @@ def lower(module_text: str, *, opt_level: int | None = 2) -> str:
             raise
         _replace_call(program, site, name)
         names.append(name)
-    _remove_markers(program)
-    return link_into(str(program), copy, names, opt_level=opt_level)
+    if last:
+        _remove_markers(program)
+    # Before another round, the generated code is left for that round's AD copy to optimise
+    # the AD way (no vectorization, which the outer derivative would have to differentiate).
+    return link_into(str(program), copy, names, opt_level=opt_level if last else None)
 
 
 def copy_with_rules(program, targets):
     """The AD copy of ``program`` (:func:`~pyzyme.frontends.ad_copy.ad_copy`) for
     differentiating ``targets``, and its rule table: pyzyme's, plus what the program's
     ``__enzyme_inactivefn``/``__enzyme_function_like``/``__enzyme_register_*`` globals say.
-    The functions those name (and the registered derivatives) stay calls in the copy."""
+    The functions those name (and the registered derivatives) stay calls in the copy, as do
+    the C++ library's inactive functions (inlined, their bodies' virtual calls and buffers
+    would have to be differentiated). The targets keep their signatures, so a global with
+    an ``enzyme_shadow`` that they use is refused."""
+    copy, rules, reg, _ = _copy(program, targets)
+    shadowed = [g for g in reg.shadows if copy.get_global(g) is not None]
+    if shadowed:
+        raise UnsupportedError(
+            f"the differentiated code uses the global @{shadowed[0]}, whose shadow "
+            f"enzyme_shadow names (@{reg.shadows[shadowed[0]]}): pyzyme does not compute "
+            f"derivatives with respect to global variables here",
+            hint="pass the value as an argument of the differentiated function (enzyme_dup "
+                 "with a shadow pointer) instead of through a global")
+    return copy, rules
+
+
+def _copy(program, targets):
+    """:func:`copy_with_rules`' copy and rules, with the registrations and the functions
+    kept as calls."""
     reg = find_registrations(program)
-    keep = [n for n in [*reg.inactive, *reg.like, *reg.rule_functions] if n not in targets and
-            program.get_function(n) is not None and not program.get_function(n).is_declaration]
+    library = [f.name for f in program.functions if cxx_library_inactive(f.name)]
+    keep = [n for n in [*reg.inactive, *reg.like, *reg.rule_functions, *library]
+            if n not in targets and program.get_function(n) is not None
+            and not program.get_function(n).is_declaration]
     copy = ad_copy(str(program), targets, keep_calls=keep)
-    return copy, c_rules(copy, reg.inactive, reg.like, reg.registered)
+    return copy, c_rules(copy, reg.inactive, reg.like, reg.registered,
+                         inactive_globals=[g for g in reg.inactive_globals
+                                           if copy.get_global(g) is not None],
+                         allocation_like=reg.allocation_like), reg, keep
 
 
 def _replace_call(program, site, name: str) -> None:

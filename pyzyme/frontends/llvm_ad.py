@@ -133,12 +133,42 @@ C_INACTIVE = ("printf", "fprintf", "puts", "putchar", "fputs", "fputc", "fflush"
               "malloc_usable_size", "getenv", "strlen", "strcmp")
 
 
-def c_rules(module=None, inactive=(), like=None, registered=None):
+# The C++ standard library's streams, locales, strings and hashing (the library's compiled
+# functions, and the inline templates around them): they format, parse and move characters
+# and integers, never derivatives. Enzyme treats them as inactive too.
+_CXX_INACTIVE_CLASSES = (
+    "ios_base", "basic_ios", "basic_ostream", "basic_istream", "basic_iostream",
+    "basic_streambuf", "basic_filebuf", "basic_stringbuf", "basic_stringstream",
+    "basic_istringstream", "basic_ostringstream", "basic_ifstream", "basic_ofstream",
+    "basic_fstream", "basic_string", "locale", "ctype", "codecvt", "num_put", "num_get",
+    "numpunct", "__put_character_sequence", "__next_prime", "__hash_memory",
+    "__murmur2_or_cityhash", "__libcpp_verbose_abort", "__throw_", "__shared_count",
+    "__shared_weak_count")
+_CXX_STD = ("_ZNSt", "_ZNKSt", "_ZSt", "_ZThn", "_ZTv")
+
+
+def cxx_library_inactive(name: str) -> bool:
+    """Whether ``name`` (a mangled C++ function) is a stream, locale, string or hashing
+    function of the standard library: inactive, as Enzyme has it.
+
+    >>> cxx_library_inactive("_ZNKSt3__18ios_base6getlocEv")
+    True
+    >>> cxx_library_inactive("_ZNSt3__16vectorIdNS_9allocatorIdEEE9push_backERKd")
+    False
+    """
+    return name.startswith(_CXX_STD) and any(c in name for c in _CXX_INACTIVE_CLASSES)
+
+
+def c_rules(module=None, inactive=(), like=None, registered=None, inactive_globals=(),
+            allocation_like=None):
     """pyzyme's rule table plus the C library's inactive functions, the functions named in
-    ``inactive``, a row for each function in ``like`` (``{"mylog": "log"}``: differentiated
+    ``inactive``, the global variables named in ``inactive_globals`` (stores into them drop
+    the stored value's derivative), a row for each function in ``like`` (``{"mylog": "log"}``: differentiated
     by the row of ``log``), a :class:`~pyzyme.rules.spec.Registered` row for each function in
     ``registered`` (derivatives the module registers: see
-    :class:`~pyzyme.frontends.enzyme_calls.Registrations`) and, when ``module`` is given, the
+    :class:`~pyzyme.frontends.enzyme_calls.Registrations`), an allocation row for each
+    allocator in ``allocation_like`` (and a row freeing shadows for its deallocator) and,
+    when ``module`` is given, the
     UBSan handlers it declares (a debug build with sanitizers reports errors through them;
     they carry no derivative).
 
@@ -149,7 +179,7 @@ def c_rules(module=None, inactive=(), like=None, registered=None):
     import dataclasses
 
     from pyzyme.rules import default_rules
-    from pyzyme.rules.spec import Allocation, Inactive, Registered
+    from pyzyme.rules.spec import Allocation, Inactive, Mirror, Registered
     from pyzyme.rules.table import RuleTable
 
     table = RuleTable(default_rules().rows())
@@ -162,10 +192,15 @@ def c_rules(module=None, inactive=(), like=None, registered=None):
         table.add(Registered((name,), "custom", forward=reg.get("forward"),
                              augmented=reg.get("augmented"), reverse=reg.get("reverse"),
                              source=reg["source"]))
+    for name, reg in (allocation_like or {}).items():
+        table.add(Allocation((name,), "custom", size_args=(reg["size_arg"],)))
+        if reg.get("free"):
+            table.add(Mirror((reg["free"],), "custom", pointer_args=(reg["free_pointer"],),
+                             releases=True))
     names = list(C_INACTIVE) + list(inactive)
     if module is not None:
-        names += [f.name for f in module.functions
-                  if f.is_declaration and f.name.startswith("__ubsan_")]
+        names += [f.name for f in module.functions if cxx_library_inactive(f.name) or (
+            f.is_declaration and f.name.startswith("__ubsan_"))]
     for name, target in (like or {}).items():
         row = table.lookup(target)
         if row is None:
@@ -176,6 +211,9 @@ def c_rules(module=None, inactive=(), like=None, registered=None):
     if names:
         table.add(Inactive(tuple(names), "libm", reason="C library function without a "
                            "derivative (output, clocks, random numbers, sanitizers)"))
+    if inactive_globals:
+        table.add(Inactive(tuple(inactive_globals), "custom", reason="global variable declared "
+                           "inactive: what is stored there carries no derivative"))
     return table.freeze()
 
 

@@ -68,6 +68,22 @@ class CallBase(Instruction):
                 if isinstance(v, NamedValue):
                     v.users.append(self)
 
+    def append_args(self, values: Sequence[Value], function_type: T.FunctionType) -> None:
+        """Pass ``values`` after the present arguments to a callee that now has type
+        ``function_type`` (a function given trailing parameters)."""
+        _require(len(function_type.params) == self.nargs + len(values)
+                 and not function_type.var_arg, self.opcode,
+                 f"{function_type} does not end in {len(values)} more parameters")
+        at = 1 + self.nargs
+        self.operands[at:at] = values
+        self.nargs += len(values)
+        self.arg_attrs = [*self.arg_attrs, *([""] * len(values))]
+        self.function_type = function_type
+        if self.parent is not None:
+            for v in values:
+                if isinstance(v, NamedValue):
+                    v.users.append(self)
+
     def _bundle_end(self) -> int:
         """Where the next bundle's operands go."""
         return 1 + self.nargs + sum(n for _, n in self.bundles)

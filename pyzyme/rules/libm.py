@@ -46,9 +46,6 @@ _PICKS_SECOND = select(cmp("oeq", r, x), _ZERO, _ONE)
 MIN_MAX_NOTE = ("ties (x == y, including -0 == +0) send the whole derivative to the first operand "
                 "(d/dx = 1, d/dy = 0); the derivative goes to the operand the result equals")
 
-# |x| and the sign of y are piecewise constant in y and have a kink at x = 0.
-_SIGN = select(cmp("ogt", x, 0.0), _ONE, select(cmp("olt", x, 0.0), const(-1.0), _ZERO))
-
 _ATAN2_Y, _ATAN2_X = arg(0), arg(1)
 _ATAN2_R2 = _ATAN2_X * _ATAN2_X + _ATAN2_Y * _ATAN2_Y
 
@@ -111,7 +108,11 @@ LIBM = (
     # fmin/fmax return the other operand when one is NaN (IEEE minNum/maxNum).
     _c("fmin", _PICKS_FIRST, _PICKS_SECOND, note=MIN_MAX_NOTE + "; fmin(x, NaN) = x gets d/dx"),
     _c("fmax", _PICKS_FIRST, _PICKS_SECOND, note=MIN_MAX_NOTE + "; fmax(x, NaN) = x gets d/dx"),
-    _c("fabs", _SIGN, note="0 at x = 0 (sign(0) = 0, as JAX); 0 for NaN"),
+    # |x| has a kink at 0: the derivative from the side the zero's sign records (+1 at +0,
+    # -1 at -0), a one-sided derivative as Enzyme gives, so that a derivative through |f|
+    # where f crosses 0 is that of one branch (|-x*x|'' = 2 at 0 needs |'(-0) = -1).
+    _c("fabs", call("copysign", 1.0, x),
+       note="copysign(1, x): +1 at +0, -1 at -0 (the one-sided derivative); +-1 for NaN"),
     # copysign(x, y) = |x| sign(y): d/dx = sign(x) sign(y), as +-1 (so +-0 count by their sign
     # bit); the sign of y is piecewise constant, so y gets no derivative.
     _c("copysign", call("copysign", 1.0, x) * call("copysign", 1.0, y), None,

@@ -131,6 +131,10 @@ class Mirror(Row):
     #: reads them to keep the shadow's old block for the reverse sweep.
     data_offset: int | None = None
     size_offset: int | None = None
+    #: The call frees the memory at ``pointer_args[0]`` (a C deallocator a module declares):
+    #: reverse mode defers it, on the primal and its shadow, until its reverse sweep is done
+    #: with them (as it does ``free``).
+    releases: bool = False
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,24 @@ def optimize(module: llvm.ModuleRef, level: int = 3) -> None:
     _run(module, pto)
 
 
+def clang_pipeline(module: llvm.ModuleRef, level: int, *,
+                   unroll_loops: bool | None = None) -> None:
+    """Optimize ``module`` in place as ``clang -O<level> -fno-vectorize -fno-slp-vectorize``
+    optimizes what its front end emits: LLVM's default pipeline at ``level``, unrolling and
+    interleaving loops from -O2 as clang does unless ``unroll_loops`` says otherwise
+    (``-f[no-]unroll-loops``), and never vectorizing (the C driver's ``AD_FLAGS``).
+    """
+    if level not in (1, 2, 3):
+        raise ValueError(f"optimization level must be 1, 2 or 3; got {level!r}")
+    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    unroll = level > 1 if unroll_loops is None else unroll_loops
+    pto.loop_unrolling = unroll
+    pto.loop_interleaving = unroll
+    pto.loop_vectorization = False
+    pto.slp_vectorization = False
+    _run(module, pto)
+
+
 def strip_to(
     module: llvm.ModuleRef, keep: Iterable[str], *, keep_globals=lambda name: False
 ) -> None:

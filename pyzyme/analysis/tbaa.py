@@ -1,0 +1,77 @@
+"""What clang's type-based alias analysis tags (``!tbaa``) say a load or store accesses.
+
+C and C++ let a program read memory only as the type it holds (or as characters); clang records
+that type on each access: ``load i64, ptr %p, !tbaa !13`` with ``!13 = !{!14, !14, i64 0}`` and
+``!14 = !{!"long long", !15, i64 0}`` reads a ``long long``. Enzyme's type analysis takes these
+as facts; pyzyme consults them where its own analysis cannot tell integer bits from float bits
+(a struct's integer field copied in reverse mode). Character types (which may alias anything)
+and struct accesses say nothing. Numba's IR carries no such tags.
+
+Examples
+--------
+>>> from pyzyme.ir import parse_module
+>>> m = parse_module('''define i64 @f(ptr %p) {
+...   %v = load i64, ptr %p, !tbaa !1
+...   ret i64 %v
+... }
+... !0 = !{!"Simple C/C++ TBAA"}
+... !1 = !{!2, !2, i64 0}
+... !2 = !{!"long long", !3, i64 0}
+... !3 = !{!"omnipotent char", !0, i64 0}''')
+>>> access_kind(next(m.get_function("f").instructions()))
+'integer'
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+
+__all__ = ["access_kind"]
+
+_INTEGERS = frozenset({"bool", "_Bool", "short", "int", "long", "long long", "__int128",
+                       "wchar_t", "char8_t", "char16_t", "char32_t"})
+_FLOATS = frozenset({"float", "double", "long double", "_Float16", "__bf16", "__fp16",
+                     "_Float128", "__float128"})
+_NODE = re.compile(r"(!\d+)\s*=\s*(?:distinct\s+)?(!\{.*\})\s*$")
+_TAG = re.compile(r"!\{(!\d+),\s*(!\d+),\s*i64\s+\d+")
+_NAME = re.compile(r'!\{!"((?:[^"\\]|\\.)*)"')
+
+_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def access_kind(inst) -> str | None:
+    """``"integer"``, ``"float"`` or ``"pointer"``: what the ``!tbaa`` tag of load or store
+    ``inst`` says it accesses; None without a tag, or for a character or aggregate type."""
+    tag = next((t for k, t in getattr(inst, "metadata", ()) if k == "tbaa"), None)
+    fn = getattr(inst, "function", None)
+    module = getattr(fn, "module", None)
+    if tag is None or module is None:
+        return None
+    nodes = _nodes(module)
+    m = _TAG.match(nodes.get(tag.strip(), ""))
+    name = _NAME.match(nodes.get(m.group(2), "") if m else nodes.get(tag.strip(), ""))
+    if name is None:
+        return None
+    text = name.group(1)
+    if text in _INTEGERS:
+        return "integer"
+    if text in _FLOATS:
+        return "float"
+    if text in ("any pointer", "vtable pointer") or re.match(r"(any )?p\d+ ", text):
+        return "pointer"
+    return None
+
+
+def _nodes(module) -> dict[str, str]:
+    """``{"!14": '!{!"long long", !15, i64 0}', ...}`` for ``module``'s metadata nodes."""
+    nodes = _cache.get(module)
+    if nodes is None:
+        nodes = {}
+        for section, text in module.extra_lines:
+            if section == "metadata":
+                m = _NODE.match(text)
+                if m:
+                    nodes[m.group(1)] = m.group(2)
+        _cache[module] = nodes
+    return nodes
