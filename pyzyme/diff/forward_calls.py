@@ -137,27 +137,37 @@ def check_inactive_call(gen, st, inst: I.CallBase, row: spec.Inactive) -> None:
                 "pass it in as Const")
 
 
+def _reached(root, follows) -> set:
+    """``root`` and the values reached from it through users for which ``follows`` holds."""
+    seen, work = {root}, [root]
+    while work:
+        for user in work.pop().users:
+            if user not in seen and follows(user):
+                seen.add(user)
+                work.append(user)
+    return seen
+
+
+def _addressing(user) -> bool:
+    return isinstance(user, (I.GetElementPtr, I.Cast))
+
+
 def _loads_active_pointer(st, slot) -> bool:
     """Whether the function loads from local ``slot`` (or a field of it) a pointer that it
     then reads or writes floats through, carrying derivatives (an array's data, as Numba
     returns it); Numba's exception slot gets a pointer too, but only to pass it on."""
-    def derived(root):
-        seen, work = {root}, [root]
-        while work:
-            for user in work.pop().users:
-                if isinstance(user, (I.GetElementPtr, I.Cast)) and user not in seen:
-                    seen.add(user)
-                    work.append(user)
-                yield user
-    for user in derived(slot):
-        if isinstance(user, I.Load) and user.type.is_pointer:
-            for use in derived(user):
-                if isinstance(use, I.Load) and use.type.scalar.is_float and \
-                        use in st.activity.varied:
-                    return True
-                if isinstance(use, I.Store) and use.operands[0].type.scalar.is_float and \
-                        use.operands[0] in st.activity.varied:
-                    return True
+    for field in _reached(slot, _addressing):
+        for load in field.users:
+            if not (isinstance(load, I.Load) and load.type.is_pointer):
+                continue
+            for address in _reached(load, _addressing):
+                for use in address.users:
+                    if isinstance(use, I.Load) and use.type.scalar.is_float and \
+                            use in st.activity.varied:
+                        return True
+                    if isinstance(use, I.Store) and use.operands[0].type.scalar.is_float and \
+                            use.operands[0] in st.activity.varied:
+                        return True
     return False
 
 
@@ -169,15 +179,8 @@ def _writes_through(gen, fn, index: int, seen: set) -> str:
     if (fn, index) in seen:
         return ""
     seen.add((fn, index))
-    derived = {fn.args[index]}
-    grew = True
-    while grew:
-        grew = False
-        for inst in fn.instructions():
-            if inst not in derived and inst.type.is_pointer and not isinstance(
-                    inst, (I.Load, I.CallBase)) and any(op in derived for op in inst.operands):
-                derived.add(inst)
-                grew = True
+    derived = _reached(fn.args[index], lambda user: user.type.is_pointer and not isinstance(
+        user, (I.Load, I.CallBase)))
     found = ""
     for inst in fn.instructions():
         if isinstance(inst, I.Store) and inst.operands[1] in derived:
