@@ -30,6 +30,7 @@ Examples
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from pyzyme import ir
@@ -125,12 +126,14 @@ def type_seeds(fn) -> dict[int, TypeTree]:
 
 
 # C library functions that never carry derivatives (Enzyme knows the same ones): output,
-# clocks, random numbers, process exit, and the size query of the realloc expansion
+# clocks, random numbers, process exit, comparisons of strings and bytes (clang makes a
+# std::string's == a bcmp), and the size query of the realloc expansion
 # (pyzyme.frontends.ad_copy.expand_realloc).
 C_INACTIVE = ("printf", "fprintf", "puts", "putchar", "fputs", "fputc", "fflush", "fwrite",
               "sprintf", "snprintf", "perror", "time", "clock", "clock_gettime", "gettimeofday",
               "rand", "srand", "random", "srandom", "abort", "exit", "__assert_fail",
-              "malloc_usable_size", "getenv", "strlen", "strcmp")
+              "malloc_usable_size", "getenv", "strlen", "strcmp", "strncmp", "memcmp",
+              "bcmp")
 
 
 # The C++ standard library's streams, locales, strings and hashing (the library's compiled
@@ -140,23 +143,100 @@ _CXX_INACTIVE_CLASSES = (
     "ios_base", "basic_ios", "basic_ostream", "basic_istream", "basic_iostream",
     "basic_streambuf", "basic_filebuf", "basic_stringbuf", "basic_stringstream",
     "basic_istringstream", "basic_ostringstream", "basic_ifstream", "basic_ofstream",
-    "basic_fstream", "basic_string", "locale", "ctype", "codecvt", "num_put", "num_get",
+    "basic_fstream", "basic_string", "ostreambuf_iterator", "istreambuf_iterator", "locale",
+    "ctype", "codecvt", "num_put", "num_get",
     "numpunct", "__put_character_sequence", "__next_prime", "__hash_memory",
     "__murmur2_or_cityhash", "__libcpp_verbose_abort", "__throw_", "__shared_count",
     "__shared_weak_count")
-_CXX_STD = ("_ZNSt", "_ZNKSt", "_ZSt", "_ZThn", "_ZTv")
+# What follows ``_Z`` before the name of an entity of namespace std: a thunk's offsets, the
+# nested name's qualifiers, ``St``, libc++'s inline namespace (``3__1``).
+_CXX_STD = re.compile(r"_Z(?:T[hv](?:n?\d+_)+)?(N[rVKRO]*)?St(?:3__\d)?")
+# What opens a bracket that ``E`` closes in a mangled name: template arguments, nested names,
+# literals, expressions, packs.
+_OPENS = frozenset("INLXJ")
+# Tokens holding a number: substitutions (S_, S0_), template parameters (T_, T1_), vector
+# types (Dv4_).
+_NUMBERED = re.compile(r"[ST][0-9A-Z]*_|Dv\d+_")
 
 
 def cxx_library_inactive(name: str) -> bool:
     """Whether ``name`` (a mangled C++ function) is a stream, locale, string or hashing
     function of the standard library: inactive, as Enzyme has it.
 
+    The class a member function belongs to decides, not its template arguments (a hash
+    table keyed by strings holds doubles: ``unordered_map<string, double>::operator[]`` is
+    active). A function of namespace std that is no member is inactive when its name is
+    listed, or when a stream or locale class is among its parameter types (``getline``,
+    ``endl``); an operator, when any listed class is (a string's ``==``, a stream's ``<<``).
+
     >>> cxx_library_inactive("_ZNKSt3__18ios_base6getlocEv")
     True
     >>> cxx_library_inactive("_ZNSt3__16vectorIdNS_9allocatorIdEEE9push_backERKd")
     False
+    >>> cxx_library_inactive("_ZNSt3__113unordered_mapINS_12basic_stringIcNS_11char_traitsIcEE"
+    ...                      "NS_9allocatorIcEEEEdNS_4hashIS6_EENS_8equal_toIS6_EENS4_INS_4pair"
+    ...                      "IKS6_dEEEEEixEOS6_")
+    False
     """
-    return name.startswith(_CXX_STD) and any(c in name for c in _CXX_INACTIVE_CLASSES)
+    m = _CXX_STD.match(name)
+    if m is None:
+        return False
+    at = m.end()
+    rest = name[at:]
+    if not rest[:1].isdigit():  # an operator (or a constructor of std itself): its types
+        return any(c in rest for c in _CXX_INACTIVE_CLASSES)
+    first, at = _source_name(name, at)
+    if any(first == c or (c.endswith("_") and first.startswith(c))
+           for c in _CXX_INACTIVE_CLASSES):
+        return True
+    while at >= 0 and name.startswith("B", at):  # ABI tags
+        _, at = _source_name(name, at + 1)
+    if at >= 0 and name.startswith("I", at):
+        at = _skip_bracket(name, at)
+    if at < 0:
+        return False  # a name not understood: not inactive
+    if m.group(1) is not None and not name.startswith("E", at):
+        # A member of another class: inactive only when it throws (vector's
+        # __throw_length_error).
+        return _source_name(name, at)[0].startswith("__throw_")
+    return any(c in name[at:] for c in _CXX_INACTIVE_CLASSES if c != "basic_string")
+
+
+def _source_name(name: str, at: int) -> tuple[str, int]:
+    """The ``<length><identifier>`` at ``at`` and where it ends (``('', -1)`` if none)."""
+    digits = re.match(r"\d+", name[at:])
+    if digits is None:
+        return "", -1
+    start = at + digits.end()
+    end = start + int(digits.group(0))
+    return name[start:end], end if end <= len(name) else -1
+
+
+def _skip_bracket(name: str, at: int) -> int:
+    """Where the bracket opened at ``at`` (``I...E``) ends; identifiers inside are skipped
+    whole (their letters are no brackets). -1 if it does not end."""
+    depth = 0
+    while 0 <= at < len(name):
+        c = name[at]
+        if c.isdigit():
+            _, at = _source_name(name, at)
+            continue
+        token = _NUMBERED.match(name, at)  # S0_, T1_, Dv2_: numbers, not identifiers
+        if token is not None:
+            at = token.end()
+            continue
+        if c == "L" and name[at + 1:at + 2].islower():  # a literal: L, type, number, E
+            end = name.find("E", at)
+            at = -1 if end < 0 else end + 1
+            continue
+        if c in _OPENS:
+            depth += 1
+        elif c == "E":
+            depth -= 1
+            if depth == 0:
+                return at + 1
+        at += 1
+    return -1
 
 
 def c_rules(module=None, inactive=(), like=None, registered=None, inactive_globals=(),
