@@ -106,6 +106,9 @@ class _State:
     values: dict = field(default_factory=dict)
     derivs: dict = field(default_factory=dict)
     phis: list = field(default_factory=list)
+    #: (pred, block) -> the new block ending that edge, where it is not pred's own (an
+    #: invoke's normal edge, through the block taking its results apart).
+    edges: dict = field(default_factory=dict)
     builder: IRBuilder = field(default_factory=IRBuilder)
     exception_arg: object = None
     #: Values whose shadow may be their primal at run time (empty unless runtime activity).
@@ -158,7 +161,8 @@ class ForwardGenerator:
             ret = T.StructType([ret] * (width + 1))
         params = list(fn.function_type.params) + [p.type for p in sig.extra]
         new_name = self.module.unique_global_name(name or naming.forward_function(fn.name, width))
-        new = self.module.add_function(new_name, T.FunctionType(ret, params), prefix="internal")
+        new = self.module.add_function(new_name, T.FunctionType(ret, params), prefix="internal",
+                                       suffix=fn.personality)
         for old_arg, new_arg in zip(fn.args, new.args):
             new_arg.name = old_arg.name
             new_arg.attrs = old_arg.attrs
@@ -223,11 +227,11 @@ class ForwardGenerator:
             for value, block in zip(old_phi.operands, old_phi.blocks):
                 if block not in reachable:
                     continue
-                new_phi.add_incoming(self._value(st, value), st.values[block])
+                came = st.edges.get((block, old_phi.parent), st.values[block])
+                new_phi.add_incoming(self._value(st, value), came)
                 if dphis:
                     for lane, dphi in enumerate(dphis):
-                        dphi.add_incoming(self._merged(st, old_phi, value, lane),
-                                          st.values[block])
+                        dphi.add_incoming(self._merged(st, old_phi, value, lane), came)
 
     def _instruction(self, st: _State, inst: I.Instruction, sig: ForwardSignature) -> None:
         if isinstance(inst, I.Phi):

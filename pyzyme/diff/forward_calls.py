@@ -68,14 +68,25 @@ def may_allocate(gen, inst: I.CallBase) -> bool:
 
 def call(gen, st, inst: I.CallBase) -> None:
     """Emit the primal call and the code of its derivative."""
-    if isinstance(inst, (I.Invoke, I.CallBr)):
-        if any(a in st.activity.varied for a in inst.args):
-            raise UnsupportedError(f"no derivative for {inst.opcode} with active arguments in "
-                                   f"{st.where}")
-        gen._clone(st, inst)
-        return
     row = _row(gen, inst)
     callee = inst.called_function
+    if isinstance(inst, (I.Invoke, I.CallBr)):
+        if isinstance(inst, I.Invoke) and row is None and callee is not None and \
+                not callee.is_declaration and (inst in st.activity.varied or
+                                               _any_varied(st, inst)):
+            _call_derivative(gen, st, inst, callee)
+            return
+        if isinstance(row, spec.Inactive) and isinstance(inst, I.Invoke):
+            check_inactive_call(gen, st, inst, row)
+        elif _any_varied(st, inst):
+            what = f"{callee.ref} ({'a rule' if row is not None else 'no body'})" \
+                if callee is not None else "an indirect callee"
+            raise UnsupportedError(
+                f"no derivative for {inst.opcode} with active arguments in {st.where}: an "
+                f"invoke is differentiated only of a function with a body, not of {what}",
+                hint="call the function outside a try block, or build with -fno-exceptions")
+        gen._clone(st, inst)
+        return
     if row is None and callee is not None and not callee.is_declaration and (
             inst in st.activity.varied or _any_varied(st, inst)):
         _call_derivative(gen, st, inst, callee)
@@ -251,9 +262,20 @@ def _call_derivative(gen, st, inst: I.Call, callee) -> None:
                 attrs.append("")
     b = st.builder
     returns_pair = dfn.function_type.ret != callee.function_type.ret
-    res = b.insert(I.Call(dfn, args, dfn.function_type, inst.flags,
-                          "tail" if inst.tail == "tail" else "", attrs),
-                   "" if returns_pair else inst.name)
+    name = "" if returns_pair else inst.name
+    if isinstance(inst, I.Invoke):
+        # The results are taken apart on the normal edge, in a block of its own (the normal
+        # destination's phis come from it); the unwind edge goes to the cleanup's copy.
+        block = inst.parent
+        cont = st.new.append_block(f"{block.name or 'invoke'}.cont")
+        res = b.insert(I.Invoke(dfn, args, dfn.function_type, cont,
+                                st.values[inst.unwind_dest], attrs), name)
+        st.edges[(block, inst.normal_dest)] = cont
+        b.position_at_end(cont)
+        b.position_before(b.br(st.values[inst.normal_dest]))
+    else:
+        res = b.insert(I.Call(dfn, args, dfn.function_type, inst.flags,
+                              "tail" if inst.tail == "tail" else "", attrs), name)
     if not returns_pair:
         st.values[inst] = res
         return

@@ -135,7 +135,8 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
             rev_params = params + ([ret] if sig.return_active else [])
             rev = self._add(base, self.combined_return(fn, sig), rev_params, fn, shadows, sig)
             return rev, rev
-        aug_ret = T.ptr if ret == T.void else T.StructType([ret, T.ptr])
+        aug_ret = T.ptr if ret == T.void else T.StructType(
+            [ret, ret, T.ptr] if sig.return_shadow else [ret, T.ptr])
         aug = self._add(naming.augmented_function(fn.name), aug_ret, params, fn, shadows, sig,
                         with_dret=False)
         adj = self.adjoint_types(fn, sig)
@@ -146,7 +147,8 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
 
     def _add(self, name, ret, params, fn, shadows, sig, with_dret=True, tape=False):
         new = self.module.add_function(self.module.unique_global_name(name),
-                                       T.FunctionType(ret, params), prefix="internal")
+                                       T.FunctionType(ret, params), prefix="internal",
+                                       suffix=fn.personality)
         for old_arg, new_arg in zip(fn.args, new.args):
             new_arg.name = old_arg.name
             if "noalias" in old_arg.attrs.split():

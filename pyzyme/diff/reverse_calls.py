@@ -22,6 +22,7 @@ from pyzyme.analysis.overwrite import list_block_of
 from pyzyme.diff import (
     blas_calls,
     custom_calls,
+    naming,
     registered_calls,
     reverse_resize,
     vector_calls,
@@ -56,14 +57,30 @@ def _any_varied(st, inst: I.CallBase) -> bool:
 
 def forward(gen, st, inst: I.CallBase) -> None:
     """The forward sweep of a call."""
-    if isinstance(inst, (I.Invoke, I.CallBr)):
-        if _any_varied(st, inst):
-            raise UnsupportedError(f"no reverse-mode derivative for {inst.opcode} with active "
-                                   f"arguments in {st.where}")
-        gen._clone(st, inst)
-        return
     row = _row(gen, inst)
     callee = inst.called_function
+    if isinstance(inst, (I.Invoke, I.CallBr)):
+        if isinstance(inst, I.Invoke) and row is None and callee is not None and \
+                not callee.is_declaration and (inst in st.activity.varied or
+                                               _any_varied(st, inst)):
+            _forward_callee(gen, st, inst, callee)
+            return
+        if isinstance(row, spec.Inactive) and isinstance(inst, I.Invoke):
+            check_inactive_call(gen, st, inst, row)
+        elif _any_varied(st, inst):
+            what = f"{callee.ref} ({'a rule' if row is not None else 'no body'})" \
+                if callee is not None else "an indirect callee"
+            raise UnsupportedError(
+                f"no reverse-mode derivative for {inst.opcode} with active arguments in "
+                f"{st.where}: reverse mode differentiates an invoke only of a function with a "
+                f"body, not of {what}", hint="call the function outside a try block, or build "
+                                             "with -fno-exceptions")
+        new = gen._clone(st, inst)
+        if isinstance(inst, I.Invoke):
+            edge = st.entries.get((inst.parent, inst.normal_dest))
+            if edge is not None:  # the normal edge enters a loop: through its entry block
+                new.set_operand(len(new.operands) - 2, edge)
+        return
     if row is None and callee is not None and not callee.is_declaration and (
             inst in st.activity.varied or _any_varied(st, inst)):
         _forward_callee(gen, st, inst, callee)
@@ -410,23 +427,59 @@ def _forward_callee(gen, st, inst: I.Call, callee) -> None:
         else:
             raise UnsupportedError(f"{st.where} passes an active {a.type} by value to "
                                    f"{callee.ref}; reverse mode does not support that yet")
-    if inst in st.activity.varied and _has_pointer(inst.type):
-        raise UnsupportedError(f"{callee.ref} returns a pointer into active memory; reverse "
-                               f"mode does not support that yet")
+    # A returned pointer into active memory comes with its shadow (Enzyme's duplicated
+    # return): the caller's loads and stores through it reach the callee's shadow memory.
+    ret_shadow = inst in st.activity.varied and _has_pointer(inst.type)
+    if ret_shadow and _has_float(inst.type):
+        raise UnsupportedError(f"{callee.ref} returns {inst.type}, which mixes floats with "
+                               f"pointers into active memory; reverse mode does not support "
+                               f"that yet")
     ret_active = st.active(inst) and _has_float(inst.type)
-    csig = ReverseSignature(tuple(acts), ret_active, st.sig.status_return, False, True)
+    csig = ReverseSignature(tuple(acts), ret_active, st.sig.status_return, False, True,
+                            ret_shadow)
     pair = gen.derivative(callee, csig)
     shadows = [gen._fwd_shadow(st, a) for a, act in zip(inst.args, acts)
                if act is Activity.DUPLICATED]
     args = [gen._fwd_value(st, a) for a in inst.args] + shadows
     b = st.fb
-    res = b.call(pair.augmented, args, name=f"{inst.name}.aug" if inst.name else "")
+    name = f"{inst.name}.aug" if inst.name else ""
+    if isinstance(inst, I.Invoke):
+        normal, unwind = _invoke_edges(st, inst)
+        res = b.invoke(pair.augmented, args, normal, unwind, name=name)
+        b.position_before(normal.terminator)  # the results are taken apart on the normal edge
+    else:
+        res = b.call(pair.augmented, args, name=name)
     if callee.function_type.ret == T.void:
-        tape = res
+        # An invoke's result is defined on its normal edge only: the tape is taken there.
+        tape = b.freeze(res, name=name) if isinstance(inst, I.Invoke) else res
     else:
         st.values[inst] = b.extractvalue(res, 0, name=inst.name)
-        tape = b.extractvalue(res, 1, name=f"{inst.name}.tape" if inst.name else "tape")
+        if ret_shadow:
+            st.shadows[inst] = b.extractvalue(res, 1, name=naming.shadow(inst.name))
+        tape = b.extractvalue(res, 2 if ret_shadow else 1,
+                              name=f"{inst.name}.tape" if inst.name else "tape")
     st.callee_tapes[inst] = (pair, csig, tape, acts, shadows)
+
+
+def _invoke_edges(st, inst: I.Invoke):
+    """Where the forward sweep's invoke of an augmented primal goes: on the normal edge, a
+    block of its own where its results are taken apart (the edge's block into a loop, when
+    the edge enters one; the normal destination's phis come from it), on the unwind edge, the
+    copy of the cleanup (which only cleans up and resumes: no reverse sweep runs after it)."""
+    block, normal = inst.parent, inst.normal_dest
+    if inst.unwind_dest not in st.doomed:
+        raise UnsupportedError(
+            f"{st.where} catches an exception {inst.called_function.ref} may throw and goes "
+            f"on: reverse mode differentiates code whose exceptions only clean up and "
+            f"propagate", hint="catch the exception outside the differentiated function")
+    edge = st.entries.get((block, normal))
+    if edge is None:
+        edge = st.fwd.append_block(f"{block.name or 'invoke'}.cont")
+        IRBuilder(edge).br(st.first[normal])
+        st.entries[(block, normal)] = edge
+        st.origin[edge] = block
+    unwind = st.entries.get((block, inst.unwind_dest), st.first[inst.unwind_dest])
+    return edge, unwind
 
 
 def _reverse_callee(gen, st, inst: I.Call) -> None:

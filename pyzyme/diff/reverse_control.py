@@ -30,11 +30,17 @@ class ReverseControl:
         st.rb.position_at_end(st.rblocks[block])
         st.memo = {}
         st.current = block
+        if block in st.doomed and block is not st.old.blocks[0]:
+            # Only blocks that end in an error lead here, and no reverse sweep runs after
+            # one: nothing to record on the way in (a landing pad's first instruction must be
+            # the landingpad).
+            st.rb.unreachable()
+            return
         term = block.terminator
         if isinstance(term, I.Ret) and st.sig.return_active and term.value is not None:
             self.accumulate(st, term.value, st.dret)
         for inst in reversed(block.instructions[len(block.phis):]):
-            if inst is term or block in st.doomed:
+            if (inst is term and not isinstance(term, I.Invoke)) or block in st.doomed:
                 continue
             with error_context("adjoint of", f"{inst}"):
                 self._reverse(st, inst)
@@ -354,14 +360,16 @@ class ReverseControl:
         if not st.sig.split:
             return
         b = st.fb
-        for block, value, _ in st.exits:
+        for block, value, shadow, _ in st.exits:
             b.position_at_end(block)
             tape = st.tape.pack(b)
             if value is None:
                 b.ret(tape)
-            else:
-                agg = b.insertvalue(Undef(st.fwd.function_type.ret), value, 0)
-                b.ret(b.insertvalue(agg, tape, 1))
+                continue
+            agg = b.insertvalue(Undef(st.fwd.function_type.ret), value, 0)
+            if shadow is not None:
+                agg = b.insertvalue(agg, shadow, 1)
+            b.ret(b.insertvalue(agg, tape, 2 if shadow is not None else 1))
         rb = IRBuilder(st.tape.rev_entry)
         st.tape.unpack(rb, st.rev.args[-1])
         # ``discard``: the tape is dropped unused (its owner was collected): release what the
@@ -377,7 +385,7 @@ class ReverseControl:
         ret = st.rev.function_type.ret
         cb.ret(None if ret == T.void else const_null(ret))
         rb.position_at_end(sweep)
-        targets = [st.rblocks[primal] for _, _, primal in st.exits]
+        targets = [st.rblocks[primal] for *_, primal in st.exits]
         if not targets:
             # The function never returns normally (it only raises): no tape ever reaches
             # the reverse function, which has nothing to do but exist.

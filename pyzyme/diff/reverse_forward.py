@@ -330,7 +330,10 @@ class ForwardSweep:
         if st.sig.split:
             index = len(st.exits)
             b.store(const_int(T.i32, index), st.which_exit.fwd)
-            st.exits.append((b.block, new_value, inst.parent))
+            # A returned pointer without a shadow (not derived from active memory) returns a
+            # null shadow, as forward mode returns a null tangent.
+            shadow = self._fwd_shadow(st, value) if st.sig.return_shadow else None
+            st.exits.append((b.block, new_value, shadow, inst.parent))
             return  # the tape is packed and returned once every slot is known
         if new_value is not None:
             b.store(new_value, st.ret_slot.fwd)

@@ -30,7 +30,11 @@ class ReverseSignature:
     sweep and is passed on. ``memory_stable`` says nothing writes the memory the parameters
     point to between the sweeps (true of a whole call from Python; not of a callee, whose
     caller runs on before the reverse sweep). ``split`` asks for the augmented primal and
-    reverse function instead of the combined one.
+    reverse function instead of the combined one. With ``return_shadow`` (split only) the
+    primal returns pointers into active memory: the augmented primal returns their shadows
+    too (a value of the result's type, after the result), as Enzyme's augmented forward pass
+    returns the shadow of a duplicated return; adjoints reach that memory through the shadow,
+    so the reverse function takes no seed for it.
     """
 
     activities: tuple[Activity, ...]
@@ -38,11 +42,12 @@ class ReverseSignature:
     status_return: bool = False
     memory_stable: bool = True
     split: bool = False
+    return_shadow: bool = False
 
 
 @dataclass(frozen=True)
 class SplitPair:
-    """``augmented(params, shadows) -> {primal result?, tape}`` and
+    """``augmented(params, shadows) -> {primal result?, its shadow?, tape}`` and
     ``reverse(params, shadows, dret?, discard, tape) -> {adjoints}``: with ``discard`` set,
     the reverse function only frees the tape (and what it keeps alive)."""
 
@@ -117,11 +122,11 @@ class _State:
     release_list: object = None                        # Slot of {ptr, i64, i64}
     ret_slot: object = None
     which_exit: object = None                          # split: Slot of the exit taken
-    exits: list = field(default_factory=list)          # split: (fwd block, primal value)
+    exits: list = field(default_factory=list)          # split: (fwd block, value, shadow, from)
     headers: list = field(default_factory=list)        # (loop, index, first, rest)
     phis: list = field(default_factory=list)
     shadow_args: dict = field(default_factory=dict)    # primal param -> fwd shadow param
-    entries: dict = field(default_factory=dict)        # (pred, header) -> fwd edge block
+    entries: dict = field(default_factory=dict)        # (pred, block) -> fwd edge block
     copies: dict = field(default_factory=dict)         # memcpy -> float type copied, or None
     resizes: dict = field(default_factory=dict)        # block move -> (old, size, new) shadow
     float_pointers: list | None = None                 # pointers of float loads and stores

@@ -15,6 +15,7 @@ from pyzyme.analysis.forwarding import store_forwarding
 from pyzyme.analysis.overwrite import pure_call, underlying_object
 from pyzyme.diff import naming
 from pyzyme.diff.reverse_state import _PURE, _incoming, _State
+from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -193,6 +194,12 @@ class ReverseValues:
             own = st.loops.loop_of(block)
             fb.position_at_start(st.last[block] if own is not None and own.header is block
                                  else fv.parent)
+        elif isinstance(fv, I.Invoke):  # defined on its normal edge only
+            normal = fv.normal_dest
+            if len(normal.predecessors) != 1:
+                raise UnsupportedError(f"{st.where} needs the result of an invoke whose normal "
+                                       f"destination has other predecessors: {fv}")
+            fb.position_at_start(normal)
         else:
             fb.position_after(fv)
         st.tape.store(fb, cache, fv, self._cache_index(st, fb, cache, forward=True))

@@ -277,14 +277,31 @@ def cxx_allocation_as_malloc(module: ir.Module) -> None:
         else:
             target = module.declare("free", ir.FunctionType(ir.void, [ptr]))
         for call in list(fn.users):
-            if not isinstance(call, ir.Call) or call.called_function is not fn:
+            if not isinstance(call, ir.CallBase) or call.called_function is not fn:
                 continue
             b = ir.IRBuilder()
             b.position_before(call)
             new = b.call(target, call.args[:1])
             if call.type != ir.void:
                 call.replace_all_uses_with(new)
+            if isinstance(call, ir.Invoke):  # malloc does not throw: no unwind edge
+                b.br(call.normal_dest)
+                forget_edge(call.parent, call.unwind_dest)
             call.erase()
+
+
+def forget_edge(block, dest) -> None:
+    """Drop ``block``'s incoming values from the phis of ``dest`` (the edge is gone)."""
+    for phi in list(dest.phis):
+        kept = [(v, b) for v, b in phi.incoming if b is not block]
+        new = ir.Phi(phi.type, phi.flags)
+        for v, b in kept:
+            new.add_incoming(v, b)
+        dest.insert(dest.instructions.index(phi), new)
+        new.name = phi.name
+        phi.name = ""
+        phi.replace_all_uses_with(new)
+        phi.erase()
 
 
 def _declare(gv) -> None:

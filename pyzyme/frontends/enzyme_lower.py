@@ -38,7 +38,7 @@ import hashlib
 
 from pyzyme import ir
 from pyzyme.errors import ActivityError, PyzymeError, UnsupportedError
-from pyzyme.frontends.ad_copy import ad_copy, link_into, promote_local_globals
+from pyzyme.frontends.ad_copy import ad_copy, forget_edge, link_into, promote_local_globals
 from pyzyme.frontends.enzyme_adapters import build_adapter, tape_size
 from pyzyme.frontends.enzyme_calls import find_call_sites, find_registrations, marker
 from pyzyme.frontends.global_shadows import thread_globals
@@ -204,22 +204,8 @@ def _replace_call(program, site, name: str) -> None:
         call.replace_all_uses_with(new if ret != T.void else ir.Undef(call.type))
     if isinstance(call, I.Invoke):  # C++: the derivative does not throw; no unwind edge
         b.br(call.normal_dest)
-        _forget_edge(call.parent, call.unwind_dest)
+        forget_edge(call.parent, call.unwind_dest)
     call.erase()
-
-
-def _forget_edge(block, dest) -> None:
-    """Drop ``block``'s incoming values from the phis of ``dest`` (the edge is gone)."""
-    for phi in list(dest.phis):
-        kept = [(v, b) for v, b in phi.incoming if b is not block]
-        new = I.Phi(phi.type, phi.flags)
-        for v, b in kept:
-            new.add_incoming(v, b)
-        dest.insert(dest.instructions.index(phi), new)
-        new.name = phi.name
-        phi.name = ""
-        phi.replace_all_uses_with(new)
-        phi.erase()
 
 
 def _drop_debug_records(fn) -> None:

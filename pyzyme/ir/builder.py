@@ -46,9 +46,13 @@ class IRBuilder:
         self.index = len(block.instructions)
 
     def position_at_start(self, block: BasicBlock) -> None:
-        """Before the first instruction that is not a phi."""
+        """Before the first instruction that is not a phi (after a landing pad's
+        ``landingpad``, which must come first)."""
         self.block = block
         self.index = len(block.phis)
+        if self.index < len(block.instructions) and \
+                isinstance(block.instructions[self.index], I.LandingPad):
+            self.index += 1
 
     def position_before(self, inst: I.Instruction) -> None:
         self.block = inst.parent

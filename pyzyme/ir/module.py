@@ -19,6 +19,7 @@ False
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from pyzyme.errors import IRTypeError
@@ -33,6 +34,8 @@ from pyzyme.ir.values import (
     NamedValue,
     Linked,
 )
+
+_PERSONALITY = re.compile(r'personality\s+ptr\s+(?:@[-\w$.]+|@"[^"]*"|null)')
 
 
 class BasicBlock(NamedValue):
@@ -129,6 +132,13 @@ class Function(Linked, GlobalValue):
     @property
     def entry(self) -> BasicBlock:
         return self.blocks[0]
+
+    @property
+    def personality(self) -> str:
+        """The ``personality ptr @f`` clause of :attr:`suffix` ('' without one): a function
+        generated from this one that copies its landing pads needs it too."""
+        m = _PERSONALITY.search(self.suffix)
+        return m.group(0) if m else ""
 
     def append_block(self, name: str = "") -> BasicBlock:
         """Add an empty block at the end, with ``name`` made unique in this function."""
