@@ -240,3 +240,37 @@ def test_enzyme_features_pyzyme_lacks_are_refused(tmp_path, source, expected):
     with pytest.raises(EnzymeCallError) as err:
         lower(compile_source(src, "-O1"))
     assert expected in str(err.value)
+
+
+@pytest.mark.parametrize("source, expected", [
+    # The derivative would call the callee's reverse with the tape of a call that threw.
+    ("#include <stdexcept>\n"
+     "struct Count { long *n; ~Count() { ++*n; } };\n"
+     "double *at(double *a, long i, long n, long *k) {\n"
+     "  Count c{k};\n"
+     "  if (i >= n) throw std::out_of_range(\"at\");\n"
+     "  return i ? at(a + 1, i - 1, n - 1, k) : a; }\n"
+     "double f(double *a, long i, long *k) {\n"
+     "  try { double *p = at(a, i, 2, k); return *p * *p; } catch (...) { return 0; } }\n"
+     "extern int enzyme_const;\n"
+     "void df(double *a, double *da, long i, long *k) {\n"
+     "  __enzyme_autodiff((void *)f, a, da, enzyme_const, i, enzyme_const, k); }\n",
+     "catches an exception"),
+    # A struct returned through memory has no seed in reverse mode.
+    ("struct Big { double a, b, c; };\n"
+     "Big f(double x) { return Big{x, 2 * x, x * x}; }\n"
+     "void df(double x) { __enzyme_autodiff((void *)f, x); }\n", "forward mode only"),
+])
+def test_cxx_constructs_reverse_mode_lacks_are_refused(tmp_path, source, expected):
+    """An exception caught inside the differentiated function (an invoke whose landing pad
+    goes on), and a function returning a struct through memory, are refused in reverse mode
+    naming what, not differentiated wrong."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c_driver import compile_source
+    from pyzyme.frontends.enzyme_lower import lower
+
+    src = tmp_path / "construct.cpp"
+    src.write_text('extern "C" void __enzyme_autodiff(void *, ...);\n' + source)
+    with pytest.raises(UnsupportedError) as err:
+        lower(compile_source(src, "-O1"))
+    assert expected in str(err.value)

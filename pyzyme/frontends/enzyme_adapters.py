@@ -110,14 +110,22 @@ class _Adapter:
         raise self.site.error(f"{what} is passed as {vt}; {self.site.function.ref} takes {ty}")
 
     def primals(self) -> list:
-        return [self.convert(self.values[a.value], self.params[a.param],
-                             f"argument {a.param}") for a in self.site.args]
+        return [self.passed(a, a.value, f"argument {a.param}") for a in self.site.args]
+
+    def passed(self, arg, position: int, what: str):
+        """What the call passes at ``position`` for ``arg``: the value itself, or (a piece of
+        a struct passed by value) the piece loaded from its address."""
+        ty = self.params[arg.param]
+        value = self.values[position]
+        if arg.offset is None:
+            return self.convert(value, ty, what)
+        piece = self.b.gep(T.i8, value, [const_int(T.i64, arg.offset)])
+        return self.b.load(ty, piece, 1)
 
     def lane_shadow(self, arg, lane: int):
         ty = self.params[arg.param]
         if arg.stride is None:
-            return self.convert(self.values[arg.shadows[lane]], ty,
-                                f"the shadow of argument {arg.param}")
+            return self.passed(arg, arg.shadows[lane], f"the shadow of argument {arg.param}")
         base = self.values[arg.shadows[0]]
         offset = self.b.mul(self.convert(self.values[arg.stride], T.i64, "the stride"),
                             const_int(T.i64, lane))
@@ -156,8 +164,11 @@ class _Adapter:
         fields = [b.extractvalue(out, i) for i in range(int(has_ret) + n_adj)]
         return (fields[:1] if site.primal_return and has_ret else []) + fields[int(has_ret):]
 
-    def forward(self, derivs) -> list:
+    def forward(self, derivs) -> list | None:
         site, b = self.site, self.b
+        if site.result_param is not None:
+            self._forward_sret(derivs)
+            return None
         width = site.width
         dfn = derivs.forward(self.primal, self.kinds(), width)
         lanes = []
@@ -175,6 +186,54 @@ class _Adapter:
         fields = [b.extractvalue(out, i) for i in range(width + 1)]
         tangents = fields[1:] if site.ret != "const" else []
         return (fields[:1] if site.primal_return else []) + tangents
+
+    def _forward_sret(self, derivs) -> None:
+        """A function returning a struct through memory: its result parameter is
+        duplicated, the call's own result holding the tangent (the result, then the tangent,
+        with enzyme_primal_return; the result alone with enzyme_const_return); what the call
+        does not want goes to a slot of the adapter's."""
+        site, b = self.site, self.b
+        k = site.result_param
+        what = f"{self.primal.ref} returns a struct through memory"
+        if site.width != 1:
+            raise site.error(f"{what}: vector forward mode (enzyme_width) is not supported "
+                             f"for it")
+        if site.sret is None:
+            raise site.error(f"{what}, but the call does not: declare the __enzyme_fwddiff "
+                             f"call returning that struct")
+        module = site.call.function.module
+        rty = _sret_type(self.primal.args[k].attrs, self.primal.module)
+        got = _sret_type(site.call.arg_attrs[site.sret], module)
+        if rty is None or got is None:
+            raise site.error(f"{what} of a type pyzyme cannot read")
+        size, buffer = sizeof(rty), self.values[site.sret]
+        wanted = [site.primal_return, site.ret != "const"]
+        if sizeof(got) != size * sum(wanted) or (all(wanted) and _second_field(got) is None):
+            asked = [n for n, w in zip(("the result", "its tangent"), wanted) if w]
+            raise site.error(f"{what} ({size} bytes); the call asks for "
+                             f"{' and '.join(asked) or 'nothing'}, but returns {got} "
+                             f"({sizeof(got)} bytes)")
+        slots = []
+        for want in wanted:
+            if want:
+                offset = _second_field(got) if slots and slots[0][1] else 0
+                slots.append((b.gep(T.i8, buffer, [const_int(T.i64, offset)]), True))
+            else:  # not wanted: a slot of the adapter's (a tangent's zeroed)
+                slot = b.alloca(rty, align=16)
+                fnty = T.FunctionType(T.void, [T.ptr, T.i8, T.i64, T.i1])
+                b.call(self.primal.module.declare("llvm.memset.p0.i64", fnty),
+                       [slot, const_int(T.i8, 0), const_int(T.i64, size), const_int(T.i1, 0)])
+                slots.append((slot, False))
+        (primal, _), (tangent, _) = slots
+        kinds, primals, lanes = list(self.kinds()), self.primals(), []
+        kinds.insert(k, "dup")
+        primals.insert(k, primal)
+        for a in sorted([*site.args, None], key=lambda a: k if a is None else a.param):
+            if a is None:
+                lanes.append(tangent)
+            elif a.kind != "const":
+                lanes.append(self.lane_shadow(a, 0))
+        b.call(derivs.forward(self.primal, kinds, 1), primals + lanes)
 
     def augment(self, derivs) -> list:
         site, b = self.site, self.b
@@ -216,8 +275,11 @@ class _Adapter:
         return results
 
     # -- the result ----------------------------------------------------------------------
-    def deliver(self, elements: list, ret) -> None:
+    def deliver(self, elements: list | None, ret) -> None:
         site, b = self.site, self.b
+        if elements is None:  # written by the derivative itself
+            b.ret_void()
+            return
         if site.sret is not None:
             layout = _sret_type(site.call.arg_attrs[site.sret], site.call.function.module)
             self._store_struct(elements, self.values[site.sret], layout)
@@ -276,6 +338,16 @@ def _leaf_fields(ty) -> list[tuple[int, object]]:
             out += [(off + o, t) for o, t in _leaf_fields(sub)]
         return out
     return [(0, ty)]
+
+
+def _second_field(ty) -> int | None:
+    """The byte offset of the second of the two fields of struct ``ty`` (the tangent, where
+    a call returns a result and its tangent), or None."""
+    from pyzyme.analysis.layout import field_offset
+
+    if isinstance(ty, (T.StructType, T.IdentifiedStructType)) and len(ty.elements) == 2:
+        return field_offset(ty, [1])[0]
+    return None
 
 
 def _sret_type(attrs: str, module):

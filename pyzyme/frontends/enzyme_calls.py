@@ -97,6 +97,9 @@ class Arg:
     value: int
     shadows: tuple[int, ...] = ()
     stride: int | None = None
+    #: A piece of a struct passed by value (``pyzyme_byval``): ``value`` and ``shadows`` are
+    #: the struct's addresses, and the parameter is loaded from this byte offset.
+    offset: int | None = None
 
 
 @dataclass
@@ -114,6 +117,9 @@ class CallSite:
     ret: str = "const"
     primal_return: bool = False
     sret: int | None = None
+    #: The function's own struct-return parameter (forward mode: the call passes no value
+    #: for it; the result and its tangent are the call's own result).
+    result_param: int | None = None
     dret: int | None = None
     tape: int | None = None
     tape_is_pointer: bool = False
@@ -136,7 +142,7 @@ class CallSite:
             if a.stride is not None:
                 out.append(a.stride)
         out += [p for p in (self.dret, self.tape) if p is not None]
-        return sorted(out)
+        return sorted(set(out))  # the pieces of a struct share its addresses
 
     def error(self, message: str, hint: str | None = None) -> EnzymeCallError:
         return EnzymeCallError(f"{self.where}: {message}", hint=hint)
@@ -158,7 +164,7 @@ def marker(value) -> str | None:
         value = value.operands[0]
     if isinstance(value, GlobalVariable):
         name = value.name
-        if name.startswith("enzyme_"):
+        if name.startswith(("enzyme_", "pyzyme_")):
             return name
         m = _MANGLED_MARKER.search(name)
         return m.group(1) if m else None
@@ -246,12 +252,19 @@ def source_location(module, inst) -> str:
 
 
 # ------------------------------------------------------------------------ reading calls
-def _function_of(value):
-    """The function a call passes as its first argument (through casts and an -O0 local)."""
+def _function_of(value, depth: int = 2):
+    """The function a call passes as its first argument (through casts and an -O0 local, or
+    returned by a call of a function that always returns it: at -O0, a lambda's conversion
+    to a function pointer)."""
     value = through_locals(value)
     if isinstance(value, ConstantExpr) and value.operands:
         value = value.operands[0]
     value = through_locals(value)
+    callee = value.called_function if isinstance(value, I.Call) else None
+    if depth and callee is not None and not callee.is_declaration:
+        found = {_function_of(r.value, depth - 1) for r in callee.instructions()
+                 if isinstance(r, I.Ret) and r.value is not None}
+        return found.pop() if len(found) == 1 else None
     return value if isinstance(value, ir.Function) else None
 
 
@@ -307,13 +320,17 @@ def _read(call, name: str, mode: str, where: str) -> CallSite:
     if fn.is_declaration:
         raise site.error(f"{fn.ref} has no body in this module to differentiate",
                          hint="define it in the same translation unit")
-    if any("sret" in a.attrs for a in fn.args):
-        raise site.error(f"{fn.ref} returns a struct through memory (sret), which is not "
-                         f"supported", hint="return it through a pointer argument instead")
+    site.result_param = next((i for i, a in enumerate(fn.args) if "sret" in a.attrs), None)
+    if site.result_param is not None and mode != "forward":
+        raise site.error(f"{fn.ref} returns a struct through memory (sret), which pyzyme "
+                         f"differentiates in forward mode only",
+                         hint="return it through a pointer argument instead")
     if mode == "batch":
         return _read_batch(site, args, first + 1)
     forward = mode == "forward"
-    site.ret = _default_kind(fn.return_type, forward)
+    # A struct returned through memory has a tangent unless the call says otherwise.
+    site.ret = "dup" if site.result_param is not None else _default_kind(fn.return_type,
+                                                                          forward)
     for v in args[first + 1:]:
         m = marker(v)
         if m in _RETURN_MARKERS:
@@ -351,10 +368,11 @@ def show(value) -> str:
 
 
 def _const_int(site: CallSite, args, i: int, what: str) -> int:
-    if i >= len(args) or not isinstance(args[i], ConstantInt):
+    value = through_locals(args[i]) if i < len(args) else None
+    if not isinstance(value, ConstantInt):
         got = show(args[i]) if i < len(args) else "nothing"
         raise site.error(f"{what} must be followed by a constant integer, got {got}")
-    return args[i].value
+    return value.value
 
 
 def _read_width(site: CallSite, args, start: int) -> None:
@@ -378,9 +396,12 @@ def _read_args(site: CallSite, args, start: int) -> None:
     param, i, n = 0, start, len(args)
     while i < n:
         m = marker(args[i])
-        kind, stride, skip = None, None, False
+        kind, stride, skip, size = None, None, False, None
         while m is not None:
-            if m in _ARG_MARKERS:
+            if m == "pyzyme_byval":  # <enzyme/enzyme>: a struct by value, by address
+                size = _const_int(site, args, i + 1, m)
+                i += 1
+            elif m in _ARG_MARKERS:
                 kind = _ARG_MARKERS[m]
                 if m.endswith("v"):
                     i += 1
@@ -433,9 +454,14 @@ def _read_args(site: CallSite, args, start: int) -> None:
         if skip:
             i += 1
             continue
+        if param == site.result_param:
+            param += 1  # passed by the call as its own result
         if param >= len(params):
             _extra_argument(site, args, i)
             i += 1
+            continue
+        if size is not None:
+            i, param = _read_struct(site, args, i, param, kind or "const", size)
             continue
         ty = params[param]
         kind = kind or _default_kind(ty, forward)
@@ -455,14 +481,55 @@ def _read_args(site: CallSite, args, start: int) -> None:
         i += 1
     if site.mode == "size":
         return
+    if param == site.result_param:
+        param += 1
     if param < len(params):
-        raise site.error(f"{fn.ref} takes {len(params)} arguments, the call passes {param}")
+        own = len(params) - (site.result_param is not None)
+        raise site.error(f"{fn.ref} takes {own} arguments, the call passes {len(site.args)}")
     if site.mode == "gradient" and site.tape is None:
         raise site.error("__enzyme_reverse needs the tape: after the arguments (and the "
                          "result's seed), or with enzyme_tape")
     if site.allocated is not None and site.allocated < 8:
         raise site.error(f"enzyme_allocated {site.allocated}: pyzyme's tape is one pointer "
                          f"(8 bytes); allocate at least 8 (__enzyme_augmentsize says 8)")
+
+
+def _read_struct(site: CallSite, args, i: int, param: int, kind: str, size: int):
+    """A struct of ``size`` bytes passed by value, given by its address at ``i`` (and its
+    shadows' after it): the parameters the C ABI made of it, from ``param`` on. Each is one
+    piece of the struct (an eightbyte on x86-64, loaded from its offset), or the whole of it
+    (``byval``: the address itself). Returns where the call and the parameters go on."""
+    from pyzyme.analysis.layout import sizeof
+    from pyzyme.frontends.llvm_ad import _is_floaty
+
+    fn, params = site.function, site.function.function_type.params
+    lanes = site.width if kind in ("dup", "dupnoneed") else 0
+    if i + lanes >= len(args) or any(not args[j].type.is_pointer
+                                     for j in range(i, i + lanes + 1)):
+        raise site.error(f"pyzyme_byval: the {size}-byte struct passed by value as argument "
+                         f"{param} of {fn.ref} must be followed by its address"
+                         f"{' and its shadow' if lanes else ''}")
+    shadows = tuple(range(i + 1, i + 1 + lanes))
+    pieces, offset = [], 0
+    if "byval" in fn.args[param].attrs:
+        pieces = [(param, None)]
+    while not pieces or (pieces[-1][1] is not None and offset < size):
+        p = param + len(pieces)
+        if p >= len(params) or "byval" in fn.args[p].attrs:
+            raise site.error(f"a {size}-byte struct passed by value as argument {param} of "
+                             f"{fn.ref} does not match its parameters",
+                             hint="pass the struct by reference or pointer")
+        pieces.append((p, offset))
+        offset = (offset + sizeof(params[p]) + 7) // 8 * 8
+    for p, off in pieces:
+        ty = params[p]
+        if lanes and not (ty.is_pointer or _is_floaty(ty)):
+            raise site.error(f"a struct passed by value as argument {param} of {fn.ref} is "
+                             f"{kind}, but the C ABI passes part of it as {ty}, which may "
+                             f"hold float bits", hint="pass the struct by reference or pointer")
+        _check_kind(site, p, kind, ty)
+        site.args.append(Arg(p, kind, i, shadows if lanes else (), offset=off))
+    return i + 1 + lanes, param + len(pieces)
 
 
 def _extra_argument(site: CallSite, args, i: int) -> None:
