@@ -136,10 +136,10 @@ def explain(f, args, *, const: Iterable[str] = (), lines: bool = True) -> Explan
     from pyzyme import ir
     from pyzyme.analysis.activity import Activity, analyze_activity
     from pyzyme.analysis.types import analyze_types
-    from pyzyme.analysis.typeseeds import seed_from_abi
+    from pyzyme.frontends.numba.typeseeds import seed_from_abi
     from pyzyme.api.numba_reverse import _activities
-    from pyzyme.diff.forward_calls import call_result_varied, may_allocate
-    from pyzyme.diff.reverse import ReverseGenerator
+    from pyzyme.diff.calls.forward import call_result_varied, may_allocate
+    from pyzyme.diff.reverse.generator import ReverseGenerator
     from pyzyme.frontends.numba import capture
     from pyzyme.ir.names import label_def
     from pyzyme.api.autodiff import _rules

@@ -62,7 +62,7 @@ def _derive(module_text: str, function: str, mode: Mode, activities, width: int,
             return_activity, name: str | None, opt_level: int | None):
     """The linked module text and ``{entry name: its FunctionType}``."""
     from pyzyme.frontends.ad_copy import rename_global, link_into, promote_local_globals
-    from pyzyme.frontends.enzyme_lower import copy_with_rules
+    from pyzyme.frontends.c.lower import copy_with_rules
     from pyzyme.frontends.llvm_ad import Derivatives
 
     if mode not in ("forward", "reverse", "split"):

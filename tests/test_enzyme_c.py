@@ -2,7 +2,7 @@
 
 Each program in ``tests/corpus/enzyme_c`` checks its derivatives against analytic ones and
 returns the number of mismatches from ``main``. It is compiled at -O0 to -O3 with the clang of
-the ``ziglang`` package, its calls replaced (:func:`pyzyme.frontends.enzyme_lower.lower`),
+the ``ziglang`` package, its calls replaced (:func:`pyzyme.frontends.c.lower.lower`),
 and run: C programs JIT-compiled in this process (as Enzyme's tests use ``lli``), C++ programs
 linked into an executable by ``pyzyme cc`` (the C++ runtime is not in this process).
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pyzyme.frontends.clang import ziglang_available
+from pyzyme.frontends.c.clang import ziglang_available
 
 pytestmark = pytest.mark.skipif(not ziglang_available(), reason="needs the 'ziglang' package")
 
@@ -31,7 +31,7 @@ LEVELS = ("-O0", "-O1", "-O2", "-O3")
 def c_ir():
     """Every C program at every level as LLVM IR (with line tables, so errors name lines),
     compiled by parallel clang processes once per session."""
-    from pyzyme.frontends.c_driver import compile_source
+    from pyzyme.frontends.c.driver import compile_source
 
     work = [(name, opt) for name in C_PROGRAMS for opt in LEVELS]
 
@@ -50,7 +50,7 @@ def test_the_corpus_is_large_enough():
 @pytest.mark.parametrize("opt", LEVELS)
 @pytest.mark.parametrize("name", C_PROGRAMS)
 def test_c_program(c_ir, name, opt, capfd):
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.lower import lower
     from pyzyme.runtime.standalone import Program
 
     text = lower(c_ir[name, opt])
@@ -78,8 +78,8 @@ def test_integer_fields_by_type_tags(opt, capfd):
     """An integer field of a struct in active memory, copied in reverse mode, is known to hold
     an integer by clang's type tag on the load (!tbaa; clang writes none at -O0), where
     pyzyme's own type analysis cannot tell (it was refused as copying float bits)."""
-    from pyzyme.frontends.c_driver import compile_source
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
     from pyzyme.runtime.standalone import Program
 
     text = lower(compile_source(PROGRAMS / "tagged" / "struct_int_fields.c", opt))
@@ -89,8 +89,8 @@ def test_integer_fields_by_type_tags(opt, capfd):
 def test_vectorized_ir_from_clang(c_ir):
     """``pyzyme opt`` takes whatever clang wrote: at -O2 without AD_FLAGS, loops come
     vectorized, and the tape keeps vectors (16-byte aligned blocks, not 32)."""
-    from pyzyme.frontends.clang import compile_to_ir
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.clang import compile_to_ir
+    from pyzyme.frontends.c.lower import lower
     from pyzyme.runtime.standalone import Program
 
     text = compile_to_ir(PROGRAMS / "overwritten.c", "c", "-O2")
@@ -127,8 +127,8 @@ declare double @__enzyme_autodiff(ptr, ...)
     ("[3 x ptr] [ptr @f, ptr @f_aug, ptr null]", "3 functions, got {@f, @f_aug, null}"),
 ])
 def test_malformed_registration_names_the_global(registration, message):
-    from pyzyme.frontends.enzyme_calls import EnzymeCallError
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.enzyme_calls import EnzymeCallError
+    from pyzyme.frontends.c.lower import lower
 
     text = _RULED + f"@__enzyme_register_gradient_f = global {registration}\n"
     with pytest.raises(EnzymeCallError) as err:
@@ -139,7 +139,7 @@ def test_malformed_registration_names_the_global(registration, message):
 
 def test_registered_rule_with_the_wrong_signature_is_refused():
     from pyzyme.errors import UnsupportedError
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.lower import lower
 
     good = "@__enzyme_register_gradient_f = global [3 x ptr] [ptr @f, ptr @f_aug, ptr @f_rev]\n"
     out = lower(_RULED + good)  # f_rev's seed is its derivative: d g = seed
@@ -156,8 +156,8 @@ def test_runtime_activity_marker_is_the_hint(tmp_path):
     """Without enzyme_runtime_activity, a pointer of run-time activity is refused, and the
     message says which marker to pass."""
     from pyzyme.errors import ActivityError
-    from pyzyme.frontends.clang import compile_to_ir
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.clang import compile_to_ir
+    from pyzyme.frontends.c.lower import lower
 
     src = tmp_path / "no_marker.c"
     src.write_text((PROGRAMS / "runtime_activity.c").read_text().replace(
@@ -185,7 +185,7 @@ def test_unknown_enzyme_attribute_is_refused(tmp_path):
     """An Enzyme attribute pyzyme does not read is an error naming it and its line, not a
     clang warning and a derivative without it."""
     from pyzyme.errors import UnsupportedError
-    from pyzyme.frontends.c_driver import compile_source
+    from pyzyme.frontends.c.driver import compile_source
 
     src = tmp_path / "unknown_attr.c"
     src.write_text("__attribute__((enzyme_sparse_accumulate)) double f(double x) {\n"
@@ -201,8 +201,8 @@ def test_enzyme_shadow_is_refused_where_it_cannot_be_passed(tmp_path):
     parameter; when one of them is called through a pointer, it cannot be: an error naming
     the global, not a derivative that leaves the shadow at zero."""
     from pyzyme.errors import UnsupportedError
-    from pyzyme.frontends.c_driver import compile_source
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
 
     src = tmp_path / "shadowed.c"
     src.write_text("double dscale = 0;\n"
@@ -229,9 +229,9 @@ def test_enzyme_shadow_is_refused_where_it_cannot_be_passed(tmp_path):
 def test_enzyme_features_pyzyme_lacks_are_refused(tmp_path, source, expected):
     """Features of Enzyme a program relies on and pyzyme does not provide are errors naming
     them, not programs that build and then miss their effect."""
-    from pyzyme.frontends.c_driver import compile_source
-    from pyzyme.frontends.enzyme_calls import EnzymeCallError
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.enzyme_calls import EnzymeCallError
+    from pyzyme.frontends.c.lower import lower
 
     src = tmp_path / "feature.c"
     src.write_text("double __enzyme_autodiff(void *, ...);\n" + source +

@@ -21,12 +21,12 @@ from numba.core.dispatcher import Dispatcher
 
 from pyzyme import options
 from pyzyme.api import annotations as A
-from pyzyme.api import complex_args as C
+from pyzyme.api.args import complex as C
 from pyzyme.api import refusals as R
-from pyzyme.api import structured as S
-from pyzyme.api.call_shape import CallShape, call_shape, share_memory
+from pyzyme.api.args import structured as S
+from pyzyme.api.args.call_shape import CallShape, call_shape, share_memory
 from pyzyme.api.modes import Mode
-from pyzyme.api.typeof import argument_type
+from pyzyme.api.args.typeof import argument_type
 from pyzyme.errors import PyzymeError, UnsupportedError
 from pyzyme.rules.custom import REGISTRY
 from pyzyme.runtime.disk_cache import DiskCache
@@ -152,7 +152,7 @@ def _reverse(mode: Mode, f, ret_activity, anns: list[A.Annotation], seed=None) -
     ``seed`` is the adjoint of an Active result (default 1.0 in every float of it); a one-hot
     tuple gives one row of the Jacobian of a tuple-valued function. For a real result, a
     complex ``Active(z)`` gets ``df/dRe(z) + i df/dIm(z)`` (the conjugate of what JAX's
-    ``grad`` gives); see :mod:`pyzyme.api.complex_args`.
+    ``grad`` gives); see :mod:`pyzyme.api.args.complex`.
     """
     for a in anns:
         if isinstance(a, A.BatchDuplicated):
@@ -275,7 +275,7 @@ def _reverse_flattened(mode: Mode, f, ret_activity, anns: list[A.Annotation]) ->
     wrapper whose parameters are the tuples' leaves (float leaves Active, float arrays
     Duplicated with zero shadows, the rest Const), and each such tuple's derivative is built
     back in its structure, non-float leaves keeping their values."""
-    from pyzyme.api.njit_reverse import _flat_wrapper, _leaf_annotation, _rebuild, _tree
+    from pyzyme.api.njit.reverse import _flat_wrapper, _leaf_annotation, _rebuild, _tree
 
     trees, flat, readers = [], [], []
     for i, a in enumerate(anns):
@@ -694,6 +694,6 @@ def _caller(dispatcher):
 
 def _rules():
     """pyzyme's rule table with the user's rules (:mod:`pyzyme.rules.custom`) in front."""
-    from pyzyme.api.custom_calls import rule_table
+    from pyzyme.api.custom_rules import rule_table
     from pyzyme.rules import default_rules
     return rule_table(default_rules(), REGISTRY)

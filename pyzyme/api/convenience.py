@@ -1,5 +1,5 @@
 """``gradient`` and ``jacobian``: common derivatives in one call (``make_zero``, kept
-importable from here, lives in :mod:`pyzyme.api.make_zero`).
+importable from here, lives in :mod:`pyzyme.api.args.make_zero`).
 
 Forward mode seeds one input direction per batch lane; inputs with more elements than a chunk
 are swept chunk by chunk, the last chunk padded with zero seeds so one compiled derivative
@@ -19,8 +19,8 @@ import numpy as np
 from pyzyme.api import annotations as A
 from pyzyme.api import refusals as R
 from pyzyme.api.autodiff import autodiff
-from pyzyme.api.complex_args import is_complex, is_complex_array
-from pyzyme.api.make_zero import make_zero
+from pyzyme.api.args.complex import is_complex, is_complex_array
+from pyzyme.api.args.make_zero import make_zero
 from pyzyme.api.modes import Forward, Mode, Reverse
 from pyzyme.errors import PyzymeError, UnsupportedError
 
@@ -92,7 +92,7 @@ def gradient(mode: Mode, f, x, *, chunk: int | None = None, out=None):
     ``out=dx`` (``x`` an array), ``dx`` is zeroed, receives df/dx and is returned.
 
     For complex ``x`` (a real-valued ``f``), both modes give ``df/dRe(x) + i df/dIm(x)`` per
-    element: the conjugate of what JAX's ``grad`` gives (see :mod:`pyzyme.api.complex_args`).
+    element: the conjugate of what JAX's ``grad`` gives (see :mod:`pyzyme.api.args.complex`).
     ``ReverseWithPrimal`` returns ``(df/dx, f(x))``.
 
     Parameters
@@ -152,7 +152,7 @@ def _reverse_gradient(mode: Mode, f, x, chunk, out):
     import numba
 
     from pyzyme.api.autodiff import _dispatcher
-    from pyzyme.api.njit_reverse import check_float_result, reverse_call
+    from pyzyme.api.njit.reverse import check_float_result, reverse_call
 
     if mode.split or mode.holomorphic:
         raise UnsupportedError(f"gradient takes Reverse or ReverseWithPrimal, not {mode}")
@@ -217,7 +217,7 @@ def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndar
     from numba.core import types
 
     from pyzyme.api.autodiff import _dispatcher
-    from pyzyme.api.njit_reverse import result_type, reverse_call, row_wrapper
+    from pyzyme.api.njit.reverse import result_type, reverse_call, row_wrapper
 
     dispatcher = _dispatcher(f)
     args = list(args)

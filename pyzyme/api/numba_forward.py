@@ -3,7 +3,7 @@
 For ``f(a, x)`` with ``a`` Duplicated and width N, the derivative is a native function in Numba's
 own calling convention for the signature ``UniTuple(R, N + 1)(A, X, A, ..., A)``: the primal
 arguments, then N shadows of each Duplicated one, returning the primal result followed by its N
-tangents. It is made from ``f``'s captured native function by :mod:`pyzyme.diff.forward`: the
+tangents. It is made from ``f``'s captured native function by :mod:`pyzyme.diff.forward.generator`: the
 result slot Numba passes (``retptr``) holds the primal result and then each tangent, so the
 shadow of ``retptr`` in lane k is ``retptr + (k + 1) * sizeof(R)``. Numba then boxes tangent
 arrays as it boxes any array it returns, and the derivative can be called from other ``@njit``
@@ -20,14 +20,15 @@ from numba.core import types
 from pyzyme import ir, options
 from pyzyme.analysis.activity import Activity
 from pyzyme.api.annotations import Const
-from pyzyme.api.custom_calls import release_inlining
+from pyzyme.api.custom_rules import release_inlining
 from pyzyme.diff import side_stack
-from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
+from pyzyme.diff.forward.generator import ExtraParam, ForwardGenerator, ForwardSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.frontends.numba import capture, njit_callable, pre_ad
 from pyzyme.frontends.numba.abi import AbiMap, ArgAbi
 from pyzyme.rules.constructs import construct_of, unknown_call_message
-from pyzyme.runtime import compile_module, symbol_name
+from pyzyme.naming import symbol_name
+from pyzyme.runtime import compile_module
 
 __all__ = ["ForwardPlan", "build_forward"]
 

@@ -5,7 +5,7 @@ Numba's calling convention for the signature ``Tuple(R, float64)(A, X, A[, float
 the primal arguments, the shadow of each Duplicated one (its adjoints accumulate there), the
 seed of an Active result, returning the primal result followed by the adjoint of each Active
 argument. It is a small wrapper, written here in IR, around the combined function that
-:mod:`pyzyme.diff.reverse` makes of ``f``'s captured native function. The wrapper gives the
+:mod:`pyzyme.diff.reverse.generator` makes of ``f``'s captured native function. The wrapper gives the
 primal's result slot (``retptr``) a shadow holding the seed, so the result's store in the
 primal is where the reverse sweep starts: no special case for results.
 
@@ -25,15 +25,16 @@ from pyzyme import ir, options
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.layout import field_offset
 from pyzyme.api.annotations import Active, Const
-from pyzyme.api.custom_calls import release_inlining
+from pyzyme.api.custom_rules import release_inlining
 from pyzyme.api.numba_forward import _add_source_line, _differentiable, _where
 from pyzyme.diff import side_stack
-from pyzyme.diff.reverse import ReverseGenerator, ReverseSignature
+from pyzyme.diff.reverse.generator import ReverseGenerator, ReverseSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.frontends.numba import capture, njit_callable, pre_ad
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int, const_null
-from pyzyme.runtime import compile_module, symbol_name
+from pyzyme.naming import symbol_name
+from pyzyme.runtime import compile_module
 
 __all__ = ["ReversePlan", "build_reverse"]
 
@@ -171,7 +172,7 @@ def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool,
 def generate(f, cap, module, native, sig: ReverseSignature, rules, primal_types, what: str):
     """The generator and ``native``'s derivative for ``sig`` (type analysis seeded from the
     ABI); an UnsupportedError gets the Python line of the call it names."""
-    from pyzyme.analysis.typeseeds import seed_from_abi
+    from pyzyme.frontends.numba.typeseeds import seed_from_abi
 
     gen = ReverseGenerator(module, rules, options.current())
     gen.type_seeds[native] = seed_from_abi(cap.abi)

@@ -1,7 +1,7 @@
 """Split reverse mode for ``@njit`` functions: the augmented primal and the reverse function
 as separate compiled entry points, with the tape between them.
 
-:mod:`pyzyme.diff.reverse` emits the pair from the same generator as the combined derivative.
+:mod:`pyzyme.diff.reverse.generator` emits the pair from the same generator as the combined derivative.
 Here each half gets an entry in Numba's convention:
 
 - ``augmented(args..., shadows...) -> (primal result?, tape address)``;
@@ -23,7 +23,7 @@ from numba.core import types
 
 from pyzyme import options
 from pyzyme.api.annotations import Active
-from pyzyme.api.custom_calls import release_inlining
+from pyzyme.api.custom_rules import release_inlining
 from pyzyme.api.numba_reverse import (
     DUPLICATED,
     Entry,
@@ -33,11 +33,12 @@ from pyzyme.api.numba_reverse import (
     seed_params,
 )
 from pyzyme.diff import side_stack
-from pyzyme.diff.reverse import ReverseSignature
+from pyzyme.diff.reverse.generator import ReverseSignature
 from pyzyme.frontends.numba import njit_callable
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int
-from pyzyme.runtime import compile_module, symbol_name
+from pyzyme.naming import symbol_name
+from pyzyme.runtime import compile_module
 
 __all__ = ["SplitPlan", "build_split"]
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from pyzyme.api.typeof import argument_type
+from pyzyme.api.args.typeof import argument_type
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.frontends.numba.abi import argument_refusal
 

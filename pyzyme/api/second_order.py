@@ -25,14 +25,15 @@ from pyzyme import ir, options
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.layout import sizeof
 from pyzyme.api.annotations import Active
-from pyzyme.api.custom_calls import release_inlining
+from pyzyme.api.custom_rules import release_inlining
 from pyzyme.api.numba_forward import _differentiable
 from pyzyme.api.numba_reverse import _value_type, reverse_module
 from pyzyme.diff import side_stack
-from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
+from pyzyme.diff.forward.generator import ExtraParam, ForwardGenerator, ForwardSignature
 from pyzyme.errors import PyzymeError, UnsupportedError
 from pyzyme.frontends.numba import njit_callable
-from pyzyme.runtime import compile_module, symbol_name
+from pyzyme.naming import symbol_name
+from pyzyme.runtime import compile_module
 
 __all__ = ["hvp", "hessian"]
 

@@ -7,7 +7,7 @@ reverse sweep from that tape. Between the two, the arguments' memory may change 
 split mode is for); the tape holds everything the reverse sweep needs.
 
 The thunks are also callable from inside ``@njit`` code, with the same annotated arguments
-(:mod:`pyzyme.api.njit_thunks`); there the tape is a Numba-managed object.
+(:mod:`pyzyme.api.njit.thunks`); there the tape is a Numba-managed object.
 
 Examples
 --------
@@ -32,9 +32,9 @@ from typing import Any
 from numba.extending import typeof_impl
 
 from pyzyme.api import annotations as A
-from pyzyme.api import njit_annotations  # noqa: F401  annotations inside @njit code
+from pyzyme.api.njit import annotations as njit_annotations  # noqa: F401  annotations inside @njit code
 from pyzyme.api.modes import Mode
-from pyzyme.api.njit_overload import NjitObject, overloaded_njit
+from pyzyme.api.njit.overload import NjitObject, overloaded_njit
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["autodiff_thunk", "Tape", "ForwardThunk", "SplitForward", "SplitReverse"]
@@ -103,7 +103,7 @@ class Tape:
 
 @typeof_impl.register(Tape)
 def _typeof_tape(val: Tape, c):
-    from pyzyme.api.njit_tape import TapeType
+    from pyzyme.api.njit.tape import TapeType
 
     return TapeType(val._plan)
 
@@ -119,7 +119,7 @@ def autodiff_thunk(mode: Mode, f, *args) -> Any:
     Active argument, None for the others),)`` and accumulates into Duplicated shadows.
 
     The thunks can be called from inside ``@njit`` code too, with the same annotations (see
-    :mod:`pyzyme.api.njit_thunks`).
+    :mod:`pyzyme.api.njit.thunks`).
     """
     if not isinstance(mode, Mode):
         raise TypeError(f"autodiff_thunk's first argument must be a mode, got {mode!r}")
@@ -163,7 +163,7 @@ class ForwardThunk(NjitObject):
 
     def _make_njit(self):
         from pyzyme.api.autodiff import _dispatcher
-        from pyzyme.api.njit_thunks import forward_implementation
+        from pyzyme.api.njit.thunks import forward_implementation
 
         dispatcher = _dispatcher(self.f)
 
@@ -207,8 +207,8 @@ class SplitForward(NjitObject):
         return f"<pyzyme {self.mode} forward thunk of {self._dispatcher.py_func.__name__}>"
 
     def _make_njit(self):
-        from pyzyme.api.njit_tape import TapeType
-        from pyzyme.api.njit_thunks import split_forward_implementation
+        from pyzyme.api.njit.tape import TapeType
+        from pyzyme.api.njit.thunks import split_forward_implementation
 
         tape = TapeType(self.plan)
 
@@ -256,8 +256,8 @@ class SplitReverse(NjitObject):
         return f"<pyzyme {self.mode} reverse thunk of {self._dispatcher.py_func.__name__}>"
 
     def _make_njit(self):
-        from pyzyme.api.njit_tape import TapeType
-        from pyzyme.api.njit_thunks import split_reverse_implementation
+        from pyzyme.api.njit.tape import TapeType
+        from pyzyme.api.njit.thunks import split_reverse_implementation
 
         tape = TapeType(self.plan)
 

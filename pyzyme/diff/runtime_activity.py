@@ -63,7 +63,7 @@ def _show(inst) -> str:
 
 
 def _whose(value) -> str:
-    from pyzyme.diff.forward_memory import _whose as whose
+    from pyzyme.diff.forward.memory import _whose as whose
     return whose(value) or (f" ({value.ref})" if isinstance(value, Argument) else "")
 
 

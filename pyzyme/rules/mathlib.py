@@ -9,7 +9,7 @@ work (a Taylor series); this one costs a division. ``pyzyme.pow_less1``/``pyzyme
 ``int_power(x, n)`` is ``x ** n`` for an integer ``n >= 0`` by binary exponentiation, the
 multiplications in Numba's order (``int_power_impl``: ``r *= a`` for each set bit of ``n``, then
 ``a *= a``), so a loop Numba inlined for ``x ** i`` can be replaced by a call that computes it
-bitwise the same (:mod:`pyzyme.diff.int_power`); its derivative is then a rule,
+bitwise the same (:mod:`pyzyme.transforms.int_power`); its derivative is then a rule,
 ``n * int_power(x, n - 1)``, not a differentiated loop with a tape of its squares.
 ``pyzyme.int_power``/``pyzyme.int_powerf`` take the exponent as an ``i64``.
 

@@ -1,5 +1,5 @@
 """Numba's binary-exponentiation loop (``x ** i``) folded into ``@pyzyme.int_power`` before
-differentiation (pyzyme.diff.int_power): which loops are folded, by their printed form; the
+differentiation (pyzyme.transforms.int_power): which loops are folded, by their printed form; the
 folded function run against the original, bitwise; derivatives through the rule against finite
 differences, forward mode and the closed form, with no tape."""
 
@@ -16,7 +16,7 @@ import llvmlite.binding as llvm
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Forward, Reverse, autodiff
 from pyzyme.api.numba_reverse import reverse_module
-from pyzyme.diff.int_power import find, fold
+from pyzyme.transforms.int_power import find, fold
 from pyzyme.ir import parse_module
 from pyzyme.rules import default_rules, mathlib
 from pyzyme.runtime.jit import compile_module

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pyzyme.analysis.activity import Activity as A
-from pyzyme.diff.reverse import ReverseGenerator, ReverseSignature
+from pyzyme.diff.reverse.generator import ReverseGenerator, ReverseSignature
 from pyzyme.ir import parse_module
 from pyzyme.ir.verify import verify
 from pyzyme.rules import default_rules

@@ -1,0 +1,1 @@
+"""Derivatives of calls: callees with bodies, rules, registered and custom derivatives, vector intrinsics."""

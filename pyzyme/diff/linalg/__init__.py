@@ -1,0 +1,1 @@
+"""BLAS and LAPACK derivatives."""

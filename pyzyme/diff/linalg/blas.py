@@ -1,0 +1,364 @@
+"""Derivatives of BLAS calls, made by calling BLAS again.
+
+Numba lowers ``np.dot`` and ``@`` to three helpers of its own (numba/_lapack.c), which call the
+BLAS of SciPy; column-major, as BLAS is:
+
+- ``numba_xxdot(kind, conj, n, x, y, *r)``: ``r = x . y``;
+- ``numba_xxgemv(kind, trans, m, n, *alpha, A, lda, x, *beta, y)``:
+  ``y = alpha op(A) x + beta y`` with ``A`` stored m x n;
+- ``numba_xxgemm(kind, ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc)``:
+  ``C = alpha op(A) op(B) + beta C``, ``op(A)`` m x k and ``op(B)`` k x n.
+
+Each is bilinear in its two operands, so the tangent is the same call on one tangent and one
+primal, twice (plus one with the tangent of ``alpha`` when that varies, as it does when forward
+mode runs over a reverse sweep); the adjoint of a GEMM is two GEMMs with transposed operands,
+that of a GEMV a GEMV and a rank-one GEMM, that of a dot product two GEMVs. Results are
+accumulated with ``beta = 1``; the output's own adjoint is scaled by ``beta`` last, by the same
+call with ``alpha = 0`` (which BLAS defines as ``C = beta C``). Real kinds (``d``, ``s``) only.
+
+The reverse sweep reads the operands again where nothing writes them before it runs; otherwise
+the forward sweep copies them (into memory released with the deferred releases).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import ConstantInt, const_float, const_int
+from pyzyme.rules.constructs import linalg_functions
+
+__all__ = ["forward_mode", "augmented", "reverse", "handler"]
+
+_N, _T = ord("n"), ord("t")
+_KINDS = {ord("d"): T.double, ord("s"): T.float}
+_SIGNATURES = {
+    "dot": ("numba_xxdot", [T.i8, T.i8, T.i64, T.ptr, T.ptr, T.ptr]),
+    "gemv": ("numba_xxgemv", [T.i8, T.i8, T.i64, T.i64, T.ptr, T.ptr, T.i64, T.ptr, T.ptr,
+                              T.ptr]),
+    "gemm": ("numba_xxgemm", [T.i8, T.i8, T.i8, T.i64, T.i64, T.i64, T.ptr, T.ptr, T.i64,
+                              T.ptr, T.i64, T.ptr, T.ptr, T.i64]),
+}
+# (operand pointers, output pointer) by argument index.
+_ROLES = {"dot": ((3, 4), 5), "gemv": ((5, 7), 9), "gemm": ((7, 9), 12)}
+
+
+def handler(row):
+    """The module that differentiates ``row``'s call: this one for BLAS,
+    :mod:`pyzyme.diff.linalg.lapack` for LAPACK's solve, :mod:`pyzyme.diff.linalg.lu` for LU
+    factorization and the inverse from it, :mod:`pyzyme.diff.linalg.cholesky` for Cholesky,
+    :mod:`pyzyme.diff.linalg.eigh` for symmetric eigenproblems, :mod:`pyzyme.diff.linalg.nrm2` for
+    the Euclidean norm."""
+    if row.op == "gesv":
+        from pyzyme.diff.linalg import lapack as lapack_calls
+        return lapack_calls
+    if row.op in ("getrf", "getri"):
+        from pyzyme.diff.linalg import lu as lapack_lu
+        return lapack_lu
+    if row.op == "potrf":
+        from pyzyme.diff.linalg import cholesky as lapack_cholesky
+        return lapack_cholesky
+    if row.op == "evd":
+        from pyzyme.diff.linalg import eigh as lapack_eigh
+        return lapack_eigh
+    if row.op == "nrm2":
+        from pyzyme.diff.linalg import nrm2 as blas_nrm2
+        return blas_nrm2
+    return sys.modules[__name__]
+
+
+def _helper(gen, op: str):
+    name, params = _SIGNATURES[op]
+    return gen.module.declare(name, T.FunctionType(T.i32, params))
+
+
+def _constant_arg(inst, index: int, where: str, what: str) -> int:
+    v = inst.args[index]
+    if not isinstance(v, ConstantInt):
+        raise UnsupportedError(f"{where}: the {what} of {inst.called_function.ref} is not a "
+                               f"constant: {inst}")
+    return v.value
+
+
+def _element_type(inst, where: str) -> T.Type:
+    """The element type of a BLAS call; its kind and transpose flags must be constants."""
+    for index in {"numba_xxgemv": (1,), "numba_xxgemm": (1, 2)}.get(
+            inst.called_function.name, ()):
+        _constant_arg(inst, index, where, "transpose flag")
+    kind = _constant_arg(inst, 0, where, "kind")
+    ty = _KINDS.get(kind)
+    if ty is None:
+        err = UnsupportedError(
+            f"{where}: no derivative for {inst.called_function.ref} of kind {chr(kind)!r} "
+            f"(complex BLAS, from {linalg_functions(inst.called_function.name)}): {inst}",
+            hint="differentiate a real formulation (real and imaginary parts as separate "
+                 "float arrays)")
+        err.callee = inst.called_function.name  # the Numba layer finds the Python line
+        raise err
+    return ty
+
+
+class _Scalars:
+    """Scalars passed by pointer (alpha and beta of the derivative calls): one stack slot each,
+    in the entry block, set where the call is made."""
+
+    def __init__(self, b: IRBuilder, ty: T.Type) -> None:
+        self.b, self.ty = b, ty
+
+    def constant(self, value: float):
+        return self.holding(const_float(self.ty, value))
+
+    def holding(self, value):
+        slot = self.b.entry_alloca(self.ty, name="blas.scalar")
+        self.b.store(value, slot)
+        return slot
+
+
+def _flip(trans: int) -> int:
+    return _N if trans == _T else _T
+
+
+def _call(b: IRBuilder, fn, args) -> None:
+    b.call(fn, args)
+
+
+# -- forward mode --------------------------------------------------------------------------------
+def forward_mode(gen, st, inst: I.Call, row) -> None:
+    """The call, then its tangent: the same call on (tangent, primal) and (primal, tangent)
+    pairs, accumulated into the tangent of the output (state of :mod:`pyzyme.diff.forward.generator`)."""
+    op = row.op
+    ty = _element_type(inst, st.where)
+    new = gen._clone(st, inst)
+    (ia, ib), io = _ROLES[op]
+    out = inst.args[io]
+    if out not in st.derivs:
+        return
+    b = st.builder
+    scalars = _Scalars(b, ty)
+    fn = _helper(gen, op)
+    args = list(new.args)
+
+    def tangent(v, lane):
+        return st.derivs[v][lane] if v in st.derivs else None
+
+    for lane in range(st.width):
+        dout = st.derivs[out][lane]
+        if op == "dot":
+            _forward_dot(b, fn, args, ty, tangent(inst.args[ia], lane),
+                         tangent(inst.args[ib], lane), dout, scalars)
+            continue
+        ialpha, ibeta = (4, 8) if op == "gemv" else (6, 11)
+        if tangent(inst.args[ibeta], lane) is not None:
+            raise UnsupportedError(f"{st.where}: the beta of {inst.called_function.ref} "
+                                   f"carries a derivative: {inst}")
+        terms = []
+        da, db = tangent(inst.args[ia], lane), tangent(inst.args[ib], lane)
+        if da is not None:
+            terms.append({ia: da})
+        if db is not None:
+            terms.append({ib: db})
+        dalpha = tangent(inst.args[ialpha], lane)
+        if dalpha is not None:
+            terms.append({ialpha: dalpha})
+        one = scalars.constant(1.0) if len(terms) > 1 else None
+        if not terms:  # output = beta * output: its tangent likewise
+            terms.append({ialpha: scalars.constant(0.0)})
+        for n, term in enumerate(terms):
+            call_args = list(args)
+            for index, value in term.items():
+                call_args[index] = value
+            call_args[io] = dout
+            if n:
+                call_args[ibeta] = one
+            _call(b, fn, call_args)
+
+
+def _forward_dot(b, fn, args, ty, dx, dy, dout, scalars) -> None:
+    total = None
+    for pair in ((dx, args[4]), (args[3], dy)):
+        if pair[0] is None or pair[1] is None:
+            continue
+        slot = scalars.holding(const_float(ty, 0.0))
+        _call(b, fn, args[:3] + [pair[0], pair[1], slot])
+        value = b.load(ty, slot)
+        total = value if total is None else b.fadd(total, value)
+    b.store(total if total is not None else const_float(ty, 0.0), dout)
+
+
+# -- reverse mode ------------------------------------------------------------------------------
+def augmented(gen, st, inst: I.Call, row) -> None:
+    """Forward sweep: the call; operands that may change before the reverse sweep are copied,
+    and the scalars alpha and beta read (state of :mod:`pyzyme.diff.reverse.generator`)."""
+    op = row.op
+    ty = _element_type(inst, st.where)
+    new = gen._clone(st, inst)
+    (ia, ib), io = _ROLES[op]
+    if inst.args[io] not in st.shadows:
+        return
+    b = st.fb
+    kept = {}
+    for index in (ia, ib):
+        pointer = inst.args[index]
+        stable = (st.overwrites.written_after(inst, pointer) is None
+                  and gen._stable(st, pointer))
+        if stable:
+            continue
+        count = _operand_elements(b, new, op, index)
+        size = b.mul(count, const_int(T.i64, 8 if ty == T.double else 4))
+        copy = _malloc(gen, b, size)
+        _memcpy(gen, b, copy, new.args[index], size)
+        _release_later(gen, st, copy)
+        kept[index] = copy
+    scalars = {}
+    if op != "dot":
+        ialpha, ibeta = (4, 8) if op == "gemv" else (6, 11)
+        scalars = {i: b.load(ty, new.args[i], name=f"blas.{n}")
+                   for i, n in ((ialpha, "alpha"), (ibeta, "beta"))}
+    st.rule_calls[inst] = ("blas", kept, scalars)
+
+
+def _operand_elements(b: IRBuilder, call, op: str, index: int):
+    """How many elements BLAS reads of operand ``index``: ``ld * (cols - 1) + rows``."""
+    a = call.args
+    if op == "dot":
+        return a[2]
+    if op == "gemv":
+        m, n, trans = a[2], a[3], a[1].value
+        if index == 5:
+            return _extent(b, a[6], n, m)
+        return n if trans == _N else m
+    m, n, k = a[3], a[4], a[5]
+    ta, tb = a[1].value, a[2].value
+    if index == 7:
+        rows, cols = (m, k) if ta == _N else (k, m)
+        return _extent(b, a[8], cols, rows)
+    rows, cols = (k, n) if tb == _N else (n, k)
+    return _extent(b, a[10], cols, rows)
+
+
+def _extent(b: IRBuilder, ld, cols, rows):
+    last = b.mul(ld, b.sub(cols, const_int(T.i64, 1)))
+    total = b.add(last, rows)
+    return b.select(b.icmp("eq", cols, const_int(T.i64, 0)), const_int(T.i64, 0), total)
+
+
+def _memcpy(gen, b: IRBuilder, dest, src, size) -> None:
+    name = "llvm.memcpy.p0.p0.i64"
+    fn = gen.module.declare(name, T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
+    b.call(fn, [dest, src, size, const_int(T.i1, 0)])
+
+
+def _malloc(gen, b: IRBuilder, size):
+    fn = gen.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
+    return b.call(fn, [size], name="blas.operand")
+
+
+def _release_later(gen, st, pointer) -> None:
+    from pyzyme.diff.calls.reverse import defer_release
+    from pyzyme.ir.values import const_null
+
+    free = gen.module.declare("free", T.FunctionType(T.void, [T.ptr]))
+    defer_release(gen, st, I.Call(free, [pointer], free.function_type), pointer,
+                  const_null(T.ptr))
+
+
+def reverse(gen, st, inst: I.Call, row) -> None:
+    """Reverse sweep: the adjoints of the operands, by BLAS, then the output's adjoint scaled
+    by beta."""
+    op = row.op
+    _, kept, scalars = st.rule_calls[inst]
+    ty = _element_type(inst, st.where)
+    (ia, ib), io = _ROLES[op]
+    b = st.rb
+    fn = _helper(gen, op)
+    args = [None if a.type.is_pointer else gen.primal(st, a) for a in inst.args]
+    for index in (ia, ib):
+        args[index] = gen.avail(st, kept[index]) if index in kept else \
+            gen.primal(st, inst.args[index])
+    shadow = {i: gen.shadow(st, inst.args[i]) for i in (ia, ib, io)
+              if inst.args[i] in st.shadows}
+    box = _Scalars(b, ty)
+    if op == "dot":
+        _reverse_dot(gen, b, args, ty, shadow, box)
+        return
+    alpha = box.holding(gen.avail(st, scalars[4 if op == "gemv" else 6]))  # as loaded then
+    beta = box.holding(gen.avail(st, scalars[8 if op == "gemv" else 11]))
+    one, zero = box.constant(1.0), box.constant(0.0)
+    if op == "gemv":
+        _reverse_gemv(gen, b, args, shadow, alpha, beta, one, zero)
+    else:
+        _reverse_gemm(b, fn, args, shadow, alpha, beta, one, zero)
+
+
+def _reverse_dot(gen, b, args, ty, shadow, box) -> None:
+    """``r = x . y``: ``x_bar += r_bar y``, ``y_bar += r_bar x`` (GEMVs with one column)."""
+    if 5 not in shadow:
+        return
+    rbar = b.load(ty, shadow[5])
+    b.store(const_float(ty, 0.0), shadow[5])
+    n = args[2]
+    alpha, one = box.holding(rbar), box.constant(1.0)
+    gemv = _helper(gen, "gemv")
+    ld = _at_least_one(b, n)
+    for target, other in ((3, args[4]), (4, args[3])):
+        if target in shadow:
+            _call(b, gemv, [args[0], const_int(T.i8, _N), n, const_int(T.i64, 1), alpha, other,
+                            ld, one, one, shadow[target]])
+
+
+def _at_least_one(b: IRBuilder, v):
+    return b.select(b.icmp("sgt", v, const_int(T.i64, 1)), v, const_int(T.i64, 1))
+
+
+def _reverse_gemv(gen, b, args, shadow, alpha, beta, one, zero) -> None:
+    """``y = alpha op(A) x + beta y``, ``A`` m x n: ``x_bar += alpha op(A)^T y_bar``,
+    ``A_bar += alpha y_bar x^T`` (or ``x y_bar^T`` for ``op(A) = A^T``), ``y_bar *= beta``."""
+    if 9 not in shadow:
+        return
+    kind, trans, m, n = args[0], args[1].value, args[2], args[3]
+    a, lda, x, ybar = args[5], args[6], args[7], shadow[9]
+    gemv, gemm = _helper(gen, "gemv"), _helper(gen, "gemm")
+    if 7 in shadow:
+        _call(b, gemv, [kind, const_int(T.i8, _flip(trans)), m, n, alpha, a, lda, ybar, one,
+                        shadow[7]])
+    if 5 in shadow:
+        # A_bar (m x n) += alpha * u v^T: u, v are y_bar and x, in the order op(A) says.
+        u, v = (ybar, x) if trans == _N else (x, ybar)
+        _call(b, gemm, [kind, const_int(T.i8, _N), const_int(T.i8, _T), m, n,
+                        const_int(T.i64, 1), alpha, u, _at_least_one(b, m), v,
+                        _at_least_one(b, n), one, shadow[5], lda])
+    _call(b, gemv, [kind, args[1], m, n, zero, a, lda, x, beta, ybar])
+
+
+def _reverse_gemm(b, gemm, args, shadow, alpha, beta, one, zero) -> None:
+    """``C = alpha op(A) op(B) + beta C``: ``op(A)_bar += alpha C_bar op(B)^T``,
+    ``op(B)_bar += alpha op(A)^T C_bar``, each written for the way A and B are stored;
+    then ``C_bar *= beta``."""
+    if 12 not in shadow:
+        return
+    kind, ta, tb = args[0], args[1].value, args[2].value
+    m, n, k = args[3], args[4], args[5]
+    a, lda, bm, ldb, ldc = args[7], args[8], args[9], args[10], args[13]
+    cbar = shadow[12]
+
+    def t(code):
+        return const_int(T.i8, code)
+
+    if 7 in shadow:
+        if ta == _N:   # A m x k: A_bar += alpha C_bar op(B)^T
+            _call(b, gemm, [kind, t(_N), t(_flip(tb)), m, k, n, alpha, cbar, ldc, bm, ldb,
+                            one, shadow[7], lda])
+        else:          # A k x m: A_bar += alpha op(B) C_bar^T
+            _call(b, gemm, [kind, t(tb), t(_T), k, m, n, alpha, bm, ldb, cbar, ldc, one,
+                            shadow[7], lda])
+    if 9 in shadow:
+        if tb == _N:   # B k x n: B_bar += alpha op(A)^T C_bar
+            _call(b, gemm, [kind, t(_flip(ta)), t(_N), k, n, m, alpha, a, lda, cbar, ldc, one,
+                            shadow[9], ldb])
+        else:          # B n x k: B_bar += alpha C_bar^T op(A)
+            _call(b, gemm, [kind, t(_T), t(ta), n, k, m, alpha, cbar, ldc, a, lda, one,
+                            shadow[9], ldb])
+    _call(b, gemm, [kind, args[1], args[2], m, n, k, zero, a, lda, bm, ldb, beta, cbar, ldc])

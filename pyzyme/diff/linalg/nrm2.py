@@ -1,0 +1,144 @@
+"""Derivatives of the Euclidean norm: Numba's ``numba_xxnrm2``, which ``np.linalg.norm`` calls
+for vectors and (as the Frobenius norm) for matrices.
+
+``numba_xxnrm2(kind, n, x, incx, *r)`` writes ``r = ||x||`` (``n`` elements, ``incx`` apart).
+The derivative is ``x / r``:
+
+- forward: ``dr = (x . dx) / r``;
+- reverse: ``xbar += (rbar / r) x``, and ``rbar`` is consumed (``r``'s memory was written).
+
+Both are GEMMs on 1 x n views (leading dimension ``incx``, which handles strided vectors), in an
+internal function of the module (:class:`pyzyme.diff.linalg.kernels.Kernel`). At ``x = 0`` the
+derivative is NaN (0/0); a vector Numba passes with a negative stride gets NaN too (BLAS reads
+none of it). Real kinds only.
+"""
+
+from __future__ import annotations
+
+from pyzyme.diff.linalg.blas import _extent, _malloc, _memcpy, _release_later
+from pyzyme.diff.linalg.kernels import Kernel, element_type
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import const_int, const_null
+
+__all__ = ["forward_mode", "augmented", "reverse"]
+
+
+def _dot(k: Kernel, x, incx, y, alpha=1.0):
+    """``alpha x . y`` for vectors of ``k.n`` elements, ``incx`` apart (``incx >= 1``)."""
+    one = const_int(T.i64, 1)
+    out = k.b.entry_alloca(k.ty, name="nrm2.dot")
+    k.gemm_general("n", "t", one, one, k.n, k.constant(alpha), x, incx, y, incx,
+                   k.constant(0.0), out, one)
+    return k.b.load(k.ty, out)
+
+
+def _strided_ok(k: Kernel, incx):
+    return k.b.icmp("sge", incx, const_int(T.i64, 1))
+
+
+def _forward(k: Kernel) -> None:
+    """``*dr = (x . dx) / r``; 0 for an empty vector, NaN for a negative stride."""
+    b = k.b
+    x, incx, dx, r, dr = (k.arg(a) for a in ("x", "incx", "dx", "r", "dr"))
+    value = k.if_else(
+        _strided_ok(k, incx),
+        lambda: b.fdiv(_dot(k, x, incx, dx), r),
+        lambda: k.constant(float("nan")))
+    empty = b.icmp("eq", k.n, const_int(T.i64, 0))
+    b.store(b.select(empty, k.constant(0.0), value), dr)
+
+
+def _reverse(k: Kernel) -> None:
+    """``xbar += (rbar / r) x`` (nothing when ``xbar`` is null), then ``rbar = 0``."""
+    b = k.b
+    x, incx, xbar, r, rbar = (k.arg(a) for a in ("x", "incx", "xbar", "r", "rbar"))
+    scale = b.fdiv(b.load(k.ty, rbar), r)
+    b.store(k.constant(0.0), rbar)
+    one = const_int(T.i64, 1)
+    wanted = b.and_(b.icmp("ne", xbar, const_null(T.ptr)),
+                    b.icmp("sgt", k.n, const_int(T.i64, 0)))
+
+    def accumulate():
+        unit = k.b.entry_alloca(k.ty, name="nrm2.one")
+        k.b.store(k.constant(1.0), unit)
+
+        def strided():
+            k.gemm_general("n", "n", one, k.n, one, scale, unit, one, x, incx,
+                           k.constant(1.0), xbar, incx)
+
+        def negative():   # BLAS read none of x: the derivative is undefined here
+            nan = k.constant(float("nan"))
+            k.loop(k.n, lambda i: k.b.store(nan, k.b.gep(k.ty, xbar, [k.b.mul(i, incx)])))
+        k.when(_strided_ok(k, incx), strided, negative)
+    k.when(wanted, accumulate)
+
+
+_PARAMS = {
+    "forward": [("n", T.i64), ("x", T.ptr), ("incx", T.i64), ("dx", T.ptr), ("r", None),
+                ("dr", T.ptr)],
+    "reverse": [("n", T.i64), ("x", T.ptr), ("incx", T.i64), ("xbar", T.ptr), ("r", None),
+                ("rbar", T.ptr)],
+}
+
+
+def _kernel(gen, mode: str, ty: T.Type):
+    fn = gen.module.get_function(Kernel.name(f"nrm2.{mode}", ty))
+    if fn is None:
+        k = Kernel(gen.module, f"nrm2.{mode}", ty,
+                   [(name, t or ty) for name, t in _PARAMS[mode]])
+        (_forward if mode == "forward" else _reverse)(k)
+        fn = k.finish()
+    return fn
+
+
+# -- call sites --------------------------------------------------------------------------------
+def forward_mode(gen, st, inst: I.Call, row) -> None:
+    ty = element_type(inst, st.where)
+    new = gen._clone(st, inst)
+    x, out = inst.args[2], inst.args[4]
+    if out not in st.derivs:
+        return
+    b = st.builder
+    n, incx = gen._value(st, inst.args[1]), gen._value(st, inst.args[3])
+    r = b.load(ty, new.args[4], name="nrm2")
+    for lane in range(st.width):
+        dout = st.derivs[out][lane]
+        if x not in st.derivs:   # the result depends on constants only
+            b.store(const_null(ty), dout)
+            continue
+        b.call(_kernel(gen, "forward", ty), [n, new.args[2], incx, st.derivs[x][lane], r, dout])
+
+
+def augmented(gen, st, inst: I.Call, row) -> None:
+    """Forward sweep: the call and the norm it wrote; ``x`` copied if it may change before
+    the reverse sweep (``x /= np.linalg.norm(x)`` does)."""
+    ty = element_type(inst, st.where)
+    new = gen._clone(st, inst)
+    x, out = inst.args[2], inst.args[4]
+    if out not in st.shadows:
+        return
+    b = st.fb
+    kept = None
+    if x in st.shadows and (st.overwrites.written_after(inst, x) is not None
+                            or not gen._stable(st, x)):
+        n, incx = gen._fwd_value(st, inst.args[1]), gen._fwd_value(st, inst.args[3])
+        positive = b.icmp("sge", incx, const_int(T.i64, 1))
+        count = b.select(positive, _extent(b, incx, n, const_int(T.i64, 1)),
+                         const_int(T.i64, 0))
+        nbytes = b.mul(count, const_int(T.i64, ty.bits // 8))
+        kept = _malloc(gen, b, nbytes)
+        _memcpy(gen, b, kept, new.args[2], nbytes)
+        _release_later(gen, st, kept)
+    st.rule_calls[inst] = ("nrm2", kept, b.load(ty, new.args[4], name="nrm2"))
+
+
+def reverse(gen, st, inst: I.Call, row) -> None:
+    _, kept, norm = st.rule_calls[inst]
+    ty = element_type(inst, st.where)
+    x = inst.args[2]
+    xp = gen.avail(st, kept) if kept is not None else gen.primal(st, x)
+    xbar = gen.shadow(st, x) if x in st.shadows else const_null(T.ptr)
+    st.rb.call(_kernel(gen, "reverse", ty),
+               [gen.primal(st, inst.args[1]), xp, gen.primal(st, inst.args[3]), xbar,
+                gen.avail(st, norm), gen.shadow(st, inst.args[4])])
