@@ -11,10 +11,12 @@ is a global variable declared inactive (its derivative is dropped by request).
 from __future__ import annotations
 
 from pyzyme.analysis.activity import can_carry_derivative, contains_type
+from pyzyme.diff.pointers import base_pointer, whose_memory
+from pyzyme.diff.runtime_activity import inactive_here
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import Argument, GlobalVariable, ZeroInitializer, const_null
+from pyzyme.ir.values import GlobalVariable, ZeroInitializer, const_null
 from pyzyme.rules import spec
 
 __all__ = ["load", "store", "alloca", "atomicrmw", "cmpxchg", "inactive_memory",
@@ -34,7 +36,6 @@ def load(gen, st, inst: I.Load, new: I.Load) -> None:
                                    f"whose activity is known only at run time; runtime "
                                    f"activity does not cover that yet: {inst}")
         # Memory without a shadow of its own holds no tangents: read zero from it.
-        from pyzyme.diff.runtime_activity import inactive_here
         b = st.builder
         st.derivs[inst] = [b.select(inactive_here(b, shadows[k], new.pointer),
                                     gen.inactive_derivative(st, inst), d)
@@ -47,7 +48,7 @@ def store(gen, st, inst: I.Store, new: I.Store) -> None:
     varied = value in st.activity.varied
     if shadows is None:
         if varied and not (value.type.is_pointer and st.exception_arg is not None
-                           and _base(pointer) is st.exception_arg) \
+                           and base_pointer(pointer) is st.exception_arg) \
                 and not inactive_memory(gen.rules, pointer):
             raise no_shadow_error(st.where, inst, pointer)
         return
@@ -55,7 +56,6 @@ def store(gen, st, inst: I.Store, new: I.Store) -> None:
         d = gen._deriv_or_zero(st, value, k) if varied else _stored_derivative(gen, st, value)
         if pointer in st.runtime:
             # Where the shadow is the primal, store what the primal store just stored.
-            from pyzyme.diff.runtime_activity import inactive_here
             b = st.builder
             d = b.select(inactive_here(b, shadows[k], new.operands[1]), new.operands[0], d)
         st.builder.insert(I.Store(d, shadows[k], inst.align, inst.volatile, inst.ordering,
@@ -65,7 +65,7 @@ def store(gen, st, inst: I.Store, new: I.Store) -> None:
 def inactive_memory(rules, pointer) -> bool:
     """Whether ``pointer`` points into a global variable the rules declare inactive (Enzyme's
     ``__attribute__((enzyme_inactive))``): what is stored there carries no derivative."""
-    base = _base(pointer)
+    base = base_pointer(pointer)
     return isinstance(base, GlobalVariable) and isinstance(rules.lookup(base.name, "call"),
                                                            spec.Inactive)
 
@@ -73,30 +73,11 @@ def inactive_memory(rules, pointer) -> bool:
 def no_shadow_error(where: str, inst, pointer) -> ActivityError:
     """The error for an active value stored where its derivative has nowhere to go."""
     return ActivityError(
-        f"{where} stores an active value into memory that has no shadow{_whose(pointer)}: "
+        f"{where} stores an active value into memory that has no shadow{whose_memory(pointer)}: "
         f"{inst}",
         hint="pass the array (or temporary buffer) it writes to as Duplicated, not Const, so "
              "its derivative has somewhere to go; if the write only records values (logging), "
              "mark the @njit function making it with pyzyme.rules.inactive")
-
-
-def _base(pointer):
-    """``pointer`` with getelementptr and casts stripped."""
-    seen = 0
-    while isinstance(pointer, (I.GetElementPtr, I.Cast)) and seen < 64:
-        pointer, seen = pointer.operands[0], seen + 1
-    return pointer
-
-
-def _whose(pointer) -> str:
-    """`` (argument 'tmp')`` when ``pointer`` is an address into a parameter's memory."""
-    pointer = _base(pointer)
-    if not isinstance(pointer, Argument) or not pointer.name:
-        return ""
-    name = pointer.name
-    if name.startswith("arg."):  # Numba's native parameters: arg.<python name>.<field>
-        name = name[4:].split(".", 1)[0]
-    return f" (argument '{name}')"
 
 
 def _stored_derivative(gen, st, value):
