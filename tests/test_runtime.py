@@ -325,7 +325,7 @@ def test_captured_locals_do_not_capture_numbas_symbols():
         from numba import njit
         from pyzyme.frontends.numba import capture
         from pyzyme.naming import symbol_name
-from pyzyme.runtime import compile_module
+        from pyzyme.runtime import compile_module
         from pyzyme.runtime.modules import parse
 
         @njit
