@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from pyzyme import ir
 from pyzyme.diff.tape_pool import CAPACITY_NAME, FREE_NAME, REALLOC_NAME
 from pyzyme.errors import FrontendError
+from pyzyme.frontends.global_callees import guard_global_callees
 
 __all__ = ["promote_local_globals", "ad_copy", "noinline_suffix", "link_into", "strip_debug_info", "expand_realloc",
            "rename_global", "tape_pool_as_libc"]
@@ -124,6 +125,7 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
     """
     targets, keep_calls = list(targets), list(keep_calls)
     module = ir.parse_module(module_text)
+    guard_global_callees(module)  # while the globals still have their initial values
     for name in targets + keep_calls:
         if module.get_function(name) is None or module.get_function(name).is_declaration:
             raise FrontendError(f"the module defines no function @{name}")
