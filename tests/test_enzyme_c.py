@@ -240,3 +240,20 @@ def test_enzyme_features_pyzyme_lacks_are_refused(tmp_path, source, expected):
     with pytest.raises(EnzymeCallError) as err:
         lower(compile_source(src, "-O1"))
     assert expected in str(err.value)
+
+
+def test_changed_global_callee_stops_the_derivative(tmp_path):
+    """A derivative that calls the library function a global pointer held initially
+    (global_callee.c) stops, naming the global and the function, once the program has
+    pointed it elsewhere: it would not be the derivative of the code that runs."""
+    src = tmp_path / "changed.c"
+    src.write_text((PROGRAMS / "global_callee.c").read_text().replace(
+        "int main(void) {\n", "int main(void) {\n  shape = cos;\n"))
+    exe = tmp_path / "program"
+    build = subprocess.run([sys.executable, "-m", "pyzyme", "cc", str(src), "-I",
+                            str(PROGRAMS), "-O1", "-o", str(exe)],
+                           capture_output=True, text=True, check=False)
+    assert build.returncode == 0, build.stderr
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False)
+    assert proc.returncode != 0
+    assert "@shape is no longer @sin" in proc.stderr and "weighted" in proc.stderr

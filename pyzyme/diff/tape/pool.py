@@ -25,12 +25,14 @@ from __future__ import annotations
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import ZeroInitializer, const_int, const_null
 
-__all__ = ["tape_realloc", "tape_free", "tape_capacity", "SLOTS", "FIRST_CAPACITY"]
+__all__ = ["tape_realloc", "tape_free", "tape_capacity", "SLOTS", "FIRST_CAPACITY",
+           "REALLOC_NAME", "FREE_NAME", "CAPACITY_NAME"]
 
 _POOL = "pyzyme.tape_pool"
-_REALLOC = "pyzyme.tape_realloc"
-_CAPACITY = "pyzyme.tape_capacity"
-_FREE = "pyzyme.tape_free"
+#: The symbols of the three functions (code differentiated again meets them as calls).
+REALLOC_NAME = _REALLOC = "pyzyme.tape_realloc"
+CAPACITY_NAME = _CAPACITY = "pyzyme.tape_capacity"
+FREE_NAME = _FREE = "pyzyme.tape_free"
 _HEADER = 16
 _MIN_CLASS = 6  # 64-byte blocks at least
 #: Freed blocks kept per size class.

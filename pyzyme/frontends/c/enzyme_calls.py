@@ -62,7 +62,6 @@ _NOT_PROVIDED = {
     "__enzyme_shadow": "shadows of global variables are not supported (pyzyme computes no "
                        "derivatives with respect to global variables)",
     "__enzyme_zero_shadows": "shadows of global variables are not supported",
-    "__enzyme_iter": "__enzyme_iter (iteration counts of nested derivatives) is not supported",
     "__enzyme_error_estimate": "floating-point error estimation is not supported",
     "__enzyme_checkpoint_for": "checkpointed loops of <enzyme/checkpoint.h> are not supported "
                                "(pyzyme.checkpoint and the tape_budget option checkpoint "

@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 
 from pyzyme import ir
+from pyzyme.diff.tape_pool import CAPACITY_NAME
 from pyzyme.errors import ActivityError, PyzymeError, UnsupportedError
 from pyzyme.frontends.ad_copy import ad_copy, link_into, promote_local_globals
 from pyzyme.frontends.c.adapters import build_adapter, tape_size
@@ -53,6 +54,8 @@ __all__ = ["lower", "copy_with_rules"]
 
 # Enzyme's type hints (``__enzyme_double(p, bytes)``): read by type analysis, then removed.
 _HINTS = ("__enzyme_float", "__enzyme_double", "__enzyme_integer", "__enzyme_pointer")
+# ``__enzyme_iter(n, step)``: n, plus step for each derivative taken of the code calling it.
+_ITER = "__enzyme_iter"
 
 
 def lower(module_text: str, *, opt_level: int | None = 2) -> str:
@@ -104,13 +107,14 @@ def _innermost(sites):
     return ready
 
 
-def _reachable(fn) -> set:
-    """``fn`` and the functions it calls directly, transitively."""
-    seen, todo = {fn}, [fn]
+def _reachable(*fns, stop=frozenset()) -> set:
+    """``fns`` and the functions they call directly, transitively (not past ``stop``)."""
+    seen, todo = set(fns), list(fns)
     while todo:
         for inst in todo.pop().instructions():
             callee = inst.called_function if isinstance(inst, I.CallBase) else None
-            if callee is not None and not callee.is_declaration and callee not in seen:
+            if callee is not None and not callee.is_declaration and callee not in seen \
+                    and callee not in stop:
                 seen.add(callee)
                 todo.append(callee)
     return seen
@@ -125,7 +129,7 @@ def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
     tag = "pz" + hashlib.sha256(text.encode()).hexdigest()[:8]
     promote_local_globals(program, tag)
     targets = list(dict.fromkeys(s.function.name for s in sites))
-    copy, rules, reg, keep = _copy(program, targets)
+    copy, rules, reg, keep = _copy(program, targets, last=last)
     # Globals the code writes (or enzyme_shadow names) become trailing parameters.
     hidden, takers = thread_globals(copy, reg.shadows, reg.inactive_globals, keep)
     derivs: dict[bool, Derivatives] = {}
@@ -175,19 +179,55 @@ def copy_with_rules(program, targets):
     return copy, rules
 
 
-def _copy(program, targets):
+def _copy(program, targets, *, last: bool = True):
     """:func:`copy_with_rules`' copy and rules, with the registrations and the functions
-    kept as calls."""
+    kept as calls; ``last``: no later round differentiates the generated code."""
     reg = find_registrations(program)
     library = [f.name for f in program.functions if cxx_library_inactive(f.name)]
-    keep = [n for n in [*reg.inactive, *reg.like, *reg.rule_functions, *library]
+    keep = [n for n in [*reg.inactive, *reg.like, *reg.rule_functions, *library, CAPACITY_NAME]
             if n not in targets and program.get_function(n) is not None
             and not program.get_function(n).is_declaration]
-    copy = ad_copy(str(program), targets, keep_calls=keep)
+    copy = ad_copy(_count_iterations(program, targets, keep, last), targets, keep_calls=keep)
     return copy, c_rules(copy, reg.inactive, reg.like, reg.registered,
                          inactive_globals=[g for g in reg.inactive_globals
                                            if copy.get_global(g) is not None],
                          allocation_like=reg.allocation_like), reg, keep
+
+
+def _iteration_counts(module) -> list:
+    """The calls of ``__enzyme_iter(n, step)`` (any spelling) in ``module``."""
+    return [inst for fn in module.functions if fn.is_declaration and _ITER in fn.name
+            for inst in fn.users
+            if isinstance(inst, I.CallBase) and inst.called_function is fn]
+
+
+def _count_iterations(program, targets, keep, last: bool) -> str:
+    """The text of ``program`` for the AD copy, with each ``__enzyme_iter(n, step)`` in the
+    functions to differentiate (those ``targets`` reach, not through ``keep``) counting one
+    more step: ``__enzyme_iter(n + step, step)``, as Enzyme has it in each function it
+    differentiates, so the k-th nested derivative of a truncated series runs k steps further.
+    On the ``last`` round the call is its count, ``n + step``; in the program it is ``n``
+    (:func:`_remove_markers`)."""
+    text = str(program)
+    if not _iteration_counts(program):
+        return text
+    module = ir.parse_module(text)
+    differentiated = _reachable(*(module.get_function(t) for t in targets),
+                                stop={module.get_function(k) for k in keep})
+    for call in _iteration_counts(module):
+        if call.function not in differentiated:
+            continue
+        _drop_debug_records(call.function)
+        b = IRBuilder()
+        b.position_before(call)
+        count, step = call.args[0], call.args[1]
+        counted = b.add(count, step)
+        if last:
+            call.replace_all_uses_with(counted)
+            call.erase()
+        else:
+            call.set_operand(1, counted)  # operand 0 is the callee
+    return str(module)
 
 
 def _replace_call(program, site, name: str) -> None:
@@ -234,6 +274,10 @@ def _remove_markers(program) -> None:
     """Delete what only Enzyme's pass would have read: loads of the ``enzyme_*`` globals,
     type-hint calls, declarations nothing uses; a marker still used (its address stored
     somewhere) gets a weak definition, so ``extern int enzyme_dup;`` links."""
+    for call in _iteration_counts(program):
+        call.replace_all_uses_with(call.args[0])
+        _drop_debug_records(call.function)
+        call.erase()
     for fn in program.functions:
         for inst in list(fn.instructions()):
             if isinstance(inst, I.Load) and not inst.users and marker(inst):
