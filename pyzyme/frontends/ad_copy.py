@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable
 
 from pyzyme import ir
-from pyzyme.diff.tape_pool import CAPACITY_NAME, FREE_NAME, REALLOC_NAME
+from pyzyme.diff.tape.pool import CAPACITY_NAME, FREE_NAME, REALLOC_NAME
 from pyzyme.errors import FrontendError
 from pyzyme.frontends.global_callees import guard_global_callees
 

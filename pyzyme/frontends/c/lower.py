@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 
 from pyzyme import ir
-from pyzyme.diff.tape_pool import CAPACITY_NAME
+from pyzyme.diff.tape.pool import CAPACITY_NAME
 from pyzyme.errors import ActivityError, PyzymeError, UnsupportedError
 from pyzyme.frontends.ad_copy import ad_copy, link_into, promote_local_globals
 from pyzyme.frontends.c.adapters import build_adapter, tape_size
