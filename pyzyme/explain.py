@@ -137,7 +137,7 @@ def explain(f, args, *, const: Iterable[str] = (), lines: bool = True) -> Explan
     from pyzyme.analysis.activity import Activity, analyze_activity
     from pyzyme.analysis.types import analyze_types
     from pyzyme.frontends.numba.typeseeds import seed_from_abi
-    from pyzyme.api.numba_reverse import _activities
+    from pyzyme.frontends.numba.derive.reverse import _activities
     from pyzyme.diff.calls.forward import call_result_varied, may_allocate
     from pyzyme.diff.reverse.generator import ReverseGenerator
     from pyzyme.frontends.numba import capture

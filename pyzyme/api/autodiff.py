@@ -22,7 +22,7 @@ from numba.core.dispatcher import Dispatcher
 from pyzyme import options
 from pyzyme.api import annotations as A
 from pyzyme.api.args import complex as C
-from pyzyme.api import refusals as R
+from pyzyme.api.args import refusals as R
 from pyzyme.api.args import structured as S
 from pyzyme.api.args.call_shape import CallShape, call_shape, share_memory
 from pyzyme.api.modes import Mode
@@ -320,7 +320,7 @@ def reverse_plan(dispatcher, primal_types, kinds, ret_activity, distinct: bool,
                  need_primal: bool = True):
     """The compiled reverse derivative of ``dispatcher`` for these types and activities
     (without ``need_primal``, the primal result it returns is zero)."""
-    from pyzyme.api.numba_reverse import build_reverse
+    from pyzyme.frontends.numba.derive.reverse import build_reverse
 
     key = ("reverse", dispatcher, tuple(primal_types), tuple(kinds), ret_activity, distinct,
            need_primal)
@@ -486,7 +486,7 @@ def forward_plan(dispatcher, primal_types, shadowed, ret_activity, width: int,
     """The compiled forward derivative of ``dispatcher`` for these types and activities
     (without ``need_primal``, a float primal result it returns is zero; ``distinct``: no two
     arrays of the call share memory)."""
-    from pyzyme.api.numba_forward import build_forward
+    from pyzyme.frontends.numba.derive.forward import build_forward
 
     key = ("forward", dispatcher, tuple(primal_types), tuple(shadowed), ret_activity, width,
            need_primal) + (("distinct",) if distinct else ())

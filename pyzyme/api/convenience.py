@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from pyzyme.api import annotations as A
-from pyzyme.api import refusals as R
+from pyzyme.api.args import refusals as R
 from pyzyme.api.autodiff import autodiff
 from pyzyme.api.args.complex import is_complex, is_complex_array
 from pyzyme.api.args.make_zero import make_zero

@@ -1,10 +1,11 @@
 """Second derivatives: forward mode applied to the IR reverse mode generates.
 
-The gradient of ``f`` is a function pyzyme wrote in LLVM IR (:mod:`pyzyme.api.numba_reverse`):
-loops, caches, adjoint slots and all. Differentiating *that* in forward mode, in the direction
-``v`` of ``x``, gives the directional derivative of the gradient: the Hessian-vector product
-``H v``, at a small multiple of the gradient's cost and without forming ``H``. Working on IR
-is what makes this possible; no part of it is special to second derivatives.
+The gradient of ``f`` is a function pyzyme wrote in LLVM IR
+(:mod:`pyzyme.frontends.numba.derive.reverse`): loops, caches, adjoint slots and all.
+Differentiating *that* in forward mode, in the direction ``v`` of ``x``, gives the directional
+derivative of the gradient: the Hessian-vector product ``H v``, at a small multiple of the
+gradient's cost and without forming ``H``. Working on IR is what makes this possible; no part
+of it is special to second derivatives.
 
 Examples
 --------
@@ -26,8 +27,8 @@ from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.layout import sizeof
 from pyzyme.api.annotations import Active
 from pyzyme.api.custom_rules import release_inlining
-from pyzyme.api.numba_forward import _differentiable
-from pyzyme.api.numba_reverse import _value_type, reverse_module
+from pyzyme.frontends.numba.derive.forward import _differentiable
+from pyzyme.frontends.numba.derive.reverse import _value_type, reverse_module
 from pyzyme.diff import side_stack
 from pyzyme.diff.forward.generator import ExtraParam, ForwardGenerator, ForwardSignature
 from pyzyme.errors import PyzymeError, UnsupportedError

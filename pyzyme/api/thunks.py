@@ -271,7 +271,7 @@ class SplitReverse(NjitObject):
 
 def _split(mode: Mode, f, ret_activity, examples) -> tuple:
     from pyzyme.api.autodiff import CACHE, _dispatcher, _persisted, _ReverseArg, _rules
-    from pyzyme.api.numba_split import build_split
+    from pyzyme.frontends.numba.derive.split import build_split
 
     if ret_activity is not None and ret_activity not in (A.Active, A.Const):
         raise UnsupportedError(f"{ret_activity.__name__} results are not supported in split "

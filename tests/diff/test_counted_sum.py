@@ -13,7 +13,7 @@ import pytest
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Reverse
 from pyzyme.api.autodiff import _rules
-from pyzyme.api.numba_reverse import DUPLICATED, CONST, reverse_module
+from pyzyme.frontends.numba.derive.reverse import DUPLICATED, CONST, reverse_module
 from tests.kernels import in_sweep_order
 
 

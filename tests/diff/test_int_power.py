@@ -15,7 +15,7 @@ import llvmlite.binding as llvm
 
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Forward, Reverse, autodiff
-from pyzyme.api.numba_reverse import reverse_module
+from pyzyme.frontends.numba.derive.reverse import reverse_module
 from pyzyme.transforms.int_power import find, fold
 from pyzyme.ir import parse_module
 from pyzyme.rules import default_rules, mathlib

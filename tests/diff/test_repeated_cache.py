@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Reverse
 from pyzyme.api.autodiff import _rules
-from pyzyme.api.numba_reverse import CONST, DUPLICATED, reverse_module
-from pyzyme.api.numba_split import build_split
+from pyzyme.frontends.numba.derive.reverse import CONST, DUPLICATED, reverse_module
+from pyzyme.frontends.numba.derive.split import build_split
 from tests.kernels import check_gradient, in_sweep_order, njit_source
 
 

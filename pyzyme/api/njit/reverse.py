@@ -32,7 +32,7 @@ from pyzyme.api.args.complex import check_complex_result, has_complex, is_comple
 from pyzyme.api.modes import Reverse, ReverseWithPrimal
 from pyzyme.api.njit.overload import NjitObject, overloaded_njit
 from pyzyme.api.args.pytree import to_numba
-from pyzyme.api.refusals import check_passable
+from pyzyme.api.args.refusals import check_passable
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["ReverseFunction", "row_wrapper", "dotted_wrapper", "result_type",

@@ -9,8 +9,8 @@ class and value types, built by the same call, lowered as a struct). A bare argu
 (:func:`~pyzyme.api.njit.overload.overloaded_njit`) whose implementation is generated for the
 argument types of the call: it unwraps the annotations, checks each array shadow against its
 primal at run time (same shape and strides, no shared memory), and calls the compiled
-derivative (:mod:`pyzyme.api.numba_split` for the split pair, the forward plan of
-:func:`~pyzyme.autodiff` for ``Forward``/``ForwardWithPrimal``). Nothing of Python runs per call.
+derivative (:mod:`pyzyme.frontends.numba.derive.split` for the split pair, the forward plan
+of :func:`~pyzyme.autodiff` for ``Forward``/``ForwardWithPrimal``). Nothing of Python runs per call.
 
 The split thunks take the argument types and activities they were made for (a mismatch is a
 :class:`~pyzyme.PyzymeError` when the ``@njit`` code compiles, naming both); the forward thunk,
@@ -49,7 +49,7 @@ import numpy as np
 from numba.core import types
 
 from pyzyme.api import annotations as A
-from pyzyme.api import refusals as R
+from pyzyme.api.args import refusals as R
 from pyzyme.api.njit.annotations import AnnotationType, annotation_of
 from pyzyme.api.njit.reverse import _overlap
 from pyzyme.api.njit.tape import TapeType, tape_intrinsics

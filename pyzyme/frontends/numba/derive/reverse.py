@@ -26,7 +26,7 @@ from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.layout import field_offset
 from pyzyme.api.annotations import Active, Const
 from pyzyme.api.custom_rules import release_inlining
-from pyzyme.api.numba_forward import _add_source_line, _differentiable, _where
+from pyzyme.frontends.numba.derive.forward import _add_source_line, _differentiable, _where
 from pyzyme.diff import side_stack
 from pyzyme.diff.reverse.generator import ReverseGenerator, ReverseSignature
 from pyzyme.errors import UnsupportedError, error_context

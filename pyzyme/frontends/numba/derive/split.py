@@ -24,7 +24,7 @@ from numba.core import types
 from pyzyme import options
 from pyzyme.api.annotations import Active
 from pyzyme.api.custom_rules import release_inlining
-from pyzyme.api.numba_reverse import (
+from pyzyme.frontends.numba.derive.reverse import (
     DUPLICATED,
     Entry,
     adjoint_types,
