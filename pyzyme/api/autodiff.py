@@ -326,8 +326,16 @@ def reverse_plan(dispatcher, primal_types, kinds, ret_activity, distinct: bool,
            need_primal)
     return CACHE.get(key, lambda: _persisted(
         dispatcher, primal_types, key,
-        lambda: build_reverse(dispatcher, primal_types, kinds, ret_activity, distinct, _rules(),
-                              need_primal)))
+        lambda: build_reverse(dispatcher, primal_types, kinds, result_activity(ret_activity),
+                              distinct, _rules(), need_primal)))
+
+
+def result_activity(ret_activity):
+    """The builders' word for a reverse-mode result annotation (None: deduce it)."""
+    from pyzyme.analysis.activity import Activity
+
+    return {None: None, A.Active: Activity.ACTIVE, A.Const: Activity.CONST}.get(
+        ret_activity, Activity.DUPLICATED)
 
 
 def _persisted(dispatcher, primal_types, key: tuple, build):
@@ -486,13 +494,15 @@ def forward_plan(dispatcher, primal_types, shadowed, ret_activity, width: int,
     """The compiled forward derivative of ``dispatcher`` for these types and activities
     (without ``need_primal``, a float primal result it returns is zero; ``distinct``: no two
     arrays of the call share memory)."""
+    from pyzyme.analysis.activity import Activity
     from pyzyme.frontends.numba.derive.forward import build_forward
 
     key = ("forward", dispatcher, tuple(primal_types), tuple(shadowed), ret_activity, width,
            need_primal) + (("distinct",) if distinct else ())
+    result = Activity.CONST if ret_activity is A.Const else Activity.DUPLICATED
     return CACHE.get(key, lambda: _persisted(
         dispatcher, primal_types, key,
-        lambda: build_forward(dispatcher, primal_types, shadowed, ret_activity, width,
+        lambda: build_forward(dispatcher, primal_types, shadowed, result, width,
                               _rules(), need_primal, distinct)))
 
 

@@ -270,7 +270,8 @@ class SplitReverse(NjitObject):
 
 
 def _split(mode: Mode, f, ret_activity, examples) -> tuple:
-    from pyzyme.api.autodiff import CACHE, _dispatcher, _persisted, _ReverseArg, _rules
+    from pyzyme.api.autodiff import CACHE, _dispatcher, _persisted, _ReverseArg, _rules, \
+        result_activity
     from pyzyme.frontends.numba.derive.split import build_split
 
     if ret_activity is not None and ret_activity not in (A.Active, A.Const):
@@ -282,5 +283,5 @@ def _split(mode: Mode, f, ret_activity, examples) -> tuple:
     kinds = tuple(c.kind for c in probe)
     key = ("split", dispatcher, types_, kinds, ret_activity)
     plan = CACHE.get(key, lambda: _persisted(dispatcher, types_, key, lambda: build_split(
-        dispatcher, types_, kinds, ret_activity, _rules())))
+        dispatcher, types_, kinds, result_activity(ret_activity), _rules())))
     return SplitForward(mode, plan, dispatcher), SplitReverse(mode, plan, dispatcher)
