@@ -142,10 +142,10 @@ def explain(f, args, *, const: Iterable[str] = (), lines: bool = True) -> Explan
     from pyzyme.diff.reverse.generator import ReverseGenerator
     from pyzyme.frontends.numba import capture
     from pyzyme.ir.names import label_def
-    from pyzyme.api.autodiff import _rules
+    from pyzyme.api.plans import current_rules
     from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
 
-    rules = _rules()  # with the user's: a function marked inactive shows as such
+    rules = current_rules()  # with the user's: a function marked inactive shows as such
     cap = capture(f, args, keep_calls=getattr(rules, "keeps_call", None))
     abi = cap.abi
     const = set(const)

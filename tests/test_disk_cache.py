@@ -72,7 +72,7 @@ from pyzyme import Active, Const, Duplicated, Forward, Reverse, autodiff
 import pyzyme.frontends.numba.derive.forward as nf
 import pyzyme.frontends.numba.derive.reverse as nr
 import pyzyme.frontends.numba.bridge as bridge
-from pyzyme.api.autodiff import CACHE
+from pyzyme.api.plans import CACHE
 
 if sys.argv[1] == "address":
     bridge._LINK_LIMIT = 0   # every derivative called through its address, as large ones are

@@ -38,6 +38,7 @@ from typing import Any
 from numba import typeof
 from numba.core import types
 
+from pyzyme.api.dispatchers import njit_of
 from pyzyme.errors import RuleError, UnsupportedError
 from pyzyme.frontends.numba.abi import AbiMap
 from pyzyme.rules import spec
@@ -249,8 +250,6 @@ class FunctionRules:
         return ty if width == 1 else types.UniTuple(ty, width)
 
     def _compile(self, kind: str, argtypes: list, config: Config) -> NativeRule:
-        from pyzyme.api.autodiff import njit_of
-
         rule = getattr(self.entry, kind)
         if rule is None:
             mode = "forward" if kind == "forward" else "reverse"

@@ -19,8 +19,11 @@ array([4., 2.])
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
+from pyzyme.api.dispatchers import dispatcher_of
+from pyzyme.api.plans import hvp_plan
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["hvp", "hessian"]
@@ -29,16 +32,7 @@ __all__ = ["hvp", "hessian"]
 def _plan(f, x: np.ndarray):
     """The compiled ``H v`` of ``f`` for arrays like ``x``
     (:mod:`pyzyme.frontends.numba.derive.hvp`)."""
-    import numba
-
-    from pyzyme.api.autodiff import CACHE, _dispatcher, _persisted, _rules
-    from pyzyme.frontends.numba.derive.hvp import build_hvp
-
-    dispatcher = _dispatcher(f)
-    xtype = numba.typeof(x)
-    key = ("hvp", dispatcher, xtype)
-    return CACHE.get(key, lambda: _persisted(dispatcher, (xtype,), key,
-                                             lambda: build_hvp(dispatcher, xtype, _rules())))
+    return hvp_plan(dispatcher_of(f), numba.typeof(x))
 
 
 def _as_input(x) -> np.ndarray:

@@ -13,7 +13,7 @@ import pytest
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Reverse
 from pyzyme.analysis.activity import Activity
-from pyzyme.api.autodiff import _rules
+from pyzyme.api.plans import current_rules
 from pyzyme.frontends.numba.derive.reverse import DUPLICATED, CONST, reverse_module
 from tests.kernels import in_sweep_order
 
@@ -80,7 +80,7 @@ def read_before_the_row(a, x, start):
 def _tape(f, args):
     types = [numba.typeof(v) for v in args]
     kinds = [DUPLICATED, DUPLICATED] + [CONST] * (len(args) - 2)
-    return reverse_module(f, types, kinds, Activity.ACTIVE, True, _rules()).tape
+    return reverse_module(f, types, kinds, Activity.ACTIVE, True, current_rules()).tape
 
 
 def _check(f, x, *rest):

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Reverse
 from pyzyme.analysis.activity import Activity
-from pyzyme.api.autodiff import _rules
+from pyzyme.api.plans import current_rules
 from pyzyme.frontends.numba.derive.reverse import CONST, DUPLICATED, reverse_module
 from pyzyme.frontends.numba.derive.split import build_split
 from tests.kernels import check_gradient, in_sweep_order, njit_source
@@ -134,7 +134,7 @@ def _data(n=7, d=4, k=3, seed=0, points=2):
 
 def _layout(f, w, x) -> str:
     plan = build_split(f, [numba.typeof(w), numba.typeof(x)], ["duplicated", "const"],
-                       Activity.ACTIVE, _rules())
+                       Activity.ACTIVE, current_rules())
     return plan.tape_layout
 
 
@@ -246,7 +246,7 @@ def test_combined_mode_and_second_order():
     w, x = rng.standard_normal(6), rng.standard_normal(9)
     tape = str(reverse_module(scratch_read_per_point, [numba.typeof(w), numba.typeof(x)],
                               [DUPLICATED, CONST], Activity.ACTIVE, True,
-                              _rules()).tape)
+                              current_rules()).tape)
     assert "within each iteration of" in tape, tape
     dw = _combined(scratch_read_per_point, w, x)
     check_gradient(scratch_read_per_point, w, x, dw)

@@ -51,8 +51,9 @@ from numba.core import types
 from pyzyme.api import annotations as A
 from pyzyme.api.args import refusals as R
 from pyzyme.api.njit.annotations import AnnotationType, annotation_of
-from pyzyme.api.njit.reverse import _overlap
+from pyzyme.api.njit.overlap import overlap
 from pyzyme.api.njit.tape import TapeType, tape_intrinsics
+from pyzyme.api.plans import forward_plan
 from pyzyme.errors import PyzymeError, UnsupportedError
 from pyzyme.frontends.numba.abi import argument_refusal
 
@@ -65,7 +66,7 @@ def _check_shadow(x, dx):
     if x.shape != dx.shape or x.strides != dx.strides:
         raise PyzymeError("a shadow array needs the shape and strides of its primal; pass "
                           "np.zeros_like(x)")
-    if _overlap(x, dx):
+    if overlap(x, dx):
         raise PyzymeError("a shadow shares memory with its primal array: derivatives would "
                           "overwrite the values they are derivatives of; pass a separate array")
 
@@ -151,8 +152,6 @@ def _header(args: list[_Arg], extra=()) -> list[str]:
 def forward_implementation(dispatcher, mode, ret_activity, argtypes):
     """The implementation of the ``Forward``/``ForwardWithPrimal`` thunk of ``dispatcher`` for
     ``argtypes``; it returns what :func:`~pyzyme.autodiff` returns."""
-    from pyzyme.api.autodiff import forward_plan
-
     args = _arguments(argtypes, reverse=False)
     if ret_activity is None:
         ret_activity = A.Duplicated

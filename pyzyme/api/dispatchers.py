@@ -1,0 +1,128 @@
+"""The ``@njit`` dispatcher pyzyme differentiates for a user's function, and what it returns.
+
+- a plain Python function is compiled with ``numba.njit`` once (:func:`njit_of`), so every
+  derivative of it shares one dispatcher and one compilation;
+- a function with user rules is differentiated through a one-line ``@njit`` caller, made once
+  (:func:`dispatcher_of`), so that its rules apply to it as wherever else it is called;
+- a wrapper pyzyme writes around the user's function (``vjp``'s dot product, ``jacrev``'s rows:
+  :mod:`pyzyme.api.wrappers`) remembers that function, so errors name it (:func:`where`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+
+import numba
+from numba.core import types
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.dispatcher import Dispatcher
+
+from pyzyme.api.args.complex import check_complex_result, has_complex
+from pyzyme.errors import UnsupportedError
+from pyzyme.rules.custom import REGISTRY
+
+__all__ = ["njit_of", "dispatcher_of", "remember_wrapper", "where", "qualname", "result_type",
+           "check_float_result"]
+
+
+def njit_of(f) -> Dispatcher:
+    """``f`` if it is an ``@njit`` dispatcher, else one made of it (once per function).
+
+    Examples
+    --------
+    >>> isinstance(njit_of(lambda x: x + 1.0), Dispatcher)
+    True
+    """
+    if isinstance(f, Dispatcher):
+        return f
+    if callable(f) and hasattr(f, "__code__"):
+        cached = getattr(f, "__pyzyme_njit__", None)
+        if cached is None:
+            # Under the lock builds take (pyzyme.api.plans.DerivativeCache.get), so that
+            # threads calling first at once share one dispatcher, and so one derivative.
+            with global_compiler_lock:
+                cached = getattr(f, "__pyzyme_njit__", None)
+                if cached is None:
+                    cached = numba.njit(f)
+                    try:
+                        f.__pyzyme_njit__ = cached
+                    except AttributeError:
+                        pass
+        return cached
+    raise TypeError(f"cannot differentiate {f!r}: expected an @njit function or a plain Python "
+                    f"function")
+
+
+def dispatcher_of(f) -> Dispatcher:
+    """The ``@njit`` dispatcher to differentiate for ``f`` (compiled here if ``f`` is plain
+    Python). A function with user rules is differentiated through a one-line caller, so its
+    rules apply to it as they do wherever it is called."""
+    dispatcher = njit_of(f)
+    if REGISTRY.rules_of(dispatcher) is None:
+        return dispatcher
+    entry = getattr(dispatcher, "__pyzyme_entry__", None)
+    if entry is None:
+        with global_compiler_lock:  # one caller for all threads, as in njit_of
+            entry = getattr(dispatcher, "__pyzyme_entry__", None)
+            if entry is None:
+                entry = _caller(dispatcher)
+    return entry
+
+
+def _caller(dispatcher) -> Dispatcher:
+    """A new ``@njit`` function of ``dispatcher``'s parameters calling it (remembered on it),
+    or ``dispatcher`` itself when it takes ``*args``."""
+    py = dispatcher.py_func
+    params = inspect.signature(py).parameters.values()
+    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
+        return dispatcher  # *args: no fixed-arity caller to write; differentiated as is
+    names = ", ".join(f"a{i}" for i in range(len(params)))
+    scope = {"ruled": dispatcher, "__name__": py.__module__}
+    source = f"def {py.__name__}({names}):\n    return ruled({names})\n"
+    exec(compile(source, f"<pyzyme: caller of {py.__qualname__}>", "exec"), scope)  # noqa: S102
+    entry = dispatcher.__pyzyme_entry__ = numba.njit(scope[py.__name__])
+    return entry
+
+
+def remember_wrapper(wrapper: Dispatcher, wrapped) -> None:
+    """Say that ``wrapper``, an ``@njit`` function pyzyme wrote, stands for the user's Python
+    function ``wrapped`` (errors about it then name ``wrapped``)."""
+    wrapper.py_func.__pyzyme_wraps__ = wrapped
+
+
+def where(dispatcher) -> str:
+    """``name (file:line)`` of the user's function behind ``dispatcher`` (the one it wraps,
+    for a wrapper pyzyme made)."""
+    py = getattr(dispatcher, "py_func", dispatcher)
+    py = getattr(py, "__pyzyme_wraps__", py)
+    code = getattr(py, "__code__", None)
+    name = getattr(py, "__qualname__", repr(dispatcher))
+    return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code else name
+
+
+def qualname(dispatcher) -> str:
+    """The qualified name of the Python function behind ``dispatcher``."""
+    return getattr(getattr(dispatcher, "py_func", dispatcher), "__qualname__", repr(dispatcher))
+
+
+def result_type(dispatcher, argtypes: Sequence[types.Type]) -> types.Type:
+    """The Numba type ``dispatcher`` returns for arguments of types ``argtypes``."""
+    sig = tuple(argtypes)
+    dispatcher.compile(sig)
+    cres = dispatcher.overloads[sig]
+    return cres.signature.return_type
+
+
+def check_float_result(dispatcher, argtypes, name: str, err: Exception | None = None) -> None:
+    """Raise a clear error if ``dispatcher`` does not return a float for ``argtypes``."""
+    restype = result_type(dispatcher, argtypes)
+    if isinstance(restype, types.Float):
+        return
+    fname = qualname(dispatcher)
+    if has_complex(restype):
+        check_complex_result(restype, fname)
+    hint = ("" if restype == types.none else
+            ": use jacobian or jacrev for array results, vjp for a cotangent")
+    raise UnsupportedError(f"{name} needs a function returning a float; {fname} returns "
+                           f"{restype}{hint}") from err
