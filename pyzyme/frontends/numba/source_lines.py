@@ -144,10 +144,8 @@ def line_of_call(dispatcher, argtypes, symbol: str) -> int | None:
 
 
 def where_defined(f) -> str:
-    """``name (file:line)`` of the Python function behind dispatcher ``f`` (the user's function
-    that a wrapper made for ``vjp``, ``jacrev``, ... calls)."""
+    """``name (file:line)`` of the Python function behind dispatcher ``f``."""
     py = getattr(f, "py_func", f)
-    py = getattr(py, "__pyzyme_wraps__", py)
     code = getattr(py, "__code__", None)
     name = getattr(py, "__qualname__", repr(f))
     return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code else name
