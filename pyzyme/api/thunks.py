@@ -3,8 +3,9 @@
 In forward mode the thunk is ``autodiff`` with the function and activities fixed. In split
 reverse mode it is a pair: ``forward(*args)`` runs the function and returns a
 :class:`~pyzyme.api.njit.tape.Tape` (with the primal result and the shadow result), and
-``reverse(*args, seed, tape)`` runs the reverse sweep from that tape. Between the two, the arguments' memory may change (that is what
-split mode is for); the tape holds everything the reverse sweep needs.
+``reverse(*args, seed, tape)`` runs the reverse sweep from that tape. Between the two, the
+arguments' memory may change (that is what split mode is for); the tape holds everything the
+reverse sweep needs.
 
 The thunks are also callable from inside ``@njit`` code, with the same annotated arguments
 (:mod:`pyzyme.api.njit.thunks`); there the tape is a Numba-managed object.

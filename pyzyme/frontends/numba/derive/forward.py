@@ -3,9 +3,10 @@
 For ``f(a, x)`` with ``a`` Duplicated and width N, the derivative is a native function in Numba's
 own calling convention for the signature ``UniTuple(R, N + 1)(A, X, A, ..., A)``: the primal
 arguments, then N shadows of each Duplicated one, returning the primal result followed by its N
-tangents. It is made from ``f``'s captured native function by :mod:`pyzyme.diff.forward.generator`: the
-result slot Numba passes (``retptr``) holds the primal result and then each tangent, so the
-shadow of ``retptr`` in lane k is ``retptr + (k + 1) * sizeof(R)``. Numba then boxes tangent
+tangents. It is made from ``f``'s captured native function by
+:mod:`pyzyme.diff.forward.generator` and compiled by :mod:`pyzyme.pipeline`: the result slot
+Numba passes (``retptr``) holds the primal result and then each tangent, so the shadow of
+``retptr`` in lane k is ``retptr + (k + 1) * sizeof(R)``. Numba then boxes tangent
 arrays as it boxes any array it returns, and the derivative can be called from other ``@njit``
 code, where it is inlined.
 """

@@ -5,9 +5,10 @@ Numba's calling convention for the signature ``Tuple(R, float64)(A, X, A[, float
 the primal arguments, the shadow of each Duplicated one (its adjoints accumulate there), the
 seed of an Active result, returning the primal result followed by the adjoint of each Active
 argument. It is a small wrapper, written here in IR, around the combined function that
-:mod:`pyzyme.diff.reverse.generator` makes of ``f``'s captured native function. The wrapper gives the
-primal's result slot (``retptr``) a shadow holding the seed, so the result's store in the
-primal is where the reverse sweep starts: no special case for results.
+:mod:`pyzyme.diff.reverse.generator` makes of ``f``'s captured native function, compiled by
+:mod:`pyzyme.pipeline`. The wrapper gives the primal's result slot (``retptr``) a shadow
+holding the seed, so the result's store in the primal is where the reverse sweep starts: no
+special case for results.
 
 When no two array arguments share memory (checked at call time), a second derivative is made in
 which array data is ``noalias``: loads of inputs are then known not to be overwritten, so the

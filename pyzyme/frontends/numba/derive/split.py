@@ -1,8 +1,9 @@
 """Split reverse mode for ``@njit`` functions: the augmented primal and the reverse function
 as separate compiled entry points, with the tape between them.
 
-:mod:`pyzyme.diff.reverse.generator` emits the pair from the same generator as the combined derivative.
-Here each half gets an entry in Numba's convention:
+:mod:`pyzyme.diff.reverse.generator` emits the pair from the same generator as the combined
+derivative. Here each half gets an entry in Numba's convention, and :mod:`pyzyme.pipeline`
+compiles them in one module:
 
 - ``augmented(args..., shadows...) -> (primal result?, tape address)``;
 - ``reverse(args..., shadows..., seed?, tape address) -> (adjoints of Active arguments)``;
