@@ -115,7 +115,7 @@ def _forward_demo(taylor_exp, weighted_norm, say) -> None:
     import numpy as np
 
     from pyzyme import Const, Duplicated, Forward, autodiff, gradient
-    from pyzyme.api.autodiff import CACHE
+    from pyzyme.api.plans import CACHE
 
     say()
     say("== forward mode")

@@ -32,13 +32,13 @@ Config(needs_primal=True, needs_shadow=True, width=1, overwritten=(False,))
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from numba import typeof
 from numba.core import types
 
+from pyzyme.api.dispatchers import njit_of
 from pyzyme.errors import RuleError, UnsupportedError
 from pyzyme.frontends.numba.abi import AbiMap
 from pyzyme.rules import spec
@@ -94,6 +94,14 @@ class UserRuleTable:
         """Whether calls of ``name`` must stay calls (capture asks)."""
         return self._row(name) is not None
 
+    def releases_inlining(self, name: str) -> bool:
+        """Whether the function ``name``, kept ``noinline`` by capture only so that the
+        generators would see its calls, may be inlined once its callers are differentiated
+        (:func:`pyzyme.pipeline.release_inlining` asks): every ruled function but those
+        marked ``inactive_noinline``."""
+        entry = _entry_of(self, name)
+        return entry is not None and not entry.noinline
+
     def rows(self):
         return self.base.rows()
 
@@ -139,42 +147,6 @@ class UserRuleTable:
         lines = [f"user rules (generation {self.generation}) over {len(self.base)} rows"]
         lines += [f"  {sym}: {row.kind} {type(row).__name__}" for sym, row in self._rows.items()]
         return "\n".join(lines)
-
-
-def release_inlining(module, rules) -> None:
-    """Let the final optimization inline what capture kept ``noinline`` only so that the
-    generators would see its calls: every ruled function but those marked
-    ``inactive_noinline``. LLVM keeps the attribute in a group shared with other functions,
-    so such a function gets a copy of its group without it."""
-    if not isinstance(rules, UserRuleTable):
-        return
-    groups = {}
-    for k, (section, text) in enumerate(module.extra_lines):
-        m = _GROUP.match(text) if section == "attributes" else None
-        if m:
-            groups[m.group(1)] = (k, m.group(2))
-    released: dict[str, str] = {}
-    for fn in module.functions:
-        entry = None if fn.is_declaration else _entry_of(rules, fn.name)
-        if entry is None or entry.noinline:
-            continue
-        words = [w for w in fn.suffix.split() if w != "noinline"]
-        for i, w in enumerate(words):
-            if w.startswith("#") and w[1:] in groups and "noinline" in groups[w[1:]][1].split():
-                if w not in released:
-                    body = " ".join(a for a in groups[w[1:]][1].split() if a != "noinline")
-                    released[w] = ""
-                    if body:  # an empty group is not valid IR: then no group at all
-                        new = str(1 + max(int(g) for g in groups))
-                        module.extra_lines.append(("attributes",
-                                                   f"attributes #{new} = {{ {body} }}"))
-                        groups[new] = (len(module.extra_lines) - 1, body)
-                        released[w] = f"#{new}"
-                words[i] = released[w]
-        fn.suffix = " ".join(w for w in words if w)
-
-
-_GROUP = re.compile(r"^attributes #(\d+) = \{ (.*) \}$")
 
 
 def _entry_of(table: UserRuleTable, symbol: str):
@@ -278,8 +250,6 @@ class FunctionRules:
         return ty if width == 1 else types.UniTuple(ty, width)
 
     def _compile(self, kind: str, argtypes: list, config: Config) -> NativeRule:
-        from pyzyme.api.autodiff import njit_of
-
         rule = getattr(self.entry, kind)
         if rule is None:
             mode = "forward" if kind == "forward" else "reverse"

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from pyzyme import Active, Const, Duplicated, Reverse, ReverseWithPrimal, autodiff
-from pyzyme.api.autodiff import reverse_plan
+from pyzyme.api.plans import reverse_plan
 from tests.kernels import matmul, taylor
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from pyzyme.errors import PyzymeError, UnsupportedError
 
-__all__ = ["is_jitclass", "is_structured", "all_real", "shadow_of", "has_float_leaf",
+__all__ = ["is_jitclass", "is_structured", "is_real", "all_real", "shadow_of", "has_float_leaf",
            "active_tuple", "needs_flattening", "rebuild_like", "keep_non_float", "reachable_arrays"]
 
 
@@ -34,7 +34,8 @@ def is_jitclass(value: Any) -> bool:
     return isinstance(value, _box.Box)
 
 
-def _is_real(v) -> bool:
+def is_real(v) -> bool:
+    """Whether ``v`` is a real number (an int or float of Python or NumPy; not a bool)."""
     return isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)
 
 
@@ -102,7 +103,7 @@ def shadow_of(value: Any, shadow: Any, array_shadow: Callable, where: str = "the
     if isinstance(value, np.ndarray):
         return array_shadow(value, shadow)
     if isinstance(value, (float, np.floating)):
-        if not _is_real(shadow):
+        if not is_real(shadow):
             raise PyzymeError(f"the shadow of {where} (a float) must be a float, got "
                               f"{type(shadow).__name__}")
         return type(value)(shadow) if isinstance(value, np.float32) else float(shadow)

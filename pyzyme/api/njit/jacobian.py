@@ -15,6 +15,7 @@ from numba.core import types
 
 from pyzyme.api import annotations as A
 from pyzyme.api.njit.overload import overloaded_njit
+from pyzyme.api.plans import forward_plan
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["njit_jacobian", "CHUNK"]
@@ -39,8 +40,6 @@ def njit_jacobian(dispatcher, argnum: int):
 
 
 def _implementation(dispatcher, argtypes, argnum: int, names: list[str]):
-    from pyzyme.api.autodiff import forward_plan
-
     x = argtypes[argnum]
     if isinstance(x, types.Float):
         width, array = 1, False

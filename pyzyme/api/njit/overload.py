@@ -69,7 +69,7 @@ class NjitObject:
         """The ``@njit`` function that Numba calls when this object is used in ``@njit``
         code."""
         if self._njit is None:
-            # Numba's compiler lock, as for every build (pyzyme.api.autodiff.DerivativeCache):
+            # Numba's compiler lock, as for every build (pyzyme.api.plans.DerivativeCache):
             # Numba's typing of code using this object asks for it holding that lock, so a
             # lock of our own would deadlock against it if _make_njit ever compiled.
             with global_compiler_lock:

@@ -1,4 +1,5 @@
-"""The tape of split reverse mode inside ``@njit`` code: an NRT-managed, single-use object.
+"""The tape of split reverse mode: a Python :class:`Tape`, and inside ``@njit`` code an
+NRT-managed, single-use object.
 
 Inside ``@njit`` code a tape is a Numba Runtime MemInfo (reference counted like an array) whose
 data is ``{i64 address, i64 live}``: the address the augmented primal returned and whether the
@@ -12,7 +13,7 @@ passing one function's tape to another's reverse thunk is a typing error, found 
 ``@njit`` code compiles.
 
 A tape moves between Python and ``@njit`` code: returned to Python it becomes a
-:class:`~pyzyme.api.thunks.Tape` owning the memory; a Python ``Tape`` passed to ``@njit`` code
+:class:`Tape` owning the memory; a Python ``Tape`` passed to ``@njit`` code
 hands its memory over and is consumed on the Python side (as if passed to a reverse thunk).
 """
 
@@ -20,12 +21,89 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba.core import cgutils, types
-from numba.extending import NativeValue, box, intrinsic, models, register_model, unbox
+from numba.extending import (
+    NativeValue,
+    box,
+    intrinsic,
+    models,
+    register_model,
+    typeof_impl,
+    unbox,
+)
 
-__all__ = ["TapeType", "tape_intrinsics"]
+from pyzyme.errors import PyzymeError
+
+__all__ = ["Tape", "TapeType", "tape_intrinsics"]
 
 _I64 = ir.IntType(64)
 _DATA = ir.LiteralStructType([_I64, _I64])  # address, live
+
+
+class Tape:
+    """What a split forward pass keeps for its reverse pass: opaque, single use.
+
+    It owns its memory: a tape that is never passed to the reverse thunk is freed (with the
+    temporaries it keeps alive) when it is collected. ``nbytes`` is the memory it holds: its
+    own block, and the loop caches and stacks hanging off it at their capacity (temporaries
+    of the function it keeps alive are not counted). Passed to ``@njit`` code, a tape hands its
+    memory over and is used; a tape returned from ``@njit`` code takes it over.
+    """
+
+    __slots__ = ("_address", "_plan", "nbytes")
+
+    def __init__(self, address: int, plan) -> None:
+        self._address = address
+        self._plan = plan
+        self.nbytes = int(plan.nbytes(address)) if address else 0
+
+    @property
+    def consumed(self) -> bool:
+        return self._address is None
+
+    def take(self, plan) -> int:
+        """The address, for the reverse thunk of ``plan``; this tape is then used."""
+        if self._address is None:
+            raise PyzymeError("this tape was already used by a reverse pass (or freed); run "
+                              "the forward thunk again for a new one")
+        if plan is not self._plan:
+            raise PyzymeError("this tape comes from another function's (or other argument "
+                              "types') forward thunk; pass it to the reverse thunk made with it")
+        address, self._address = self._address, None
+        return address
+
+    @classmethod
+    def _adopt(cls, plan, address: int, live: int) -> Tape:
+        """The Python side of a tape returned from ``@njit`` code (its memory moves here)."""
+        tape = cls(address if live else 0, plan)
+        if not live:
+            tape._address = None
+        return tape
+
+    def _move_to_njit(self) -> int:
+        """The address, for ``@njit`` code taking this tape over; this tape is then used."""
+        return self.take(self._plan)
+
+    def free(self) -> None:
+        """Release the tape now instead of when it is collected."""
+        if self._address is not None:
+            address, self._address = self._address, None
+            if address:
+                self._plan.discard(address)
+
+    def __del__(self) -> None:
+        try:
+            self.free()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to free into
+            pass
+
+    def __repr__(self) -> str:
+        state = "used" if self._address is None else f"{self.nbytes} bytes"
+        return f"Tape({state})"
+
+
+@typeof_impl.register(Tape)
+def _typeof_tape(val: Tape, c):
+    return TapeType(val._plan)
 
 
 class TapeType(types.Type):
@@ -144,8 +222,6 @@ def tape_intrinsics(tape_type: TapeType):
 @box(TapeType)
 def _box(ty: TapeType, value, c):
     """A Python ``Tape`` that takes over the tape's memory (the native one is left used)."""
-    from pyzyme.api.thunks import Tape
-
     builder = c.builder
     slot_address, slot_live = _fields(c.context, builder, value)
     address, live = builder.load(slot_address), builder.load(slot_live)

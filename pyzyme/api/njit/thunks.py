@@ -9,8 +9,8 @@ class and value types, built by the same call, lowered as a struct). A bare argu
 (:func:`~pyzyme.api.njit.overload.overloaded_njit`) whose implementation is generated for the
 argument types of the call: it unwraps the annotations, checks each array shadow against its
 primal at run time (same shape and strides, no shared memory), and calls the compiled
-derivative (:mod:`pyzyme.api.numba_split` for the split pair, the forward plan of
-:func:`~pyzyme.autodiff` for ``Forward``/``ForwardWithPrimal``). Nothing of Python runs per call.
+derivative (:mod:`pyzyme.frontends.numba.derive.split` for the split pair, the forward plan
+of :func:`~pyzyme.autodiff` for ``Forward``/``ForwardWithPrimal``). Nothing of Python runs per call.
 
 The split thunks take the argument types and activities they were made for (a mismatch is a
 :class:`~pyzyme.PyzymeError` when the ``@njit`` code compiles, naming both); the forward thunk,
@@ -49,10 +49,11 @@ import numpy as np
 from numba.core import types
 
 from pyzyme.api import annotations as A
-from pyzyme.api import refusals as R
+from pyzyme.api.args import refusals as R
 from pyzyme.api.njit.annotations import AnnotationType, annotation_of
-from pyzyme.api.njit.reverse import _overlap
+from pyzyme.api.njit.overlap import overlap
 from pyzyme.api.njit.tape import TapeType, tape_intrinsics
+from pyzyme.api.plans import forward_plan
 from pyzyme.errors import PyzymeError, UnsupportedError
 from pyzyme.frontends.numba.abi import argument_refusal
 
@@ -65,7 +66,7 @@ def _check_shadow(x, dx):
     if x.shape != dx.shape or x.strides != dx.strides:
         raise PyzymeError("a shadow array needs the shape and strides of its primal; pass "
                           "np.zeros_like(x)")
-    if _overlap(x, dx):
+    if overlap(x, dx):
         raise PyzymeError("a shadow shares memory with its primal array: derivatives would "
                           "overwrite the values they are derivatives of; pass a separate array")
 
@@ -151,8 +152,6 @@ def _header(args: list[_Arg], extra=()) -> list[str]:
 def forward_implementation(dispatcher, mode, ret_activity, argtypes):
     """The implementation of the ``Forward``/``ForwardWithPrimal`` thunk of ``dispatcher`` for
     ``argtypes``; it returns what :func:`~pyzyme.autodiff` returns."""
-    from pyzyme.api.autodiff import forward_plan
-
     args = _arguments(argtypes, reverse=False)
     if ret_activity is None:
         ret_activity = A.Duplicated

@@ -1,8 +1,9 @@
 """Split reverse mode for ``@njit`` functions: the augmented primal and the reverse function
 as separate compiled entry points, with the tape between them.
 
-:mod:`pyzyme.diff.reverse.generator` emits the pair from the same generator as the combined derivative.
-Here each half gets an entry in Numba's convention:
+:mod:`pyzyme.diff.reverse.generator` emits the pair from the same generator as the combined
+derivative. Here each half gets an entry in Numba's convention, and :mod:`pyzyme.pipeline`
+compiles them in one module:
 
 - ``augmented(args..., shadows...) -> (primal result?, tape address)``;
 - ``reverse(args..., shadows..., seed?, tape address) -> (adjoints of Active arguments)``;
@@ -21,24 +22,23 @@ from dataclasses import dataclass
 
 from numba.core import types
 
-from pyzyme import options
-from pyzyme.api.annotations import Active
-from pyzyme.api.custom_rules import release_inlining
-from pyzyme.api.numba_reverse import (
+from pyzyme import options, pipeline
+from pyzyme.analysis.activity import Activity
+from pyzyme.diff.reverse.generator import ReverseSignature
+from pyzyme.frontends.numba import njit_callable
+from pyzyme.frontends.numba.derive.reverse import (
     DUPLICATED,
     Entry,
+    activity_name,
     adjoint_types,
     generate,
     prepare,
     seed_params,
 )
-from pyzyme.diff import side_stack
-from pyzyme.diff.reverse.generator import ReverseSignature
-from pyzyme.frontends.numba import njit_callable
+from pyzyme.frontends.numba.source_lines import where_defined
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int
 from pyzyme.naming import symbol_name
-from pyzyme.runtime import compile_module
 
 __all__ = ["SplitPlan", "build_split"]
 
@@ -61,17 +61,20 @@ class SplitPlan:
     discard_symbol: str = ""   # the name of ``discard`` in it: ``void (i64 tape address)``
 
 
-def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret_activity,
-                rules) -> SplitPlan:
-    """Capture ``f`` and compile its split reverse-mode derivative."""
+def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str],
+                ret_activity: Activity | None, rules, where: str | None = None) -> SplitPlan:
+    """Capture ``f`` and compile its split reverse-mode derivative (``ret_activity`` as for
+    :func:`~pyzyme.frontends.numba.derive.reverse.build_reverse`)."""
     primal_types = tuple(primal_types)
     cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
                                                            ret_activity, False, rules)
     sig = ReverseSignature(tuple(acts), status_return=True, memory_stable=False, split=True)
-    gen, pair = generate(f, cap, module, native, sig, rules, primal_types, "split reverse mode")
+    gen, pair = generate(cap, module, native, sig, rules, primal_types,
+                         f"{where or where_defined(f)} in split reverse mode")
     restype = abi.signature.return_type
-    seeded = ret_activity is Active
-    base = symbol_name("split", cap.text, repr((sig, tuple(kinds), ret_activity.__name__))
+    seeded = ret_activity is Activity.ACTIVE
+    base = symbol_name("split", cap.text,
+                       repr((sig, tuple(kinds), activity_name(ret_activity)))
                        + options.current().tag)
     names = {"aug": f"{base}_aug", "rev": f"{base}_rev", "discard": f"{base}_discard",
              "bytes": f"{base}_bytes"}
@@ -114,24 +117,24 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret
     b = IRBuilder(fn.append_block("entry"))
     b.ret(b.call(pair.nbytes, [b.inttoptr(fn.args[0], T.ptr)]))
 
-    release_inlining(module, rules)
-    for g in module.functions:
-        if not g.is_declaration:
-            g.linkage = "external" if g.name in names.values() else "internal"
-    side_stack.install(module, options.current().recursion_stack)
-    text = str(module)
-    compiled = compile_module(text, name=f"pyzyme_split_{abi.function}")
     shadow_types = [t for t, k in zip(primal_types, kinds) if k == DUPLICATED]
     args = list(primal_types) + shadow_types
-    augmented = njit_callable(compiled, names["aug"], aug_restype(*args),
-                              arg_names=[f"a{i}" for i in range(len(args))])
     rev_args = args + ([restype] if seeded else []) + [types.uintp]
-    reverse = njit_callable(compiled, names["rev"], rev_restype(*rev_args),
-                            arg_names=[f"a{i}" for i in range(len(rev_args))])
-    discard = ctypes.CFUNCTYPE(None, ctypes.c_uint64)(compiled.address(names["discard"]))
-    nbytes = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_uint64)(compiled.address(names["bytes"]))
-    discard._keep = nbytes._keep = compiled  # the code lives as long as they are used
+
+    def wrap(compiled):
+        augmented = njit_callable(compiled, names["aug"], aug_restype(*args),
+                                  arg_names=[f"a{i}" for i in range(len(args))])
+        reverse = njit_callable(compiled, names["rev"], rev_restype(*rev_args),
+                                arg_names=[f"a{i}" for i in range(len(rev_args))])
+        discard = ctypes.CFUNCTYPE(None, ctypes.c_uint64)(compiled.address(names["discard"]))
+        nbytes = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_uint64)(
+            compiled.address(names["bytes"]))
+        discard._keep = nbytes._keep = compiled  # the code lives as long as they are used
+        return augmented, reverse, discard, nbytes
+
+    built = pipeline.finish(module, names.values(), rules=rules,
+                            name=f"pyzyme_split_{abi.function}", wrap=wrap)
+    augmented, reverse, discard, nbytes = built.wrapped
     layout = gen.tapes[pair.reverse]
     return SplitPlan(augmented, reverse, discard, nbytes, tuple(kinds), primal_types, restype,
-                     seeded, str(layout), text, compiled, names["discard"])
-
+                     seeded, str(layout), built.text, built.compiled, names["discard"])

@@ -5,9 +5,10 @@ Numba's calling convention for the signature ``Tuple(R, float64)(A, X, A[, float
 the primal arguments, the shadow of each Duplicated one (its adjoints accumulate there), the
 seed of an Active result, returning the primal result followed by the adjoint of each Active
 argument. It is a small wrapper, written here in IR, around the combined function that
-:mod:`pyzyme.diff.reverse.generator` makes of ``f``'s captured native function. The wrapper gives the
-primal's result slot (``retptr``) a shadow holding the seed, so the result's store in the
-primal is where the reverse sweep starts: no special case for results.
+:mod:`pyzyme.diff.reverse.generator` makes of ``f``'s captured native function, compiled by
+:mod:`pyzyme.pipeline`. The wrapper gives the primal's result slot (``retptr``) a shadow
+holding the seed, so the result's store in the primal is where the reverse sweep starts: no
+special case for results.
 
 When no two array arguments share memory (checked at call time), a second derivative is made in
 which array data is ``noalias``: loads of inputs are then known not to be overwritten, so the
@@ -21,22 +22,23 @@ from dataclasses import dataclass
 
 from numba.core import types
 
-from pyzyme import ir, options
+from pyzyme import ir, options, pipeline
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.layout import field_offset
-from pyzyme.api.annotations import Active, Const
-from pyzyme.api.custom_rules import release_inlining
-from pyzyme.api.numba_forward import _add_source_line, _differentiable, _where
-from pyzyme.diff import side_stack
 from pyzyme.diff.reverse.generator import ReverseGenerator, ReverseSignature
-from pyzyme.errors import UnsupportedError, error_context
+from pyzyme.errors import UnsupportedError
 from pyzyme.frontends.numba import capture, njit_callable, pre_ad
+from pyzyme.frontends.numba.abi import llvm_str
+from pyzyme.frontends.numba.derive.forward import differentiable
+from pyzyme.frontends.numba.source_lines import add_source_line, where_defined
+from pyzyme.frontends.numba.typeseeds import seed_from_abi
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int, const_null
 from pyzyme.naming import symbol_name
-from pyzyme.runtime import compile_module
 
-__all__ = ["ReversePlan", "build_reverse"]
+__all__ = ["ReversePlan", "ReverseModule", "build_reverse", "reverse_module", "prepare",
+           "generate", "native_activities", "activity_name", "adjoint_types", "value_type",
+           "Entry", "seed_params"]
 
 ACTIVE, DUPLICATED, CONST = "active", "duplicated", "const"
 
@@ -56,7 +58,10 @@ class ReversePlan:
     writes_arrays: bool = True  # the primal may write the data of an array argument
 
 
-def _activities(abi, kinds: Sequence[str], result_carries: bool):
+def native_activities(abi, kinds: Sequence[str], result_carries: bool) -> list[Activity]:
+    """The activity of each native parameter of ``abi``'s function (``retptr`` and the
+    exception slot first) for arguments of ``kinds``; ``result_carries``: the result slot
+    holds what carries a derivative."""
     n = 2 + sum(len(a.params) for a in abi.args)
     acts = [Activity.CONST] * n
     for arg, kind in zip(abi.args, kinds):
@@ -71,7 +76,7 @@ def _activities(abi, kinds: Sequence[str], result_carries: bool):
             for p in floats:
                 acts[p.index] = Activity.ACTIVE
             continue
-        diff = _differentiable(arg)
+        diff = differentiable(arg)
         if not diff:
             raise UnsupportedError(
                 f"argument {arg.name!r} of {abi.function} is {arg.numba_type}, which carries "
@@ -88,13 +93,12 @@ def _activities(abi, kinds: Sequence[str], result_carries: bool):
     return acts
 
 
-def _value_type(numba_type) -> T.Type:
+def value_type(numba_type) -> T.Type:
+    """The IR type Numba's data model gives a value of ``numba_type``."""
     from numba.core.registry import cpu_target
 
-    from pyzyme.frontends.numba.abi import _llvm_str
-
     # llvmlite still prints typed pointers (a jitclass result is {i8*, {...}*})
-    return ir.parse_type(_llvm_str(cpu_target.target_context.get_value_type(numba_type)))
+    return ir.parse_type(llvm_str(cpu_target.target_context.get_value_type(numba_type)))
 
 
 @dataclass
@@ -113,33 +117,31 @@ class ReverseModule:
     writes_arrays: bool
 
 
-def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret_activity,
-                  distinct: bool, rules, need_primal: bool = True) -> ReversePlan:
+def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str],
+                  ret_activity: Activity | None, distinct: bool, rules,
+                  need_primal: bool = True, where: str | None = None) -> ReversePlan:
     """Capture ``f`` for ``primal_types`` and compile its reverse derivative.
 
     ``kinds`` gives each argument's role (``"active"``, ``"duplicated"``, ``"const"``);
-    ``ret_activity`` is ``Active``, ``Const`` or None (deduced from the result type);
-    ``distinct`` says no two array arguments (or shadows) overlap in memory. Without
-    ``need_primal`` the primal result's place in the returned tuple holds zero, so that LLVM
-    can delete what only the primal result needed (``x ** i`` in a Taylor term whose adjoint
-    uses ``x ** (i - 1)``).
+    ``ret_activity`` is ``Activity.ACTIVE``, ``Activity.CONST`` or None (deduced from the
+    result type); ``distinct`` says no two array arguments (or shadows) overlap in memory.
+    Without ``need_primal`` the primal result's place in the returned tuple holds zero, so
+    that LLVM can delete what only the primal result needed (``x ** i`` in a Taylor term
+    whose adjoint uses ``x ** (i - 1)``). ``where`` names the user's function in errors.
     """
-    rm = reverse_module(f, primal_types, kinds, ret_activity, distinct, rules, need_primal)
-    release_inlining(rm.module, rules)
-    for fn in rm.module.functions:
-        if not fn.is_declaration:
-            fn.linkage = "external" if fn.name == rm.symbol else "internal"
-    side_stack.install(rm.module, options.current().recursion_stack)
-    text = str(rm.module)
-    compiled = compile_module(text, name=f"pyzyme_rev_{rm.abi.function}")
-    nsig = rm.restype(*rm.args)
-    fn = njit_callable(compiled, rm.symbol, nsig,
-                       arg_names=[f"a{i}" for i in range(len(rm.args))])
-    return ReversePlan(fn, tuple(kinds), rm.primal_restype != types.none, rm.seeded,
-                       rm.primal_restype, rm.symbol, text, rm.tape, rm.writes_arrays)
+    rm = reverse_module(f, primal_types, kinds, ret_activity, distinct, rules, need_primal,
+                        where)
+    built = pipeline.finish(
+        rm.module, [rm.symbol], rules=rules, name=f"pyzyme_rev_{rm.abi.function}",
+        wrap=lambda compiled: njit_callable(compiled, rm.symbol, rm.restype(*rm.args),
+                                            arg_names=[f"a{i}" for i in range(len(rm.args))]))
+    return ReversePlan(built.wrapped, tuple(kinds), rm.primal_restype != types.none,
+                       rm.seeded, rm.primal_restype, rm.symbol, built.text, rm.tape,
+                       rm.writes_arrays)
 
 
-def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool, rules=None):
+def prepare(f, primal_types, kinds: Sequence[str], ret_activity: Activity | None,
+            distinct: bool, rules=None):
     """Capture ``f`` and read off the activity of each native parameter: ``(capture, ABI map,
     module, native function, activities, return activity)``. Calls of functions with user
     rules in ``rules`` stay calls."""
@@ -148,8 +150,8 @@ def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool,
     fields = abi.result.fields
     floats = any(fl.llvm_type in ("double", "float") for fl in fields)
     if ret_activity is None:
-        ret_activity = Active if floats else Const
-    if ret_activity is Active and not floats:
+        ret_activity = Activity.ACTIVE if floats else Activity.CONST
+    if ret_activity is Activity.ACTIVE and not floats:
         if abi.result.kind in ("jitclass", "array", "record"):
             raise UnsupportedError(
                 f"{abi.function} returns {abi.result.numba_type}; reverse mode seeds float "
@@ -157,31 +159,32 @@ def prepare(f, primal_types, kinds: Sequence[str], ret_activity, distinct: bool,
                 f"Const as the return activity")
         raise UnsupportedError(f"{abi.function} returns {abi.result.numba_type}, which carries "
                                f"no derivative; use Const as the return activity")
-    if ret_activity not in (Active, Const):
-        raise UnsupportedError(f"{ret_activity.__name__} results are not supported in reverse "
-                               f"mode yet; use Active or Const")
+    if ret_activity not in (Activity.ACTIVE, Activity.CONST):
+        raise UnsupportedError(f"{activity_name(ret_activity)} results are not supported in "
+                               f"reverse mode yet; use Active or Const")
     carries = abi.result.kind != "none" and any(
         fl.llvm_type in ("double", "float", "ptr") for fl in fields)
-    acts = _activities(abi, kinds, carries)
+    acts = native_activities(abi, kinds, carries)
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
     pre_ad.ready(module, native, abi, distinct, options.current().interchange_loops)
     return cap, abi, module, native, acts, ret_activity
 
 
-def generate(f, cap, module, native, sig: ReverseSignature, rules, primal_types, what: str):
+def generate(cap, module, native, sig: ReverseSignature, rules, primal_types, what: str):
     """The generator and ``native``'s derivative for ``sig`` (type analysis seeded from the
-    ABI); an UnsupportedError gets the Python line of the call it names."""
-    from pyzyme.frontends.numba.typeseeds import seed_from_abi
-
+    ABI), generated under :func:`pyzyme.pipeline.generate` (``what`` names the function and
+    mode); an UnsupportedError gets the Python line of the call it names."""
     gen = ReverseGenerator(module, rules, options.current())
     gen.type_seeds[native] = seed_from_abi(cap.abi)
-    try:
-        with error_context("differentiating", f"{_where(f)} in {what}"):
-            return gen, gen.derivative(native, sig)
-    except UnsupportedError as err:
-        _add_source_line(err, cap.dispatcher, primal_types)
-        raise
+    return gen, pipeline.generate(lambda: gen.derivative(native, sig), what,
+                                  lambda err: add_source_line(err, cap.dispatcher,
+                                                              primal_types))
+
+
+def activity_name(activity: Activity) -> str:
+    """How the API spells ``activity`` (``Active``): symbols and messages keep that name."""
+    return activity.name.title()
 
 
 def adjoint_types(abi, kinds: Sequence[str]) -> list:
@@ -189,21 +192,24 @@ def adjoint_types(abi, kinds: Sequence[str]) -> list:
     return [arg.numba_type for arg, kind in zip(abi.args, kinds) if kind == ACTIVE]
 
 
-def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence[str], ret_activity,
-                   distinct: bool, rules, need_primal: bool = True) -> ReverseModule:
+def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence[str],
+                   ret_activity: Activity | None, distinct: bool, rules,
+                   need_primal: bool = True, where: str | None = None) -> ReverseModule:
     """The IR of :func:`build_reverse`'s derivative, not yet compiled."""
     primal_types = tuple(primal_types)
     cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
                                                            ret_activity, distinct, rules)
     sig = ReverseSignature(tuple(acts), status_return=True)
-    symbol = symbol_name("rev", cap.text, repr((sig, kinds, distinct, ret_activity.__name__,
-                                                need_primal)) + options.current().tag)
-    gen, rev = generate(f, cap, module, native, sig, rules, primal_types, "reverse mode")
+    symbol = symbol_name("rev", cap.text, repr((sig, kinds, distinct,
+                                                activity_name(ret_activity), need_primal))
+                         + options.current().tag)
+    gen, rev = generate(cap, module, native, sig, rules, primal_types,
+                        f"{where or where_defined(f)} in reverse mode")
     restype = abi.signature.return_type
     adj_types = adjoint_types(abi, kinds)
     elements = ([restype] if restype != types.none else []) + adj_types
     entry_restype = types.Tuple(elements) if elements else types.none
-    seeded = ret_activity is Active
+    seeded = ret_activity is Activity.ACTIVE
     shadow_types = [t for t, k in zip(primal_types, kinds) if k == DUPLICATED]
     _wrapper(module, native, rev, abi, kinds, acts, entry_restype, elements, restype, seeded,
              symbol, need_primal)
@@ -242,7 +248,7 @@ class Entry:
             a.name = name
         self.b = IRBuilder(self.fn.append_block("entry"))
         # Typed slots (not bytes), so that forward mode over the entry (hvp) sees floats.
-        self.slot_ty = _value_type(restype) if restype != types.none else T.ptr
+        self.slot_ty = value_type(restype) if restype != types.none else T.ptr
         self.restype = restype
 
     @property
@@ -290,7 +296,7 @@ class Entry:
         are fields ``first, first+1, ...`` of struct ``adjoints`` (None: there are none).
         A primal not ``primal_needed`` is written as zero (its computation can then go)."""
         b = self.b
-        ty = _value_type(entry_restype)
+        ty = value_type(entry_restype)
         retptr = self.fn.args[0]
 
         def field(position):
@@ -324,7 +330,7 @@ class Entry:
 def seed_params(restype) -> list:
     """The entry parameters carrying the seed of a ``restype`` result, flattened as Numba
     passes tuples: ``[("dret", double)]`` or ``[("dret.0", double), ("dret.1", double)]``."""
-    leaves = _leaf_types(_value_type(restype))
+    leaves = _leaf_types(value_type(restype))
     if len(leaves) == 1:
         return [("dret", leaves[0])]
     return [(f"dret.{i}", ty) for i, ty in enumerate(leaves)]

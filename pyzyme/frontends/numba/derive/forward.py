@@ -3,9 +3,10 @@
 For ``f(a, x)`` with ``a`` Duplicated and width N, the derivative is a native function in Numba's
 own calling convention for the signature ``UniTuple(R, N + 1)(A, X, A, ..., A)``: the primal
 arguments, then N shadows of each Duplicated one, returning the primal result followed by its N
-tangents. It is made from ``f``'s captured native function by :mod:`pyzyme.diff.forward.generator`: the
-result slot Numba passes (``retptr``) holds the primal result and then each tangent, so the
-shadow of ``retptr`` in lane k is ``retptr + (k + 1) * sizeof(R)``. Numba then boxes tangent
+tangents. It is made from ``f``'s captured native function by
+:mod:`pyzyme.diff.forward.generator` and compiled by :mod:`pyzyme.pipeline`: the result slot
+Numba passes (``retptr``) holds the primal result and then each tangent, so the shadow of
+``retptr`` in lane k is ``retptr + (k + 1) * sizeof(R)``. Numba then boxes tangent
 arrays as it boxes any array it returns, and the derivative can be called from other ``@njit``
 code, where it is inlined.
 """
@@ -17,20 +18,19 @@ from dataclasses import dataclass
 
 from numba.core import types
 
-from pyzyme import ir, options
+from pyzyme import ir, options, pipeline
 from pyzyme.analysis.activity import Activity
-from pyzyme.api.annotations import Const
-from pyzyme.api.custom_rules import release_inlining
-from pyzyme.diff import side_stack
 from pyzyme.diff.forward.generator import ExtraParam, ForwardGenerator, ForwardSignature
-from pyzyme.errors import UnsupportedError, error_context
+from pyzyme.errors import UnsupportedError
 from pyzyme.frontends.numba import capture, njit_callable, pre_ad
 from pyzyme.frontends.numba.abi import AbiMap, ArgAbi
-from pyzyme.rules.constructs import construct_of, unknown_call_message
+from pyzyme.frontends.numba.source_lines import add_source_line, where_defined
+from pyzyme.ir import IRBuilder, types as T
+from pyzyme.ir.values import const_int
 from pyzyme.naming import symbol_name
-from pyzyme.runtime import compile_module
 
-__all__ = ["ForwardPlan", "build_forward"]
+__all__ = ["ForwardPlan", "build_forward", "differentiable", "forward_signature",
+           "written_arguments"]
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def _holds_instance(ty) -> bool:
     return isinstance(ty, types.ClassInstanceType)
 
 
-def _differentiable(arg: ArgAbi) -> list[int]:
+def differentiable(arg: ArgAbi) -> list[int]:
     """Native parameters of ``arg`` that carry derivatives: floats, and the pointers to an
     array's data, a record or a jitclass instance's fields (and their MemInfos, so shadows are
     reference-counted like primals). A string's pointers carry none."""
@@ -106,7 +106,7 @@ def forward_signature(abi: AbiMap, shadowed: Sequence[bool], width: int,
     for arg, has_shadows in zip(abi.args, shadowed):
         if not has_shadows:
             continue
-        diff = set(_differentiable(arg))
+        diff = set(differentiable(arg))
         if not diff:
             raise UnsupportedError(
                 f"argument {arg.name!r} of {abi.function} is {arg.numba_type}, which carries no "
@@ -131,58 +131,21 @@ def forward_signature(abi: AbiMap, shadowed: Sequence[bool], width: int,
                             exception_param=1)
 
 
-def _where(f) -> str:
-    """``name (file:line)`` of the Python function behind dispatcher ``f`` (the user's function
-    that a wrapper made for ``vjp``, ``jacrev``, ... calls)."""
-    py = getattr(f, "py_func", f)
-    py = getattr(py, "__pyzyme_wraps__", py)
-    code = getattr(py, "__code__", None)
-    name = getattr(py, "__qualname__", repr(f))
-    return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code else name
-
-
-def _add_source_line(err: UnsupportedError, dispatcher, argtypes) -> None:
-    """Name the Python line of the call pyzyme could not differentiate, where Numba can say,
-    and, where the call is one the user wrote by name (:mod:`pyzyme.rules.constructs`), word
-    the error by that name. Such calls are found in Numba's typed IR, with no compilation;
-    others in a debug copy of the function, compiled now."""
-    callee = getattr(err, "callee", None)
-    if not callee:
-        return
-    from pyzyme.frontends.numba.source_lines import find_uses, line_of_call
-
-    row = construct_of(callee)
-    found = find_uses(dispatcher, argtypes, [use.source for use in row.uses]) if row else []
-    if found:
-        first = found[0]
-        more = sorted({f.line for f in found[1:] if f.filename == first.filename} - {first.line})
-        also = f" (and line{'s' if len(more) > 1 else ''} {', '.join(map(str, more))})" \
-            if more else ""
-        err.context.insert(0, ("Python source", f"{first}{also}"))
-        if getattr(err, "unknown_call", None):
-            use = next(u for u in row.uses if u.source == first.source)
-            err.message, err.hint = unknown_call_message(*err.unknown_call, use)
-            err.args = (err.message,)
-        return
-    line = line_of_call(dispatcher, argtypes, callee)
-    if line is not None:
-        code = dispatcher.py_func.__code__
-        err.context.insert(0, ("Python source", f"{code.co_filename}:{line}"))
-
-
 def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool],
-                  ret_activity: type, width: int, rules, need_primal: bool = True,
-                  distinct: bool = False) -> ForwardPlan:
+                  ret_activity: Activity, width: int, rules, need_primal: bool = True,
+                  distinct: bool = False, where: str | None = None) -> ForwardPlan:
     """Capture ``f`` for ``primal_types`` and compile its forward derivative, in which the
-    arguments marked in ``shadowed`` have ``width`` shadows each. Without ``need_primal`` a
+    arguments marked in ``shadowed`` have ``width`` shadows each; the result is
+    differentiated unless ``ret_activity`` is ``Activity.CONST``. Without ``need_primal`` a
     float result is returned as zero beside its tangents, so that LLVM can delete what only
-    the primal result needed. ``distinct``: no two arrays of the call share memory."""
+    the primal result needed. ``distinct``: no two arrays of the call share memory.
+    ``where`` names the user's function in errors (default: ``f``'s name and line)."""
     primal_types = tuple(primal_types)
     cap = capture(f, primal_types, keep_calls=getattr(rules, "keeps_call", None))
     abi = cap.abi
-    ret_differentiated = ret_activity is not Const and _result_carries(abi)
-    if ret_activity is not Const and not ret_differentiated and \
-            abi.result.kind not in ("none",):
+    differentiated = ret_activity is not Activity.CONST
+    ret_differentiated = differentiated and _result_carries(abi)
+    if differentiated and not ret_differentiated and abi.result.kind not in ("none",):
         raise UnsupportedError(
             f"{abi.function} returns {abi.result.numba_type}, which carries no derivative; "
             f"use Const as the return activity")
@@ -196,39 +159,32 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     drop_primal = not need_primal and ret_differentiated and isinstance(restype, types.Float)
     symbol = symbol_name("fwd", cap.text, repr(sig) + opts.tag + ("-" if drop_primal else "")
                          + ("" if not distinct else "-distinct"))
-    try:
-        with error_context("differentiating", f"{_where(f)} in forward mode"):
-            gen = ForwardGenerator(module, rules, opts)
-            dfn = gen.derivative(native, sig, name=symbol + ".with.primal" if drop_primal
-                                 else symbol)
-            if drop_primal:
-                dfn = _tangents_only(module, dfn, symbol, abi.result.size, width)
-    except UnsupportedError as err:
-        _add_source_line(err, cap.dispatcher, primal_types)
-        raise
-    release_inlining(module, rules)
-    for fn in module.functions:  # only the entry point is visible outside the module
-        if not fn.is_declaration:
-            fn.linkage = "external" if fn is dfn else "internal"
-    side_stack.install(module, opts.recursion_stack)
-    text = str(module)
-    compiled = compile_module(text, name=f"pyzyme_fwd_{abi.function}")
+
+    def generate():
+        gen = ForwardGenerator(module, rules, opts)
+        dfn = gen.derivative(native, sig, name=symbol + ".with.primal" if drop_primal
+                             else symbol)
+        if drop_primal:
+            _tangents_only(module, dfn, symbol, abi.result.size, width)
+        return [symbol]
+
     if ret_differentiated:
         restype = types.UniTuple(restype, width + 1)
     shadow_types = [t for t, has in zip(primal_types, shadowed) if has for _ in range(width)]
     nsig = restype(*primal_types, *shadow_types)
     names = [f"a{i}" for i in range(len(primal_types) + len(shadow_types))]
-    fn = njit_callable(compiled, symbol, nsig, arg_names=names)
-    return ForwardPlan(fn, width, ret_differentiated, symbol, text, written)
+    built = pipeline.build(
+        module, generate, what=f"{where or where_defined(f)} in forward mode", rules=rules,
+        name=f"pyzyme_fwd_{abi.function}",
+        wrap=lambda compiled: njit_callable(compiled, symbol, nsig, arg_names=names),
+        on_error=lambda err: add_source_line(err, cap.dispatcher, primal_types))
+    return ForwardPlan(built.wrapped, width, ret_differentiated, symbol, built.text, written)
 
 
 def _tangents_only(module, full, symbol: str, size: int, width: int):
     """``symbol``: ``full`` called with a local result slot, the tangents copied out and zero
     where the primal result was. The primal result is then a dead store, and LLVM deletes the
     work only it needed (the ``x ** i`` of a Taylor term whose tangent uses ``x ** (i - 1)``)."""
-    from pyzyme.ir import IRBuilder, types as T
-    from pyzyme.ir.values import const_int
-
     fn = module.add_function(symbol, full.function_type)
     for outer, inner in zip(fn.args, full.args):
         outer.name = inner.name
