@@ -257,3 +257,66 @@ def test_changed_global_callee_stops_the_derivative(tmp_path):
     proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False)
     assert proc.returncode != 0
     assert "@shape is no longer @sin" in proc.stderr and "weighted" in proc.stderr
+
+
+_EXTERNAL_BLAS = """extern int enzyme_dup, enzyme_const;
+double cblas_ddot(int n, const double *x, int incx, const double *y, int incy);
+void dgemv_(const char *t, const int *m, const int *n, const double *alpha, const double *a,
+            const int *lda, const double *x, const int *incx, const double *beta, double *y,
+            const int *incy);
+double clamp_norm(const double *x);
+double __enzyme_autodiff(void *, ...);
+double __enzyme_fwddiff(void *, ...);
+
+double dot(const double *x, const double *y) {
+  return cblas_ddot(3, x, 1, y, 1);
+}
+void apply(const double *a, const double *x, double *y) {
+  int three = 3, one = 1;
+  double alpha = 1, beta = 0;
+  dgemv_("N", &three, &three, &alpha, a, &three, x, &one, &beta, y, &one);
+}
+double other(const double *x) {
+  return clamp_norm(x);
+}
+"""
+
+# One call site per program, so that the error is that site's.
+_EXTERNAL_SITES = {
+    "dot_grad": "double dot_grad(double *x, double *dx, double *y, double *dy) {\n"
+                "  return __enzyme_autodiff((void *)dot, enzyme_dup, x, dx, enzyme_dup, y, dy);"
+                "\n}\n",
+    "apply_tangent": "void apply_tangent(double *a, double *da, double *x, double *y, "
+                     "double *dy) {\n  __enzyme_fwddiff((void *)apply, enzyme_dup, a, da, "
+                     "enzyme_const, x, enzyme_dup, y, dy);\n}\n",
+    "other_grad": "double other_grad(double *x, double *dx) {\n"
+                  "  return __enzyme_autodiff((void *)other, enzyme_dup, x, dx);\n}\n",
+}
+
+
+@pytest.mark.parametrize("keep, line, wanted", [
+    ("dot_grad", 11, ("cblas_ddot, BLAS ddot (CBLAS interface), has no derivative",
+                      "__enzyme_register_gradient_cblas_ddot")),
+    ("apply_tangent", 16, ("dgemv_, BLAS dgemv (Fortran interface), has no derivative",
+                           "reference BLAS")),
+    ("other_grad", 19, ("no derivative for a call to clamp_norm in other",
+                        "__attribute__((enzyme_inactive))")),
+])
+def test_call_without_a_body_is_refused_naming_its_line(tmp_path, keep, line, wanted):
+    """A call, with a derivative to pass on, of a function the program declares but does not
+    define (a BLAS it links) is refused naming the C line of the call, a BLAS or LAPACK
+    routine as such, and advice for C (the advice was for Numba's @njit functions, and the
+    only line named was that of __enzyme_autodiff)."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
+
+    src = tmp_path / "external.c"
+    src.write_text(_EXTERNAL_BLAS + _EXTERNAL_SITES[keep])
+    with pytest.raises(UnsupportedError) as err:
+        lower(compile_source(src, "-O1"))
+    message = str(err.value)
+    assert message.startswith(f"external.c:{line}: "), message
+    for part in wanted:
+        assert part in message, message
+    assert "@njit" not in message

@@ -77,6 +77,15 @@ class ForwardSweep:
         """The forward block that branches to ``block`` for the primal edge from ``pred``."""
         return st.entries.get((pred, block), st.last[pred])
 
+    @staticmethod
+    def _fwd_edges(st: _State, pred, block) -> int:
+        """How many edges the forward block :meth:`_fwd_pred` names has to ``block``: as many
+        as ``pred`` has (a switch may send several cases there, and a phi needs one entry
+        for each), or one from a loop's entry block."""
+        if (pred, block) in st.entries:
+            return 1
+        return pred.terminator.successors.count(block)
+
     def _fwd_value(self, st: _State, value: Value) -> Value:
         mapped = st.values.get(value)
         if mapped is not None:

@@ -203,8 +203,8 @@ class ReverseControl:
             phi = I.Phi(T.i32)
             phi.name = st.fwd.unique_name(naming.came_from(block.name))
             first.insert(len(first.phis), phi)
-            for p in block.predecessors:
-                if p in st.last:
+            for p in preds:
+                for _ in range(self._fwd_edges(st, p, block)):
                     phi.add_incoming(const_int(T.i32, preds.index(p)),
                                      self._fwd_pred(st, p, block))
             loop = st.loops.loop_of(block)

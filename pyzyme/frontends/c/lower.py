@@ -44,6 +44,7 @@ from pyzyme.frontends.c.adapters import build_adapter, tape_size
 from pyzyme.frontends.c.enzyme_calls import find_call_sites, find_registrations, marker
 from pyzyme.frontends.c.global_shadows import thread_globals
 from pyzyme.frontends.llvm_ad import Derivatives, c_rules, cxx_library_inactive
+from pyzyme.frontends.c.unknown_calls import reword_unknown_call
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -143,6 +144,7 @@ def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
             build_adapter(site, copy, derivs[site.runtime_activity], name,
                           hidden if site.function.name in takers else ())
         except PyzymeError as err:
+            reword_unknown_call(err, program, site)
             if not str(err).startswith(site.where):
                 err.context.insert(0, ("the call at", f"{site.where} ({site.entry})"))
             if isinstance(err, ActivityError) and "set_runtime_activity" in (err.hint or ""):
