@@ -10,7 +10,7 @@ reverse function at the same point of the reverse sweep), then
 Calls that release memory (``NRT_decref``, ``free``) are not made in the forward sweep: the
 reverse sweep may still read the memory, or accumulate into its shadow. They are recorded in
 a list, in order, and made (on primals and shadows) when the reverse sweep is done. So are
-the old blocks of a shadow list that grew or shrank (:mod:`pyzyme.diff.reverse.resize`).
+the old blocks of a shadow list that grew or shrank (:mod:`pyzyme.diff.calls.resize`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pyzyme.diff.calls import (
     registered as registered_calls,
     vector as vector_calls,
 )
-from pyzyme.diff.reverse import resize as reverse_resize
+from pyzyme.diff.calls import resize as reverse_resize
 from pyzyme.diff.calls.forward import check_inactive_call, memset_zero, with_args
 from pyzyme.diff.reverse.state import _RELEASES, ReverseSignature, _has_float, _has_pointer
 from pyzyme.diff.tape.cache import STACK, append_function
