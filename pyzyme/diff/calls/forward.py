@@ -13,26 +13,28 @@ from functools import reduce
 
 from pyzyme.analysis.activity import Activity
 from pyzyme.diff.calls import vector as vector_calls
+from pyzyme.diff.signature import ForwardSignature
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.names import readable
+from pyzyme.diff.memory_calls import memset_zero, with_args
 from pyzyme.ir.values import const_int, const_null
 from pyzyme.rules import spec
 from pyzyme.rules.constructs import unknown_call_message
 
 __all__ = ["call", "call_result_varied", "check_inactive_call", "unknown_callee", "may_allocate",
-           "memset_zero", "with_args"]
+           "call_derivative"]
 
 
-def _row(gen, inst: I.CallBase):
+def _row(cx, inst: I.CallBase):
     callee = inst.called_function
-    return gen.rules.lookup(callee.name, "call") if callee is not None else None
+    return cx.rules.lookup(callee.name, "call") if callee is not None else None
 
 
-def call_result_varied(gen, inst: I.CallBase, is_varied) -> bool:
+def call_result_varied(cx, inst: I.CallBase, is_varied) -> bool:
     """Whether the result of call ``inst`` carries a derivative (for activity analysis)."""
-    row = _row(gen, inst)
+    row = _row(cx, inst)
     args = inst.args
     if isinstance(row, spec.Partials):
         return any(p is not None and is_varied(a) for p, a in zip(row.partials, args))
@@ -56,62 +58,62 @@ def call_result_varied(gen, inst: I.CallBase, is_varied) -> bool:
     return False
 
 
-def may_allocate(gen, inst: I.CallBase) -> bool:
+def may_allocate(cx, inst: I.CallBase) -> bool:
     """Whether a call may store a fresh allocation through a pointer it is handed: not the
     rows that only compute, copy, or count references (activity analysis asks)."""
     if inst.called_function is None:
         return False
-    row = _row(gen, inst)
+    row = _row(cx, inst)
     return not isinstance(row, (spec.Partials, spec.Linear, spec.Memory, spec.Inactive,
                                 spec.Mirror, spec.Blas, spec.Reduction, spec.Masked))
 
 
-def call(gen, st, inst: I.CallBase) -> None:
+def call(cx, inst: I.CallBase) -> None:
     """Emit the primal call and the code of its derivative."""
     if isinstance(inst, (I.Invoke, I.CallBr)):
-        if any(a in st.activity.varied for a in inst.args):
+        if any(a in cx.activity.varied for a in inst.args):
             raise UnsupportedError(f"no derivative for {inst.opcode} with active arguments in "
-                                   f"{st.where}")
-        gen._clone(st, inst)
+                                   f"{cx.where}")
+        cx.clone(inst)
         return
-    row = _row(gen, inst)
+    row = _row(cx, inst)
     callee = inst.called_function
     if row is None and callee is not None and not callee.is_declaration and (
-            inst in st.activity.varied or _any_varied(st, inst)):
-        _call_derivative(gen, st, inst, callee)
+            inst in cx.activity.varied or _any_varied(cx, inst)):
+        call_derivative(cx, inst, callee)
         return
-    if isinstance(row, spec.Custom) and _any_varied(st, inst):
+    if isinstance(row, spec.Custom) and _any_varied(cx, inst):
         from pyzyme.diff.calls.custom import forward_mode
-        forward_mode(gen, st, inst, row)
+        forward_mode(cx, inst, row)
         return
-    if isinstance(row, spec.Registered) and _any_varied(st, inst):
+    if isinstance(row, spec.Registered) and _any_varied(cx, inst):
         from pyzyme.diff.calls import registered as registered_calls
-        registered_calls.forward_mode(gen, st, inst, row)
+        registered_calls.forward_mode(cx, inst, row)
         return
     if isinstance(row, spec.Blas):
         from pyzyme.diff.linalg import blas as blas_calls
-        blas_calls.handler(row).forward_mode(gen, st, inst, row)
+        blas_calls.handler(row).forward_mode(cx, inst, row)
         return
     if isinstance(row, spec.Inactive):
-        check_inactive_call(gen, st, inst, row)
-    new = gen._clone(st, inst)
+        check_inactive_call(cx, inst, row)
+    new = cx.clone(inst)
     if isinstance(row, spec.Partials):
-        gen._partials(st, inst, new, row, inst.args, new.args, inst.flags)
+        cx.partials(inst, new, row, inst.args, new.args, inst.flags)
     elif isinstance(row, spec.Linear):
-        _linear_call(gen, st, inst, new)
+        _linear_call(cx, inst, new)
     elif isinstance(row, spec.Memory):
-        _memory(gen, st, inst, new, row)
+        _memory(cx, inst, new, row)
     elif isinstance(row, spec.Allocation):
-        _allocation(gen, st, inst, new, row)
+        _allocation(cx, inst, new, row)
     elif isinstance(row, spec.Mirror):
-        _mirror(gen, st, inst, new, row)
+        _mirror(cx, inst, new, row)
     elif isinstance(row, (spec.Reduction, spec.Masked)):
-        vector_calls.forward_mode(gen, st, inst, new, row)
-    elif row is None and _any_varied(st, inst):
-        raise unknown_callee(st.where, callee)
+        vector_calls.forward_mode(cx, inst, new, row)
+    elif row is None and _any_varied(cx, inst):
+        raise unknown_callee(cx.where, callee)
 
 
-def check_inactive_call(gen, st, inst: I.CallBase, row: spec.Inactive) -> None:
+def check_inactive_call(cx, inst: I.CallBase, row: spec.Inactive) -> None:
     """Refuse a call of a function the user marked inactive (``pyzyme.rules.inactive``) that
     writes memory whose shadow its (empty) derivative would leave wrong: an argument's memory
     (the shadow keeps its old tangent, and its adjoint is never taken), or pointers into a
@@ -123,13 +125,13 @@ def check_inactive_call(gen, st, inst: I.CallBase, row: spec.Inactive) -> None:
     if row.kind != "custom" or callee is None or callee.is_declaration:
         return
     for index, arg in enumerate(inst.args):
-        if not (arg.type.is_pointer and arg in st.activity.varied):
+        if not (arg.type.is_pointer and arg in cx.activity.varied):
             continue
-        written = _writes_through(gen, callee, index, set())
+        written = _writes_through(cx, callee, index, set())
         if (written and not isinstance(arg, I.Alloca)) or (
-                written == "pointers" and _loads_active_pointer(st, arg)):
+                written == "pointers" and _loads_active_pointer(cx, arg)):
             raise UnsupportedError(
-                f"{st.where} calls {readable(callee.name)}, which is marked inactive "
+                f"{cx.where} calls {readable(callee.name)}, which is marked inactive "
                 f"(pyzyme.rules.inactive) but returns or fills an array, record or other "
                 f"memory that carries derivatives: its derivative would leave that memory's "
                 f"derivative unset", hint="return only numbers (or arrays of integers) from "
@@ -152,7 +154,7 @@ def _addressing(user) -> bool:
     return isinstance(user, (I.GetElementPtr, I.Cast))
 
 
-def _loads_active_pointer(st, slot) -> bool:
+def _loads_active_pointer(cx, slot) -> bool:
     """Whether the function loads from local ``slot`` (or a field of it) a pointer that it
     then reads or writes floats through, carrying derivatives (an array's data, as Numba
     returns it); Numba's exception slot gets a pointer too, but only to pass it on."""
@@ -163,15 +165,15 @@ def _loads_active_pointer(st, slot) -> bool:
             for address in _reached(load, _addressing):
                 for use in address.users:
                     if isinstance(use, I.Load) and use.type.scalar.is_float and \
-                            use in st.activity.varied:
+                            use in cx.activity.varied:
                         return True
                     if isinstance(use, I.Store) and use.operands[0].type.scalar.is_float and \
-                            use.operands[0] in st.activity.varied:
+                            use.operands[0] in cx.activity.varied:
                         return True
     return False
 
 
-def _writes_through(gen, fn, index: int, seen: set) -> str:
+def _writes_through(cx, fn, index: int, seen: set) -> str:
     """What ``fn`` may write through its parameter ``index``: ``"pointers"`` (a pointer
     stored, bytes copied or written by a call that is not known), ``"numbers"`` (stores of
     other values only) or ``""`` (nothing; reference counts, Numba's ``Mirror`` rows, are not
@@ -193,7 +195,7 @@ def _writes_through(gen, fn, index: int, seen: set) -> str:
             handed = [k for k, a in enumerate(inst.args) if a in derived]
             if not handed:
                 continue
-            callee, row = inst.called_function, _row(gen, inst)
+            callee, row = inst.called_function, _row(cx, inst)
             if isinstance(row, spec.Memory):
                 if 0 in handed:
                     return "pointers"
@@ -203,7 +205,7 @@ def _writes_through(gen, fn, index: int, seen: set) -> str:
                 return "pointers"
             else:
                 for k in handed:
-                    deeper = _writes_through(gen, callee, k, seen)
+                    deeper = _writes_through(cx, callee, k, seen)
                     if deeper == "pointers":
                         return deeper
                     found = found or deeper
@@ -224,53 +226,45 @@ def unknown_callee(where: str, callee) -> UnsupportedError:
     return err
 
 
-def _any_varied(st, inst: I.CallBase) -> bool:
-    return any(a in st.activity.varied for a in inst.args)
+def _any_varied(cx, inst: I.CallBase) -> bool:
+    return any(a in cx.activity.varied for a in inst.args)
 
 
-def _call_derivative(gen, st, inst: I.Call, callee) -> None:
-    from pyzyme.diff.forward.generator import ForwardSignature
-
+def call_derivative(cx, inst: I.Call, callee) -> None:
     acts = []
     for a in inst.args:
-        if a not in st.activity.varied:
+        if a not in cx.activity.varied:
             acts.append(Activity.CONST)
         else:
             acts.append(Activity.DUPLICATED if a.type.is_pointer else Activity.ACTIVE)
-    sig = ForwardSignature.standard(callee, acts, st.width)
-    if st.exception_arg is not None and len(callee.args) > 1:
+    sig = ForwardSignature.standard(callee, acts, cx.width)
+    if cx.exception_arg is not None and len(callee.args) > 1:
         from dataclasses import replace
         sig = replace(sig, exception_param=1)  # a Numba function calls Numba functions
-    dfn = gen.derivative(callee, sig)
-    args = [gen._value(st, a) for a in inst.args]
+    dfn = cx.callee_derivative(callee, sig)
+    args = [cx.value(a) for a in inst.args]
     attrs = list(inst.arg_attrs)
     for i, act in enumerate(acts):
         if act is not Activity.CONST:
-            for k in range(st.width):
-                args.append(st.derivs[inst.args[i]][k])
+            for k in range(cx.width):
+                args.append(cx.derivs[inst.args[i]][k])
                 attrs.append("")
-    b = st.builder
+    b = cx.builder
     returns_pair = dfn.function_type.ret != callee.function_type.ret
     res = b.insert(I.Call(dfn, args, dfn.function_type, inst.flags,
                           "tail" if inst.tail == "tail" else "", attrs),
                    "" if returns_pair else inst.name)
     if not returns_pair:
-        st.values[inst] = res
+        cx.values[inst] = res
         return
-    st.values[inst] = b.extractvalue(res, 0, name=inst.name)
-    st.derivs[inst] = [b.extractvalue(res, k + 1, name=_tangent_name(inst, k, st.width))
-                       for k in range(st.width)]
+    cx.values[inst] = b.extractvalue(res, 0, name=inst.name)
+    cx.derivs[inst] = [b.extractvalue(res, k + 1, name=_tangent_name(inst, k, cx.width))
+                       for k in range(cx.width)]
 
 
-def with_args(call: I.Call, args) -> I.Call:
-    """A new call like ``call`` (callee, calling convention, attributes, bundles) on
-    ``args``, not yet inserted (reverse mode uses it too)."""
-    return call.copy_with([call.callee, *args] + call.operands[1 + call.nargs:])
-
-
-def _same_call(st, new: I.Call, args, name: str = "") -> I.Call:
+def _same_call(cx, new: I.Call, args, name: str = "") -> I.Call:
     """Another call like ``new`` on ``args``, at the builder."""
-    return st.builder.insert(with_args(new, args), name)
+    return cx.builder.insert(with_args(new, args), name)
 
 
 def _tangent_name(inst, lane: int, width: int) -> str:
@@ -278,81 +272,72 @@ def _tangent_name(inst, lane: int, width: int) -> str:
     return naming.tangent(inst.name, lane, width)
 
 
-def _linear_call(gen, st, inst: I.Call, new: I.Call) -> None:
-    if inst not in st.activity.varied:
+def _linear_call(cx, inst: I.Call, new: I.Call) -> None:
+    if inst not in cx.activity.varied:
         return
-    gen._lanes(st, inst, lambda k, name: _same_call(
-        st, new, [st.derivs[inst.args[0]][k]] + list(new.args[1:]), name))
+    cx.lanes(inst, lambda k, name: _same_call(
+        cx, new, [cx.derivs[inst.args[0]][k]] + list(new.args[1:]), name))
 
 
-def _memory(gen, st, inst: I.Call, new: I.Call, row: spec.Memory) -> None:
+def _memory(cx, inst: I.Call, new: I.Call, row: spec.Memory) -> None:
     """memcpy/memmove/memset: the same on the shadows (zeros where the source has none)."""
-    b = st.builder
+    b = cx.builder
     dest = inst.args[row.pointer_args[0]]
-    dshadow = st.derivs.get(dest)
+    dshadow = cx.derivs.get(dest)
     src = inst.args[row.pointer_args[1]] if len(row.pointer_args) > 1 else None
-    sshadow = st.derivs.get(src) if src is not None else None
+    sshadow = cx.derivs.get(src) if src is not None else None
     if dshadow is None:
         if sshadow is not None:
-            raise ActivityError(f"{st.where} copies active memory into memory that has no "
+            raise ActivityError(f"{cx.where} copies active memory into memory that has no "
                                 f"shadow: {inst}",
                                 hint="pass the destination buffer as Duplicated")
         return
     length, volatile = new.args[2], new.args[3]
-    for k in range(st.width):
+    for k in range(cx.width):
         if sshadow is not None:
-            _same_call(st, new, [dshadow[k], sshadow[k], length, volatile])
+            _same_call(cx, new, [dshadow[k], sshadow[k], length, volatile])
         else:
-            memset_zero(gen, b, dshadow[k], length, volatile)
+            memset_zero(cx.module, b, dshadow[k], length, volatile)
 
 
-def memset_zero(gen, b, pointer, length, volatile=None) -> None:
-    """``llvm.memset(pointer, 0, length)`` at builder ``b`` (reverse mode uses it too)."""
-    name = f"llvm.memset.p0.i{length.type.width}"
-    fnty = T.FunctionType(T.void, [T.ptr, T.i8, length.type, T.i1])
-    fn = gen.module.declare(name, fnty)
-    vol = volatile if volatile is not None else const_int(T.i1, 0)
-    b.call(fn, [pointer, const_int(T.i8, 0), length, vol])
-
-
-def _allocation(gen, st, inst: I.Call, new: I.Call, row: spec.Allocation) -> None:
+def _allocation(cx, inst: I.Call, new: I.Call, row: spec.Allocation) -> None:
     """A shadow allocation of the same size, its memory zeroed."""
-    if inst not in st.activity.varied:
+    if inst not in cx.activity.varied:
         return
-    b = st.builder
+    b = cx.builder
     size = reduce(lambda acc, v: b.mul(acc, v), [new.args[i] for i in row.size_args])
     zeroed = inst.called_function.name == "calloc"
 
     def make(k: int, name: str):
-        shadow = _same_call(st, new, list(new.args), name)
+        shadow = _same_call(cx, new, list(new.args), name)
         if zeroed:
             return shadow
         data = shadow
         if row.data_offset is not None:
             slot = b.gep(T.i8, shadow, [const_int(T.i64, row.data_offset)], ("inbounds",))
             data = b.load(T.ptr, slot, align=8)
-        memset_zero(gen, b, data, size)
+        memset_zero(cx.module, b, data, size)
         return shadow
 
-    gen._lanes(st, inst, make)
+    cx.lanes(inst, make)
 
 
-def _mirror(gen, st, inst: I.Call, new: I.Call, row: spec.Mirror) -> None:
+def _mirror(cx, inst: I.Call, new: I.Call, row: spec.Mirror) -> None:
     """The same call (free, reference count, resize) on the shadows of its pointer arguments;
     a pointer it returns from the shadow call is the shadow of the primal's result."""
     results = []
     for i in row.pointer_args:
-        shadows = st.derivs.get(inst.args[i])
-        if shadows is None and row.allocates and inst in st.activity.varied:
-            shadows = [const_null(T.ptr)] * st.width  # a fresh block for a fresh block
+        shadows = cx.derivs.get(inst.args[i])
+        if shadows is None and row.allocates and inst in cx.activity.varied:
+            shadows = [const_null(T.ptr)] * cx.width  # a fresh block for a fresh block
         if shadows is None:
             continue
-        for k in range(st.width):
+        for k in range(cx.width):
             args = list(new.args)
             args[i] = shadows[k]
-            results.append(_same_call(st, new, args, _tangent_name(inst, k, st.width)))
-    if inst.type.is_pointer and inst in st.activity.varied:
-        if len(results) != st.width:
-            raise UnsupportedError(f"{st.where} resizes memory that has no shadow, and uses the "
+            results.append(_same_call(cx, new, args, _tangent_name(inst, k, cx.width)))
+    if inst.type.is_pointer and inst in cx.activity.varied:
+        if len(results) != cx.width:
+            raise UnsupportedError(f"{cx.where} resizes memory that has no shadow, and uses the "
                                    f"result as if it had one: {inst}")
-        st.derivs[inst] = results
+        cx.derivs[inst] = results

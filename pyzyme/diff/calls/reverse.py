@@ -26,10 +26,10 @@ from pyzyme.diff.calls import (
     vector as vector_calls,
 )
 from pyzyme.diff.calls import resize as reverse_resize
-from pyzyme.diff.calls.forward import check_inactive_call, memset_zero, with_args
-from pyzyme.diff.reverse.state import _RELEASES, ReverseSignature, _has_float, _has_pointer
-from pyzyme.diff.tape.cache import STACK, append_function
-from pyzyme.diff.tape.pool import tape_free
+from pyzyme.diff.calls.forward import check_inactive_call
+from pyzyme.diff.leaves import has_float, has_pointer
+from pyzyme.diff.memory_calls import memset_zero, with_args
+from pyzyme.diff.signature import ReverseSignature
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -37,110 +37,108 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import Constant, GlobalValue, const_int, const_null
 from pyzyme.rules import spec
 
-__all__ = ["forward", "reverse", "run_releases"]
+__all__ = ["forward", "reverse"]
 
-# The deferred-release list is a tape list (STACK-shaped), each entry { tag, primal, shadow }.
-_LIST = STACK
-_ENTRY = T.StructType([T.i64, T.ptr, T.ptr])
-_DEFER = "pyzyme.defer_release"
+# Calls that release memory: deferred until the reverse sweep is done with it.
+_RELEASES = frozenset({"NRT_decref", "NRT_MemInfo_call_dtor", "NRT_Free", "free"})
 
 
-def _row(gen, inst: I.CallBase):
+def _row(cx, inst: I.CallBase):
     callee = inst.called_function
-    return gen.rules.lookup(callee.name, "call") if callee is not None else None
+    return cx.rules.lookup(callee.name, "call") if callee is not None else None
 
 
-def _any_varied(st, inst: I.CallBase) -> bool:
-    return any(a in st.activity.varied for a in inst.args)
+def _any_varied(cx, inst: I.CallBase) -> bool:
+    return any(a in cx.activity.varied for a in inst.args)
 
 
-def forward(gen, st, inst: I.CallBase) -> None:
+def forward(cx, inst: I.CallBase) -> None:
     """The forward sweep of a call."""
     if isinstance(inst, (I.Invoke, I.CallBr)):
-        if _any_varied(st, inst):
+        if _any_varied(cx, inst):
             raise UnsupportedError(f"no reverse-mode derivative for {inst.opcode} with active "
-                                   f"arguments in {st.where}")
-        gen._clone(st, inst)
+                                   f"arguments in {cx.where}")
+        cx.clone(inst)
         return
-    row = _row(gen, inst)
+    row = _row(cx, inst)
     callee = inst.called_function
     if row is None and callee is not None and not callee.is_declaration and (
-            inst in st.activity.varied or _any_varied(st, inst)):
-        _forward_callee(gen, st, inst, callee)
+            inst in cx.activity.varied or _any_varied(cx, inst)):
+        forward_callee(cx, inst, callee)
         return
-    if isinstance(row, spec.Custom) and _any_varied(st, inst):
-        custom_calls.augmented(gen, st, inst, row)
+    if isinstance(row, spec.Custom) and _any_varied(cx, inst):
+        custom_calls.augmented(cx, inst, row)
         return
-    if isinstance(row, spec.Registered) and _any_varied(st, inst):
-        registered_calls.augmented(gen, st, inst, row)
+    if isinstance(row, spec.Registered) and _any_varied(cx, inst):
+        registered_calls.augmented(cx, inst, row)
         return
     if isinstance(row, spec.Blas):
-        blas_calls.handler(row).augmented(gen, st, inst, row)
+        blas_calls.handler(row).augmented(cx, inst, row)
         return
     if isinstance(row, spec.Mirror) and (callee.name in _RELEASES or row.releases):
         at = 0 if callee.name in _RELEASES else row.pointer_args[0]
-        shadow = st.shadows.get(inst.args[at])
-        call = inst if callee.name in _RELEASES else _one_pointer_release(gen, st, inst, at)
-        defer_release(gen, st, call, gen._fwd_value(st, inst.args[at]),
-                      shadow if shadow is not None else const_null(T.ptr))
+        shadow = cx.shadows.get(inst.args[at])
+        call = inst if callee.name in _RELEASES else _one_pointer_release(cx, inst, at)
+        cx.release_later(call, cx.fwd_value(inst.args[at]),
+                         shadow if shadow is not None else const_null(T.ptr))
         return
     if isinstance(row, (spec.Reduction, spec.Masked)):
-        vector_calls.forward_sweep(gen, st, inst, row)
+        vector_calls.forward_sweep(cx, inst, row)
         return
     if isinstance(row, spec.Inactive):
-        check_inactive_call(gen, st, inst, row)
-    new = gen._clone(st, inst)
+        check_inactive_call(cx, inst, row)
+    new = cx.clone(inst)
     if isinstance(row, spec.Memory):
         # memset writes constants: its reverse clears the shadow (see reverse()).
         if "memset" not in callee.name and any(
-                a in st.activity.varied for a in inst.args if a.type.is_pointer):
-            _forward_copy(gen, st, inst, new)
-        elif "memset" in callee.name and inst.args[0] in st.shadows:
-            _forward_fill(gen, st, inst, new)
+                a in cx.activity.varied for a in inst.args if a.type.is_pointer):
+            _forward_copy(cx, inst, new)
+        elif "memset" in callee.name and inst.args[0] in cx.shadows:
+            _forward_fill(cx, inst, new)
     elif isinstance(row, spec.Allocation):
-        if inst in st.activity.varied:
-            _shadow_allocation(gen, st, inst, new, row)
+        if inst in cx.activity.varied:
+            _shadow_allocation(cx, inst, new, row)
     elif isinstance(row, spec.Mirror):
-        _mirror(gen, st, inst, new, row)
-    elif row is None and _any_varied(st, inst):
+        _mirror(cx, inst, new, row)
+    elif row is None and _any_varied(cx, inst):
         from pyzyme.diff.calls.forward import unknown_callee
-        raise unknown_callee(st.where, callee)
+        raise unknown_callee(cx.where, callee)
 
 
-def reverse(gen, st, inst: I.CallBase) -> None:
+def reverse(cx, inst: I.CallBase) -> None:
     """The reverse sweep of a call."""
-    if inst in st.callee_tapes:
-        _reverse_callee(gen, st, inst)
+    if inst in cx.callee_tapes:
+        _reverse_callee(cx, inst)
         return
-    if inst in st.resizes:
-        reverse_resize.reverse(gen, st, inst)
+    if inst in cx.resizes:
+        reverse_resize.reverse(cx, inst)
         return
-    row = _row(gen, inst)
-    if inst in st.rule_calls:
+    row = _row(cx, inst)
+    if inst in cx.rule_calls:
         handler = blas_calls.handler(row) if isinstance(row, spec.Blas) else \
             registered_calls if isinstance(row, spec.Registered) else custom_calls
-        handler.reverse(gen, st, inst, row)
+        handler.reverse(cx, inst, row)
         return
-    if isinstance(row, spec.Partials) and st.active(inst):
-        gen.partials(st, inst, row, inst.args, inst.flags)
+    if isinstance(row, spec.Partials) and cx.active(inst):
+        cx.partials(inst, row, inst.args, inst.flags)
     elif isinstance(row, (spec.Reduction, spec.Masked)):
-        vector_calls.reverse(gen, st, inst, row)
-    elif isinstance(row, spec.Memory) and inst.args[0] in st.shadows:
-        length = gen.primal(st, inst.args[2])
-        if st.copies.get(inst) == "unused slots":
+        vector_calls.reverse(cx, inst, row)
+    elif isinstance(row, spec.Memory) and inst.args[0] in cx.shadows:
+        length = cx.primal(inst.args[2])
+        if cx.copies.get(inst) == "unused slots":
             pass  # no adjoint there (see _forward_fill)
-        elif "memset" in inst.called_function.name or st.copies.get(inst) == "constant":
+        elif "memset" in inst.called_function.name or cx.copies.get(inst) == "constant":
             # The bytes written are constants: whatever adjoint was there is dropped.
-            memset_zero(gen, st.rb, gen.shadow(st, inst.args[0]), length)
-        elif st.copies.get(inst) is not None:
-            _reverse_copy(gen, st, inst, st.copies[inst], length)
+            memset_zero(cx.module, cx.rb, cx.shadow(inst.args[0]), length)
+        elif cx.copies.get(inst) is not None:
+            _reverse_copy(cx, inst, cx.copies[inst], length)
 
 
 # -- memcpy / memmove -----------------------------------------------------------------------
-def _copied_type(gen, st, inst: I.Call):
+def _copied_type(cx, inst: I.Call):
     """What a copy moves, from type analysis: a float type (adjoints move back), None for
     integers and pointers (the shadow is copied like the primal), else an error."""
-    types = gen.type_results(st)
+    types = cx.types()
     found = set()
     for pointer in inst.args[:2]:
         tree = types.tree(pointer).data0()
@@ -150,15 +148,15 @@ def _copied_type(gen, st, inst: I.Call):
     floats = {t for t in found if t.startswith("Float@")}
     if floats and len(found) == 1:
         kind = floats.pop()[len("Float@"):]
-        return {"double": T.double, "float": T.float}.get(kind) or _unknown_copy(st, inst, found)
+        return {"double": T.double, "float": T.float}.get(kind) or _unknown_copy(cx, inst, found)
     if not floats and found and found <= {"Integer", "Pointer", "Anything"}:
         return None
-    return _unknown_copy(st, inst, found)
+    return _unknown_copy(cx, inst, found)
 
 
-def _unknown_copy(st, inst, found):
+def _unknown_copy(cx, inst, found):
     raise UnsupportedError(
-        f"{st.where} copies memory whose contents type analysis finds to be "
+        f"{cx.where} copies memory whose contents type analysis finds to be "
         f"{sorted(found) or 'unknown'}; reverse mode needs to know which bytes are floats: "
         f"{inst}", hint="copy the array element by element, or report this function")
 
@@ -175,25 +173,25 @@ def _constant_bytes(pointer) -> bool:
         isinstance(obj.initializer, ConstantString)
 
 
-def _forward_copy(gen, st, inst: I.Call, new: I.Call) -> None:
+def _forward_copy(cx, inst: I.Call, new: I.Call) -> None:
     dst, src = inst.args[0], inst.args[1]
     if _constant_bytes(src):
-        st.copies[inst] = "constant"  # its reverse clears the destination's adjoint
+        cx.copies[inst] = "constant"  # its reverse clears the destination's adjoint
         return
-    elty = _copied_type(gen, st, inst)
-    st.copies[inst] = elty
-    if dst not in st.shadows:
-        if src in st.shadows and elty is not None:
-            raise ActivityError(f"{st.where} copies active memory into memory that has no "
+    elty = _copied_type(cx, inst)
+    cx.copies[inst] = elty
+    if dst not in cx.shadows:
+        if src in cx.shadows and elty is not None:
+            raise ActivityError(f"{cx.where} copies active memory into memory that has no "
                                 f"shadow: {inst}", hint="pass the destination as Duplicated")
         return
     if elty is None:  # pointers and integers: the shadow structure follows the primal
         args = list(new.args)
-        args[0], args[1] = st.shadows[dst], gen._fwd_shadow(st, src)
-        st.fb.insert(with_args(new, args))
+        args[0], args[1] = cx.shadows[dst], cx.fwd_shadow(src)
+        cx.fb.insert(with_args(new, args))
 
 
-def _forward_fill(gen, st, inst: I.Call, new: I.Call) -> None:
+def _forward_fill(cx, inst: I.Call, new: I.Call) -> None:
     """Zeros written into a list's block: Numba clears the slots past the list's end that
     way (when it allocates or grows the block, and where an item was removed), so that its
     destructor finds no stale references there. The same on the shadow, whose destructor
@@ -204,27 +202,27 @@ def _forward_fill(gen, st, inst: I.Call, new: I.Call) -> None:
     if getattr(value, "value", None) != 0 or list_block_of(inst.args[0]) is None:
         return
     args = list(new.args)
-    args[0] = st.shadows[inst.args[0]]
-    st.fb.insert(with_args(new, args))
-    st.copies[inst] = "unused slots"
+    args[0] = cx.shadows[inst.args[0]]
+    cx.fb.insert(with_args(new, args))
+    cx.copies[inst] = "unused slots"
 
 
-def _reverse_copy(gen, st, inst: I.Call, elty, length) -> None:
+def _reverse_copy(cx, inst: I.Call, elty, length) -> None:
     """``src_bar[i] += dst_bar[i]; dst_bar[i] = 0`` over the copied elements. Where the two
     overlap (``memmove``: a list's items shifted by ``del`` or ``insert``), the elements go
     in the order that reads each ``dst_bar[i]`` before it receives a source's adjoint: down
     from the last when the destination is below the source."""
     from pyzyme.analysis.layout import sizeof
 
-    b = st.rb
-    dst = gen.shadow(st, inst.args[0])
-    src = gen.shadow(st, inst.args[1]) if inst.args[1] in st.shadows else None
+    b = cx.rb
+    dst = cx.shadow(inst.args[0])
+    src = cx.shadow(inst.args[1]) if inst.args[1] in cx.shadows else None
     size = sizeof(elty)
     count = b.udiv(length, const_int(length.type, size))
     down = None
     if src is not None and "memmove" in inst.called_function.name:
         down = b.icmp("ult", dst, src)
-    fn = st.rev
+    fn = cx.rev
     head = b.block
     loop, done = fn.append_block("copy.adjoint"), fn.append_block("copy.adjoint.done")
     b.cbranch(b.icmp("eq", count, const_int(count.type, 0)), done, loop)
@@ -248,8 +246,8 @@ def _reverse_copy(gen, st, inst: I.Call, elty, length) -> None:
 
 
 # -- memory ----------------------------------------------------------------------------------
-def _shadow_allocation(gen, st, inst: I.Call, new: I.Call, row: spec.Allocation) -> None:
-    b = st.fb
+def _shadow_allocation(cx, inst: I.Call, new: I.Call, row: spec.Allocation) -> None:
+    b = cx.fb
     shadow = b.insert(new.copy_with(list(new.operands)), f"{inst.name}'" if inst.name else "")
     if inst.called_function.name != "calloc":
         size = reduce(lambda acc, v: b.mul(acc, v), [new.args[i] for i in row.size_args])
@@ -257,48 +255,32 @@ def _shadow_allocation(gen, st, inst: I.Call, new: I.Call, row: spec.Allocation)
         if row.data_offset is not None:
             slot = b.gep(T.i8, shadow, [const_int(T.i64, row.data_offset)], ("inbounds",))
             data = b.load(T.ptr, slot, align=8)
-        memset_zero(gen, b, data, size)
-    st.shadows[inst] = shadow
+        memset_zero(cx.module, b, data, size)
+    cx.shadows[inst] = shadow
 
 
-def _mirror(gen, st, inst: I.Call, new: I.Call, row: spec.Mirror) -> None:
+def _mirror(cx, inst: I.Call, new: I.Call, row: spec.Mirror) -> None:
     """Reference counts and resizes of shadowed memory happen to the shadow too."""
-    varied = [i for i, a in enumerate(inst.args) if a in st.shadows]
+    varied = [i for i, a in enumerate(inst.args) if a in cx.shadows]
     if not varied:
         return
     if inst.type.is_pointer:
         if row.size_offset is not None and varied == [0]:
             # A list's block moving: the shadow's old block is kept for the reverse sweep.
-            old = reverse_resize.forward(gen, st, inst, new, row)
-            release = reverse_resize.release_function(gen.module)
-            defer_release(gen, st, I.Call(release, [old], release.function_type), old,
-                          const_null(T.ptr))
+            old = reverse_resize.forward(cx, inst, new, row)
+            release = reverse_resize.release_function(cx.module)
+            cx.release_later(I.Call(release, [old], release.function_type), old,
+                             const_null(T.ptr))
             return
-        raise UnsupportedError(f"{st.where} resizes memory that holds active values; reverse "
+        raise UnsupportedError(f"{cx.where} resizes memory that holds active values; reverse "
                                f"mode does not support that yet: {inst}")
     for i in varied:
         args = list(new.args)
-        args[i] = st.shadows[inst.args[i]]
-        st.fb.insert(with_args(new, args))
+        args[i] = cx.shadows[inst.args[i]]
+        cx.fb.insert(with_args(new, args))
 
 
-def shadow_stack_slot(gen, st, inst: I.Alloca) -> None:
-    """In a split pair the augmented primal's stack is gone before its reverse runs: a stack
-    slot's shadow lives on the heap, released when the reverse sweep is done."""
-    from pyzyme.analysis.layout import sizeof
-
-    b = st.fb
-    malloc = gen.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
-    free = gen.module.declare("free", T.FunctionType(T.void, [T.ptr]))
-    size = const_int(T.i64, max(1, sizeof(inst.allocated_type)))
-    shadow = b.call(malloc, [size], name=f"{inst.name}'" if inst.name else "")
-    memset_zero(gen, b, shadow, size)
-    st.shadows[inst] = shadow
-    defer_release(gen, st, I.Call(free, [shadow], free.function_type), shadow,
-                  const_null(T.ptr))
-
-
-def _one_pointer_release(gen, st, inst: I.CallBase, at: int) -> I.Call:
+def _one_pointer_release(cx, inst: I.CallBase, at: int) -> I.Call:
     """A call of a function of the memory alone that makes the release ``inst`` makes on its
     argument ``at``: ``inst`` itself when that is its only argument, else a call of a helper
     passing the other (constant) arguments as ``inst`` does."""
@@ -308,10 +290,10 @@ def _one_pointer_release(gen, st, inst: I.CallBase, at: int) -> I.Call:
     others = [a for i, a in enumerate(args) if i != at]
     if not all(isinstance(a, (Constant, GlobalValue)) for a in others):
         raise UnsupportedError(
-            f"{st.where} frees memory with {callee.ref}, which reverse mode makes after its "
+            f"{cx.where} frees memory with {callee.ref}, which reverse mode makes after its "
             f"reverse sweep; it can do so only when the other arguments are constants: {inst}",
             hint="pass the deallocator constant arguments (a global, not a local's address)")
-    module = gen.module
+    module = cx.module
     fn = module.add_function(module.unique_global_name(f"{callee.name}.pzrelease"),
                              T.FunctionType(T.void, [T.ptr]), prefix="internal")
     b = IRBuilder(fn.append_block("entry"))
@@ -320,124 +302,47 @@ def _one_pointer_release(gen, st, inst: I.CallBase, at: int) -> I.Call:
     return I.Call(fn, [fn.args[0]], fn.function_type)
 
 
-def defer_release(gen, st, call, primal, shadow) -> None:
-    """Forward sweep: record ``call`` (a release of one pointer) on ``primal`` (and on
-    ``shadow`` when not null), to be made when the reverse sweep is done."""
-    fnty = call.function_type
-    if list(fnty.params) != [T.ptr] or fnty.ret != T.void:
-        raise UnsupportedError(f"cannot defer {call.called_function.ref} of type {fnty}")
-    if st.release_list is None:
-        st.release_list = st.tape.slot(_LIST, "releases")
-    key = (call.called_function, call.cconv)
-    tags = [(c.called_function, c.cconv) for c in st.releases]
-    if key not in tags:
-        st.releases.append(call)
-        tags.append(key)
-    tag = const_int(T.i64, tags.index(key))
-    defer = append_function(gen.module, _DEFER, [T.i64, T.ptr, T.ptr])
-    st.fb.call(defer, [st.release_list.fwd, tag, primal, shadow])
-
-
-def run_releases(gen, st, at: IRBuilder, release_list) -> None:
-    """At ``at``: make the recorded releases in order, then free the list (at the end of the
-    reverse sweep, or where the forward sweep returns an error)."""
-    module = gen.module
-    fn = st.releaser
-    if fn is not None:
-        at.call(fn, [release_list])
-        return
-    name = module.unique_global_name(f"pyzyme.releases.{st.rev.name}")
-    fn = st.releaser = module.add_function(name, T.FunctionType(T.void, [T.ptr]),
-                                           prefix="internal")
-    lst = fn.args[0]
-    lst.name = "list"
-    entry, head, body, done = (fn.append_block(n) for n in ("entry", "loop", "body", "done"))
-    b = IRBuilder(entry)
-    z64 = const_int(T.i64, 0)
-    buf = b.load(T.ptr, b.gep(_LIST, lst, [z64, const_int(T.i32, 0)]), name="entries")
-    count = b.load(T.i64, b.gep(_LIST, lst, [z64, const_int(T.i32, 1)]), name="count")
-    b.br(head)
-    b.position_at_end(head)
-    i = b.phi(T.i64, name="i")
-    i.add_incoming(z64, entry)
-    b.cbranch(b.icmp("ult", i, count), body, done)
-    b.position_at_end(body)
-    slot = b.gep(_ENTRY, buf, [i])
-    tag = b.load(T.i64, b.gep(_ENTRY, slot, [z64, const_int(T.i32, 0)]), name="tag")
-    primal = b.load(T.ptr, b.gep(_ENTRY, slot, [z64, const_int(T.i32, 1)]), name="primal")
-    shadow = b.load(T.ptr, b.gep(_ENTRY, slot, [z64, const_int(T.i32, 2)]), name="shadow")
-    nxt = fn.append_block("next")
-    cases = []
-    for k, call in enumerate(st.releases):
-        case = fn.append_block(f"release.{k}")
-        cb = IRBuilder(case)
-        cb.insert(_release_call(call, primal))
-        has_shadow = cb.icmp("ne", shadow, const_null(T.ptr))
-        also = fn.append_block(f"release.{k}.shadow")
-        cb.cbranch(has_shadow, also, nxt)
-        ab = IRBuilder(also)
-        ab.insert(_release_call(call, shadow))
-        ab.br(nxt)
-        cases.append((const_int(T.i64, k), case))
-    b.switch(tag, nxt, cases)
-    b.position_at_end(nxt)
-    after = b.add(i, const_int(T.i64, 1))
-    i.add_incoming(after, nxt)
-    b.br(head)
-    b.position_at_end(done)
-    b.call(tape_free(module), [buf])  # the list grew in the tape pool
-    b.ret_void()
-    at.call(fn, [release_list])
-
-
-def _release_call(call: I.Call, pointer) -> I.Call:
-    """``call`` (its callee, calling convention and attributes) made on ``pointer``."""
-    clone = with_args(call, [pointer])
-    clone.tail = ""
-    return clone
-
-
 # -- calls of functions with bodies ------------------------------------------------------------
-def _forward_callee(gen, st, inst: I.Call, callee) -> None:
+def forward_callee(cx, inst: I.Call, callee) -> None:
     acts = []
     for a in inst.args:
-        if a not in st.activity.varied:
+        if a not in cx.activity.varied:
             acts.append(Activity.CONST)
         elif a.type.is_pointer:
             acts.append(Activity.DUPLICATED)
         elif a.type.is_float or (a.type.is_vector and a.type.scalar.is_float):
             acts.append(Activity.ACTIVE)
         else:
-            raise UnsupportedError(f"{st.where} passes an active {a.type} by value to "
+            raise UnsupportedError(f"{cx.where} passes an active {a.type} by value to "
                                    f"{callee.ref}; reverse mode does not support that yet")
-    if inst in st.activity.varied and _has_pointer(inst.type):
+    if inst in cx.activity.varied and has_pointer(inst.type):
         raise UnsupportedError(f"{callee.ref} returns a pointer into active memory; reverse "
                                f"mode does not support that yet")
-    ret_active = st.active(inst) and _has_float(inst.type)
-    csig = ReverseSignature(tuple(acts), ret_active, st.sig.status_return, False, True)
-    pair = gen.derivative(callee, csig)
-    shadows = [gen._fwd_shadow(st, a) for a, act in zip(inst.args, acts)
+    ret_active = cx.active(inst) and has_float(inst.type)
+    csig = ReverseSignature(tuple(acts), ret_active, cx.sig.status_return, False, True)
+    pair = cx.callee_derivative(callee, csig)
+    shadows = [cx.fwd_shadow(a) for a, act in zip(inst.args, acts)
                if act is Activity.DUPLICATED]
-    args = [gen._fwd_value(st, a) for a in inst.args] + shadows
-    b = st.fb
+    args = [cx.fwd_value(a) for a in inst.args] + shadows
+    b = cx.fb
     res = b.call(pair.augmented, args, name=f"{inst.name}.aug" if inst.name else "")
     if callee.function_type.ret == T.void:
         tape = res
     else:
-        st.values[inst] = b.extractvalue(res, 0, name=inst.name)
+        cx.values[inst] = b.extractvalue(res, 0, name=inst.name)
         tape = b.extractvalue(res, 1, name=f"{inst.name}.tape" if inst.name else "tape")
-    st.callee_tapes[inst] = (pair, csig, tape, acts, shadows)
+    cx.callee_tapes[inst] = (pair, csig, tape, acts, shadows)
 
 
-def _reverse_callee(gen, st, inst: I.Call) -> None:
-    pair, csig, tape, acts, shadows = st.callee_tapes[inst]
-    args = [gen.primal(st, a) for a in inst.args] + [gen.avail(st, s) for s in shadows]
+def _reverse_callee(cx, inst: I.Call) -> None:
+    pair, csig, tape, acts, shadows = cx.callee_tapes[inst]
+    args = [cx.primal(a) for a in inst.args] + [cx.avail(s) for s in shadows]
     if csig.return_active:
-        args.append(gen.consume(st, inst))
-    args += [const_int(T.i1, 0), gen.avail(st, tape)]
-    result = st.rb.call(pair.reverse, args)
+        args.append(cx.consume(inst))
+    args += [const_int(T.i1, 0), cx.avail(tape)]
+    result = cx.rb.call(pair.reverse, args)
     k = 0
     for a, act in zip(inst.args, acts):
         if act is Activity.ACTIVE:
-            gen.accumulate(st, a, st.rb.extractvalue(result, k))
+            cx.accumulate(a, cx.rb.extractvalue(result, k))
             k += 1

@@ -70,9 +70,9 @@ def handler(row):
     return sys.modules[__name__]
 
 
-def _helper(gen, op: str):
+def _helper(cx, op: str):
     name, params = _SIGNATURES[op]
-    return gen.module.declare(name, T.FunctionType(T.i32, params))
+    return cx.module.declare(name, T.FunctionType(T.i32, params))
 
 
 def _constant_arg(inst, index: int, where: str, what: str) -> int:
@@ -126,33 +126,33 @@ def _call(b: IRBuilder, fn, args) -> None:
 
 
 # -- forward mode --------------------------------------------------------------------------------
-def forward_mode(gen, st, inst: I.Call, row) -> None:
+def forward_mode(cx, inst: I.Call, row) -> None:
     """The call, then its tangent: the same call on (tangent, primal) and (primal, tangent)
-    pairs, accumulated into the tangent of the output (state of :mod:`pyzyme.diff.forward.generator`)."""
+    pairs, accumulated into the tangent of the output."""
     op = row.op
-    ty = _element_type(inst, st.where)
-    new = gen._clone(st, inst)
+    ty = _element_type(inst, cx.where)
+    new = cx.clone(inst)
     (ia, ib), io = _ROLES[op]
     out = inst.args[io]
-    if out not in st.derivs:
+    if out not in cx.derivs:
         return
-    b = st.builder
+    b = cx.builder
     scalars = _Scalars(b, ty)
-    fn = _helper(gen, op)
+    fn = _helper(cx, op)
     args = list(new.args)
 
     def tangent(v, lane):
-        return st.derivs[v][lane] if v in st.derivs else None
+        return cx.derivs[v][lane] if v in cx.derivs else None
 
-    for lane in range(st.width):
-        dout = st.derivs[out][lane]
+    for lane in range(cx.width):
+        dout = cx.derivs[out][lane]
         if op == "dot":
             _forward_dot(b, fn, args, ty, tangent(inst.args[ia], lane),
                          tangent(inst.args[ib], lane), dout, scalars)
             continue
         ialpha, ibeta = (4, 8) if op == "gemv" else (6, 11)
         if tangent(inst.args[ibeta], lane) is not None:
-            raise UnsupportedError(f"{st.where}: the beta of {inst.called_function.ref} "
+            raise UnsupportedError(f"{cx.where}: the beta of {inst.called_function.ref} "
                                    f"carries a derivative: {inst}")
         terms = []
         da, db = tangent(inst.args[ia], lane), tangent(inst.args[ib], lane)
@@ -189,35 +189,35 @@ def _forward_dot(b, fn, args, ty, dx, dy, dout, scalars) -> None:
 
 
 # -- reverse mode ------------------------------------------------------------------------------
-def augmented(gen, st, inst: I.Call, row) -> None:
+def augmented(cx, inst: I.Call, row) -> None:
     """Forward sweep: the call; operands that may change before the reverse sweep are copied,
-    and the scalars alpha and beta read (state of :mod:`pyzyme.diff.reverse.generator`)."""
+    and the scalars alpha and beta read."""
     op = row.op
-    ty = _element_type(inst, st.where)
-    new = gen._clone(st, inst)
+    ty = _element_type(inst, cx.where)
+    new = cx.clone(inst)
     (ia, ib), io = _ROLES[op]
-    if inst.args[io] not in st.shadows:
+    if inst.args[io] not in cx.shadows:
         return
-    b = st.fb
+    b = cx.fb
     kept = {}
     for index in (ia, ib):
         pointer = inst.args[index]
-        stable = (st.overwrites.written_after(inst, pointer) is None
-                  and gen._stable(st, pointer))
+        stable = (cx.overwrites.written_after(inst, pointer) is None
+                  and cx.stable(pointer))
         if stable:
             continue
         count = _operand_elements(b, new, op, index)
         size = b.mul(count, const_int(T.i64, 8 if ty == T.double else 4))
-        copy = _malloc(gen, b, size)
-        _memcpy(gen, b, copy, new.args[index], size)
-        _release_later(gen, st, copy)
+        copy = _malloc(cx, b, size)
+        _memcpy(cx, b, copy, new.args[index], size)
+        _release_later(cx, copy)
         kept[index] = copy
     scalars = {}
     if op != "dot":
         ialpha, ibeta = (4, 8) if op == "gemv" else (6, 11)
         scalars = {i: b.load(ty, new.args[i], name=f"blas.{n}")
                    for i, n in ((ialpha, "alpha"), (ibeta, "beta"))}
-    st.rule_calls[inst] = ("blas", kept, scalars)
+    cx.rule_calls[inst] = ("blas", kept, scalars)
 
 
 def _operand_elements(b: IRBuilder, call, op: str, index: int):
@@ -245,55 +245,53 @@ def _extent(b: IRBuilder, ld, cols, rows):
     return b.select(b.icmp("eq", cols, const_int(T.i64, 0)), const_int(T.i64, 0), total)
 
 
-def _memcpy(gen, b: IRBuilder, dest, src, size) -> None:
+def _memcpy(cx, b: IRBuilder, dest, src, size) -> None:
     name = "llvm.memcpy.p0.p0.i64"
-    fn = gen.module.declare(name, T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
+    fn = cx.module.declare(name, T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
     b.call(fn, [dest, src, size, const_int(T.i1, 0)])
 
 
-def _malloc(gen, b: IRBuilder, size):
-    fn = gen.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
+def _malloc(cx, b: IRBuilder, size):
+    fn = cx.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
     return b.call(fn, [size], name="blas.operand")
 
 
-def _release_later(gen, st, pointer) -> None:
-    from pyzyme.diff.calls.reverse import defer_release
+def _release_later(cx, pointer) -> None:
     from pyzyme.ir.values import const_null
 
-    free = gen.module.declare("free", T.FunctionType(T.void, [T.ptr]))
-    defer_release(gen, st, I.Call(free, [pointer], free.function_type), pointer,
-                  const_null(T.ptr))
+    free = cx.module.declare("free", T.FunctionType(T.void, [T.ptr]))
+    cx.release_later(I.Call(free, [pointer], free.function_type), pointer, const_null(T.ptr))
 
 
-def reverse(gen, st, inst: I.Call, row) -> None:
+def reverse(cx, inst: I.Call, row) -> None:
     """Reverse sweep: the adjoints of the operands, by BLAS, then the output's adjoint scaled
     by beta."""
     op = row.op
-    _, kept, scalars = st.rule_calls[inst]
-    ty = _element_type(inst, st.where)
+    _, kept, scalars = cx.rule_calls[inst]
+    ty = _element_type(inst, cx.where)
     (ia, ib), io = _ROLES[op]
-    b = st.rb
-    fn = _helper(gen, op)
-    args = [None if a.type.is_pointer else gen.primal(st, a) for a in inst.args]
+    b = cx.rb
+    fn = _helper(cx, op)
+    args = [None if a.type.is_pointer else cx.primal(a) for a in inst.args]
     for index in (ia, ib):
-        args[index] = gen.avail(st, kept[index]) if index in kept else \
-            gen.primal(st, inst.args[index])
-    shadow = {i: gen.shadow(st, inst.args[i]) for i in (ia, ib, io)
-              if inst.args[i] in st.shadows}
+        args[index] = cx.avail(kept[index]) if index in kept else \
+            cx.primal(inst.args[index])
+    shadow = {i: cx.shadow(inst.args[i]) for i in (ia, ib, io)
+              if inst.args[i] in cx.shadows}
     box = _Scalars(b, ty)
     if op == "dot":
-        _reverse_dot(gen, b, args, ty, shadow, box)
+        _reverse_dot(cx, b, args, ty, shadow, box)
         return
-    alpha = box.holding(gen.avail(st, scalars[4 if op == "gemv" else 6]))  # as loaded then
-    beta = box.holding(gen.avail(st, scalars[8 if op == "gemv" else 11]))
+    alpha = box.holding(cx.avail(scalars[4 if op == "gemv" else 6]))  # as loaded then
+    beta = box.holding(cx.avail(scalars[8 if op == "gemv" else 11]))
     one, zero = box.constant(1.0), box.constant(0.0)
     if op == "gemv":
-        _reverse_gemv(gen, b, args, shadow, alpha, beta, one, zero)
+        _reverse_gemv(cx, b, args, shadow, alpha, beta, one, zero)
     else:
         _reverse_gemm(b, fn, args, shadow, alpha, beta, one, zero)
 
 
-def _reverse_dot(gen, b, args, ty, shadow, box) -> None:
+def _reverse_dot(cx, b, args, ty, shadow, box) -> None:
     """``r = x . y``: ``x_bar += r_bar y``, ``y_bar += r_bar x`` (GEMVs with one column)."""
     if 5 not in shadow:
         return
@@ -301,7 +299,7 @@ def _reverse_dot(gen, b, args, ty, shadow, box) -> None:
     b.store(const_float(ty, 0.0), shadow[5])
     n = args[2]
     alpha, one = box.holding(rbar), box.constant(1.0)
-    gemv = _helper(gen, "gemv")
+    gemv = _helper(cx, "gemv")
     ld = _at_least_one(b, n)
     for target, other in ((3, args[4]), (4, args[3])):
         if target in shadow:
@@ -313,14 +311,14 @@ def _at_least_one(b: IRBuilder, v):
     return b.select(b.icmp("sgt", v, const_int(T.i64, 1)), v, const_int(T.i64, 1))
 
 
-def _reverse_gemv(gen, b, args, shadow, alpha, beta, one, zero) -> None:
+def _reverse_gemv(cx, b, args, shadow, alpha, beta, one, zero) -> None:
     """``y = alpha op(A) x + beta y``, ``A`` m x n: ``x_bar += alpha op(A)^T y_bar``,
     ``A_bar += alpha y_bar x^T`` (or ``x y_bar^T`` for ``op(A) = A^T``), ``y_bar *= beta``."""
     if 9 not in shadow:
         return
     kind, trans, m, n = args[0], args[1].value, args[2], args[3]
     a, lda, x, ybar = args[5], args[6], args[7], shadow[9]
-    gemv, gemm = _helper(gen, "gemv"), _helper(gen, "gemm")
+    gemv, gemm = _helper(cx, "gemv"), _helper(cx, "gemm")
     if 7 in shadow:
         _call(b, gemv, [kind, const_int(T.i8, _flip(trans)), m, n, alpha, a, lda, ybar, one,
                         shadow[7]])

@@ -40,11 +40,11 @@ def _check(inst: I.Call, where: str) -> tuple[T.Type, bool]:
     return ty, uplo == "L"
 
 
-def _kernel(gen, mode: str, ty: T.Type, lower: bool):
+def _kernel(cx, mode: str, ty: T.Type, lower: bool):
     base = f"potrf.{'l' if lower else 'u'}.{mode}"
-    fn = gen.module.get_function(Kernel.name(base, ty))
+    fn = cx.module.get_function(Kernel.name(base, ty))
     if fn is None:
-        k = Kernel(gen.module, base, ty, _PARAMS + [("d" if mode == "forward" else "s", T.ptr)])
+        k = Kernel(cx.module, base, ty, _PARAMS + [("d" if mode == "forward" else "s", T.ptr)])
         (_forward if mode == "forward" else _reverse)(k, lower)
         fn = k.finish()
     return fn
@@ -120,36 +120,36 @@ def _reverse(k: Kernel, lower: bool) -> None:
 
 
 # -- call sites --------------------------------------------------------------------------------
-def forward_mode(gen, st, inst: I.Call, row) -> None:
-    ty, lower = _check(inst, st.where)
-    new = gen._clone(st, inst)
+def forward_mode(cx, inst: I.Call, row) -> None:
+    ty, lower = _check(inst, cx.where)
+    new = cx.clone(inst)
     a = inst.args[3]
-    if a not in st.derivs:
+    if a not in cx.derivs:
         return
-    fn = _kernel(gen, "forward", ty, lower)
-    n, lda = gen._value(st, inst.args[2]), gen._value(st, inst.args[4])
-    for lane in range(st.width):
-        st.builder.call(fn, [n, new.args[3], lda, st.derivs[a][lane]])
+    fn = _kernel(cx, "forward", ty, lower)
+    n, lda = cx.value(inst.args[2]), cx.value(inst.args[4])
+    for lane in range(cx.width):
+        cx.builder.call(fn, [n, new.args[3], lda, cx.derivs[a][lane]])
 
 
-def augmented(gen, st, inst: I.Call, row) -> None:
+def augmented(cx, inst: I.Call, row) -> None:
     """Forward sweep: the call and a copy of the factor it wrote."""
-    ty, _ = _check(inst, st.where)
-    new = gen._clone(st, inst)
-    if inst.args[3] not in st.shadows:
+    ty, _ = _check(inst, cx.where)
+    new = cx.clone(inst)
+    if inst.args[3] not in cx.shadows:
         return
-    b = st.fb
-    n, lda = gen._fwd_value(st, inst.args[2]), gen._fwd_value(st, inst.args[4])
+    b = cx.fb
+    n, lda = cx.fwd_value(inst.args[2]), cx.fwd_value(inst.args[4])
     nbytes = b.mul(_extent(b, lda, n, n), const_int(T.i64, ty.bits // 8))
-    kept = _malloc(gen, b, nbytes)
-    _memcpy(gen, b, kept, new.args[3], nbytes)
-    _release_later(gen, st, kept)
-    st.rule_calls[inst] = ("lapack", kept)
+    kept = _malloc(cx, b, nbytes)
+    _memcpy(cx, b, kept, new.args[3], nbytes)
+    _release_later(cx, kept)
+    cx.rule_calls[inst] = ("lapack", kept)
 
 
-def reverse(gen, st, inst: I.Call, row) -> None:
-    _, kept = st.rule_calls[inst]
-    ty, lower = _check(inst, st.where)
-    n, lda = gen.primal(st, inst.args[2]), gen.primal(st, inst.args[4])
-    st.rb.call(_kernel(gen, "reverse", ty, lower),
-               [n, gen.avail(st, kept), lda, gen.shadow(st, inst.args[3])])
+def reverse(cx, inst: I.Call, row) -> None:
+    _, kept = cx.rule_calls[inst]
+    ty, lower = _check(inst, cx.where)
+    n, lda = cx.primal(inst.args[2]), cx.primal(inst.args[4])
+    cx.rb.call(_kernel(cx, "reverse", ty, lower),
+               [n, cx.avail(kept), lda, cx.shadow(inst.args[3])])
