@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from pyzyme.analysis.overwrite import underlying_object
 from pyzyme import naming
+from pyzyme.diff.calls.callee import augmented_call, call_derivative, reverse_call
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -97,7 +98,6 @@ def forward_mode(cx, inst: I.Call, row) -> None:
     callee = inst.called_function
     if row.forward is None:
         if not callee.is_declaration:
-            from pyzyme.diff.calls.forward import call_derivative
             call_derivative(cx, inst, callee)
             return
         raise UnsupportedError(
@@ -166,8 +166,7 @@ def augmented(cx, inst: I.Call, row) -> None:
     callee = inst.called_function
     if row.augmented is None:
         if not callee.is_declaration:
-            from pyzyme.diff.calls.reverse import forward_callee
-            forward_callee(cx, inst, callee)
+            augmented_call(cx, inst, callee)
             return
         raise UnsupportedError(
             f"{cx.where} calls {callee.ref} in reverse mode: {row.source} registers only a "
@@ -275,7 +274,13 @@ def _check_adjoints(row, rev, callee) -> None:
 
 
 def reverse(cx, inst: I.Call, row) -> None:
-    """Reverse sweep: the registered reverse function, its adjoints accumulated."""
+    """Reverse sweep: the registered reverse function, its adjoints accumulated (the callee's
+    own reverse where no gradient is registered, nothing where the call was made as it is)."""
+    if inst in cx.callee_tapes:
+        reverse_call(cx, inst)
+        return
+    if inst not in cx.rule_calls:
+        return
     _, rev, shadows, tape = cx.rule_calls[inst]
     callee = inst.called_function
     b = cx.rb

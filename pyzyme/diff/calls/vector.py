@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from pyzyme.analysis.activity import can_carry_derivative, contains_type
 from pyzyme.diff.emit import derivative_flags, type_suffix
+from pyzyme.diff.memory_calls import with_args
 from pyzyme.diff.pointers import no_shadow_error
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
@@ -29,15 +30,21 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import ConstantFP, Poison, Value, const_int, const_null
 from pyzyme.rules import spec
 
-__all__ = ["forward_mode", "forward_sweep", "reverse"]
+__all__ = ["reduction_forward", "reduction_augmented", "reduction_reverse", "masked_varied",
+           "masked_forward", "masked_augmented", "masked_reverse"]
+
+
+def masked_varied(row: spec.Masked, inst: I.CallBase, is_varied) -> bool:
+    """Activity analysis: a masked load varies with its memory or its pass-through; a store
+    has no result."""
+    return row.value is None and (is_varied(inst.args[row.pointer])
+                                  or is_varied(inst.args[row.passthru]))
 
 
 # -- forward mode -------------------------------------------------------------------------------
-def forward_mode(cx, inst: I.Call, new: I.Call, row) -> None:
-    """Forward mode: the tangents of ``inst`` (already cloned as ``new``)."""
-    if isinstance(row, spec.Masked):
-        _masked_tangents(cx, inst, new, row)
-        return
+def reduction_forward(cx, inst: I.Call, row: spec.Reduction) -> None:
+    """Forward mode: the reduction, then its tangents."""
+    new = cx.clone(inst)
     if inst not in cx.activity.varied:
         return
     b = cx.builder
@@ -55,7 +62,7 @@ def forward_mode(cx, inst: I.Call, new: I.Call, row) -> None:
                 return ds
             args = list(new.args)
             args[row.start], args[row.vector] = ds, cx.derivs[vector][k]
-            return b.insert(_with_flags(_on_args(new, args), flags), name)
+            return b.insert(_with_flags(with_args(new, args), flags), name)
     elif row.op == "fmul":
         others, product = _products(b, v, new.args[row.start], flags)
 
@@ -76,8 +83,10 @@ def forward_mode(cx, inst: I.Call, new: I.Call, row) -> None:
     cx.lanes(inst, make)
 
 
-def _masked_tangents(cx, inst: I.Call, new: I.Call, row: spec.Masked) -> None:
-    """The same masked load or store on the shadows, tangents for values."""
+def masked_forward(cx, inst: I.Call, row: spec.Masked) -> None:
+    """Forward mode: the masked load or store, then the same on the shadows, tangents for
+    values."""
+    new = cx.clone(inst)
     b = cx.builder
     pointer = inst.args[row.pointer]
     _no_runtime_activity(cx, inst, pointer)
@@ -94,7 +103,7 @@ def _masked_tangents(cx, inst: I.Call, new: I.Call, row: spec.Masked) -> None:
                 return b.select(mask, cx.inactive_derivative(inst), dpass, name=name)
             args = list(new.args)
             args[row.pointer], args[row.passthru] = shadows[k], dpass
-            return b.insert(_on_args(new, args), name)
+            return b.insert(with_args(new, args), name)
 
         cx.lanes(inst, make)
         return
@@ -113,18 +122,22 @@ def _masked_tangents(cx, inst: I.Call, new: I.Call, row: spec.Masked) -> None:
             d = new.args[row.value]
         args = list(new.args)
         args[row.pointer], args[row.value] = shadows[k], d
-        b.insert(_on_args(new, args))
+        b.insert(with_args(new, args))
 
 
 # -- reverse mode --------------------------------------------------------------------------------
-def forward_sweep(cx, inst: I.Call, row) -> None:
-    """Reverse mode's forward sweep: the primal call; what the reverse sweep cannot handle is
-    refused here, before any code is emitted for it."""
+def reduction_augmented(cx, inst: I.Call, row: spec.Reduction) -> None:
+    """Reverse mode's forward sweep: the reduction (of a fixed-width vector, where it
+    varies)."""
     cx.clone(inst)
-    if isinstance(row, spec.Reduction):
-        if inst in cx.activity.varied:
-            _fixed_width(cx, inst, inst.args[row.vector].type)
-        return
+    if inst in cx.activity.varied:
+        _fixed_width(cx, inst, inst.args[row.vector].type)
+
+
+def masked_augmented(cx, inst: I.Call, row: spec.Masked) -> None:
+    """Reverse mode's forward sweep: the masked load or store; what the reverse sweep cannot
+    handle is refused here, before any code is emitted for it."""
+    cx.clone(inst)
     pointer = inst.args[row.pointer]
     _no_runtime_activity(cx, inst, pointer)
     moved = inst if row.value is None else inst.args[row.value]
@@ -147,17 +160,16 @@ def forward_sweep(cx, inst: I.Call, row) -> None:
                                f"reverse mode does not support that yet: {inst}")
 
 
-def reverse(cx, inst: I.Call, row) -> None:
-    """The reverse sweep of a reduction or a masked load or store."""
-    if isinstance(row, spec.Reduction):
-        _reduction_adjoints(cx, inst, row)
-    elif row.value is None:
+def masked_reverse(cx, inst: I.Call, row: spec.Masked) -> None:
+    """The reverse sweep of a masked load or store."""
+    if row.value is None:
         _masked_load_adjoints(cx, inst, row)
     else:
         _masked_store_adjoints(cx, inst, row)
 
 
-def _reduction_adjoints(cx, inst: I.Call, row: spec.Reduction) -> None:
+def reduction_reverse(cx, inst: I.Call, row: spec.Reduction) -> None:
+    """The reverse sweep of a reduction: its adjoint to the start value and the lanes."""
     if not cx.active(inst):
         return
     b = cx.rb
@@ -299,11 +311,6 @@ def _picked_lane(module, b: IRBuilder, v: Value, result: Value) -> Value:
         first = b.zext(first, T.i32) if n < 32 else b.trunc(first, T.i32)
     # No lane hit (a poison result): lane 0 rather than an index past the end.
     return b.select(b.icmp("eq", first, const_int(T.i32, n)), const_int(T.i32, 0), first)
-
-
-def _on_args(call: I.Call, args) -> I.Call:
-    """A detached copy of ``call`` (callee, attributes, flags) on ``args``."""
-    return call.copy_with([call.callee, *args] + call.operands[1 + call.nargs:])
 
 
 def _with_flags(call: I.Call, flags) -> I.Call:

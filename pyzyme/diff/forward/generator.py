@@ -6,11 +6,12 @@ derivative ``v'``: a tangent for a float, a shadow for a pointer (the same addre
 the shadow base, so loads and stores through it read and write tangents). With batch width N,
 each value has N derivatives, one per lane.
 
-Instruction families have their handlers here (arithmetic and calls through the rule table,
-phi/select/aggregates structurally) and in :mod:`pyzyme.diff.forward.memory` (loads, stores,
-allocation, memory intrinsics). What no handler understands raises
-:class:`~pyzyme.UnsupportedError` naming the instruction and the function: a derivative is never
-silently zero.
+Instruction families have their handlers here (arithmetic through the rule table,
+phi/select/aggregates structurally), in :mod:`pyzyme.diff.forward.memory` (loads, stores, stack
+allocation, atomics) and, for calls, in :mod:`pyzyme.diff.calls` (by the kind of the callee's
+rule row). They work on the function's :class:`~pyzyme.diff.context.ForwardContext`. What no
+handler understands raises :class:`~pyzyme.UnsupportedError` naming the instruction and the
+function: a derivative is never silently zero.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pyzyme.analysis.activity import analyze_activity, can_carry_derivative, con
 from pyzyme.analysis.cfg import reverse_post_order
 from pyzyme.analysis.finite import nonfinite_values
 from pyzyme import naming
+from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ForwardContext
 from pyzyme.diff.emit import Emitter, derivative_flags, guarded
 from pyzyme.diff.forward import memory
@@ -95,9 +97,8 @@ class ForwardGenerator:
     def _body(self, fn, new, sig: ForwardSignature) -> None:
         if fn.is_declaration:
             raise UnsupportedError(f"{fn.ref} has no body to differentiate")
-        from pyzyme.diff.calls.forward import may_allocate
         activity = analyze_activity(fn, sig.activities, self._call_policy, None,
-                                    may_allocate=lambda call: may_allocate(self, call))
+                                    may_allocate=lambda call: calls.may_allocate(self.rules, call))
         st = ForwardContext(self, fn, new, activity, sig.width)
         if self.options.strong_zero:
             st.nonfinite = nonfinite_values(fn, self.rules)
@@ -156,11 +157,10 @@ class ForwardGenerator:
             self._ret(st, inst)
             return
         if isinstance(inst, I.CallBase):
-            from pyzyme.diff.calls.forward import call
             if st.runtime and any(a in st.runtime for a in inst.args):
                 self._guarded_call(st, inst)
                 return
-            call(st, inst)
+            calls.forward_mode(st, inst)
             return
         new = st.clone(inst)
         handler = _HANDLERS.get(inst.opcode)
@@ -188,7 +188,6 @@ class ForwardGenerator:
         """A call handed pointers whose shadow may be their primal: its derivative code sees
         null shadows where they are (see
         :func:`~pyzyme.diff.runtime_activity.guarded_call_shadows`)."""
-        from pyzyme.diff.calls.forward import call
         from pyzyme.diff.runtime_activity import guarded_call_shadows
 
         saved = {}
@@ -201,7 +200,7 @@ class ForwardGenerator:
                 st.derivs[arg] = list(st.derivs[arg])
                 st.derivs[arg][k] = shadow
         try:
-            call(st, inst)
+            calls.forward_mode(st, inst)
         finally:
             st.derivs.update(saved)
 
@@ -343,8 +342,7 @@ class ForwardGenerator:
 
     # -- calls: activity of results ----------------------------------------------------
     def _call_policy(self, call: I.CallBase, is_varied) -> bool:
-        from pyzyme.diff.calls.forward import call_result_varied
-        return call_result_varied(self, call, is_varied)
+        return calls.call_result_varied(self.rules, call, is_varied)
 
 
 def _feeds_back(inst: I.Instruction, operand: Value, depth: int = 4) -> bool:

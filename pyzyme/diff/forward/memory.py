@@ -22,6 +22,8 @@ __all__ = ["load", "store", "alloca", "atomicrmw", "cmpxchg"]
 
 
 def load(cx, inst: I.Load, new: I.Load) -> None:
+    """The tangent of a load through a shadowed pointer: the same load from each lane's shadow
+    (zero where the shadow may be the primal at run time)."""
     if inst not in cx.activity.varied:
         return
     shadows = cx.derivs[inst.pointer]
@@ -41,6 +43,8 @@ def load(cx, inst: I.Load, new: I.Load) -> None:
 
 
 def store(cx, inst: I.Store, new: I.Store) -> None:
+    """The store of the stored value's derivative (or zero, or its integers) into each lane's
+    shadow; a varied value stored where there is no shadow is an error."""
     value, pointer = inst.operands
     shadows = cx.derivs.get(pointer)
     varied = value in cx.activity.varied
@@ -69,6 +73,7 @@ def _stored_derivative(cx, value):
 
 
 def alloca(cx, inst: I.Alloca, new: I.Alloca) -> None:
+    """A zeroed stack slot per lane: the shadow of a varied slot."""
     if inst not in cx.activity.varied:
         return
     count = inst.count
@@ -93,6 +98,8 @@ def _scalar(ty: T.Type) -> bool:
 
 
 def atomicrmw(cx, inst: I.AtomicRMW, new: I.AtomicRMW) -> None:
+    """The same update of each lane's shadow: floats add their tangents, integers (reference
+    counts) are mirrored."""
     pointer, value = inst.operands
     _no_runtime_activity(cx, inst)
     shadows = cx.derivs.get(pointer)
@@ -121,6 +128,7 @@ def atomicrmw(cx, inst: I.AtomicRMW, new: I.AtomicRMW) -> None:
 
 
 def cmpxchg(cx, inst: I.CmpXchg, new: I.CmpXchg) -> None:
+    """Nothing for integers; a floating compare-exchange of varied memory is refused."""
     pointer = inst.operands[0]
     _no_runtime_activity(cx, inst)
     if pointer in cx.activity.varied and inst.operands[1].type.is_float:

@@ -22,99 +22,25 @@ the forward sweep copies them (into memory released with the deferred releases).
 
 from __future__ import annotations
 
-import sys
-
+from pyzyme.diff.linalg.callsite import (
+    Scalars,
+    copy_of,
+    blas_element_type,
+    blas_function,
+    extent,
+    free_later,
+)
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import ConstantInt, const_float, const_int
-from pyzyme.rules.constructs import linalg_functions
+from pyzyme.ir.values import const_float, const_int
 
-__all__ = ["forward_mode", "augmented", "reverse", "handler"]
+__all__ = ["forward_mode", "augmented", "reverse"]
 
 _N, _T = ord("n"), ord("t")
-_KINDS = {ord("d"): T.double, ord("s"): T.float}
-_SIGNATURES = {
-    "dot": ("numba_xxdot", [T.i8, T.i8, T.i64, T.ptr, T.ptr, T.ptr]),
-    "gemv": ("numba_xxgemv", [T.i8, T.i8, T.i64, T.i64, T.ptr, T.ptr, T.i64, T.ptr, T.ptr,
-                              T.ptr]),
-    "gemm": ("numba_xxgemm", [T.i8, T.i8, T.i8, T.i64, T.i64, T.i64, T.ptr, T.ptr, T.i64,
-                              T.ptr, T.i64, T.ptr, T.ptr, T.i64]),
-}
 # (operand pointers, output pointer) by argument index.
 _ROLES = {"dot": ((3, 4), 5), "gemv": ((5, 7), 9), "gemm": ((7, 9), 12)}
-
-
-def handler(row):
-    """The module that differentiates ``row``'s call: this one for BLAS,
-    :mod:`pyzyme.diff.linalg.lapack` for LAPACK's solve, :mod:`pyzyme.diff.linalg.lu` for LU
-    factorization and the inverse from it, :mod:`pyzyme.diff.linalg.cholesky` for Cholesky,
-    :mod:`pyzyme.diff.linalg.eigh` for symmetric eigenproblems, :mod:`pyzyme.diff.linalg.nrm2` for
-    the Euclidean norm."""
-    if row.op == "gesv":
-        from pyzyme.diff.linalg import lapack as lapack_calls
-        return lapack_calls
-    if row.op in ("getrf", "getri"):
-        from pyzyme.diff.linalg import lu as lapack_lu
-        return lapack_lu
-    if row.op == "potrf":
-        from pyzyme.diff.linalg import cholesky as lapack_cholesky
-        return lapack_cholesky
-    if row.op == "evd":
-        from pyzyme.diff.linalg import eigh as lapack_eigh
-        return lapack_eigh
-    if row.op == "nrm2":
-        from pyzyme.diff.linalg import nrm2 as blas_nrm2
-        return blas_nrm2
-    return sys.modules[__name__]
-
-
-def _helper(cx, op: str):
-    name, params = _SIGNATURES[op]
-    return cx.module.declare(name, T.FunctionType(T.i32, params))
-
-
-def _constant_arg(inst, index: int, where: str, what: str) -> int:
-    v = inst.args[index]
-    if not isinstance(v, ConstantInt):
-        raise UnsupportedError(f"{where}: the {what} of {inst.called_function.ref} is not a "
-                               f"constant: {inst}")
-    return v.value
-
-
-def _element_type(inst, where: str) -> T.Type:
-    """The element type of a BLAS call; its kind and transpose flags must be constants."""
-    for index in {"numba_xxgemv": (1,), "numba_xxgemm": (1, 2)}.get(
-            inst.called_function.name, ()):
-        _constant_arg(inst, index, where, "transpose flag")
-    kind = _constant_arg(inst, 0, where, "kind")
-    ty = _KINDS.get(kind)
-    if ty is None:
-        err = UnsupportedError(
-            f"{where}: no derivative for {inst.called_function.ref} of kind {chr(kind)!r} "
-            f"(complex BLAS, from {linalg_functions(inst.called_function.name)}): {inst}",
-            hint="differentiate a real formulation (real and imaginary parts as separate "
-                 "float arrays)")
-        err.callee = inst.called_function.name  # the Numba layer finds the Python line
-        raise err
-    return ty
-
-
-class _Scalars:
-    """Scalars passed by pointer (alpha and beta of the derivative calls): one stack slot each,
-    in the entry block, set where the call is made."""
-
-    def __init__(self, b: IRBuilder, ty: T.Type) -> None:
-        self.b, self.ty = b, ty
-
-    def constant(self, value: float):
-        return self.holding(const_float(self.ty, value))
-
-    def holding(self, value):
-        slot = self.b.entry_alloca(self.ty, name="blas.scalar")
-        self.b.store(value, slot)
-        return slot
 
 
 def _flip(trans: int) -> int:
@@ -130,15 +56,15 @@ def forward_mode(cx, inst: I.Call, row) -> None:
     """The call, then its tangent: the same call on (tangent, primal) and (primal, tangent)
     pairs, accumulated into the tangent of the output."""
     op = row.op
-    ty = _element_type(inst, cx.where)
+    ty = blas_element_type(inst, cx.where)
     new = cx.clone(inst)
     (ia, ib), io = _ROLES[op]
     out = inst.args[io]
     if out not in cx.derivs:
         return
     b = cx.builder
-    scalars = _Scalars(b, ty)
-    fn = _helper(cx, op)
+    scalars = Scalars(b, ty)
+    fn = blas_function(cx.module, op)
     args = list(new.args)
 
     def tangent(v, lane):
@@ -193,7 +119,7 @@ def augmented(cx, inst: I.Call, row) -> None:
     """Forward sweep: the call; operands that may change before the reverse sweep are copied,
     and the scalars alpha and beta read."""
     op = row.op
-    ty = _element_type(inst, cx.where)
+    ty = blas_element_type(inst, cx.where)
     new = cx.clone(inst)
     (ia, ib), io = _ROLES[op]
     if inst.args[io] not in cx.shadows:
@@ -208,9 +134,8 @@ def augmented(cx, inst: I.Call, row) -> None:
             continue
         count = _operand_elements(b, new, op, index)
         size = b.mul(count, const_int(T.i64, 8 if ty == T.double else 4))
-        copy = _malloc(cx, b, size)
-        _memcpy(cx, b, copy, new.args[index], size)
-        _release_later(cx, copy)
+        copy = copy_of(cx.module, b, new.args[index], size)
+        free_later(cx, copy)
         kept[index] = copy
     scalars = {}
     if op != "dot":
@@ -228,39 +153,15 @@ def _operand_elements(b: IRBuilder, call, op: str, index: int):
     if op == "gemv":
         m, n, trans = a[2], a[3], a[1].value
         if index == 5:
-            return _extent(b, a[6], n, m)
+            return extent(b, a[6], n, m)
         return n if trans == _N else m
     m, n, k = a[3], a[4], a[5]
     ta, tb = a[1].value, a[2].value
     if index == 7:
         rows, cols = (m, k) if ta == _N else (k, m)
-        return _extent(b, a[8], cols, rows)
+        return extent(b, a[8], cols, rows)
     rows, cols = (k, n) if tb == _N else (n, k)
-    return _extent(b, a[10], cols, rows)
-
-
-def _extent(b: IRBuilder, ld, cols, rows):
-    last = b.mul(ld, b.sub(cols, const_int(T.i64, 1)))
-    total = b.add(last, rows)
-    return b.select(b.icmp("eq", cols, const_int(T.i64, 0)), const_int(T.i64, 0), total)
-
-
-def _memcpy(cx, b: IRBuilder, dest, src, size) -> None:
-    name = "llvm.memcpy.p0.p0.i64"
-    fn = cx.module.declare(name, T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
-    b.call(fn, [dest, src, size, const_int(T.i1, 0)])
-
-
-def _malloc(cx, b: IRBuilder, size):
-    fn = cx.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
-    return b.call(fn, [size], name="blas.operand")
-
-
-def _release_later(cx, pointer) -> None:
-    from pyzyme.ir.values import const_null
-
-    free = cx.module.declare("free", T.FunctionType(T.void, [T.ptr]))
-    cx.release_later(I.Call(free, [pointer], free.function_type), pointer, const_null(T.ptr))
+    return extent(b, a[10], cols, rows)
 
 
 def reverse(cx, inst: I.Call, row) -> None:
@@ -268,17 +169,17 @@ def reverse(cx, inst: I.Call, row) -> None:
     by beta."""
     op = row.op
     _, kept, scalars = cx.rule_calls[inst]
-    ty = _element_type(inst, cx.where)
+    ty = blas_element_type(inst, cx.where)
     (ia, ib), io = _ROLES[op]
     b = cx.rb
-    fn = _helper(cx, op)
+    fn = blas_function(cx.module, op)
     args = [None if a.type.is_pointer else cx.primal(a) for a in inst.args]
     for index in (ia, ib):
         args[index] = cx.avail(kept[index]) if index in kept else \
             cx.primal(inst.args[index])
     shadow = {i: cx.shadow(inst.args[i]) for i in (ia, ib, io)
               if inst.args[i] in cx.shadows}
-    box = _Scalars(b, ty)
+    box = Scalars(b, ty)
     if op == "dot":
         _reverse_dot(cx, b, args, ty, shadow, box)
         return
@@ -299,7 +200,7 @@ def _reverse_dot(cx, b, args, ty, shadow, box) -> None:
     b.store(const_float(ty, 0.0), shadow[5])
     n = args[2]
     alpha, one = box.holding(rbar), box.constant(1.0)
-    gemv = _helper(cx, "gemv")
+    gemv = blas_function(cx.module, "gemv")
     ld = _at_least_one(b, n)
     for target, other in ((3, args[4]), (4, args[3])):
         if target in shadow:
@@ -318,7 +219,7 @@ def _reverse_gemv(cx, b, args, shadow, alpha, beta, one, zero) -> None:
         return
     kind, trans, m, n = args[0], args[1].value, args[2], args[3]
     a, lda, x, ybar = args[5], args[6], args[7], shadow[9]
-    gemv, gemm = _helper(cx, "gemv"), _helper(cx, "gemm")
+    gemv, gemm = blas_function(cx.module, "gemv"), blas_function(cx.module, "gemm")
     if 7 in shadow:
         _call(b, gemv, [kind, const_int(T.i8, _flip(trans)), m, n, alpha, a, lda, ybar, one,
                         shadow[7]])

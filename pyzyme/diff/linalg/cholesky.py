@@ -19,7 +19,7 @@ derivative is NaN.
 
 from __future__ import annotations
 
-from pyzyme.diff.linalg.blas import _constant_arg, _extent, _malloc, _memcpy, _release_later
+from pyzyme.diff.linalg.callsite import constant_arg, copy_of, extent, free_later
 from pyzyme.diff.linalg.kernels import Kernel, element_type
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
@@ -34,7 +34,7 @@ _PARAMS = [("n", T.i64), ("u", T.ptr), ("lda", T.i64)]
 def _check(inst: I.Call, where: str) -> tuple[T.Type, bool]:
     """The element type, and whether the lower triangle is the one used (``uplo = 'L'``)."""
     ty = element_type(inst, where)
-    uplo = chr(_constant_arg(inst, 1, where, "uplo flag")).upper()
+    uplo = chr(constant_arg(inst, 1, where, "uplo flag")).upper()
     if uplo not in "UL":
         raise UnsupportedError(f"{where}: {inst.called_function.ref} with uplo {uplo!r}: {inst}")
     return ty, uplo == "L"
@@ -121,6 +121,7 @@ def _reverse(k: Kernel, lower: bool) -> None:
 
 # -- call sites --------------------------------------------------------------------------------
 def forward_mode(cx, inst: I.Call, row) -> None:
+    """The call, then the tangent of the factor it wrote, per lane."""
     ty, lower = _check(inst, cx.where)
     new = cx.clone(inst)
     a = inst.args[3]
@@ -140,14 +141,14 @@ def augmented(cx, inst: I.Call, row) -> None:
         return
     b = cx.fb
     n, lda = cx.fwd_value(inst.args[2]), cx.fwd_value(inst.args[4])
-    nbytes = b.mul(_extent(b, lda, n, n), const_int(T.i64, ty.bits // 8))
-    kept = _malloc(cx, b, nbytes)
-    _memcpy(cx, b, kept, new.args[3], nbytes)
-    _release_later(cx, kept)
+    nbytes = b.mul(extent(b, lda, n, n), const_int(T.i64, ty.bits // 8))
+    kept = copy_of(cx.module, b, new.args[3], nbytes)
+    free_later(cx, kept)
     cx.rule_calls[inst] = ("lapack", kept)
 
 
 def reverse(cx, inst: I.Call, row) -> None:
+    """Reverse sweep: the adjoint of A from the adjoint of the factor, in place."""
     _, kept = cx.rule_calls[inst]
     ty, lower = _check(inst, cx.where)
     n, lda = cx.primal(inst.args[2]), cx.primal(inst.args[4])

@@ -18,7 +18,7 @@ derivatives at equal eigenvalues are undefined (inf or NaN). Real kinds only.
 
 from __future__ import annotations
 
-from pyzyme.diff.linalg.blas import _constant_arg, _extent, _malloc, _memcpy, _release_later
+from pyzyme.diff.linalg.callsite import allocate, constant_arg, copy_of, extent, free_later
 from pyzyme.diff.linalg.kernels import Kernel, element_type
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
@@ -35,8 +35,8 @@ def _check(inst: I.Call, where: str):
     """Element type, whether eigenvectors are computed (``jobz = 'V'``), whether the lower
     triangle is read."""
     ty = element_type(inst, where)
-    jobz = chr(_constant_arg(inst, 1, where, "jobz flag")).upper()
-    uplo = chr(_constant_arg(inst, 2, where, "uplo flag")).upper()
+    jobz = chr(constant_arg(inst, 1, where, "jobz flag")).upper()
+    uplo = chr(constant_arg(inst, 2, where, "uplo flag")).upper()
     if jobz not in "VN" or uplo not in "UL":
         raise UnsupportedError(f"{where}: {inst.called_function.ref} with jobz {jobz!r} and "
                                f"uplo {uplo!r}: {inst}")
@@ -131,10 +131,9 @@ def _eigenvectors(cx, b: IRBuilder, inst, value, a, ty):
     with ``jobz = 'V'``): what ``eigvalsh``'s derivative needs and the call does not give."""
     n, lda = value(inst.args[3]), value(inst.args[5])
     size = ty.bits // 8
-    nbytes = b.mul(_extent(b, lda, n, n), const_int(T.i64, size))
-    v = _malloc(cx, b, nbytes)
-    _memcpy(cx, b, v, a, nbytes)
-    w = _malloc(cx, b, b.mul(n, const_int(T.i64, size)))
+    nbytes = b.mul(extent(b, lda, n, n), const_int(T.i64, size))
+    v = copy_of(cx.module, b, a, nbytes)
+    w = allocate(cx.module, b, b.mul(n, const_int(T.i64, size)))
     args = [value(x) for x in inst.args]
     args[1], args[4], args[6] = const_int(T.i8, ord("V")), v, w
     evd = cx.module.declare(_EVD, T.FunctionType(T.i32, [T.i8, T.i8, T.i8, T.i64, T.ptr,
@@ -146,13 +145,14 @@ def _eigenvectors(cx, b: IRBuilder, inst, value, a, ty):
 
 def _copy(cx, b: IRBuilder, src, count, ty):
     nbytes = b.mul(count, const_int(T.i64, ty.bits // 8))
-    dest = _malloc(cx, b, nbytes)
-    _memcpy(cx, b, dest, src, nbytes)
+    dest = copy_of(cx.module, b, src, nbytes)
     return dest
 
 
 # -- call sites --------------------------------------------------------------------------------
 def forward_mode(cx, inst: I.Call, row) -> None:
+    """The call, then the tangents of the eigenvalues (and eigenvectors) it wrote, per
+    lane."""
     ty, vectors, lower = _check(inst, cx.where)
     a, w = inst.args[4], inst.args[6]
     if a not in cx.derivs:
@@ -167,7 +167,7 @@ def forward_mode(cx, inst: I.Call, row) -> None:
         v = new.args[4]
     scratch = None
     if w not in cx.derivs:   # the eigenvalues' tangent is not wanted
-        scratch = _malloc(cx, b, b.mul(n, const_int(T.i64, ty.bits // 8)))
+        scratch = allocate(cx.module, b, b.mul(n, const_int(T.i64, ty.bits // 8)))
     fn = _kernel(cx, "forward", ty, vectors, lower)
     for lane in range(cx.width):
         dw = cx.derivs[w][lane] if scratch is None else scratch
@@ -191,14 +191,15 @@ def augmented(cx, inst: I.Call, row) -> None:
     v = None if vectors else _eigenvectors(cx, b, inst, value, value(a), ty)
     new = cx.clone(inst)
     if vectors:
-        v = _copy(cx, b, new.args[4], _extent(b, lda, n, n), ty)
+        v = _copy(cx, b, new.args[4], extent(b, lda, n, n), ty)
     w = _copy(cx, b, new.args[6], n, ty)
     for pointer in (v, w):
-        _release_later(cx, pointer)
+        free_later(cx, pointer)
     cx.rule_calls[inst] = ("lapack", v, w)
 
 
 def reverse(cx, inst: I.Call, row) -> None:
+    """Reverse sweep: the adjoint of A from those of the eigenvalues and eigenvectors."""
     _, v, w = cx.rule_calls[inst]
     ty, vectors, lower = _check(inst, cx.where)
     wbar = cx.shadow(inst.args[6]) if inst.args[6] in cx.shadows else const_null(T.ptr)

@@ -26,7 +26,7 @@ matrix (a zero on U's diagonal) the derivative is NaN.
 
 from __future__ import annotations
 
-from pyzyme.diff.linalg.blas import _extent, _malloc, _memcpy, _release_later
+from pyzyme.diff.linalg.callsite import copy_of, extent, free_later
 from pyzyme.diff.linalg.kernels import Kernel, element_type, pivot_type
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
@@ -68,8 +68,7 @@ def _bytes(b: IRBuilder, count, size: int):
 
 def _copy(cx, b: IRBuilder, src, count, size: int):
     nbytes = _bytes(b, count, size)
-    dest = _malloc(cx, b, nbytes)
-    _memcpy(cx, b, dest, src, nbytes)
+    dest = copy_of(cx.module, b, src, nbytes)
     return dest
 
 
@@ -188,7 +187,7 @@ def forward_mode(cx, inst: I.Call, row) -> None:
     size = ty.bits // 8
     factors = None
     if inst.called_function.name == _GETRI:   # the factors, before getri overwrites them
-        factors = _copy(cx, b, cx.value(a), _extent(b, lda, n, n), size)
+        factors = _copy(cx, b, cx.value(a), extent(b, lda, n, n), size)
     new = cx.clone(inst)
     out = new.args[_ARGS[inst.called_function.name][1]]
     fn = _derivative(cx, inst, ty, "forward")
@@ -215,7 +214,7 @@ def augmented(cx, inst: I.Call, row) -> None:
         cx.clone(inst)
         return
     n, _, lda, ipiv = _operands(cx, inst, lambda v: cx.fwd_value(v))
-    size, count = ty.bits // 8, _extent(b, lda, n, n)
+    size, count = ty.bits // 8, extent(b, lda, n, n)
     kept = {}
     if inst.called_function.name == _GETRI:
         kept["lu"] = _copy(cx, b, cx.fwd_value(a), count, size)
@@ -224,7 +223,7 @@ def augmented(cx, inst: I.Call, row) -> None:
     kept["lu" if "lu" not in kept else "x"] = _copy(cx, b, out, count, size)
     kept["ipiv"] = _copy(cx, b, ipiv, n, pivot_type().width // 8)
     for pointer in kept.values():
-        _release_later(cx, pointer)
+        free_later(cx, pointer)
     cx.rule_calls[inst] = ("lapack", kept)
 
 

@@ -15,7 +15,7 @@ none of it). Real kinds only.
 
 from __future__ import annotations
 
-from pyzyme.diff.linalg.blas import _extent, _malloc, _memcpy, _release_later
+from pyzyme.diff.linalg.callsite import copy_of, extent, free_later
 from pyzyme.diff.linalg.kernels import Kernel, element_type
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -94,6 +94,7 @@ def _kernel(cx, mode: str, ty: T.Type):
 
 # -- call sites --------------------------------------------------------------------------------
 def forward_mode(cx, inst: I.Call, row) -> None:
+    """The call, then the tangent of the norm: ``(x . dx) / r``, per lane."""
     ty = element_type(inst, cx.where)
     new = cx.clone(inst)
     x, out = inst.args[2], inst.args[4]
@@ -124,16 +125,16 @@ def augmented(cx, inst: I.Call, row) -> None:
                             or not cx.stable(x)):
         n, incx = cx.fwd_value(inst.args[1]), cx.fwd_value(inst.args[3])
         positive = b.icmp("sge", incx, const_int(T.i64, 1))
-        count = b.select(positive, _extent(b, incx, n, const_int(T.i64, 1)),
+        count = b.select(positive, extent(b, incx, n, const_int(T.i64, 1)),
                          const_int(T.i64, 0))
         nbytes = b.mul(count, const_int(T.i64, ty.bits // 8))
-        kept = _malloc(cx, b, nbytes)
-        _memcpy(cx, b, kept, new.args[2], nbytes)
-        _release_later(cx, kept)
+        kept = copy_of(cx.module, b, new.args[2], nbytes)
+        free_later(cx, kept)
     cx.rule_calls[inst] = ("nrm2", kept, b.load(ty, new.args[4], name="nrm2"))
 
 
 def reverse(cx, inst: I.Call, row) -> None:
+    """Reverse sweep: ``xbar += (rbar / r) x``; ``rbar`` is consumed."""
     _, kept, norm = cx.rule_calls[inst]
     ty = element_type(inst, cx.where)
     x = inst.args[2]

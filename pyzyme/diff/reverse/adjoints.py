@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from pyzyme import naming
 from pyzyme.diff.emit import Emitter, guarded
-from pyzyme.diff.calls import reverse as reverse_calls
+from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ReverseContext
 from pyzyme.diff.leaves import elements, has_float
 from pyzyme.errors import UnsupportedError
@@ -60,7 +60,7 @@ class ReverseAdjoints:
     # -- reverse sweep: instructions ---------------------------------------------------
     def _reverse(self, st: ReverseContext, inst: I.Instruction) -> None:
         if isinstance(inst, I.CallBase):
-            reverse_calls.reverse(st, inst)
+            calls.reverse_sweep(st, inst)
             return
         op = inst.opcode
         if op == "store":

@@ -11,7 +11,7 @@ from pyzyme.analysis.overwrite import underlying_object
 from pyzyme.analysis.tbaa import access_kind
 from pyzyme import naming
 from pyzyme.diff.emit import derivative_flags
-from pyzyme.diff.calls import reverse as reverse_calls
+from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ReverseContext
 from pyzyme.diff.leaves import has_float, has_pointer, leaves
 from pyzyme.diff.memory_calls import free_function, malloc, memset_zero
@@ -95,7 +95,7 @@ class ForwardSweep:
             if st.runtime and any(a in st.runtime for a in inst.args):
                 self._guarded_call(st, inst)
                 return
-            reverse_calls.forward(st, inst)
+            calls.forward_sweep(st, inst)
             return
         new = st.clone(inst)
         op = inst.opcode
@@ -175,7 +175,7 @@ class ForwardSweep:
         saved = {arg: st.shadows[arg] for arg in guarded}
         st.shadows.update(guarded)
         try:
-            reverse_calls.forward(st, inst)
+            calls.forward_sweep(st, inst)
         finally:
             st.shadows.update(saved)
 

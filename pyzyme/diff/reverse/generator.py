@@ -27,9 +27,9 @@ value stored where it has no shadow raises :class:`~pyzyme.ActivityError`.
 The generator is assembled from one module per part: :mod:`~pyzyme.diff.reverse.augmented` (the
 forward sweep), :mod:`~pyzyme.diff.reverse.control` (the reverse sweep's blocks and branches),
 :mod:`~pyzyme.diff.reverse.values` (recompute or cache), :mod:`~pyzyme.diff.reverse.adjoints`
-(adjoint code), :mod:`~pyzyme.diff.calls.reverse` (calls) and :mod:`~pyzyme.diff.tape.cache`, on the
-shared state of a :class:`~pyzyme.diff.context.ReverseContext`, whose methods are the API the
-call handlers use.
+(adjoint code), :mod:`~pyzyme.diff.calls.dispatch` (calls) and :mod:`~pyzyme.diff.tape.cache`,
+on the shared state of a :class:`~pyzyme.diff.context.ReverseContext`, whose methods are the API
+the call handlers use.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from pyzyme.transforms.alias_scopes import ScopeTable
 from pyzyme.diff.reverse.adjoints import ReverseAdjoints, sum_flags
 from pyzyme.diff.reverse.control import ReverseControl
 from pyzyme.diff.reverse.augmented import ForwardSweep
+from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ReverseContext
 from pyzyme.diff.leaves import has_float
 from pyzyme.diff.signature import ReverseSignature, SplitPair
@@ -264,17 +265,15 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         nothing varied is written into it and type analysis finds no floats in it (a list of
         integers: its growth then needs no shadow either). Those are found after a first
         pass that gives every allocation a shadow, so that type analysis runs only for them."""
-        from pyzyme.diff.calls.forward import call_result_varied, may_allocate
-
         def allocates(call) -> bool:
-            return may_allocate(self, call)
+            return calls.may_allocate(self.rules, call)
 
         integers: set = set()
 
         def policy(call: I.CallBase, is_varied) -> bool:
             if call in integers and not receives_varied(call, is_varied, allocates, doomed):
                 return False
-            return call_result_varied(self, call, is_varied)
+            return calls.call_result_varied(self.rules, call, is_varied)
 
         def analyze():
             return analyze_activity(fn, sig.activities, policy,

@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyzyme.analysis.forwarding import store_forwarding
-from pyzyme.analysis.overwrite import pure_call, underlying_object
+from pyzyme.analysis.overwrite import (
+    identified_object,
+    may_alias,
+    pure_call,
+    underlying_object,
+    written_pointers,
+)
 from pyzyme import naming
 from pyzyme.diff.context import ReverseContext
 from pyzyme.errors import UnsupportedError
@@ -334,20 +340,16 @@ class ReverseValues:
 
     def _written_in(self, st: ReverseContext, pointer: Value, loop) -> bool:
         """Whether anything in ``loop`` may write where ``pointer`` points."""
-        from pyzyme.analysis.overwrite import _written_pointers, may_alias
-
         written = st.written.get(loop)
         if written is None:  # asked once per cached value and loop level: collect once
             written = st.written[loop] = [w for block in loop.blocks
                                           for inst in block.instructions
-                                          for w in _written_pointers(inst)]
+                                          for w in written_pointers(inst)]
         return any(may_alias(pointer, w) for w in written)
 
     def _object_of(self, st: ReverseContext, pointer: Value):
         """The distinct object (allocation, stack slot, ``noalias`` parameter, or the shadow of
         one) that ``pointer`` points into, seen through reverse-sweep copies; else None."""
-        from pyzyme.analysis.overwrite import identified_object
-
         for _ in range(64):
             pointer = underlying_object(pointer)
             origin = st.rev_origin.get(pointer)
