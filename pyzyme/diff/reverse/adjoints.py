@@ -58,7 +58,9 @@ class ReverseAdjoints:
         return d
 
     # -- reverse sweep: instructions ---------------------------------------------------
-    def _reverse(self, st: ReverseContext, inst: I.Instruction) -> None:
+    def reverse_instruction(self, st: ReverseContext, inst: I.Instruction) -> None:
+        """The adjoint code of ``inst`` at the reverse sweep's builder (calls through
+        :mod:`pyzyme.diff.calls.dispatch`)."""
         if isinstance(inst, I.CallBase):
             calls.reverse_sweep(st, inst)
             return

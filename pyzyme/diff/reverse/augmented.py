@@ -34,7 +34,9 @@ _STRUCTURAL = frozenset({"getelementptr", "bitcast", "addrspacecast", "select", 
 class ForwardSweep:
     """Emits the forward sweep (see the module docstring)."""
 
-    def _forward_block(self, st: ReverseContext, block) -> None:
+    def forward_block(self, st: ReverseContext, block) -> None:
+        """The forward sweep of primal ``block``: its phis (shadows too), the iteration count
+        where it heads a loop, then each instruction."""
         b = st.fb
         b.position_at_end(st.first[block])
         for phi in block.phis:
@@ -65,7 +67,9 @@ class ForwardSweep:
             with error_context("instruction", f"{inst}"):
                 self._forward(st, inst)
 
-    def _forward_phis(self, st: ReverseContext) -> None:
+    def forward_phis(self, st: ReverseContext) -> None:
+        """The incoming values of the forward sweep's phis (and their shadows), once every
+        block is made."""
         for old, new, shadow in st.phis:
             for value, block in old.incoming:
                 if block not in st.last:

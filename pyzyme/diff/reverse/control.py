@@ -27,7 +27,9 @@ _COUNTED_PREDICATES = ("ne", "slt", "ult", "sle", "ule", "sgt", "ugt", "sge", "u
 class ReverseControl:
     """Emits the reverse sweep's blocks and branches (see the module docstring)."""
 
-    def _reverse_block(self, st: ReverseContext, block) -> None:
+    def reverse_block(self, st: ReverseContext, block) -> None:
+        """The reverse sweep of primal ``block``: the adjoints of its instructions, last
+        first, then the branch back to the block that entered it."""
         st.rb.position_at_end(st.rblocks[block])
         st.memo = {}
         st.current = block
@@ -38,7 +40,7 @@ class ReverseControl:
             if inst is term or block in st.doomed:
                 continue
             with error_context("adjoint of", f"{inst}"):
-                self._reverse(st, inst)
+                self.reverse_instruction(st, inst)
         self._reverse_branch(st, block)
 
     def _reverse_branch(self, st: ReverseContext, block) -> None:
@@ -60,7 +62,7 @@ class ReverseControl:
             if which is None and len(preds) > 1:
                 outside = next(p for p in preds if not loop.contains(p))
                 inside = next(p for p in preds if loop.contains(p))
-                first = b.icmp("eq", c, self._loop_start(st, loop))
+                first = b.icmp("eq", c, self.loop_start(st, loop))
                 b.cbranch(first, self._leave(st, loop, self._edge(st, block, outside, dphis)),
                           self._edge(st, block, inside, dphis))
                 return
@@ -90,14 +92,14 @@ class ReverseControl:
     def _which_pred(self, st: ReverseContext, block, preds) -> Value:
         """The index (in ``preds``) of the predecessor that entered ``block``: from the branch
         that decided it when that branch's condition can be had, else recorded."""
-        decided = self._deciding_branch(st, block, preds)
+        decided = self.deciding_branch(st, block, preds)
         if decided is None:
             return self._recorded_pred(st, block, preds)
         cond, true_index, _ = decided
         test = st.primal(cond)
         return test if true_index == 1 else st.rb.xor(test, const_int(T.i1, 1))
 
-    def _deciding_branch(self, st: ReverseContext, block, preds):
+    def deciding_branch(self, st: ReverseContext, block, preds):
         """``(cond, index if true, index if false)`` when ``block``'s immediate dominator ends
         in a conditional branch whose two sides lead to different predecessors of ``block``
         (an if/else diamond, possibly with loops inside its arms)."""
@@ -216,9 +218,9 @@ class ReverseControl:
             else:
                 b.position_at_start(first)
             st.tape.store(b, cache, phi, st.fidx.get(loop))
-        return st.tape.load(st.rb, cache, self._index(st, cache.loop))
+        return st.tape.load(st.rb, cache, self.iteration(st, cache.loop))
 
-    def _index(self, st: ReverseContext, loop) -> Value | None:
+    def iteration(self, st: ReverseContext, loop) -> Value | None:
         """The number of the iteration of ``loop`` the reverse sweep is in."""
         if loop is None:
             return None
@@ -229,7 +231,7 @@ class ReverseControl:
             v = st.memo[key] = st.rb.sub(st.rb.load(T.i64, count), const_int(T.i64, 1))
         return v
 
-    def _loop_start(self, st: ReverseContext, loop) -> Value:
+    def loop_start(self, st: ReverseContext, loop) -> Value:
         """The counter of ``loop`` when its current run began (0 for outermost loops: they run
         at most once per call)."""
         if loop.parent is None:
@@ -335,7 +337,10 @@ class ReverseControl:
             return const_null(arg.type)
         return st.rb.load(arg.type, slot)
 
-    def _finalize(self, st: ReverseContext) -> None:
+    def finalize(self, st: ReverseContext) -> None:
+        """Once both sweeps are made: caches sized before loops, cleanup on error exits, the
+        tape grown where loops run, alias scopes, and for a split pair the tape packed and
+        unpacked."""
         self._reserve_caches(st)
         for block in st.error_exits:
             # No reverse sweep follows an error: release what was deferred, free the tape.
@@ -347,7 +352,7 @@ class ReverseControl:
             b = IRBuilder(first)
             st.tape.grow(b, loop, index, rest, st.fidx)
         annotate(dict.fromkeys((st.fwd, st.rev)), self.scopes, st.tape.scope_node,
-                 lambda pointer: self._object_of(st, pointer))
+                 lambda pointer: self.object_of(st, pointer))
         if not st.sig.split:
             return
         b = st.fb

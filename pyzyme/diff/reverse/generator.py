@@ -219,11 +219,11 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         elif fn.function_type.ret != T.void:
             st.ret_slot = tape.slot(fn.function_type.ret, "result")
         for block in order:
-            self._forward_block(st, block)
-        self._forward_phis(st)
+            self.forward_block(st, block)
+        self.forward_phis(st)
         for block in reversed(order):
-            self._reverse_block(st, block)
-        self._finalize(st)
+            self.reverse_block(st, block)
+        self.finalize(st)
         if self.options.distribute_loops:
             self._distribute(st)
         return st

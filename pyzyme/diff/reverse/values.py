@@ -67,7 +67,7 @@ class ReverseValues:
             iv = None   # where its inner loop's runs cannot be counted: cached as any phi
         if iv is not None:
             iv_loop, induction = iv
-            k = b.sub(self._index(st, iv_loop), self._loop_start(st, iv_loop))
+            k = b.sub(self.iteration(st, iv_loop), self.loop_start(st, iv_loop))
             start = st.primal(induction.start)
             if k.type != start.type:
                 k = b.trunc(k, start.type)
@@ -148,10 +148,10 @@ class ReverseValues:
     def _cache_index(self, st: ReverseContext, b: IRBuilder, cache, forward: bool = False):
         """Where ``cache`` holds the value of the iteration the reverse sweep (or ``forward``
         sweep, builder ``b``) is in."""
-        index = st.fidx.get(cache.loop) if forward else self._index(st, cache.loop)
+        index = st.fidx.get(cache.loop) if forward else self.iteration(st, cache.loop)
         if cache.outer is None:
             return index
-        at = st.fidx[cache.outer] if forward else self._index(st, cache.outer)
+        at = st.fidx[cache.outer] if forward else self.iteration(st, cache.outer)
         return b.sub(index, st.tape.load(b, cache.base, at, forward=forward))
 
     def _repeat_base(self, st: ReverseContext, loop, outer):
@@ -185,8 +185,8 @@ class ReverseValues:
                 count = fb.load(T.i64, st.tape.counter(inner).fwd)
                 st.tape.store(fb, base, count, st.fidx.get(loop.parent))
         b = st.rb
-        since = b.sub(self._loop_start(st, inner),
-                      st.tape.load(b, base, self._index(st, loop.parent)))
+        since = b.sub(self.loop_start(st, inner),
+                      st.tape.load(b, base, self.iteration(st, loop.parent)))
         start = st.primal(induction.start)
         if since.type != start.type:
             since = b.trunc(since, start.type)
@@ -219,7 +219,7 @@ class ReverseValues:
             cache = st.caches[("exit", fv)] = st.tape.cache(
                 fv.type, outer, f"{fv.name or 'value'}.exit")
             self._keep(st, fv, cache)
-        return st.tape.load(st.rb, cache, self._index(st, cache.loop), name=fv.name)
+        return st.tape.load(st.rb, cache, self.iteration(st, cache.loop), name=fv.name)
 
     def _varies_in(self, st: ReverseContext, fv: I.Instruction, loop):
         """The innermost of ``loop`` and its parents in which forward value ``fv`` may differ
@@ -347,7 +347,7 @@ class ReverseValues:
                                           for w in written_pointers(inst)]
         return any(may_alias(pointer, w) for w in written)
 
-    def _object_of(self, st: ReverseContext, pointer: Value):
+    def object_of(self, st: ReverseContext, pointer: Value):
         """The distinct object (allocation, stack slot, ``noalias`` parameter, or the shadow of
         one) that ``pointer`` points into, seen through reverse-sweep copies; else None."""
         for _ in range(64):
@@ -368,7 +368,7 @@ class ReverseValues:
         if primal is None:
             return None
         preds = list(dict.fromkeys(p for p in block.predecessors if p in st.last))
-        decided = self._deciding_branch(st, block, preds)
+        decided = self.deciding_branch(st, block, preds)
         if decided is None:
             return None
         incoming = [st.fwd_value(incoming_value(primal, p)) for p in preds]
