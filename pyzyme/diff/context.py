@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from pyzyme import naming
 from pyzyme.analysis.activity import ActivityResult, can_carry_derivative
+from pyzyme.analysis.overwrite import underlying_object
 from pyzyme.diff.leaves import elements, has_float, has_pointer
 from pyzyme.diff.tape.cache import Tape
 from pyzyme.diff.tape.releases import Releases
@@ -315,8 +316,6 @@ class ReverseContext(_Generated):
         """Whether memory at ``pointer`` keeps its contents until the reverse sweep (given
         that nothing in the function overwrites it): then the reverse sweep may read it
         again instead of the forward sweep keeping a copy."""
-        from pyzyme.analysis.overwrite import underlying_object
-
         obj = underlying_object(pointer)
         if isinstance(obj, I.Alloca):
             return not self.sig.split  # a callee's stack is gone when its reverse runs

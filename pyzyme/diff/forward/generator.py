@@ -26,6 +26,7 @@ from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ForwardContext
 from pyzyme.diff.emit import Emitter, derivative_flags, guarded
 from pyzyme.diff.forward import memory
+from pyzyme.diff.runtime_activity import guarded_call_shadows, primal_as_shadow, runtime_values
 from pyzyme.diff.signature import ExtraParam, ForwardSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import instructions as I, types as T
@@ -102,7 +103,6 @@ class ForwardGenerator:
         st = ForwardContext(self, fn, new, activity, sig.width)
         if self.options.strong_zero:
             st.nonfinite = nonfinite_values(fn, self.rules)
-        from pyzyme.diff.runtime_activity import runtime_values
         st.runtime = runtime_values(self, fn, activity, st.where)
         if sig.exception_param is not None:
             st.exception_arg = fn.args[sig.exception_param]
@@ -180,7 +180,6 @@ class ForwardGenerator:
         :mod:`pyzyme.diff.runtime_activity`)."""
         if inst in st.runtime and value not in st.derivs and \
                 contains_type(value.type, lambda t: t.is_pointer):
-            from pyzyme.diff.runtime_activity import primal_as_shadow
             return primal_as_shadow(st.where, st.value(value), value.type)
         return st.derivative(value, lane)
 
@@ -188,8 +187,6 @@ class ForwardGenerator:
         """A call handed pointers whose shadow may be their primal: its derivative code sees
         null shadows where they are (see
         :func:`~pyzyme.diff.runtime_activity.guarded_call_shadows`)."""
-        from pyzyme.diff.runtime_activity import guarded_call_shadows
-
         saved = {}
         for k in range(st.width):
             guarded = guarded_call_shadows(st.where, inst, st.runtime,

@@ -13,6 +13,7 @@ from pyzyme.diff.emit import Emitter, guarded
 from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ReverseContext
 from pyzyme.diff.leaves import elements, has_float
+from pyzyme.diff.runtime_activity import inactive_here
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -104,7 +105,6 @@ class ReverseAdjoints:
 
     def _inactive_here(self, st: ReverseContext, pointer: Value) -> Value:
         """In the reverse sweep: whether ``pointer``'s shadow is its primal."""
-        from pyzyme.diff.runtime_activity import inactive_here
         return inactive_here(st.rb, st.shadow(pointer), st.primal(pointer))
 
     def _reverse_runtime_store(self, st: ReverseContext, inst: I.Store, shadow: Value) -> None:

@@ -7,8 +7,10 @@ A mixin of :class:`~pyzyme.diff.reverse.generator.ReverseGenerator`.
 from __future__ import annotations
 
 from pyzyme.analysis.activity import can_carry_derivative
-from pyzyme.analysis.overwrite import underlying_object
+from pyzyme.analysis.layout import sizeof
+from pyzyme.analysis.overwrite import may_alias, underlying_object
 from pyzyme.analysis.tbaa import access_kind
+from pyzyme.analysis.types import analyze_types
 from pyzyme import naming
 from pyzyme.diff.emit import derivative_flags
 from pyzyme.diff.calls import dispatch as calls
@@ -17,7 +19,8 @@ from pyzyme.diff.leaves import has_float, has_pointer, leaves
 from pyzyme.diff.memory_calls import free_function, malloc, memset_zero
 from pyzyme.diff.pointers import inactive_memory, no_shadow_error
 from pyzyme.diff.reverse.values import counted_sum_of, shift_induction_of
-from pyzyme.errors import UnsupportedError, error_context
+from pyzyme.diff.runtime_activity import guarded_call_shadows, inactive_here, primal_as_shadow
+from pyzyme.errors import TypeAnalysisError, UnsupportedError, error_context
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Undef, Value, const_int, const_null
@@ -84,7 +87,6 @@ class ForwardSweep:
         without a shadow merged into ``inst`` is its own shadow (see
         :mod:`pyzyme.diff.runtime_activity`)."""
         if inst in st.runtime and value not in st.shadows and has_pointer(value.type):
-            from pyzyme.diff.runtime_activity import primal_as_shadow
             return primal_as_shadow(st.where, st.fwd_value(value), value.type)
         return st.fwd_shadow(value)
 
@@ -161,7 +163,6 @@ class ForwardSweep:
         stored = st.fwd_shadow(value)
         if pointer in st.runtime:
             # Where the shadow is the primal, store what the primal store just stored.
-            from pyzyme.diff.runtime_activity import inactive_here
             new = st.values[pointer]
             stored = st.fb.select(inactive_here(st.fb, shadow, new),
                                   st.fwd_value(value), stored)
@@ -172,8 +173,6 @@ class ForwardSweep:
         """A call handed pointers whose shadow may be their primal: its forward sweep sees
         null shadows where they are (see
         :func:`~pyzyme.diff.runtime_activity.guarded_call_shadows`)."""
-        from pyzyme.diff.runtime_activity import guarded_call_shadows
-
         guarded = guarded_call_shadows(st.where, inst, st.runtime, st.shadows.__getitem__,
                                        lambda a: st.fwd_value(a), st.fb)
         saved = {arg: st.shadows[arg] for arg in guarded}
@@ -186,9 +185,6 @@ class ForwardSweep:
     def function_types(self, fn):
         """Type analysis of ``fn`` (seeded with what is known of its arguments), run once,
         when something first needs it; a TypeAnalysisError is raised each time."""
-        from pyzyme.analysis.types import analyze_types
-        from pyzyme.errors import TypeAnalysisError
-
         found = self.types.get(fn)
         if found is None:
             try:
@@ -203,8 +199,6 @@ class ForwardSweep:
     def holds_no_floats(self, allocation: I.CallBase) -> bool:
         """Whether type analysis says the memory ``allocation`` returns holds no floats, nor
         pointers to any (a list of integers): it needs no shadow (False when it cannot tell)."""
-        from pyzyme.errors import TypeAnalysisError
-
         try:
             types = self.function_types(allocation.parent.parent)
         except TypeAnalysisError:
@@ -216,8 +210,6 @@ class ForwardSweep:
         primal), not the bits of a float: type analysis says so, or clang's type tag on it,
         or its address is typed as integer data, or no float access of the function may touch
         the same memory."""
-        from pyzyme.errors import TypeAnalysisError
-
         try:
             types = st.types()
         except TypeAnalysisError:
@@ -243,8 +235,6 @@ class ForwardSweep:
 
     def _may_hold_floats(self, st: ReverseContext, pointer: Value) -> bool:
         """Whether the function reads or writes floats anywhere ``pointer`` may point."""
-        from pyzyme.analysis.overwrite import may_alias
-
         if st.float_pointers is None:
             st.float_pointers = [
                 i.pointer for i in st.old.instructions()
@@ -309,8 +299,6 @@ class ForwardSweep:
 def _heap_shadow(st: ReverseContext, inst: I.Alloca) -> None:
     """In a split pair the augmented primal's stack is gone before its reverse runs: a stack
     slot's shadow lives on the heap, released when the reverse sweep is done."""
-    from pyzyme.analysis.layout import sizeof
-
     b = st.fb
     size = const_int(T.i64, max(1, sizeof(inst.allocated_type)))
     shadow = malloc(st.module, b, size, naming.shadow(inst.name))
