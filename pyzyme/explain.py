@@ -138,8 +138,7 @@ def explain(f, args, *, const: Iterable[str] = (), lines: bool = True) -> Explan
     from pyzyme.analysis.types import analyze_types
     from pyzyme.frontends.numba.typeseeds import seed_from_abi
     from pyzyme.frontends.numba.derive.reverse import native_activities
-    from pyzyme.diff.calls.forward import call_result_varied, may_allocate
-    from pyzyme.diff.reverse.generator import ReverseGenerator
+    from pyzyme.diff.calls.dispatch import call_result_varied, may_allocate
     from pyzyme.frontends.numba import capture
     from pyzyme.ir.names import label_def
     from pyzyme.api.plans import current_rules
@@ -163,10 +162,9 @@ def explain(f, args, *, const: Iterable[str] = (), lines: bool = True) -> Explan
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
     types_ = analyze_types(native, seed_from_abi(abi))
-    gen = ReverseGenerator(module, rules)
-    activity = analyze_activity(native, acts, lambda c, v: call_result_varied(gen, c, v),
+    activity = analyze_activity(native, acts, lambda c, v: call_result_varied(rules, c, v),
                                 return_active=return_active,
-                                may_allocate=lambda c: may_allocate(gen, c))
+                                may_allocate=lambda c: may_allocate(rules, c))
 
     slots = _slots(native)
 

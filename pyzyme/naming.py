@@ -163,7 +163,7 @@ def rule_value(part: str) -> str:
 
 def moved(primal: str, part: str) -> str:
     """A value of the shadow where call ``primal`` moves a list's block
-    (:mod:`pyzyme.diff.reverse.resize`): ``part`` is ``old`` (the shadow's old block),
+    (:mod:`pyzyme.diff.calls.resize`): ``part`` is ``old`` (the shadow's old block),
     ``size`` (its size) or ``new`` (the block it moved to)."""
     return f"{tangent(primal or 'block', 0, 1)}.{part}"
 

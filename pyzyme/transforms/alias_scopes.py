@@ -9,7 +9,7 @@ parameters versus each other, and their shadows likewise -- it says so with LLVM
 declared not to alias every other scope. LLVM then keeps tape reads and adjoint sums in
 registers across loops that write other memory, which it could not prove safe otherwise.
 
-Frees are deferred until the reverse sweep is done (:mod:`pyzyme.diff.calls.reverse`), so no
+Frees are deferred until the reverse sweep is done (:mod:`pyzyme.diff.tape.releases`), so no
 address is reused by two of the objects while the derivative runs: distinct allocation sites
 really are distinct memory.
 

@@ -36,10 +36,10 @@ __all__ = ["forward_mode", "augmented", "reverse", "shadowed_args"]
 
 
 # -- shared ------------------------------------------------------------------------------------
-def _declare(gen, native) -> object:
+def _declare(cx, native) -> object:
     abi = native.abi
     params = [T.ptr, T.ptr] + [parse_type(p.llvm_type) for a in abi.args for p in a.params]
-    return gen.module.declare(native.symbol, T.FunctionType(T.i32, params))
+    return cx.module.declare(native.symbol, T.FunctionType(T.i32, params))
 
 
 def _constant(ty: T.Type, value):
@@ -122,59 +122,59 @@ def _check_result(rules, where: str) -> None:
 
 
 # -- forward mode --------------------------------------------------------------------------------
-def forward_mode(gen, st, inst: I.Call, row) -> None:
-    """The forward-mode rule called in place of ``inst`` (state of :mod:`pyzyme.diff.forward.generator`)."""
+def forward_mode(cx, inst: I.Call, row) -> None:
+    """The forward-mode rule called in place of ``inst``."""
     rules = row.rules
     abi = rules.abi
-    _check_result(rules, st.where)
-    width = st.width
+    _check_result(rules, cx.where)
+    width = cx.width
     args = inst.args
 
     def shadow_of(lane):
-        return lambda i: (st.derivs[args[i]][lane] if args[i] in st.activity.varied
-                          and args[i] in st.derivs else None)
+        return lambda i: (cx.derivs[args[i]][lane] if args[i] in cx.activity.varied
+                          and args[i] in cx.derivs else None)
 
-    shadowed = shadowed_args(abi, lambda i: args[i] in st.activity.varied)
+    shadowed = shadowed_args(abi, lambda i: args[i] in cx.activity.varied)
     retptr = args[0]
-    needs_shadow = retptr in st.derivs and any(f.llvm_type in ("double", "float", "ptr")
+    needs_shadow = retptr in cx.derivs and any(f.llvm_type in ("double", "float", "ptr")
                                                for f in abi.result.fields)
     native = rules.forward(shadowed, width, needs_shadow)
-    b = st.builder
+    b = cx.builder
     out = _result_slot(b, native)
     fields = abi.result.fields
     per_call = width // native.lanes   # tangents each call takes
     status = None
     for call in range(native.lanes):
-        call_args = [out, gen._value(st, args[1])] + _config_args(native)
+        call_args = [out, cx.value(args[1])] + _config_args(native)
         for arg, has in zip(abi.args, shadowed):
-            primal = [gen._value(st, args[p.index]) for p in arg.params]
+            primal = [cx.value(args[p.index]) for p in arg.params]
             call_args += primal
             if not has:
                 call_args.append(const_null(T.ptr))
                 continue
             for lane in range(call * per_call, (call + 1) * per_call):
                 call_args += _shadow_params(arg, primal, shadow_of(lane))
-        status = _first_failure(b, status, b.call(_declare(gen, native), call_args,
+        status = _first_failure(b, status, b.call(_declare(cx, native), call_args,
                                                   name=inst.name or naming.rule_value("status")))
         primal_leaves = _leaves(native, 0)
         if call == 0 and fields:
             _store_result(b, fields, _load_leaves(b, out, primal_leaves, "primal"),
-                          gen._value(st, retptr))
+                          cx.value(retptr))
         elif call > 0:  # the same primal again: an array of it is dropped now
             for v in _load_leaves(b, out, [f for f in primal_leaves if _is_meminfo(f)],
                                   "ref"):
-                b.insert(_decref(gen, v))
+                b.insert(_decref(cx, v))
         tangents = _load_leaves(b, out, _leaves(native, 1), "tangent")
         if needs_shadow:
             n = len(fields)
             for k in range(per_call):
                 _store_result(b, fields, tangents[k * n:(k + 1) * n],
-                              st.derivs[retptr][call * per_call + k])
+                              cx.derivs[retptr][call * per_call + k])
         else:  # a tangent array nobody takes is dropped now
             for f, v in zip(_leaves(native, 1), tangents):
                 if _is_meminfo(f):
-                    b.insert(_decref(gen, v))
-    st.values[inst] = status
+                    b.insert(_decref(cx, v))
+    cx.values[inst] = status
 
 
 def _first_failure(b: IRBuilder, status, new):
@@ -185,53 +185,53 @@ def _first_failure(b: IRBuilder, status, new):
 
 
 # -- reverse mode ------------------------------------------------------------------------------
-def augmented(gen, st, inst: I.Call, row) -> None:
+def augmented(cx, inst: I.Call, row) -> None:
     """Forward sweep: the augmented rule in place of ``inst``; its tape is kept for
-    :func:`reverse` (state of :mod:`pyzyme.diff.reverse.generator`)."""
+    :func:`reverse`."""
     rules = row.rules
     abi = rules.abi
-    _check_result(rules, st.where)
+    _check_result(rules, cx.where)
     args = inst.args
-    shadowed = shadowed_args(abi, lambda i: args[i] in st.shadows)
+    shadowed = shadowed_args(abi, lambda i: args[i] in cx.shadows)
     retptr = args[0]
     fields = abi.result.fields
-    needs_shadow = retptr in st.shadows and any(f.llvm_type in ("double", "float", "ptr")
+    needs_shadow = retptr in cx.shadows and any(f.llvm_type in ("double", "float", "ptr")
                                                 for f in fields)
     native = rules.augmented(shadowed, needs_shadow)
-    b = st.fb
+    b = cx.fb
     out = _result_slot(b, native)
-    call_args = [out, gen._fwd_value(st, args[1])] + _config_args(native)
+    call_args = [out, cx.fwd_value(args[1])] + _config_args(native)
     for arg, has in zip(abi.args, shadowed):
-        primal = [gen._fwd_value(st, args[p.index]) for p in arg.params]
+        primal = [cx.fwd_value(args[p.index]) for p in arg.params]
         call_args += primal
-        call_args += (_shadow_params(arg, primal, lambda i: st.shadows.get(args[i]))
+        call_args += (_shadow_params(arg, primal, lambda i: cx.shadows.get(args[i]))
                       if has else [const_null(T.ptr)])
-    status = b.call(_declare(gen, native), call_args,
+    status = b.call(_declare(cx, native), call_args,
                     name=inst.name or naming.rule_value("status"))
-    st.values[inst] = status
+    cx.values[inst] = status
     if fields:
         _store_result(b, fields, _load_leaves(b, out, _leaves(native, 0), "primal"),
-                      gen._fwd_value(st, retptr))
+                      cx.fwd_value(retptr))
     shadow_leaves = _leaves(native, 1)
     if needs_shadow and any(f.llvm_type == "ptr" for f in fields):
         _store_result(b, fields, _load_leaves(b, out, shadow_leaves, "shadow"),
-                      st.shadows[retptr])
+                      cx.shadows[retptr])
     else:
-        _release_refs(gen, st, b, out, shadow_leaves)
+        _release_refs(cx, b, out, shadow_leaves)
     tape_leaves = _leaves(native, 2)
     tape = _load_leaves(b, out, tape_leaves, "tape")
-    _release_refs(gen, st, b, out, tape_leaves, tape)
-    st.rule_calls[inst] = (native, shadowed, needs_shadow, tape)
+    _release_refs(cx, b, out, tape_leaves, tape)
+    cx.rule_calls[inst] = (native, shadowed, needs_shadow, tape)
 
 
-def _nrt_decref(gen):
-    return gen.module.declare("NRT_decref", T.FunctionType(T.void, [T.ptr]))
+def _nrt_decref(cx):
+    return cx.module.declare("NRT_decref", T.FunctionType(T.void, [T.ptr]))
 
 
-def _decref(gen, pointer) -> I.Call:
+def _decref(cx, pointer) -> I.Call:
     """``NRT_decref(pointer)``, not inserted, in the calling convention the module defines it
     with (Numba's copy is ``fastcc``; a call in another convention would be undefined)."""
-    fn = _nrt_decref(gen)
+    fn = _nrt_decref(cx)
     call = I.Call(fn, [pointer], fn.function_type)
     call.cconv = next((w for w in fn.prefix.split() if w.endswith("cc") and w != "cc"), "")
     return call
@@ -241,11 +241,9 @@ def _is_meminfo(f) -> bool:
     return f.llvm_type == "ptr" and type(f.numba_type).__name__ == "MemInfoPointer"
 
 
-def _release_refs(gen, st, b, out, leaves, values=None) -> None:
+def _release_refs(cx, b, out, leaves, values=None) -> None:
     """The references in ``leaves`` of the rule's result (arrays it returned and nobody
     keeps, or keeps only until the reverse sweep) are dropped when the reverse sweep is done."""
-    from pyzyme.diff.calls.reverse import defer_release
-
     refs = [f for f in leaves if _is_meminfo(f)]
     if not refs:
         return
@@ -254,41 +252,41 @@ def _release_refs(gen, st, b, out, leaves, values=None) -> None:
     else:
         values = [v for f, v in zip(leaves, values) if _is_meminfo(f)]
     for v in values:
-        defer_release(gen, st, _decref(gen, v), v, const_null(T.ptr))
+        cx.release_later(_decref(cx, v), v, const_null(T.ptr))
 
 
-def reverse(gen, st, inst: I.Call, row) -> None:
+def reverse(cx, inst: I.Call, row) -> None:
     """Reverse sweep: the reverse rule, with the tape kept by :func:`augmented`."""
     rules = row.rules
     abi = rules.abi
-    native_aug, shadowed, needs_shadow, tape = st.rule_calls[inst]
+    native_aug, shadowed, needs_shadow, tape = cx.rule_calls[inst]
     native = rules.reverse(shadowed, needs_shadow)
     args = inst.args
-    b = st.rb
+    b = cx.rb
     retptr = args[0]
     out = _result_slot(b, native)
-    call_args = [out, gen.primal(st, args[1])] + _config_args(native)
+    call_args = [out, cx.primal(args[1])] + _config_args(native)
     # dret: what the result's store left in the shadow of retptr, moved out (as a store's
     # adjoint is); zeros where the result has no shadow.
     fields = abi.result.fields
     if not fields or any(f.llvm_type not in ("double", "float") for f in fields):
         call_args.append(const_null(T.ptr))  # dret is None: the result is not a float
-    elif retptr in st.shadows:
-        shadow = gen.shadow(st, retptr)
+    elif retptr in cx.shadows:
+        shadow = cx.shadow(retptr)
         values = _load_leaves(b, shadow, fields, "dret")
         _store_result(b, fields, [_constant(v.type, 0) for v in values], shadow)
         call_args += values
     else:
         call_args += [_constant(parse_type(f.llvm_type), 0) for f in fields]
-    call_args += [gen.avail(st, v) for v in tape]
+    call_args += [cx.avail(v) for v in tape]
     for arg, has in zip(abi.args, shadowed):
-        primal = [gen.primal(st, args[p.index]) for p in arg.params]
+        primal = [cx.primal(args[p.index]) for p in arg.params]
         call_args += primal
-        call_args += (_shadow_params(arg, primal, lambda i: gen.shadow(st, args[i])
-                                     if args[i] in st.shadows else None)
+        call_args += (_shadow_params(arg, primal, lambda i: cx.shadow(args[i])
+                                     if args[i] in cx.shadows else None)
                       if has else [const_null(T.ptr)])
-    status = b.call(_declare(gen, native), call_args, name=naming.rule_value("status"))
-    _propagate_status(st, b, status)
+    status = b.call(_declare(cx, native), call_args, name=naming.rule_value("status"))
+    _propagate_status(cx, b, status)
     # The compiled rule lists, per argument, the result fields of the derivative of each of
     # its floats (checked against the argument's type when it was compiled), else nothing.
     for k, arg in enumerate(abi.args):
@@ -297,14 +295,14 @@ def reverse(gen, st, inst: I.Call, row) -> None:
         if not leaves:
             continue
         for p, v in zip(floats, _load_leaves(b, out, leaves, "adjoint")):
-            gen.accumulate(st, args[p.index], v)
+            cx.accumulate(args[p.index], v)
 
 
-def _propagate_status(st, b: IRBuilder, status) -> None:
+def _propagate_status(cx, b: IRBuilder, status) -> None:
     """A reverse rule that raised: the combined derivative returns its status (the caller then
     raises the exception it left). Elsewhere there is no status to return it through."""
-    slot = st.ret_slot
-    if st.sig.split or not st.sig.status_return or slot is None or slot.type != T.i32:
+    slot = cx.ret_slot
+    if cx.sig.split or not cx.sig.status_return or slot is None or slot.type != T.i32:
         return
     failed = b.icmp("ne", status, const_int(T.i32, 0))
     b.store(b.select(failed, status, b.load(T.i32, slot.rev)), slot.rev)

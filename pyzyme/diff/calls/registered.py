@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from pyzyme.analysis.overwrite import underlying_object
 from pyzyme import naming
+from pyzyme.diff.calls.callee import augmented_call, call_derivative, reverse_call
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -63,8 +64,8 @@ def _show(types) -> str:
     return "(" + ", ".join(str(t) for t in types) + ")"
 
 
-def _rule(gen, row, name: str, what: str, callee):
-    fn = gen.module.get_function(name)
+def _rule(cx, row, name: str, what: str, callee):
+    fn = cx.module.get_function(name)
     if fn is None:
         raise UnsupportedError(f"{row.source}: the {what} function @{name} of {callee.ref} is "
                                f"not in the module", hint="define it in the same file")
@@ -92,20 +93,19 @@ def _check(row, what: str, fn, callee, expected) -> None:
 
 
 # -- forward mode ------------------------------------------------------------------------------
-def forward_mode(gen, st, inst: I.Call, row) -> None:
-    """The registered forward derivative in place of ``inst`` (:mod:`pyzyme.diff.forward.generator`)."""
+def forward_mode(cx, inst: I.Call, row) -> None:
+    """The registered forward derivative in place of ``inst``."""
     callee = inst.called_function
     if row.forward is None:
         if not callee.is_declaration:
-            from pyzyme.diff.calls.forward import _call_derivative
-            _call_derivative(gen, st, inst, callee)
+            call_derivative(cx, inst, callee)
             return
         raise UnsupportedError(
-            f"{st.where} calls {callee.ref} in forward mode: {row.source} registers only a "
+            f"{cx.where} calls {callee.ref} in forward mode: {row.source} registers only a "
             f"gradient for it, and it has no body to differentiate",
             hint=f"register a forward derivative: void *__enzyme_register_derivative_"
                  f"{callee.name}[2] = {{(void *){callee.name}, (void *){callee.name}_fwd}};")
-    rule = _rule(gen, row, row.forward, "forward derivative", callee)
+    rule = _rule(cx, row, row.forward, "forward derivative", callee)
     _check(row, "forward derivative", rule, callee, expected_params(callee, "forward"))
     ret, rret = callee.return_type, rule.return_type
     pair = ret != T.void and rret == T.StructType([ret, ret])
@@ -114,18 +114,18 @@ def forward_mode(gen, st, inst: I.Call, row) -> None:
             f"{row.source}: the forward derivative {rule.ref} returns {rret}; for "
             f"{callee.ref} it must return {ret} (the tangent)"
             + (f" or {{ {ret}, {ret} }} (primal, tangent)" if ret != T.void else ""))
-    b = st.builder
+    b = cx.builder
     primal = None
     if ret != T.void and not pair and inst.users:
-        primal = gen._clone(st, inst)  # the rule gives the tangent only
+        primal = cx.clone(inst)  # the rule gives the tangent only
     tangents = []
-    for lane in range(st.width):
+    for lane in range(cx.width):
         args = []
         for a in inst.args:
-            v = gen._value(st, a)
+            v = cx.value(a)
             args.append(v)
             if a.type.is_pointer or _floaty(a.type):
-                d = st.derivs.get(a) if a in st.activity.varied else None
+                d = cx.derivs.get(a) if a in cx.activity.varied else None
                 args.append(d[lane] if d is not None else
                             (v if a.type.is_pointer else const_null(a.type)))
         out = b.call(rule, args, name=naming.rule_value("tangent") if ret != T.void else "")
@@ -133,12 +133,12 @@ def forward_mode(gen, st, inst: I.Call, row) -> None:
             if primal is None:
                 primal = b.extractvalue(out, 0, name=inst.name)
             tangents.append(b.extractvalue(out, 1, name=naming.tangent(inst.name, lane,
-                                                                         st.width)))
+                                                                         cx.width)))
         else:
             tangents.append(out)
-    st.values[inst] = primal if primal is not None else Undef(ret) if ret != T.void else out
-    if ret != T.void and inst in st.activity.varied:
-        st.derivs[inst] = tangents
+    cx.values[inst] = primal if primal is not None else Undef(ret) if ret != T.void else out
+    if ret != T.void and inst in cx.activity.varied:
+        cx.derivs[inst] = tangents
 
 
 # -- reverse mode ------------------------------------------------------------------------------
@@ -160,33 +160,32 @@ def _augmented_layout(rret: T.Type, ret: T.Type) -> dict:
     return {"tape": -1}
 
 
-def augmented(gen, st, inst: I.Call, row) -> None:
+def augmented(cx, inst: I.Call, row) -> None:
     """Forward sweep: the registered augmented forward function in place of ``inst``; what the
-    reverse sweep needs is kept for :func:`reverse` (:mod:`pyzyme.diff.reverse.generator`)."""
+    reverse sweep needs is kept for :func:`reverse`."""
     callee = inst.called_function
     if row.augmented is None:
         if not callee.is_declaration:
-            from pyzyme.diff.calls.reverse import _forward_callee
-            _forward_callee(gen, st, inst, callee)
+            augmented_call(cx, inst, callee)
             return
         raise UnsupportedError(
-            f"{st.where} calls {callee.ref} in reverse mode: {row.source} registers only a "
+            f"{cx.where} calls {callee.ref} in reverse mode: {row.source} registers only a "
             f"forward derivative for it, and it has no body to differentiate",
             hint=f"register a gradient: void *__enzyme_register_gradient_{callee.name}[3] = "
                  f"{{(void *){callee.name}, (void *)augment, (void *)reverse}};")
-    aug = _rule(gen, row, row.augmented, "augmented forward", callee)
-    rev = _rule(gen, row, row.reverse, "reverse", callee)
+    aug = _rule(cx, row, row.augmented, "augmented forward", callee)
+    rev = _rule(cx, row, row.reverse, "reverse", callee)
     params = expected_params(callee, "augmented")
     _check(row, "augmented forward", aug, callee, params)
     ret = callee.return_type
     layout = _augmented_layout(aug.return_type, ret)
-    b = st.fb
+    b = cx.fb
     args, shadows = [], []
     for a in inst.args:
-        v = gen._fwd_value(st, a)
+        v = cx.fwd_value(a)
         args.append(v)
         if a.type.is_pointer:
-            s = st.shadows.get(a)
+            s = cx.shadows.get(a)
             s = v if s is None else s  # Enzyme: a constant pointer is its own shadow
             args.append(s)
             shadows.append(s)
@@ -207,31 +206,31 @@ def augmented(gen, st, inst: I.Call, row) -> None:
             else f" ({aug.ref} returns no tape for its last parameter)"
         raise _mismatch(row, "reverse", rev, callee, rev_params, why)
     _check_adjoints(row, rev, callee)
-    st.values[inst] = Undef(ret) if ret != T.void else out
+    cx.values[inst] = Undef(ret) if ret != T.void else out
     if ret != T.void:
         primal = part("primal", inst.name)
         if primal is not None:
-            st.values[inst] = primal
+            cx.values[inst] = primal
         elif inst.users and not ret.is_pointer and _leaves_memory_alone(callee):
             # Enzyme's convention: the augmented function returns the primal result only
             # when it is a pointer; otherwise the function itself computes it, and calling it
             # a second time is harmless when it writes nothing outside its own frame.
-            gen._clone(st, inst)
+            cx.clone(inst)
         elif inst.users:
             raise UnsupportedError(
                 f"{row.source}: the augmented forward function {aug.ref} returns "
                 f"{aug.return_type}, which holds no primal result of {callee.ref}, and "
-                f"{st.where} uses it", hint=f"return {{ tape, {ret} }} or {ret}")
-        if ret.is_pointer and inst in st.activity.varied:
+                f"{cx.where} uses it", hint=f"return {{ tape, {ret} }} or {ret}")
+        if ret.is_pointer and inst in cx.activity.varied:
             shadow = part("shadow", naming.rule_value("shadow"))
             if shadow is None:
                 raise UnsupportedError(
                     f"{row.source}: {callee.ref} returns a pointer with a shadow in "
-                    f"{st.where}, but {aug.ref} returns no shadow for it",
+                    f"{cx.where}, but {aug.ref} returns no shadow for it",
                     hint=f"return {{ {ret}, {ret} }} (primal, shadow) or "
                          f"{{ tape, {ret}, {ret} }}")
-            st.shadows[inst] = shadow
-    st.rule_calls[inst] = ("registered", rev, shadows, tape)
+            cx.shadows[inst] = shadow
+    cx.rule_calls[inst] = ("registered", rev, shadows, tape)
 
 
 def _leaves_memory_alone(fn) -> bool:
@@ -274,21 +273,27 @@ def _check_adjoints(row, rev, callee) -> None:
             f"it must return {want}: the derivative of each float argument, in order")
 
 
-def reverse(gen, st, inst: I.Call, row) -> None:
-    """Reverse sweep: the registered reverse function, its adjoints accumulated."""
-    _, rev, shadows, tape = st.rule_calls[inst]
+def reverse(cx, inst: I.Call, row) -> None:
+    """Reverse sweep: the registered reverse function, its adjoints accumulated (the callee's
+    own reverse where no gradient is registered, nothing where the call was made as it is)."""
+    if inst in cx.callee_tapes:
+        reverse_call(cx, inst)
+        return
+    if inst not in cx.rule_calls:
+        return
+    _, rev, shadows, tape = cx.rule_calls[inst]
     callee = inst.called_function
-    b = st.rb
+    b = cx.rb
     args, kept = [], iter(shadows)
     for a in inst.args:
-        args.append(gen.primal(st, a))
+        args.append(cx.primal(a))
         if a.type.is_pointer:
-            args.append(gen.avail(st, next(kept)))
+            args.append(cx.avail(next(kept)))
     ret = callee.return_type
     if _floaty(ret):
-        args.append(gen.consume(st, inst) if st.active(inst) else const_null(ret))
+        args.append(cx.consume(inst) if cx.active(inst) else const_null(ret))
     if tape is not None:
-        args.append(gen.avail(st, tape))
+        args.append(cx.avail(tape))
     out = b.call(rev, args, name=naming.rule_value("adjoint") if rev.return_type != T.void
                  else "")
     floats = [a for a in inst.args if _floaty(a.type)]
@@ -300,4 +305,4 @@ def reverse(gen, st, inst: I.Call, row) -> None:
     else:
         adjoints = [out]
     for a, d in zip(floats, adjoints):
-        gen.accumulate(st, a, d)
+        cx.accumulate(a, d)

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from pyzyme.analysis.activity import can_carry_derivative, contains_type
 from pyzyme.diff.emit import derivative_flags, type_suffix
-from pyzyme.diff.forward.memory import no_shadow_error
+from pyzyme.diff.memory_calls import with_args
+from pyzyme.diff.pointers import no_shadow_error
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -29,203 +30,214 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import ConstantFP, Poison, Value, const_int, const_null
 from pyzyme.rules import spec
 
-__all__ = ["forward_mode", "forward_sweep", "reverse"]
+__all__ = ["reduction_forward", "reduction_augmented", "reduction_reverse", "masked_varied",
+           "masked_forward", "masked_augmented", "masked_reverse"]
+
+
+def masked_varied(row: spec.Masked, inst: I.CallBase, is_varied) -> bool:
+    """Activity analysis: a masked load varies with its memory or its pass-through; a store
+    has no result."""
+    return row.value is None and (is_varied(inst.args[row.pointer])
+                                  or is_varied(inst.args[row.passthru]))
 
 
 # -- forward mode -------------------------------------------------------------------------------
-def forward_mode(gen, st, inst: I.Call, new: I.Call, row) -> None:
-    """Forward mode: the tangents of ``inst`` (already cloned as ``new``)."""
-    if isinstance(row, spec.Masked):
-        _masked_tangents(gen, st, inst, new, row)
+def reduction_forward(cx, inst: I.Call, row: spec.Reduction) -> None:
+    """Forward mode: the reduction, then its tangents."""
+    new = cx.clone(inst)
+    if inst not in cx.activity.varied:
         return
-    if inst not in st.activity.varied:
-        return
-    b = st.builder
+    b = cx.builder
     vector = inst.args[row.vector]
     v = new.args[row.vector]
-    _fixed_width(st, inst, vector.type)
+    _fixed_width(cx, inst, vector.type)
     flags = derivative_flags(inst.flags)
-    varied = vector in st.activity.varied
+    varied = vector in cx.activity.varied
     start = inst.args[row.start] if row.start is not None else None
-    start_varied = start is not None and start in st.activity.varied
+    start_varied = start is not None and start in cx.activity.varied
     if row.op == "fadd":
         def make(k: int, name: str) -> Value:
-            ds = gen._deriv_or_zero(st, start, k)
+            ds = cx.derivative(start, k)
             if not varied:
                 return ds
             args = list(new.args)
-            args[row.start], args[row.vector] = ds, st.derivs[vector][k]
-            return b.insert(_with_flags(_on_args(new, args), flags), name)
+            args[row.start], args[row.vector] = ds, cx.derivs[vector][k]
+            return b.insert(_with_flags(with_args(new, args), flags), name)
     elif row.op == "fmul":
         others, product = _products(b, v, new.args[row.start], flags)
 
         def make(k: int, name: str) -> Value:
             if not varied:
-                return b.fmul(product, st.derivs[start][k], flags, name=name)
-            by_lanes = _sum_lanes(gen.module, b, b.fmul(others, st.derivs[vector][k], flags),
+                return b.fmul(product, cx.derivs[start][k], flags, name=name)
+            by_lanes = _sum_lanes(cx.module, b, b.fmul(others, cx.derivs[vector][k], flags),
                                   flags, "" if start_varied else name)
             if not start_varied:
                 return by_lanes
-            return b.fadd(b.fmul(product, st.derivs[start][k], flags), by_lanes, flags,
+            return b.fadd(b.fmul(product, cx.derivs[start][k], flags), by_lanes, flags,
                           name=name)
     else:
-        lane = _picked_lane(gen.module, b, v, new)
+        lane = _picked_lane(cx.module, b, v, new)
 
         def make(k: int, name: str) -> Value:
-            return b.extractelement(st.derivs[vector][k], lane, name=name)
-    gen._lanes(st, inst, make)
+            return b.extractelement(cx.derivs[vector][k], lane, name=name)
+    cx.lanes(inst, make)
 
 
-def _masked_tangents(gen, st, inst: I.Call, new: I.Call, row: spec.Masked) -> None:
-    """The same masked load or store on the shadows, tangents for values."""
-    b = st.builder
+def masked_forward(cx, inst: I.Call, row: spec.Masked) -> None:
+    """Forward mode: the masked load or store, then the same on the shadows, tangents for
+    values."""
+    new = cx.clone(inst)
+    b = cx.builder
     pointer = inst.args[row.pointer]
-    _no_runtime_activity(st, inst, pointer)
-    shadows = st.derivs.get(pointer)
+    _no_runtime_activity(cx, inst, pointer)
+    shadows = cx.derivs.get(pointer)
     mask = new.args[row.mask]
     if row.value is None:
-        if inst not in st.activity.varied:
+        if inst not in cx.activity.varied:
             return
         passthru = inst.args[row.passthru]
 
         def make(k: int, name: str) -> Value:
-            dpass = gen._deriv_or_zero(st, passthru, k)
+            dpass = cx.derivative(passthru, k)
             if shadows is None:  # memory without tangents: only the disabled lanes vary
-                return b.select(mask, gen.inactive_derivative(st, inst), dpass, name=name)
+                return b.select(mask, cx.inactive_derivative(inst), dpass, name=name)
             args = list(new.args)
             args[row.pointer], args[row.passthru] = shadows[k], dpass
-            return b.insert(_on_args(new, args), name)
+            return b.insert(with_args(new, args), name)
 
-        gen._lanes(st, inst, make)
+        cx.lanes(inst, make)
         return
     value = inst.args[row.value]
-    varied = value in st.activity.varied
+    varied = value in cx.activity.varied
     if shadows is None:
         if varied:
-            raise no_shadow_error(st.where, inst, pointer)
+            raise no_shadow_error(cx.where, inst, pointer)
         return
-    for k in range(st.width):
+    for k in range(cx.width):
         if varied:
-            d = st.derivs[value][k]
+            d = cx.derivs[value][k]
         elif can_carry_derivative(value.type):
-            d = gen.inactive_derivative(st, value)
+            d = cx.inactive_derivative(value)
         else:  # integers: the shadow keeps the primal's (sizes, counts)
             d = new.args[row.value]
         args = list(new.args)
         args[row.pointer], args[row.value] = shadows[k], d
-        b.insert(_on_args(new, args))
+        b.insert(with_args(new, args))
 
 
 # -- reverse mode --------------------------------------------------------------------------------
-def forward_sweep(gen, st, inst: I.Call, row) -> None:
-    """Reverse mode's forward sweep: the primal call; what the reverse sweep cannot handle is
-    refused here, before any code is emitted for it."""
-    gen._clone(st, inst)
-    if isinstance(row, spec.Reduction):
-        if inst in st.activity.varied:
-            _fixed_width(st, inst, inst.args[row.vector].type)
-        return
+def reduction_augmented(cx, inst: I.Call, row: spec.Reduction) -> None:
+    """Reverse mode's forward sweep: the reduction (of a fixed-width vector, where it
+    varies)."""
+    cx.clone(inst)
+    if inst in cx.activity.varied:
+        _fixed_width(cx, inst, inst.args[row.vector].type)
+
+
+def masked_augmented(cx, inst: I.Call, row: spec.Masked) -> None:
+    """Reverse mode's forward sweep: the masked load or store; what the reverse sweep cannot
+    handle is refused here, before any code is emitted for it."""
+    cx.clone(inst)
     pointer = inst.args[row.pointer]
-    _no_runtime_activity(st, inst, pointer)
+    _no_runtime_activity(cx, inst, pointer)
     moved = inst if row.value is None else inst.args[row.value]
-    if pointer not in st.shadows:
-        if row.value is not None and moved in st.activity.varied and \
+    if pointer not in cx.shadows:
+        if row.value is not None and moved in cx.activity.varied and \
                 can_carry_derivative(moved.type):
-            raise no_shadow_error(st.where, inst, pointer)
+            raise no_shadow_error(cx.where, inst, pointer)
         return
     if pointer.type.is_vector:  # its reverse goes lane by lane
-        _fixed_width(st, inst, pointer.type)
+        _fixed_width(cx, inst, pointer.type)
     if row.value is not None and not _floats_only(moved.type):
         # A plain store mirrors integers and pointers into the shadow after checking what
         # the memory holds; a masked one is refused rather than guessed.
-        raise UnsupportedError(f"{st.where} stores {moved.type} lanes into active memory with "
+        raise UnsupportedError(f"{cx.where} stores {moved.type} lanes into active memory with "
                                f"a mask; reverse mode supports masked stores of floats only: "
                                f"{inst}")
-    if row.value is None and inst in st.activity.varied and \
+    if row.value is None and inst in cx.activity.varied and \
             contains_type(inst.type, lambda t: t.is_pointer):
-        raise UnsupportedError(f"{st.where} loads pointers from active memory with a mask; "
+        raise UnsupportedError(f"{cx.where} loads pointers from active memory with a mask; "
                                f"reverse mode does not support that yet: {inst}")
 
 
-def reverse(gen, st, inst: I.Call, row) -> None:
-    """The reverse sweep of a reduction or a masked load or store."""
-    if isinstance(row, spec.Reduction):
-        _reduction_adjoints(gen, st, inst, row)
-    elif row.value is None:
-        _masked_load_adjoints(gen, st, inst, row)
+def masked_reverse(cx, inst: I.Call, row: spec.Masked) -> None:
+    """The reverse sweep of a masked load or store."""
+    if row.value is None:
+        _masked_load_adjoints(cx, inst, row)
     else:
-        _masked_store_adjoints(gen, st, inst, row)
+        _masked_store_adjoints(cx, inst, row)
 
 
-def _reduction_adjoints(gen, st, inst: I.Call, row: spec.Reduction) -> None:
-    if not st.active(inst):
+def reduction_reverse(cx, inst: I.Call, row: spec.Reduction) -> None:
+    """The reverse sweep of a reduction: its adjoint to the start value and the lanes."""
+    if not cx.active(inst):
         return
-    b = st.rb
-    d = gen.consume(st, inst)
+    b = cx.rb
+    d = cx.consume(inst)
     vector = inst.args[row.vector]
     n = vector.type.count
     flags = derivative_flags(inst.flags)
     start = inst.args[row.start] if row.start is not None else None
     if row.op == "fadd":
-        if start is not None and st.active(start):
-            gen.accumulate(st, start, d)
-        if st.active(vector):
-            gen.accumulate(st, vector, b.splat(d, n))
+        if start is not None and cx.active(start):
+            cx.accumulate(start, d)
+        if cx.active(vector):
+            cx.accumulate(vector, b.splat(d, n))
     elif row.op == "fmul":
-        others, product = _products(b, gen.primal(st, vector), gen.primal(st, start), flags)
-        if st.active(start):
-            gen.accumulate(st, start, b.fmul(product, d, flags))
-        if st.active(vector):
-            gen.accumulate(st, vector, b.fmul(others, b.splat(d, n), flags))
-    elif st.active(vector):
-        lane = _picked_lane(gen.module, b, gen.primal(st, vector), gen.primal(st, inst))
-        gen.accumulate(st, vector, b.insertelement(const_null(vector.type), d, lane))
+        others, product = _products(b, cx.primal(vector), cx.primal(start), flags)
+        if cx.active(start):
+            cx.accumulate(start, b.fmul(product, d, flags))
+        if cx.active(vector):
+            cx.accumulate(vector, b.fmul(others, b.splat(d, n), flags))
+    elif cx.active(vector):
+        lane = _picked_lane(cx.module, b, cx.primal(vector), cx.primal(inst))
+        cx.accumulate(vector, b.insertelement(const_null(vector.type), d, lane))
 
 
-def _masked_load_adjoints(gen, st, inst: I.Call, row: spec.Masked) -> None:
-    if not st.active(inst):
+def _masked_load_adjoints(cx, inst: I.Call, row: spec.Masked) -> None:
+    if not cx.active(inst):
         return
-    b = st.rb
-    d = gen.consume(st, inst)
+    b = cx.rb
+    d = cx.consume(inst)
     pointer = inst.args[row.pointer]
-    mask = gen.primal(st, inst.args[row.mask])
-    if pointer in st.shadows:
-        shadow = gen.shadow(st, pointer)
+    mask = cx.primal(inst.args[row.mask])
+    if pointer in cx.shadows:
+        shadow = cx.shadow(pointer)
         if pointer.type.is_vector:  # lane by lane: two lanes may read one address
             for i in range(d.type.count):
                 at = const_int(T.i32, i)
                 one = b.insertelement(Poison(T.VectorType(1, d.type.element)),
                                       b.extractelement(d, at), const_int(T.i32, 0))
-                _accumulate_masked(gen, b, inst, row, b.extractelement(shadow, at),
+                _accumulate_masked(cx, b, inst, row, b.extractelement(shadow, at),
                                    b.bitcast(b.extractelement(mask, at), T.VectorType(1, T.i1)),
                                    one)
         else:
-            _accumulate_masked(gen, b, inst, row, shadow, mask, d)
+            _accumulate_masked(cx, b, inst, row, shadow, mask, d)
     passthru = inst.args[row.passthru]
-    if st.active(passthru):
-        gen.accumulate(st, passthru, b.select(mask, const_null(d.type), d))
+    if cx.active(passthru):
+        cx.accumulate(passthru, b.select(mask, const_null(d.type), d))
 
 
-def _accumulate_masked(gen, b: IRBuilder, inst, row, shadow, mask, d) -> None:
+def _accumulate_masked(cx, b: IRBuilder, inst, row, shadow, mask, d) -> None:
     """``shadow[lane] += d[lane]`` at the lanes ``mask`` enables."""
     align = inst.arg_attrs[row.pointer]
-    old = _masked_load(gen.module, b, shadow, mask, const_null(d.type), align)
-    _masked_store(gen.module, b, b.fadd(old, d, gen.sum_flags), shadow, mask, align)
+    old = _masked_load(cx.module, b, shadow, mask, const_null(d.type), align)
+    _masked_store(cx.module, b, b.fadd(old, d, cx.sum_flags), shadow, mask, align)
 
 
-def _masked_store_adjoints(gen, st, inst: I.Call, row: spec.Masked) -> None:
+def _masked_store_adjoints(cx, inst: I.Call, row: spec.Masked) -> None:
     pointer = inst.args[row.pointer]
     value = inst.args[row.value]
-    if pointer not in st.shadows:
+    if pointer not in cx.shadows:
         return
-    b = st.rb
-    shadow = gen.shadow(st, pointer)
-    mask = gen.primal(st, inst.args[row.mask])
+    b = cx.rb
+    shadow = cx.shadow(pointer)
+    mask = cx.primal(inst.args[row.mask])
     align = inst.arg_attrs[row.pointer]
     ty = value.type
     if not pointer.type.is_vector:
-        d = _masked_load(gen.module, b, shadow, mask, const_null(ty), align)
-        _masked_store(gen.module, b, const_null(ty), shadow, mask, align)
+        d = _masked_load(cx.module, b, shadow, mask, const_null(ty), align)
+        _masked_store(cx.module, b, const_null(ty), shadow, mask, align)
     else:
         # The last lane a scatter writes to an address is the one whose value stayed there:
         # the lanes are visited from the last, each taking the adjoint and zeroing it.
@@ -235,11 +247,11 @@ def _masked_store_adjoints(gen, st, inst: I.Call, row: spec.Masked) -> None:
             at = const_int(T.i32, i)
             address = b.extractelement(shadow, at)
             enabled = b.bitcast(b.extractelement(mask, at), T.VectorType(1, T.i1))
-            one = _masked_load(gen.module, b, address, enabled, const_null(lane_ty), align)
-            _masked_store(gen.module, b, const_null(lane_ty), address, enabled, align)
+            one = _masked_load(cx.module, b, address, enabled, const_null(lane_ty), align)
+            _masked_store(cx.module, b, const_null(lane_ty), address, enabled, align)
             d = b.insertelement(d, b.extractelement(one, const_int(T.i32, 0)), at)
-    if st.active(value):
-        gen.accumulate(st, value, d)
+    if cx.active(value):
+        cx.accumulate(value, d)
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -301,11 +313,6 @@ def _picked_lane(module, b: IRBuilder, v: Value, result: Value) -> Value:
     return b.select(b.icmp("eq", first, const_int(T.i32, n)), const_int(T.i32, 0), first)
 
 
-def _on_args(call: I.Call, args) -> I.Call:
-    """A detached copy of ``call`` (callee, attributes, flags) on ``args``."""
-    return call.copy_with([call.callee, *args] + call.operands[1 + call.nargs:])
-
-
 def _with_flags(call: I.Call, flags) -> I.Call:
     call.flags = tuple(flags)
     return call
@@ -315,14 +322,14 @@ def _floats_only(ty: T.Type) -> bool:
     return ty.is_float and not contains_type(ty, lambda t: t.is_int or t.is_pointer)
 
 
-def _fixed_width(st, inst, ty: T.Type) -> None:
+def _fixed_width(cx, inst, ty: T.Type) -> None:
     if ty.scalable:
-        raise UnsupportedError(f"{st.where} uses scalable vectors ({ty}); pyzyme "
+        raise UnsupportedError(f"{cx.where} uses scalable vectors ({ty}); pyzyme "
                                f"differentiates fixed-width vectors only: {inst}")
 
 
-def _no_runtime_activity(st, inst, pointer) -> None:
-    if pointer in st.runtime:
-        raise UnsupportedError(f"{st.where} loads or stores with a mask memory whose activity "
+def _no_runtime_activity(cx, inst, pointer) -> None:
+    if pointer in cx.runtime:
+        raise UnsupportedError(f"{cx.where} loads or stores with a mask memory whose activity "
                                f"is known only at run time; runtime activity does not cover "
                                f"that yet: {inst}")

@@ -6,117 +6,39 @@ derivative ``v'``: a tangent for a float, a shadow for a pointer (the same addre
 the shadow base, so loads and stores through it read and write tangents). With batch width N,
 each value has N derivatives, one per lane.
 
-Instruction families have their handlers here (arithmetic and calls through the rule table,
-phi/select/aggregates structurally) and in :mod:`pyzyme.diff.forward.memory` (loads, stores,
-allocation, memory intrinsics). What no handler understands raises
-:class:`~pyzyme.UnsupportedError` naming the instruction and the function: a derivative is never
-silently zero.
+Instruction families have their handlers here (arithmetic through the rule table,
+phi/select/aggregates structurally), in :mod:`pyzyme.diff.forward.memory` (loads, stores, stack
+allocation, atomics) and, for calls, in :mod:`pyzyme.diff.calls` (by the kind of the callee's
+rule row). They work on the function's :class:`~pyzyme.diff.context.ForwardContext`. What no
+handler understands raises :class:`~pyzyme.UnsupportedError` naming the instruction and the
+function: a derivative is never silently zero.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-from pyzyme.analysis.activity import (
-    Activity,
-    ActivityResult,
-    analyze_activity,
-    can_carry_derivative,
-    contains_type,
-)
+from pyzyme.analysis.activity import analyze_activity, can_carry_derivative, contains_type
 from pyzyme.analysis.cfg import reverse_post_order
 from pyzyme.analysis.finite import nonfinite_values
 from pyzyme import naming
+from pyzyme.diff.calls import dispatch as calls
+from pyzyme.diff.context import ForwardContext
 from pyzyme.diff.emit import Emitter, derivative_flags, guarded
+from pyzyme.diff.forward import memory
+from pyzyme.diff.runtime_activity import guarded_call_shadows, primal_as_shadow, runtime_values
+from pyzyme.diff.signature import ExtraParam, ForwardSignature
 from pyzyme.errors import UnsupportedError, error_context
-from pyzyme.ir import IRBuilder, instructions as I, types as T
+from pyzyme.ir import instructions as I, types as T
 from pyzyme.ir.names import readable
 from pyzyme.options import Options
-from pyzyme.ir.values import (
-    GlobalValue,
-    NamedValue,
-    Poison,
-    Undef,
-    Value,
-    ZeroInitializer,
-    const_int,
-    const_null,
-)
+from pyzyme.ir.values import Undef, Value, const_int
 from pyzyme.rules import spec
 from pyzyme.rules.expr import Const as ConstExpr
 from pyzyme.rules.expr import Op
 from pyzyme.rules.table import RuleTable
 
 __all__ = ["ForwardSignature", "ForwardGenerator", "ExtraParam"]
-
-
-@dataclass(frozen=True)
-class ExtraParam:
-    """A parameter the derivative adds after the primal ones: the shadow or tangent of primal
-    parameter ``of`` in lane ``lane``, or (``of`` None) a parameter the derivative ignores."""
-
-    type: T.Type
-    of: int | None = None
-    lane: int = 0
-
-
-@dataclass(frozen=True)
-class ForwardSignature:
-    """The derivative's interface.
-
-    ``activities`` has one entry per primal parameter. ``extra`` lists the added parameters, in
-    order. ``derived`` gives, for a pointer parameter whose shadow is not passed but lies at a
-    fixed byte offset from the parameter itself (Numba's ``retptr`` when the result slot holds
-    the primal and then each tangent), the offset of each lane's shadow. ``scratch`` gives, for
-    a pointer parameter whose derivative nobody wants (the result slot of a ``Const`` result),
-    the byte size of a stack buffer that receives it and is thrown away. With
-    ``return_derivative``, a function returning a float (or pointer, or aggregate) returns
-    ``{ primal, d0, ..., dN-1 }`` instead.
-    """
-
-    activities: tuple[Activity, ...]
-    extra: tuple[ExtraParam, ...]
-    width: int = 1
-    derived: tuple[tuple[int, tuple[int, ...]], ...] = ()
-    return_derivative: bool = False
-    scratch: tuple[tuple[int, int], ...] = ()
-    #: The parameter through which the function reports an exception (Numba's ``excinfo``):
-    #: pointers stored there are read by the caller only when it raises, and need no shadow.
-    exception_param: int | None = None
-
-    @staticmethod
-    def standard(fn, activities: Sequence[Activity], width: int = 1) -> ForwardSignature:
-        """Each non-const parameter followed by its N derivatives, derivative returned."""
-        extra = []
-        for i, (arg, act) in enumerate(zip(fn.args, activities)):
-            if act is not Activity.CONST:
-                extra += [ExtraParam(arg.type, i, lane) for lane in range(width)]
-        return ForwardSignature(tuple(activities), tuple(extra), width, (), True)
-
-
-@dataclass
-class _State:
-    """Per generated function: maps from primal values to new ones and to derivatives."""
-
-    old: object
-    new: object
-    activity: ActivityResult
-    width: int
-    values: dict = field(default_factory=dict)
-    derivs: dict = field(default_factory=dict)
-    phis: list = field(default_factory=list)
-    builder: IRBuilder = field(default_factory=IRBuilder)
-    exception_arg: object = None
-    #: Values whose shadow may be their primal at run time (empty unless runtime activity).
-    runtime: frozenset = frozenset()
-    #: Primal values that can be infinite or NaN (strong zero), or None where it is off.
-    nonfinite: object = None
-
-    @property
-    def where(self) -> str:
-        """The primal function, as error messages name it."""
-        return readable(self.old.name)
 
 
 class ForwardGenerator:
@@ -176,13 +98,11 @@ class ForwardGenerator:
     def _body(self, fn, new, sig: ForwardSignature) -> None:
         if fn.is_declaration:
             raise UnsupportedError(f"{fn.ref} has no body to differentiate")
-        from pyzyme.diff.calls.forward import may_allocate
         activity = analyze_activity(fn, sig.activities, self._call_policy, None,
-                                    may_allocate=lambda call: may_allocate(self, call))
-        st = _State(fn, new, activity, sig.width)
+                                    may_allocate=lambda call: calls.may_allocate(self.rules, call))
+        st = ForwardContext(self, fn, new, activity, sig.width)
         if self.options.strong_zero:
             st.nonfinite = nonfinite_values(fn, self.rules)
-        from pyzyme.diff.runtime_activity import runtime_values
         st.runtime = runtime_values(self, fn, activity, st.where)
         if sig.exception_param is not None:
             st.exception_arg = fn.args[sig.exception_param]
@@ -223,13 +143,13 @@ class ForwardGenerator:
             for value, block in zip(old_phi.operands, old_phi.blocks):
                 if block not in reachable:
                     continue
-                new_phi.add_incoming(self._value(st, value), st.values[block])
+                new_phi.add_incoming(st.value(value), st.values[block])
                 if dphis:
                     for lane, dphi in enumerate(dphis):
                         dphi.add_incoming(self._merged(st, old_phi, value, lane),
                                           st.values[block])
 
-    def _instruction(self, st: _State, inst: I.Instruction, sig: ForwardSignature) -> None:
+    def _instruction(self, st: ForwardContext, inst: I.Instruction, sig: ForwardSignature) -> None:
         if isinstance(inst, I.Phi):
             self._phi(st, inst)
             return
@@ -237,13 +157,12 @@ class ForwardGenerator:
             self._ret(st, inst)
             return
         if isinstance(inst, I.CallBase):
-            from pyzyme.diff.calls.forward import call
             if st.runtime and any(a in st.runtime for a in inst.args):
                 self._guarded_call(st, inst)
                 return
-            call(self, st, inst)
+            calls.forward_mode(st, inst)
             return
-        new = self._clone(st, inst)
+        new = st.clone(inst)
         handler = _HANDLERS.get(inst.opcode)
         if handler is not None:
             handler(self, st, inst, new)
@@ -252,93 +171,38 @@ class ForwardGenerator:
                                    hint="this instruction has an active operand; please report it")
 
     # -- helpers shared by the handlers ------------------------------------------------
-    def _clone(self, st: _State, inst: I.Instruction) -> I.Instruction:
-        new = inst.copy_with([self._value(st, op) for op in inst.operands], keep_metadata=True)
-        st.builder.insert(new, inst.name)
-        st.values[inst] = new
-        return new
-
-    def _value(self, st: _State, value: Value) -> Value:
-        mapped = st.values.get(value)
-        if mapped is not None:
-            return mapped
-        if isinstance(value, NamedValue) and not isinstance(value, GlobalValue):
-            raise UnsupportedError(f"{st.where} uses {value!r} before it is defined")
-        return value
-
-    def _has_varied_operand(self, st: _State, inst: I.Instruction) -> bool:
+    def _has_varied_operand(self, st: ForwardContext, inst: I.Instruction) -> bool:
         return any(op in st.activity.varied for op in inst.operands)
 
-    def _deriv_or_zero(self, st: _State, value: Value, lane: int) -> Value:
-        d = st.derivs.get(value)
-        if d is not None:
-            return d[lane]
-        return self.inactive_derivative(st, value)
-
-    def _merged(self, st: _State, inst: I.Instruction, value: Value, lane: int) -> Value:
+    def _merged(self, st: ForwardContext, inst: I.Instruction, value: Value, lane: int) -> Value:
         """The derivative of operand ``value`` of ``inst``: with runtime activity, a pointer
         without a shadow merged into ``inst`` is its own shadow (see
         :mod:`pyzyme.diff.runtime_activity`)."""
         if inst in st.runtime and value not in st.derivs and \
                 contains_type(value.type, lambda t: t.is_pointer):
-            from pyzyme.diff.runtime_activity import primal_as_shadow
-            return primal_as_shadow(st.where, self._value(st, value), value.type)
-        return self._deriv_or_zero(st, value, lane)
+            return primal_as_shadow(st.where, st.value(value), value.type)
+        return st.derivative(value, lane)
 
-    def _guarded_call(self, st: _State, inst: I.CallBase) -> None:
+    def _guarded_call(self, st: ForwardContext, inst: I.CallBase) -> None:
         """A call handed pointers whose shadow may be their primal: its derivative code sees
         null shadows where they are (see
         :func:`~pyzyme.diff.runtime_activity.guarded_call_shadows`)."""
-        from pyzyme.diff.calls.forward import call
-        from pyzyme.diff.runtime_activity import guarded_call_shadows
-
         saved = {}
         for k in range(st.width):
             guarded = guarded_call_shadows(st.where, inst, st.runtime,
                                            lambda a: st.derivs[a][k],
-                                           lambda a: self._value(st, a), st.builder)
+                                           lambda a: st.value(a), st.builder)
             for arg, shadow in guarded.items():
                 saved.setdefault(arg, st.derivs[arg])
                 st.derivs[arg] = list(st.derivs[arg])
                 st.derivs[arg][k] = shadow
         try:
-            call(self, st, inst)
+            calls.forward_mode(st, inst)
         finally:
             st.derivs.update(saved)
 
-    def inactive_derivative(self, st: _State, value: Value) -> Value:
-        """What stands for the derivative of a value that has none: zero for floats, the
-        value itself for integers, null for pointers (never the primal address: tangents
-        written through it would overwrite primal memory)."""
-        ty = value.type
-        if not can_carry_derivative(ty):
-            return self._value(st, value)
-        if ty.is_float or ty.is_pointer:
-            return const_null(ty)
-        if isinstance(value, (Undef, Poison, ZeroInitializer)):
-            return value  # an aggregate with nothing in it yet, or all zeros
-        # An aggregate: zero its float and pointer leaves, keep its integers.
-        return self._zero_leaves(st, self._value(st, value), ty, ())
-
-    def _zero_leaves(self, st: _State, agg: Value, ty: T.Type, path: tuple) -> Value:
-        b = st.builder
-        elements = ty.elements if not isinstance(ty, T.ArrayType) else [ty.element] * ty.count
-        for i, ety in enumerate(elements):
-            if not can_carry_derivative(ety):
-                continue
-            if ety.is_float or ety.is_pointer:
-                agg = b.insertvalue(agg, const_null(ety), path + (i,))
-            else:
-                agg = self._zero_leaves(st, agg, ety, path + (i,))
-        return agg
-
-    def _lanes(self, st: _State, inst: I.Instruction, make) -> None:
-        """Record ``make(lane, name)`` as the derivative of ``inst`` in every lane."""
-        st.derivs[inst] = [make(k, naming.tangent(inst.name, k, st.width))
-                           for k in range(st.width)]
-
     # -- structural handlers -----------------------------------------------------------
-    def _phi(self, st: _State, inst: I.Phi) -> None:
+    def _phi(self, st: ForwardContext, inst: I.Phi) -> None:
         b = st.builder
         new = b.phi(inst.type, inst.flags, name=inst.name)
         st.values[inst] = new
@@ -350,28 +214,28 @@ class ForwardGenerator:
             st.derivs[inst] = dphis
         st.phis.append((inst, new, dphis))
 
-    def _ret(self, st: _State, inst: I.Ret) -> None:
+    def _ret(self, st: ForwardContext, inst: I.Ret) -> None:
         b = st.builder
         value = inst.value
         if value is None or not can_carry_derivative(value.type):
-            self._clone(st, inst)
+            st.clone(inst)
             return
         ty = st.new.function_type.ret
-        agg = b.insertvalue(Undef(ty), self._value(st, value), 0)
+        agg = b.insertvalue(Undef(ty), st.value(value), 0)
         for k in range(st.width):
-            agg = b.insertvalue(agg, self._deriv_or_zero(st, value, k), k + 1)
+            agg = b.insertvalue(agg, st.derivative(value, k), k + 1)
         b.ret(agg)
 
-    def _select(self, st: _State, inst: I.Instruction, new: I.Instruction) -> None:
+    def _select(self, st: ForwardContext, inst: I.Instruction, new: I.Instruction) -> None:
         if inst not in st.activity.varied:
             return
         cond = new.operands[0]
         _, a, c = inst.operands
-        self._lanes(st, inst, lambda k, name: st.builder.select(
+        st.lanes(inst, lambda k, name: st.builder.select(
             cond, self._merged(st, inst, a, k), self._merged(st, inst, c, k),
             derivative_flags(inst.flags), name=name))
 
-    def _same_op(self, st: _State, inst: I.Instruction, new: I.Instruction) -> None:
+    def _same_op(self, st: ForwardContext, inst: I.Instruction, new: I.Instruction) -> None:
         """Derivative = the same instruction on the derivatives of its carrying operands
         (freeze, getelementptr, aggregates and vectors: all linear, or addressing)."""
         if inst not in st.activity.varied:
@@ -384,12 +248,13 @@ class ForwardGenerator:
             clone.flags = derivative_flags(new.flags)
             return st.builder.insert(clone, name)
 
-        self._lanes(st, inst, make)
+        st.lanes(inst, make)
 
-    def _partials(self, st: _State, inst: I.Instruction, new: I.Instruction,
-                  row: spec.Partials, operands: Sequence[Value], new_operands: Sequence[Value],
-                  flags: Sequence[str] = ()) -> None:
-        """dy = sum_i partial_i * dx_i over the operands that carry derivatives."""
+    def partials(self, st: ForwardContext, inst: I.Instruction, new: I.Instruction,
+                 row: spec.Partials, operands: Sequence[Value], new_operands: Sequence[Value],
+                 flags: Sequence[str] = ()) -> None:
+        """dy = sum_i partial_i * dx_i over the operands that carry derivatives (the handler
+        API's :meth:`~pyzyme.diff.context.ForwardContext.partials`)."""
         if inst not in st.activity.varied:
             return
         result = new
@@ -454,12 +319,12 @@ class ForwardGenerator:
                 total.name = st.new.unique_name(name)
             return total
 
-        self._lanes(st, inst, make)
+        st.lanes(inst, make)
 
-    def _arith(self, st: _State, inst: I.Instruction, new: I.Instruction) -> None:
+    def _arith(self, st: ForwardContext, inst: I.Instruction, new: I.Instruction) -> None:
         row = self.rules.lookup(inst.opcode, "opcode")
         if isinstance(row, spec.Partials):
-            self._partials(st, inst, new, row, inst.operands, new.operands, inst.flags)
+            self.partials(st, inst, new, row, inst.operands, new.operands, inst.flags)
         elif isinstance(row, spec.Linear):
             x = inst.operands[0]
             if inst.opcode == "bitcast" and inst in st.activity.varied and \
@@ -474,8 +339,7 @@ class ForwardGenerator:
 
     # -- calls: activity of results ----------------------------------------------------
     def _call_policy(self, call: I.CallBase, is_varied) -> bool:
-        from pyzyme.diff.calls.forward import call_result_varied
-        return call_result_varied(self, call, is_varied)
+        return calls.call_result_varied(self.rules, call, is_varied)
 
 
 def _feeds_back(inst: I.Instruction, operand: Value, depth: int = 4) -> bool:
@@ -526,10 +390,11 @@ for _op in ("add", "sub", "mul", "udiv", "sdiv", "urem", "srem", "shl", "lshr", 
     _HANDLERS.setdefault(_op, lambda self, st, inst, new: None)
 
 
-def _register_memory_handlers() -> None:
-    from pyzyme.diff.forward import memory as M
-    _HANDLERS.update({"load": M.load, "store": M.store, "alloca": M.alloca,
-                      "atomicrmw": M.atomicrmw, "cmpxchg": M.cmpxchg})
+def _memory(handler):
+    """A handler of :mod:`pyzyme.diff.forward.memory` (which takes the context alone) as an
+    entry of ``_HANDLERS``."""
+    return lambda self, st, inst, new: handler(st, inst, new)
 
 
-_register_memory_handlers()
+_HANDLERS.update({op: _memory(getattr(memory, op))
+                  for op in ("load", "store", "alloca", "atomicrmw", "cmpxchg")})

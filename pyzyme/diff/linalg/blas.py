@@ -22,99 +22,25 @@ the forward sweep copies them (into memory released with the deferred releases).
 
 from __future__ import annotations
 
-import sys
-
+from pyzyme.diff.linalg.callsite import (
+    Scalars,
+    copy_of,
+    blas_element_type,
+    blas_function,
+    extent,
+    free_later,
+)
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import ConstantInt, const_float, const_int
-from pyzyme.rules.constructs import linalg_functions
+from pyzyme.ir.values import const_float, const_int
 
-__all__ = ["forward_mode", "augmented", "reverse", "handler"]
+__all__ = ["forward_mode", "augmented", "reverse"]
 
 _N, _T = ord("n"), ord("t")
-_KINDS = {ord("d"): T.double, ord("s"): T.float}
-_SIGNATURES = {
-    "dot": ("numba_xxdot", [T.i8, T.i8, T.i64, T.ptr, T.ptr, T.ptr]),
-    "gemv": ("numba_xxgemv", [T.i8, T.i8, T.i64, T.i64, T.ptr, T.ptr, T.i64, T.ptr, T.ptr,
-                              T.ptr]),
-    "gemm": ("numba_xxgemm", [T.i8, T.i8, T.i8, T.i64, T.i64, T.i64, T.ptr, T.ptr, T.i64,
-                              T.ptr, T.i64, T.ptr, T.ptr, T.i64]),
-}
 # (operand pointers, output pointer) by argument index.
 _ROLES = {"dot": ((3, 4), 5), "gemv": ((5, 7), 9), "gemm": ((7, 9), 12)}
-
-
-def handler(row):
-    """The module that differentiates ``row``'s call: this one for BLAS,
-    :mod:`pyzyme.diff.linalg.lapack` for LAPACK's solve, :mod:`pyzyme.diff.linalg.lu` for LU
-    factorization and the inverse from it, :mod:`pyzyme.diff.linalg.cholesky` for Cholesky,
-    :mod:`pyzyme.diff.linalg.eigh` for symmetric eigenproblems, :mod:`pyzyme.diff.linalg.nrm2` for
-    the Euclidean norm."""
-    if row.op == "gesv":
-        from pyzyme.diff.linalg import lapack as lapack_calls
-        return lapack_calls
-    if row.op in ("getrf", "getri"):
-        from pyzyme.diff.linalg import lu as lapack_lu
-        return lapack_lu
-    if row.op == "potrf":
-        from pyzyme.diff.linalg import cholesky as lapack_cholesky
-        return lapack_cholesky
-    if row.op == "evd":
-        from pyzyme.diff.linalg import eigh as lapack_eigh
-        return lapack_eigh
-    if row.op == "nrm2":
-        from pyzyme.diff.linalg import nrm2 as blas_nrm2
-        return blas_nrm2
-    return sys.modules[__name__]
-
-
-def _helper(gen, op: str):
-    name, params = _SIGNATURES[op]
-    return gen.module.declare(name, T.FunctionType(T.i32, params))
-
-
-def _constant_arg(inst, index: int, where: str, what: str) -> int:
-    v = inst.args[index]
-    if not isinstance(v, ConstantInt):
-        raise UnsupportedError(f"{where}: the {what} of {inst.called_function.ref} is not a "
-                               f"constant: {inst}")
-    return v.value
-
-
-def _element_type(inst, where: str) -> T.Type:
-    """The element type of a BLAS call; its kind and transpose flags must be constants."""
-    for index in {"numba_xxgemv": (1,), "numba_xxgemm": (1, 2)}.get(
-            inst.called_function.name, ()):
-        _constant_arg(inst, index, where, "transpose flag")
-    kind = _constant_arg(inst, 0, where, "kind")
-    ty = _KINDS.get(kind)
-    if ty is None:
-        err = UnsupportedError(
-            f"{where}: no derivative for {inst.called_function.ref} of kind {chr(kind)!r} "
-            f"(complex BLAS, from {linalg_functions(inst.called_function.name)}): {inst}",
-            hint="differentiate a real formulation (real and imaginary parts as separate "
-                 "float arrays)")
-        err.callee = inst.called_function.name  # the Numba layer finds the Python line
-        raise err
-    return ty
-
-
-class _Scalars:
-    """Scalars passed by pointer (alpha and beta of the derivative calls): one stack slot each,
-    in the entry block, set where the call is made."""
-
-    def __init__(self, b: IRBuilder, ty: T.Type) -> None:
-        self.b, self.ty = b, ty
-
-    def constant(self, value: float):
-        return self.holding(const_float(self.ty, value))
-
-    def holding(self, value):
-        slot = self.b.entry_alloca(self.ty, name="blas.scalar")
-        self.b.store(value, slot)
-        return slot
 
 
 def _flip(trans: int) -> int:
@@ -126,33 +52,33 @@ def _call(b: IRBuilder, fn, args) -> None:
 
 
 # -- forward mode --------------------------------------------------------------------------------
-def forward_mode(gen, st, inst: I.Call, row) -> None:
+def forward_mode(cx, inst: I.Call, row) -> None:
     """The call, then its tangent: the same call on (tangent, primal) and (primal, tangent)
-    pairs, accumulated into the tangent of the output (state of :mod:`pyzyme.diff.forward.generator`)."""
+    pairs, accumulated into the tangent of the output."""
     op = row.op
-    ty = _element_type(inst, st.where)
-    new = gen._clone(st, inst)
+    ty = blas_element_type(inst, cx.where)
+    new = cx.clone(inst)
     (ia, ib), io = _ROLES[op]
     out = inst.args[io]
-    if out not in st.derivs:
+    if out not in cx.derivs:
         return
-    b = st.builder
-    scalars = _Scalars(b, ty)
-    fn = _helper(gen, op)
+    b = cx.builder
+    scalars = Scalars(b, ty)
+    fn = blas_function(cx.module, op)
     args = list(new.args)
 
     def tangent(v, lane):
-        return st.derivs[v][lane] if v in st.derivs else None
+        return cx.derivs[v][lane] if v in cx.derivs else None
 
-    for lane in range(st.width):
-        dout = st.derivs[out][lane]
+    for lane in range(cx.width):
+        dout = cx.derivs[out][lane]
         if op == "dot":
             _forward_dot(b, fn, args, ty, tangent(inst.args[ia], lane),
                          tangent(inst.args[ib], lane), dout, scalars)
             continue
         ialpha, ibeta = (4, 8) if op == "gemv" else (6, 11)
         if tangent(inst.args[ibeta], lane) is not None:
-            raise UnsupportedError(f"{st.where}: the beta of {inst.called_function.ref} "
+            raise UnsupportedError(f"{cx.where}: the beta of {inst.called_function.ref} "
                                    f"carries a derivative: {inst}")
         terms = []
         da, db = tangent(inst.args[ia], lane), tangent(inst.args[ib], lane)
@@ -189,35 +115,34 @@ def _forward_dot(b, fn, args, ty, dx, dy, dout, scalars) -> None:
 
 
 # -- reverse mode ------------------------------------------------------------------------------
-def augmented(gen, st, inst: I.Call, row) -> None:
+def augmented(cx, inst: I.Call, row) -> None:
     """Forward sweep: the call; operands that may change before the reverse sweep are copied,
-    and the scalars alpha and beta read (state of :mod:`pyzyme.diff.reverse.generator`)."""
+    and the scalars alpha and beta read."""
     op = row.op
-    ty = _element_type(inst, st.where)
-    new = gen._clone(st, inst)
+    ty = blas_element_type(inst, cx.where)
+    new = cx.clone(inst)
     (ia, ib), io = _ROLES[op]
-    if inst.args[io] not in st.shadows:
+    if inst.args[io] not in cx.shadows:
         return
-    b = st.fb
+    b = cx.fb
     kept = {}
     for index in (ia, ib):
         pointer = inst.args[index]
-        stable = (st.overwrites.written_after(inst, pointer) is None
-                  and gen._stable(st, pointer))
+        stable = (cx.overwrites.written_after(inst, pointer) is None
+                  and cx.stable(pointer))
         if stable:
             continue
         count = _operand_elements(b, new, op, index)
         size = b.mul(count, const_int(T.i64, 8 if ty == T.double else 4))
-        copy = _malloc(gen, b, size)
-        _memcpy(gen, b, copy, new.args[index], size)
-        _release_later(gen, st, copy)
+        copy = copy_of(cx.module, b, new.args[index], size)
+        free_later(cx, copy)
         kept[index] = copy
     scalars = {}
     if op != "dot":
         ialpha, ibeta = (4, 8) if op == "gemv" else (6, 11)
         scalars = {i: b.load(ty, new.args[i], name=f"blas.{n}")
                    for i, n in ((ialpha, "alpha"), (ibeta, "beta"))}
-    st.rule_calls[inst] = ("blas", kept, scalars)
+    cx.rule_calls[inst] = ("blas", kept, scalars)
 
 
 def _operand_elements(b: IRBuilder, call, op: str, index: int):
@@ -228,72 +153,46 @@ def _operand_elements(b: IRBuilder, call, op: str, index: int):
     if op == "gemv":
         m, n, trans = a[2], a[3], a[1].value
         if index == 5:
-            return _extent(b, a[6], n, m)
+            return extent(b, a[6], n, m)
         return n if trans == _N else m
     m, n, k = a[3], a[4], a[5]
     ta, tb = a[1].value, a[2].value
     if index == 7:
         rows, cols = (m, k) if ta == _N else (k, m)
-        return _extent(b, a[8], cols, rows)
+        return extent(b, a[8], cols, rows)
     rows, cols = (k, n) if tb == _N else (n, k)
-    return _extent(b, a[10], cols, rows)
+    return extent(b, a[10], cols, rows)
 
 
-def _extent(b: IRBuilder, ld, cols, rows):
-    last = b.mul(ld, b.sub(cols, const_int(T.i64, 1)))
-    total = b.add(last, rows)
-    return b.select(b.icmp("eq", cols, const_int(T.i64, 0)), const_int(T.i64, 0), total)
-
-
-def _memcpy(gen, b: IRBuilder, dest, src, size) -> None:
-    name = "llvm.memcpy.p0.p0.i64"
-    fn = gen.module.declare(name, T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
-    b.call(fn, [dest, src, size, const_int(T.i1, 0)])
-
-
-def _malloc(gen, b: IRBuilder, size):
-    fn = gen.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
-    return b.call(fn, [size], name="blas.operand")
-
-
-def _release_later(gen, st, pointer) -> None:
-    from pyzyme.diff.calls.reverse import defer_release
-    from pyzyme.ir.values import const_null
-
-    free = gen.module.declare("free", T.FunctionType(T.void, [T.ptr]))
-    defer_release(gen, st, I.Call(free, [pointer], free.function_type), pointer,
-                  const_null(T.ptr))
-
-
-def reverse(gen, st, inst: I.Call, row) -> None:
+def reverse(cx, inst: I.Call, row) -> None:
     """Reverse sweep: the adjoints of the operands, by BLAS, then the output's adjoint scaled
     by beta."""
     op = row.op
-    _, kept, scalars = st.rule_calls[inst]
-    ty = _element_type(inst, st.where)
+    _, kept, scalars = cx.rule_calls[inst]
+    ty = blas_element_type(inst, cx.where)
     (ia, ib), io = _ROLES[op]
-    b = st.rb
-    fn = _helper(gen, op)
-    args = [None if a.type.is_pointer else gen.primal(st, a) for a in inst.args]
+    b = cx.rb
+    fn = blas_function(cx.module, op)
+    args = [None if a.type.is_pointer else cx.primal(a) for a in inst.args]
     for index in (ia, ib):
-        args[index] = gen.avail(st, kept[index]) if index in kept else \
-            gen.primal(st, inst.args[index])
-    shadow = {i: gen.shadow(st, inst.args[i]) for i in (ia, ib, io)
-              if inst.args[i] in st.shadows}
-    box = _Scalars(b, ty)
+        args[index] = cx.avail(kept[index]) if index in kept else \
+            cx.primal(inst.args[index])
+    shadow = {i: cx.shadow(inst.args[i]) for i in (ia, ib, io)
+              if inst.args[i] in cx.shadows}
+    box = Scalars(b, ty)
     if op == "dot":
-        _reverse_dot(gen, b, args, ty, shadow, box)
+        _reverse_dot(cx, b, args, ty, shadow, box)
         return
-    alpha = box.holding(gen.avail(st, scalars[4 if op == "gemv" else 6]))  # as loaded then
-    beta = box.holding(gen.avail(st, scalars[8 if op == "gemv" else 11]))
+    alpha = box.holding(cx.avail(scalars[4 if op == "gemv" else 6]))  # as loaded then
+    beta = box.holding(cx.avail(scalars[8 if op == "gemv" else 11]))
     one, zero = box.constant(1.0), box.constant(0.0)
     if op == "gemv":
-        _reverse_gemv(gen, b, args, shadow, alpha, beta, one, zero)
+        _reverse_gemv(cx, b, args, shadow, alpha, beta, one, zero)
     else:
         _reverse_gemm(b, fn, args, shadow, alpha, beta, one, zero)
 
 
-def _reverse_dot(gen, b, args, ty, shadow, box) -> None:
+def _reverse_dot(cx, b, args, ty, shadow, box) -> None:
     """``r = x . y``: ``x_bar += r_bar y``, ``y_bar += r_bar x`` (GEMVs with one column)."""
     if 5 not in shadow:
         return
@@ -301,7 +200,7 @@ def _reverse_dot(gen, b, args, ty, shadow, box) -> None:
     b.store(const_float(ty, 0.0), shadow[5])
     n = args[2]
     alpha, one = box.holding(rbar), box.constant(1.0)
-    gemv = _helper(gen, "gemv")
+    gemv = blas_function(cx.module, "gemv")
     ld = _at_least_one(b, n)
     for target, other in ((3, args[4]), (4, args[3])):
         if target in shadow:
@@ -313,14 +212,14 @@ def _at_least_one(b: IRBuilder, v):
     return b.select(b.icmp("sgt", v, const_int(T.i64, 1)), v, const_int(T.i64, 1))
 
 
-def _reverse_gemv(gen, b, args, shadow, alpha, beta, one, zero) -> None:
+def _reverse_gemv(cx, b, args, shadow, alpha, beta, one, zero) -> None:
     """``y = alpha op(A) x + beta y``, ``A`` m x n: ``x_bar += alpha op(A)^T y_bar``,
     ``A_bar += alpha y_bar x^T`` (or ``x y_bar^T`` for ``op(A) = A^T``), ``y_bar *= beta``."""
     if 9 not in shadow:
         return
     kind, trans, m, n = args[0], args[1].value, args[2], args[3]
     a, lda, x, ybar = args[5], args[6], args[7], shadow[9]
-    gemv, gemm = _helper(gen, "gemv"), _helper(gen, "gemm")
+    gemv, gemm = blas_function(cx.module, "gemv"), blas_function(cx.module, "gemm")
     if 7 in shadow:
         _call(b, gemv, [kind, const_int(T.i8, _flip(trans)), m, n, alpha, a, lda, ybar, one,
                         shadow[7]])

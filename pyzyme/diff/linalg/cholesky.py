@@ -19,7 +19,7 @@ derivative is NaN.
 
 from __future__ import annotations
 
-from pyzyme.diff.linalg.blas import _constant_arg, _extent, _malloc, _memcpy, _release_later
+from pyzyme.diff.linalg.callsite import constant_arg, copy_of, extent, free_later
 from pyzyme.diff.linalg.kernels import Kernel, element_type
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
@@ -34,17 +34,17 @@ _PARAMS = [("n", T.i64), ("u", T.ptr), ("lda", T.i64)]
 def _check(inst: I.Call, where: str) -> tuple[T.Type, bool]:
     """The element type, and whether the lower triangle is the one used (``uplo = 'L'``)."""
     ty = element_type(inst, where)
-    uplo = chr(_constant_arg(inst, 1, where, "uplo flag")).upper()
+    uplo = chr(constant_arg(inst, 1, where, "uplo flag")).upper()
     if uplo not in "UL":
         raise UnsupportedError(f"{where}: {inst.called_function.ref} with uplo {uplo!r}: {inst}")
     return ty, uplo == "L"
 
 
-def _kernel(gen, mode: str, ty: T.Type, lower: bool):
+def _kernel(cx, mode: str, ty: T.Type, lower: bool):
     base = f"potrf.{'l' if lower else 'u'}.{mode}"
-    fn = gen.module.get_function(Kernel.name(base, ty))
+    fn = cx.module.get_function(Kernel.name(base, ty))
     if fn is None:
-        k = Kernel(gen.module, base, ty, _PARAMS + [("d" if mode == "forward" else "s", T.ptr)])
+        k = Kernel(cx.module, base, ty, _PARAMS + [("d" if mode == "forward" else "s", T.ptr)])
         (_forward if mode == "forward" else _reverse)(k, lower)
         fn = k.finish()
     return fn
@@ -120,36 +120,37 @@ def _reverse(k: Kernel, lower: bool) -> None:
 
 
 # -- call sites --------------------------------------------------------------------------------
-def forward_mode(gen, st, inst: I.Call, row) -> None:
-    ty, lower = _check(inst, st.where)
-    new = gen._clone(st, inst)
+def forward_mode(cx, inst: I.Call, row) -> None:
+    """The call, then the tangent of the factor it wrote, per lane."""
+    ty, lower = _check(inst, cx.where)
+    new = cx.clone(inst)
     a = inst.args[3]
-    if a not in st.derivs:
+    if a not in cx.derivs:
         return
-    fn = _kernel(gen, "forward", ty, lower)
-    n, lda = gen._value(st, inst.args[2]), gen._value(st, inst.args[4])
-    for lane in range(st.width):
-        st.builder.call(fn, [n, new.args[3], lda, st.derivs[a][lane]])
+    fn = _kernel(cx, "forward", ty, lower)
+    n, lda = cx.value(inst.args[2]), cx.value(inst.args[4])
+    for lane in range(cx.width):
+        cx.builder.call(fn, [n, new.args[3], lda, cx.derivs[a][lane]])
 
 
-def augmented(gen, st, inst: I.Call, row) -> None:
+def augmented(cx, inst: I.Call, row) -> None:
     """Forward sweep: the call and a copy of the factor it wrote."""
-    ty, _ = _check(inst, st.where)
-    new = gen._clone(st, inst)
-    if inst.args[3] not in st.shadows:
+    ty, _ = _check(inst, cx.where)
+    new = cx.clone(inst)
+    if inst.args[3] not in cx.shadows:
         return
-    b = st.fb
-    n, lda = gen._fwd_value(st, inst.args[2]), gen._fwd_value(st, inst.args[4])
-    nbytes = b.mul(_extent(b, lda, n, n), const_int(T.i64, ty.bits // 8))
-    kept = _malloc(gen, b, nbytes)
-    _memcpy(gen, b, kept, new.args[3], nbytes)
-    _release_later(gen, st, kept)
-    st.rule_calls[inst] = ("lapack", kept)
+    b = cx.fb
+    n, lda = cx.fwd_value(inst.args[2]), cx.fwd_value(inst.args[4])
+    nbytes = b.mul(extent(b, lda, n, n), const_int(T.i64, ty.bits // 8))
+    kept = copy_of(cx.module, b, new.args[3], nbytes)
+    free_later(cx, kept)
+    cx.rule_calls[inst] = ("lapack", kept)
 
 
-def reverse(gen, st, inst: I.Call, row) -> None:
-    _, kept = st.rule_calls[inst]
-    ty, lower = _check(inst, st.where)
-    n, lda = gen.primal(st, inst.args[2]), gen.primal(st, inst.args[4])
-    st.rb.call(_kernel(gen, "reverse", ty, lower),
-               [n, gen.avail(st, kept), lda, gen.shadow(st, inst.args[3])])
+def reverse(cx, inst: I.Call, row) -> None:
+    """Reverse sweep: the adjoint of A from the adjoint of the factor, in place."""
+    _, kept = cx.rule_calls[inst]
+    ty, lower = _check(inst, cx.where)
+    n, lda = cx.primal(inst.args[2]), cx.primal(inst.args[4])
+    cx.rb.call(_kernel(cx, "reverse", ty, lower),
+               [n, cx.avail(kept), lda, cx.shadow(inst.args[3])])

@@ -18,7 +18,7 @@ derivatives at equal eigenvalues are undefined (inf or NaN). Real kinds only.
 
 from __future__ import annotations
 
-from pyzyme.diff.linalg.blas import _constant_arg, _extent, _malloc, _memcpy, _release_later
+from pyzyme.diff.linalg.callsite import allocate, constant_arg, copy_of, extent, free_later
 from pyzyme.diff.linalg.kernels import Kernel, element_type
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
@@ -35,8 +35,8 @@ def _check(inst: I.Call, where: str):
     """Element type, whether eigenvectors are computed (``jobz = 'V'``), whether the lower
     triangle is read."""
     ty = element_type(inst, where)
-    jobz = chr(_constant_arg(inst, 1, where, "jobz flag")).upper()
-    uplo = chr(_constant_arg(inst, 2, where, "uplo flag")).upper()
+    jobz = chr(constant_arg(inst, 1, where, "jobz flag")).upper()
+    uplo = chr(constant_arg(inst, 2, where, "uplo flag")).upper()
     if jobz not in "VN" or uplo not in "UL":
         raise UnsupportedError(f"{where}: {inst.called_function.ref} with jobz {jobz!r} and "
                                f"uplo {uplo!r}: {inst}")
@@ -113,95 +113,96 @@ def _reverse(k: Kernel, vectors: bool, lower: bool) -> None:
     k.fill(s, ldv, fold)
 
 
-def _kernel(gen, mode: str, ty: T.Type, vectors: bool, lower: bool):
+def _kernel(cx, mode: str, ty: T.Type, vectors: bool, lower: bool):
     base = f"evd.{'v' if vectors else 'n'}{'l' if lower else 'u'}.{mode}"
-    fn = gen.module.get_function(Kernel.name(base, ty))
+    fn = cx.module.get_function(Kernel.name(base, ty))
     if fn is None:
         last = ("d", "dw") if mode == "forward" else ("s", "wbar")
         params = [("n", T.i64), ("v", T.ptr), ("ldv", T.i64), ("w", T.ptr),
                   (last[0], T.ptr), (last[1], T.ptr)]
-        k = Kernel(gen.module, base, ty, params)
+        k = Kernel(cx.module, base, ty, params)
         (_forward if mode == "forward" else _reverse)(k, vectors, lower)
         fn = k.finish()
     return fn
 
 
-def _eigenvectors(gen, b: IRBuilder, inst, value, a, ty):
+def _eigenvectors(cx, b: IRBuilder, inst, value, a, ty):
     """A copy of A holding the eigenvectors of the symmetric matrix in it (by the same helper
     with ``jobz = 'V'``): what ``eigvalsh``'s derivative needs and the call does not give."""
     n, lda = value(inst.args[3]), value(inst.args[5])
     size = ty.bits // 8
-    nbytes = b.mul(_extent(b, lda, n, n), const_int(T.i64, size))
-    v = _malloc(gen, b, nbytes)
-    _memcpy(gen, b, v, a, nbytes)
-    w = _malloc(gen, b, b.mul(n, const_int(T.i64, size)))
+    nbytes = b.mul(extent(b, lda, n, n), const_int(T.i64, size))
+    v = copy_of(cx.module, b, a, nbytes)
+    w = allocate(cx.module, b, b.mul(n, const_int(T.i64, size)))
     args = [value(x) for x in inst.args]
     args[1], args[4], args[6] = const_int(T.i8, ord("V")), v, w
-    evd = gen.module.declare(_EVD, T.FunctionType(T.i32, [T.i8, T.i8, T.i8, T.i64, T.ptr,
-                                                          T.i64, T.ptr]))
+    evd = cx.module.declare(_EVD, T.FunctionType(T.i32, [T.i8, T.i8, T.i8, T.i64, T.ptr,
+                                                         T.i64, T.ptr]))
     b.call(evd, args)
-    b.call(gen.module.declare("free", T.FunctionType(T.void, [T.ptr])), [w])
+    b.call(cx.module.declare("free", T.FunctionType(T.void, [T.ptr])), [w])
     return v
 
 
-def _copy(gen, b: IRBuilder, src, count, ty):
+def _copy(cx, b: IRBuilder, src, count, ty):
     nbytes = b.mul(count, const_int(T.i64, ty.bits // 8))
-    dest = _malloc(gen, b, nbytes)
-    _memcpy(gen, b, dest, src, nbytes)
+    dest = copy_of(cx.module, b, src, nbytes)
     return dest
 
 
 # -- call sites --------------------------------------------------------------------------------
-def forward_mode(gen, st, inst: I.Call, row) -> None:
-    ty, vectors, lower = _check(inst, st.where)
+def forward_mode(cx, inst: I.Call, row) -> None:
+    """The call, then the tangents of the eigenvalues (and eigenvectors) it wrote, per
+    lane."""
+    ty, vectors, lower = _check(inst, cx.where)
     a, w = inst.args[4], inst.args[6]
-    if a not in st.derivs:
-        gen._clone(st, inst)
+    if a not in cx.derivs:
+        cx.clone(inst)
         return
-    b = st.builder
-    value = lambda v: gen._value(st, v)  # noqa: E731
+    b = cx.builder
+    value = lambda v: cx.value(v)  # noqa: E731
     n, lda = value(inst.args[3]), value(inst.args[5])
-    v = None if vectors else _eigenvectors(gen, b, inst, value, value(a), ty)
-    new = gen._clone(st, inst)
+    v = None if vectors else _eigenvectors(cx, b, inst, value, value(a), ty)
+    new = cx.clone(inst)
     if vectors:
         v = new.args[4]
     scratch = None
-    if w not in st.derivs:   # the eigenvalues' tangent is not wanted
-        scratch = _malloc(gen, b, b.mul(n, const_int(T.i64, ty.bits // 8)))
-    fn = _kernel(gen, "forward", ty, vectors, lower)
-    for lane in range(st.width):
-        dw = st.derivs[w][lane] if scratch is None else scratch
-        b.call(fn, [n, v, lda, new.args[6], st.derivs[a][lane], dw])
-    free = gen.module.declare("free", T.FunctionType(T.void, [T.ptr]))
+    if w not in cx.derivs:   # the eigenvalues' tangent is not wanted
+        scratch = allocate(cx.module, b, b.mul(n, const_int(T.i64, ty.bits // 8)))
+    fn = _kernel(cx, "forward", ty, vectors, lower)
+    for lane in range(cx.width):
+        dw = cx.derivs[w][lane] if scratch is None else scratch
+        b.call(fn, [n, v, lda, new.args[6], cx.derivs[a][lane], dw])
+    free = cx.module.declare("free", T.FunctionType(T.void, [T.ptr]))
     for pointer in ([] if vectors else [v]) + ([scratch] if scratch is not None else []):
         b.call(free, [pointer])
 
 
-def augmented(gen, st, inst: I.Call, row) -> None:
+def augmented(cx, inst: I.Call, row) -> None:
     """Forward sweep: the call, with copies of the eigenvectors (computed apart for
     ``eigvalsh``) and eigenvalues for the reverse sweep."""
-    ty, vectors, lower = _check(inst, st.where)
+    ty, vectors, lower = _check(inst, cx.where)
     a = inst.args[4]
-    if a not in st.shadows:
-        gen._clone(st, inst)
+    if a not in cx.shadows:
+        cx.clone(inst)
         return
-    b = st.fb
-    value = lambda v: gen._fwd_value(st, v)  # noqa: E731
+    b = cx.fb
+    value = lambda v: cx.fwd_value(v)  # noqa: E731
     n, lda = value(inst.args[3]), value(inst.args[5])
-    v = None if vectors else _eigenvectors(gen, b, inst, value, value(a), ty)
-    new = gen._clone(st, inst)
+    v = None if vectors else _eigenvectors(cx, b, inst, value, value(a), ty)
+    new = cx.clone(inst)
     if vectors:
-        v = _copy(gen, b, new.args[4], _extent(b, lda, n, n), ty)
-    w = _copy(gen, b, new.args[6], n, ty)
+        v = _copy(cx, b, new.args[4], extent(b, lda, n, n), ty)
+    w = _copy(cx, b, new.args[6], n, ty)
     for pointer in (v, w):
-        _release_later(gen, st, pointer)
-    st.rule_calls[inst] = ("lapack", v, w)
+        free_later(cx, pointer)
+    cx.rule_calls[inst] = ("lapack", v, w)
 
 
-def reverse(gen, st, inst: I.Call, row) -> None:
-    _, v, w = st.rule_calls[inst]
-    ty, vectors, lower = _check(inst, st.where)
-    wbar = gen.shadow(st, inst.args[6]) if inst.args[6] in st.shadows else const_null(T.ptr)
-    st.rb.call(_kernel(gen, "reverse", ty, vectors, lower),
-               [gen.primal(st, inst.args[3]), gen.avail(st, v), gen.primal(st, inst.args[5]),
-                gen.avail(st, w), gen.shadow(st, inst.args[4]), wbar])
+def reverse(cx, inst: I.Call, row) -> None:
+    """Reverse sweep: the adjoint of A from those of the eigenvalues and eigenvectors."""
+    _, v, w = cx.rule_calls[inst]
+    ty, vectors, lower = _check(inst, cx.where)
+    wbar = cx.shadow(inst.args[6]) if inst.args[6] in cx.shadows else const_null(T.ptr)
+    cx.rb.call(_kernel(cx, "reverse", ty, vectors, lower),
+               [cx.primal(inst.args[3]), cx.avail(v), cx.primal(inst.args[5]),
+                cx.avail(w), cx.shadow(inst.args[4]), wbar])

@@ -14,14 +14,14 @@ Real kinds only, as for BLAS (:mod:`pyzyme.diff.linalg.blas`).
 
 from __future__ import annotations
 
-from pyzyme.diff.linalg.blas import (
-    _Scalars,
-    _element_type,
-    _extent,
-    _helper,
-    _malloc,
-    _memcpy,
-    _release_later,
+from pyzyme.diff.linalg.callsite import (
+    Scalars,
+    allocate,
+    copy_of,
+    blas_element_type,
+    blas_function,
+    extent,
+    free_later,
 )
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -33,13 +33,13 @@ __all__ = ["forward_mode", "augmented", "reverse"]
 _GESV = ("numba_xgesv", [T.i8, T.i64, T.i64, T.ptr, T.i64, T.ptr, T.ptr, T.i64])
 
 
-def _gesv(gen):
+def _gesv(cx):
     name, params = _GESV
-    return gen.module.declare(name, T.FunctionType(T.i32, params))
+    return cx.module.declare(name, T.FunctionType(T.i32, params))
 
 
-def _free(gen, b: IRBuilder, pointer) -> None:
-    fn = gen.module.declare("free", T.FunctionType(T.void, [T.ptr]))
+def _free(cx, b: IRBuilder, pointer) -> None:
+    fn = cx.module.declare("free", T.FunctionType(T.void, [T.ptr]))
     b.call(fn, [pointer])
 
 
@@ -47,92 +47,94 @@ def _bytes(b: IRBuilder, count, ty: T.Type):
     return b.mul(count, const_int(T.i64, 8 if ty == T.double else 4))
 
 
-def _copy(gen, b: IRBuilder, src, count, ty: T.Type):
+def _copy(cx, b: IRBuilder, src, count, ty: T.Type):
     size = _bytes(b, count, ty)
-    dest = _malloc(gen, b, size)
-    _memcpy(gen, b, dest, src, size)
+    dest = copy_of(cx.module, b, src, size)
     return dest
 
 
-def _solve(gen, b: IRBuilder, kind, n, nrhs, a, lda, rhs, ldb) -> None:
+def _solve(cx, b: IRBuilder, kind, n, nrhs, a, lda, rhs, ldb) -> None:
     """``rhs = a^-1 rhs``; ``a`` is destroyed."""
-    ipiv = _malloc(gen, b, b.mul(n, const_int(T.i64, 4)))
-    b.call(_gesv(gen), [kind, n, nrhs, a, lda, ipiv, rhs, ldb])
-    _free(gen, b, ipiv)
+    ipiv = allocate(cx.module, b, b.mul(n, const_int(T.i64, 4)))
+    b.call(_gesv(cx), [kind, n, nrhs, a, lda, ipiv, rhs, ldb])
+    _free(cx, b, ipiv)
 
 
 # -- forward mode --------------------------------------------------------------------------------
-def forward_mode(gen, st, inst: I.Call, row) -> None:
-    ty = _element_type(inst, st.where)
-    b = st.builder
-    kind, n, nrhs = (gen._value(st, v) for v in inst.args[:3])
-    lda, ldb = gen._value(st, inst.args[4]), gen._value(st, inst.args[7])
+def forward_mode(cx, inst: I.Call, row) -> None:
+    """The call, then the tangent of the solution: ``dX = A^-1 (dB - dA X)``, per lane."""
+    ty = blas_element_type(inst, cx.where)
+    b = cx.builder
+    kind, n, nrhs = (cx.value(v) for v in inst.args[:3])
+    lda, ldb = cx.value(inst.args[4]), cx.value(inst.args[7])
     a_in, b_in = inst.args[3], inst.args[6]
-    varied = b_in in st.derivs
-    a_count = _extent(b, lda, n, n)
-    saved = _copy(gen, b, gen._value(st, a_in), a_count, ty) if varied else None
-    new = gen._clone(st, inst)
+    varied = b_in in cx.derivs
+    a_count = extent(b, lda, n, n)
+    saved = _copy(cx, b, cx.value(a_in), a_count, ty) if varied else None
+    new = cx.clone(inst)
     if not varied:
         return
     x = new.args[6]
-    scalars = _Scalars(b, ty)
-    gemm = _helper(gen, "gemm")
-    for lane in range(st.width):
-        rhs = st.derivs[b_in][lane]
-        if a_in in st.derivs:  # rhs = dB - dA X
+    scalars = Scalars(b, ty)
+    gemm = blas_function(cx.module, "gemm")
+    for lane in range(cx.width):
+        rhs = cx.derivs[b_in][lane]
+        if a_in in cx.derivs:  # rhs = dB - dA X
             minus, one = scalars.constant(-1.0), scalars.constant(1.0)
             b.call(gemm, [kind, const_int(T.i8, ord("n")), const_int(T.i8, ord("n")), n, nrhs,
-                          n, minus, st.derivs[a_in][lane], lda, x, ldb, one, rhs, ldb])
-        work = _copy(gen, b, saved, a_count, ty)
-        _solve(gen, b, kind, n, nrhs, work, lda, rhs, ldb)
-        _free(gen, b, work)
-    _free(gen, b, saved)
+                          n, minus, cx.derivs[a_in][lane], lda, x, ldb, one, rhs, ldb])
+        work = _copy(cx, b, saved, a_count, ty)
+        _solve(cx, b, kind, n, nrhs, work, lda, rhs, ldb)
+        _free(cx, b, work)
+    _free(cx, b, saved)
 
 
 # -- reverse mode ------------------------------------------------------------------------------
-def augmented(gen, st, inst: I.Call, row) -> None:
+def augmented(cx, inst: I.Call, row) -> None:
     """Forward sweep: a copy of ``A`` before the call, and of ``X`` after it unless nothing
     writes it before the reverse sweep."""
-    ty = _element_type(inst, st.where)
-    b = st.fb
+    ty = blas_element_type(inst, cx.where)
+    b = cx.fb
     a_in, b_in = inst.args[3], inst.args[6]
-    if b_in not in st.shadows:
-        gen._clone(st, inst)
+    if b_in not in cx.shadows:
+        cx.clone(inst)
         return
-    n, lda, ldb, nrhs = (gen._fwd_value(st, inst.args[i]) for i in (1, 4, 7, 2))
-    saved_a = _copy(gen, b, gen._fwd_value(st, a_in), _extent(b, lda, n, n), ty)
-    _release_later(gen, st, saved_a)
-    new = gen._clone(st, inst)
+    n, lda, ldb, nrhs = (cx.fwd_value(inst.args[i]) for i in (1, 4, 7, 2))
+    saved_a = _copy(cx, b, cx.fwd_value(a_in), extent(b, lda, n, n), ty)
+    free_later(cx, saved_a)
+    new = cx.clone(inst)
     saved_x = None
-    if st.overwrites.written_after(inst, b_in) is not None or not gen._stable(st, b_in):
-        saved_x = _copy(gen, b, new.args[6], _extent(b, ldb, nrhs, n), ty)
-        _release_later(gen, st, saved_x)
-    st.rule_calls[inst] = ("lapack", saved_a, saved_x)
+    if cx.overwrites.written_after(inst, b_in) is not None or not cx.stable(b_in):
+        saved_x = _copy(cx, b, new.args[6], extent(b, ldb, nrhs, n), ty)
+        free_later(cx, saved_x)
+    cx.rule_calls[inst] = ("lapack", saved_a, saved_x)
 
 
-def reverse(gen, st, inst: I.Call, row) -> None:
-    _, saved_a, saved_x = st.rule_calls[inst]
-    ty = _element_type(inst, st.where)
-    b = st.rb
-    kind, n, nrhs, lda, ldb = (gen.primal(st, inst.args[i]) for i in (0, 1, 2, 4, 7))
+def reverse(cx, inst: I.Call, row) -> None:
+    """Reverse sweep: ``Bbar = A^-T Xbar``, ``Abar = -Bbar X^T``."""
+    _, saved_a, saved_x = cx.rule_calls[inst]
+    ty = blas_element_type(inst, cx.where)
+    b = cx.rb
+    kind, n, nrhs, lda, ldb = (cx.primal(inst.args[i]) for i in (0, 1, 2, 4, 7))
     a_in, b_in = inst.args[3], inst.args[6]
-    x = gen.avail(st, saved_x) if saved_x is not None else gen.primal(st, b_in)
-    xbar = gen.shadow(st, b_in)
+    x = cx.avail(saved_x) if saved_x is not None else cx.primal(b_in)
+    xbar = cx.shadow(b_in)
     # A^T, column-major with leading dimension n, from the copy of A taken before the call.
-    a_t = _transposed(gen, b, gen.avail(st, saved_a), n, lda, ty)
-    _solve(gen, b, kind, n, nrhs, a_t, n, xbar, ldb)   # xbar := A^-T xbar = Bbar
-    _free(gen, b, a_t)
-    if a_in in st.shadows:
+    a_t = _transposed(cx, b, cx.avail(saved_a), n, lda, ty)
+    _solve(cx, b, kind, n, nrhs, a_t, n, xbar, ldb)   # xbar := A^-T xbar = Bbar
+    _free(cx, b, a_t)
+    if a_in in cx.shadows:
         # Abar = -Bbar X^T, replacing the adjoint of the LU factors (they carry none).
-        scalars = _Scalars(b, ty)
-        b.call(_helper(gen, "gemm"), [kind, const_int(T.i8, ord("n")), const_int(T.i8, ord("t")),
-                                      n, n, nrhs, scalars.constant(-1.0), xbar, ldb, x, ldb,
-                                      scalars.constant(0.0), gen.shadow(st, a_in), lda])
+        scalars = Scalars(b, ty)
+        gemm = blas_function(cx.module, "gemm")
+        b.call(gemm, [kind, const_int(T.i8, ord("n")), const_int(T.i8, ord("t")), n, n, nrhs,
+                      scalars.constant(-1.0), xbar, ldb, x, ldb, scalars.constant(0.0),
+                      cx.shadow(a_in), lda])
 
 
-def _transposed(gen, b: IRBuilder, a, n, lda, ty: T.Type):
+def _transposed(cx, b: IRBuilder, a, n, lda, ty: T.Type):
     """A new n x n column-major block holding ``a^T`` (``a`` has leading dimension ``lda``)."""
-    out = _malloc(gen, b, _bytes(b, b.mul(n, n), ty))
+    out = allocate(cx.module, b, _bytes(b, b.mul(n, n), ty))
     fn = b.function
     head = b.block
     outer, inner, done = (fn.append_block(f"transpose.{s}") for s in ("col", "row", "done"))

@@ -26,7 +26,7 @@ matrix (a zero on U's diagonal) the derivative is NaN.
 
 from __future__ import annotations
 
-from pyzyme.diff.linalg.blas import _extent, _malloc, _memcpy, _release_later
+from pyzyme.diff.linalg.callsite import copy_of, extent, free_later
 from pyzyme.diff.linalg.kernels import Kernel, element_type, pivot_type
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
@@ -57,7 +57,7 @@ def _check(inst: I.Call, where: str) -> T.Type:
     return ty
 
 
-def _operands(gen, inst, value):
+def _operands(cx, inst, value):
     n, a, lda, ipiv = (inst.args[i] for i in _ARGS[inst.called_function.name])
     return value(n), a, value(lda), value(ipiv)
 
@@ -66,22 +66,21 @@ def _bytes(b: IRBuilder, count, size: int):
     return b.mul(count, const_int(T.i64, size))
 
 
-def _copy(gen, b: IRBuilder, src, count, size: int):
+def _copy(cx, b: IRBuilder, src, count, size: int):
     nbytes = _bytes(b, count, size)
-    dest = _malloc(gen, b, nbytes)
-    _memcpy(gen, b, dest, src, nbytes)
+    dest = copy_of(cx.module, b, src, nbytes)
     return dest
 
 
-def _free(gen, b: IRBuilder, pointer) -> None:
-    b.call(gen.module.declare("free", T.FunctionType(T.void, [T.ptr])), [pointer])
+def _free(cx, b: IRBuilder, pointer) -> None:
+    b.call(cx.module.declare("free", T.FunctionType(T.void, [T.ptr])), [pointer])
 
 
 # -- the kernels ------------------------------------------------------------------------------
-def _kernel(gen, base: str, ty: T.Type, params, build):
-    fn = gen.module.get_function(Kernel.name(base, ty))
+def _kernel(cx, base: str, ty: T.Type, params, build):
+    fn = cx.module.get_function(Kernel.name(base, ty))
     if fn is None:
-        k = Kernel(gen.module, base, ty, params)
+        k = Kernel(cx.module, base, ty, params)
         build(k)
         fn = k.finish()
     return fn
@@ -169,76 +168,75 @@ _KERNELS = {
 }
 
 
-def _derivative(gen, inst: I.Call, ty: T.Type, mode: str):
+def _derivative(cx, inst: I.Call, ty: T.Type, mode: str):
     name = inst.called_function.name
     params, build = _KERNELS[(name, mode)]
     short = "getrf" if name == _GETRF else "getri"
-    return _kernel(gen, f"{short}.{mode}", ty, params, build)
+    return _kernel(cx, f"{short}.{mode}", ty, params, build)
 
 
 # -- forward mode --------------------------------------------------------------------------------
-def forward_mode(gen, st, inst: I.Call, row) -> None:
-    """The call, then the tangent of what it overwrote, per lane (state of
-    :mod:`pyzyme.diff.forward.generator`)."""
-    ty = _check(inst, st.where)
-    b = st.builder
-    n, a, lda, ipiv = _operands(gen, inst, lambda v: gen._value(st, v))
-    if a not in st.derivs:
-        gen._clone(st, inst)
+def forward_mode(cx, inst: I.Call, row) -> None:
+    """The call, then the tangent of what it overwrote, per lane."""
+    ty = _check(inst, cx.where)
+    b = cx.builder
+    n, a, lda, ipiv = _operands(cx, inst, lambda v: cx.value(v))
+    if a not in cx.derivs:
+        cx.clone(inst)
         return
     size = ty.bits // 8
     factors = None
     if inst.called_function.name == _GETRI:   # the factors, before getri overwrites them
-        factors = _copy(gen, b, gen._value(st, a), _extent(b, lda, n, n), size)
-    new = gen._clone(st, inst)
+        factors = _copy(cx, b, cx.value(a), extent(b, lda, n, n), size)
+    new = cx.clone(inst)
     out = new.args[_ARGS[inst.called_function.name][1]]
-    fn = _derivative(gen, inst, ty, "forward")
-    for lane in range(st.width):
-        tangent = st.derivs[a][lane]
+    fn = _derivative(cx, inst, ty, "forward")
+    for lane in range(cx.width):
+        tangent = cx.derivs[a][lane]
         if factors is None:
             b.call(fn, [n, out, lda, ipiv, tangent])
         else:
             b.call(fn, [n, factors, lda, ipiv, out, tangent])
     if factors is not None:
-        _free(gen, b, factors)
+        _free(cx, b, factors)
 
 
 # -- reverse mode ------------------------------------------------------------------------------
-def augmented(gen, st, inst: I.Call, row) -> None:
+def augmented(cx, inst: I.Call, row) -> None:
     """Forward sweep: the call, with copies of the factors and pivots (and for getri of the
     inverse) for the reverse sweep: the caller overwrites them soon after (getri overwrites
     getrf's factors, Numba frees the pivots)."""
-    ty = _check(inst, st.where)
-    b = st.fb
+    ty = _check(inst, cx.where)
+    b = cx.fb
     index = _ARGS[inst.called_function.name]
     a = inst.args[index[1]]
-    if a not in st.shadows:
-        gen._clone(st, inst)
+    if a not in cx.shadows:
+        cx.clone(inst)
         return
-    n, _, lda, ipiv = _operands(gen, inst, lambda v: gen._fwd_value(st, v))
-    size, count = ty.bits // 8, _extent(b, lda, n, n)
+    n, _, lda, ipiv = _operands(cx, inst, lambda v: cx.fwd_value(v))
+    size, count = ty.bits // 8, extent(b, lda, n, n)
     kept = {}
     if inst.called_function.name == _GETRI:
-        kept["lu"] = _copy(gen, b, gen._fwd_value(st, a), count, size)
-    new = gen._clone(st, inst)
+        kept["lu"] = _copy(cx, b, cx.fwd_value(a), count, size)
+    new = cx.clone(inst)
     out = new.args[index[1]]
-    kept["lu" if "lu" not in kept else "x"] = _copy(gen, b, out, count, size)
-    kept["ipiv"] = _copy(gen, b, ipiv, n, pivot_type().width // 8)
+    kept["lu" if "lu" not in kept else "x"] = _copy(cx, b, out, count, size)
+    kept["ipiv"] = _copy(cx, b, ipiv, n, pivot_type().width // 8)
     for pointer in kept.values():
-        _release_later(gen, st, pointer)
-    st.rule_calls[inst] = ("lapack", kept)
+        free_later(cx, pointer)
+    cx.rule_calls[inst] = ("lapack", kept)
 
 
-def reverse(gen, st, inst: I.Call, row) -> None:
+def reverse(cx, inst: I.Call, row) -> None:
     """Reverse sweep: the adjoint of A (or of the factors) from the adjoint of what the call
     wrote, in place."""
-    _, kept = st.rule_calls[inst]
-    ty = element_type(inst, st.where)
-    b = st.rb
+    _, kept = cx.rule_calls[inst]
+    ty = element_type(inst, cx.where)
+    b = cx.rb
     index = _ARGS[inst.called_function.name]
-    n, lda = gen.primal(st, inst.args[index[0]]), gen.primal(st, inst.args[index[2]])
-    args = [n, gen.avail(st, kept["lu"]), lda, gen.avail(st, kept["ipiv"])]
+    n, lda = cx.primal(inst.args[index[0]]), cx.primal(inst.args[index[2]])
+    args = [n, cx.avail(kept["lu"]), lda, cx.avail(kept["ipiv"])]
     if "x" in kept:
-        args.append(gen.avail(st, kept["x"]))
-    args.append(gen.shadow(st, inst.args[index[1]]))
-    b.call(_derivative(gen, inst, ty, "reverse"), args)
+        args.append(cx.avail(kept["x"]))
+    args.append(cx.shadow(inst.args[index[1]]))
+    b.call(_derivative(cx, inst, ty, "reverse"), args)

@@ -15,7 +15,7 @@ none of it). Real kinds only.
 
 from __future__ import annotations
 
-from pyzyme.diff.linalg.blas import _extent, _malloc, _memcpy, _release_later
+from pyzyme.diff.linalg.callsite import copy_of, extent, free_later
 from pyzyme.diff.linalg.kernels import Kernel, element_type
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -82,10 +82,10 @@ _PARAMS = {
 }
 
 
-def _kernel(gen, mode: str, ty: T.Type):
-    fn = gen.module.get_function(Kernel.name(f"nrm2.{mode}", ty))
+def _kernel(cx, mode: str, ty: T.Type):
+    fn = cx.module.get_function(Kernel.name(f"nrm2.{mode}", ty))
     if fn is None:
-        k = Kernel(gen.module, f"nrm2.{mode}", ty,
+        k = Kernel(cx.module, f"nrm2.{mode}", ty,
                    [(name, t or ty) for name, t in _PARAMS[mode]])
         (_forward if mode == "forward" else _reverse)(k)
         fn = k.finish()
@@ -93,52 +93,53 @@ def _kernel(gen, mode: str, ty: T.Type):
 
 
 # -- call sites --------------------------------------------------------------------------------
-def forward_mode(gen, st, inst: I.Call, row) -> None:
-    ty = element_type(inst, st.where)
-    new = gen._clone(st, inst)
+def forward_mode(cx, inst: I.Call, row) -> None:
+    """The call, then the tangent of the norm: ``(x . dx) / r``, per lane."""
+    ty = element_type(inst, cx.where)
+    new = cx.clone(inst)
     x, out = inst.args[2], inst.args[4]
-    if out not in st.derivs:
+    if out not in cx.derivs:
         return
-    b = st.builder
-    n, incx = gen._value(st, inst.args[1]), gen._value(st, inst.args[3])
+    b = cx.builder
+    n, incx = cx.value(inst.args[1]), cx.value(inst.args[3])
     r = b.load(ty, new.args[4], name="nrm2")
-    for lane in range(st.width):
-        dout = st.derivs[out][lane]
-        if x not in st.derivs:   # the result depends on constants only
+    for lane in range(cx.width):
+        dout = cx.derivs[out][lane]
+        if x not in cx.derivs:   # the result depends on constants only
             b.store(const_null(ty), dout)
             continue
-        b.call(_kernel(gen, "forward", ty), [n, new.args[2], incx, st.derivs[x][lane], r, dout])
+        b.call(_kernel(cx, "forward", ty), [n, new.args[2], incx, cx.derivs[x][lane], r, dout])
 
 
-def augmented(gen, st, inst: I.Call, row) -> None:
+def augmented(cx, inst: I.Call, row) -> None:
     """Forward sweep: the call and the norm it wrote; ``x`` copied if it may change before
     the reverse sweep (``x /= np.linalg.norm(x)`` does)."""
-    ty = element_type(inst, st.where)
-    new = gen._clone(st, inst)
+    ty = element_type(inst, cx.where)
+    new = cx.clone(inst)
     x, out = inst.args[2], inst.args[4]
-    if out not in st.shadows:
+    if out not in cx.shadows:
         return
-    b = st.fb
+    b = cx.fb
     kept = None
-    if x in st.shadows and (st.overwrites.written_after(inst, x) is not None
-                            or not gen._stable(st, x)):
-        n, incx = gen._fwd_value(st, inst.args[1]), gen._fwd_value(st, inst.args[3])
+    if x in cx.shadows and (cx.overwrites.written_after(inst, x) is not None
+                            or not cx.stable(x)):
+        n, incx = cx.fwd_value(inst.args[1]), cx.fwd_value(inst.args[3])
         positive = b.icmp("sge", incx, const_int(T.i64, 1))
-        count = b.select(positive, _extent(b, incx, n, const_int(T.i64, 1)),
+        count = b.select(positive, extent(b, incx, n, const_int(T.i64, 1)),
                          const_int(T.i64, 0))
         nbytes = b.mul(count, const_int(T.i64, ty.bits // 8))
-        kept = _malloc(gen, b, nbytes)
-        _memcpy(gen, b, kept, new.args[2], nbytes)
-        _release_later(gen, st, kept)
-    st.rule_calls[inst] = ("nrm2", kept, b.load(ty, new.args[4], name="nrm2"))
+        kept = copy_of(cx.module, b, new.args[2], nbytes)
+        free_later(cx, kept)
+    cx.rule_calls[inst] = ("nrm2", kept, b.load(ty, new.args[4], name="nrm2"))
 
 
-def reverse(gen, st, inst: I.Call, row) -> None:
-    _, kept, norm = st.rule_calls[inst]
-    ty = element_type(inst, st.where)
+def reverse(cx, inst: I.Call, row) -> None:
+    """Reverse sweep: ``xbar += (rbar / r) x``; ``rbar`` is consumed."""
+    _, kept, norm = cx.rule_calls[inst]
+    ty = element_type(inst, cx.where)
     x = inst.args[2]
-    xp = gen.avail(st, kept) if kept is not None else gen.primal(st, x)
-    xbar = gen.shadow(st, x) if x in st.shadows else const_null(T.ptr)
-    st.rb.call(_kernel(gen, "reverse", ty),
-               [gen.primal(st, inst.args[1]), xp, gen.primal(st, inst.args[3]), xbar,
-                gen.avail(st, norm), gen.shadow(st, inst.args[4])])
+    xp = cx.avail(kept) if kept is not None else cx.primal(x)
+    xbar = cx.shadow(x) if x in cx.shadows else const_null(T.ptr)
+    cx.rb.call(_kernel(cx, "reverse", ty),
+               [cx.primal(inst.args[1]), xp, cx.primal(inst.args[3]), xbar,
+                cx.avail(norm), cx.shadow(inst.args[4])])

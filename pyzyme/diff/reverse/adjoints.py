@@ -10,7 +10,10 @@ from collections.abc import Sequence
 
 from pyzyme import naming
 from pyzyme.diff.emit import Emitter, guarded
-from pyzyme.diff.reverse.state import _elements, _has_float, _State
+from pyzyme.diff.calls import dispatch as calls
+from pyzyme.diff.context import ReverseContext
+from pyzyme.diff.leaves import elements, has_float
+from pyzyme.diff.runtime_activity import inactive_here
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -26,7 +29,7 @@ __all__ = ["ReverseAdjoints"]
 class ReverseAdjoints:
     """Emits adjoint code (see the module docstring)."""
 
-    def _slot(self, st: _State, value: Value) -> I.Alloca:
+    def _slot(self, st: ReverseContext, value: Value) -> I.Alloca:
         slot = st.adjoints.get(value)
         if slot is None:
             entry = st.tape.rev_entry
@@ -40,7 +43,7 @@ class ReverseAdjoints:
             st.adjoints[value] = slot
         return slot
 
-    def accumulate(self, st: _State, value: Value, delta: Value) -> None:
+    def accumulate(self, st: ReverseContext, value: Value, delta: Value) -> None:
         """``value_bar += delta``, for an active primal value."""
         if not st.active(value) or not isinstance(value, (I.Instruction, Argument)):
             return
@@ -48,7 +51,7 @@ class ReverseAdjoints:
         b = st.rb
         b.store(_add(b, value.type, b.load(value.type, slot), delta, self.sum_flags), slot)
 
-    def consume(self, st: _State, value: Value) -> Value:
+    def consume(self, st: ReverseContext, value: Value) -> Value:
         """``value_bar``, read and reset to zero (the value's uses are all done)."""
         slot = self._slot(st, value)
         d = st.rb.load(value.type, slot, name=naming.adjoint(value.name))
@@ -56,10 +59,11 @@ class ReverseAdjoints:
         return d
 
     # -- reverse sweep: instructions ---------------------------------------------------
-    def _reverse(self, st: _State, inst: I.Instruction) -> None:
+    def reverse_instruction(self, st: ReverseContext, inst: I.Instruction) -> None:
+        """The adjoint code of ``inst`` at the reverse sweep's builder (calls through
+        :mod:`pyzyme.diff.calls.dispatch`)."""
         if isinstance(inst, I.CallBase):
-            from pyzyme.diff.calls import reverse as reverse_calls
-            reverse_calls.reverse(self, st, inst)
+            calls.reverse_sweep(st, inst)
             return
         op = inst.opcode
         if op == "store":
@@ -74,9 +78,9 @@ class ReverseAdjoints:
                                         "report it")
         handler(self, st, inst)
 
-    def _reverse_load(self, st: _State, inst: I.Load) -> None:
+    def _reverse_load(self, st: ReverseContext, inst: I.Load) -> None:
         d = self.consume(st, inst)
-        pointer = self.shadow(st, inst.pointer)
+        pointer = st.shadow(inst.pointer)
         b = st.rb
         old = b.load(inst.type, pointer, inst.align)
         new = _add(b, inst.type, old, d, self.sum_flags)
@@ -84,12 +88,12 @@ class ReverseAdjoints:
             new = b.select(self._inactive_here(st, inst.pointer), old, new)
         b.store(new, pointer, inst.align)
 
-    def _reverse_store(self, st: _State, inst: I.Store) -> None:
+    def _reverse_store(self, st: ReverseContext, inst: I.Store) -> None:
         value, pointer = inst.operands
-        if pointer not in st.shadows or not _has_float(value.type):
+        if pointer not in st.shadows or not has_float(value.type):
             return
         b = st.rb
-        shadow = self.shadow(st, pointer)
+        shadow = st.shadow(pointer)
         if pointer in st.runtime:
             self._reverse_runtime_store(st, inst, shadow)
         elif st.active(value):
@@ -99,12 +103,11 @@ class ReverseAdjoints:
         else:
             b.store(const_null(value.type), shadow, inst.align)
 
-    def _inactive_here(self, st: _State, pointer: Value) -> Value:
+    def _inactive_here(self, st: ReverseContext, pointer: Value) -> Value:
         """In the reverse sweep: whether ``pointer``'s shadow is its primal."""
-        from pyzyme.diff.runtime_activity import inactive_here
-        return inactive_here(st.rb, self.shadow(st, pointer), self.primal(st, pointer))
+        return inactive_here(st.rb, st.shadow(pointer), st.primal(pointer))
 
-    def _reverse_runtime_store(self, st: _State, inst: I.Store, shadow: Value) -> None:
+    def _reverse_runtime_store(self, st: ReverseContext, inst: I.Store, shadow: Value) -> None:
         """A store through a pointer whose shadow may be its primal: where it is, the memory
         holds primal values, not adjoints; they are neither taken nor cleared."""
         value, pointer = inst.operands
@@ -116,7 +119,7 @@ class ReverseAdjoints:
         if st.active(value):
             self.accumulate(st, value, b.select(inactive, zero, d))
 
-    def partials(self, st: _State, inst: I.Instruction, row: spec.Partials,
+    def partials(self, st: ReverseContext, inst: I.Instruction, row: spec.Partials,
                  operands: Sequence[Value], flags: Sequence[str] = ()) -> None:
         """``operand_i_bar += partial_i * inst_bar`` over the active operands."""
         b = st.rb
@@ -126,13 +129,13 @@ class ReverseAdjoints:
             ty = ty.elements[row.result_field]
             d = b.extractvalue(d, row.result_field)
         em = Emitter(b, self.module, ty, flags)
-        args = _Lazy(lambda i: self.primal(st, operands[i]))
+        args = _Lazy(lambda i: st.primal(operands[i]))
         for i, (p, operand) in enumerate(zip(row.partials, operands)):
             if p is None or not st.active(operand):
                 continue
             result = None
             if "ret" in p.placeholders():
-                result = self.primal(st, inst)
+                result = st.primal(inst)
                 if row.result_field is not None:
                     result = b.extractvalue(result, row.result_field)
             if _is_reciprocal(p):
@@ -148,7 +151,7 @@ class ReverseAdjoints:
                 term = em.unless_zero(d, term)
             self.accumulate(st, operand, term)
 
-    def _arith(self, st: _State, inst: I.Instruction) -> None:
+    def _arith(self, st: ReverseContext, inst: I.Instruction) -> None:
         row = self.rules.lookup(inst.opcode, "opcode")
         if isinstance(row, spec.Partials):
             self.partials(st, inst, row, inst.operands, inst.flags)
@@ -164,21 +167,21 @@ class ReverseAdjoints:
         else:
             raise UnsupportedError(f"no derivative rule for {inst.opcode} in {st.where}")
 
-    def _select(self, st: _State, inst: I.Instruction) -> None:
+    def _select(self, st: ReverseContext, inst: I.Instruction) -> None:
         cond, a, c = inst.operands
         d = self.consume(st, inst)
         b = st.rb
-        test = self.primal(st, cond)
+        test = st.primal(cond)
         zero = const_null(inst.type)
         if st.active(a):
             self.accumulate(st, a, b.select(test, d, zero))
         if st.active(c):
             self.accumulate(st, c, b.select(test, zero, d))
 
-    def _freeze(self, st: _State, inst: I.Instruction) -> None:
+    def _freeze(self, st: ReverseContext, inst: I.Instruction) -> None:
         self.accumulate(st, inst.operands[0], self.consume(st, inst))
 
-    def _extractvalue(self, st: _State, inst: I.ExtractValue) -> None:
+    def _extractvalue(self, st: ReverseContext, inst: I.ExtractValue) -> None:
         agg = inst.operands[0]
         d = self.consume(st, inst)
         if st.active(agg):
@@ -189,7 +192,7 @@ class ReverseAdjoints:
             b.store(b.insertvalue(whole, _add(b, inst.type, part, d, self.sum_flags),
                                    inst.indices), slot)
 
-    def _insertvalue(self, st: _State, inst: I.InsertValue) -> None:
+    def _insertvalue(self, st: ReverseContext, inst: I.InsertValue) -> None:
         agg, element = inst.operands
         d = self.consume(st, inst)
         b = st.rb
@@ -198,25 +201,25 @@ class ReverseAdjoints:
         if st.active(agg):
             self.accumulate(st, agg, b.insertvalue(d, const_null(element.type), inst.indices))
 
-    def _extractelement(self, st: _State, inst: I.Instruction) -> None:
+    def _extractelement(self, st: ReverseContext, inst: I.Instruction) -> None:
         vec, index = inst.operands
         d = self.consume(st, inst)
         if st.active(vec):
             b = st.rb
             self.accumulate(st, vec, b.insertelement(const_null(vec.type), d,
-                                                     self.primal(st, index)))
+                                                     st.primal(index)))
 
-    def _insertelement(self, st: _State, inst: I.Instruction) -> None:
+    def _insertelement(self, st: ReverseContext, inst: I.Instruction) -> None:
         vec, element, index = inst.operands
         d = self.consume(st, inst)
         b = st.rb
-        i = self.primal(st, index)
+        i = st.primal(index)
         if st.active(element):
             self.accumulate(st, element, b.extractelement(d, i))
         if st.active(vec):
             self.accumulate(st, vec, b.insertelement(d, const_null(element.type), i))
 
-    def _shufflevector(self, st: _State, inst: I.ShuffleVector) -> None:
+    def _shufflevector(self, st: ReverseContext, inst: I.ShuffleVector) -> None:
         """Each operand lane gets the adjoints of the result lanes taken from it, summed where
         it was taken more than once (a splat); poison lanes send nothing back. Each sum is
         made of shuffles of the adjoint and zero: the k-th shuffle brings each operand lane
@@ -268,11 +271,11 @@ def _add(b: IRBuilder, ty: T.Type, a: Value, c: Value, flags: tuple[str, ...]) -
     (:func:`sum_flags`)."""
     if ty.is_float:
         return b.fadd(a, c, flags)
-    if not _has_float(ty):
+    if not has_float(ty):
         return a
     out = a
-    for i, ety in enumerate(_elements(ty)):
-        if _has_float(ety):
+    for i, ety in enumerate(elements(ty)):
+        if has_float(ety):
             part = _add(b, ety, b.extractvalue(a, i), b.extractvalue(c, i), flags)
             out = b.insertvalue(out, part, i)
     return out

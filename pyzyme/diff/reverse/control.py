@@ -10,7 +10,8 @@ from __future__ import annotations
 from pyzyme.analysis.activity import Activity
 from pyzyme import naming
 from pyzyme.transforms.alias_scopes import annotate
-from pyzyme.diff.reverse.state import _incoming, _State
+from pyzyme.diff.context import ReverseContext
+from pyzyme.diff.reverse.values import incoming_value
 from pyzyme.errors import error_context
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -26,7 +27,9 @@ _COUNTED_PREDICATES = ("ne", "slt", "ult", "sle", "ule", "sgt", "ugt", "sge", "u
 class ReverseControl:
     """Emits the reverse sweep's blocks and branches (see the module docstring)."""
 
-    def _reverse_block(self, st: _State, block) -> None:
+    def reverse_block(self, st: ReverseContext, block) -> None:
+        """The reverse sweep of primal ``block``: the adjoints of its instructions, last
+        first, then the branch back to the block that entered it."""
         st.rb.position_at_end(st.rblocks[block])
         st.memo = {}
         st.current = block
@@ -37,10 +40,10 @@ class ReverseControl:
             if inst is term or block in st.doomed:
                 continue
             with error_context("adjoint of", f"{inst}"):
-                self._reverse(st, inst)
+                self.reverse_instruction(st, inst)
         self._reverse_branch(st, block)
 
-    def _reverse_branch(self, st: _State, block) -> None:
+    def _reverse_branch(self, st: ReverseContext, block) -> None:
         b = st.rb
         if block is st.old.blocks[0]:
             self._finish(st)
@@ -59,7 +62,7 @@ class ReverseControl:
             if which is None and len(preds) > 1:
                 outside = next(p for p in preds if not loop.contains(p))
                 inside = next(p for p in preds if loop.contains(p))
-                first = b.icmp("eq", c, self._loop_start(st, loop))
+                first = b.icmp("eq", c, self.loop_start(st, loop))
                 b.cbranch(first, self._leave(st, loop, self._edge(st, block, outside, dphis)),
                           self._edge(st, block, inside, dphis))
                 return
@@ -75,7 +78,7 @@ class ReverseControl:
             return
         b.switch(which, edges[0], [(const_int(T.i32, k), e) for k, e in enumerate(edges)][1:])
 
-    def _leave(self, st: _State, loop, target):
+    def _leave(self, st: ReverseContext, loop, target):
         """``target``, through a block that pops the loop's start when it has one."""
         stack = st.starts.get(loop)
         if stack is None or loop.parent is None:
@@ -86,17 +89,17 @@ class ReverseControl:
         b.br(target)
         return block
 
-    def _which_pred(self, st: _State, block, preds) -> Value:
+    def _which_pred(self, st: ReverseContext, block, preds) -> Value:
         """The index (in ``preds``) of the predecessor that entered ``block``: from the branch
         that decided it when that branch's condition can be had, else recorded."""
-        decided = self._deciding_branch(st, block, preds)
+        decided = self.deciding_branch(st, block, preds)
         if decided is None:
             return self._recorded_pred(st, block, preds)
         cond, true_index, _ = decided
-        test = self.primal(st, cond)
+        test = st.primal(cond)
         return test if true_index == 1 else st.rb.xor(test, const_int(T.i1, 1))
 
-    def _deciding_branch(self, st: _State, block, preds):
+    def deciding_branch(self, st: ReverseContext, block, preds):
         """``(cond, index if true, index if false)`` when ``block``'s immediate dominator ends
         in a conditional branch whose two sides lead to different predecessors of ``block``
         (an if/else diamond, possibly with loops inside its arms)."""
@@ -119,7 +122,7 @@ class ReverseControl:
         st.recomputable[key] = found
         return found
 
-    def _side(self, st: _State, d, succ, block, preds):
+    def _side(self, st: ReverseContext, d, succ, block, preds):
         """Which predecessor of ``block`` the edge ``d -> succ`` leads to, or None."""
         if succ is block:
             return preds.index(d) if d in preds else None
@@ -134,24 +137,24 @@ class ReverseControl:
         inside = [p for p in preds if loop.contains(p)]
         return len(inside) == 1 and len(preds) == 2
 
-    def _edge(self, st: _State, block, pred, dphis) -> object:
+    def _edge(self, st: ReverseContext, block, pred, dphis) -> object:
         """Where the reverse sweep goes for the edge ``pred -> block``: the reverse of
         ``pred``, through a block that hands the phis' adjoints to their incoming values."""
         target = self._enter(st, block, pred, st.rblocks[pred])
         moves = [(phi, d) for phi, d in dphis
-                 if st.active(v := _incoming(phi, pred)) and not isinstance(v, Undef)]
+                 if st.active(v := incoming_value(phi, pred)) and not isinstance(v, Undef)]
         if not moves:
             return target
         edge = st.rev.append_block(f"{st.rblocks[block].name}.from.{pred.name or 'pred'}")
         saved = (st.rb.block, st.rb.index)
         st.rb.position_at_end(edge)
         for phi, d in moves:
-            self.accumulate(st, _incoming(phi, pred), d)
+            self.accumulate(st, incoming_value(phi, pred), d)
         st.rb.br(target)
         st.rb.block, st.rb.index = saved
         return edge
 
-    def _enter(self, st: _State, block, pred, target):
+    def _enter(self, st: ReverseContext, block, pred, target):
         """``target``, through a block that sets where each counted loop the edge
         ``pred -> block`` leaves (so the reverse sweep enters) began its run: the counter now
         less the run's trip count, computed again from the loop's bounds."""
@@ -170,14 +173,14 @@ class ReverseControl:
         st.memo = memo
         return enter
 
-    def _counted_start(self, st: _State, loop) -> Value:
+    def _counted_start(self, st: ReverseContext, loop) -> Value:
         """Where the last run of counted ``loop`` began, while the reverse sweep is after it:
         the counter now less the run's trip count, from the loop's bounds."""
-        runs = self._runs(st, st.rb, loop.trip_count, lambda v: self.primal(st, v))
+        runs = self._runs(st, st.rb, loop.trip_count, lambda v: st.primal(v))
         return st.rb.sub(st.rb.load(T.i64, st.tape.counter(loop).rev), runs,
                          name=naming.loop_start(loop.header.name))
 
-    def _counted(self, st: _State, loop) -> bool:
+    def _counted(self, st: ReverseContext, loop) -> bool:
         """Whether the reverse sweep finds where a run of inner ``loop`` began from its trip
         count (the forward sweep then records nothing per run): its only exit is the one its
         induction variable decides, stepping by one, whose bounds hold throughout the run."""
@@ -195,7 +198,7 @@ class ReverseControl:
         st.counted[loop] = st.tape.reverse_slot(T.i64, naming.loop_start(loop.header.name))
         return True
 
-    def _recorded_pred(self, st: _State, block, preds) -> Value:
+    def _recorded_pred(self, st: ReverseContext, block, preds) -> Value:
         """Which predecessor entered ``block``, recorded by the forward sweep (an i32 phi)."""
         cache = st.recorded.get(block)
         if cache is None:
@@ -204,9 +207,9 @@ class ReverseControl:
             phi.name = st.fwd.unique_name(naming.came_from(block.name))
             first.insert(len(first.phis), phi)
             for p in preds:
-                for _ in range(self._fwd_edges(st, p, block)):
+                for _ in range(st.fwd_edges(p, block)):
                     phi.add_incoming(const_int(T.i32, preds.index(p)),
-                                     self._fwd_pred(st, p, block))
+                                     st.fwd_edge(p, block))
             loop = st.loops.loop_of(block)
             cache = st.recorded[block] = st.tape.cache(T.i32, loop, phi.name)
             b = IRBuilder()
@@ -215,9 +218,9 @@ class ReverseControl:
             else:
                 b.position_at_start(first)
             st.tape.store(b, cache, phi, st.fidx.get(loop))
-        return st.tape.load(st.rb, cache, self._index(st, cache.loop))
+        return st.tape.load(st.rb, cache, self.iteration(st, cache.loop))
 
-    def _index(self, st: _State, loop) -> Value | None:
+    def iteration(self, st: ReverseContext, loop) -> Value | None:
         """The number of the iteration of ``loop`` the reverse sweep is in."""
         if loop is None:
             return None
@@ -228,7 +231,7 @@ class ReverseControl:
             v = st.memo[key] = st.rb.sub(st.rb.load(T.i64, count), const_int(T.i64, 1))
         return v
 
-    def _loop_start(self, st: _State, loop) -> Value:
+    def loop_start(self, st: ReverseContext, loop) -> Value:
         """The counter of ``loop`` when its current run began (0 for outermost loops: they run
         at most once per call)."""
         if loop.parent is None:
@@ -256,11 +259,9 @@ class ReverseControl:
         v = st.memo[key] = st.tape.peek(st.rb, stack, naming.loop_start(loop.header.name))
         return v
 
-    def _finish(self, st: _State) -> None:
+    def _finish(self, st: ReverseContext) -> None:
         b = st.rb
-        if st.release_list is not None:
-            from pyzyme.diff.calls import reverse as reverse_calls
-            reverse_calls.run_releases(self, st, b, st.release_list.rev)
+        st.releases.run(b)
         st.tape.free(b)
         adj = [self.adjoint_of_param(st, a) for a, act in zip(st.old.args, st.sig.activities)
                if act is Activity.ACTIVE]
@@ -284,7 +285,7 @@ class ReverseControl:
             agg = b.insertvalue(agg, v, i)
         b.ret(agg)
 
-    def _reserve_caches(self, st: _State) -> None:
+    def _reserve_caches(self, st: ReverseContext) -> None:
         """Size loop caches and loop-start stacks before the outermost loop starts, where the
         trip counts of the whole nest are known there: no growing (copying) while it runs."""
         wanted = [(loop, [loop], lambda b, total, lp=loop: st.tape.reserve(b, lp, total))
@@ -302,7 +303,7 @@ class ReverseControl:
             for b in st.entering(top):
                 total = None
                 for lp in chain:
-                    runs = self._runs(st, b, lp.trip_count, lambda v: self._fwd_value(st, v))
+                    runs = self._runs(st, b, lp.trip_count, lambda v: st.fwd_value(v))
                     total = runs if total is None else b.mul(total, runs)
                 reserve(b, total)
 
@@ -317,7 +318,7 @@ class ReverseControl:
         return top.is_invariant(tc.start) and top.is_invariant(tc.bound)
 
     @staticmethod
-    def _runs(st: _State, b: IRBuilder, tc, value) -> Value:
+    def _runs(st: ReverseContext, b: IRBuilder, tc, value) -> Value:
         """How many times the header runs, at least 1: ``sign * (bound - start) + extra``, with
         ``start`` and ``bound`` as ``value`` gives them where ``b`` is."""
         start, bound = value(tc.start), value(tc.bound)
@@ -330,27 +331,28 @@ class ReverseControl:
         one = const_int(T.i64, 1)
         return b.select(b.icmp("slt", runs, one), one, runs)
 
-    def adjoint_of_param(self, st: _State, arg) -> Value:
+    def adjoint_of_param(self, st: ReverseContext, arg) -> Value:
         slot = st.adjoints.get(arg)
         if slot is None:
             return const_null(arg.type)
         return st.rb.load(arg.type, slot)
 
-    def _finalize(self, st: _State) -> None:
+    def finalize(self, st: ReverseContext) -> None:
+        """Once both sweeps are made: caches sized before loops, cleanup on error exits, the
+        tape grown where loops run, alias scopes, and for a split pair the tape packed and
+        unpacked."""
         self._reserve_caches(st)
         for block in st.error_exits:
             # No reverse sweep follows an error: release what was deferred, free the tape.
             b = IRBuilder()
             b.position_before(block.terminator)
-            if st.release_list is not None:
-                from pyzyme.diff.calls import reverse as reverse_calls
-                reverse_calls.run_releases(self, st, b, st.release_list.fwd)
+            st.releases.run(b, forward=True)
             st.tape.free(b, forward=True)
         for loop, index, first, rest in st.headers:
             b = IRBuilder(first)
             st.tape.grow(b, loop, index, rest, st.fidx)
         annotate(dict.fromkeys((st.fwd, st.rev)), self.scopes, st.tape.scope_node,
-                 lambda pointer: self._object_of(st, pointer))
+                 lambda pointer: self.object_of(st, pointer))
         if not st.sig.split:
             return
         b = st.fb
@@ -370,9 +372,7 @@ class ReverseControl:
         cleanup = st.rev.append_block("discard")
         rb.cbranch(st.rev.args[-2], cleanup, sweep)
         cb = IRBuilder(cleanup)
-        if st.release_list is not None:
-            from pyzyme.diff.calls import reverse as reverse_calls
-            reverse_calls.run_releases(self, st, cb, st.release_list.rev)
+        st.releases.run(cb)
         st.tape.free(cb)
         ret = st.rev.function_type.ret
         cb.ret(None if ret == T.void else const_null(ret))

@@ -27,8 +27,9 @@ value stored where it has no shadow raises :class:`~pyzyme.ActivityError`.
 The generator is assembled from one module per part: :mod:`~pyzyme.diff.reverse.augmented` (the
 forward sweep), :mod:`~pyzyme.diff.reverse.control` (the reverse sweep's blocks and branches),
 :mod:`~pyzyme.diff.reverse.values` (recompute or cache), :mod:`~pyzyme.diff.reverse.adjoints`
-(adjoint code), :mod:`~pyzyme.diff.calls.reverse` (calls) and :mod:`~pyzyme.diff.tape.cache`, on the
-shared state of :mod:`~pyzyme.diff.reverse.state`.
+(adjoint code), :mod:`~pyzyme.diff.calls.dispatch` (calls) and :mod:`~pyzyme.diff.tape.cache`,
+on the shared state of a :class:`~pyzyme.diff.context.ReverseContext`, whose methods are the API
+the call handlers use.
 """
 
 from __future__ import annotations
@@ -44,7 +45,11 @@ from pyzyme.transforms.alias_scopes import ScopeTable
 from pyzyme.diff.reverse.adjoints import ReverseAdjoints, sum_flags
 from pyzyme.diff.reverse.control import ReverseControl
 from pyzyme.diff.reverse.augmented import ForwardSweep
-from pyzyme.diff.reverse.state import ReverseSignature, SplitPair, _has_float, _State
+from pyzyme.diff.calls import dispatch as calls
+from pyzyme.diff.context import ReverseContext
+from pyzyme.diff.leaves import has_float
+from pyzyme.diff.signature import ReverseSignature, SplitPair
+from pyzyme.diff.tape.releases import Releases
 from pyzyme.diff.reverse.values import ReverseValues
 from pyzyme.diff.runtime_activity import runtime_values
 from pyzyme.diff.tape.cache import Tape
@@ -101,7 +106,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
             self._done[key] = result  # before the body: recursive calls find it
             st = self._body(fn, sig, fwd, rev)
             if sig.split:
-                lists = [(st.release_list, 24)] if st.release_list is not None else []
+                lists = [(st.releases.list, 24)] if st.releases.list is not None else []
                 result = SplitPair(fwd, rev, st.tape.bytes_function(
                     self.module.unique_global_name(f"tape_bytes_{fn.name}"), lists))
                 self._done[key] = result
@@ -129,7 +134,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         params += [ty for _, ty in shadows]
         ret = fn.function_type.ret
         if sig.return_active:
-            if not _has_float(ret):
+            if not has_float(ret):
                 raise UnsupportedError(f"{fn.ref} returns {ret}, which carries no derivative")
         base = name or naming.reverse_function(fn.name, sig.split)
         if not sig.split:
@@ -166,7 +171,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         return new
 
     # -- the body ----------------------------------------------------------------------
-    def _body(self, fn, sig: ReverseSignature, fwd, rev) -> _State:
+    def _body(self, fn, sig: ReverseSignature, fwd, rev) -> ReverseContext:
         # No reverse sweep runs after an error: blocks that can only end in one get none.
         doomed = frozenset(error_only_blocks(fn, sig.status_return))
         activity = self._activity(fn, sig, doomed)
@@ -179,7 +184,8 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         fwd_entry = fwd.append_block("allocas")
         rev_entry = rev.append_block("allocas") if sig.split else fwd_entry
         tape = Tape(fwd_entry, rev_entry, self.module, self.scopes)
-        st = _State(fn, sig, fwd, rev, activity, loops, analyze_overwrites(fn), tape)
+        st = ReverseContext(self, fn, sig, fwd, rev, activity, loops, analyze_overwrites(fn),
+                            tape, Releases(tape, self.module, rev.name))
         st.doms = dominators(fn)
         st.doomed = doomed
         if self.options.strong_zero:
@@ -213,16 +219,16 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         elif fn.function_type.ret != T.void:
             st.ret_slot = tape.slot(fn.function_type.ret, "result")
         for block in order:
-            self._forward_block(st, block)
-        self._forward_phis(st)
+            self.forward_block(st, block)
+        self.forward_phis(st)
         for block in reversed(order):
-            self._reverse_block(st, block)
-        self._finalize(st)
+            self.reverse_block(st, block)
+        self.finalize(st)
         if self.options.distribute_loops:
             self._distribute(st)
         return st
 
-    def _distribute(self, st: _State) -> None:
+    def _distribute(self, st: ReverseContext) -> None:
         """Split the reverse loops whose accumulations chain from one iteration to the next
         (a stencil's adjoint) into loops LLVM can vectorize (:mod:`pyzyme.transforms.distribute`)."""
         for loop in st.loops.loops:
@@ -232,7 +238,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
             p = distribute.plan(st.rblocks[loop.header], state.counter.rev, st.tape.scope)
             distribute.distribute(p, self.scopes)
 
-    def _make_blocks(self, st: _State, order: list) -> None:
+    def _make_blocks(self, st: ReverseContext, order: list) -> None:
         headers = {loop.header: loop for loop in st.loops.loops}
         for block in order:
             first = st.fwd.append_block(block.name)
@@ -259,17 +265,15 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         nothing varied is written into it and type analysis finds no floats in it (a list of
         integers: its growth then needs no shadow either). Those are found after a first
         pass that gives every allocation a shadow, so that type analysis runs only for them."""
-        from pyzyme.diff.calls.forward import call_result_varied, may_allocate
-
         def allocates(call) -> bool:
-            return may_allocate(self, call)
+            return calls.may_allocate(self.rules, call)
 
         integers: set = set()
 
         def policy(call: I.CallBase, is_varied) -> bool:
             if call in integers and not receives_varied(call, is_varied, allocates, doomed):
                 return False
-            return call_result_varied(self, call, is_varied)
+            return calls.call_result_varied(self.rules, call, is_varied)
 
         def analyze():
             return analyze_activity(fn, sig.activities, policy,

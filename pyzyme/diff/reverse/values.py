@@ -12,22 +12,38 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyzyme.analysis.forwarding import store_forwarding
-from pyzyme.analysis.overwrite import pure_call, underlying_object
+from pyzyme.analysis.overwrite import (
+    identified_object,
+    may_alias,
+    pure_call,
+    underlying_object,
+    written_pointers,
+)
 from pyzyme import naming
-from pyzyme.diff.reverse.state import _PURE, _incoming, _State
+from pyzyme.diff.context import ReverseContext
+from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Argument, ConstantInt, Value, const_int
 from pyzyme.rules import spec
 
-__all__ = ["ReverseValues", "ShiftInduction", "CountedSum"]
+__all__ = ["ReverseValues", "ShiftInduction", "CountedSum", "shift_induction_of", "counted_sum_of",
+           "incoming_value"]
+
+# Opcodes whose result depends only on operand values: recomputable in the reverse sweep.
+_PURE = frozenset({
+    "fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "add", "sub", "mul", "udiv", "sdiv",
+    "urem", "srem", "shl", "lshr", "ashr", "and", "or", "xor", "icmp", "fcmp", "trunc", "zext",
+    "sext", "fptoui", "fptosi", "uitofp", "sitofp", "fpext", "fptrunc", "bitcast",
+    "addrspacecast", "ptrtoint", "inttoptr", "select", "getelementptr", "extractvalue",
+    "insertvalue", "extractelement", "insertelement", "shufflevector", "freeze"})
 
 
 class ReverseValues:
     """Makes forward values available in the reverse sweep (see the module docstring)."""
 
-    def avail(self, st: _State, fv: Value) -> Value:
+    def avail(self, st: ReverseContext, fv: Value) -> Value:
         """Forward value ``fv`` where the reverse sweep now is: recomputed or cached."""
         if isinstance(fv, Argument):
             return st.rev_args[fv]
@@ -39,15 +55,7 @@ class ReverseValues:
             st.rev_origin.setdefault(v, fv)
         return v
 
-    def primal(self, st: _State, value: Value) -> Value:
-        """Primal ``value`` (forward copy) in the reverse sweep."""
-        return self.avail(st, self._fwd_value(st, value))
-
-    def shadow(self, st: _State, value: Value) -> Value:
-        """The shadow of primal pointer ``value`` in the reverse sweep."""
-        return self.avail(st, st.shadows[value])
-
-    def _materialize(self, st: _State, fv: I.Instruction) -> Value:
+    def _materialize(self, st: ReverseContext, fv: I.Instruction) -> Value:
         block = st.origin[fv.parent]
         loop = st.loops.loop_of(block)
         iv = st.inductions.get(fv)
@@ -59,8 +67,8 @@ class ReverseValues:
             iv = None   # where its inner loop's runs cannot be counted: cached as any phi
         if iv is not None:
             iv_loop, induction = iv
-            k = b.sub(self._index(st, iv_loop), self._loop_start(st, iv_loop))
-            start = self.primal(st, induction.start)
+            k = b.sub(self.iteration(st, iv_loop), self.loop_start(st, iv_loop))
+            start = st.primal(induction.start)
             if k.type != start.type:
                 k = b.trunc(k, start.type)
             if isinstance(induction, ShiftInduction):
@@ -100,7 +108,7 @@ class ReverseValues:
             self._keep(st, fv, cache)
         return st.tape.load(b, cache, self._cache_index(st, b, cache), name=fv.name)
 
-    def _forwarded(self, st: _State, fv: I.Load) -> Value | None:
+    def _forwarded(self, st: ReverseContext, fv: I.Load) -> Value | None:
         """Load ``fv`` of what a loop before it stored (:mod:`pyzyme.analysis.forwarding`),
         computed again as that loop computed it, for the index the load reads; None where the
         reverse sweep is outside the load's loop or the stored value cannot be computed again
@@ -117,36 +125,36 @@ class ReverseValues:
             return None
         return self._rebuild(st, f.store.operands[0], f)
 
-    def _rebuildable(self, st: _State, v: Value, f) -> bool:
+    def _rebuildable(self, st: ReverseContext, v: Value, f) -> bool:
         """Whether :meth:`_rebuild` can compute ``v`` where the reverse sweep is: every load
         on the way reads memory that keeps its contents until then."""
         if v is f.stored or not isinstance(v, I.Instruction) or not f.loop.contains(v.parent):
             return True
-        if v.opcode == "load" and not self._can_recompute(st, self._fwd_value(st, v)):
+        if v.opcode == "load" and not self._can_recompute(st, st.fwd_value(v)):
             return False
         return all(self._rebuildable(st, op, f) for op in v.operands)
 
-    def _rebuild(self, st: _State, v: Value, f) -> Value:
+    def _rebuild(self, st: ReverseContext, v: Value, f) -> Value:
         """Primal value ``v`` of the forwarding store's loop, on its iteration ``f.stored ==
         f.loaded``, where the reverse sweep is."""
         if v is f.stored:
-            return self.primal(st, f.loaded)
+            return st.primal(f.loaded)
         if not isinstance(v, I.Instruction) or not f.loop.contains(v.parent):
-            return self.primal(st, v)
-        fwd = self._fwd_value(st, v)
+            return st.primal(v)
+        fwd = st.fwd_value(v)
         clone = fwd.copy_with([self._rebuild(st, op, f) for op in v.operands])
         return st.rb.insert(clone, fwd.name)
 
-    def _cache_index(self, st: _State, b: IRBuilder, cache, forward: bool = False):
+    def _cache_index(self, st: ReverseContext, b: IRBuilder, cache, forward: bool = False):
         """Where ``cache`` holds the value of the iteration the reverse sweep (or ``forward``
         sweep, builder ``b``) is in."""
-        index = st.fidx.get(cache.loop) if forward else self._index(st, cache.loop)
+        index = st.fidx.get(cache.loop) if forward else self.iteration(st, cache.loop)
         if cache.outer is None:
             return index
-        at = st.fidx[cache.outer] if forward else self._index(st, cache.outer)
+        at = st.fidx[cache.outer] if forward else self.iteration(st, cache.outer)
         return b.sub(index, st.tape.load(b, cache.base, at, forward=forward))
 
-    def _repeat_base(self, st: _State, loop, outer):
+    def _repeat_base(self, st: ReverseContext, loop, outer):
         """The cache of ``loop``'s counter as each iteration of ``outer`` began (stored at
         the top of ``outer``'s body): where :meth:`Tape.repeated` caches count from."""
         key = ("repeat base", loop, outer)
@@ -160,7 +168,7 @@ class ReverseValues:
             st.tape.store(fb, base, count, st.fidx[outer])
         return base
 
-    def _counted_sum(self, st: _State, loop, induction: CountedSum, name: str):
+    def _counted_sum(self, st: ReverseContext, loop, induction: CountedSum, name: str):
         """Header phi ``induction`` of ``loop`` (see :class:`CountedSum`) where the reverse
         sweep is in a run of its inner loop: its start, plus the iterations of the inner loop
         since ``loop``'s run began (the inner loop's counter when this run of it began, less
@@ -177,14 +185,14 @@ class ReverseValues:
                 count = fb.load(T.i64, st.tape.counter(inner).fwd)
                 st.tape.store(fb, base, count, st.fidx.get(loop.parent))
         b = st.rb
-        since = b.sub(self._loop_start(st, inner),
-                      st.tape.load(b, base, self._index(st, loop.parent)))
-        start = self.primal(st, induction.start)
+        since = b.sub(self.loop_start(st, inner),
+                      st.tape.load(b, base, self.iteration(st, loop.parent)))
+        start = st.primal(induction.start)
         if since.type != start.type:
             since = b.trunc(since, start.type)
         return b.add(start, since, name=name)
 
-    def _keep(self, st: _State, fv: I.Instruction, cache) -> None:
+    def _keep(self, st: ReverseContext, fv: I.Instruction, cache) -> None:
         """Store ``fv`` into ``cache`` in the forward sweep where it is made (a header phi: in
         its loop's body, after the iteration count), at the index of ``cache``'s loop."""
         fb = IRBuilder()
@@ -197,7 +205,7 @@ class ReverseValues:
             fb.position_after(fv)
         st.tape.store(fb, cache, fv, self._cache_index(st, fb, cache, forward=True))
 
-    def _exit_value(self, st: _State, fv: I.Instruction, loop) -> Value:
+    def _exit_value(self, st: ReverseContext, fv: I.Instruction, loop) -> Value:
         """``fv``, defined in ``loop``, where the reverse sweep is outside it: the value its last
         iteration left (a loop's result, such as a sum). Kept once per iteration of the loops
         around both, overwritten on each iteration of ``loop``: recomputing it here would keep
@@ -211,16 +219,16 @@ class ReverseValues:
             cache = st.caches[("exit", fv)] = st.tape.cache(
                 fv.type, outer, f"{fv.name or 'value'}.exit")
             self._keep(st, fv, cache)
-        return st.tape.load(st.rb, cache, self._index(st, cache.loop), name=fv.name)
+        return st.tape.load(st.rb, cache, self.iteration(st, cache.loop), name=fv.name)
 
-    def _varies_in(self, st: _State, fv: I.Instruction, loop):
+    def _varies_in(self, st: ReverseContext, fv: I.Instruction, loop):
         """The innermost of ``loop`` and its parents in which forward value ``fv`` may differ
         between iterations (None: it is the same throughout the call)."""
         while loop is not None and self._invariant_in(st, fv, loop, 8):
             loop = loop.parent
         return loop
 
-    def _invariant_in(self, st: _State, fv: Value, loop, depth: int,
+    def _invariant_in(self, st: ReverseContext, fv: Value, loop, depth: int,
                       repeating: bool = False) -> bool:
         """Whether ``fv`` has one value across the iterations of ``loop`` (a pure function of
         values defined outside it, or a load of memory nothing in it writes). ``repeating``:
@@ -250,7 +258,7 @@ class ReverseValues:
             return False
         return all(self._invariant_in(st, op, loop, depth - 1, repeating) for op in fv.operands)
 
-    def _repeating_induction(self, st: _State, loop, induction, top, depth: int) -> bool:
+    def _repeating_induction(self, st: ReverseContext, loop, induction, top, depth: int) -> bool:
         """Whether induction variable ``induction`` of ``loop`` repeats on every iteration of
         ``top`` (see :meth:`_invariant_in`): ``loop`` is inside ``top``, and a counted sum's
         inner loop runs as many times on each."""
@@ -260,13 +268,13 @@ class ReverseValues:
                 induction.inner.parent is loop
                 and self._uniform_trip_count(st, induction.inner, top)):
             return False
-        return self._uniform(st, self._fwd_value(st, induction.start), top, depth - 1)
+        return self._uniform(st, st.fwd_value(induction.start), top, depth - 1)
 
-    def _uniform(self, st: _State, fv: Value, top, depth: int = 12) -> bool:
+    def _uniform(self, st: ReverseContext, fv: Value, top, depth: int = 12) -> bool:
         """Whether ``fv`` is the same at the same point of every iteration of ``top``."""
         return self._invariant_in(st, fv, top, depth, repeating=True)
 
-    def _repeats_in(self, st: _State, fv: I.Instruction, loop):
+    def _repeats_in(self, st: ReverseContext, fv: I.Instruction, loop):
         """The outermost loop around ``loop`` on each iteration of which ``loop`` runs the
         same iterations in the same order with ``fv`` the same on each (a parameter read in
         a loop over data points: ``icf[k, idx]`` inside ``for point: for k: for i: for j``);
@@ -281,7 +289,7 @@ class ReverseValues:
             return None
         return top if self._uniform(st, fv, top) else None
 
-    def _same_runs(self, st: _State, loop, top) -> bool:
+    def _same_runs(self, st: ReverseContext, loop, top) -> bool:
         """Whether every iteration of ``top`` runs ``loop`` through the same iterations:
         the trip counts of ``loop`` and of the loops between are exact and the same each
         time, and so is every branch deciding whether they run (in the bodies of those loops
@@ -319,33 +327,29 @@ class ReverseValues:
                         p is top or blk in p.exiting):
                     continue     # top's own exits and back edges; p's counted exit
                 else:
-                    ok = self._uniform(st, self._fwd_value(st, term.operands[0]), top)
+                    ok = self._uniform(st, st.fwd_value(term.operands[0]), top)
         st.same_runs[key] = ok
         return ok
 
-    def _uniform_trip_count(self, st: _State, loop, top) -> bool:
+    def _uniform_trip_count(self, st: ReverseContext, loop, top) -> bool:
         """Whether ``loop`` runs the same number of times wherever it runs inside ``top``."""
         tc = loop.trip_count
         return (tc is not None and tc.exact
-                and self._uniform(st, self._fwd_value(st, tc.start), top)
-                and self._uniform(st, self._fwd_value(st, tc.bound), top))
+                and self._uniform(st, st.fwd_value(tc.start), top)
+                and self._uniform(st, st.fwd_value(tc.bound), top))
 
-    def _written_in(self, st: _State, pointer: Value, loop) -> bool:
+    def _written_in(self, st: ReverseContext, pointer: Value, loop) -> bool:
         """Whether anything in ``loop`` may write where ``pointer`` points."""
-        from pyzyme.analysis.overwrite import _written_pointers, may_alias
-
         written = st.written.get(loop)
         if written is None:  # asked once per cached value and loop level: collect once
             written = st.written[loop] = [w for block in loop.blocks
                                           for inst in block.instructions
-                                          for w in _written_pointers(inst)]
+                                          for w in written_pointers(inst)]
         return any(may_alias(pointer, w) for w in written)
 
-    def _object_of(self, st: _State, pointer: Value):
+    def object_of(self, st: ReverseContext, pointer: Value):
         """The distinct object (allocation, stack slot, ``noalias`` parameter, or the shadow of
         one) that ``pointer`` points into, seen through reverse-sweep copies; else None."""
-        from pyzyme.analysis.overwrite import identified_object
-
         for _ in range(64):
             pointer = underlying_object(pointer)
             origin = st.rev_origin.get(pointer)
@@ -357,24 +361,24 @@ class ReverseValues:
             return None  # pyzyme's own slots: promoted to registers anyway
         return pointer if identified_object(pointer) else None
 
-    def _merged_phi(self, st: _State, fv: I.Phi, block) -> Value | None:
+    def _merged_phi(self, st: ReverseContext, fv: I.Phi, block) -> Value | None:
         """A phi of an if/else merge whose arms' values are safe to compute either way:
         ``select`` on the deciding branch's condition, nothing cached."""
         primal = next((p for p in block.phis if st.values.get(p) is fv), None)
         if primal is None:
             return None
         preds = list(dict.fromkeys(p for p in block.predecessors if p in st.last))
-        decided = self._deciding_branch(st, block, preds)
+        decided = self.deciding_branch(st, block, preds)
         if decided is None:
             return None
-        incoming = [self._fwd_value(st, _incoming(primal, p)) for p in preds]
+        incoming = [st.fwd_value(incoming_value(primal, p)) for p in preds]
         if not all(self._speculatable(st, v, 4) for v in incoming):
             return None
         cond, true_index, false_index = decided
-        return st.rb.select(self.primal(st, cond), self.avail(st, incoming[true_index]),
+        return st.rb.select(st.primal(cond), self.avail(st, incoming[true_index]),
                             self.avail(st, incoming[false_index]), name=fv.name)
 
-    def _speculatable(self, st: _State, fv: Value, depth: int) -> bool:
+    def _speculatable(self, st: ReverseContext, fv: Value, depth: int) -> bool:
         """Whether computing ``fv`` where its block did not run is harmless (no loads, no
         division by a garbage zero): it is a constant, an argument, cached, or pure."""
         if not isinstance(fv, I.Instruction) or fv in st.caches or fv in st.inductions:
@@ -386,7 +390,7 @@ class ReverseValues:
             return False
         return all(self._speculatable(st, op, depth - 1) for op in fv.operands)
 
-    def _can_recompute(self, st: _State, fv: I.Instruction) -> bool:
+    def _can_recompute(self, st: ReverseContext, fv: I.Instruction) -> bool:
         known = st.recomputable.get(fv)
         if known is not None:
             return known
@@ -397,7 +401,7 @@ class ReverseValues:
             origin = st.origin_load.get(fv)
             ok = (origin is not None and not fv.volatile and fv.ordering in (None, "")
                   and not st.overwrites.is_overwritten(origin)
-                  and self._stable(st, origin.pointer))
+                  and st.stable(origin.pointer))
         elif isinstance(fv, I.Call):
             callee = fv.called_function
             row = self.rules.lookup(callee.name, "call") if callee is not None else None
@@ -406,18 +410,6 @@ class ReverseValues:
             ok = False
         st.recomputable[fv] = ok
         return ok
-
-    def _stable(self, st: _State, pointer: Value) -> bool:
-        """Whether memory at ``pointer`` keeps its contents until the reverse sweep (given
-        that nothing in the function overwrites it)."""
-        obj = underlying_object(pointer)
-        if isinstance(obj, I.Alloca):
-            return not st.sig.split  # a callee's stack is gone when its reverse runs
-        if isinstance(obj, I.CallBase):
-            return True  # allocated here, freed only after the reverse sweep
-        if isinstance(obj, I.Load):
-            return self._stable(st, obj.pointer) if st.sig.split else st.sig.memory_stable
-        return st.sig.memory_stable
 
 
 
@@ -456,7 +448,7 @@ class CountedSum:
     inner: object
 
 
-def _counted_sum(loop, phi: I.Phi) -> CountedSum | None:
+def counted_sum_of(loop, phi: I.Phi) -> CountedSum | None:
     """``phi = [start, outside], [next, latch]`` where ``next`` is ``phi`` itself where the
     inner loop was skipped, else the value after the inner loop's last iteration of an
     induction variable stepping by one from ``phi``; else None.
@@ -565,7 +557,7 @@ def _reached(loop, blocks) -> set:
     return seen
 
 
-def _shift_induction(loop, phi: I.Phi) -> ShiftInduction | None:
+def shift_induction_of(loop, phi: I.Phi) -> ShiftInduction | None:
     """``phi = [start, outside], [phi shifted by a constant, latch]``, else None."""
     if not phi.type.is_int or phi.type.is_vector:
         return None
@@ -581,3 +573,11 @@ def _shift_induction(loop, phi: I.Phi) -> ShiftInduction | None:
             not hasattr(amount, "value") or amount.value <= 0:
         return None
     return ShiftInduction(start, update.opcode, amount.value)
+
+
+def incoming_value(phi: I.Phi, pred) -> Value:
+    """The value ``phi`` takes when entered from block ``pred``."""
+    for value, block in phi.incoming:
+        if block is pred:
+            return value
+    raise UnsupportedError(f"phi {phi.ref} has no value for predecessor {pred.ref}")

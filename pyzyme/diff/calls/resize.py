@@ -40,34 +40,34 @@ _ALLOCATE = "NRT_Allocate"
 _FREE = "NRT_Free"
 
 
-def forward(gen, st, inst: I.CallBase, new: I.CallBase, row: spec.Mirror) -> I.Instruction:
+def forward(cx, inst: I.CallBase, new: I.CallBase, row: spec.Mirror) -> I.Instruction:
     """After primal move ``new`` (of primal call ``inst``): the same move of the shadow
     handle's block, keeping the old block. Returns the old block (null where the primal move
     failed: the primal then raises), for the caller to release once the reverse sweep is
     done."""
-    b = st.fb
-    handle = st.shadows[inst.args[0]]
+    b = cx.fb
+    handle = cx.shadows[inst.args[0]]
     size = new.args[1]
     kept = b.load(T.i64, b.gep(T.i8, handle, [const_int(T.i64, row.size_offset)]),
                   name=naming.moved(inst.name, "size"))
-    old = b.call(_regrow(gen.module, row), [handle, size, new],
+    old = b.call(_regrow(cx.module, row), [handle, size, new],
                  name=naming.moved(inst.name, "old"))
     moved = b.load(T.ptr, b.gep(T.i8, handle, [const_int(T.i64, row.data_offset)]),
                    name=naming.moved(inst.name, "new"))
-    st.resizes[inst] = (old, kept, moved)
+    cx.resizes[inst] = (old, kept, moved)
     return old
 
 
-def reverse(gen, st, inst: I.CallBase) -> None:
+def reverse(cx, inst: I.CallBase) -> None:
     """The reverse of a move :func:`forward` mirrored: the adjoints back into the old block."""
-    old, kept, moved = st.resizes[inst]
-    b = st.rb
-    size = gen.primal(st, inst.args[1])
-    kept = gen.avail(st, kept)
+    old, kept, moved = cx.resizes[inst]
+    b = cx.rb
+    size = cx.primal(inst.args[1])
+    kept = cx.avail(kept)
     shared = b.select(b.icmp("ult", kept, size), kept, size)
-    memcpy = gen.module.declare("llvm.memcpy.p0.p0.i64",
-                                T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
-    b.call(memcpy, [gen.avail(st, old), gen.avail(st, moved), shared, const_int(T.i1, 0)])
+    memcpy = cx.module.declare("llvm.memcpy.p0.p0.i64",
+                               T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
+    b.call(memcpy, [cx.avail(old), cx.avail(moved), shared, const_int(T.i1, 0)])
 
 
 def _regrow(module, row: spec.Mirror):
