@@ -18,7 +18,8 @@ The handler API, by mode:
 - reverse mode's forward sweep (:class:`ReverseContext`): :meth:`~ReverseContext.fwd_value`,
   :meth:`~ReverseContext.fwd_shadow`, :meth:`~ReverseContext.clone`,
   :meth:`~ReverseContext.stable`, :meth:`~ReverseContext.release_later`,
-  :meth:`~ReverseContext.types`, :meth:`~ReverseContext.callee_derivative`;
+  :meth:`~ReverseContext.types`, :meth:`~ReverseContext.callee_derivative`,
+  :meth:`~ReverseContext.callee_releases`;
 - its reverse sweep: :meth:`~ReverseContext.primal`, :meth:`~ReverseContext.avail`,
   :meth:`~ReverseContext.shadow`, :meth:`~ReverseContext.active`,
   :meth:`~ReverseContext.accumulate`, :meth:`~ReverseContext.consume`,
@@ -349,6 +350,16 @@ class ReverseContext(_Generated):
         :class:`~pyzyme.diff.signature.ReverseSignature`): a
         :class:`~pyzyme.diff.signature.SplitPair` when ``sig.split``, generated once."""
         return self.generator.derivative(callee, sig)
+
+    def callee_releases(self, pair) -> Value:
+        """In the forward sweep: what a nested callee's augmented primal (of ``pair``, a
+        :class:`~pyzyme.diff.signature.SplitPair`) takes as its last parameter, the list it
+        defers its releases into: this function's (its caller's, when this one is nested too),
+        so they are made when the outermost reverse sweep is done; null where the callee is
+        known to defer none (its pair is complete and does not use the parameter)."""
+        if pair.nbytes is not None and not pair.augmented.args[-1].users:
+            return const_null(T.ptr)
+        return self.releases.pass_on()
 
     # -- the reverse sweep ---------------------------------------------------------------
     def avail(self, fv: Value) -> Value:

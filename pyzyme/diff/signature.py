@@ -74,7 +74,11 @@ class ReverseSignature:
     sweep and is passed on. ``memory_stable`` says nothing writes the memory the parameters
     point to between the sweeps (true of a whole call from Python; not of a callee, whose
     caller runs on before the reverse sweep). ``split`` asks for the augmented primal and
-    reverse function instead of the combined one.
+    reverse function instead of the combined one. ``nested``: the split pair of a callee,
+    called from another derivative; its augmented primal takes the caller's deferred-release
+    list as a last parameter and defers its releases there, so they are made when the
+    outermost reverse sweep is done (the callee may free memory its caller allocated, whose
+    shadow the caller's reverse sweep, after the callee's, still reads).
     """
 
     activities: tuple[Activity, ...]
@@ -82,11 +86,13 @@ class ReverseSignature:
     status_return: bool = False
     memory_stable: bool = True
     split: bool = False
+    nested: bool = False
 
 
 @dataclass(frozen=True)
 class SplitPair:
-    """``augmented(params, shadows) -> {primal result?, tape}`` and
+    """``augmented(params, shadows, releases?) -> {primal result?, tape}`` (``releases``: the
+    caller's list, when nested) and
     ``reverse(params, shadows, dret?, discard, tape) -> {adjoints}``: with ``discard`` set,
     the reverse function only frees the tape (and what it keeps alive)."""
 

@@ -7,7 +7,9 @@ it has none and an argument carries a derivative, refused with an error naming i
   carries a derivative;
 - reverse mode: the forward sweep calls the callee's augmented primal (its tape kept like any
   other value of the forward sweep), the reverse sweep its reverse function at the same point,
-  which returns the adjoints of the callee's float arguments.
+  which returns the adjoints of the callee's float arguments. The callee's pair is *nested*:
+  it defers its releases into the caller's list, so none is made before the outermost reverse
+  sweep is done (:mod:`pyzyme.diff.tape.releases`).
 """
 
 from __future__ import annotations
@@ -136,11 +138,12 @@ def augmented_call(cx, inst: I.Call, callee) -> None:
         raise UnsupportedError(f"{callee.ref} returns a pointer into active memory; reverse "
                                f"mode does not support that yet")
     ret_active = cx.active(inst) and has_float(inst.type)
-    csig = ReverseSignature(tuple(acts), ret_active, cx.sig.status_return, False, True)
+    csig = ReverseSignature(tuple(acts), ret_active, cx.sig.status_return, False, True,
+                            nested=True)
     pair = cx.callee_derivative(callee, csig)
     shadows = [cx.fwd_shadow(a) for a, act in zip(inst.args, acts)
                if act is Activity.DUPLICATED]
-    args = [cx.fwd_value(a) for a in inst.args] + shadows
+    args = [cx.fwd_value(a) for a in inst.args] + shadows + [cx.callee_releases(pair)]
     b = cx.fb
     res = b.call(pair.augmented, args, name=f"{inst.name}.aug" if inst.name else "")
     if callee.function_type.ret == T.void:

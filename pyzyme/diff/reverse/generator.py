@@ -106,7 +106,8 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
             self._done[key] = result  # before the body: recursive calls find it
             st = self._body(fn, sig, fwd, rev)
             if sig.split:
-                lists = [(st.releases.list, 24)] if st.releases.list is not None else []
+                owned = st.releases.owned
+                lists = [(owned, 24)] if owned is not None else []
                 result = SplitPair(fwd, rev, st.tape.bytes_function(
                     self.module.unique_global_name(f"tape_bytes_{fn.name}"), lists))
                 self._done[key] = result
@@ -142,8 +143,11 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
             rev = self._add(base, self.combined_return(fn, sig), rev_params, fn, shadows, sig)
             return rev, rev
         aug_ret = T.ptr if ret == T.void else T.StructType([ret, T.ptr])
-        aug = self._add(naming.augmented_function(fn.name), aug_ret, params, fn, shadows, sig,
-                        with_dret=False)
+        aug_params = params + ([T.ptr] if sig.nested else [])
+        aug = self._add(naming.augmented_function(fn.name), aug_ret, aug_params, fn, shadows,
+                        sig, with_dret=False)
+        if sig.nested:
+            aug.args[-1].name = "releases"
         adj = self.adjoint_types(fn, sig)
         rev_ret = T.StructType(adj) if adj else T.void
         rev_params = params + ([ret] if sig.return_active else []) + [T.i1, T.ptr]
@@ -184,8 +188,10 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         fwd_entry = fwd.append_block("allocas")
         rev_entry = rev.append_block("allocas") if sig.split else fwd_entry
         tape = Tape(fwd_entry, rev_entry, self.module, self.scopes)
+        # A nested pair defers into its caller's list, the augmented primal's last parameter.
+        releases = Releases(tape, self.module, rev.name, fwd.args[-1] if sig.nested else None)
         st = ReverseContext(self, fn, sig, fwd, rev, activity, loops, analyze_overwrites(fn),
-                            tape, Releases(tape, self.module, rev.name))
+                            tape, releases)
         st.doms = dominators(fn)
         st.doomed = doomed
         if self.options.strong_zero:
