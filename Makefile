@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 JOBS ?= 2
 
 test: install
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) tests/shards.py --jobs $(JOBS)
 
 demo: install

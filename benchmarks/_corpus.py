@@ -69,7 +69,7 @@ def corpus_texts(
 
     Functions that cannot be captured are left out, with a note on stderr.
     """
-    from pyzyme.frontends.clang import ziglang_available
+    from pyzyme.frontends.c.clang import ziglang_available
 
     texts: dict[str, str] = {}
     if c and ziglang_available():

@@ -19,7 +19,7 @@ in the one they time in.
 Granularity: pages (4 KiB), and the kernel's resident counters are per-CPU sums read without
 synchronising, off by up to a few hundred KiB; allocators that keep their own pools may serve a
 call from memory the warm-up left them: JAX's, for instance, and pyzyme's tape pool, which keeps
-the tape arrays of one call for the next (``pyzyme.diff.tape_pool``; how much that is, exactly,
+the tape arrays of one call for the next (``pyzyme.diff.tape.pool``; how much that is, exactly,
 is reverse.py's "tape" column). Figures under 1 MB say "about nothing" rather than an exact
 size.
 """

@@ -24,7 +24,8 @@ from numba import njit
 import pyzyme
 from pyzyme import ir
 from pyzyme.frontends.numba import capture, njit_callable
-from pyzyme.runtime import compile_module, symbol_name
+from pyzyme.naming import symbol_name
+from pyzyme.runtime import compile_module
 
 CALLS = 200_000
 API_CALLS = 20_000

@@ -76,7 +76,7 @@ import numpy as np
 import numba
 import pyzyme
 from pyzyme import autodiff, Reverse, Forward, Active, Const, Duplicated
-from pyzyme.api.autodiff import CACHE
+from pyzyme.api.plans import CACHE
 import kernels_cached as K
 imported = time.perf_counter() - t0
 rng = np.random.default_rng(0)

@@ -139,7 +139,7 @@ def main() -> None:
     for name, f, args, reps in cases:
         primals = tuple(x.val if isinstance(x, Duplicated) else x for x in args)
         pyzyme.autodiff(Forward, f, Duplicated, *args)  # compile
-        plan = next(iter(v for k, v in pyzyme.api.autodiff.CACHE._plans.items()
+        plan = next(iter(v for k, v in pyzyme.api.plans.CACHE._plans.items()
                          if k[1] is f))
         shadows = tuple(x.dval for x in args if isinstance(x, Duplicated))
         fwd = plan.function

@@ -15,7 +15,8 @@ from numba import njit
 
 from pyzyme import ir
 from pyzyme.frontends.numba import njit_callable
-from pyzyme.runtime import compile_module, symbol_name
+from pyzyme.naming import symbol_name
+from pyzyme.runtime import compile_module
 
 N = 10_000_000
 REPEATS = 5

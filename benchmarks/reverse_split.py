@@ -3,7 +3,7 @@
 Enzyme's split mode costs 2-2.2x its combined mode on this machine (Taylor series, matmul VJP):
 the tape must leave the function, so nothing stays in registers and LLVM cannot drop primal
 work the gradient does not need. pyzyme emits both forms from one generator
-(:mod:`pyzyme.diff.reverse`); this measures what the split costs here, in one process, as the
+(:mod:`pyzyme.diff.reverse.generator`); this measures what the split costs here, in one process, as the
 ratio of each form to the Numba primal. Each form is kept out of line (``noinline``), so the
 split pair is measured as two calls with the tape between them, not as whatever the inliner
 makes of it.
@@ -22,7 +22,7 @@ import numpy as np
 
 from pyzyme import ir
 from pyzyme.analysis.activity import Activity
-from pyzyme.diff.reverse import ReverseGenerator, ReverseSignature
+from pyzyme.diff.reverse.generator import ReverseGenerator, ReverseSignature
 from pyzyme.frontends.numba import capture, pre_ad
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import const_float, const_int

@@ -15,7 +15,7 @@ from pyzyme.errors import (
     VerifyError,
 )
 
-__version__ = "0.1.0"
+from pyzyme._version import __version__  # noqa: E402
 
 import pyzyme.frontends.numba.hook  # noqa: E402,F401  installs the capture hook before Numba compiles anything
 
@@ -29,7 +29,7 @@ from pyzyme.api.annotations import (  # noqa: E402
 )
 from pyzyme.api.autodiff import autodiff  # noqa: E402
 from pyzyme.api.convenience import gradient, jacobian  # noqa: E402
-from pyzyme.api.make_zero import make_zero  # noqa: E402
+from pyzyme.api.args.make_zero import make_zero  # noqa: E402
 from pyzyme.api.functional import grad, jacfwd, jacrev, jvp, value_and_grad, vjp  # noqa: E402
 from pyzyme.api.modes import (  # noqa: E402
     Forward,

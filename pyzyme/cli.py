@@ -115,7 +115,7 @@ def _forward_demo(taylor_exp, weighted_norm, say) -> None:
     import numpy as np
 
     from pyzyme import Const, Duplicated, Forward, autodiff, gradient
-    from pyzyme.api.autodiff import CACHE
+    from pyzyme.api.plans import CACHE
 
     say()
     say("== forward mode")
@@ -259,8 +259,8 @@ def opt_command(path: str, output: str | None, level: int | None, err=None) -> i
     derivative. The input is LLVM IR text or bitcode (told apart by its first bytes)."""
     from pyzyme.errors import PyzymeError
     from pyzyme.frontends import ir_files
-    from pyzyme.frontends.clang import normalize_ir
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.clang import normalize_ir
+    from pyzyme.frontends.c.lower import lower
 
     err = sys.stderr if err is None else err
     try:
@@ -289,7 +289,7 @@ def opt_command(path: str, output: str | None, level: int | None, err=None) -> i
 def c_command(command: str, args: Sequence[str], err=None) -> int:
     """``pyzyme cc FILE.c... [clang flags] -o PROG`` and ``pyzyme run FILE.c [args]``."""
     from pyzyme.errors import PyzymeError
-    from pyzyme.frontends import c_driver
+    from pyzyme.frontends.c import driver as c_driver
 
     err = sys.stderr if err is None else err
     if not args or args[0] in ("-h", "--help"):

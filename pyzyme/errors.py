@@ -86,7 +86,7 @@ class CaptureError(PyzymeError):
 
 
 class FrontendError(PyzymeError):
-    """A frontend (the C/C++ compiler behind :mod:`pyzyme.frontends.clang`) produced no IR.
+    """A frontend (the C/C++ compiler behind :mod:`pyzyme.frontends.c.clang`) produced no IR.
 
     ``stderr`` holds the compiler's diagnostics when there are any.
     """

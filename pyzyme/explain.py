@@ -136,16 +136,15 @@ def explain(f, args, *, const: Iterable[str] = (), lines: bool = True) -> Explan
     from pyzyme import ir
     from pyzyme.analysis.activity import Activity, analyze_activity
     from pyzyme.analysis.types import analyze_types
-    from pyzyme.analysis.typeseeds import seed_from_abi
-    from pyzyme.api.numba_reverse import _activities
-    from pyzyme.diff.forward_calls import call_result_varied, may_allocate
-    from pyzyme.diff.reverse import ReverseGenerator
+    from pyzyme.frontends.numba.typeseeds import seed_from_abi
+    from pyzyme.frontends.numba.derive.reverse import native_activities
+    from pyzyme.diff.calls.dispatch import call_result_varied, may_allocate
     from pyzyme.frontends.numba import capture
     from pyzyme.ir.names import label_def
-    from pyzyme.api.autodiff import _rules
+    from pyzyme.api.plans import current_rules
     from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
 
-    rules = _rules()  # with the user's: a function marked inactive shows as such
+    rules = current_rules()  # with the user's: a function marked inactive shows as such
     cap = capture(f, args, keep_calls=getattr(rules, "keeps_call", None))
     abi = cap.abi
     const = set(const)
@@ -158,15 +157,14 @@ def explain(f, args, *, const: Iterable[str] = (), lines: bool = True) -> Explan
     return_active = any(fl.llvm_type in ("double", "float") for fl in fields)
     carries = abi.result.kind != "none" and any(
         fl.llvm_type in ("double", "float", "ptr") for fl in fields)
-    acts = _activities(abi, kinds, carries)
+    acts = native_activities(abi, kinds, carries)
 
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
     types_ = analyze_types(native, seed_from_abi(abi))
-    gen = ReverseGenerator(module, rules)
-    activity = analyze_activity(native, acts, lambda c, v: call_result_varied(gen, c, v),
+    activity = analyze_activity(native, acts, lambda c, v: call_result_varied(rules, c, v),
                                 return_active=return_active,
-                                may_allocate=lambda c: may_allocate(gen, c))
+                                may_allocate=lambda c: may_allocate(rules, c))
 
     slots = _slots(native)
 

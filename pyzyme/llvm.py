@@ -43,8 +43,8 @@ import ctypes
 from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
-from pyzyme import ir
-from pyzyme.errors import UnsupportedError, error_context
+from pyzyme import ir, pipeline
+from pyzyme.errors import UnsupportedError
 
 __all__ = ["differentiate", "compile", "SplitFunctions"]
 
@@ -62,7 +62,7 @@ def _derive(module_text: str, function: str, mode: Mode, activities, width: int,
             return_activity, name: str | None, opt_level: int | None):
     """The linked module text and ``{entry name: its FunctionType}``."""
     from pyzyme.frontends.ad_copy import rename_global, link_into, promote_local_globals
-    from pyzyme.frontends.enzyme_lower import copy_with_rules
+    from pyzyme.frontends.c.lower import copy_with_rules
     from pyzyme.frontends.llvm_ad import Derivatives
 
     if mode not in ("forward", "reverse", "split"):
@@ -84,16 +84,20 @@ def _derive(module_text: str, function: str, mode: Mode, activities, width: int,
     ret_active = None if return_activity is None else return_activity == "active"
     base = {"forward": "fwddiffe", "reverse": "diffe", "split": "diffe"}[mode]
     wanted = [name or f"{base}_{function}"]
-    with error_context("differentiating", f"@{function} in {mode} mode"):
+
+    def generate():
         if mode == "forward":
-            made = [derivs.forward(primal, activities, width)]
-        elif mode == "reverse":
-            made = [derivs.combined(primal, activities, ret_active)]
-        else:
-            pair = derivs.split(primal, activities, ret_active)
-            made = [pair.augmented, pair.reverse]
-            wanted = [f"augmented_{function}" if name is None else f"{name}_augmented",
-                      wanted[0]]
+            return [derivs.forward(primal, activities, width)]
+        if mode == "reverse":
+            return [derivs.combined(primal, activities, ret_active)]
+        pair = derivs.split(primal, activities, ret_active)
+        return [pair.augmented, pair.reverse]
+
+    # The pipeline's first step; then the entries are linked into the program (link_into)
+    # instead of compiled as a module of their own.
+    made = pipeline.generate(generate, f"@{function} in {mode} mode")
+    if mode == "split":
+        wanted = [f"augmented_{function}" if name is None else f"{name}_augmented", wanted[0]]
     entries = {}
     for generated, new in zip(made, wanted):
         if program.get_global(new) is not None:

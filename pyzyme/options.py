@@ -46,19 +46,19 @@ class Options:
     distribute_loops
         Split a reverse loop whose accumulations into memory depend on one another from one
         iteration to the next (a stencil's adjoint) into one loop per accumulation, behind a
-        run-time check that the arrays do not overlap (:mod:`pyzyme.diff.distribute`): the
+        run-time check that the arrays do not overlap (:mod:`pyzyme.transforms.distribute`): the
         results are bitwise the same (with ``reassociate_adjoints`` off) and the loops
         vectorize. On by default; off to compare.
     interchange_loops
         Before differentiating a function (either mode), turn a loop nest that keeps a sum in
         a register over its inner loop and strides through memory there (a triple-loop matrix
         multiply) so that its inner loop runs along rows, the sums kept in their cells
-        (:mod:`pyzyme.diff.interchange`): bitwise the same primal results (and derivatives,
+        (:mod:`pyzyme.transforms.interchange`): bitwise the same primal results (and derivatives,
         where each array is read at one place), every sweep contiguous. Only calls whose
         arrays do not overlap qualify. On by default; off to compare.
     reassociate_adjoints
         Let LLVM add up the contributions to one adjoint in any order (``reassoc`` on the sums
-        that accumulate them, :func:`pyzyme.diff.reverse_adjoints.sum_flags`), as XLA's
+        that accumulate them, :func:`pyzyme.diff.reverse.adjoints.sum_flags`), as XLA's
         reductions do, so that the reverse of a vectorized loop that scatters a value (``y +=
         a * x``) vectorizes as the reduction it becomes (``x_bar += dot(a, y_bar)``). The
         primal's own arithmetic keeps its order. On by default; off, the adjoints are summed

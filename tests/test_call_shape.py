@@ -1,5 +1,5 @@
 """Calls of plain arguments go straight to a derivative compiled for an earlier call of the same
-shape (pyzyme.api.call_shape): what decides the derivative must be in the shape, and everything
+shape (pyzyme.api.args.call_shape): what decides the derivative must be in the shape, and everything
 else must take the general path, which gives the same results and raises the same errors."""
 
 import numba
@@ -9,7 +9,7 @@ import pytest
 from pyzyme import (Active, Const, Duplicated, DuplicatedNoNeed, Forward, ForwardWithPrimal,
                     Reverse, ReverseWithPrimal, autodiff)
 from pyzyme.api.annotations import BatchDuplicated
-from pyzyme.api.call_shape import call_shape
+from pyzyme.api.args.call_shape import call_shape
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 

@@ -1,4 +1,4 @@
-"""pyzyme.frontends.clang: C and C++ to LLVM 22 IR through ziglang's clang."""
+"""pyzyme.frontends.c.clang: C and C++ to LLVM 22 IR through ziglang's clang."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import llvmlite.binding as llvm
 import pytest
 
 from pyzyme.errors import FrontendError, PyzymeError
-from pyzyme.frontends import clang
-from pyzyme.frontends.clang import compile_to_ir, normalize_ir, ziglang_available
+from pyzyme.frontends.c import clang
+from pyzyme.frontends.c.clang import compile_to_ir, normalize_ir, ziglang_available
 
 needs_zig = pytest.mark.skipif(not ziglang_available(), reason="needs the 'ziglang' package")
 
@@ -151,7 +151,7 @@ def test_normalize_ir_rejects_bad_ir() -> None:
 def test_compiles_for_the_cpu_numba_is_told() -> None:
     # zig compiles for the host's CPU and says so on every function ("target-cpu"), which
     # overrides the JIT's target machine: with NUMBA_CPU_NAME it must name that CPU instead.
-    script = ("from pyzyme.frontends.clang import compile_to_ir\n"
+    script = ("from pyzyme.frontends.c.clang import compile_to_ir\n"
               "print(compile_to_ir('double sq(double x) { return x * x; }'))")
     env = {**os.environ, "NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": ""}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

@@ -47,8 +47,8 @@ int main(void) { return (int)dcube(2.0); }
 def cube_ir(tmp_path_factory):
     """``CUBE`` as bitcode (``clang -c -emit-llvm``) and as IR text (``-S``), by ziglang's
     clang."""
-    from pyzyme.frontends.c_driver import AD_FLAGS
-    from pyzyme.frontends.clang import ziglang_available
+    from pyzyme.frontends.c.driver import AD_FLAGS
+    from pyzyme.frontends.c.clang import ziglang_available
 
     if not ziglang_available():
         pytest.skip("needs the 'ziglang' package")

@@ -1,6 +1,6 @@
 """Complex numbers in both modes.
 
-Conventions under test (pyzyme.api.complex_args):
+Conventions under test (pyzyme.api.args.complex):
 - forward: the tangent along a complex direction dz is dRe f + i dIm f (f'(z) dz if holomorphic);
 - reverse, real result: Active(z) gives df/dRe + i df/dIm, complex Duplicated arrays accumulate
   the same per element (JAX's grad gives the conjugate);
@@ -378,7 +378,7 @@ def test_complex_arguments_seed_type_analysis_as_floats():
     from numba.core import types
     from numba.core.registry import cpu_target
 
-    from pyzyme.analysis.typeseeds import seed_from_abi
+    from pyzyme.frontends.numba.typeseeds import seed_from_abi
     from pyzyme.frontends.numba.abi import AbiMap
 
     sig = types.complex128(types.complex64, types.complex128[::1])

@@ -482,3 +482,27 @@ def test_inactive_functions_may_be_inlined_after_differentiation():
     assert "noinline" not in attributes(text, "6record")
     text = code_llvm(Reverse, jittered, Active, Active(0.7))
     assert "noinline" in attributes(text, "5noise")
+
+
+# -- what pyzyme makes of a ruled function lives in its registries, not on the function ---------
+@numba.njit
+def cubed(x):
+    return x * x * x
+
+
+@numba.njit
+def unrelated_identity(x):
+    return x
+
+
+def test_a_ruled_function_and_its_rules_get_no_attribute():
+    def cubed_fwd(config, x, dx):     # plain Python: pyzyme compiles it with numba.njit
+        return x * x * x, 3.0 * x * x * dx
+
+    rules.forward(cubed)(cubed_fwd)
+    assert autodiff(Forward, cubed, Duplicated(2.0, 1.0)) == pytest.approx((8.0, 12.0))
+    rules.inactive(unrelated_identity)   # a registration: derivatives are built again
+    # ... and the rule keeps its one dispatcher, so the rebuilt derivative is the same code
+    assert autodiff(Forward, cubed, Duplicated(2.0, 1.0)) == pytest.approx((8.0, 12.0))
+    assert not [k for k in vars(cubed) if "pyzyme" in k]   # no caller kept on the dispatcher
+    assert vars(cubed_fwd) == {}                             # no dispatcher kept on the rule

@@ -69,10 +69,10 @@ import numba
 import numpy as np
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Forward, Reverse, autodiff
-import pyzyme.api.numba_forward as nf
-import pyzyme.api.numba_reverse as nr
+import pyzyme.frontends.numba.derive.forward as nf
+import pyzyme.frontends.numba.derive.reverse as nr
 import pyzyme.frontends.numba.bridge as bridge
-from pyzyme.api.autodiff import CACHE
+from pyzyme.api.plans import CACHE
 
 if sys.argv[1] == "address":
     bridge._LINK_LIMIT = 0   # every derivative called through its address, as large ones are

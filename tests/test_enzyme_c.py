@@ -2,7 +2,7 @@
 
 Each program in ``tests/corpus/enzyme_c`` checks its derivatives against analytic ones and
 returns the number of mismatches from ``main``. It is compiled at -O0 to -O3 with the clang of
-the ``ziglang`` package, its calls replaced (:func:`pyzyme.frontends.enzyme_lower.lower`),
+the ``ziglang`` package, its calls replaced (:func:`pyzyme.frontends.c.lower.lower`),
 and run: C programs JIT-compiled in this process (as Enzyme's tests use ``lli``), C++ programs
 linked into an executable by ``pyzyme cc`` (the C++ runtime is not in this process).
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pyzyme.frontends.clang import ziglang_available
+from pyzyme.frontends.c.clang import ziglang_available
 
 pytestmark = pytest.mark.skipif(not ziglang_available(), reason="needs the 'ziglang' package")
 
@@ -31,7 +31,7 @@ LEVELS = ("-O0", "-O1", "-O2", "-O3")
 def c_ir():
     """Every C program at every level as LLVM IR (with line tables, so errors name lines),
     compiled by parallel clang processes once per session."""
-    from pyzyme.frontends.c_driver import compile_source
+    from pyzyme.frontends.c.driver import compile_source
 
     work = [(name, opt) for name in C_PROGRAMS for opt in LEVELS]
 
@@ -50,7 +50,7 @@ def test_the_corpus_is_large_enough():
 @pytest.mark.parametrize("opt", LEVELS)
 @pytest.mark.parametrize("name", C_PROGRAMS)
 def test_c_program(c_ir, name, opt, capfd):
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.lower import lower
     from pyzyme.runtime.standalone import Program
 
     text = lower(c_ir[name, opt])
@@ -78,8 +78,8 @@ def test_integer_fields_by_type_tags(opt, capfd):
     """An integer field of a struct in active memory, copied in reverse mode, is known to hold
     an integer by clang's type tag on the load (!tbaa; clang writes none at -O0), where
     pyzyme's own type analysis cannot tell (it was refused as copying float bits)."""
-    from pyzyme.frontends.c_driver import compile_source
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
     from pyzyme.runtime.standalone import Program
 
     text = lower(compile_source(PROGRAMS / "tagged" / "struct_int_fields.c", opt))
@@ -89,8 +89,8 @@ def test_integer_fields_by_type_tags(opt, capfd):
 def test_vectorized_ir_from_clang(c_ir):
     """``pyzyme opt`` takes whatever clang wrote: at -O2 without AD_FLAGS, loops come
     vectorized, and the tape keeps vectors (16-byte aligned blocks, not 32)."""
-    from pyzyme.frontends.clang import compile_to_ir
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.clang import compile_to_ir
+    from pyzyme.frontends.c.lower import lower
     from pyzyme.runtime.standalone import Program
 
     text = compile_to_ir(PROGRAMS / "overwritten.c", "c", "-O2")
@@ -127,8 +127,8 @@ declare double @__enzyme_autodiff(ptr, ...)
     ("[3 x ptr] [ptr @f, ptr @f_aug, ptr null]", "3 functions, got {@f, @f_aug, null}"),
 ])
 def test_malformed_registration_names_the_global(registration, message):
-    from pyzyme.frontends.enzyme_calls import EnzymeCallError
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.enzyme_calls import EnzymeCallError
+    from pyzyme.frontends.c.lower import lower
 
     text = _RULED + f"@__enzyme_register_gradient_f = global {registration}\n"
     with pytest.raises(EnzymeCallError) as err:
@@ -139,7 +139,7 @@ def test_malformed_registration_names_the_global(registration, message):
 
 def test_registered_rule_with_the_wrong_signature_is_refused():
     from pyzyme.errors import UnsupportedError
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.lower import lower
 
     good = "@__enzyme_register_gradient_f = global [3 x ptr] [ptr @f, ptr @f_aug, ptr @f_rev]\n"
     out = lower(_RULED + good)  # f_rev's seed is its derivative: d g = seed
@@ -156,8 +156,8 @@ def test_runtime_activity_marker_is_the_hint(tmp_path):
     """Without enzyme_runtime_activity, a pointer of run-time activity is refused, and the
     message says which marker to pass."""
     from pyzyme.errors import ActivityError
-    from pyzyme.frontends.clang import compile_to_ir
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.clang import compile_to_ir
+    from pyzyme.frontends.c.lower import lower
 
     src = tmp_path / "no_marker.c"
     src.write_text((PROGRAMS / "runtime_activity.c").read_text().replace(
@@ -185,7 +185,7 @@ def test_unknown_enzyme_attribute_is_refused(tmp_path):
     """An Enzyme attribute pyzyme does not read is an error naming it and its line, not a
     clang warning and a derivative without it."""
     from pyzyme.errors import UnsupportedError
-    from pyzyme.frontends.c_driver import compile_source
+    from pyzyme.frontends.c.driver import compile_source
 
     src = tmp_path / "unknown_attr.c"
     src.write_text("__attribute__((enzyme_sparse_accumulate)) double f(double x) {\n"
@@ -201,8 +201,8 @@ def test_enzyme_shadow_is_refused_where_it_cannot_be_passed(tmp_path):
     parameter; when one of them is called through a pointer, it cannot be: an error naming
     the global, not a derivative that leaves the shadow at zero."""
     from pyzyme.errors import UnsupportedError
-    from pyzyme.frontends.c_driver import compile_source
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
 
     src = tmp_path / "shadowed.c"
     src.write_text("double dscale = 0;\n"
@@ -229,9 +229,9 @@ def test_enzyme_shadow_is_refused_where_it_cannot_be_passed(tmp_path):
 def test_enzyme_features_pyzyme_lacks_are_refused(tmp_path, source, expected):
     """Features of Enzyme a program relies on and pyzyme does not provide are errors naming
     them, not programs that build and then miss their effect."""
-    from pyzyme.frontends.c_driver import compile_source
-    from pyzyme.frontends.enzyme_calls import EnzymeCallError
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.enzyme_calls import EnzymeCallError
+    from pyzyme.frontends.c.lower import lower
 
     src = tmp_path / "feature.c"
     src.write_text("double __enzyme_autodiff(void *, ...);\n" + source +
@@ -266,11 +266,91 @@ def test_cxx_constructs_reverse_mode_lacks_are_refused(tmp_path, source, expecte
     goes on), and a function returning a struct through memory, are refused in reverse mode
     naming what, not differentiated wrong."""
     from pyzyme.errors import UnsupportedError
-    from pyzyme.frontends.c_driver import compile_source
-    from pyzyme.frontends.enzyme_lower import lower
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
 
     src = tmp_path / "construct.cpp"
     src.write_text('extern "C" void __enzyme_autodiff(void *, ...);\n' + source)
     with pytest.raises(UnsupportedError) as err:
         lower(compile_source(src, "-O1"))
     assert expected in str(err.value)
+
+
+def test_changed_global_callee_stops_the_derivative(tmp_path):
+    """A derivative that calls the library function a global pointer held initially
+    (global_callee.c) stops, naming the global and the function, once the program has
+    pointed it elsewhere: it would not be the derivative of the code that runs."""
+    src = tmp_path / "changed.c"
+    src.write_text((PROGRAMS / "global_callee.c").read_text().replace(
+        "int main(void) {\n", "int main(void) {\n  shape = cos;\n"))
+    exe = tmp_path / "program"
+    build = subprocess.run([sys.executable, "-m", "pyzyme", "cc", str(src), "-I",
+                            str(PROGRAMS), "-O1", "-o", str(exe)],
+                           capture_output=True, text=True, check=False)
+    assert build.returncode == 0, build.stderr
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False)
+    assert proc.returncode != 0
+    assert "@shape is no longer @sin" in proc.stderr and "weighted" in proc.stderr
+
+
+_EXTERNAL_BLAS = """extern int enzyme_dup, enzyme_const;
+double cblas_ddot(int n, const double *x, int incx, const double *y, int incy);
+void dgemv_(const char *t, const int *m, const int *n, const double *alpha, const double *a,
+            const int *lda, const double *x, const int *incx, const double *beta, double *y,
+            const int *incy);
+double clamp_norm(const double *x);
+double __enzyme_autodiff(void *, ...);
+double __enzyme_fwddiff(void *, ...);
+
+double dot(const double *x, const double *y) {
+  return cblas_ddot(3, x, 1, y, 1);
+}
+void apply(const double *a, const double *x, double *y) {
+  int three = 3, one = 1;
+  double alpha = 1, beta = 0;
+  dgemv_("N", &three, &three, &alpha, a, &three, x, &one, &beta, y, &one);
+}
+double other(const double *x) {
+  return clamp_norm(x);
+}
+"""
+
+# One call site per program, so that the error is that site's.
+_EXTERNAL_SITES = {
+    "dot_grad": "double dot_grad(double *x, double *dx, double *y, double *dy) {\n"
+                "  return __enzyme_autodiff((void *)dot, enzyme_dup, x, dx, enzyme_dup, y, dy);"
+                "\n}\n",
+    "apply_tangent": "void apply_tangent(double *a, double *da, double *x, double *y, "
+                     "double *dy) {\n  __enzyme_fwddiff((void *)apply, enzyme_dup, a, da, "
+                     "enzyme_const, x, enzyme_dup, y, dy);\n}\n",
+    "other_grad": "double other_grad(double *x, double *dx) {\n"
+                  "  return __enzyme_autodiff((void *)other, enzyme_dup, x, dx);\n}\n",
+}
+
+
+@pytest.mark.parametrize("keep, line, wanted", [
+    ("dot_grad", 11, ("cblas_ddot, BLAS ddot (CBLAS interface), has no derivative",
+                      "__enzyme_register_gradient_cblas_ddot")),
+    ("apply_tangent", 16, ("dgemv_, BLAS dgemv (Fortran interface), has no derivative",
+                           "reference BLAS")),
+    ("other_grad", 19, ("no derivative for a call to clamp_norm in other",
+                        "__attribute__((enzyme_inactive))")),
+])
+def test_call_without_a_body_is_refused_naming_its_line(tmp_path, keep, line, wanted):
+    """A call, with a derivative to pass on, of a function the program declares but does not
+    define (a BLAS it links) is refused naming the C line of the call, a BLAS or LAPACK
+    routine as such, and advice for C (the advice was for Numba's @njit functions, and the
+    only line named was that of __enzyme_autodiff)."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
+
+    src = tmp_path / "external.c"
+    src.write_text(_EXTERNAL_BLAS + _EXTERNAL_SITES[keep])
+    with pytest.raises(UnsupportedError) as err:
+        lower(compile_source(src, "-O1"))
+    message = str(err.value)
+    assert message.startswith(f"external.c:{line}: "), message
+    for part in wanted:
+        assert part in message, message
+    assert "@njit" not in message

@@ -258,7 +258,7 @@ def normalized(text):
 
 # What each entry point differentiates (the functions, and the wrappers vjp and jacrev make
 # of an array-valued one), and two derivatives, as IR.
-from pyzyme.api.njit_reverse import dotted_wrapper, row_wrapper
+from pyzyme.api.wrappers import dotted_wrapper, row_wrapper
 from pyzyme.frontends.numba.capture import capture
 
 ir = {

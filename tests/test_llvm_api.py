@@ -12,9 +12,9 @@ import pytest
 
 import pyzyme.llvm as pl
 from pyzyme.errors import UnsupportedError
-from pyzyme.frontends.clang import compile_to_ir, ziglang_available
-from pyzyme.frontends.enzyme_calls import EnzymeCallError
-from pyzyme.frontends.enzyme_lower import lower
+from pyzyme.frontends.c.clang import compile_to_ir, ziglang_available
+from pyzyme.frontends.c.enzyme_calls import EnzymeCallError
+from pyzyme.frontends.c.lower import lower
 
 needs_zig = pytest.mark.skipif(not ziglang_available(), reason="needs the 'ziglang' package")
 SQUARE = Path(__file__).parent / "corpus" / "enzyme_c" / "square.c"

@@ -382,4 +382,4 @@ def test_deep_paths_are_shortened():
 
 
 def test_exported_from_the_package_and_from_convenience():
-    assert pyzyme.api.convenience.make_zero is pyzyme.make_zero is pyzyme.api.make_zero.make_zero
+    assert pyzyme.api.convenience.make_zero is pyzyme.make_zero is pyzyme.api.args.make_zero.make_zero

@@ -25,7 +25,7 @@ import pytest
 from corpus import numba_functions
 
 from pyzyme.errors import PyzymeError
-from pyzyme.frontends.clang import ziglang_available
+from pyzyme.frontends.c.clang import ziglang_available
 
 ir = pytest.importorskip("pyzyme.ir")
 

@@ -16,7 +16,8 @@ from numba import njit, types
 from pyzyme import ir
 from pyzyme.errors import PyzymeError, UnsupportedError, VerifyError
 from pyzyme.frontends.numba import capture, njit_callable
-from pyzyme.runtime import compile_module, symbol_name
+from pyzyme.naming import symbol_name
+from pyzyme.runtime import compile_module
 
 # A name of its own: Numba 0.68 fails to dispatch on a namedtuple class whose name and field
 # types equal those of another class it has already seen (other tests use "Point").
@@ -323,7 +324,8 @@ def test_captured_locals_do_not_capture_numbas_symbols():
         """
         from numba import njit
         from pyzyme.frontends.numba import capture
-        from pyzyme.runtime import compile_module, symbol_name
+        from pyzyme.naming import symbol_name
+        from pyzyme.runtime import compile_module
         from pyzyme.runtime.modules import parse
 
         @njit

@@ -142,6 +142,24 @@ def test_hessian_vector_product_through_a_skipped_sqrt():
 
 
 @numba.njit
+def scaled_ratio(x):
+    return (x[0] * x[1] / x[2]) * x[3]
+
+
+def test_hessian_vector_product_where_an_adjoint_is_zero():
+    """At x3 = 0 the adjoint of x0 x1 / x2 is 0, but its derivative along x3 is not: the
+    guard on the division's partial 1/x2 must not drop it (H v was 0)."""
+    x = np.array([1.0, 2.0, 4.0, 0.0])
+    v = np.array([0.3, -0.7, 0.2, 1.0])
+    hv = pyzyme.hvp(scaled_ratio, x, v)
+    h = 1e-6
+    g = lambda p: pyzyme.gradient(Reverse, scaled_ratio, p)  # noqa: E731
+    expected = (g(x + h * v) - g(x - h * v)) / (2 * h)
+    np.testing.assert_allclose(hv, expected, rtol=1e-7, atol=1e-9)
+    assert abs(hv[0] - 0.5) < 1e-12  # d2f/dx3 dx0 = x1 / x2
+
+
+@numba.njit
 def polynomial(x):
     s = 0.0
     for i in range(x.shape[0]):

@@ -24,7 +24,7 @@ from numba.experimental import jitclass
 from pyzyme import (Active, BatchDuplicated, Const, Duplicated, Forward, PyzymeError, Reverse,
                     ReverseSplitWithPrimal, ReverseWithPrimal, UnsupportedError, autodiff,
                     autodiff_thunk, jacfwd, jacobian, jacrev, make_zero)
-from pyzyme.api.autodiff import njit_of
+from pyzyme.api.dispatchers import njit_of
 from tests.types_structures import fill, leaves
 
 # -- types ---------------------------------------------------------------------------------------

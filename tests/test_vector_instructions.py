@@ -20,7 +20,7 @@ import pytest
 import pyzyme.llvm as pl
 from pyzyme import ir
 from pyzyme.errors import ActivityError, UnsupportedError
-from pyzyme.frontends.clang import compile_to_ir, ziglang_available
+from pyzyme.frontends.c.clang import compile_to_ir, ziglang_available
 from pyzyme.rules import default_rules
 from pyzyme.rules.spec import Partials
 from pyzyme.runtime.standalone import Program

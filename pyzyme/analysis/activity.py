@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pyzyme.analysis.cfg import reverse_post_order
-from pyzyme.analysis.overwrite import _written_pointers
+from pyzyme.analysis.overwrite import written_pointers
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Value
@@ -283,7 +283,7 @@ def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
             elif isinstance(user, I.CallBase):
                 # A call that only reads the slot (BLAS operands and scalars, a copy's
                 # source, lifetime markers) writes nothing into it.
-                if not any(w is address for w in _written_pointers(user)):
+                if not any(w is address for w in written_pointers(user)):
                     continue
                 if any(carries(a) for a in user.args):
                     return True

@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 
 from pyzyme.analysis.cfg import dominators
 from pyzyme.analysis.loops import _INVERSE, LoopInfo, _ref, analyze_loops
-from pyzyme.analysis.overwrite import _written_pointers, may_alias, pure_call
+from pyzyme.analysis.overwrite import may_alias, pure_call, written_pointers
 from pyzyme.ir import instructions as I
 from pyzyme.ir.values import ConstantInt, Value
 
@@ -222,7 +222,7 @@ def _match(fn, loops, doms, load, parts, store, sparts, sole: dict) -> Forwarded
 def _sole_writer(store, blocks) -> bool:
     """Whether nothing in ``blocks`` but ``store`` may write where it writes."""
     return not any(inst is not store and any(may_alias(store.operands[1], w)
-                                             for w in _written_pointers(inst))
+                                             for w in written_pointers(inst))
                    for block in blocks for inst in block.instructions)
 
 

@@ -40,7 +40,8 @@ from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed value
 from pyzyme.ir.values import Argument, GlobalVariable, Null, Poison, Undef, Value
 
 __all__ = ["OverwriteResult", "analyze_overwrites", "identified_object", "underlying_object",
-           "underlying_objects", "may_alias", "PURE_INTRINSICS", "pure_call", "list_block_of"]
+           "underlying_objects", "may_alias", "PURE_INTRINSICS", "pure_call", "list_block_of",
+           "written_pointers"]
 
 # Intrinsics (by name, overload suffix left out) that read and write no memory and cannot
 # trap: the loop rewrites (distribute, interchange) may move and repeat their calls.
@@ -208,7 +209,7 @@ def _objects_may_alias(oa: Value, ob: Value) -> bool:
     return True  # two plain parameters, or a parameter and a global
 
 
-def _written_pointers(inst: I.Instruction) -> list[Value]:
+def written_pointers(inst: I.Instruction) -> list[Value]:
     """Pointers ``inst`` may write through; every pointer argument of an unknown call."""
     op = inst.opcode
     if op == "store":
@@ -300,7 +301,7 @@ class _Search:
 
     def __init__(self, fn) -> None:
         self.order = reverse_post_order(fn)
-        self.writers = {block: [(i, w) for i in block.instructions for w in _written_pointers(i)]
+        self.writers = {block: [(i, w) for i in block.instructions for w in written_pointers(i)]
                         for block in self.order}
         self.reach = _reachable_from_successors(self.order)
 
@@ -308,7 +309,7 @@ class _Search:
         block = inst.parent
         index = block.instructions.index(inst)
         for later in block.instructions[index + 1:]:
-            if any(may_alias(pointer, w) for w in _written_pointers(later)):
+            if any(may_alias(pointer, w) for w in written_pointers(later)):
                 return later
         for other in self.reach[block]:
             found = next((i for i, w in self.writers[other] if may_alias(pointer, w)), None)

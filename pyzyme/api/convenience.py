@@ -1,5 +1,6 @@
 """``gradient`` and ``jacobian``: common derivatives in one call (``make_zero``, kept
-importable from here, lives in :mod:`pyzyme.api.make_zero`).
+importable from here, lives in :mod:`pyzyme.api.args.make_zero`); :func:`reverse_call`, the
+reverse-mode gradient with respect to chosen arguments that ``grad`` and ``vjp`` call.
 
 Forward mode seeds one input direction per batch lane; inputs with more elements than a chunk
 are swept chunk by chunk, the last chunk padded with zero seeds so one compiled derivative
@@ -12,20 +13,29 @@ element: each differentiates an ``@njit`` wrapper returning that element of ``f`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import numba
 import numpy as np
+from numba.core import types
 
 from pyzyme.api import annotations as A
-from pyzyme.api import refusals as R
-from pyzyme.api.autodiff import autodiff
-from pyzyme.api.complex_args import is_complex, is_complex_array
-from pyzyme.api.make_zero import make_zero
-from pyzyme.api.modes import Forward, Mode, Reverse
+from pyzyme.api.args import refusals as R
+from pyzyme.api.args.argnums import check_argnums
+from pyzyme.api.args.complex import is_complex, is_complex_array
+from pyzyme.api.args.make_zero import make_zero
+from pyzyme.api.args.pytree import to_numba
+from pyzyme.api.args.structured import active_tuple, is_real
+from pyzyme.api.args.trees import Node, leaf_annotation, rebuild, shadowed_in_place, tree
+from pyzyme.api.autodiff import autodiff, reverse_sweep
+from pyzyme.api.dispatchers import check_float_result, dispatcher_of, result_type
+from pyzyme.api.modes import Forward, Mode, Reverse, ReverseWithPrimal
+from pyzyme.api.wrappers import flat_wrapper, row_wrapper
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["gradient", "jacobian", "jacobian_of", "forward_columns", "reverse_jacobian",
-           "make_zero", "DEFAULT_CHUNK"]
+           "reverse_call", "make_zero", "DEFAULT_CHUNK"]
 
 DEFAULT_CHUNK = 8
 
@@ -92,7 +102,7 @@ def gradient(mode: Mode, f, x, *, chunk: int | None = None, out=None):
     ``out=dx`` (``x`` an array), ``dx`` is zeroed, receives df/dx and is returned.
 
     For complex ``x`` (a real-valued ``f``), both modes give ``df/dRe(x) + i df/dIm(x)`` per
-    element: the conjugate of what JAX's ``grad`` gives (see :mod:`pyzyme.api.complex_args`).
+    element: the conjugate of what JAX's ``grad`` gives (see :mod:`pyzyme.api.args.complex`).
     ``ReverseWithPrimal`` returns ``(df/dx, f(x))``.
 
     Parameters
@@ -137,7 +147,7 @@ def gradient(mode: Mode, f, x, *, chunk: int | None = None, out=None):
     for unit in units:
         part = []
         for _, t in forward_columns(f, (x,), 0, chunk, unit=unit, complex_ok=True):
-            if not _is_real(t):
+            if not is_real(t):
                 raise PyzymeError(f"gradient needs a function returning a float; this one "
                                   f"returns {type(t).__name__}: use jacobian for vector "
                                   f"results")
@@ -149,11 +159,6 @@ def gradient(mode: Mode, f, x, *, chunk: int | None = None, out=None):
 
 
 def _reverse_gradient(mode: Mode, f, x, chunk, out):
-    import numba
-
-    from pyzyme.api.autodiff import _dispatcher
-    from pyzyme.api.njit_reverse import check_float_result, reverse_call
-
     if mode.split or mode.holomorphic:
         raise UnsupportedError(f"gradient takes Reverse or ReverseWithPrimal, not {mode}")
     if chunk is not None:
@@ -171,7 +176,7 @@ def _reverse_gradient(mode: Mode, f, x, chunk, out):
                               f"like x")
         if not out.flags.writeable:
             raise R.read_only_shadow("out", "out")
-        dispatcher = _dispatcher(f)
+        dispatcher = dispatcher_of(f)
         out[...] = 0.0
         try:
             swept = autodiff(mode, dispatcher, A.Active, A.Duplicated(x, out))
@@ -180,10 +185,6 @@ def _reverse_gradient(mode: Mode, f, x, chunk, out):
             raise
         grad, value = out, (swept[1] if mode.with_primal else None)
     return (grad, value) if mode.with_primal else grad
-
-
-def _is_real(t) -> bool:
-    return isinstance(t, (float, int, np.floating, np.integer)) and not isinstance(t, bool)
 
 
 def jacobian(mode: Mode, f, x, *, chunk: int | None = None, n_outs: int | None = None):
@@ -213,13 +214,7 @@ def jacobian(mode: Mode, f, x, *, chunk: int | None = None, n_outs: int | None =
 def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndarray:
     """The Jacobian of ``f(*args)`` with respect to ``args[argnum]``, by reverse mode: one
     sweep per element of the result."""
-    import numba
-    from numba.core import types
-
-    from pyzyme.api.autodiff import _dispatcher
-    from pyzyme.api.njit_reverse import result_type, reverse_call, row_wrapper
-
-    dispatcher = _dispatcher(f)
+    dispatcher = dispatcher_of(f)
     args = list(args)
     if not -len(args) <= argnum < len(args):
         raise PyzymeError(f"argnums={argnum}, but the call has {len(args)} arguments")
@@ -253,11 +248,9 @@ def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndar
 def _tuple_jacobian(dispatcher, args, argnum: int, n: int, x, is_array: bool) -> np.ndarray:
     """The Jacobian of a function returning ``n`` floats: one reverse sweep of the same
     compiled derivative per output, seeded with a one-hot tuple."""
-    from pyzyme.api.autodiff import _reverse
-
     def sweep(anns, k):
         seed = tuple(1.0 if i == k else 0.0 for i in range(n))
-        return _reverse(Reverse, dispatcher, A.Active, anns, seed=seed)[0]
+        return reverse_sweep(Reverse, dispatcher, A.Active, anns, seed=seed)[0]
     return _sweep_rows(args, argnum, x, is_array, n, sweep)
 
 
@@ -287,3 +280,83 @@ def jacobian_of(f, args, argnum: int, chunk: int | None) -> np.ndarray:
     for i, col in enumerate(flat):
         jac[:, i] = col
     return jac
+
+
+def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="grad",
+                 need_value: bool = True):
+    """Differentiate the float ``f(*args)`` with respect to ``args[i]`` for ``i`` in
+    ``argnums`` by reverse mode (Python calls).
+
+    Returns ``(value, derivatives)``, one derivative per argnum in the structure of its
+    argument: a new array for an array, a float for a float, a tuple / namedtuple / list for
+    those (their non-float leaves keep their value). ``seed`` (default 1.0) scales the result's
+    adjoint, for vector-Jacobian products. Without ``need_value`` the value is None, and the
+    derivative skips what only the value needed.
+    """
+    dispatcher = dispatcher_of(f)
+    args = list(args)
+    argnums = check_argnums(tuple(argnums), len(args), name)
+    trees: list[Node | None] = [None] * len(args)
+    for i in argnums:
+        value = args[i]
+        if isinstance(value, np.ndarray) and value.dtype.kind not in "fc" \
+                and value.dtype.fields is None:
+            raise PyzymeError(f"{name}: argument {i} is an array of {value.dtype}; "
+                              f"differentiate with respect to a floating array")
+        trees[i] = tree(value, f"argument {i}")
+        if trees[i].kind == "leaf" and not (is_real(value) or is_complex(value)
+                                            or isinstance(value, np.ndarray)
+                                            or shadowed_in_place(value)):
+            R.check_passable(value, f"argument {i}")
+            raise UnsupportedError(
+                f"{name}: argument {i} is a {type(value).__name__}; reverse mode "
+                f"differentiates with respect to floats, float arrays, records, jitclass "
+                f"instances, and tuples, namedtuples and lists of them")
+    containers = any(t is not None and t.kind != "leaf" for t in trees)
+    anns: list = []
+    readers: dict[int, list] = {}
+    for i, (value, node) in enumerate(zip(args, trees)):
+        if node is None:
+            anns.append(A.Const(to_numba(value, f"argument {i}")))
+            continue
+        readers[i] = []
+        leaves = node.leaves() if containers else [node]
+        for leaf in leaves:
+            ann, reader = leaf_annotation(leaf.value, top=node.kind == "leaf")
+            anns.append(ann)
+            readers[i].append((len(anns) - 1, reader))
+    target = flat_wrapper(dispatcher, trees) if containers else dispatcher
+    mode = ReverseWithPrimal if need_value else Reverse
+    try:
+        if seed is None:   # autodiff: a call of plain arguments goes straight to its derivative
+            swept = autodiff(mode, target, A.Active, *anns)
+        else:
+            swept = reverse_sweep(mode, target, A.Active, anns, seed=float(seed))
+    except UnsupportedError as err:
+        check_float_result(target, [_numba_type(a) for a in anns], name, err)
+        raise
+    derivs, value = swept[0], (swept[1] if need_value else None)
+    out = []
+    for i in argnums:
+        got = []
+        for position, (kind, payload) in readers[i]:
+            if kind == "active":
+                got.append(derivs[position])
+            elif kind == "after":
+                got.append(payload())
+            else:
+                got.append(payload)
+        out.append(rebuild(trees[i], iter(got)) if containers else got[0])
+    return value, tuple(out)
+
+
+def _numba_type(ann):
+    """The Numba type the derivative takes for the argument annotated ``ann``."""
+    value = ann.val
+    if isinstance(ann, A.Active):
+        if isinstance(value, tuple):
+            return numba.typeof(active_tuple(value))
+        if is_complex(value):
+            return numba.typeof(value)
+        return numba.typeof(value if isinstance(value, np.float32) else float(value))
+    return numba.typeof(value)

@@ -13,9 +13,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from pyzyme.api import annotations as A
+from pyzyme.api.args.pytree import to_numba
 from pyzyme.api.autodiff import autodiff
+from pyzyme.api.convenience import reverse_call
+from pyzyme.api.dispatchers import dispatcher_of
 from pyzyme.api.modes import Forward
-from pyzyme.api.pytree import to_numba
+from pyzyme.api.njit.jacobian import njit_jacobian
+from pyzyme.api.njit.reverse import ReverseFunction
+from pyzyme.api.wrappers import dotted_wrapper
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev"]
@@ -55,8 +60,6 @@ def grad(f, argnums=0):
     >>> grad(lambda x, y: x * y * y, argnums=(0, 1))(2.0, 3.0)
     (9.0, 12.0)
     """
-    from pyzyme.api.njit_reverse import ReverseFunction
-
     return ReverseFunction("grad", f, argnums)
 
 
@@ -73,8 +76,6 @@ def value_and_grad(f, argnums=0):
     >>> value_and_grad(lambda x: x[0] ** 2 + 3.0 * x[1])(np.array([1.0, -2.0]))
     (-5.0, array([2., 3.]))
     """
-    from pyzyme.api.njit_reverse import ReverseFunction
-
     return ReverseFunction("value_and_grad", f, argnums)
 
 
@@ -97,10 +98,7 @@ def vjp(f, *primals):
     >>> vjp_fn(np.array([1.0, 10.0]))
     (array([ 2., 40.]),)
     """
-    from pyzyme.api.autodiff import _dispatcher
-    from pyzyme.api.njit_reverse import dotted_wrapper, reverse_call
-
-    dispatcher = _dispatcher(f)
+    dispatcher = dispatcher_of(f)
     value = dispatcher(*[to_numba(p, f"argument {i}", lists=True) for i, p in enumerate(primals)])
     argnums = tuple(i for i, p in enumerate(primals) if _carries(p))
     n = len(primals)
@@ -163,8 +161,6 @@ def jacrev(f, argnums: int = 0):
     """
     if not isinstance(argnums, int) or isinstance(argnums, bool):
         raise PyzymeError("jacrev differentiates with respect to one positional argument")
-    from pyzyme.api.njit_reverse import ReverseFunction
-
     return ReverseFunction("jacrev", f, argnums)
 
 
@@ -201,7 +197,4 @@ def jacfwd(f, argnums: int = 0):
     """
     if not isinstance(argnums, int):
         raise PyzymeError("jacfwd differentiates with respect to one positional argument")
-    from pyzyme.api.autodiff import _dispatcher
-    from pyzyme.api.njit_jacobian import njit_jacobian
-
-    return njit_jacobian(_dispatcher(f), argnums)
+    return njit_jacobian(dispatcher_of(f), argnums)

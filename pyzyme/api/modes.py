@@ -3,7 +3,7 @@
 ``ReverseHolomorphic`` is reverse mode for a holomorphic function of complex arguments with a
 complex result: it returns ``f'(z)`` (plain ``Reverse`` refuses complex results; for real
 results of complex inputs it returns ``df/dRe + i df/dIm``, see
-:mod:`pyzyme.api.complex_args`).
+:mod:`pyzyme.api.args.complex`).
 
 Examples
 --------

@@ -17,8 +17,13 @@ True
 from __future__ import annotations
 
 from pyzyme.api import annotations as A
+from pyzyme.api.args.marshal import ForwardArg, ReverseArg, batch_width, distinct
+from pyzyme.api.dispatchers import dispatcher_of
 from pyzyme.api.modes import Mode
+from pyzyme.api.plans import forward_plan, reverse_plan
+from pyzyme.api.thunks import autodiff_thunk
 from pyzyme.errors import UnsupportedError
+from pyzyme.runtime import compile_module
 
 __all__ = ["code_llvm"]
 
@@ -85,7 +90,6 @@ def code_llvm(mode: Mode, f, *args, optimized: bool = False) -> str:
     if mode.is_forward:
         text = _forward_text(f, ret_activity, anns)
     elif mode.split:
-        from pyzyme.api.thunks import autodiff_thunk
         forward, _ = autodiff_thunk(mode, f, *([ret_activity] if ret_activity else []), *anns)
         text = forward.plan.ir_text
     elif mode.holomorphic:
@@ -94,34 +98,26 @@ def code_llvm(mode: Mode, f, *args, optimized: bool = False) -> str:
     else:
         text = _reverse_text(f, ret_activity, anns)
     if optimized:
-        from pyzyme.runtime import compile_module
         return compile_module(text).optimized_ir  # the plan compiled this text: cached
     return text
 
 
 def _forward_text(f, ret_activity, anns) -> str:
-    from pyzyme.api.autodiff import _batch_width, _dispatcher, _distinct, _ForwardArg, \
-        forward_plan
-
-    width = _batch_width(anns, ret_activity)
-    calls = [_ForwardArg(a, {}, i) for i, a in enumerate(anns)]
+    width = batch_width(anns, ret_activity)
+    calls = [ForwardArg(a, {}, i) for i, a in enumerate(anns)]
     if ret_activity is None:
         ret_activity = A.Duplicated if width == 1 else A.BatchDuplicated
     if ret_activity is A.Active:
         raise UnsupportedError("Active is a reverse-mode return activity; use Duplicated in "
                                "forward mode")
-    distinct = _distinct(calls)
-    plan = forward_plan(_dispatcher(f), [c.numba_type for c in calls],
+    plan = forward_plan(dispatcher_of(f), [c.numba_type for c in calls],
                         [bool(c.shadows) for c in calls], ret_activity, width,
-                        distinct=distinct)
+                        distinct=distinct(calls))
     return plan.ir_text
 
 
 def _reverse_text(f, ret_activity, anns) -> str:
-    from pyzyme.api.autodiff import _dispatcher, _distinct, _ReverseArg, reverse_plan
-
-    calls = [_ReverseArg(a, {}, i) for i, a in enumerate(anns)]
-    distinct = _distinct(calls)
-    plan = reverse_plan(_dispatcher(f), [c.numba_type for c in calls],
-                        [c.kind for c in calls], ret_activity, distinct)
+    calls = [ReverseArg(a, {}, i) for i, a in enumerate(anns)]
+    plan = reverse_plan(dispatcher_of(f), [c.numba_type for c in calls],
+                        [c.kind for c in calls], ret_activity, distinct(calls))
     return plan.ir_text

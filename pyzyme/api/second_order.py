@@ -1,10 +1,12 @@
 """Second derivatives: forward mode applied to the IR reverse mode generates.
 
-The gradient of ``f`` is a function pyzyme wrote in LLVM IR (:mod:`pyzyme.api.numba_reverse`):
-loops, caches, adjoint slots and all. Differentiating *that* in forward mode, in the direction
-``v`` of ``x``, gives the directional derivative of the gradient: the Hessian-vector product
-``H v``, at a small multiple of the gradient's cost and without forming ``H``. Working on IR
-is what makes this possible; no part of it is special to second derivatives.
+The gradient of ``f`` is a function pyzyme wrote in LLVM IR
+(:mod:`pyzyme.frontends.numba.derive.reverse`): loops, caches, adjoint slots and all
+(:mod:`pyzyme.frontends.numba.derive.hvp` builds it).
+Differentiating *that* in forward mode, in the direction ``v`` of ``x``, gives the directional
+derivative of the gradient: the Hessian-vector product ``H v``, at a small multiple of the
+gradient's cost and without forming ``H``. Working on IR is what makes this possible; no part
+of it is special to second derivatives.
 
 Examples
 --------
@@ -17,82 +19,20 @@ array([4., 2.])
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import numba
 import numpy as np
 
-from pyzyme import ir, options
-from pyzyme.analysis.activity import Activity
-from pyzyme.analysis.layout import sizeof
-from pyzyme.api.annotations import Active
-from pyzyme.api.custom_calls import release_inlining
-from pyzyme.api.numba_forward import _differentiable
-from pyzyme.api.numba_reverse import _value_type, reverse_module
-from pyzyme.diff import side_stack
-from pyzyme.diff.forward import ExtraParam, ForwardGenerator, ForwardSignature
+from pyzyme.api.dispatchers import dispatcher_of
+from pyzyme.api.plans import hvp_plan
 from pyzyme.errors import PyzymeError, UnsupportedError
-from pyzyme.frontends.numba import njit_callable
-from pyzyme.runtime import compile_module, symbol_name
 
 __all__ = ["hvp", "hessian"]
 
 
-@dataclass(frozen=True)
-class HvpPlan:
-    """``function(x, dx, seed, v, hv)``: accumulates ``H v`` into ``hv`` (and the gradient
-    into ``dx``)."""
-
-    function: object
-    ir_text: str
-
-
-def build_hvp(f, xtype, rules) -> HvpPlan:
-    """Compile the Hessian-vector product of ``f`` (one array argument, float result)."""
-    rm = reverse_module(f, (xtype,), ["duplicated"], Active, True, rules)
-    module, abi = rm.module, rm.abi
-    if hasattr(rules, "with_rule_bodies"):  # user rules: differentiate through their bodies
-        module = rules.with_rule_bodies(module)
-    grad_fn = module.get_function(rm.symbol)
-    x_params = abi.args[0].params
-    n = len(x_params)
-    diff = set(_differentiable(abi.args[0]))
-    acts = [Activity.CONST] * len(grad_fn.args)
-    extra = []
-    for offset in (0, n):  # x, then its gradient's shadow dx: both move along v
-        for p in x_params:
-            index = p.index + offset
-            if p.index in diff:
-                acts[index] = Activity.DUPLICATED
-            extra.append(ExtraParam(ir.parse_type(p.llvm_type),
-                                    index if p.index in diff else None))
-    acts[0] = Activity.DUPLICATED  # the result slot: its tangent goes to a scratch buffer
-    scratch = ((0, max(8, sizeof(_value_type(rm.restype)))),)
-    # The gradient is a Numba-convention function: parameter 1 is where errors are reported.
-    sig = ForwardSignature(tuple(acts), tuple(extra), 1, (), False, scratch, exception_param=1)
-    symbol = symbol_name("hvp", rm.symbol, repr(sig))
-    ForwardGenerator(module, rules, options.current()).derivative(grad_fn, sig, name=symbol)
-    release_inlining(module, rules)
-    for fn in module.functions:
-        if not fn.is_declaration:
-            fn.linkage = "external" if fn.name == symbol else "internal"
-    side_stack.install(module, options.current().recursion_stack)
-    text = str(module)
-    compiled = compile_module(text, name=f"pyzyme_hvp_{abi.function}")
-    nsig = rm.restype(*rm.args, xtype, xtype)
-    fn = njit_callable(compiled, symbol, nsig, arg_names=["x", "dx", "seed", "v", "hv"])
-    return HvpPlan(fn, text)
-
-
-def _plan(f, x: np.ndarray) -> HvpPlan:
-    import numba
-
-    from pyzyme.api.autodiff import CACHE, _dispatcher, _persisted, _rules
-
-    dispatcher = _dispatcher(f)
-    xtype = numba.typeof(x)
-    key = ("hvp", dispatcher, xtype)
-    return CACHE.get(key, lambda: _persisted(dispatcher, (xtype,), key,
-                                             lambda: build_hvp(dispatcher, xtype, _rules())))
+def _plan(f, x: np.ndarray):
+    """The compiled ``H v`` of ``f`` for arrays like ``x``
+    (:mod:`pyzyme.frontends.numba.derive.hvp`)."""
+    return hvp_plan(dispatcher_of(f), numba.typeof(x))
 
 
 def _as_input(x) -> np.ndarray:

@@ -1,13 +1,14 @@
 """``autodiff_thunk``: derivatives as functions to call later, as in Enzyme.jl.
 
 In forward mode the thunk is ``autodiff`` with the function and activities fixed. In split
-reverse mode it is a pair: ``forward(*args)`` runs the function and returns a :class:`Tape`
-(with the primal result and the shadow result), and ``reverse(*args, seed, tape)`` runs the
-reverse sweep from that tape. Between the two, the arguments' memory may change (that is what
-split mode is for); the tape holds everything the reverse sweep needs.
+reverse mode it is a pair: ``forward(*args)`` runs the function and returns a
+:class:`~pyzyme.api.njit.tape.Tape` (with the primal result and the shadow result), and
+``reverse(*args, seed, tape)`` runs the reverse sweep from that tape. Between the two, the
+arguments' memory may change (that is what split mode is for); the tape holds everything the
+reverse sweep needs.
 
 The thunks are also callable from inside ``@njit`` code, with the same annotated arguments
-(:mod:`pyzyme.api.njit_thunks`); there the tape is a Numba-managed object.
+(:mod:`pyzyme.api.njit.thunks`); there the tape is a Numba-managed object.
 
 Examples
 --------
@@ -27,85 +28,26 @@ Examples
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
-from numba.extending import typeof_impl
-
 from pyzyme.api import annotations as A
-from pyzyme.api import njit_annotations  # noqa: F401  annotations inside @njit code
+from pyzyme.api.args.marshal import ReverseArg
+from pyzyme.api.autodiff import autodiff
+from pyzyme.api.dispatchers import dispatcher_of
 from pyzyme.api.modes import Mode
-from pyzyme.api.njit_overload import NjitObject, overloaded_njit
+from pyzyme.api.njit import annotations as njit_annotations  # noqa: F401  annotations inside @njit code
+from pyzyme.api.njit.overload import NjitObject, overloaded_njit
+from pyzyme.api.njit.tape import Tape, TapeType
+from pyzyme.api.njit.thunks import (
+    forward_implementation,
+    split_forward_implementation,
+    split_reverse_implementation,
+)
+from pyzyme.api.plans import split_plan
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 __all__ = ["autodiff_thunk", "Tape", "ForwardThunk", "SplitForward", "SplitReverse"]
-
-
-class Tape:
-    """What a split forward pass keeps for its reverse pass: opaque, single use.
-
-    It owns its memory: a tape that is never passed to the reverse thunk is freed (with the
-    temporaries it keeps alive) when it is collected. ``nbytes`` is the memory it holds: its
-    own block, and the loop caches and stacks hanging off it at their capacity (temporaries
-    of the function it keeps alive are not counted). Passed to ``@njit`` code, a tape hands its
-    memory over and is used; a tape returned from ``@njit`` code takes it over.
-    """
-
-    __slots__ = ("_address", "_plan", "nbytes")
-
-    def __init__(self, address: int, plan) -> None:
-        self._address = address
-        self._plan = plan
-        self.nbytes = int(plan.nbytes(address)) if address else 0
-
-    @property
-    def consumed(self) -> bool:
-        return self._address is None
-
-    def _take(self, plan) -> int:
-        if self._address is None:
-            raise PyzymeError("this tape was already used by a reverse pass (or freed); run "
-                              "the forward thunk again for a new one")
-        if plan is not self._plan:
-            raise PyzymeError("this tape comes from another function's (or other argument "
-                              "types') forward thunk; pass it to the reverse thunk made with it")
-        address, self._address = self._address, None
-        return address
-
-    @classmethod
-    def _adopt(cls, plan, address: int, live: int) -> Tape:
-        """The Python side of a tape returned from ``@njit`` code (its memory moves here)."""
-        tape = cls(address if live else 0, plan)
-        if not live:
-            tape._address = None
-        return tape
-
-    def _move_to_njit(self) -> int:
-        """The address, for ``@njit`` code taking this tape over; this tape is then used."""
-        return self._take(self._plan)
-
-    def free(self) -> None:
-        """Release the tape now instead of when it is collected."""
-        if self._address is not None:
-            address, self._address = self._address, None
-            if address:
-                self._plan.discard(address)
-
-    def __del__(self) -> None:
-        try:
-            self.free()
-        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to free into
-            pass
-
-    def __repr__(self) -> str:
-        state = "used" if self._address is None else f"{self.nbytes} bytes"
-        return f"Tape({state})"
-
-
-@typeof_impl.register(Tape)
-def _typeof_tape(val: Tape, c):
-    from pyzyme.api.njit_tape import TapeType
-
-    return TapeType(val._plan)
 
 
 def autodiff_thunk(mode: Mode, f, *args) -> Any:
@@ -119,7 +61,7 @@ def autodiff_thunk(mode: Mode, f, *args) -> Any:
     Active argument, None for the others),)`` and accumulates into Duplicated shadows.
 
     The thunks can be called from inside ``@njit`` code too, with the same annotations (see
-    :mod:`pyzyme.api.njit_thunks`).
+    :mod:`pyzyme.api.njit.thunks`).
     """
     if not isinstance(mode, Mode):
         raise TypeError(f"autodiff_thunk's first argument must be a mode, got {mode!r}")
@@ -135,8 +77,6 @@ def autodiff_thunk(mode: Mode, f, *args) -> Any:
 
 
 def _positional_arity(dispatcher) -> int:
-    import inspect
-
     params = list(inspect.signature(dispatcher.py_func).parameters.values())
     if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
         raise UnsupportedError("a thunk inside @njit code needs a function with a fixed list of "
@@ -153,8 +93,6 @@ class ForwardThunk(NjitObject):
         self.mode, self.f, self.ret_activity = mode, f, ret_activity
 
     def __call__(self, *call_args):
-        from pyzyme.api.autodiff import autodiff
-
         ret = [self.ret_activity] if self.ret_activity else []
         return autodiff(self.mode, self.f, *ret, *call_args)
 
@@ -162,10 +100,7 @@ class ForwardThunk(NjitObject):
         return f"<pyzyme {self.mode} thunk of {getattr(self.f, '__name__', 'f')}>"
 
     def _make_njit(self):
-        from pyzyme.api.autodiff import _dispatcher
-        from pyzyme.api.njit_thunks import forward_implementation
-
-        dispatcher = _dispatcher(self.f)
+        dispatcher = dispatcher_of(self.f)
 
         def typer(*argtypes):
             return forward_implementation(dispatcher, self.mode, self.ret_activity, argtypes)
@@ -175,9 +110,7 @@ class ForwardThunk(NjitObject):
 
 
 def _convert(plan, call_args) -> list:
-    from pyzyme.api.autodiff import _ReverseArg
-
-    calls = [_ReverseArg(A.annotate(a), {}, i) for i, a in enumerate(call_args)]
+    calls = [ReverseArg(A.annotate(a), {}, i) for i, a in enumerate(call_args)]
     got = tuple(c.numba_type for c in calls), tuple(c.kind for c in calls)
     if got != (plan.primal_types, plan.kinds):
         raise PyzymeError(f"the thunks were made for arguments "
@@ -207,9 +140,6 @@ class SplitForward(NjitObject):
         return f"<pyzyme {self.mode} forward thunk of {self._dispatcher.py_func.__name__}>"
 
     def _make_njit(self):
-        from pyzyme.api.njit_tape import TapeType
-        from pyzyme.api.njit_thunks import split_forward_implementation
-
         tape = TapeType(self.plan)
 
         def typer(*argtypes):
@@ -244,7 +174,7 @@ class SplitReverse(NjitObject):
             raise PyzymeError(f"expected {len(plan.kinds)} arguments and the tape; got "
                               f"{len(rest)} arguments")
         calls = _convert(plan, rest)
-        address = tape._take(plan)
+        address = tape.take(plan)
         out = plan.reverse(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
                            *seeds, address)
         for c in calls:
@@ -256,9 +186,6 @@ class SplitReverse(NjitObject):
         return f"<pyzyme {self.mode} reverse thunk of {self._dispatcher.py_func.__name__}>"
 
     def _make_njit(self):
-        from pyzyme.api.njit_tape import TapeType
-        from pyzyme.api.njit_thunks import split_reverse_implementation
-
         tape = TapeType(self.plan)
 
         def typer(*argtypes):
@@ -270,17 +197,12 @@ class SplitReverse(NjitObject):
 
 
 def _split(mode: Mode, f, ret_activity, examples) -> tuple:
-    from pyzyme.api.autodiff import CACHE, _dispatcher, _persisted, _ReverseArg, _rules
-    from pyzyme.api.numba_split import build_split
-
     if ret_activity is not None and ret_activity not in (A.Active, A.Const):
         raise UnsupportedError(f"{ret_activity.__name__} results are not supported in split "
                                f"mode yet; use Active or Const")
-    dispatcher = _dispatcher(f)
-    probe = [_ReverseArg(a, {}, i) for i, a in enumerate(examples)]
+    dispatcher = dispatcher_of(f)
+    probe = [ReverseArg(a, {}, i) for i, a in enumerate(examples)]
     types_ = tuple(c.numba_type for c in probe)
     kinds = tuple(c.kind for c in probe)
-    key = ("split", dispatcher, types_, kinds, ret_activity)
-    plan = CACHE.get(key, lambda: _persisted(dispatcher, types_, key, lambda: build_split(
-        dispatcher, types_, kinds, ret_activity, _rules())))
+    plan = split_plan(dispatcher, types_, kinds, ret_activity)
     return SplitForward(mode, plan, dispatcher), SplitReverse(mode, plan, dispatcher)

@@ -128,11 +128,19 @@ class Emitter:
 
     def unless_zero(self, seed: Value, value: Value, otherwise: Value | None = None,
                     name: str = "") -> Value:
-        """``value``, or ``otherwise`` (default 0) where ``seed`` is zero: a zero seed
-        contributes nothing even through a partial that is infinite (strong zero)."""
-        zero = self.constant(0.0)
-        is_zero = self.b.fcmp("oeq", seed, zero)
-        return self.b.select(is_zero, zero if otherwise is None else otherwise, value, name=name)
+        """``value``, or ``otherwise`` (default 0) where ``seed`` is zero and ``value`` is
+        NaN: a zero seed contributes nothing even through a partial that is infinite (strong
+        zero).
+
+        Where the partial is finite, ``value`` (the product with the seed) is already what the
+        guard would give, and it is kept: a derivative of this code (an hvp, a nested
+        ``__enzyme_*`` call) then differentiates the product, ``seed' * partial`` included,
+        which a choice made on the seed alone drops wherever the seed is 0 (H v came out 0
+        for (x0 x1 / x2) x3 at x3 = 0). The derivative's flags have no ``nnan``, so the test
+        for NaN stays."""
+        b, zero = self.b, self.constant(0.0)
+        blocked = b.and_(b.fcmp("oeq", seed, zero), b.fcmp("uno", value, value))
+        return b.select(blocked, zero if otherwise is None else otherwise, value, name=name)
 
     def fmuladd(self, a: Value, b: Value, c: Value, name: str = "") -> Value:
         """``a * b + c``, fused where the target has FMA (``llvm.fmuladd``)."""

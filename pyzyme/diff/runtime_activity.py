@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pyzyme.analysis.activity import contains_type
 from pyzyme.analysis.runtime_activity import analyze_runtime_activity
+from pyzyme.diff.pointers import whose_memory
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -63,8 +64,7 @@ def _show(inst) -> str:
 
 
 def _whose(value) -> str:
-    from pyzyme.diff.forward_memory import _whose as whose
-    return whose(value) or (f" ({value.ref})" if isinstance(value, Argument) else "")
+    return whose_memory(value) or (f" ({value.ref})" if isinstance(value, Argument) else "")
 
 
 def primal_as_shadow(where: str, primal: Value, ty: T.Type) -> Value:

@@ -27,10 +27,12 @@ import re
 from collections.abc import Iterable
 
 from pyzyme import ir
+from pyzyme.diff.tape.pool import CAPACITY_NAME, FREE_NAME, REALLOC_NAME
 from pyzyme.errors import FrontendError
+from pyzyme.frontends.global_callees import guard_global_callees
 
 __all__ = ["promote_local_globals", "ad_copy", "noinline_suffix", "link_into", "strip_debug_info", "expand_realloc",
-           "rename_global"]
+           "rename_global", "tape_pool_as_libc"]
 
 _DBG_ATTACHMENT = re.compile(r"\s*!dbg\s+!\d+")
 _COMDAT = re.compile(r",?\s*comdat(\(\$[^)]*\))?")
@@ -123,6 +125,7 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
     """
     targets, keep_calls = list(targets), list(keep_calls)
     module = ir.parse_module(module_text)
+    guard_global_callees(module)  # while the globals still have their initial values
     for name in targets + keep_calls:
         if module.get_function(name) is None or module.get_function(name).is_declaration:
             raise FrontendError(f"the module defines no function @{name}")
@@ -152,6 +155,7 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
             if not arg.name:  # clang -O0 leaves them unnamed; derivatives name their shadows
                 arg.name = fn.unique_name(f"arg{i}")
     strip_debug_info(module)
+    tape_pool_as_libc(module)
     expand_realloc(module)
     cxx_allocation_as_malloc(module)
     posix_memalign_as_aligned_alloc(module)
@@ -192,6 +196,35 @@ def _without_inlining_attrs(group: str) -> str:
     empty group, so one left empty holds a string attribute that means nothing."""
     text = _DROPPED_FN_ATTRS.sub("", group)
     return re.sub(r"=\s*\{\s*\}", '= { "pyzyme-none" }', text)
+
+
+def tape_pool_as_libc(module: ir.Module) -> None:
+    """Call ``realloc``/``free`` where code that an earlier round generated (a nested
+    derivative) calls its tape pool's ``pyzyme.tape_realloc``/``pyzyme.tape_free``, and
+    ``pyzyme.tape_capacity`` where it calls a copy of it (``pyzyme.tape_capacity.3``: rounds
+    linked into one module renamed each other's).
+
+    Inlined, the pool's recycled blocks (pointers kept in a global array, which has no
+    shadow) would merge with fresh ones in the code differentiated; as C's calls, the tape's
+    blocks are allocations pyzyme shadows and frees as any other (and ``realloc`` is then
+    expanded). Within the copy each block is allocated and released by the same pair, so
+    the pool's header is not needed. ``pyzyme.tape_capacity`` stays a call (its row says it
+    is inactive); its copies are the same code.
+    """
+    ptr = ir.ptr
+    targets = {REALLOC_NAME: ("realloc", ir.FunctionType(ptr, [ptr, ir.i64])),
+               FREE_NAME: ("free", ir.FunctionType(ir.void, [ptr])),
+               CAPACITY_NAME: (CAPACITY_NAME, None)}
+    for fn in list(module.functions):
+        base = re.sub(r"\.\d+$", "", fn.name)
+        if base not in targets or not fn.users or (base == CAPACITY_NAME and (
+                fn.name == base or module.get_function(base) is None)):
+            continue
+        name, ftype = targets[base]
+        target = module.get_function(name) or module.declare(name, ftype or fn.function_type)
+        for user in list(fn.users):
+            if isinstance(user, ir.CallBase) and user.called_function is fn:
+                user.set_operand(0, target)
 
 
 def expand_realloc(module: ir.Module) -> None:

@@ -246,7 +246,7 @@ def c_rules(module=None, inactive=(), like=None, registered=None, inactive_globa
     the stored value's derivative), a row for each function in ``like`` (``{"mylog": "log"}``: differentiated
     by the row of ``log``), a :class:`~pyzyme.rules.spec.Registered` row for each function in
     ``registered`` (derivatives the module registers: see
-    :class:`~pyzyme.frontends.enzyme_calls.Registrations`), an allocation row for each
+    :class:`~pyzyme.frontends.c.enzyme_calls.Registrations`), an allocation row for each
     allocator in ``allocation_like`` (and a row freeing shadows for its deallocator) and,
     when ``module`` is given, the
     UBSan handlers it declares (a debug build with sanitizers reports errors through them;
@@ -313,8 +313,8 @@ class Derivatives:
     """
 
     def __init__(self, module, rules=None, options=None) -> None:
-        from pyzyme.diff.forward import ForwardGenerator
-        from pyzyme.diff.reverse import ReverseGenerator
+        from pyzyme.diff.forward.generator import ForwardGenerator
+        from pyzyme.diff.reverse.generator import ReverseGenerator
 
         self.module = module
         self.rules = rules if rules is not None else c_rules(module)
@@ -323,13 +323,13 @@ class Derivatives:
 
     def forward(self, fn, kinds: Sequence | None = None, width: int = 1, name=None):
         """The forward derivative of ``fn`` with ``width`` tangents per non-const argument."""
-        from pyzyme.diff.forward import ForwardSignature
+        from pyzyme.diff.forward.generator import ForwardSignature
 
         acts = to_activities(fn, kinds, forward=True)
         return self._forward.derivative(fn, ForwardSignature.standard(fn, acts, width), name)
 
     def _reverse_sig(self, fn, kinds, return_active, split: bool):
-        from pyzyme.diff.reverse import ReverseSignature
+        from pyzyme.diff.reverse.generator import ReverseSignature
 
         acts = to_activities(fn, kinds, forward=False)
         if return_active is None:
@@ -350,5 +350,5 @@ class Derivatives:
                                         name)
 
     def split(self, fn, kinds: Sequence | None = None, return_active: bool | None = None):
-        """The :class:`~pyzyme.diff.reverse.SplitPair` of ``fn``."""
+        """The :class:`~pyzyme.diff.reverse.generator.SplitPair` of ``fn``."""
         return self._reverse.derivative(fn, self._reverse_sig(fn, kinds, return_active, True))

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pyzyme.ir import types as T
 from pyzyme.ir.instruction import Instruction, Ref, _plain_ref, _require, _tref
 from pyzyme.ir.values import Constant, ConstantInt, NamedValue, Value
+from pyzyme.ir.module import BasicBlock, Function
 
 
 # ---------------------------------------------------------------------------------- calls
@@ -55,7 +56,6 @@ class CallBase(Instruction):
     @property
     def called_function(self):
         """The :class:`~pyzyme.ir.module.Function` called directly, or None."""
-        from pyzyme.ir.module import Function
         callee = self.operands[0]
         return callee if isinstance(callee, Function) else None
 
@@ -214,7 +214,6 @@ class Terminator(Instruction):
 
     @property
     def successors(self) -> list:
-        from pyzyme.ir.module import BasicBlock
         return [op for op in self.operands if isinstance(op, BasicBlock)]
 
 

@@ -24,7 +24,8 @@ from collections.abc import Iterator
 
 from pyzyme.errors import IRTypeError
 from pyzyme.ir import types as T
-from pyzyme.ir.instructions import Instruction, Phi
+from pyzyme.ir.inst_values import Phi
+from pyzyme.ir.instruction import Instruction
 from pyzyme.ir.names import global_ref
 from pyzyme.ir.values import (
     Argument,

@@ -212,23 +212,6 @@ def _safe(fn: Callable[..., float],
     return wrapped
 
 
-def _odd_integer(v: float) -> bool:
-    return v.is_integer() and v % 2.0 == 1.0
-
-
-def _pow(x: float, y: float) -> float:
-    """C's ``pow`` (C11 Annex F) where Python's raises: ``pow(+-0, y < 0)`` is an infinity,
-    overflow is an infinity with the sign of ``x`` when ``y`` is an odd integer."""
-    try:
-        return math.pow(x, y)
-    except ValueError:  # 0 to a negative power, or a negative base to a non-integer power
-        if x == 0.0:
-            return math.copysign(math.inf, x) if _odd_integer(y) else math.inf
-        return math.nan
-    except OverflowError:
-        return -math.inf if x < 0.0 and _odd_integer(y) else math.inf
-
-
 def _rounding(fn: Callable[[float], int]) -> Callable[[float], float]:
     """C's rounding functions: a float with the sign of ``v`` (``trunc(-0.5) = -0.0``);
     infinities and NaN unchanged."""
@@ -275,9 +258,9 @@ FUNCTIONS: dict[str, MathFunction] = {
     "cosh": MathFunction(_safe(math.cosh), "llvm.cosh"),
     "tanh": MathFunction(math.tanh, "llvm.tanh"),
     "fabs": MathFunction(math.fabs, "llvm.fabs"),
-    "pow": MathFunction(_pow, "llvm.pow"),
+    "pow": MathFunction(mathlib.c_pow, "llvm.pow"),
     # powi(x, n): n is an integer operand (``int_add(n, -1)`` in powi's own rule).
-    "powi": MathFunction(lambda x, n: _pow(x, float(n)), "llvm.powi"),
+    "powi": MathFunction(lambda x, n: mathlib.c_pow(x, float(n)), "llvm.powi"),
     "copysign": MathFunction(math.copysign, "llvm.copysign"),
     "floor": MathFunction(_rounding(math.floor), "llvm.floor"),
     "trunc": MathFunction(_rounding(math.trunc), "llvm.trunc"),

@@ -9,7 +9,7 @@ work (a Taylor series); this one costs a division. ``pyzyme.pow_less1``/``pyzyme
 ``int_power(x, n)`` is ``x ** n`` for an integer ``n >= 0`` by binary exponentiation, the
 multiplications in Numba's order (``int_power_impl``: ``r *= a`` for each set bit of ``n``, then
 ``a *= a``), so a loop Numba inlined for ``x ** i`` can be replaced by a call that computes it
-bitwise the same (:mod:`pyzyme.diff.int_power`); its derivative is then a rule,
+bitwise the same (:mod:`pyzyme.transforms.int_power`); its derivative is then a rule,
 ``n * int_power(x, n - 1)``, not a differentiated loop with a tape of its squares.
 ``pyzyme.int_power``/``pyzyme.int_powerf`` take the exponent as an ``i64``.
 
@@ -52,7 +52,7 @@ import math
 
 from pyzyme import ir
 
-__all__ = ["digamma", "pow_less1", "int_power", "define", "SYMBOLS"]
+__all__ = ["digamma", "pow_less1", "int_power", "c_pow", "define", "SYMBOLS"]
 
 # The functions define() can add.
 SYMBOLS = ("pyzyme.digamma", "pyzyme.digammaf", "pyzyme.pow_less1", "pyzyme.pow_less1f",
@@ -103,6 +103,23 @@ def digamma(x: float) -> float:
     return acc + (math.log(x) - 0.5 / x - w * p)
 
 
+def _odd_integer(v: float) -> bool:
+    return v.is_integer() and v % 2.0 == 1.0
+
+
+def c_pow(x: float, y: float) -> float:
+    """C's ``pow`` (C11 Annex F) where Python's raises: ``pow(+-0, y < 0)`` is an infinity,
+    overflow is an infinity with the sign of ``x`` when ``y`` is an odd integer."""
+    try:
+        return math.pow(x, y)
+    except ValueError:  # 0 to a negative power, or a negative base to a non-integer power
+        if x == 0.0:
+            return math.copysign(math.inf, x) if _odd_integer(y) else math.inf
+        return math.nan
+    except OverflowError:
+        return -math.inf if x < 0.0 and _odd_integer(y) else math.inf
+
+
 def pow_less1(x: float, y: float, r: float) -> float:
     """``x ** (y - 1)`` given ``r = x ** y``, as ``@pyzyme.pow_less1`` computes it.
 
@@ -115,9 +132,7 @@ def pow_less1(x: float, y: float, r: float) -> float:
     """
     if x != 0.0 and _NORMAL_MIN["double"] <= abs(r) < math.inf:
         return r / x
-    from pyzyme.rules.expr import FUNCTIONS  # C's pow (the module imports this one)
-
-    return FUNCTIONS["pow"].evaluate(x, y - 1.0)
+    return c_pow(x, y - 1.0)
 
 
 def int_power(x: float, n: int) -> float:

@@ -55,7 +55,7 @@ ROWS = (
     # The shadow block is resized alongside the primal one (allocated, from null, when the
     # primal block had none: reverse mode grows its caches this way).
     Mirror(("realloc",), "libm", allocates=True),
-    # Reverse mode's tape arrays (pyzyme.diff.tape_pool): when forward mode differentiates a
+    # Reverse mode's tape arrays (pyzyme.diff.tape.pool): when forward mode differentiates a
     # gradient (hvp), tangent caches are allocated, grown and kept alongside.
     Mirror(("pyzyme.tape_realloc",), "runtime", allocates=True),
     Mirror(("pyzyme.tape_free",), "runtime"),

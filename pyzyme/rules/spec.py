@@ -19,18 +19,18 @@ a width and the activity of each operand.
   must mirror (``llvm.assume``, ``llvm.lifetime.start``, ``icmp``).
 - :class:`Reduction`: the call folds the lanes of a vector into one scalar
   (``llvm.vector.reduce.fadd``); its derivatives are written per operation
-  (:mod:`pyzyme.diff.vector_calls`).
+  (:mod:`pyzyme.diff.calls.vector`).
 - :class:`Masked`: the call loads or stores the lanes of a vector a mask enables
   (``llvm.masked.load``); the same call is made on the shadows.
 - :class:`Blas`: a BLAS or LAPACK call through Numba's helpers; its derivatives are the same
-  helpers called again (:mod:`pyzyme.diff.blas_calls`, :mod:`pyzyme.diff.blas_nrm2`,
-  :mod:`pyzyme.diff.lapack_calls`, :mod:`pyzyme.diff.lapack_lu`,
-  :mod:`pyzyme.diff.lapack_cholesky`, :mod:`pyzyme.diff.lapack_eigh`).
+  helpers called again (:mod:`pyzyme.diff.linalg.blas`, :mod:`pyzyme.diff.linalg.nrm2`,
+  :mod:`pyzyme.diff.linalg.lapack`, :mod:`pyzyme.diff.linalg.lu`,
+  :mod:`pyzyme.diff.linalg.cholesky`, :mod:`pyzyme.diff.linalg.eigh`).
 - :class:`Custom`: a user's rule (:mod:`pyzyme.rules.custom`): the derivative is whatever the
   user's own functions compute; ``pyzyme.diff`` calls them in place of the function.
 - :class:`Registered`: derivatives a C/C++ module registers for one of its functions, Enzyme's
   way (``__enzyme_register_gradient_*``): plain LLVM functions of the same module, called by
-  :mod:`pyzyme.diff.registered_calls`.
+  :mod:`pyzyme.diff.calls.registered`.
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ class Custom(Row):
 
     ``rules`` compiles the user's rule functions for the activities of one call site and says
     where each argument goes among their native parameters; see
-    :class:`pyzyme.api.custom_calls.CompiledRules` for what the generators ask of it.
+    :class:`pyzyme.api.custom_rules.CompiledRules` for what the generators ask of it.
     """
 
     rules: object = None
@@ -200,7 +200,7 @@ class Registered(Row):
     ``reverse`` (``__enzyme_register_gradient_*``); None where none is registered (the
     function's own body is then differentiated in that mode, if it has one). ``source`` names
     the registering global(s), for messages. The calling conventions are Enzyme's; see
-    :mod:`pyzyme.diff.registered_calls`.
+    :mod:`pyzyme.diff.calls.registered`.
     """
 
     forward: str | None = None

@@ -3,11 +3,9 @@
 - :mod:`~pyzyme.runtime.target` -- the target machine, triple and data layout (Numba's own).
 - :mod:`~pyzyme.runtime.modules` -- parsing, verifying and relinking llvmlite modules.
 - :mod:`~pyzyme.runtime.passes` -- the pre-AD pipeline and the post-AD optimization levels.
-- :mod:`~pyzyme.runtime.naming` -- the one place symbol names of compiled code are made.
 - :mod:`~pyzyme.runtime.jit` -- :func:`compile_module`: verify, optimize, JIT into Numba's engine.
 """
 
 from pyzyme.runtime.jit import CompiledModule, compile_module
-from pyzyme.runtime.naming import symbol_name
 
-__all__ = ["CompiledModule", "compile_module", "symbol_name"]
+__all__ = ["CompiledModule", "compile_module"]

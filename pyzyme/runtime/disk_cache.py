@@ -85,7 +85,7 @@ class DiskCache:
     @staticmethod
     def environment() -> str:
         """The key part no derivative can be shared across: versions and the CPU."""
-        from pyzyme import __version__
+        from pyzyme._version import __version__
 
         codegen = target.numba_codegen_instance()
         return "\n".join([f"pyzyme {__version__}", f"numba {numba.__version__}",

@@ -3,7 +3,7 @@
 Three sources of LLVM IR, each as text printed by LLVM 22 (through llvmlite):
 
 - ``c/``: C and C++ programs, each compiled at ``-O0`` and ``-O2`` by
-  :func:`pyzyme.frontends.clang.compile_to_ir`. A line ``pyzyme-corpus-flags: ...`` in a source
+  :func:`pyzyme.frontends.c.clang.compile_to_ir`. A line ``pyzyme-corpus-flags: ...`` in a source
   file adds compiler flags for that file.
 - ``ll/``: hand-written modules for instructions, attributes and module-level entities that
   neither clang nor Numba emit often (``va_arg``, ``callbr``, funclet EH, ifuncs, TLS modes...).
@@ -67,7 +67,7 @@ def compile_c_corpus(
     dict
         ``{"c/<file><opt>": ir_text}``, in the order of :func:`c_ids`.
     """
-    from pyzyme.frontends.clang import compile_to_ir
+    from pyzyme.frontends.c.clang import compile_to_ir
 
     work = [(p, opt) for p in c_programs() for opt in opt_levels]
 
@@ -93,7 +93,7 @@ def compile_c_corpus(
 
 def ll_modules() -> dict[str, str]:
     """The hand-written modules, normalised through llvmlite: ``{"ll/<file>": ir_text}``."""
-    from pyzyme.frontends.clang import normalize_ir
+    from pyzyme.frontends.c.clang import normalize_ir
 
     return {
         f"ll/{p.name}": normalize_ir(p.read_text(), name=p.name)

@@ -1,6 +1,6 @@
 """A counter stepping through a packed triangle (``idx += 1`` in the inner loop of
 ``for i: for j in range(i + 1, d)``), recomputed in the reverse sweep from the inner loop's
-counter instead of cached per row (pyzyme.diff.reverse_values.CountedSum): which header phis
+counter instead of cached per row (pyzyme.diff.reverse.values.CountedSum): which header phis
 count an inner loop, by the tape each derivative prints; derivatives against finite
 differences and forward mode, where the counter is recomputed and where it is not."""
 
@@ -12,8 +12,9 @@ import pytest
 
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Reverse
-from pyzyme.api.autodiff import _rules
-from pyzyme.api.numba_reverse import DUPLICATED, CONST, reverse_module
+from pyzyme.analysis.activity import Activity
+from pyzyme.api.plans import current_rules
+from pyzyme.frontends.numba.derive.reverse import DUPLICATED, CONST, reverse_module
 from tests.kernels import in_sweep_order
 
 
@@ -79,7 +80,7 @@ def read_before_the_row(a, x, start):
 def _tape(f, args):
     types = [numba.typeof(v) for v in args]
     kinds = [DUPLICATED, DUPLICATED] + [CONST] * (len(args) - 2)
-    return reverse_module(f, types, kinds, Active, True, _rules()).tape
+    return reverse_module(f, types, kinds, Activity.ACTIVE, True, current_rules()).tape
 
 
 def _check(f, x, *rest):

@@ -1,4 +1,4 @@
-"""Loop distribution of reverse sweeps (pyzyme.diff.distribute): plans tested by their printed
+"""Loop distribution of reverse sweeps (pyzyme.transforms.distribute): plans tested by their printed
 form on hand-written loops, rewritten loops run against the original (overlapping arrays
 included), and stencil gradients through Numba bitwise equal to undistributed ones."""
 
@@ -10,10 +10,11 @@ import pytest
 
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Reverse
-from pyzyme.diff import distribute
+from pyzyme.transforms import distribute
 from pyzyme.ir import parse_module
 from pyzyme.ir.verify import verify
-from pyzyme.runtime import compile_module, symbol_name
+from pyzyme.naming import symbol_name
+from pyzyme.runtime import compile_module
 from tests.kernels import on_and_off
 
 # The shape of a reverse sweep's stencil loop: read and zero dw[c], add it into dv[c+1],

@@ -10,7 +10,7 @@ import pytest
 
 from pyzyme import ActivityError, UnsupportedError, ir
 from pyzyme.analysis.activity import Activity, analyze_activity
-from pyzyme.diff.forward import ForwardGenerator, ForwardSignature
+from pyzyme.diff.forward.generator import ForwardGenerator, ForwardSignature
 from pyzyme.rules import default_rules
 
 A, C, D = Activity.ACTIVE, Activity.CONST, Activity.DUPLICATED

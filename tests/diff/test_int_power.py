@@ -1,5 +1,5 @@
 """Numba's binary-exponentiation loop (``x ** i``) folded into ``@pyzyme.int_power`` before
-differentiation (pyzyme.diff.int_power): which loops are folded, by their printed form; the
+differentiation (pyzyme.transforms.int_power): which loops are folded, by their printed form; the
 folded function run against the original, bitwise; derivatives through the rule against finite
 differences, forward mode and the closed form, with no tape."""
 
@@ -15,8 +15,9 @@ import llvmlite.binding as llvm
 
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Forward, Reverse, autodiff
-from pyzyme.api.numba_reverse import reverse_module
-from pyzyme.diff.int_power import find, fold
+from pyzyme.analysis.activity import Activity
+from pyzyme.frontends.numba.derive.reverse import reverse_module
+from pyzyme.transforms.int_power import find, fold
 from pyzyme.ir import parse_module
 from pyzyme.rules import default_rules, mathlib
 from pyzyme.runtime.jit import compile_module
@@ -163,8 +164,8 @@ def test_taylor_gradient_has_no_tape_and_matches_the_closed_form():
         g = autodiff(Reverse, taylor, Active, Active(x), Const(n))[0][0]
         want = math.fsum(x ** (i - 1) for i in range(1, n))
         assert g == pytest.approx(want, rel=1e-12)
-    rm = reverse_module(taylor, (numba.float64, numba.int64), ["active", "const"], Active,
-                        False, default_rules())
+    rm = reverse_module(taylor, (numba.float64, numba.int64), ["active", "const"],
+                        Activity.ACTIVE, False, default_rules())
     text = str(rm.module)
     assert "@pyzyme.int_power(" in text
     loops = [line for line in rm.tape.splitlines() if line.strip().startswith("loop ")]

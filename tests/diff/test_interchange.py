@@ -1,4 +1,4 @@
-"""Loop interchange before differentiation (pyzyme.diff.interchange): plans tested by their
+"""Loop interchange before differentiation (pyzyme.transforms.interchange): plans tested by their
 printed form on hand-written nests, interchanged nests run against the original (bitwise),
 and matrix-product gradients through Numba bitwise equal to those of the nest as written."""
 
@@ -10,10 +10,11 @@ import pytest
 
 import pyzyme
 from pyzyme import Const, Duplicated, Reverse
-from pyzyme.diff.interchange import interchange, plan
+from pyzyme.transforms.interchange import interchange, plan
 from pyzyme.ir import parse_module
 from pyzyme.ir.verify import verify
-from pyzyme.runtime import compile_module, symbol_name
+from pyzyme.naming import symbol_name
+from pyzyme.runtime import compile_module
 from tests.kernels import matmul, on_and_off
 
 # C[j] = sum_p A[p] * B[p, j] (B is n x m, row-major): the inner loop walks down a column.

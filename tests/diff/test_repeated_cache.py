@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Reverse
-from pyzyme.api.autodiff import _rules
-from pyzyme.api.numba_reverse import CONST, DUPLICATED, reverse_module
-from pyzyme.api.numba_split import build_split
+from pyzyme.analysis.activity import Activity
+from pyzyme.api.plans import current_rules
+from pyzyme.frontends.numba.derive.reverse import CONST, DUPLICATED, reverse_module
+from pyzyme.frontends.numba.derive.split import build_split
 from tests.kernels import check_gradient, in_sweep_order, njit_source
 
 
@@ -132,8 +133,8 @@ def _data(n=7, d=4, k=3, seed=0, points=2):
 
 
 def _layout(f, w, x) -> str:
-    plan = build_split(f, [numba.typeof(w), numba.typeof(x)], ["duplicated", "const"], Active,
-                       _rules())
+    plan = build_split(f, [numba.typeof(w), numba.typeof(x)], ["duplicated", "const"],
+                       Activity.ACTIVE, current_rules())
     return plan.tape_layout
 
 
@@ -244,7 +245,8 @@ def test_combined_mode_and_second_order():
     rng = np.random.default_rng(4)
     w, x = rng.standard_normal(6), rng.standard_normal(9)
     tape = str(reverse_module(scratch_read_per_point, [numba.typeof(w), numba.typeof(x)],
-                              [DUPLICATED, CONST], Active, True, _rules()).tape)
+                              [DUPLICATED, CONST], Activity.ACTIVE, True,
+                              current_rules()).tape)
     assert "within each iteration of" in tape, tape
     dw = _combined(scratch_read_per_point, w, x)
     check_gradient(scratch_read_per_point, w, x, dw)

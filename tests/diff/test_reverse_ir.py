@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pyzyme.analysis.activity import Activity as A
-from pyzyme.diff.reverse import ReverseGenerator, ReverseSignature
+from pyzyme.diff.reverse.generator import ReverseGenerator, ReverseSignature
 from pyzyme.ir import parse_module
 from pyzyme.ir.verify import verify
 from pyzyme.rules import default_rules
@@ -194,3 +194,38 @@ def test_math_of_the_until_fixture_is_right():
             break
         y = y1
     assert y1 * y == pytest.approx(x * x * 1.5 ** (2 * 5 - 1)) or math.isfinite(y)
+
+
+def test_switch_with_two_cases_to_one_block():
+    """A switch sending two cases to a block whose predecessor the forward sweep records: the
+    recording phi has an entry per edge, as LLVM requires (one per predecessor was rejected
+    by the verifier: LAPACK's letter tests, 'T' or 'C', compile to such switches)."""
+    m = parse_module("""define double @pick(double %x, i32 %k) {
+entry:
+  %c = icmp eq i32 %k, 0
+  br i1 %c, label %join, label %sw
+sw:
+  %x2 = fmul double %x, %x
+  switch i32 %k, label %other [ i32 1, label %join
+                                i32 7, label %join ]
+other:
+  %x3 = fmul double %x2, %x
+  br label %join
+join:
+  %y = phi double [ %x, %entry ], [ %x2, %sw ], [ %x2, %sw ], [ %x3, %other ]
+  %r = fmul double %y, %x
+  ret double %r
+}""")
+    gen = ReverseGenerator(m, default_rules())
+    fn = gen.derivative(m.get_function("pick"), ReverseSignature((A.ACTIVE, A.CONST), True))
+    fn.linkage = "external"
+    m.get_function("pick").linkage = "internal"
+    verify(m)
+    cm = compile_module(str(m))
+    f = ctypes.CFUNCTYPE(_Pair, ctypes.c_double, ctypes.c_int32, ctypes.c_double)(
+        cm.address(fn.name))
+    x = 1.5
+    for k, power in ((0, 2), (1, 3), (7, 3), (3, 4)):
+        r = f(x, k, 1.0)
+        assert r.primal == pytest.approx(x ** power, rel=1e-14)
+        assert r.adjoint == pytest.approx(power * x ** (power - 1), rel=1e-14)

@@ -12,8 +12,9 @@ import pytest
 
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Reverse
-from pyzyme.api.autodiff import _rules
-from pyzyme.api.numba_reverse import CONST, DUPLICATED, reverse_module
+from pyzyme.analysis.activity import Activity
+from pyzyme.api.plans import current_rules
+from pyzyme.frontends.numba.derive.reverse import CONST, DUPLICATED, reverse_module
 from tests.kernels import check_gradient
 
 
@@ -72,7 +73,7 @@ def row_from_changing_memory(m, x):
 def _double_caches(f, m, x) -> list[str]:
     """The loops with a cache of type double, from the printed tape."""
     tape = str(reverse_module(f, [numba.typeof(m), numba.typeof(x)], [DUPLICATED, CONST],
-                              Active, True, _rules()).tape)
+                              Activity.ACTIVE, True, current_rules()).tape)
     return [line.split(":")[0].strip() for line in tape.splitlines()
             if "caches" in line and "double" in line.split("caches", 1)[1]]
 

@@ -12,8 +12,8 @@ import pytest
 
 import pyzyme
 from pyzyme import Active, Duplicated, Forward, ReverseSplitWithPrimal
-from pyzyme.diff import naming
-from pyzyme.diff.tape_pool import FIRST_CAPACITY, SLOTS, tape_capacity, tape_free, tape_realloc
+from pyzyme import naming
+from pyzyme.diff.tape.pool import FIRST_CAPACITY, SLOTS, tape_capacity, tape_free, tape_realloc
 from pyzyme.ir import IRBuilder, Module, types as T
 from pyzyme.ir.values import const_null
 from pyzyme.runtime import compile_module

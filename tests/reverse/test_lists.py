@@ -195,3 +195,40 @@ def typed_list(x, n):
 def test_a_typed_list_is_refused_naming_it():
     with pytest.raises(UnsupportedError, match="numba.typed.List"):
         autodiff(Reverse, typed_list, Active, Active(0.9), Const(4))
+
+
+@numba.njit
+def pad(items, k):
+    # Recursive, so it stays a call: its appends move the block that its caller filled.
+    if k > 1:
+        pad(items, k - 1)
+    for _ in range(4):
+        items.append(0.0)
+
+
+@numba.njit
+def cubes_through_a_callee(x):
+    items = [x[0] * x[0]]
+    for i in range(1, x.shape[0]):
+        items.append(x[i] * x[i])
+    pad(items, x.shape[0] // 2)
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += items[i] * x[i]
+    return s
+
+
+@pytest.mark.parametrize("n", (200, 1000))
+def test_a_callee_moving_its_callers_list(n, nrt_stats):
+    """The callee's reverse sweep used to free the shadow's old block (the caller's), which
+    the caller's reverse sweep reads after it: the first items' adjoints were the
+    allocator's free-list links."""
+    x = np.linspace(0.5, 2.0, n)
+    for _ in range(2):  # the second call counted, once compiled
+        dx = np.zeros_like(x)
+        before = nrt_stats()
+        autodiff(Reverse, cubes_through_a_callee, Active, Duplicated(x, dx))
+        after = nrt_stats()
+        np.testing.assert_allclose(dx, 3 * x * x, rtol=1e-13)
+    assert after.alloc - before.alloc == after.free - before.free
+    assert after.mi_alloc - before.mi_alloc == after.mi_free - before.mi_free

@@ -475,7 +475,7 @@ def scale_into(a, b):
 def test_njit_grad_compiles_the_overlap_version_only_for_written_arrays():
     # dot only reads its arrays: the noalias derivative serves overlapping ones too (LLVM's
     # noalias is about memory written through one pointer and read through another).
-    from pyzyme.api.njit_reverse import _plans
+    from pyzyme.api.njit.reverse import _plans
     vec = numba.float64[::1]
     _, general, checked = _plans(dot, [vec, vec], ["duplicated", "duplicated"])
     assert general is None and checked == []

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from pyzyme import Active, Const, Duplicated, Reverse, ReverseWithPrimal, autodiff
-from pyzyme.api.autodiff import reverse_plan
+from pyzyme.api.plans import reverse_plan
 from tests.kernels import matmul, taylor
 
 
@@ -21,7 +21,7 @@ def test_taylor_series(n):
 def test_taylor_tape_does_not_grow_with_n():
     # The loop keeps nothing per iteration: its induction variable and the branch of Numba's
     # integer power are recomputed, and the squaring loop inside x ** i is a call with a rule
-    # (pyzyme.diff.int_power), recomputed too.
+    # (pyzyme.transforms.int_power), recomputed too.
     autodiff(Reverse, taylor, Active, Active(0.5), Const(10))
     plan = reverse_plan(taylor, (numba.float64, numba.int64), ("active", "const"), Active, True)
     loops = [line for line in plan.tape.splitlines() if line.strip().startswith("loop")]

@@ -5,6 +5,8 @@
 - :func:`capture` turns one compiled signature into a module and an :class:`AbiMap`.
 - :func:`njit_callable` wraps a function compiled by :func:`pyzyme.runtime.compile_module` as an
   ``@njit`` function, callable from Python and from other ``@njit`` code.
+- :mod:`~pyzyme.frontends.numba.derive` builds the derivatives of ``@njit`` functions (forward,
+  reverse, split, hvp) through :mod:`pyzyme.pipeline`.
 """
 
 from pyzyme.frontends.numba.abi import AbiMap

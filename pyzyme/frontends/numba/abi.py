@@ -166,7 +166,7 @@ class AbiMap:
                     index + i,
                     f"arg.{name}" + ("." + ".".join(map(str, path)) if path else ""),
                     field,
-                    _llvm_str(llty),
+                    llvm_str(llty),
                     leaf_ty,
                 )
                 for i, (field, path, llty, leaf_ty) in enumerate(
@@ -220,7 +220,7 @@ class AbiMap:
 
     def _check_against_numba(self, context: BaseContext) -> None:
         fnty = context.call_conv.get_function_type(self.signature.return_type, self.signature.args)
-        numba_params = [_llvm_str(t) for t in fnty.args[2:]]
+        numba_params = [llvm_str(t) for t in fnty.args[2:]]
         mine = [p.llvm_type for p in self.native_params]
         if numba_params != mine:
             raise CaptureError(
@@ -371,10 +371,10 @@ def _result_abi(context: BaseContext, ty: types.Type, function: str) -> ResultAb
     td = context.target_data
     size = llty.get_abi_size(td)
     if kind == "none":
-        return ResultAbi(ty, kind, _llvm_str(llty), size, ())
+        return ResultAbi(ty, kind, llvm_str(llty), size, ())
     value_ty = ty.type if isinstance(ty, types.Optional) else ty  # None is the status -2
     fields = tuple(_result_leaves(context, value_ty, llty, "result", 0))
-    return ResultAbi(ty, kind, _llvm_str(llty), size, fields)
+    return ResultAbi(ty, kind, llvm_str(llty), size, fields)
 
 
 def _result_leaves(context: BaseContext, ty: types.Type, llty: llir.Type, field: str, offset: int):
@@ -396,17 +396,17 @@ def _result_leaves(context: BaseContext, ty: types.Type, llty: llir.Type, field:
             yield from _result_leaves(context, mty, elem, f"{field}{label}", here)
             here += elem.get_abi_size(td)
     else:
-        yield ResultField(offset, field, _llvm_str(llty), ty)
+        yield ResultField(offset, field, llvm_str(llty), ty)
 
 
-def _llvm_str(t: llir.Type) -> str:
+def llvm_str(t: llir.Type) -> str:
     """The LLVM 22 spelling of an llvmlite.ir type (which still prints typed pointers)."""
     if isinstance(t, llir.PointerType):
         return "ptr"
     if isinstance(t, llir.ArrayType):
-        return f"[{t.count} x {_llvm_str(t.element)}]"
+        return f"[{t.count} x {llvm_str(t.element)}]"
     if isinstance(t, llir.LiteralStructType):
-        return "{" + ", ".join(_llvm_str(e) for e in t.elements) + "}"
+        return "{" + ", ".join(llvm_str(e) for e in t.elements) + "}"
     return str(t)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import keyword
 import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -91,9 +92,17 @@ def njit_callable(
     link = _worth_linking(compiled)
     call = _make_intrinsic(compiled, symbol, sig, names, emit, link)
     wrapper = _make_wrapper(symbol, names, call, sig)
-    # What pyzyme.frontends.numba.persist needs to store the wrapper and make it again.
-    wrapper.__pyzyme_native__ = NativeCall(compiled, symbol, sig, tuple(names), convention, link)
+    _NATIVE[wrapper] = NativeCall(compiled, symbol, sig, tuple(names), convention, link)
     return wrapper
+
+
+def native_call(wrapper) -> NativeCall | None:
+    """What the :func:`njit_callable` wrapper ``wrapper`` calls (None for any other object):
+    what :mod:`pyzyme.frontends.numba.persist` needs to store the wrapper and make it again."""
+    try:
+        return _NATIVE.get(wrapper)
+    except TypeError:  # not weakly referenceable: no wrapper of ours
+        return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,6 +116,10 @@ class NativeCall:
     arg_names: tuple[str, ...]
     convention: str
     linked: bool
+
+
+# wrapper -> what it calls; weak keys, as the wrappers' callers own them
+_NATIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _full_signature(signature: Signature | str) -> Signature:

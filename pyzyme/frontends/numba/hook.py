@@ -158,7 +158,7 @@ def _resolve(path: str) -> Any:
 
 
 def _pyzyme_version() -> str:
-    from pyzyme import __version__  # late: pyzyme/__init__ imports this module
+    from pyzyme._version import __version__
 
     return __version__
 

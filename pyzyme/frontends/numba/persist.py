@@ -227,7 +227,7 @@ def wrapper_state(wrapper) -> tuple:
     >>> wrapper_state(half)[0]
     'linked'
     """
-    native = getattr(wrapper, "__pyzyme_native__", None)
+    native = bridge.native_call(wrapper)
     if native is None:
         raise PyzymeError(f"{wrapper!r} was not made by njit_callable")
     cres = wrapper.overloads[tuple(native.signature.args)]

@@ -6,20 +6,20 @@ Four rewrites of the captured ``native`` function, before any derivative exists:
   (:mod:`pyzyme.frontends.numba.wraparound`);
 - Numba's binary-exponentiation loops for ``x ** i`` become calls of a function with a
   derivative rule, which the reverse sweep recomputes instead of taping every squaring
-  (:mod:`pyzyme.diff.int_power`);
+  (:mod:`pyzyme.transforms.int_power`);
 - when the caller found that no two arrays passed share memory, the data pointers of the
   array arguments are marked ``noalias`` (what LLVM needs to keep values in registers and
   vectorize; jitclass data is left alone, it may be reached through its instance too);
 - then, if asked, nests that keep a sum in a register over an inner loop striding through
-  memory are interchanged (:mod:`pyzyme.diff.interchange`, which needs those ``noalias``).
+  memory are interchanged (:mod:`pyzyme.transforms.interchange`, which needs those ``noalias``).
 """
 
 from __future__ import annotations
 
 from numba.core import types
 
-from pyzyme.diff import int_power
-from pyzyme.diff.interchange import interchange
+from pyzyme.transforms import int_power
+from pyzyme.transforms.interchange import interchange
 from pyzyme.frontends.numba.wraparound import fold_wraparound, shape_params
 
 __all__ = ["ready"]

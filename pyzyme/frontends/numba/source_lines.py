@@ -7,6 +7,7 @@ which Numba keeps with every compiled signature, and of the ``@njit`` functions 
 compilation. Otherwise, Numba attaches line information to its LLVM IR only when compiling
 with ``debug=True``, so :func:`line_of_call` compiles a debug copy of the function (once, at
 error time, so nothing is spent when differentiation succeeds) and reads the line of that call.
+:func:`add_source_line` puts what they find into the error.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from dataclasses import dataclass
 
 from numba.core import ir, types
 
-__all__ = ["Found", "find_uses", "line_of_call"]
+from pyzyme.errors import UnsupportedError
+from pyzyme.rules.constructs import construct_of, unknown_call_message
+
+__all__ = ["Found", "find_uses", "line_of_call", "add_source_line", "where_defined"]
 
 
 @dataclass(frozen=True)
@@ -137,3 +141,38 @@ def line_of_call(dispatcher, argtypes, symbol: str) -> int | None:
     location = re.search("^" + re.escape(call.group(1)) + r" = !DILocation\(line: (\d+)", text,
                          re.M)
     return int(location.group(1)) if location else None
+
+
+def where_defined(f) -> str:
+    """``name (file:line)`` of the Python function behind dispatcher ``f``."""
+    py = getattr(f, "py_func", f)
+    code = getattr(py, "__code__", None)
+    name = getattr(py, "__qualname__", repr(f))
+    return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code else name
+
+
+def add_source_line(err: UnsupportedError, dispatcher, argtypes) -> None:
+    """Name the Python line of the call pyzyme could not differentiate, where Numba can say,
+    and, where the call is one the user wrote by name (:mod:`pyzyme.rules.constructs`), word
+    the error by that name. Such calls are found in Numba's typed IR, with no compilation;
+    others in a debug copy of the function, compiled now."""
+    callee = getattr(err, "callee", None)
+    if not callee:
+        return
+    row = construct_of(callee)
+    found = find_uses(dispatcher, argtypes, [use.source for use in row.uses]) if row else []
+    if found:
+        first = found[0]
+        more = sorted({f.line for f in found[1:] if f.filename == first.filename} - {first.line})
+        also = f" (and line{'s' if len(more) > 1 else ''} {', '.join(map(str, more))})" \
+            if more else ""
+        err.context.insert(0, ("Python source", f"{first}{also}"))
+        if getattr(err, "unknown_call", None):
+            use = next(u for u in row.uses if u.source == first.source)
+            err.message, err.hint = unknown_call_message(*err.unknown_call, use)
+            err.args = (err.message,)
+        return
+    line = line_of_call(dispatcher, argtypes, callee)
+    if line is not None:
+        code = dispatcher.py_func.__code__
+        err.context.insert(0, ("Python source", f"{code.co_filename}:{line}"))

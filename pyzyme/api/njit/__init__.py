@@ -1,0 +1,1 @@
+"""The public API callable from @njit code: overloads, annotations, tapes, thunks."""

@@ -1,0 +1,127 @@
+"""Jacobians callable from inside ``@njit`` code.
+
+``jacfwd(f)`` returns an ``@njit`` function. When Numba compiles a call of it for some argument
+types (from Python or inside other ``@njit`` code), an overload builds pyzyme's forward
+derivative of ``f`` for those types, with ``CHUNK`` shadows of the differentiated argument, and
+generates a loop that sweeps the seeds through it chunk by chunk: no Python runs per call.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+from numba.core import types
+
+from pyzyme.api import annotations as A
+from pyzyme.api.njit.overload import overloaded_njit
+from pyzyme.api.plans import forward_plan
+from pyzyme.errors import PyzymeError, UnsupportedError
+
+__all__ = ["njit_jacobian", "CHUNK"]
+
+CHUNK = 4
+
+
+def njit_jacobian(dispatcher, argnum: int):
+    """An ``@njit`` function of ``f``'s parameters returning d f / d args[argnum]."""
+    params = list(inspect.signature(dispatcher.py_func).parameters.values())
+    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
+        raise UnsupportedError("jacfwd needs a function with a fixed list of positional "
+                               "parameters")
+    if not 0 <= argnum < len(params):
+        raise PyzymeError(f"argnums={argnum}, but the function has {len(params)} parameters")
+    names = [f"a{i}" for i in range(len(params))]
+
+    def typer(*argtypes):
+        return _implementation(dispatcher, argtypes, argnum, names)
+
+    return overloaded_njit("jac", names, typer)
+
+
+def _implementation(dispatcher, argtypes, argnum: int, names: list[str]):
+    x = argtypes[argnum]
+    if isinstance(x, types.Float):
+        width, array = 1, False
+    elif isinstance(x, types.Array) and isinstance(x.dtype, types.Float):
+        if x.layout != "C":
+            raise UnsupportedError("jacfwd inside @njit code needs a C-contiguous array "
+                                   "argument; pass np.ascontiguousarray(x)")
+        width, array = CHUNK, True
+    else:
+        raise UnsupportedError(f"jacfwd differentiates with respect to a float or a float "
+                               f"array, not {x}")
+    shadowed = [i == argnum for i in range(len(argtypes))]
+    plan = forward_plan(dispatcher, list(argtypes), shadowed, A.BatchDuplicatedNoNeed, width,
+                        need_primal=False)
+    if not plan.returns_tangent:
+        raise UnsupportedError(f"{dispatcher.py_func.__qualname__} returns nothing to "
+                               f"differentiate")
+    restype = plan.function.nopython_signatures[0].return_type
+    vector = isinstance(restype[0], types.Array)
+    outs = len(restype[0]) if isinstance(restype[0], types.BaseTuple) else 0
+    if outs and not all(isinstance(t, types.Float) for t in restype[0]):
+        raise UnsupportedError(f"jacfwd needs a function returning floats, a tuple of floats "
+                               f"or a float array; {dispatcher.py_func.__qualname__} returns "
+                               f"{restype[0]}")
+    source = (_tuple_source(names, argnum, width, array, outs) if outs else
+              _source(names, argnum, width, array, vector))
+    scope = {"np": np, "fwd": plan.function}
+    exec(source, scope)
+    return scope["impl"]
+
+
+def _source(names: list[str], argnum: int, width: int, array: bool, vector: bool) -> str:
+    args = ", ".join(names)
+    x = names[argnum]
+    lanes = range(width)
+    lines = [f"def impl({args}):"]
+    if not array:
+        lines += [f"    r = fwd({args}, 1.0)",
+                  "    t = r[1]"]
+        if vector:
+            lines += ["    flat = t.reshape(-1)", "    J = np.empty((flat.size, 1))",
+                      "    J[:, 0] = flat"]
+        else:
+            lines += ["    J = np.empty((1, 1))", "    J[0, 0] = t"]
+        return "\n".join(lines + ["    return J", ""])
+    shadows = ", ".join(f"s{k}" for k in lanes)
+    lines += [f"    n = {x}.size"]
+    lines += [f"    s{k} = np.zeros_like({x})\n    v{k} = s{k}.reshape(-1)" for k in lanes]
+    lines += ["    J = np.empty((1 if n else 0, n))" if not vector else
+              "    J = np.empty((0, n))",
+              f"    for start in range(0, n, {width}):"]
+    lines += [f"        if start + {k} < n:\n            v{k}[start + {k}] = 1.0" for k in lanes]
+    lines += [f"        r = fwd({args}, {shadows})"]
+    if vector:
+        lines += ["        if start == 0:", "            J = np.empty((r[1].size, n))"]
+    for k in lanes:
+        column = (f"J[:, start + {k}] = r[{k + 1}].reshape(-1)" if vector
+                  else f"J[0, start + {k}] = r[{k + 1}]")
+        lines += [f"        if start + {k} < n:", f"            {column}",
+                  f"            v{k}[start + {k}] = 0.0"]
+    return "\n".join(lines + ["    return J", ""])
+
+
+def _tuple_source(names: list[str], argnum: int, width: int, array: bool, outs: int) -> str:
+    """As :func:`_source`, for a function returning a tuple of ``outs`` floats: row ``i`` of
+    the Jacobian is read from element ``i`` of each lane's tangent tuple."""
+    args = ", ".join(names)
+    x = names[argnum]
+    lines = [f"def impl({args}):"]
+    if not array:
+        lines += [f"    r = fwd({args}, 1.0)", f"    J = np.empty(({outs}, 1))"]
+        lines += [f"    J[{i}, 0] = r[1][{i}]" for i in range(outs)]
+        return "\n".join(lines + ["    return J", ""])
+    lanes = range(width)
+    shadows = ", ".join(f"s{k}" for k in lanes)
+    lines += [f"    n = {x}.size", f"    J = np.empty(({outs}, n))"]
+    lines += [f"    s{k} = np.zeros_like({x})\n    v{k} = s{k}.reshape(-1)" for k in lanes]
+    lines += [f"    for start in range(0, n, {width}):"]
+    lines += [f"        if start + {k} < n:\n            v{k}[start + {k}] = 1.0" for k in lanes]
+    lines += [f"        r = fwd({args}, {shadows})"]
+    for k in lanes:
+        lines += [f"        if start + {k} < n:"]
+        lines += [f"            J[{i}, start + {k}] = r[{k + 1}][{i}]" for i in range(outs)]
+        lines += [f"            v{k}[start + {k}] = 0.0"]
+    return "\n".join(lines + ["    return J", ""])

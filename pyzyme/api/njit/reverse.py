@@ -1,0 +1,264 @@
+"""Reverse-mode derivatives as functions: ``grad``, ``value_and_grad`` and ``jacrev`` objects,
+callable from Python and from inside ``@njit`` code.
+
+From Python, a call goes through :func:`~pyzyme.api.convenience.reverse_call` (arguments
+annotated, containers flattened) or :func:`~pyzyme.api.convenience.reverse_jacobian`. Inside
+``@njit`` code the object types as an ``@njit`` function: when Numba compiles a call of it for
+some argument types, an overload builds pyzyme's reverse derivative of ``f`` for those types and
+generates the code that allocates the shadows and calls the compiled derivative, so no Python
+runs per call (the same machinery as :mod:`pyzyme.api.njit.jacobian` for ``jacfwd``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+
+import numpy as np
+from numba.core import types
+
+from pyzyme.api import annotations as A
+from pyzyme.api.args.argnums import check_argnums, normalize_argnums
+from pyzyme.api.args.complex import has_complex
+from pyzyme.api.convenience import reverse_call, reverse_jacobian
+from pyzyme.api.dispatchers import dispatcher_of, result_type
+from pyzyme.api.njit.overlap import overlap
+from pyzyme.api.njit.overload import NjitObject, overloaded_njit
+from pyzyme.api.plans import reverse_plan
+from pyzyme.api.wrappers import row_wrapper
+from pyzyme.errors import PyzymeError, UnsupportedError
+
+__all__ = ["ReverseFunction"]
+
+
+# -- objects callable from Python and @njit code ---------------------------------------------
+class ReverseFunction(NjitObject):
+    """What ``grad``, ``value_and_grad`` and ``jacrev`` return: a function of ``f``'s
+    arguments, callable from Python and from ``@njit`` code (with float, int and ndarray
+    arguments there)."""
+
+    def __init__(self, kind: str, f, argnums) -> None:
+        super().__init__()
+        name = {"grad": "grad", "value_and_grad": "value_and_grad", "jacrev": "jacrev"}[kind]
+        self._kind = kind
+        self._argnums, self._single = normalize_argnums(argnums, name)
+        if kind == "jacrev" and not self._single:
+            raise PyzymeError("jacrev differentiates with respect to one positional argument")
+        self._f = f
+        self._dispatcher = dispatcher_of(f)
+        self.__wrapped__ = f
+        self.__name__ = f"{name}({getattr(f, '__name__', 'f')})"
+        self.__qualname__ = self.__name__
+        self.__doc__ = _DOCS[kind]
+
+    def __repr__(self) -> str:
+        return f"<pyzyme {self.__name__}>"
+
+    def __call__(self, *args):
+        if self._kind == "jacrev":
+            return reverse_jacobian(self._dispatcher, args, self._argnums[0])
+        value, derivs = reverse_call(self._dispatcher, args, self._argnums, name=self._kind,
+                                     need_value=self._kind == "value_and_grad")
+        result = derivs[0] if self._single else derivs
+        if self._kind == "value_and_grad":
+            return value, result
+        return result
+
+    def _make_njit(self):
+        return _njit_function(self)
+
+
+_DOCS = {
+    "grad": "The gradient of the function with respect to the arguments ``argnums``.",
+    "value_and_grad": "``(f(*args), gradient)`` with respect to the arguments ``argnums``.",
+    "jacrev": "The Jacobian of the function with respect to argument ``argnums``, by reverse "
+              "mode.",
+}
+
+
+def _njit_function(obj: ReverseFunction):
+    dispatcher = obj._dispatcher
+    params = list(inspect.signature(dispatcher.py_func).parameters.values())
+    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
+        raise UnsupportedError(f"{obj.__name__} inside @njit code needs a function with a fixed "
+                               f"list of positional parameters")
+    argnums = check_argnums(obj._argnums, len(params), obj._kind)
+    names = [f"a{i}" for i in range(len(params))]
+
+    def typer(*argtypes):
+        if obj._kind == "jacrev":
+            return _jacrev_implementation(dispatcher, argtypes, argnums[0], names)
+        return _grad_implementation(dispatcher, argtypes, argnums, obj._single,
+                                    obj._kind == "value_and_grad", names)
+
+    return overloaded_njit(obj._kind, names, typer)
+
+
+def _roles(argtypes, argnums, name: str):
+    """Per argument: the primal type the derivative takes, its kind, and the expression that
+    converts the argument to it."""
+    kinds, primal_types = [], []
+    for i, t in enumerate(argtypes):
+        if i not in argnums:
+            kinds.append("const")
+            primal_types.append(t)
+        elif isinstance(t, (types.Float, types.Complex)):
+            kinds.append("active")
+            primal_types.append(t)
+        elif isinstance(t, types.Integer):
+            kinds.append("active")
+            primal_types.append(types.float64)
+        elif isinstance(t, types.Array) and isinstance(t.dtype, (types.Float, types.Complex)):
+            if t.layout != "C":
+                raise UnsupportedError(f"{name} inside @njit code needs C-contiguous array "
+                                       f"arguments; pass np.ascontiguousarray(x)")
+            kinds.append("duplicated")
+            primal_types.append(t)
+        elif isinstance(t, types.BaseTuple) and len(t) and all(
+                isinstance(e, types.Float) for e in t):
+            kinds.append("active")
+            primal_types.append(t)
+        else:
+            raise UnsupportedError(f"{name} inside @njit code differentiates floats, complex "
+                                   f"numbers, tuples of floats and float or complex arrays, "
+                                   f"not {t}")
+    return kinds, primal_types
+
+
+def _plans(target, primal_types, kinds, need_primal: bool = False):
+    """The derivative with noalias array data and, when two arrays could overlap, the one
+    without; and the names of the array arguments to check at run time."""
+    arrays = [i for i, t in enumerate(primal_types) if isinstance(t, types.Array)]
+    distinct = reverse_plan(target, list(primal_types), list(kinds), A.Active, True,
+                            need_primal)
+    if not distinct.writes_arrays:
+        # Arrays only read may overlap under noalias (LLVM's noalias is about memory written
+        # through one pointer and read through another), and the shadows are fresh zeros.
+        return distinct, None, []
+    general = (reverse_plan(target, list(primal_types), list(kinds), A.Active, False,
+                            need_primal) if len(arrays) > 1 else None)
+    return distinct, general, arrays
+
+
+def _call_lines(args: str, arrays: Sequence[str], indent: str) -> list[str]:
+    """Lines binding ``r`` to the derivative's result, checking overlap when needed."""
+    if len(arrays) < 2:
+        return [f"{indent}r = rev_d({args})"]
+    checks = " or ".join(f"_overlap({a}, {b})" for k, a in enumerate(arrays)
+                         for b in arrays[k + 1:])
+    return [f"{indent}if {checks}:", f"{indent}    r = rev_n({args})",
+            f"{indent}else:", f"{indent}    r = rev_d({args})"]
+
+
+def _grad_implementation(dispatcher, argtypes, argnums, single: bool, with_value: bool,
+                         names: list[str]):
+    name = "value_and_grad" if with_value else "grad"
+    kinds, primal_types = _roles(argtypes, argnums, name)
+    restype = result_type(dispatcher, primal_types)
+    if not isinstance(restype, types.Float):
+        raise UnsupportedError(f"{name} needs a function returning a float; "
+                               f"{dispatcher.py_func.__qualname__} returns {restype}")
+    rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds, need_primal=with_value)
+    lines = [f"def impl({', '.join(names)}):"]
+    primals = []
+    for i, (t, kind) in enumerate(zip(argtypes, kinds)):
+        if kind == "active" and isinstance(t, types.Integer):
+            lines.append(f"    x{i} = np.float64({names[i]})")
+            primals.append(f"x{i}")
+        else:
+            primals.append(names[i])
+    shadows = []
+    for i, kind in enumerate(kinds):
+        if kind == "duplicated":
+            lines.append(f"    s{i} = np.zeros_like({names[i]})")
+            shadows.append(f"s{i}")
+    call = ", ".join(primals + shadows + ["1.0"])
+    lines += _call_lines(call, [names[i] for i in arrays], "    ")
+    results, position = {}, 1
+    for i, kind in enumerate(kinds):
+        if kind == "active":
+            results[i] = f"r[{position}]"
+            position += 1
+        elif kind == "duplicated":
+            results[i] = f"s{i}"
+    grads = results[argnums[0]] if single else \
+        "(" + "".join(results[i] + ", " for i in argnums) + ")"
+    lines.append(f"    return (r[0], {grads})" if with_value else f"    return {grads}")
+    scope = {"np": np, "rev_d": rev_d.function, "_overlap": overlap,
+             "rev_n": rev_n.function if rev_n is not None else None}
+    exec("\n".join(lines) + "\n", scope)
+    return scope["impl"]
+
+
+def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
+    if has_complex(argtypes[argnum]) or (isinstance(argtypes[argnum], types.Array)
+                                         and isinstance(argtypes[argnum].dtype, types.Complex)):
+        raise UnsupportedError("jacrev of a complex argument is not supported: use grad for "
+                               "a real-valued function, or jacfwd")
+    kinds, primal_types = _roles(argtypes, (argnum,), "jacrev")
+    if isinstance(argtypes[argnum], types.BaseTuple):
+        raise UnsupportedError("jacrev inside @njit code differentiates a float or a float "
+                               "array argument")
+    restype = result_type(dispatcher, primal_types)
+    x = names[argnum]
+    lines = [f"def impl({', '.join(names)}):"]
+    primals = list(names)
+    if isinstance(argtypes[argnum], types.Integer):
+        lines.append(f"    {x}f = np.float64({x})")
+        primals[argnum] = f"{x}f"
+    array = kinds[argnum] == "duplicated"
+    n_in = f"{x}.size" if array else "1"
+    if isinstance(restype, types.Float):
+        rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds)
+        shadows = []
+        if array:
+            lines += [f"    s = np.zeros_like({x})"]
+            shadows = ["s"]
+        lines += _call_lines(", ".join(primals + shadows + ["1.0"]),
+                             [names[i] for i in arrays], "    ")
+        lines += [f"    J = np.empty((1, {n_in}))"]
+        lines += ["    J[0, :] = s.reshape(-1)"] if array else ["    J[0, 0] = r[1]"]
+        lines += ["    return J"]
+    elif isinstance(restype, types.Array) and isinstance(restype.dtype, types.Float):
+        row = row_wrapper(dispatcher, len(argtypes), restype.ndim)
+        row_types = list(primal_types) + [types.intp]
+        rev_d, rev_n, arrays = _plans(row, row_types, kinds + ["const"])
+        lines += [f"    y = f({', '.join(primals)})", "    n = y.size",
+                  f"    J = np.empty((n, {n_in}))"]
+        shadows = []
+        if array:
+            lines += [f"    s = np.zeros_like({x})", "    v = s.reshape(-1)"]
+            shadows = ["s"]
+        lines += ["    for k in range(n):"]
+        if array:
+            lines += ["        v[:] = 0.0"]
+        lines += _call_lines(", ".join(primals + ["k"] + shadows + ["1.0"]),
+                             [names[i] for i in arrays], "        ")
+        lines += ["        J[k, :] = v"] if array else ["        J[k, 0] = r[1]"]
+        lines += ["    return J"]
+    elif isinstance(restype, types.BaseTuple) and len(restype) and all(
+            isinstance(t, types.Float) for t in restype):
+        # one sweep per element of the tuple, seeded one-hot: the same compiled derivative
+        m = len(restype)
+        rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds)
+        lines += [f"    J = np.empty(({m}, {n_in}))"]
+        shadows = []
+        if array:
+            lines += [f"    s = np.zeros_like({x})", "    v = s.reshape(-1)"]
+            shadows = ["s"]
+        for k in range(m):
+            seed = "(" + "".join("1.0, " if i == k else "0.0, " for i in range(m)) + ")"
+            if array:
+                lines += ["    v[:] = 0.0"]
+            lines += _call_lines(", ".join(primals + shadows + [seed]),
+                                 [names[i] for i in arrays], "    ")
+            lines += [f"    J[{k}, :] = v"] if array else [f"    J[{k}, 0] = r[1]"]
+        lines += ["    return J"]
+    else:
+        raise UnsupportedError(f"jacrev needs a function returning a float, a tuple of floats "
+                               f"or a float array; {dispatcher.py_func.__qualname__} returns "
+                               f"{restype}")
+    scope = {"np": np, "f": dispatcher, "rev_d": rev_d.function, "_overlap": overlap,
+             "rev_n": rev_n.function if rev_n is not None else None}
+    exec("\n".join(lines) + "\n", scope)
+    return scope["impl"]

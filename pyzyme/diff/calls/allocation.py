@@ -1,0 +1,168 @@
+"""Calls that allocate, release or reference-count memory (:class:`~pyzyme.rules.spec.Allocation`,
+:class:`~pyzyme.rules.spec.Mirror`: ``malloc``, ``NRT_MemInfo_alloc``, ``free``,
+``NRT_incref``, ``NRT_decref``, list resizes), in both modes.
+
+Memory a varied call allocates gets a shadow of its own, zeroed; reference counts and resizes
+of shadowed memory happen to the shadow too. In reverse mode, releases are not made in the
+forward sweep (the reverse sweep may still read the memory, or accumulate into its shadow): they
+are deferred (:meth:`~pyzyme.diff.context.ReverseContext.release_later`) and made on primal and
+shadow when the reverse sweep is done. So are the old blocks of a shadow list that grew or
+shrank (:mod:`pyzyme.diff.calls.resize`).
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from pyzyme import naming
+from pyzyme.diff.calls import resize
+from pyzyme.diff.memory_calls import memset_zero, with_args
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import Constant, GlobalValue, const_int, const_null
+from pyzyme.rules import spec
+
+__all__ = ["allocation_forward", "allocation_augmented", "mirror_varied", "mirror_forward",
+           "mirror_augmented", "mirror_reverse"]
+
+# Calls that release memory: deferred until the reverse sweep is done with it.
+_RELEASES = frozenset({"NRT_decref", "NRT_MemInfo_call_dtor", "NRT_Free", "free"})
+
+
+def mirror_varied(row: spec.Mirror, inst: I.CallBase, is_varied) -> bool:
+    """Activity analysis: a pointer a call returns varies when the call allocates it, or when
+    it moves or counts memory that varies."""
+    return inst.type.is_pointer and (row.allocates or any(is_varied(inst.args[i])
+                                                          for i in row.pointer_args))
+
+
+# -- forward mode ------------------------------------------------------------------------------
+def allocation_forward(cx, inst: I.Call, row: spec.Allocation) -> None:
+    """Forward mode: the call, then a shadow allocation of the same size per lane, its memory
+    zeroed."""
+    new = cx.clone(inst)
+    if inst not in cx.activity.varied:
+        return
+    b = cx.builder
+    size = reduce(lambda acc, v: b.mul(acc, v), [new.args[i] for i in row.size_args])
+    zeroed = inst.called_function.name == "calloc"
+
+    def make(k: int, name: str):
+        shadow = b.insert(with_args(new, list(new.args)), name)
+        if zeroed:
+            return shadow
+        data = shadow
+        if row.data_offset is not None:
+            slot = b.gep(T.i8, shadow, [const_int(T.i64, row.data_offset)], ("inbounds",))
+            data = b.load(T.ptr, slot, align=8)
+        memset_zero(cx.module, b, data, size)
+        return shadow
+
+    cx.lanes(inst, make)
+
+
+def mirror_forward(cx, inst: I.Call, row: spec.Mirror) -> None:
+    """Forward mode: the call, then the same call (free, reference count, resize) on the
+    shadows of its pointer arguments; a pointer it returns from the shadow call is the shadow
+    of the primal's result."""
+    new = cx.clone(inst)
+    results = []
+    for i in row.pointer_args:
+        shadows = cx.derivs.get(inst.args[i])
+        if shadows is None and row.allocates and inst in cx.activity.varied:
+            shadows = [const_null(T.ptr)] * cx.width  # a fresh block for a fresh block
+        if shadows is None:
+            continue
+        for k in range(cx.width):
+            args = list(new.args)
+            args[i] = shadows[k]
+            results.append(cx.builder.insert(with_args(new, args),
+                                             naming.tangent(inst.name, k, cx.width)))
+    if inst.type.is_pointer and inst in cx.activity.varied:
+        if len(results) != cx.width:
+            raise UnsupportedError(f"{cx.where} resizes memory that has no shadow, and uses the "
+                                   f"result as if it had one: {inst}")
+        cx.derivs[inst] = results
+
+
+# -- reverse mode ------------------------------------------------------------------------------
+def allocation_augmented(cx, inst: I.Call, row: spec.Allocation) -> None:
+    """Reverse mode's forward sweep: the call, then a shadow allocation of the same size, its
+    memory zeroed."""
+    new = cx.clone(inst)
+    if inst not in cx.activity.varied:
+        return
+    b = cx.fb
+    shadow = b.insert(new.copy_with(list(new.operands)), naming.shadow(inst.name))
+    if inst.called_function.name != "calloc":
+        size = reduce(lambda acc, v: b.mul(acc, v), [new.args[i] for i in row.size_args])
+        data = shadow
+        if row.data_offset is not None:
+            slot = b.gep(T.i8, shadow, [const_int(T.i64, row.data_offset)], ("inbounds",))
+            data = b.load(T.ptr, slot, align=8)
+        memset_zero(cx.module, b, data, size)
+    cx.shadows[inst] = shadow
+
+
+def mirror_augmented(cx, inst: I.Call, row: spec.Mirror) -> None:
+    """Reverse mode's forward sweep: a release is deferred until the reverse sweep is done
+    (on the primal and its shadow); reference counts and resizes of shadowed memory happen
+    to the shadow too, a resize keeping the shadow's old block
+    (:mod:`pyzyme.diff.calls.resize`)."""
+    callee = inst.called_function
+    if callee.name in _RELEASES or row.releases:
+        at = 0 if callee.name in _RELEASES else row.pointer_args[0]
+        shadow = cx.shadows.get(inst.args[at])
+        call = inst if callee.name in _RELEASES else _one_pointer_release(cx, inst, at)
+        cx.release_later(call, cx.fwd_value(inst.args[at]),
+                         shadow if shadow is not None else const_null(T.ptr))
+        return
+    new = cx.clone(inst)
+    varied = [i for i, a in enumerate(inst.args) if a in cx.shadows]
+    if not varied:
+        return
+    if inst.type.is_pointer:
+        if row.size_offset is not None and varied == [0]:
+            # A list's block moving: the shadow's old block is kept for the reverse sweep.
+            old = resize.forward(cx, inst, new, row)
+            release = resize.release_function(cx.module)
+            cx.release_later(I.Call(release, [old], release.function_type), old,
+                             const_null(T.ptr))
+            return
+        raise UnsupportedError(f"{cx.where} resizes memory that holds active values; reverse "
+                               f"mode does not support that yet: {inst}")
+    for i in varied:
+        args = list(new.args)
+        args[i] = cx.shadows[inst.args[i]]
+        cx.fb.insert(with_args(new, args))
+
+
+def mirror_reverse(cx, inst: I.Call, row: spec.Mirror) -> None:
+    """The reverse sweep: a resize's adjoints go back to the shadow's old block; nothing for
+    the others."""
+    if inst in cx.resizes:
+        resize.reverse(cx, inst)
+
+
+def _one_pointer_release(cx, inst: I.CallBase, at: int) -> I.Call:
+    """A call of a function of the memory alone that makes the release ``inst`` makes on its
+    argument ``at``: ``inst`` itself when that is its only argument, else a call of a helper
+    passing the other (constant) arguments as ``inst`` does."""
+    callee, args = inst.called_function, inst.args
+    if len(args) == 1:
+        return inst
+    others = [a for i, a in enumerate(args) if i != at]
+    if not all(isinstance(a, (Constant, GlobalValue)) for a in others):
+        raise UnsupportedError(
+            f"{cx.where} frees memory with {callee.ref}, which reverse mode makes after its "
+            f"reverse sweep; it can do so only when the other arguments are constants: {inst}",
+            hint="pass the deallocator constant arguments (a global, not a local's address)")
+    module = cx.module
+    fn = module.add_function(module.unique_global_name(f"{callee.name}.pzrelease"),
+                             T.FunctionType(T.void, [T.ptr]), prefix="internal")
+    b = IRBuilder(fn.append_block("entry"))
+    b.call(callee, [fn.args[0] if i == at else a for i, a in enumerate(args)])
+    b.ret_void()
+    return I.Call(fn, [fn.args[0]], fn.function_type)

@@ -1,0 +1,229 @@
+"""Calls of functions without a rule row: differentiated through the callee's own body
+(generated once per callee and activity, recursively: a function may call itself), or, where
+it has none and an argument carries a derivative, refused with an error naming it.
+
+- forward mode: the call goes to the callee's forward derivative, each non-constant argument
+  followed by its tangents or shadows; it returns ``{primal, tangents}`` when its result
+  carries a derivative;
+- reverse mode: the forward sweep calls the callee's augmented primal (its tape kept like any
+  other value of the forward sweep), the reverse sweep its reverse function at the same point,
+  which returns the adjoints of the callee's float arguments. The callee's pair is *nested*:
+  it defers its releases into the caller's list, so none is made before the outermost reverse
+  sweep is done (:mod:`pyzyme.diff.tape.releases`). A callee returning a pointer into active
+  memory returns its shadow from the augmented primal too (Enzyme's duplicated return).
+
+An ``invoke`` (C++: a call that may throw where a destructor must run) invokes the derivative,
+its results taken apart on the normal edge; the unwind edge goes to the copy of the landing pad,
+which only cleans up and resumes (reverse mode refuses one that catches and goes on).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pyzyme import naming
+from pyzyme.analysis.activity import Activity
+from pyzyme.diff.leaves import has_float, has_pointer
+from pyzyme.diff.signature import ForwardSignature, ReverseSignature
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import const_int
+from pyzyme.rules.constructs import unknown_call_message
+
+__all__ = ["result_varied", "forward_mode", "augmented", "reverse", "call_derivative",
+           "augmented_call", "reverse_call", "unknown_callee"]
+
+
+def _has_body(callee) -> bool:
+    return callee is not None and not callee.is_declaration
+
+
+def _any_varied(cx, inst: I.CallBase) -> bool:
+    return any(a in cx.activity.varied for a in inst.args)
+
+
+def _wants_derivative(cx, inst: I.CallBase) -> bool:
+    return _has_body(inst.called_function) and (inst in cx.activity.varied
+                                                or _any_varied(cx, inst))
+
+
+def result_varied(row, inst: I.CallBase, is_varied) -> bool:
+    """Activity analysis: the result of a call of a function with a body varies with its
+    arguments; that of a declaration without a rule does not."""
+    return _has_body(inst.called_function) and any(is_varied(a) for a in inst.args)
+
+
+def unknown_callee(where: str, callee) -> UnsupportedError:
+    """The error for a call with active arguments to a function with no body and no rule,
+    worded by :func:`pyzyme.rules.constructs.unknown_call_message`. ``.callee`` names the
+    function, so the Numba layer can find the Python line of the call, and ``.unknown_call``
+    holds ``(callee, where)``, so it can word the error again once it knows what the user
+    wrote there."""
+    name = callee.name if callee is not None else None
+    message, hint = unknown_call_message(name, where)
+    err = UnsupportedError(message, hint=hint)
+    err.callee = name
+    err.unknown_call = (name, where)
+    return err
+
+
+# -- forward mode ------------------------------------------------------------------------------
+def forward_mode(cx, inst: I.CallBase, row=None) -> None:
+    """Forward mode: the callee's derivative called in place of ``inst``; the call as it is
+    where nothing about it varies."""
+    if _wants_derivative(cx, inst):
+        call_derivative(cx, inst, inst.called_function)
+    elif _any_varied(cx, inst):
+        raise unknown_callee(cx.where, inst.called_function)
+    else:
+        cx.clone(inst)
+
+
+def call_derivative(cx, inst: I.Call, callee) -> None:
+    """Forward mode: a call of the derivative of ``callee`` (which has a body) in place of
+    ``inst``, each varied argument followed by its derivative in every lane."""
+    acts = []
+    for a in inst.args:
+        if a not in cx.activity.varied:
+            acts.append(Activity.CONST)
+        else:
+            acts.append(Activity.DUPLICATED if a.type.is_pointer else Activity.ACTIVE)
+    sig = ForwardSignature.standard(callee, acts, cx.width)
+    if cx.exception_arg is not None and len(callee.args) > 1:
+        sig = replace(sig, exception_param=1)  # a Numba function calls Numba functions
+    dfn = cx.callee_derivative(callee, sig)
+    args = [cx.value(a) for a in inst.args]
+    attrs = list(inst.arg_attrs)
+    for i, act in enumerate(acts):
+        if act is not Activity.CONST:
+            for k in range(cx.width):
+                args.append(cx.derivs[inst.args[i]][k])
+                attrs.append("")
+    b = cx.builder
+    returns_pair = dfn.function_type.ret != callee.function_type.ret
+    name = "" if returns_pair else inst.name
+    if isinstance(inst, I.Invoke):
+        # The results are taken apart on the normal edge, in a block of its own (the normal
+        # destination's phis come from it); the unwind edge goes to the cleanup's copy.
+        block = inst.parent
+        cont = cx.new.append_block(f"{block.name or 'invoke'}.cont")
+        res = b.insert(I.Invoke(dfn, args, dfn.function_type, cont,
+                                cx.values[inst.unwind_dest], attrs), name)
+        cx.edges[(block, inst.normal_dest)] = cont
+        b.position_at_end(cont)
+        b.position_before(b.br(cx.values[inst.normal_dest]))
+    else:
+        res = b.insert(I.Call(dfn, args, dfn.function_type, inst.flags,
+                              "tail" if inst.tail == "tail" else "", attrs), name)
+    if not returns_pair:
+        cx.values[inst] = res
+        return
+    cx.values[inst] = b.extractvalue(res, 0, name=inst.name)
+    cx.derivs[inst] = [b.extractvalue(res, k + 1, name=naming.tangent(inst.name, k, cx.width))
+                       for k in range(cx.width)]
+
+
+# -- reverse mode ------------------------------------------------------------------------------
+def augmented(cx, inst: I.CallBase, row=None) -> None:
+    """Reverse mode's forward sweep: the callee's augmented primal in place of ``inst``; the
+    call as it is where nothing about it varies."""
+    if _wants_derivative(cx, inst):
+        augmented_call(cx, inst, inst.called_function)
+    elif _any_varied(cx, inst):
+        raise unknown_callee(cx.where, inst.called_function)
+    else:
+        cx.clone(inst)
+
+
+def augmented_call(cx, inst: I.Call, callee) -> None:
+    """The forward sweep: a call of the augmented primal of ``callee`` (which has a body) in
+    place of ``inst``, shadows after the arguments; its tape is kept for :func:`reverse`."""
+    acts = []
+    for a in inst.args:
+        if a not in cx.activity.varied:
+            acts.append(Activity.CONST)
+        elif a.type.is_pointer:
+            acts.append(Activity.DUPLICATED)
+        elif a.type.is_float or (a.type.is_vector and a.type.scalar.is_float):
+            acts.append(Activity.ACTIVE)
+        else:
+            raise UnsupportedError(f"{cx.where} passes an active {a.type} by value to "
+                                   f"{callee.ref}; reverse mode does not support that yet")
+    # A returned pointer into active memory comes with its shadow (Enzyme's duplicated
+    # return): the caller's loads and stores through it reach the callee's shadow memory.
+    ret_shadow = inst in cx.activity.varied and has_pointer(inst.type)
+    if ret_shadow and has_float(inst.type):
+        raise UnsupportedError(f"{callee.ref} returns {inst.type}, which mixes floats with "
+                               f"pointers into active memory; reverse mode does not support "
+                               f"that yet")
+    ret_active = cx.active(inst) and has_float(inst.type)
+    csig = ReverseSignature(tuple(acts), ret_active, cx.sig.status_return, False, True,
+                            nested=True, return_shadow=ret_shadow)
+    pair = cx.callee_derivative(callee, csig)
+    shadows = [cx.fwd_shadow(a) for a, act in zip(inst.args, acts)
+               if act is Activity.DUPLICATED]
+    args = [cx.fwd_value(a) for a in inst.args] + shadows + [cx.callee_releases(pair)]
+    b = cx.fb
+    name = f"{inst.name}.aug" if inst.name else ""
+    if isinstance(inst, I.Invoke):
+        normal, unwind = _invoke_edges(cx, inst)
+        res = b.invoke(pair.augmented, args, normal, unwind, name=name)
+        b.position_before(normal.terminator)  # the results are taken apart on the normal edge
+    else:
+        res = b.call(pair.augmented, args, name=name)
+    if callee.function_type.ret == T.void:
+        # An invoke's result is defined on its normal edge only: the tape is taken there.
+        tape = b.freeze(res, name=name) if isinstance(inst, I.Invoke) else res
+    else:
+        cx.values[inst] = b.extractvalue(res, 0, name=inst.name)
+        if ret_shadow:
+            cx.shadows[inst] = b.extractvalue(res, 1, name=naming.shadow(inst.name))
+        tape = b.extractvalue(res, 2 if ret_shadow else 1,
+                              name=f"{inst.name}.tape" if inst.name else "tape")
+    cx.callee_tapes[inst] = (pair, csig, tape, acts, shadows)
+
+
+def _invoke_edges(cx, inst: I.Invoke):
+    """Where the forward sweep's invoke of an augmented primal goes: on the normal edge, a
+    block of its own where its results are taken apart (the edge's block into a loop, when
+    the edge enters one; the normal destination's phis come from it), on the unwind edge, the
+    copy of the cleanup (which only cleans up and resumes: no reverse sweep runs after it)."""
+    block, normal = inst.parent, inst.normal_dest
+    if inst.unwind_dest not in cx.doomed:
+        raise UnsupportedError(
+            f"{cx.where} catches an exception {inst.called_function.ref} may throw and goes "
+            f"on: reverse mode differentiates code whose exceptions only clean up and "
+            f"propagate", hint="catch the exception outside the differentiated function")
+    edge = cx.entries.get((block, normal))
+    if edge is None:
+        edge = cx.fwd.append_block(f"{block.name or 'invoke'}.cont")
+        IRBuilder(edge).br(cx.first[normal])
+        cx.entries[(block, normal)] = edge
+        cx.origin[edge] = block
+    unwind = cx.entries.get((block, inst.unwind_dest), cx.first[inst.unwind_dest])
+    return edge, unwind
+
+
+def reverse(cx, inst: I.CallBase, row=None) -> None:
+    """The reverse sweep: :func:`reverse_call` where the forward sweep called the augmented
+    primal; nothing where it made the call as it is."""
+    if inst in cx.callee_tapes:
+        reverse_call(cx, inst)
+
+
+def reverse_call(cx, inst: I.Call) -> None:
+    """The reverse sweep: a call of the callee's reverse function, with the tape
+    :func:`augmented_call` kept, its adjoints accumulated."""
+    pair, csig, tape, acts, shadows = cx.callee_tapes[inst]
+    args = [cx.primal(a) for a in inst.args] + [cx.avail(s) for s in shadows]
+    if csig.return_active:
+        args.append(cx.consume(inst))
+    args += [const_int(T.i1, 0), cx.avail(tape)]
+    result = cx.rb.call(pair.reverse, args)
+    k = 0
+    for a, act in zip(inst.args, acts):
+        if act is Activity.ACTIVE:
+            cx.accumulate(a, cx.rb.extractvalue(result, k))
+            k += 1

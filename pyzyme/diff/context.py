@@ -1,0 +1,393 @@
+"""The state of one derivative being generated, and the handler API over it.
+
+A generator (:class:`~pyzyme.diff.forward.generator.ForwardGenerator`,
+:class:`~pyzyme.diff.reverse.generator.ReverseGenerator`) makes one context per function it
+differentiates and hands it to every handler: the call handlers of :mod:`pyzyme.diff.calls`
+(chosen by rule-row kind), the BLAS and LAPACK rules of :mod:`pyzyme.diff.linalg`, forward mode's
+memory handlers. A handler reads the context's maps and builders and calls only the methods
+documented here; it never imports a generator. Asking for a callee's derivative goes through the
+context too (:meth:`ForwardContext.callee_derivative`, :meth:`ReverseContext.callee_derivative`),
+so the generators may import the handlers and not the other way round.
+
+The handler API, by mode:
+
+- forward mode (:class:`ForwardContext`): :meth:`~ForwardContext.value`,
+  :meth:`~ForwardContext.clone`, :meth:`~ForwardContext.lanes`,
+  :meth:`~ForwardContext.derivative`, :meth:`~ForwardContext.inactive_derivative`,
+  :meth:`~ForwardContext.partials`, :meth:`~ForwardContext.callee_derivative`;
+- reverse mode's forward sweep (:class:`ReverseContext`): :meth:`~ReverseContext.fwd_value`,
+  :meth:`~ReverseContext.fwd_shadow`, :meth:`~ReverseContext.clone`,
+  :meth:`~ReverseContext.stable`, :meth:`~ReverseContext.release_later`,
+  :meth:`~ReverseContext.types`, :meth:`~ReverseContext.callee_derivative`,
+  :meth:`~ReverseContext.callee_releases`;
+- its reverse sweep: :meth:`~ReverseContext.primal`, :meth:`~ReverseContext.avail`,
+  :meth:`~ReverseContext.shadow`, :meth:`~ReverseContext.active`,
+  :meth:`~ReverseContext.accumulate`, :meth:`~ReverseContext.consume`,
+  :meth:`~ReverseContext.partials`.
+
+Both have ``module``, ``rules`` and ``options`` (the generator's) and ``where`` (the primal
+function, as error messages name it). The parts of the reverse generator use the same methods
+on the same object, and two more of their own (:meth:`~ReverseContext.fwd_edge`,
+:meth:`~ReverseContext.entering`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pyzyme import naming
+from pyzyme.analysis.activity import ActivityResult, can_carry_derivative
+from pyzyme.analysis.overwrite import underlying_object
+from pyzyme.diff.leaves import elements, has_float, has_pointer
+from pyzyme.diff.tape.cache import Tape
+from pyzyme.diff.tape.releases import Releases
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.names import readable
+from pyzyme.ir.values import (
+    GlobalValue,
+    NamedValue,
+    Poison,
+    Undef,
+    Value,
+    ZeroInitializer,
+    const_null,
+)
+from pyzyme.rules import spec
+
+__all__ = ["ForwardContext", "ReverseContext"]
+
+
+def _mapped(values: dict, value: Value, where: str) -> Value:
+    """``value`` as ``values`` maps it; constants and globals as they are."""
+    mapped = values.get(value)
+    if mapped is not None:
+        return mapped
+    if isinstance(value, NamedValue) and not isinstance(value, GlobalValue):
+        raise UnsupportedError(f"{where} uses {value!r} before it is defined")
+    return value
+
+
+class _Generated:
+    """What both contexts read from the generator that made them."""
+
+    generator: object
+    old: object
+
+    @property
+    def where(self) -> str:
+        """The primal function, as error messages name it."""
+        return readable(self.old.name)
+
+    @property
+    def module(self):
+        """The module the derivative is generated in (declare helpers here)."""
+        return self.generator.module
+
+    @property
+    def rules(self):
+        """The rule table (:class:`~pyzyme.rules.table.RuleTable`)."""
+        return self.generator.rules
+
+    @property
+    def options(self):
+        """What the derivative is generated under (:class:`~pyzyme.options.Options`)."""
+        return self.generator.options
+
+
+@dataclass(eq=False)
+class ForwardContext(_Generated):
+    """One forward-mode derivative being generated: maps from primal values to new ones and to
+    their derivatives (``derivs``: one per lane, tangents for floats, shadows for pointers),
+    and the builder at the new function's insertion point."""
+
+    generator: object
+    old: object
+    new: object
+    activity: ActivityResult
+    width: int
+    values: dict = field(default_factory=dict)
+    derivs: dict = field(default_factory=dict)
+    phis: list = field(default_factory=list)
+    #: (pred, block) -> the new block ending that edge, where it is not pred's own (an
+    #: invoke's normal edge, through the block taking its results apart).
+    edges: dict = field(default_factory=dict)
+    builder: IRBuilder = field(default_factory=IRBuilder)
+    exception_arg: object = None
+    #: Values whose shadow may be their primal at run time (empty unless runtime activity).
+    runtime: frozenset = frozenset()
+    #: Primal values that can be infinite or NaN (strong zero), or None where it is off.
+    nonfinite: object = None
+
+    def value(self, value: Value) -> Value:
+        """The new function's copy of primal ``value`` (constants and globals as they are).
+
+        Raises
+        ------
+        UnsupportedError
+            Where ``value`` is an instruction not copied yet (used before it is defined).
+        """
+        return _mapped(self.values, value, self.where)
+
+    def clone(self, inst: I.Instruction) -> I.Instruction:
+        """Copy primal ``inst`` (operands mapped, metadata kept) at the builder, and map it to
+        the copy, which is returned."""
+        new = inst.copy_with([self.value(op) for op in inst.operands], keep_metadata=True)
+        self.builder.insert(new, inst.name)
+        self.values[inst] = new
+        return new
+
+    def lanes(self, inst: I.Instruction, make: Callable[[int, str], Value]) -> None:
+        """Record ``make(lane, name)`` as the derivative of ``inst`` in every lane, ``name``
+        being the tangent's name in that lane."""
+        self.derivs[inst] = [make(k, naming.tangent(inst.name, k, self.width))
+                             for k in range(self.width)]
+
+    def derivative(self, value: Value, lane: int) -> Value:
+        """The derivative of ``value`` in ``lane``, or :meth:`inactive_derivative` where it
+        has none."""
+        d = self.derivs.get(value)
+        if d is not None:
+            return d[lane]
+        return self.inactive_derivative(value)
+
+    def inactive_derivative(self, value: Value) -> Value:
+        """What stands for the derivative of a value that has none: zero for floats, the
+        value itself for integers, null for pointers (never the primal address: tangents
+        written through it would overwrite primal memory)."""
+        ty = value.type
+        if not can_carry_derivative(ty):
+            return self.value(value)
+        if ty.is_float or ty.is_pointer:
+            return const_null(ty)
+        if isinstance(value, (Undef, Poison, ZeroInitializer)):
+            return value  # an aggregate with nothing in it yet, or all zeros
+        # An aggregate: zero its float and pointer leaves, keep its integers.
+        return self._zero_leaves(self.value(value), ty, ())
+
+    def _zero_leaves(self, agg: Value, ty: T.Type, path: tuple) -> Value:
+        b = self.builder
+        for i, ety in enumerate(elements(ty)):
+            if not can_carry_derivative(ety):
+                continue
+            if ety.is_float or ety.is_pointer:
+                agg = b.insertvalue(agg, const_null(ety), path + (i,))
+            else:
+                agg = self._zero_leaves(agg, ety, path + (i,))
+        return agg
+
+    def partials(self, inst: I.Instruction, new: I.Instruction, row: spec.Partials,
+                 operands: Sequence[Value], new_operands: Sequence[Value],
+                 flags: Sequence[str] = ()) -> None:
+        """The tangent of ``inst`` (copied as ``new``) from ``row``: ``sum_i partial_i *
+        d operand_i`` over the operands that carry derivatives; ``new_operands`` are
+        ``operands`` in the new function, ``flags`` the fast-math flags allowed."""
+        self.generator.partials(self, inst, new, row, operands, new_operands, flags)
+
+    def callee_derivative(self, callee, sig):
+        """The forward-mode derivative of function ``callee`` with interface ``sig`` (a
+        :class:`~pyzyme.diff.signature.ForwardSignature`), generated once per pair."""
+        return self.generator.derivative(callee, sig)
+
+
+@dataclass(eq=False)
+class ReverseContext(_Generated):
+    """One reverse-mode derivative being generated: the forward sweep (builder ``fb``, maps
+    ``values`` and ``shadows``), the reverse sweep (builder ``rb``, adjoint slots), the tape
+    between them, and what the generator's parts record along the way."""
+
+    generator: object
+    old: object
+    sig: object                                        # ReverseSignature
+    fwd: object
+    rev: object
+    activity: object
+    loops: object
+    overwrites: object
+    tape: Tape
+    releases: Releases                                 # what is released after the sweep
+    fb: IRBuilder = field(default_factory=IRBuilder)   # forward sweep
+    rb: IRBuilder = field(default_factory=IRBuilder)   # reverse sweep
+    values: dict = field(default_factory=dict)         # primal -> forward value
+    shadows: dict = field(default_factory=dict)        # primal -> forward shadow
+    first: dict = field(default_factory=dict)          # primal block -> its first fwd block
+    last: dict = field(default_factory=dict)           # primal block -> fwd block with its exit
+    origin: dict = field(default_factory=dict)         # fwd block -> primal block
+    origin_load: dict = field(default_factory=dict)    # fwd load -> primal load it repeats
+    inductions: dict = field(default_factory=dict)     # fwd phi -> (loop, InductionVariable)
+    fidx: dict = field(default_factory=dict)           # loop -> forward iteration number
+    rblocks: dict = field(default_factory=dict)        # primal block -> reverse block
+    rev_args: dict = field(default_factory=dict)       # fwd argument -> rev argument
+    adjoints: dict = field(default_factory=dict)       # primal value -> adjoint slot
+    caches: dict = field(default_factory=dict)         # fwd value -> Cache
+    memo: dict = field(default_factory=dict)           # fwd value -> its reverse value here
+    recomputable: dict = field(default_factory=dict)
+    starts: dict = field(default_factory=dict)         # loop -> Cache of its start count
+    counted: dict = field(default_factory=dict)        # loop -> reverse slot of its start
+    current: object = None                             # primal block being reversed
+    recorded: dict = field(default_factory=dict)       # primal block -> Cache of pred index
+    callee_tapes: dict = field(default_factory=dict)   # primal call -> (pair, sig, fwd tape)
+    rule_calls: dict = field(default_factory=dict)     # primal call -> user rule and its tape
+    ret_slot: object = None
+    which_exit: object = None                          # split: Slot of the exit taken
+    exits: list = field(default_factory=list)          # split: (fwd block, value, shadow, from)
+    headers: list = field(default_factory=list)        # (loop, index, first, rest)
+    phis: list = field(default_factory=list)
+    shadow_args: dict = field(default_factory=dict)    # primal param -> fwd shadow param
+    entries: dict = field(default_factory=dict)        # (pred, block) -> fwd edge block
+    copies: dict = field(default_factory=dict)         # memcpy -> float type copied, or None
+    resizes: dict = field(default_factory=dict)        # block move -> (old, size, new) shadow
+    float_pointers: list | None = None                 # pointers of float loads and stores
+    written: dict = field(default_factory=dict)        # loop -> pointers written in it
+    same_runs: dict = field(default_factory=dict)      # (loop, outer) -> bool
+    forwarding: object = None                          # StoreForwarding, lazily
+    rev_origin: dict = field(default_factory=dict)     # reverse value -> fwd value it stands for
+    error_exits: list = field(default_factory=list)    # fwd blocks returning an error status
+    doms: object = None
+    doomed: frozenset = frozenset()                    # blocks that can only end in an error
+    dret: object = None
+    runtime: frozenset = frozenset()                   # shadows that may be primals at run time
+    nonfinite: object = None                           # NonFinite values (strong zero), or None
+
+    @property
+    def sum_flags(self) -> tuple[str, ...]:
+        """The fast-math flags of sums that accumulate adjoints
+        (:func:`~pyzyme.diff.reverse.adjoints.sum_flags`)."""
+        return self.generator.sum_flags
+
+    def active(self, value: Value) -> bool:
+        """Whether ``value`` carries an adjoint: active, and holding floats."""
+        return self.activity.is_active(value) and has_float(value.type)
+
+    def entering(self, loop) -> list[IRBuilder]:
+        """A builder before the end of each forward edge block entering ``loop`` from
+        outside: where what a run of it starts from is recorded, once per run."""
+        builders = []
+        for (_, header), edge in self.entries.items():
+            if header is loop.header:
+                b = IRBuilder()
+                b.position_before(edge.terminator)
+                builders.append(b)
+        return builders
+
+    # -- the forward sweep ---------------------------------------------------------------
+    def fwd_value(self, value: Value) -> Value:
+        """The forward sweep's copy of primal ``value`` (constants and globals as they are).
+
+        Raises
+        ------
+        UnsupportedError
+            Where ``value`` is an instruction not copied yet (used before it is defined).
+        """
+        return _mapped(self.values, value, self.where)
+
+    def fwd_shadow(self, value: Value) -> Value:
+        """The shadow of primal ``value`` in the forward sweep: null pointers and zero floats
+        where it has none, its integers as they are."""
+        s = self.shadows.get(value)
+        if s is not None:
+            return s
+        return self._no_shadow(self.fwd_value(value), value.type)
+
+    def _no_shadow(self, value: Value, ty: T.Type) -> Value:
+        if not can_carry_derivative(ty):
+            return value
+        if ty.is_float or ty.is_pointer or not has_pointer(ty):
+            return const_null(ty)
+        agg = value
+        for i, ety in enumerate(elements(ty)):
+            if can_carry_derivative(ety):
+                part = self.fb.extractvalue(agg, i)
+                agg = self.fb.insertvalue(agg, self._no_shadow(part, ety), i)
+        return agg
+
+    def fwd_edge(self, pred, block):
+        """The forward block that branches to ``block`` for the primal edge from ``pred``."""
+        return self.entries.get((pred, block), self.last[pred])
+
+    def fwd_edges(self, pred, block) -> int:
+        """How many edges the forward block :meth:`fwd_edge` names has to ``block``: as many
+        as ``pred`` has (a switch may send several cases there, and a phi needs one entry
+        for each), or one from a loop's entry block."""
+        if (pred, block) in self.entries:
+            return 1
+        return pred.terminator.successors.count(block)
+
+    def clone(self, inst: I.Instruction) -> I.Instruction:
+        """Copy primal ``inst`` into the forward sweep (operands mapped, metadata kept) and
+        map it to the copy, which is returned."""
+        new = inst.copy_with([self.fwd_value(op) for op in inst.operands], keep_metadata=True)
+        self.fb.insert(new, inst.name)
+        self.values[inst] = new
+        return new
+
+    def stable(self, pointer: Value) -> bool:
+        """Whether memory at ``pointer`` keeps its contents until the reverse sweep (given
+        that nothing in the function overwrites it): then the reverse sweep may read it
+        again instead of the forward sweep keeping a copy."""
+        obj = underlying_object(pointer)
+        if isinstance(obj, I.Alloca):
+            return not self.sig.split  # a callee's stack is gone when its reverse runs
+        if isinstance(obj, I.CallBase):
+            return True  # allocated here, freed only after the reverse sweep
+        if isinstance(obj, I.Load):
+            return self.stable(obj.pointer) if self.sig.split else self.sig.memory_stable
+        return self.sig.memory_stable
+
+    def release_later(self, call: I.Call, primal: Value, shadow: Value) -> None:
+        """In the forward sweep: record ``call`` (a release of its one pointer argument) to
+        be made on ``primal``, and on ``shadow`` unless that is null, when the reverse sweep
+        is done (:class:`~pyzyme.diff.tape.releases.Releases`)."""
+        self.releases.defer(self.fb, call, primal, shadow)
+
+    def types(self):
+        """Type analysis of the primal function (a
+        :class:`~pyzyme.analysis.types.TypeResults`), run once, when first asked."""
+        return self.generator.function_types(self.old)
+
+    def callee_derivative(self, callee, sig):
+        """The reverse-mode derivative of function ``callee`` with interface ``sig`` (a
+        :class:`~pyzyme.diff.signature.ReverseSignature`): a
+        :class:`~pyzyme.diff.signature.SplitPair` when ``sig.split``, generated once."""
+        return self.generator.derivative(callee, sig)
+
+    def callee_releases(self, pair) -> Value:
+        """In the forward sweep: what a nested callee's augmented primal (of ``pair``, a
+        :class:`~pyzyme.diff.signature.SplitPair`) takes as its last parameter, the list it
+        defers its releases into: this function's (its caller's, when this one is nested too),
+        so they are made when the outermost reverse sweep is done; null where the callee is
+        known to defer none (its pair is complete and does not use the parameter)."""
+        if pair.nbytes is not None and not pair.augmented.args[-1].users:
+            return const_null(T.ptr)
+        return self.releases.pass_on()
+
+    # -- the reverse sweep ---------------------------------------------------------------
+    def avail(self, fv: Value) -> Value:
+        """Forward-sweep value ``fv`` where the reverse sweep now is: recomputed, or cached
+        by the forward sweep (:mod:`pyzyme.diff.reverse.values`)."""
+        return self.generator.avail(self, fv)
+
+    def primal(self, value: Value) -> Value:
+        """Primal ``value`` where the reverse sweep now is."""
+        return self.avail(self.fwd_value(value))
+
+    def shadow(self, value: Value) -> Value:
+        """The shadow of primal pointer ``value`` where the reverse sweep now is."""
+        return self.avail(self.shadows[value])
+
+    def accumulate(self, value: Value, delta: Value) -> None:
+        """``value_bar += delta``, for an active primal value (nothing for others)."""
+        self.generator.accumulate(self, value, delta)
+
+    def consume(self, value: Value) -> Value:
+        """``value_bar``, read and reset to zero (the value's uses are all done)."""
+        return self.generator.consume(self, value)
+
+    def partials(self, inst: I.Instruction, row: spec.Partials, operands: Sequence[Value],
+                 flags: Sequence[str] = ()) -> None:
+        """``operand_i_bar += partial_i * inst_bar`` over the active ``operands``, from
+        ``row``; ``flags`` are the fast-math flags allowed."""
+        self.generator.partials(self, inst, row, operands, flags)

@@ -1,0 +1,1 @@
+"""Forward mode: the tangent generator and shadow memory."""

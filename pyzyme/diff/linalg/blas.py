@@ -1,0 +1,263 @@
+"""Derivatives of BLAS calls, made by calling BLAS again.
+
+Numba lowers ``np.dot`` and ``@`` to three helpers of its own (numba/_lapack.c), which call the
+BLAS of SciPy; column-major, as BLAS is:
+
+- ``numba_xxdot(kind, conj, n, x, y, *r)``: ``r = x . y``;
+- ``numba_xxgemv(kind, trans, m, n, *alpha, A, lda, x, *beta, y)``:
+  ``y = alpha op(A) x + beta y`` with ``A`` stored m x n;
+- ``numba_xxgemm(kind, ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc)``:
+  ``C = alpha op(A) op(B) + beta C``, ``op(A)`` m x k and ``op(B)`` k x n.
+
+Each is bilinear in its two operands, so the tangent is the same call on one tangent and one
+primal, twice (plus one with the tangent of ``alpha`` when that varies, as it does when forward
+mode runs over a reverse sweep); the adjoint of a GEMM is two GEMMs with transposed operands,
+that of a GEMV a GEMV and a rank-one GEMM, that of a dot product two GEMVs. Results are
+accumulated with ``beta = 1``; the output's own adjoint is scaled by ``beta`` last, by the same
+call with ``alpha = 0`` (which BLAS defines as ``C = beta C``). Real kinds (``d``, ``s``) only.
+
+The reverse sweep reads the operands again where nothing writes them before it runs; otherwise
+the forward sweep copies them (into memory released with the deferred releases).
+"""
+
+from __future__ import annotations
+
+from pyzyme.diff.linalg.callsite import (
+    Scalars,
+    copy_of,
+    blas_element_type,
+    blas_function,
+    extent,
+    free_later,
+)
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import const_float, const_int
+
+__all__ = ["forward_mode", "augmented", "reverse"]
+
+_N, _T = ord("n"), ord("t")
+# (operand pointers, output pointer) by argument index.
+_ROLES = {"dot": ((3, 4), 5), "gemv": ((5, 7), 9), "gemm": ((7, 9), 12)}
+
+
+def _flip(trans: int) -> int:
+    return _N if trans == _T else _T
+
+
+def _call(b: IRBuilder, fn, args) -> None:
+    b.call(fn, args)
+
+
+# -- forward mode --------------------------------------------------------------------------------
+def forward_mode(cx, inst: I.Call, row) -> None:
+    """The call, then its tangent: the same call on (tangent, primal) and (primal, tangent)
+    pairs, accumulated into the tangent of the output."""
+    op = row.op
+    ty = blas_element_type(inst, cx.where)
+    new = cx.clone(inst)
+    (ia, ib), io = _ROLES[op]
+    out = inst.args[io]
+    if out not in cx.derivs:
+        return
+    b = cx.builder
+    scalars = Scalars(b, ty)
+    fn = blas_function(cx.module, op)
+    args = list(new.args)
+
+    def tangent(v, lane):
+        return cx.derivs[v][lane] if v in cx.derivs else None
+
+    for lane in range(cx.width):
+        dout = cx.derivs[out][lane]
+        if op == "dot":
+            _forward_dot(b, fn, args, ty, tangent(inst.args[ia], lane),
+                         tangent(inst.args[ib], lane), dout, scalars)
+            continue
+        ialpha, ibeta = (4, 8) if op == "gemv" else (6, 11)
+        if tangent(inst.args[ibeta], lane) is not None:
+            raise UnsupportedError(f"{cx.where}: the beta of {inst.called_function.ref} "
+                                   f"carries a derivative: {inst}")
+        terms = []
+        da, db = tangent(inst.args[ia], lane), tangent(inst.args[ib], lane)
+        if da is not None:
+            terms.append({ia: da})
+        if db is not None:
+            terms.append({ib: db})
+        dalpha = tangent(inst.args[ialpha], lane)
+        if dalpha is not None:
+            terms.append({ialpha: dalpha})
+        one = scalars.constant(1.0) if len(terms) > 1 else None
+        if not terms:  # output = beta * output: its tangent likewise
+            terms.append({ialpha: scalars.constant(0.0)})
+        for n, term in enumerate(terms):
+            call_args = list(args)
+            for index, value in term.items():
+                call_args[index] = value
+            call_args[io] = dout
+            if n:
+                call_args[ibeta] = one
+            _call(b, fn, call_args)
+
+
+def _forward_dot(b, fn, args, ty, dx, dy, dout, scalars) -> None:
+    total = None
+    for pair in ((dx, args[4]), (args[3], dy)):
+        if pair[0] is None or pair[1] is None:
+            continue
+        slot = scalars.holding(const_float(ty, 0.0))
+        _call(b, fn, args[:3] + [pair[0], pair[1], slot])
+        value = b.load(ty, slot)
+        total = value if total is None else b.fadd(total, value)
+    b.store(total if total is not None else const_float(ty, 0.0), dout)
+
+
+# -- reverse mode ------------------------------------------------------------------------------
+def augmented(cx, inst: I.Call, row) -> None:
+    """Forward sweep: the call; operands that may change before the reverse sweep are copied,
+    and the scalars alpha and beta read."""
+    op = row.op
+    ty = blas_element_type(inst, cx.where)
+    new = cx.clone(inst)
+    (ia, ib), io = _ROLES[op]
+    if inst.args[io] not in cx.shadows:
+        return
+    b = cx.fb
+    kept = {}
+    for index in (ia, ib):
+        pointer = inst.args[index]
+        stable = (cx.overwrites.written_after(inst, pointer) is None
+                  and cx.stable(pointer))
+        if stable:
+            continue
+        count = _operand_elements(b, new, op, index)
+        size = b.mul(count, const_int(T.i64, 8 if ty == T.double else 4))
+        copy = copy_of(cx.module, b, new.args[index], size)
+        free_later(cx, copy)
+        kept[index] = copy
+    scalars = {}
+    if op != "dot":
+        ialpha, ibeta = (4, 8) if op == "gemv" else (6, 11)
+        scalars = {i: b.load(ty, new.args[i], name=f"blas.{n}")
+                   for i, n in ((ialpha, "alpha"), (ibeta, "beta"))}
+    cx.rule_calls[inst] = ("blas", kept, scalars)
+
+
+def _operand_elements(b: IRBuilder, call, op: str, index: int):
+    """How many elements BLAS reads of operand ``index``: ``ld * (cols - 1) + rows``."""
+    a = call.args
+    if op == "dot":
+        return a[2]
+    if op == "gemv":
+        m, n, trans = a[2], a[3], a[1].value
+        if index == 5:
+            return extent(b, a[6], n, m)
+        return n if trans == _N else m
+    m, n, k = a[3], a[4], a[5]
+    ta, tb = a[1].value, a[2].value
+    if index == 7:
+        rows, cols = (m, k) if ta == _N else (k, m)
+        return extent(b, a[8], cols, rows)
+    rows, cols = (k, n) if tb == _N else (n, k)
+    return extent(b, a[10], cols, rows)
+
+
+def reverse(cx, inst: I.Call, row) -> None:
+    """Reverse sweep: the adjoints of the operands, by BLAS, then the output's adjoint scaled
+    by beta."""
+    op = row.op
+    _, kept, scalars = cx.rule_calls[inst]
+    ty = blas_element_type(inst, cx.where)
+    (ia, ib), io = _ROLES[op]
+    b = cx.rb
+    fn = blas_function(cx.module, op)
+    args = [None if a.type.is_pointer else cx.primal(a) for a in inst.args]
+    for index in (ia, ib):
+        args[index] = cx.avail(kept[index]) if index in kept else \
+            cx.primal(inst.args[index])
+    shadow = {i: cx.shadow(inst.args[i]) for i in (ia, ib, io)
+              if inst.args[i] in cx.shadows}
+    box = Scalars(b, ty)
+    if op == "dot":
+        _reverse_dot(cx, b, args, ty, shadow, box)
+        return
+    alpha = box.holding(cx.avail(scalars[4 if op == "gemv" else 6]))  # as loaded then
+    beta = box.holding(cx.avail(scalars[8 if op == "gemv" else 11]))
+    one, zero = box.constant(1.0), box.constant(0.0)
+    if op == "gemv":
+        _reverse_gemv(cx, b, args, shadow, alpha, beta, one, zero)
+    else:
+        _reverse_gemm(b, fn, args, shadow, alpha, beta, one, zero)
+
+
+def _reverse_dot(cx, b, args, ty, shadow, box) -> None:
+    """``r = x . y``: ``x_bar += r_bar y``, ``y_bar += r_bar x`` (GEMVs with one column)."""
+    if 5 not in shadow:
+        return
+    rbar = b.load(ty, shadow[5])
+    b.store(const_float(ty, 0.0), shadow[5])
+    n = args[2]
+    alpha, one = box.holding(rbar), box.constant(1.0)
+    gemv = blas_function(cx.module, "gemv")
+    ld = _at_least_one(b, n)
+    for target, other in ((3, args[4]), (4, args[3])):
+        if target in shadow:
+            _call(b, gemv, [args[0], const_int(T.i8, _N), n, const_int(T.i64, 1), alpha, other,
+                            ld, one, one, shadow[target]])
+
+
+def _at_least_one(b: IRBuilder, v):
+    return b.select(b.icmp("sgt", v, const_int(T.i64, 1)), v, const_int(T.i64, 1))
+
+
+def _reverse_gemv(cx, b, args, shadow, alpha, beta, one, zero) -> None:
+    """``y = alpha op(A) x + beta y``, ``A`` m x n: ``x_bar += alpha op(A)^T y_bar``,
+    ``A_bar += alpha y_bar x^T`` (or ``x y_bar^T`` for ``op(A) = A^T``), ``y_bar *= beta``."""
+    if 9 not in shadow:
+        return
+    kind, trans, m, n = args[0], args[1].value, args[2], args[3]
+    a, lda, x, ybar = args[5], args[6], args[7], shadow[9]
+    gemv, gemm = blas_function(cx.module, "gemv"), blas_function(cx.module, "gemm")
+    if 7 in shadow:
+        _call(b, gemv, [kind, const_int(T.i8, _flip(trans)), m, n, alpha, a, lda, ybar, one,
+                        shadow[7]])
+    if 5 in shadow:
+        # A_bar (m x n) += alpha * u v^T: u, v are y_bar and x, in the order op(A) says.
+        u, v = (ybar, x) if trans == _N else (x, ybar)
+        _call(b, gemm, [kind, const_int(T.i8, _N), const_int(T.i8, _T), m, n,
+                        const_int(T.i64, 1), alpha, u, _at_least_one(b, m), v,
+                        _at_least_one(b, n), one, shadow[5], lda])
+    _call(b, gemv, [kind, args[1], m, n, zero, a, lda, x, beta, ybar])
+
+
+def _reverse_gemm(b, gemm, args, shadow, alpha, beta, one, zero) -> None:
+    """``C = alpha op(A) op(B) + beta C``: ``op(A)_bar += alpha C_bar op(B)^T``,
+    ``op(B)_bar += alpha op(A)^T C_bar``, each written for the way A and B are stored;
+    then ``C_bar *= beta``."""
+    if 12 not in shadow:
+        return
+    kind, ta, tb = args[0], args[1].value, args[2].value
+    m, n, k = args[3], args[4], args[5]
+    a, lda, bm, ldb, ldc = args[7], args[8], args[9], args[10], args[13]
+    cbar = shadow[12]
+
+    def t(code):
+        return const_int(T.i8, code)
+
+    if 7 in shadow:
+        if ta == _N:   # A m x k: A_bar += alpha C_bar op(B)^T
+            _call(b, gemm, [kind, t(_N), t(_flip(tb)), m, k, n, alpha, cbar, ldc, bm, ldb,
+                            one, shadow[7], lda])
+        else:          # A k x m: A_bar += alpha op(B) C_bar^T
+            _call(b, gemm, [kind, t(tb), t(_T), k, m, n, alpha, bm, ldb, cbar, ldc, one,
+                            shadow[7], lda])
+    if 9 in shadow:
+        if tb == _N:   # B k x n: B_bar += alpha op(A)^T C_bar
+            _call(b, gemm, [kind, t(_flip(ta)), t(_N), k, n, m, alpha, a, lda, cbar, ldc, one,
+                            shadow[9], ldb])
+        else:          # B n x k: B_bar += alpha C_bar^T op(A)
+            _call(b, gemm, [kind, t(_T), t(ta), n, k, m, alpha, cbar, ldc, a, lda, one,
+                            shadow[9], ldb])
+    _call(b, gemm, [kind, args[1], args[2], m, n, k, zero, a, lda, bm, ldb, beta, cbar, ldc])

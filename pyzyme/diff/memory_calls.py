@@ -1,0 +1,50 @@
+"""Calls derivative code makes of its own: memory it allocates, copies, zeroes and frees
+(``malloc``, ``llvm.memcpy``, ``llvm.memset``, ``free``), and a primal call made again on
+other arguments (its shadows, a tangent), both modes."""
+
+from __future__ import annotations
+
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import Value, const_int
+
+__all__ = ["malloc", "free", "free_function", "memcpy", "memset_zero", "with_args"]
+
+
+def malloc(module, b: IRBuilder, size: Value, name: str = "") -> Value:
+    """``malloc(size)`` (an ``i64``) at ``b``."""
+    fn = module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
+    return b.call(fn, [size], name=name)
+
+
+def free(module, b: IRBuilder, pointer: Value) -> None:
+    """``free(pointer)`` at ``b``."""
+    b.call(free_function(module), [pointer])
+
+
+def free_function(module):
+    """``void free(ptr)``, declared in ``module``."""
+    return module.declare("free", T.FunctionType(T.void, [T.ptr]))
+
+
+def memcpy(module, b: IRBuilder, dest: Value, src: Value, size: Value) -> None:
+    """``llvm.memcpy(dest, src, size)`` (an ``i64``, not volatile) at ``b``."""
+    fn = module.declare("llvm.memcpy.p0.p0.i64",
+                        T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
+    b.call(fn, [dest, src, size, const_int(T.i1, 0)])
+
+
+def memset_zero(module, b: IRBuilder, pointer: Value, length: Value,
+                volatile: Value | None = None) -> None:
+    """``llvm.memset(pointer, 0, length)`` at ``b``."""
+    name = f"llvm.memset.p0.i{length.type.width}"
+    fn = module.declare(name, T.FunctionType(T.void, [T.ptr, T.i8, length.type, T.i1]))
+    vol = volatile if volatile is not None else const_int(T.i1, 0)
+    b.call(fn, [pointer, const_int(T.i8, 0), length, vol])
+
+
+def with_args(call: I.CallBase, args) -> I.CallBase:
+    """A new call like ``call`` (callee, calling convention, attributes, flags, bundles) on
+    ``args``, not yet inserted."""
+    return call.copy_with([call.callee, *args] + call.operands[1 + call.nargs:])

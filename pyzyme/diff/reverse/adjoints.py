@@ -1,0 +1,317 @@
+"""Adjoints: the slots that accumulate them, and each instruction's adjoint code, from the
+same rule rows forward mode uses (``x_bar += partial * y_bar``).
+
+A mixin of :class:`~pyzyme.diff.reverse.generator.ReverseGenerator`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyzyme import naming
+from pyzyme.diff.emit import Emitter, guarded
+from pyzyme.diff.calls import dispatch as calls
+from pyzyme.diff.context import ReverseContext
+from pyzyme.diff.leaves import elements, has_float
+from pyzyme.diff.runtime_activity import inactive_here
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import Argument, ConstantAggregate, Value, const_int, const_null
+from pyzyme.rules import spec
+from pyzyme.rules.expr import Const as ConstExpr
+from pyzyme.rules.expr import Op
+
+__all__ = ["ReverseAdjoints"]
+
+
+class ReverseAdjoints:
+    """Emits adjoint code (see the module docstring)."""
+
+    def _slot(self, st: ReverseContext, value: Value) -> I.Alloca:
+        slot = st.adjoints.get(value)
+        if slot is None:
+            entry = st.tape.rev_entry
+            slot = I.Alloca(value.type, None, None)
+            slot.name = st.rev.unique_name(naming.adjoint(value.name or "v"))
+            entry.insert(0, slot)
+            b = IRBuilder()
+            b.position_before(entry.terminator) if entry.terminator is not None \
+                else b.position_at_end(entry)
+            b.store(const_null(value.type), slot)
+            st.adjoints[value] = slot
+        return slot
+
+    def accumulate(self, st: ReverseContext, value: Value, delta: Value) -> None:
+        """``value_bar += delta``, for an active primal value."""
+        if not st.active(value) or not isinstance(value, (I.Instruction, Argument)):
+            return
+        slot = self._slot(st, value)
+        b = st.rb
+        b.store(_add(b, value.type, b.load(value.type, slot), delta, self.sum_flags), slot)
+
+    def consume(self, st: ReverseContext, value: Value) -> Value:
+        """``value_bar``, read and reset to zero (the value's uses are all done)."""
+        slot = self._slot(st, value)
+        d = st.rb.load(value.type, slot, name=naming.adjoint(value.name))
+        st.rb.store(const_null(value.type), slot)
+        return d
+
+    # -- reverse sweep: instructions ---------------------------------------------------
+    def reverse_instruction(self, st: ReverseContext, inst: I.Instruction) -> None:
+        """The adjoint code of ``inst`` at the reverse sweep's builder (calls through
+        :mod:`pyzyme.diff.calls.dispatch`)."""
+        if isinstance(inst, I.CallBase):
+            calls.reverse_sweep(st, inst)
+            return
+        op = inst.opcode
+        if op == "store":
+            self._reverse_store(st, inst)
+            return
+        if not st.active(inst):
+            return
+        handler = _ADJOINTS.get(op)
+        if handler is None:
+            raise UnsupportedError(f"no reverse-mode derivative for {op} in {st.where}",
+                                   hint="this instruction has an active operand; please "
+                                        "report it")
+        handler(self, st, inst)
+
+    def _reverse_load(self, st: ReverseContext, inst: I.Load) -> None:
+        d = self.consume(st, inst)
+        pointer = st.shadow(inst.pointer)
+        b = st.rb
+        old = b.load(inst.type, pointer, inst.align)
+        new = _add(b, inst.type, old, d, self.sum_flags)
+        if inst.pointer in st.runtime:  # no adjoint goes into memory without a shadow
+            new = b.select(self._inactive_here(st, inst.pointer), old, new)
+        b.store(new, pointer, inst.align)
+
+    def _reverse_store(self, st: ReverseContext, inst: I.Store) -> None:
+        value, pointer = inst.operands
+        if pointer not in st.shadows or not has_float(value.type):
+            return
+        b = st.rb
+        shadow = st.shadow(pointer)
+        if pointer in st.runtime:
+            self._reverse_runtime_store(st, inst, shadow)
+        elif st.active(value):
+            d = b.load(value.type, shadow, inst.align, name=naming.adjoint(value.name))
+            b.store(const_null(value.type), shadow, inst.align)
+            self.accumulate(st, value, d)
+        else:
+            b.store(const_null(value.type), shadow, inst.align)
+
+    def _inactive_here(self, st: ReverseContext, pointer: Value) -> Value:
+        """In the reverse sweep: whether ``pointer``'s shadow is its primal."""
+        return inactive_here(st.rb, st.shadow(pointer), st.primal(pointer))
+
+    def _reverse_runtime_store(self, st: ReverseContext, inst: I.Store, shadow: Value) -> None:
+        """A store through a pointer whose shadow may be its primal: where it is, the memory
+        holds primal values, not adjoints; they are neither taken nor cleared."""
+        value, pointer = inst.operands
+        b = st.rb
+        inactive = self._inactive_here(st, pointer)
+        zero = const_null(value.type)
+        d = b.load(value.type, shadow, inst.align, name=naming.adjoint(value.name))
+        b.store(b.select(inactive, d, zero), shadow, inst.align)
+        if st.active(value):
+            self.accumulate(st, value, b.select(inactive, zero, d))
+
+    def partials(self, st: ReverseContext, inst: I.Instruction, row: spec.Partials,
+                 operands: Sequence[Value], flags: Sequence[str] = ()) -> None:
+        """``operand_i_bar += partial_i * inst_bar`` over the active operands."""
+        b = st.rb
+        d = self.consume(st, inst)
+        ty = inst.type
+        if row.result_field is not None:
+            ty = ty.elements[row.result_field]
+            d = b.extractvalue(d, row.result_field)
+        em = Emitter(b, self.module, ty, flags)
+        args = _Lazy(lambda i: st.primal(operands[i]))
+        for i, (p, operand) in enumerate(zip(row.partials, operands)):
+            if p is None or not st.active(operand):
+                continue
+            result = None
+            if "ret" in p.placeholders():
+                result = st.primal(inst)
+                if row.result_field is not None:
+                    result = b.extractvalue(result, row.result_field)
+            if _is_reciprocal(p):
+                term = b.fdiv(d, em.expr(p.operands[1], args, result), em.flags)
+            elif isinstance(p, ConstExpr):
+                term = d if p.value == 1.0 else (
+                    b.fneg(d, em.flags) if p.value == -1.0
+                    else b.fmul(em.constant(p.value), d, em.flags))
+            else:
+                term = b.fmul(em.expr(p, args, result, naming.partial(inst.name, i)), d,
+                              em.flags)
+            if guarded(p, operands, inst, st.nonfinite):
+                term = em.unless_zero(d, term)
+            self.accumulate(st, operand, term)
+
+    def _arith(self, st: ReverseContext, inst: I.Instruction) -> None:
+        row = self.rules.lookup(inst.opcode, "opcode")
+        if isinstance(row, spec.Partials):
+            self.partials(st, inst, row, inst.operands, inst.flags)
+        elif isinstance(row, spec.Linear):
+            x = inst.operands[0]
+            d = self.consume(st, inst)
+            if not st.active(x):
+                return
+            if inst.opcode == "bitcast" and x.type.scalar != inst.type.scalar:
+                raise UnsupportedError(f"{st.where} reinterprets {x.type} as {inst.type}; "
+                                       f"reverse mode cannot split the adjoint: {inst}")
+            self.accumulate(st, x, st.rb.cast(row.transpose, d, x.type))
+        else:
+            raise UnsupportedError(f"no derivative rule for {inst.opcode} in {st.where}")
+
+    def _select(self, st: ReverseContext, inst: I.Instruction) -> None:
+        cond, a, c = inst.operands
+        d = self.consume(st, inst)
+        b = st.rb
+        test = st.primal(cond)
+        zero = const_null(inst.type)
+        if st.active(a):
+            self.accumulate(st, a, b.select(test, d, zero))
+        if st.active(c):
+            self.accumulate(st, c, b.select(test, zero, d))
+
+    def _freeze(self, st: ReverseContext, inst: I.Instruction) -> None:
+        self.accumulate(st, inst.operands[0], self.consume(st, inst))
+
+    def _extractvalue(self, st: ReverseContext, inst: I.ExtractValue) -> None:
+        agg = inst.operands[0]
+        d = self.consume(st, inst)
+        if st.active(agg):
+            b = st.rb
+            slot = self._slot(st, agg)
+            whole = b.load(agg.type, slot)
+            part = b.extractvalue(whole, inst.indices)
+            b.store(b.insertvalue(whole, _add(b, inst.type, part, d, self.sum_flags),
+                                   inst.indices), slot)
+
+    def _insertvalue(self, st: ReverseContext, inst: I.InsertValue) -> None:
+        agg, element = inst.operands
+        d = self.consume(st, inst)
+        b = st.rb
+        if st.active(element):
+            self.accumulate(st, element, b.extractvalue(d, inst.indices))
+        if st.active(agg):
+            self.accumulate(st, agg, b.insertvalue(d, const_null(element.type), inst.indices))
+
+    def _extractelement(self, st: ReverseContext, inst: I.Instruction) -> None:
+        vec, index = inst.operands
+        d = self.consume(st, inst)
+        if st.active(vec):
+            b = st.rb
+            self.accumulate(st, vec, b.insertelement(const_null(vec.type), d,
+                                                     st.primal(index)))
+
+    def _insertelement(self, st: ReverseContext, inst: I.Instruction) -> None:
+        vec, element, index = inst.operands
+        d = self.consume(st, inst)
+        b = st.rb
+        i = st.primal(index)
+        if st.active(element):
+            self.accumulate(st, element, b.extractelement(d, i))
+        if st.active(vec):
+            self.accumulate(st, vec, b.insertelement(d, const_null(element.type), i))
+
+    def _shufflevector(self, st: ReverseContext, inst: I.ShuffleVector) -> None:
+        """Each operand lane gets the adjoints of the result lanes taken from it, summed where
+        it was taken more than once (a splat); poison lanes send nothing back. Each sum is
+        made of shuffles of the adjoint and zero: the k-th shuffle brings each operand lane
+        its k-th result lane."""
+        a, c = inst.operands[:2]
+        d = self.consume(st, inst)
+        lanes = inst.mask_lanes
+        n = a.type.count
+        b = st.rb
+        zero = const_null(d.type)
+        for k, operand in enumerate((a, c)):
+            if not st.active(operand):
+                continue
+            taken: list[list[int]] = [[] for _ in range(n)]
+            for j, lane in enumerate(lanes):
+                if lane is not None and lane // n == k:
+                    taken[lane % n].append(j)
+            total = None
+            for t in range(max(map(len, taken))):
+                # Lanes with no t-th taker read lane 0 of the zero operand.
+                mask = ConstantAggregate(T.VectorType(n, T.i32), [
+                    const_int(T.i32, js[t] if t < len(js) else len(lanes)) for js in taken])
+                part = b.shufflevector(d, zero, mask)
+                total = part if total is None else b.fadd(total, part, self.sum_flags)
+            if total is not None:
+                self.accumulate(st, operand, total)
+
+
+
+def sum_flags(options) -> tuple[str, ...]:
+    """The fast-math flags of the sums that accumulate adjoints.
+
+    Adjoints start at +0.0, and an adjoint's sign of zero carries no information: ``nsz``
+    lets LLVM fold ``0.0 + d`` to ``d``. With ``options.reassociate_adjoints``, ``reassoc``
+    lets it sum the contributions to one adjoint in any order, as XLA does: the reverse of a
+    loop that scatters one value into many (``y[j] += a[j] * x``, vectorized) gathers many
+    into one (``x_bar += a[j] * y_bar[j]``), a reduction that only vectorizes reassociated.
+    The primal's own arithmetic keeps its order and flags.
+
+    >>> from pyzyme.options import Options
+    >>> sum_flags(Options()), sum_flags(Options(reassociate_adjoints=False))
+    (('reassoc', 'nsz'), ('nsz',))
+    """
+    return ("reassoc", "nsz") if options.reassociate_adjoints else ("nsz",)
+
+
+def _add(b: IRBuilder, ty: T.Type, a: Value, c: Value, flags: tuple[str, ...]) -> Value:
+    """``a + c`` over the float leaves of ``ty`` (others kept from ``a``), with ``flags``
+    (:func:`sum_flags`)."""
+    if ty.is_float:
+        return b.fadd(a, c, flags)
+    if not has_float(ty):
+        return a
+    out = a
+    for i, ety in enumerate(elements(ty)):
+        if has_float(ety):
+            part = _add(b, ety, b.extractvalue(a, i), b.extractvalue(c, i), flags)
+            out = b.insertvalue(out, part, i)
+    return out
+
+
+class _Lazy:
+    """A sequence whose items are computed on first use (operands a partial reads)."""
+
+    def __init__(self, make) -> None:
+        self._make = make
+        self._done: dict = {}
+
+    def __getitem__(self, i: int) -> Value:
+        if i not in self._done:
+            self._done[i] = self._make(i)
+        return self._done[i]
+
+
+def _is_reciprocal(p) -> bool:
+    return (isinstance(p, Op) and p.name == "fdiv" and isinstance(p.operands[0], ConstExpr)
+            and p.operands[0].value == 1.0)
+
+
+_ADJOINTS = {op: ReverseAdjoints._arith for op in
+             ("fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "fpext", "fptrunc", "bitcast",
+              "addrspacecast")}
+_ADJOINTS.update({
+    "select": ReverseAdjoints._select,
+    "freeze": ReverseAdjoints._freeze,
+    "extractvalue": ReverseAdjoints._extractvalue,
+    "insertvalue": ReverseAdjoints._insertvalue,
+    "extractelement": ReverseAdjoints._extractelement,
+    "insertelement": ReverseAdjoints._insertelement,
+    "shufflevector": ReverseAdjoints._shufflevector,
+    "load": ReverseAdjoints._reverse_load,
+    "phi": lambda self, st, inst: None,  # on the edges, see _reverse_branch
+    "getelementptr": lambda self, st, inst: None,  # pointers have shadows, not adjoints
+    "alloca": lambda self, st, inst: None,
+})

@@ -1,0 +1,589 @@
+"""Forward values in the reverse sweep: recomputed where legal and cheap (pure arithmetic,
+induction variables from loop counters, loads of memory nothing overwrites, merge phis by
+select), cached otherwise, once per iteration of the innermost loop the value varies in (or,
+for a value repeating on every iteration of an outermost loop, once per iteration of the inner
+loop within one iteration of that one).
+
+A mixin of :class:`~pyzyme.diff.reverse.generator.ReverseGenerator`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyzyme.analysis.forwarding import store_forwarding
+from pyzyme.analysis.overwrite import (
+    identified_object,
+    may_alias,
+    pure_call,
+    underlying_object,
+    written_pointers,
+)
+from pyzyme import naming
+from pyzyme.diff.context import ReverseContext
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import Argument, ConstantInt, Value, const_int
+from pyzyme.rules import spec
+
+__all__ = ["ReverseValues", "ShiftInduction", "CountedSum", "shift_induction_of", "counted_sum_of",
+           "incoming_value"]
+
+# Opcodes whose result depends only on operand values: recomputable in the reverse sweep.
+_PURE = frozenset({
+    "fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "add", "sub", "mul", "udiv", "sdiv",
+    "urem", "srem", "shl", "lshr", "ashr", "and", "or", "xor", "icmp", "fcmp", "trunc", "zext",
+    "sext", "fptoui", "fptosi", "uitofp", "sitofp", "fpext", "fptrunc", "bitcast",
+    "addrspacecast", "ptrtoint", "inttoptr", "select", "getelementptr", "extractvalue",
+    "insertvalue", "extractelement", "insertelement", "shufflevector", "freeze"})
+
+
+class ReverseValues:
+    """Makes forward values available in the reverse sweep (see the module docstring)."""
+
+    def avail(self, st: ReverseContext, fv: Value) -> Value:
+        """Forward value ``fv`` where the reverse sweep now is: recomputed or cached."""
+        if isinstance(fv, Argument):
+            return st.rev_args[fv]
+        if not isinstance(fv, I.Instruction):
+            return fv
+        v = st.memo.get(fv)
+        if v is None:
+            v = st.memo[fv] = self._materialize(st, fv)
+            st.rev_origin.setdefault(v, fv)
+        return v
+
+    def _materialize(self, st: ReverseContext, fv: I.Instruction) -> Value:
+        block = st.origin[fv.parent]
+        loop = st.loops.loop_of(block)
+        iv = st.inductions.get(fv)
+        b = st.rb
+        if iv is not None and isinstance(iv[1], CountedSum):
+            summed = self._counted_sum(st, iv[0], iv[1], fv.name)
+            if summed is not None:
+                return summed
+            iv = None   # where its inner loop's runs cannot be counted: cached as any phi
+        if iv is not None:
+            iv_loop, induction = iv
+            k = b.sub(self.iteration(st, iv_loop), self.loop_start(st, iv_loop))
+            start = st.primal(induction.start)
+            if k.type != start.type:
+                k = b.trunc(k, start.type)
+            if isinstance(induction, ShiftInduction):
+                return induction.value_at(b, start, k, fv.name)
+            return b.add(start, b.mul(k, const_int(start.type, induction.step)),
+                         name=fv.name)
+        if isinstance(fv, I.Phi) and loop is not None:
+            merged = self._merged_phi(st, fv, block)
+            if merged is not None:
+                return merged
+        if loop is not None and st.current is not None and not loop.contains(st.current) \
+                and not self._invariant_in(st, fv, loop, 8):
+            return self._exit_value(st, fv, loop)
+        # Outside loops a stack slot costs nothing in the combined function; in a split pair
+        # the reverse function gets its own arguments (and shadows: its result slot's seed),
+        # so what is computed from them is computed again there rather than carried over.
+        if (loop is not None or st.sig.split) and self._can_recompute(st, fv):
+            clone = fv.copy_with([self.avail(st, op) for op in fv.operands])
+            return b.insert(clone, fv.name)
+        if fv.opcode == "load":
+            forwarded = self._forwarded(st, fv)
+            if forwarded is not None:
+                return forwarded
+        cache = st.caches.get(fv)
+        if cache is None:
+            # A value the same on every iteration of its loops is kept once per iteration of
+            # the innermost loop it does vary in (stored redundantly, indexed there); one
+            # that repeats on every iteration of an outer loop, once per iteration of that.
+            loop = self._varies_in(st, fv, loop)
+            outer = self._repeats_in(st, fv, loop) if loop is not None else None
+            if outer is None:
+                cache = st.tape.cache(fv.type, loop, fv.name or "value")
+            else:
+                cache = st.tape.repeated(fv.type, loop, outer, self._repeat_base(st, loop, outer),
+                                         fv.name or "value")
+            st.caches[fv] = cache
+            self._keep(st, fv, cache)
+        return st.tape.load(b, cache, self._cache_index(st, b, cache), name=fv.name)
+
+    def _forwarded(self, st: ReverseContext, fv: I.Load) -> Value | None:
+        """Load ``fv`` of what a loop before it stored (:mod:`pyzyme.analysis.forwarding`),
+        computed again as that loop computed it, for the index the load reads; None where the
+        reverse sweep is outside the load's loop or the stored value cannot be computed again
+        (it reads memory that changes before the reverse sweep)."""
+        if st.forwarding is None:
+            st.forwarding = store_forwarding(st.old, st.loops, st.doms)
+        primal = st.origin_load.get(fv)
+        f = st.forwarding.get(primal) if primal is not None else None
+        if f is None or st.current is None:
+            return None
+        if not st.loops.loop_of(f.loaded.parent).contains(st.current):
+            return None
+        if not self._rebuildable(st, f.store.operands[0], f):
+            return None
+        return self._rebuild(st, f.store.operands[0], f)
+
+    def _rebuildable(self, st: ReverseContext, v: Value, f) -> bool:
+        """Whether :meth:`_rebuild` can compute ``v`` where the reverse sweep is: every load
+        on the way reads memory that keeps its contents until then."""
+        if v is f.stored or not isinstance(v, I.Instruction) or not f.loop.contains(v.parent):
+            return True
+        if v.opcode == "load" and not self._can_recompute(st, st.fwd_value(v)):
+            return False
+        return all(self._rebuildable(st, op, f) for op in v.operands)
+
+    def _rebuild(self, st: ReverseContext, v: Value, f) -> Value:
+        """Primal value ``v`` of the forwarding store's loop, on its iteration ``f.stored ==
+        f.loaded``, where the reverse sweep is."""
+        if v is f.stored:
+            return st.primal(f.loaded)
+        if not isinstance(v, I.Instruction) or not f.loop.contains(v.parent):
+            return st.primal(v)
+        fwd = st.fwd_value(v)
+        clone = fwd.copy_with([self._rebuild(st, op, f) for op in v.operands])
+        return st.rb.insert(clone, fwd.name)
+
+    def _cache_index(self, st: ReverseContext, b: IRBuilder, cache, forward: bool = False):
+        """Where ``cache`` holds the value of the iteration the reverse sweep (or ``forward``
+        sweep, builder ``b``) is in."""
+        index = st.fidx.get(cache.loop) if forward else self.iteration(st, cache.loop)
+        if cache.outer is None:
+            return index
+        at = st.fidx[cache.outer] if forward else self.iteration(st, cache.outer)
+        return b.sub(index, st.tape.load(b, cache.base, at, forward=forward))
+
+    def _repeat_base(self, st: ReverseContext, loop, outer):
+        """The cache of ``loop``'s counter as each iteration of ``outer`` began (stored at
+        the top of ``outer``'s body): where :meth:`Tape.repeated` caches count from."""
+        key = ("repeat base", loop, outer)
+        base = st.caches.get(key)
+        if base is None:
+            base = st.caches[key] = st.tape.cache(
+                T.i64, outer, naming.repeat_base(loop.header.name, outer.header.name))
+            fb = IRBuilder()
+            fb.position_at_start(st.last[outer.header])
+            count = fb.load(T.i64, st.tape.counter(loop).fwd)
+            st.tape.store(fb, base, count, st.fidx[outer])
+        return base
+
+    def _counted_sum(self, st: ReverseContext, loop, induction: CountedSum, name: str):
+        """Header phi ``induction`` of ``loop`` (see :class:`CountedSum`) where the reverse
+        sweep is in a run of its inner loop: its start, plus the iterations of the inner loop
+        since ``loop``'s run began (the inner loop's counter when this run of it began, less
+        its counter when ``loop``'s run began: kept once per run of ``loop``). Elsewhere None."""
+        inner = induction.inner
+        if st.current is None or not inner.contains(st.current):
+            return None
+        key = ("sum base", loop, inner)
+        base = st.caches.get(key)
+        if base is None:
+            base = st.caches[key] = st.tape.cache(
+                T.i64, loop.parent, naming.sum_base(inner.header.name, loop.header.name))
+            for fb in st.entering(loop):
+                count = fb.load(T.i64, st.tape.counter(inner).fwd)
+                st.tape.store(fb, base, count, st.fidx.get(loop.parent))
+        b = st.rb
+        since = b.sub(self.loop_start(st, inner),
+                      st.tape.load(b, base, self.iteration(st, loop.parent)))
+        start = st.primal(induction.start)
+        if since.type != start.type:
+            since = b.trunc(since, start.type)
+        return b.add(start, since, name=name)
+
+    def _keep(self, st: ReverseContext, fv: I.Instruction, cache) -> None:
+        """Store ``fv`` into ``cache`` in the forward sweep where it is made (a header phi: in
+        its loop's body, after the iteration count), at the index of ``cache``'s loop."""
+        fb = IRBuilder()
+        if isinstance(fv, I.Phi):
+            block = st.origin[fv.parent]
+            own = st.loops.loop_of(block)
+            fb.position_at_start(st.last[block] if own is not None and own.header is block
+                                 else fv.parent)
+        elif isinstance(fv, I.Invoke):  # defined on its normal edge only
+            normal = fv.normal_dest
+            if len(normal.predecessors) != 1:
+                raise UnsupportedError(f"{st.where} needs the result of an invoke whose normal "
+                                       f"destination has other predecessors: {fv}")
+            fb.position_at_start(normal)
+        else:
+            fb.position_after(fv)
+        st.tape.store(fb, cache, fv, self._cache_index(st, fb, cache, forward=True))
+
+    def _exit_value(self, st: ReverseContext, fv: I.Instruction, loop) -> Value:
+        """``fv``, defined in ``loop``, where the reverse sweep is outside it: the value its last
+        iteration left (a loop's result, such as a sum). Kept once per iteration of the loops
+        around both, overwritten on each iteration of ``loop``: recomputing it here would keep
+        what it is computed from on every iteration instead."""
+        cache = st.caches.get(("exit", fv))
+        if cache is None:
+            outer = loop.parent
+            while outer is not None and not outer.contains(st.current):
+                outer = outer.parent
+            outer = self._varies_in(st, fv, outer)
+            cache = st.caches[("exit", fv)] = st.tape.cache(
+                fv.type, outer, f"{fv.name or 'value'}.exit")
+            self._keep(st, fv, cache)
+        return st.tape.load(st.rb, cache, self.iteration(st, cache.loop), name=fv.name)
+
+    def _varies_in(self, st: ReverseContext, fv: I.Instruction, loop):
+        """The innermost of ``loop`` and its parents in which forward value ``fv`` may differ
+        between iterations (None: it is the same throughout the call)."""
+        while loop is not None and self._invariant_in(st, fv, loop, 8):
+            loop = loop.parent
+        return loop
+
+    def _invariant_in(self, st: ReverseContext, fv: Value, loop, depth: int,
+                      repeating: bool = False) -> bool:
+        """Whether ``fv`` has one value across the iterations of ``loop`` (a pure function of
+        values defined outside it, or a load of memory nothing in it writes). ``repeating``:
+        whether it is the same at the same point of every iteration of ``loop``, where an
+        induction variable of a loop inside it starting from such a value is too, and so is a
+        pure intrinsic of such values."""
+        if not isinstance(fv, I.Instruction):
+            return True
+        origin = st.origin.get(fv.parent)
+        if origin is None or not loop.contains(origin):
+            return True
+        if depth == 0:
+            return False
+        iv = st.inductions.get(fv)
+        if iv is not None or isinstance(fv, I.Phi):
+            return repeating and iv is not None and self._repeating_induction(st, *iv, loop,
+                                                                              depth)
+        if fv.opcode == "load":
+            primal = st.origin_load.get(fv)
+            if primal is None or fv.volatile or self._written_in(st, primal.pointer, loop):
+                return False
+            return self._invariant_in(st, fv.operands[0], loop, depth - 1, repeating)
+        if isinstance(fv, I.CallBase):
+            return repeating and pure_call(fv) and all(
+                self._invariant_in(st, a, loop, depth - 1, repeating) for a in fv.args)
+        if fv.opcode not in _PURE:
+            return False
+        return all(self._invariant_in(st, op, loop, depth - 1, repeating) for op in fv.operands)
+
+    def _repeating_induction(self, st: ReverseContext, loop, induction, top, depth: int) -> bool:
+        """Whether induction variable ``induction`` of ``loop`` repeats on every iteration of
+        ``top`` (see :meth:`_invariant_in`): ``loop`` is inside ``top``, and a counted sum's
+        inner loop runs as many times on each."""
+        if loop is top:
+            return False
+        if isinstance(induction, CountedSum) and not (
+                induction.inner.parent is loop
+                and self._uniform_trip_count(st, induction.inner, top)):
+            return False
+        return self._uniform(st, st.fwd_value(induction.start), top, depth - 1)
+
+    def _uniform(self, st: ReverseContext, fv: Value, top, depth: int = 12) -> bool:
+        """Whether ``fv`` is the same at the same point of every iteration of ``top``."""
+        return self._invariant_in(st, fv, top, depth, repeating=True)
+
+    def _repeats_in(self, st: ReverseContext, fv: I.Instruction, loop):
+        """The outermost loop around ``loop`` on each iteration of which ``loop`` runs the
+        same iterations in the same order with ``fv`` the same on each (a parameter read in
+        a loop over data points: ``icf[k, idx]`` inside ``for point: for k: for i: for j``);
+        None where there is none. ``fv`` need then be kept for one iteration of it only.
+
+        Outermost, because such a loop runs at most once per call: one nested in another
+        would need its values kept per iteration of the one around it."""
+        top = loop
+        while top.parent is not None:
+            top = top.parent
+        if top is loop or not self._same_runs(st, loop, top):
+            return None
+        return top if self._uniform(st, fv, top) else None
+
+    def _same_runs(self, st: ReverseContext, loop, top) -> bool:
+        """Whether every iteration of ``top`` runs ``loop`` through the same iterations:
+        the trip counts of ``loop`` and of the loops between are exact and the same each
+        time, and so is every branch deciding whether they run (in the bodies of those loops
+        and of ``top``, outside other inner loops; such a loop has one exit target, so what
+        it decides inside does not matter). A branch back to ``top``'s header or out of it
+        may differ: an iteration of ``top`` cut short runs a prefix of the others."""
+        key = (loop, top)
+        known = st.same_runs.get(key)
+        if known is not None:
+            return known
+        chain = []
+        m = loop
+        while m is not top:
+            chain.append(m)
+            m = m.parent
+        ok = all(self._uniform_trip_count(st, m, top) for m in chain)
+        for p in chain[1:] + [top]:
+            if not ok:
+                break
+            for child in p.children:
+                if child not in chain and len({s for blk in child.blocks
+                                               for s in blk.terminator.successors
+                                               if not child.contains(s)}) > 1:
+                    ok = False
+            for blk in p.blocks:
+                if not ok or any(c.contains(blk) for c in p.children):
+                    continue
+                term = blk.terminator
+                succ = term.successors
+                if len(set(succ)) < 2:
+                    continue
+                if not isinstance(term, (I.Branch, I.Switch)):
+                    ok = False
+                elif any(t is p.header or not p.contains(t) for t in succ) and (
+                        p is top or blk in p.exiting):
+                    continue     # top's own exits and back edges; p's counted exit
+                else:
+                    ok = self._uniform(st, st.fwd_value(term.operands[0]), top)
+        st.same_runs[key] = ok
+        return ok
+
+    def _uniform_trip_count(self, st: ReverseContext, loop, top) -> bool:
+        """Whether ``loop`` runs the same number of times wherever it runs inside ``top``."""
+        tc = loop.trip_count
+        return (tc is not None and tc.exact
+                and self._uniform(st, st.fwd_value(tc.start), top)
+                and self._uniform(st, st.fwd_value(tc.bound), top))
+
+    def _written_in(self, st: ReverseContext, pointer: Value, loop) -> bool:
+        """Whether anything in ``loop`` may write where ``pointer`` points."""
+        written = st.written.get(loop)
+        if written is None:  # asked once per cached value and loop level: collect once
+            written = st.written[loop] = [w for block in loop.blocks
+                                          for inst in block.instructions
+                                          for w in written_pointers(inst)]
+        return any(may_alias(pointer, w) for w in written)
+
+    def object_of(self, st: ReverseContext, pointer: Value):
+        """The distinct object (allocation, stack slot, ``noalias`` parameter, or the shadow of
+        one) that ``pointer`` points into, seen through reverse-sweep copies; else None."""
+        for _ in range(64):
+            pointer = underlying_object(pointer)
+            origin = st.rev_origin.get(pointer)
+            if origin is None:
+                break
+            pointer = origin
+        if isinstance(pointer, I.Alloca) and pointer.parent in (st.tape.fwd_entry,
+                                                                 st.tape.rev_entry):
+            return None  # pyzyme's own slots: promoted to registers anyway
+        return pointer if identified_object(pointer) else None
+
+    def _merged_phi(self, st: ReverseContext, fv: I.Phi, block) -> Value | None:
+        """A phi of an if/else merge whose arms' values are safe to compute either way:
+        ``select`` on the deciding branch's condition, nothing cached."""
+        primal = next((p for p in block.phis if st.values.get(p) is fv), None)
+        if primal is None:
+            return None
+        preds = list(dict.fromkeys(p for p in block.predecessors if p in st.last))
+        decided = self.deciding_branch(st, block, preds)
+        if decided is None:
+            return None
+        incoming = [st.fwd_value(incoming_value(primal, p)) for p in preds]
+        if not all(self._speculatable(st, v, 4) for v in incoming):
+            return None
+        cond, true_index, false_index = decided
+        return st.rb.select(st.primal(cond), self.avail(st, incoming[true_index]),
+                            self.avail(st, incoming[false_index]), name=fv.name)
+
+    def _speculatable(self, st: ReverseContext, fv: Value, depth: int) -> bool:
+        """Whether computing ``fv`` where its block did not run is harmless (no loads, no
+        division by a garbage zero): it is a constant, an argument, cached, or pure."""
+        if not isinstance(fv, I.Instruction) or fv in st.caches or fv in st.inductions:
+            return True
+        if depth == 0 or isinstance(fv, I.Phi):
+            return False
+        if fv.opcode in ("udiv", "sdiv", "urem", "srem") or not self._can_recompute(st, fv) \
+                or fv.opcode == "load":
+            return False
+        return all(self._speculatable(st, op, depth - 1) for op in fv.operands)
+
+    def _can_recompute(self, st: ReverseContext, fv: I.Instruction) -> bool:
+        known = st.recomputable.get(fv)
+        if known is not None:
+            return known
+        op = fv.opcode
+        if op in _PURE:
+            ok = True
+        elif op == "load":
+            origin = st.origin_load.get(fv)
+            ok = (origin is not None and not fv.volatile and fv.ordering in (None, "")
+                  and not st.overwrites.is_overwritten(origin)
+                  and st.stable(origin.pointer))
+        elif isinstance(fv, I.Call):
+            callee = fv.called_function
+            row = self.rules.lookup(callee.name, "call") if callee is not None else None
+            ok = isinstance(row, (spec.Partials, spec.Reduction))
+        else:
+            ok = False
+        st.recomputable[fv] = ok
+        return ok
+
+
+
+@dataclass(frozen=True)
+class ShiftInduction:
+    """A header phi shifted by a constant each iteration (``exp >>= 1`` in integer powers):
+    on iteration k it is ``start`` shifted by ``k * amount``, recomputable like an induction
+    variable instead of cached."""
+
+    start: Value
+    opcode: str
+    amount: int
+
+    def value_at(self, b: IRBuilder, start: Value, k: Value, name: str) -> Value:
+        ty = start.type
+        total = b.mul(k, const_int(ty, self.amount))
+        width = const_int(ty, ty.width)
+        inside = b.icmp("ult", total, width)
+        shifted = b.binop(self.opcode, start, b.select(inside, total, const_int(ty, 0)))
+        if self.opcode == "ashr":
+            out = b.ashr(start, const_int(ty, ty.width - 1))
+        else:
+            out = const_int(ty, 0)
+        return b.select(inside, shifted, out, name=name)
+
+
+@dataclass(frozen=True)
+class CountedSum:
+    """A header phi that counts the iterations of one inner loop (``idx`` stepping through a
+    packed triangle: ``for i: for j in range(i + 1, d): ... icf[idx]; idx += 1``): on each
+    iteration of its loop it is ``start`` plus the iterations ``inner`` has run since the loop
+    began, so the reverse sweep gets it from ``inner``'s counter instead of a cache (the cache
+    was a value per row of every triangle: half the tape of ADBench's GMM at d=64)."""
+
+    start: Value
+    inner: object
+
+
+def counted_sum_of(loop, phi: I.Phi) -> CountedSum | None:
+    """``phi = [start, outside], [next, latch]`` where ``next`` is ``phi`` itself where the
+    inner loop was skipped, else the value after the inner loop's last iteration of an
+    induction variable stepping by one from ``phi``; else None.
+
+    The inner loop must be a child of ``loop`` (so it runs at most once per iteration) whose
+    only exit is at its only latch, where that induction variable steps (so it steps once per
+    iteration, the last one included)."""
+    if not phi.type.is_int or phi.type.is_vector:
+        return None
+    outside = [v for v, blk in phi.incoming if not loop.contains(blk)]
+    inside = [v for v, blk in phi.incoming if loop.contains(blk)]
+    if len(outside) != 1 or len(inside) != 1 or not loop.is_invariant(outside[0]):
+        return None
+    (nxt,) = inside
+    arms = [v for v, _ in nxt.incoming] if isinstance(nxt, I.Phi) and nxt is not phi \
+        and loop.contains(nxt.parent) and nxt.parent is not loop.header else [nxt]
+    stepped = {v for v in arms if v is not phi}
+    if len(stepped) != 1:
+        return None
+    (after,) = stepped
+    for inner in loop.children:
+        if len(inner.latches) != 1 or inner.exiting != inner.latches:
+            continue
+        latch = inner.latches[0]
+        if not _counts(loop, inner, phi, after):
+            continue
+        # Where ``next`` is ``phi`` itself, the inner loop must not have run: that arm's
+        # block is not reached from its exit before the next iteration.
+        kept = [blk for v, blk in nxt.incoming if v is phi] if isinstance(nxt, I.Phi) else []
+        after_inner = _reached(loop, [s for s in latch.successors if not inner.contains(s)])
+        if any(inner.contains(blk) or blk in after_inner for blk in kept):
+            return None
+        return CountedSum(outside[0], inner)
+    return None
+
+
+def _counts(loop, inner, phi, after) -> bool:
+    """Whether ``after`` is ``phi`` plus the iterations of the run of ``inner`` just ended:
+    the stepped value, at the latch, of an induction variable of ``inner`` stepping by one
+    from ``phi``; or (as LLVM rewrites such exit values) ``phi`` plus the run's trip count,
+    computed in the block that only ``inner``'s latch leads to."""
+    latch = inner.latches[0]
+    if any(iv.update is after and iv.step == 1 and iv.start is phi and after.parent is latch
+           for iv in inner.inductions):
+        return True
+    if not (isinstance(after, I.BinaryOp) and after.opcode == "add" and phi in after.operands
+            and after.parent.predecessors == [latch]):
+        return False
+    added = after.operands[1] if after.operands[0] is phi else after.operands[0]
+    tc = inner.trip_count
+    if tc is None or not tc.exact or tc.step != 1 or tc.predicate != "ne":
+        return False
+    # Stepping by one until the stepped value equals the bound, the run takes exactly
+    # bound - start iterations (modulo 2**64, as the sums are); one more when the test is on
+    # the value before the step. Compared as affine functions of ``loop``'s iteration.
+    count = _affine_sub(_affine(tc.bound, loop), _affine(tc.start, loop))
+    if not tc.uses_next:
+        count = _affine_add(count, (0, {None: 1}))
+    return count is not None and count == _affine(added, loop)
+
+
+def _affine(v, loop, depth: int = 8):
+    """``v`` as ``(c, terms)``: ``c * k`` plus a sum of values fixed during ``loop``
+    (``terms``: value -> coefficient, constants under the key None), ``k`` numbering
+    ``loop``'s iterations; None when not seen to be one."""
+    if isinstance(v, ConstantInt):
+        return 0, {None: v.signed} if v.signed else {}
+    if loop.is_invariant(v):
+        return 0, {v: 1}
+    if depth == 0 or not isinstance(v, I.Instruction):
+        return None
+    iv = loop.induction_of(v)
+    if iv is not None:
+        start = _affine(iv.start, loop, depth - 1)
+        return None if start is None else (iv.step, start[1])
+    if isinstance(v, I.BinaryOp) and v.opcode in ("add", "sub"):
+        a, b = (_affine(op, loop, depth - 1) for op in v.operands)
+        return (_affine_add if v.opcode == "add" else _affine_sub)(a, b)
+    return None
+
+
+def _affine_add(a, b, sign: int = 1):
+    if a is None or b is None:
+        return None
+    terms = dict(a[1])
+    for key, coef in b[1].items():
+        terms[key] = terms.get(key, 0) + sign * coef
+    return a[0] + sign * b[0], {k: c for k, c in terms.items() if c}
+
+
+def _affine_sub(a, b):
+    return _affine_add(a, b, -1)
+
+
+def _reached(loop, blocks) -> set:
+    """The blocks of ``loop`` reached from ``blocks`` without going round (through its
+    header)."""
+    seen: set = set()
+    todo = list(blocks)
+    while todo:
+        block = todo.pop()
+        if block in seen or block is loop.header or not loop.contains(block):
+            continue
+        seen.add(block)
+        todo.extend(block.successors)
+    return seen
+
+
+def shift_induction_of(loop, phi: I.Phi) -> ShiftInduction | None:
+    """``phi = [start, outside], [phi shifted by a constant, latch]``, else None."""
+    if not phi.type.is_int or phi.type.is_vector:
+        return None
+    outside = {v for v, blk in phi.incoming if not loop.contains(blk)}
+    inside = {v for v, blk in phi.incoming if loop.contains(blk)}
+    if len(outside) != 1 or len(inside) != 1:
+        return None
+    (start,), (update,) = outside, inside
+    if not loop.is_invariant(start) or not isinstance(update, I.BinaryOp):
+        return None
+    a, amount = update.operands
+    if update.opcode not in ("lshr", "ashr", "shl") or a is not phi or \
+            not hasattr(amount, "value") or amount.value <= 0:
+        return None
+    return ShiftInduction(start, update.opcode, amount.value)
+
+
+def incoming_value(phi: I.Phi, pred) -> Value:
+    """The value ``phi`` takes when entered from block ``pred``."""
+    for value, block in phi.incoming:
+        if block is pred:
+            return value
+    raise UnsupportedError(f"phi {phi.ref} has no value for predecessor {pred.ref}")

@@ -1,0 +1,208 @@
+"""Where tape arrays come from: a pool that keeps a few freed blocks per size class.
+
+A derivative called in a loop allocates the same tape arrays on every call. Fresh from the C
+library, each large one is a new mapping from the operating system: every page faults and is
+zeroed again, which measured ~30% of the ADBench GMM gradient. The pool keeps up to
+:data:`SLOTS` freed blocks of each power-of-two size (in one module-level array of pointers,
+each exchanged atomically, so concurrent calls never share a block) and hands them out again.
+Several per class, because one loop's caches grow in step: the GMM at d=64 caches two arrays of
+the same size per iteration, and with one slot per class the second went back to the C library
+and came back as fresh pages on every call (50,000 page faults and 140 ms a call).
+
+A block carries a 16-byte header holding its size; the pointer handed out is just past it.
+
+``pyzyme.tape_realloc(old, bytes)`` grows (or allocates, from null) and
+``pyzyme.tape_free(p)`` returns a block to the pool. ``pyzyme.tape_capacity(hint, capacity)``
+picks a loop's next capacity: doubling, but on a call's first growth the largest capacity an
+earlier call reached (kept in a global per loop), so that a derivative called again on the
+same sizes allocates each cache once and copies nothing. A block outgrown by ``tape_realloc``
+goes back to the C library, not to the pool: only the blocks in use when a call ends are worth
+keeping. The three stay out of line (``noinline``).
+"""
+
+from __future__ import annotations
+
+from pyzyme.ir import IRBuilder, types as T
+from pyzyme.ir.values import ZeroInitializer, const_int, const_null
+
+__all__ = ["tape_realloc", "tape_free", "tape_capacity", "SLOTS", "FIRST_CAPACITY",
+           "REALLOC_NAME", "FREE_NAME", "CAPACITY_NAME"]
+
+_POOL = "pyzyme.tape_pool"
+#: The symbols of the three functions (code differentiated again meets them as calls).
+REALLOC_NAME = _REALLOC = "pyzyme.tape_realloc"
+CAPACITY_NAME = _CAPACITY = "pyzyme.tape_capacity"
+FREE_NAME = _FREE = "pyzyme.tape_free"
+_HEADER = 16
+_MIN_CLASS = 6  # 64-byte blocks at least
+#: Freed blocks kept per size class.
+SLOTS = 4
+_POOL_TYPE = T.ArrayType(64 * SLOTS, T.ptr)
+#: The first capacity of a loop cache, in elements (unless an earlier call reached more).
+FIRST_CAPACITY = 64
+# Called from the loops of the forward sweep, a few times a call: inlined there, their atomics
+# and branches made the loops around them slower (ADBench's GMM gradient 2.37x to 2.53x the
+# primal).
+_OUT_OF_LINE = "noinline"
+
+
+def _pool(module):
+    pool = module.get_global(_POOL)
+    if pool is None:
+        pool = module.add_global(_POOL, _POOL_TYPE, ZeroInitializer(_POOL_TYPE),
+                                 prefix="internal")
+    return pool
+
+
+def _slot(b: IRBuilder, module, cls, k: int):
+    """The pool's ``k``-th slot of size class ``cls``."""
+    index = b.add(b.mul(cls, const_int(T.i64, SLOTS)), const_int(T.i64, k))
+    return b.gep(_POOL_TYPE, _pool(module), [const_int(T.i64, 0), index])
+
+
+def tape_free(module):
+    """``void pyzyme.tape_free(ptr p)``: keep the block in a free slot of its class (or, all
+    taken, in the first, freeing the block it displaces); nothing for null."""
+    fn = module.get_function(_FREE)
+    if fn is not None:
+        return fn
+    fn = module.add_function(_FREE, T.FunctionType(T.void, [T.ptr]), prefix="internal")
+    fn.suffix = _OUT_OF_LINE
+    p = fn.args[0]
+    p.name = "p"
+    entry, keep = fn.append_block("entry"), fn.append_block("keep")
+    tries = [fn.append_block(f"try.{k}") for k in range(1, SLOTS)]
+    full, drop, done = (fn.append_block(n) for n in ("full", "drop", "done"))
+    b = IRBuilder(entry)
+    b.cbranch(b.icmp("eq", p, const_null(T.ptr)), done, keep)
+    b.position_at_end(keep)
+    header = b.gep(T.i8, p, [const_int(T.i64, -_HEADER)], name="header")
+    size = b.load(T.i64, header, name="size")
+    cttz = module.declare("llvm.cttz.i64", T.FunctionType(T.i64, [T.i64, T.i1]))
+    cls = b.call(cttz, [size, const_int(T.i1, 1)], name="class")
+    for k, fail in enumerate([*tries, full]):
+        pair = b.cmpxchg(_slot(b, module, cls, k), const_null(T.ptr), header, "seq_cst",
+                         "seq_cst")
+        b.cbranch(b.extractvalue(pair, 1, name=f"kept.{k}"), done, fail)
+        b.position_at_end(fail)
+    old = b.atomicrmw("xchg", _slot(b, module, cls, 0), header, "seq_cst", name="displaced")
+    b.cbranch(b.icmp("eq", old, const_null(T.ptr)), done, drop)
+    b.position_at_end(drop)
+    b.call(module.declare("free", T.FunctionType(T.void, [T.ptr])), [old])
+    b.br(done)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
+
+
+def tape_realloc(module):
+    """``ptr pyzyme.tape_realloc(ptr old, i64 bytes)``: a block of at least ``bytes``, holding
+    ``old``'s contents (``old`` itself when it is big enough)."""
+    fn = module.get_function(_REALLOC)
+    if fn is not None:
+        return fn
+    fn = module.add_function(_REALLOC, T.FunctionType(T.ptr, [T.ptr, T.i64]),
+                             prefix="internal")
+    fn.suffix = _OUT_OF_LINE
+    old, nbytes = fn.args
+    old.name, nbytes.name = "old", "bytes"
+    blocks = ("entry", "check", "fresh", "take", "make", "got", "copy", "done")
+    entry, check, fresh, take, make, got, copy, done = (fn.append_block(n) for n in blocks)
+    b = IRBuilder(entry)
+    need = b.add(nbytes, const_int(T.i64, _HEADER), name="need")
+    is_null = b.icmp("eq", old, const_null(T.ptr))
+    b.cbranch(is_null, fresh, check)
+
+    b.position_at_end(check)
+    old_header = b.gep(T.i8, old, [const_int(T.i64, -_HEADER)])
+    old_size = b.load(T.i64, old_header, name="old.size")
+    b.cbranch(b.icmp("uge", old_size, need), done, fresh)
+
+    b.position_at_end(fresh)
+    ctlz = module.declare("llvm.ctlz.i64", T.FunctionType(T.i64, [T.i64, T.i1]))
+    bits = b.sub(const_int(T.i64, 64),
+                 b.call(ctlz, [b.sub(need, const_int(T.i64, 1)), const_int(T.i1, 0)]))
+    small = b.icmp("ult", bits, const_int(T.i64, _MIN_CLASS))
+    cls = b.select(small, const_int(T.i64, _MIN_CLASS), bits, name="class")
+    looks = [fn.append_block(f"look.{k}") for k in range(1, SLOTS)]
+    spares = []
+    for k, empty in enumerate([*looks, make]):
+        spare = b.atomicrmw("xchg", _slot(b, module, cls, k), const_null(T.ptr), "seq_cst",
+                            name=f"spare.{k}")
+        spares.append((spare, b.block))
+        b.cbranch(b.icmp("eq", spare, const_null(T.ptr)), empty, take)
+        b.position_at_end(empty)
+
+    b.position_at_end(take)
+    spare = b.phi(T.ptr, name="spare")
+    for value, block in spares:
+        spare.add_incoming(value, block)
+    b.br(got)
+
+    b.position_at_end(make)
+    size = b.shl(const_int(T.i64, 1), cls, name="size")
+    malloc = module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
+    block = b.call(malloc, [size], name="block")
+    b.store(size, block)
+    b.br(got)
+
+    b.position_at_end(got)
+    header = b.phi(T.ptr, name="header")
+    header.add_incoming(spare, take)
+    header.add_incoming(block, make)
+    data = b.gep(T.i8, header, [const_int(T.i64, _HEADER)], name="data")
+    b.cbranch(is_null, done, copy)
+
+    b.position_at_end(copy)
+    memcpy = module.declare("llvm.memcpy.p0.p0.i64",
+                   T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
+    outgrown = b.gep(T.i8, old, [const_int(T.i64, -_HEADER)], name="outgrown")
+    old_bytes = b.sub(b.load(T.i64, outgrown), const_int(T.i64, _HEADER))
+    b.call(memcpy, [data, old, old_bytes, const_int(T.i1, 0)])
+    # An outgrown block goes back to the C library, not to the pool: the next call starts at
+    # the capacity this one reaches (pyzyme.diff.tape.cache), so it would never ask for it again.
+    b.call(module.declare("free", T.FunctionType(T.void, [T.ptr])), [outgrown])
+    b.br(done)
+
+    b.position_at_end(done)
+    result = b.phi(T.ptr, name="result")
+    result.add_incoming(old, check)
+    result.add_incoming(data, got)
+    result.add_incoming(data, copy)
+    b.ret(result)
+    return fn
+
+
+def tape_capacity(module):
+    """``i64 pyzyme.tape_capacity(ptr hint, i64 capacity)``: the next capacity of a loop's
+    caches. From zero: the largest an earlier call reached (``hint``, at least
+    :data:`FIRST_CAPACITY`), so a derivative called again on the same sizes allocates its caches
+    once, at their final size, and copies nothing; after that, double. ``hint`` is raised to
+    the result."""
+    fn = module.get_function(_CAPACITY)
+    if fn is not None:
+        return fn
+    fn = module.add_function(_CAPACITY, T.FunctionType(T.i64, [T.ptr, T.i64]),
+                             prefix="internal")
+    fn.suffix = _OUT_OF_LINE
+    hint, cap = fn.args
+    hint.name, cap.name = "hint", "capacity"
+    entry, first, double, done = (fn.append_block(n) for n in ("entry", "first", "double",
+                                                                "done"))
+    b = IRBuilder(entry)
+    b.cbranch(b.icmp("eq", cap, const_int(T.i64, 0)), first, double)
+    b.position_at_end(first)
+    reached = b.atomicrmw("add", hint, const_int(T.i64, 0), "monotonic", name="reached")
+    least = const_int(T.i64, FIRST_CAPACITY)
+    start = b.select(b.icmp("ugt", reached, least), reached, least, name="start")
+    b.br(done)
+    b.position_at_end(double)
+    doubled = b.shl(cap, const_int(T.i64, 1), name="doubled")
+    b.br(done)
+    b.position_at_end(done)
+    new = b.phi(T.i64, name="new")
+    new.add_incoming(start, first)
+    new.add_incoming(doubled, double)
+    b.atomicrmw("umax", hint, new, "monotonic")
+    b.ret(new)
+    return fn

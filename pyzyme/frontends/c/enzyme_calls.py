@@ -1,0 +1,796 @@
+"""Enzyme's C/C++ calling convention: the ``__enzyme_*`` call sites of a module, read.
+
+A C program asks for a derivative by calling an undefined variadic function::
+
+    double __enzyme_autodiff(void *, ...);
+    int enzyme_dup, enzyme_const, enzyme_out;
+    ... __enzyme_autodiff((void *)f, enzyme_dup, x, dx, enzyme_const, n, y) ...
+
+The first argument is the function to differentiate; the rest are its arguments, each optionally
+preceded by a *marker*: the value (or address) of a global named ``enzyme_*``, or in IR written
+by other frontends a ``metadata !"enzyme_*"`` operand. :func:`find_call_sites` reads every such
+call into a :class:`CallSite` the way Enzyme does (``handleArguments`` in its ``Enzyme.cpp``):
+
+- without a marker, a pointer is duplicated (followed by its shadow), a float is active in
+  reverse mode and followed by its tangent in forward mode, an integer is constant;
+- ``enzyme_dup``/``enzyme_dupnoneed`` take the value and then its shadow (``width`` of them),
+  ``enzyme_dupv STRIDE`` one shadow base whose lanes are ``STRIDE`` bytes apart;
+  ``enzyme_out`` makes a float active, ``enzyme_const`` makes anything constant;
+- ``enzyme_width N`` asks for N tangents per argument (vector forward mode);
+- ``enzyme_const_return``/``enzyme_active_return``/``enzyme_dup_return`` set the result's kind,
+  ``enzyme_primal_return`` asks for the primal result too;
+- split mode: ``enzyme_tape PTR`` gives where the tape is kept, ``enzyme_allocated SIZE`` how
+  many bytes PTR has; otherwise ``__enzyme_augmentfwd`` returns the tape and
+  ``__enzyme_reverse`` takes the result's seed and then the tape after the arguments.
+
+Errors name the call site (``file.c:12`` from debug information when the module has it), the
+marker, and what was expected.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pyzyme import ir
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import instructions as I
+from pyzyme.ir.values import ConstantExpr, ConstantInt, GlobalVariable, MetadataValue, Null
+
+__all__ = ["ENTRY_POINTS", "CallSite", "Arg", "EnzymeCallError", "Registrations",
+           "find_call_sites", "find_registrations", "marker", "source_location"]
+
+#: Substrings of the names of Enzyme's entry points (C++ mangles them), and their modes.
+ENTRY_POINTS = (
+    ("__enzyme_autodiff", "reverse"),
+    ("__enzyme_fwddiff", "forward"),
+    ("__enzyme_augmentfwd", "augment"),
+    ("__enzyme_augmentsize", "size"),
+    ("__enzyme_reverse", "gradient"),
+    ("__enzyme_batch", "batch"),
+)
+# Entry points of Enzyme that pyzyme does not provide, and why.
+_NOT_PROVIDED = {
+    "__enzyme_fwdsplit": "split forward mode is not supported; use __enzyme_fwddiff",
+    "__enzyme_virtualreverse": "virtual reverse functions are not supported",
+    "__enzyme_todense": "sparse-to-dense conversions are not supported",
+    "__enzyme_truncate": "floating-point truncation is not supported",
+    "__enzyme_trace": "probabilistic programming is not supported",
+    "__enzyme_condition": "probabilistic programming is not supported",
+    "__enzyme_context": "contexts of global-variable shadows are not supported (pyzyme "
+                        "computes no derivatives with respect to global variables)",
+    "__enzyme_shadow": "shadows of global variables are not supported (pyzyme computes no "
+                       "derivatives with respect to global variables)",
+    "__enzyme_zero_shadows": "shadows of global variables are not supported",
+    "__enzyme_error_estimate": "floating-point error estimation is not supported",
+    "__enzyme_checkpoint_for": "checkpointed loops of <enzyme/checkpoint.h> are not supported "
+                               "(pyzyme.checkpoint and the tape_budget option checkpoint "
+                               "Numba code)",
+    "__enzyme_checkpoint_while": "checkpointed loops of <enzyme/checkpoint.h> are not "
+                                 "supported",
+    "__enzyme_fixed_point": "fixed-point iterations of <enzyme/fixed_point.h> are not "
+                            "supported",
+}
+#: Functions a program defines for Enzyme to call while it differentiates (its logging hooks).
+_HOOKS = ("enzymeLogGrad", "enzymeLogValue", "enzymeLogError", "enzymeLogRound")
+_ARG_MARKERS = {"enzyme_dup": "dup", "enzyme_dupnoneed": "dupnoneed", "enzyme_out": "active",
+                "enzyme_const": "const", "enzyme_dupv": "dup", "enzyme_dupnoneedv": "dupnoneed"}
+_RETURN_MARKERS = {"enzyme_const_return": "const", "enzyme_active_return": "active",
+                   "enzyme_dup_return": "dup"}
+_MANGLED_MARKER = re.compile(r"\d+(enzyme_[a-z0-9_]+)E$")
+
+
+class EnzymeCallError(UnsupportedError):
+    """A ``__enzyme_*`` call pyzyme cannot read: a wrong marker, too few or too many
+    arguments, a function it cannot find. The message starts with the call site."""
+
+
+@dataclass
+class Arg:
+    """One parameter of the differentiated function, as the call passes it: ``value`` and
+    ``shadows`` are positions in the call's argument list; with ``stride`` (``enzyme_dupv``)
+    ``shadows`` holds one base pointer and lane k is ``stride * k`` bytes after it."""
+
+    param: int
+    kind: str
+    value: int
+    shadows: tuple[int, ...] = ()
+    stride: int | None = None
+    #: A piece of a struct passed by value (``pyzyme_byval``): ``value`` and ``shadows`` are
+    #: the struct's addresses, and the parameter is loaded from this byte offset.
+    offset: int | None = None
+
+
+@dataclass
+class CallSite:
+    """One ``__enzyme_*`` call, read. Positions (``sret``, ``dret``, ``tape``, ...) index the
+    call's argument list; ``kept`` lists those passed on to the generated function."""
+
+    call: object
+    entry: str
+    mode: str
+    function: object
+    where: str
+    width: int = 1
+    args: list[Arg] = field(default_factory=list)
+    ret: str = "const"
+    primal_return: bool = False
+    sret: int | None = None
+    #: The function's own struct-return parameter (forward mode: the call passes no value
+    #: for it; the result and its tangent are the call's own result).
+    result_param: int | None = None
+    dret: int | None = None
+    tape: int | None = None
+    tape_is_pointer: bool = False
+    allocated: int | None = None
+    nofree: bool = False
+    runtime_activity: bool = False
+    size_kinds: list[str] = field(default_factory=list)
+
+    @property
+    def kinds(self) -> list[str]:
+        return [a.kind for a in self.args]
+
+    @property
+    def kept(self) -> list[int]:
+        """Call argument positions the generated function takes, in order."""
+        out = [] if self.sret is None else [self.sret]
+        for a in self.args:
+            out.append(a.value)
+            out += list(a.shadows)
+            if a.stride is not None:
+                out.append(a.stride)
+        out += [p for p in (self.dret, self.tape) if p is not None]
+        return sorted(set(out))  # the pieces of a struct share its addresses
+
+    def error(self, message: str, hint: str | None = None) -> EnzymeCallError:
+        return EnzymeCallError(f"{self.where}: {message}", hint=hint)
+
+
+def marker(value) -> str | None:
+    """The Enzyme marker ``value`` stands for (``"enzyme_dup"``), or None.
+
+    >>> g = ir.GlobalVariable("enzyme_dup", ir.i32)
+    >>> marker(I.Load(ir.i32, g)), marker(g), marker(MetadataValue('!"enzyme_out"'))
+    ('enzyme_dup', 'enzyme_dup', 'enzyme_out')
+    >>> marker(ir.const_int(ir.i32, 0)) is None
+    True
+    """
+    value = through_locals(value)
+    if isinstance(value, (I.Load, I.Cast)) and value.operands:
+        value = value.operands[0]
+    if isinstance(value, ConstantExpr) and value.operands:
+        value = value.operands[0]
+    if isinstance(value, GlobalVariable):
+        name = value.name
+        if name.startswith(("enzyme_", "pyzyme_")):
+            return name
+        m = _MANGLED_MARKER.search(name)
+        return m.group(1) if m else None
+    if isinstance(value, MetadataValue):
+        m = re.fullmatch(r'!"(enzyme_[A-Za-z0-9_]+)"', value.text.strip())
+        return m.group(1) if m else None
+    return None
+
+
+def through_locals(value):
+    """``value`` with unoptimised code's detours taken out: a load from a stack slot stored
+    once is the value stored (at -O0 each parameter of an inlined helper, such as those of
+    ``<enzyme/enzyme>``, passes through such a slot)."""
+    for _ in range(64):
+        if not (isinstance(value, I.Load) and isinstance(value.pointer, I.Alloca)):
+            return value
+        stores = [u for u in value.pointer.users if isinstance(u, I.Store)]
+        if len(stores) != 1 or stores[0].pointer is not value.pointer:
+            return value
+        value = stores[0].value
+    return value
+
+
+def entry_mode(name: str) -> str | None:
+    """The mode of the Enzyme entry point ``name`` (mangled or not), or None."""
+    for key, mode in ENTRY_POINTS:
+        if key in name:
+            return mode
+    return None
+
+
+# ------------------------------------------------------------------------ source locations
+class _DebugInfo:
+    """``!N = !DILocation(...)`` and friends of a module, for naming call sites."""
+
+    def __init__(self, module) -> None:
+        self.nodes: dict[str, str] = {}
+        for section, text in module.extra_lines:
+            if section == "metadata":
+                m = re.match(r"(!\d+)\s*=\s*(?:distinct\s+)?(.*)", text)
+                if m:
+                    self.nodes[m.group(1)] = m.group(2)
+        self.default = module.source_filename or module.name or "<module>"
+
+    def field(self, node: str, name: str) -> str | None:
+        m = re.search(rf"\b{name}:\s*(\"(?:[^\"\\]|\\.)*\"|[^,)]+)", self.nodes.get(node, ""))
+        return m.group(1).strip().strip('"') if m else None
+
+    def location(self, inst) -> str:
+        dbg = next((t for k, t in getattr(inst, "metadata", ()) if k == "dbg"), None)
+        line = self.field(dbg, "line") if dbg else None
+        if line is None:
+            fn = inst.function.name if inst.parent is not None else "?"
+            return f"{self.default} (in @{fn})"
+        filename = self._filename(dbg)
+        for _ in range(16):  # code inlined from pyzyme's own headers: name the user's call
+            outer = self.field(dbg, "inlinedAt")
+            if outer is None or not _SHIPPED_HEADER.search(filename or ""):
+                break
+            dbg, line = outer, self.field(outer, "line") or line
+            filename = self._filename(dbg)
+        return f"{filename or self.default}:{line}"
+
+    def _filename(self, dbg: str) -> str | None:
+        scope = self.field(dbg, "scope")
+        for _ in range(16):  # lexical blocks nest; their chain ends at the subprogram
+            if scope is None:
+                return None
+            file = self.field(scope, "file")
+            if file is not None:
+                return self.field(file, "filename")
+            scope = self.field(scope, "scope")
+        return None
+
+
+# The headers pyzyme cc puts on the include path (<enzyme/enzyme>...): a location inside one
+# is reported where the user's code called it.
+_SHIPPED_HEADER = re.compile(r"pyzyme[/\\]frontends[/\\]include[/\\]")
+
+
+def source_location(module, inst) -> str:
+    """``file.c:LINE`` of ``inst`` from the module's debug information, or the module's
+    source file and the function when there is none."""
+    return _DebugInfo(module).location(inst)
+
+
+# ------------------------------------------------------------------------ reading calls
+def _function_of(value, depth: int = 2):
+    """The function a call passes as its first argument (through casts and an -O0 local, or
+    returned by a call of a function that always returns it: at -O0, a lambda's conversion
+    to a function pointer)."""
+    value = through_locals(value)
+    if isinstance(value, ConstantExpr) and value.operands:
+        value = value.operands[0]
+    value = through_locals(value)
+    callee = value.called_function if isinstance(value, I.Call) else None
+    if depth and callee is not None and not callee.is_declaration:
+        found = {_function_of(r.value, depth - 1) for r in callee.instructions()
+                 if isinstance(r, I.Ret) and r.value is not None}
+        return found.pop() if len(found) == 1 else None
+    return value if isinstance(value, ir.Function) else None
+
+
+def find_call_sites(module) -> list[CallSite]:
+    """Every ``__enzyme_*`` call of ``module``, read (see the module docstring).
+
+    Raises
+    ------
+    EnzymeCallError
+        For a call that cannot be read, naming its source location.
+    """
+    debug = _DebugInfo(module)
+    for fn in module.functions:
+        hook = next((h for h in _HOOKS if fn.name in (h, f"_Z{len(h)}{h}") or
+                     fn.name.startswith(f"_Z{len(h)}{h}")), None)  # C or C++ spelling
+        if hook is not None and not fn.is_declaration:
+            raise EnzymeCallError(f"{debug.default}: the program defines {hook}, a logging hook "
+                                  f"of Enzyme's; pyzyme does not call it",
+                                  hint=f"remove {hook}, or rename it if it is not meant for "
+                                       f"Enzyme")
+    sites = []
+    for fn in module.functions:
+        for inst in list(fn.instructions()):
+            if not isinstance(inst, I.CallBase) or inst.called_function is None:
+                continue
+            name = inst.called_function.name
+            if "__enzyme_" not in name:
+                continue
+            where = debug.location(inst)
+            for key, why in _NOT_PROVIDED.items():
+                if key in name:
+                    raise EnzymeCallError(f"{where}: {key}: {why}")
+            mode = entry_mode(name)
+            if mode is None:
+                continue
+            sites.append(_read(inst, name, mode, where))
+    return sites
+
+
+def _read(call, name: str, mode: str, where: str) -> CallSite:
+    args = call.args
+    sret = 0 if args and "sret" in (call.arg_attrs[0] or "") else None
+    first = 0 if sret is None else 1
+    if len(args) <= first:
+        raise EnzymeCallError(f"{where}: {name} needs the function to differentiate as its "
+                              f"first argument")
+    fn = _function_of(args[first])
+    if fn is None:
+        raise EnzymeCallError(f"{where}: the first argument of {name} is not a function "
+                              f"pyzyme can find ({show(args[first])})",
+                              hint="pass the function itself, e.g. (void*)f")
+    site = CallSite(call, name, mode, fn, where, sret=sret)
+    if fn.is_declaration:
+        raise site.error(f"{fn.ref} has no body in this module to differentiate",
+                         hint="define it in the same translation unit")
+    site.result_param = next((i for i, a in enumerate(fn.args) if "sret" in a.attrs), None)
+    if site.result_param is not None and mode != "forward":
+        raise site.error(f"{fn.ref} returns a struct through memory (sret), which pyzyme "
+                         f"differentiates in forward mode only",
+                         hint="return it through a pointer argument instead")
+    if mode == "batch":
+        return _read_batch(site, args, first + 1)
+    forward = mode == "forward"
+    # A struct returned through memory has a tangent unless the call says otherwise.
+    site.ret = "dup" if site.result_param is not None else _default_kind(fn.return_type,
+                                                                          forward)
+    for v in args[first + 1:]:
+        m = marker(v)
+        if m in _RETURN_MARKERS:
+            site.ret = _RETURN_MARKERS[m]
+        elif m == "enzyme_primal_return":
+            site.primal_return = True
+        elif m == "enzyme_noret":
+            raise site.error("enzyme_noret is not supported")
+    if site.primal_return and mode not in ("reverse", "forward"):
+        raise site.error("enzyme_primal_return is only available in __enzyme_autodiff and "
+                         "__enzyme_fwddiff")
+    _read_width(site, args, first + 1)
+    _read_args(site, args, first + 1)
+    return site
+
+
+def _default_kind(ty, forward: bool) -> str:
+    from pyzyme.frontends.llvm_ad import default_kind
+
+    if ty == ir.void:
+        return "const"
+    return default_kind(ty, forward)
+
+
+def show(value) -> str:
+    """``value`` as its function prints it (unnamed values by their number)."""
+    from pyzyme.ir.printer import _slots
+
+    try:
+        return value.ref
+    except ValueError:
+        fn = getattr(value, "function", None)
+        slot = _slots(fn).get(value) if fn is not None else None
+        return f"%{slot}" if slot is not None else f"a {value.type} value"
+
+
+def _const_int(site: CallSite, args, i: int, what: str) -> int:
+    value = through_locals(args[i]) if i < len(args) else None
+    if not isinstance(value, ConstantInt):
+        got = show(args[i]) if i < len(args) else "nothing"
+        raise site.error(f"{what} must be followed by a constant integer, got {got}")
+    return value.value
+
+
+def _read_width(site: CallSite, args, start: int) -> None:
+    seen = False
+    for i in range(start, len(args)):
+        if marker(args[i]) == "enzyme_width":
+            if seen:
+                raise site.error("enzyme_width is given twice")
+            site.width = _const_int(site, args, i + 1, "enzyme_width")
+            seen = True
+    if site.width < 1:
+        raise site.error(f"enzyme_width must be at least 1, got {site.width}")
+    if site.width > 1 and site.mode not in ("forward", "batch"):
+        raise site.error("enzyme_width > 1 is supported in __enzyme_fwddiff and __enzyme_batch "
+                         "only")
+
+
+def _read_args(site: CallSite, args, start: int) -> None:
+    fn, params = site.function, site.function.function_type.params
+    forward = site.mode == "forward"
+    param, i, n = 0, start, len(args)
+    while i < n:
+        m = marker(args[i])
+        kind, stride, skip, size = None, None, False, None
+        while m is not None:
+            if m == "pyzyme_byval":  # <enzyme/enzyme>: a struct by value, by address
+                size = _const_int(site, args, i + 1, m)
+                i += 1
+            elif m in _ARG_MARKERS:
+                kind = _ARG_MARKERS[m]
+                if m.endswith("v"):
+                    i += 1
+                    if i >= n or not args[i].type.is_int:
+                        raise site.error(f"{m} must be followed by an integer stride in bytes")
+                    stride = i
+            elif m == "enzyme_allocated":
+                # The size of the caller's tape buffer; checked when it is a constant.
+                if i + 1 >= n or not args[i + 1].type.is_int:
+                    raise site.error("enzyme_allocated must be followed by the tape's size")
+                size = args[i + 1]
+                site.allocated = size.value if isinstance(size, ConstantInt) else None
+                i, skip = i + 1, True
+            elif m == "enzyme_tape":
+                if i + 1 >= n:
+                    raise site.error("enzyme_tape must be followed by the tape's address")
+                site.tape, site.tape_is_pointer = i + 1, True
+                i, skip = i + 1, True
+            elif m == "enzyme_width":
+                i, skip = i + 1, True
+            elif m == "enzyme_nofree":
+                site.nofree = skip = True
+            elif m == "enzyme_runtime_activity":
+                site.runtime_activity = skip = True
+            elif m in ("enzyme_strong_zero",) or m in _RETURN_MARKERS or \
+                    m == "enzyme_primal_return":
+                skip = True
+            elif m in ("enzyme_not_overwritten", "enzyme_nocache"):
+                # A promise about the argument that follows (it is not overwritten between
+                # the passes, so Enzyme need not cache it): pyzyme finds what is overwritten
+                # and caches that, which the promise does not change.
+                pass
+            else:
+                raise site.error(f"unknown marker {m}",
+                                 hint="markers are enzyme_dup, enzyme_dupnoneed, enzyme_out, "
+                                      "enzyme_const, enzyme_width, enzyme_tape, "
+                                      "enzyme_allocated, enzyme_primal_return, "
+                                      "enzyme_const_return, enzyme_active_return, ...")
+            if skip:
+                break
+            if site.mode == "size":
+                site.size_kinds.append(kind)
+                skip = True
+                break
+            i += 1
+            if i >= n:
+                raise site.error(f"{m} is the last argument: it must be followed by the "
+                                 f"argument it marks")
+            m = marker(args[i])
+        if skip:
+            i += 1
+            continue
+        if param == site.result_param:
+            param += 1  # passed by the call as its own result
+        if param >= len(params):
+            _extra_argument(site, args, i)
+            i += 1
+            continue
+        if size is not None:
+            i, param = _read_struct(site, args, i, param, kind or "const", size)
+            continue
+        ty = params[param]
+        kind = kind or _default_kind(ty, forward)
+        _check_kind(site, param, kind, ty)
+        arg = Arg(param, kind, i, stride=stride)
+        if kind in ("dup", "dupnoneed"):
+            lanes = 1 if stride is not None else site.width
+            if i + lanes >= n:
+                raise site.error(
+                    f"argument {param} of {fn.ref} ({ty}) is {kind}, but the call ends before "
+                    f"its shadow", hint="a duplicated argument is followed by its shadow "
+                                        "(its tangent, in forward mode)")
+            arg.shadows = tuple(range(i + 1, i + 1 + lanes))
+            i += lanes
+        site.args.append(arg)
+        param += 1
+        i += 1
+    if site.mode == "size":
+        return
+    if param == site.result_param:
+        param += 1
+    if param < len(params):
+        own = len(params) - (site.result_param is not None)
+        raise site.error(f"{fn.ref} takes {own} arguments, the call passes {len(site.args)}")
+    if site.mode == "gradient" and site.tape is None:
+        raise site.error("__enzyme_reverse needs the tape: after the arguments (and the "
+                         "result's seed), or with enzyme_tape")
+    if site.allocated is not None and site.allocated < 8:
+        raise site.error(f"enzyme_allocated {site.allocated}: pyzyme's tape is one pointer "
+                         f"(8 bytes); allocate at least 8 (__enzyme_augmentsize says 8)")
+
+
+def _read_struct(site: CallSite, args, i: int, param: int, kind: str, size: int):
+    """A struct of ``size`` bytes passed by value, given by its address at ``i`` (and its
+    shadows' after it): the parameters the C ABI made of it, from ``param`` on. Each is one
+    piece of the struct (an eightbyte on x86-64, loaded from its offset), or the whole of it
+    (``byval``: the address itself). Returns where the call and the parameters go on."""
+    from pyzyme.analysis.layout import sizeof
+    from pyzyme.frontends.llvm_ad import _is_floaty
+
+    fn, params = site.function, site.function.function_type.params
+    lanes = site.width if kind in ("dup", "dupnoneed") else 0
+    if i + lanes >= len(args) or any(not args[j].type.is_pointer
+                                     for j in range(i, i + lanes + 1)):
+        raise site.error(f"pyzyme_byval: the {size}-byte struct passed by value as argument "
+                         f"{param} of {fn.ref} must be followed by its address"
+                         f"{' and its shadow' if lanes else ''}")
+    shadows = tuple(range(i + 1, i + 1 + lanes))
+    pieces, offset = [], 0
+    if "byval" in fn.args[param].attrs:
+        pieces = [(param, None)]
+    while not pieces or (pieces[-1][1] is not None and offset < size):
+        p = param + len(pieces)
+        if p >= len(params) or "byval" in fn.args[p].attrs:
+            raise site.error(f"a {size}-byte struct passed by value as argument {param} of "
+                             f"{fn.ref} does not match its parameters",
+                             hint="pass the struct by reference or pointer")
+        pieces.append((p, offset))
+        offset = (offset + sizeof(params[p]) + 7) // 8 * 8
+    for p, off in pieces:
+        ty = params[p]
+        if lanes and not (ty.is_pointer or _is_floaty(ty)):
+            raise site.error(f"a struct passed by value as argument {param} of {fn.ref} is "
+                             f"{kind}, but the C ABI passes part of it as {ty}, which may "
+                             f"hold float bits", hint="pass the struct by reference or pointer")
+        _check_kind(site, p, kind, ty)
+        site.args.append(Arg(p, kind, i, shadows if lanes else (), offset=off))
+    return i + 1 + lanes, param + len(pieces)
+
+
+def _extra_argument(site: CallSite, args, i: int) -> None:
+    """An argument after the function's own: the seed and the tape of ``__enzyme_reverse``."""
+    if site.mode == "gradient":
+        if site.ret == "active" and site.dret is None:
+            site.dret = i
+            return
+        if site.tape is None:
+            site.tape = i
+            return
+    fn = site.function
+    raise site.error(f"too many arguments: {fn.ref} takes {len(fn.function_type.params)}, "
+                     f"and {show(args[i])} is one more")
+
+
+def _check_kind(site: CallSite, param: int, kind: str, ty) -> None:
+    from pyzyme.frontends.llvm_ad import _is_floaty
+
+    what = f"argument {param} of {site.function.ref} ({ty})"
+    if kind == "active" and not _is_floaty(ty):
+        raise site.error(f"{what} is marked enzyme_out, but only floats can be active",
+                         hint="pointers are enzyme_dup, integers enzyme_const")
+    if kind in ("dup", "dupnoneed") and not ty.is_pointer and not (
+            site.mode == "forward" and _is_floaty(ty)):
+        raise site.error(f"{what} is marked enzyme_{kind}, but only pointers have shadows in "
+                         f"reverse mode", hint="floats are enzyme_out, integers enzyme_const")
+
+
+def _read_batch(site: CallSite, args, start: int) -> CallSite:
+    """``__enzyme_batch``: each argument ``enzyme_scalar`` (one value for every lane) or
+    ``enzyme_vector`` (one value per lane, the default when the width is above 1)."""
+    _read_width(site, args, start)
+    params = site.function.function_type.params
+    param, i, n = 0, start, len(args)
+    while i < n:
+        m = marker(args[i])
+        if m == "enzyme_width":
+            i += 2
+            continue
+        kind = "vector" if site.width > 1 else "scalar"
+        if m in ("enzyme_scalar", "enzyme_vector"):
+            kind = m[len("enzyme_"):]
+            i += 1
+        elif m is not None:
+            raise site.error(f"unknown marker {m} in __enzyme_batch",
+                             hint="use enzyme_width, enzyme_scalar and enzyme_vector")
+        if param >= len(params):
+            raise site.error(f"too many arguments for {site.function.ref}")
+        lanes = site.width if kind == "vector" else 1
+        if i + lanes > n:
+            raise site.error(f"argument {param} of {site.function.ref} is a vector of "
+                             f"{site.width} values; the call ends before them")
+        site.args.append(Arg(param, kind, i, tuple(range(i + 1, i + lanes))))
+        param += 1
+        i += lanes
+    if param < len(params):
+        raise site.error(f"{site.function.ref} takes {len(params)} arguments, the call "
+                         f"passes {param}")
+    return site
+
+
+# ------------------------------------------------------------------------ registrations
+@dataclass
+class Registrations:
+    """What a module declares about its functions through Enzyme's globals:
+
+    - ``void *__enzyme_inactivefn[] = {(void *)f, ...};``: calls of ``f`` carry no
+      derivative (``inactive``);
+    - ``void *__enzyme_function_like[2] = {(void *)mylog, "log"};``: ``mylog`` is
+      differentiated as the C library's ``log`` (``like``);
+    - ``void *__enzyme_register_gradient_f[3] = {(void *)f, (void *)aug, (void *)rev};`` and
+      ``void *__enzyme_register_derivative_f[2] = {(void *)f, (void *)fwd};``: ``f``'s
+      derivatives are those functions (``registered``: ``{"f": {"augmented": "aug",
+      "reverse": "rev", "forward": "fwd", "source": "@__enzyme_register_gradient_f"}}``;
+      see :mod:`pyzyme.diff.calls.registered` for their conventions);
+    - Enzyme's attributes, which reach the IR as annotations (``pyzyme cc`` spells them
+      so: ``pyzyme/frontends/c/include/pyzyme_enzyme_attributes.h``):
+      ``__attribute__((enzyme_inactive))`` on a function (``inactive``) or a global variable
+      (``inactive_globals``), ``enzyme_function_like("log1p")`` (``like``),
+      ``enzyme_shadow(g_shadow)`` on a global (``shadows``: global -> its shadow);
+    - ``void *__enzyme_allocation_like[4] = {(void *)alloc, (void *)1, (void *)"2,-1",
+      (void *)dealloc};``: ``alloc`` allocates memory of the size its argument 1 gives (its
+      shadow comes from another call of it), which ``dealloc(alloc's argument 2, the
+      memory)`` frees (``allocation_like``: ``{"alloc": {"size_arg": 1, "free": "dealloc",
+      "free_pointer": 1, "source": ...}}``).
+    """
+
+    inactive: list[str] = field(default_factory=list)
+    like: dict[str, str] = field(default_factory=dict)
+    registered: dict[str, dict] = field(default_factory=dict)
+    inactive_globals: list[str] = field(default_factory=list)
+    shadows: dict[str, str] = field(default_factory=dict)
+    allocation_like: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def rule_functions(self) -> list[str]:
+        """The functions the registrations name: ruled functions and their derivatives,
+        allocators and their deallocators."""
+        out = []
+        for name, reg in self.registered.items():
+            out += [name] + [reg[k] for k in ("forward", "augmented", "reverse") if reg.get(k)]
+        for name, reg in self.allocation_like.items():
+            out += [name] + ([reg["free"]] if reg.get("free") else [])
+        return list(dict.fromkeys(out))
+
+
+def _elements(gv) -> list:
+    init = gv.initializer
+    return list(getattr(init, "elements", None) or ([init] if init is not None else []))
+
+
+def _c_string(value) -> str | None:
+    init = getattr(value, "initializer", None)
+    text = getattr(init, "text", None)
+    return text.split("\\00")[0] if text is not None else None
+
+
+def _strip(value):
+    while isinstance(value, ConstantExpr) and value.operands:
+        value = value.operands[0]
+    return value
+
+
+# Enzyme's registration globals: how many functions each lists, and what they are.
+_REGISTER = (("__enzyme_register_gradient", ("primal", "augmented", "reverse"),
+              "{(void *)f, (void *)augmented_f, (void *)reverse_f}"),
+             ("__enzyme_register_derivative", ("primal", "forward"),
+              "{(void *)f, (void *)forward_f}"),
+             ("__enzyme_register_splitderivative", ("primal", "augmented", "splitderivative"),
+              "{(void *)f, (void *)augmented_f, (void *)derivative_f}"))
+
+
+def _read_registration(gv, where: str, roles, shape: str, out: Registrations) -> None:
+    items = [_strip(e) for e in _elements(gv)]
+    fns = items[:len(roles)]
+    if gv.initializer is None or len(items) != len(roles) or \
+            not all(isinstance(f, ir.Function) for f in fns):
+        got = ", ".join(show(e) if not isinstance(e, ir.Function) else e.ref for e in items)
+        raise EnzymeCallError(
+            f"{where}: {gv.ref} must be {shape}: {len(roles)} functions, got "
+            f"{{{got or 'nothing'}}}",
+            hint="list the function first, then its derivatives, each cast to (void *); "
+                 "Enzyme's byref_ arguments are not supported")
+    primal = fns[0].name
+    reg = out.registered.setdefault(primal, {"source": ""})
+    for role, fn in zip(roles[1:], fns[1:]):
+        if role == "splitderivative":
+            continue  # only __enzyme_fwdsplit uses it, which pyzyme does not provide
+        if reg.get(role) not in (None, fn.name):
+            raise EnzymeCallError(f"{where}: {gv.ref} registers a second {role} function "
+                                  f"for {fns[0].ref} ({fn.ref}, after @{reg[role]})")
+        reg[role] = fn.name
+    reg["source"] = " and ".join(filter(None, [reg["source"], f"{where}: {gv.ref}"]))
+
+
+def find_registrations(module) -> Registrations:
+    """The :class:`Registrations` of ``module``.
+
+    Raises
+    ------
+    EnzymeCallError
+        For a malformed registration, naming its global.
+    """
+    out = Registrations()
+    where = module.source_filename or module.name or "<module>"
+    for gv in module.globals:
+        name = gv.name
+        found = next((r for r in _REGISTER if r[0] in name), None)
+        if found is not None:
+            _read_registration(gv, where, found[1], found[2], out)
+        elif name.startswith("__enzyme_inactivefn"):
+            for e in _elements(gv):
+                e = _strip(e)
+                if isinstance(e, ir.Function):
+                    out.inactive.append(e.name)
+        elif name.startswith("__enzyme_allocation_like"):
+            _read_allocation_like(gv, where, out)
+        elif name.startswith("__enzyme_function_like"):
+            items = _elements(gv)
+            fn = items[0] if items else None
+            like = _c_string(items[1]) if len(items) > 1 else None
+            if not isinstance(fn, ir.Function) or not like:
+                raise EnzymeCallError(f"{where}: {name} must be {{(void *)function, "
+                                      f"\"name\"}}")
+            out.like[fn.name] = like
+    annotations = module.get_global("llvm.global.annotations")
+    if annotations is not None:
+        for entry in _elements(annotations):
+            _read_annotation(entry, out)
+    for primal, reg in out.registered.items():
+        if "augmented" in reg and primal in out.inactive:
+            raise EnzymeCallError(f"{reg['source']} registers a gradient for @{primal}, which "
+                                  f"__enzyme_inactivefn declares inactive")
+    return out
+
+
+def _read_allocation_like(gv, where: str, out: Registrations) -> None:
+    """``{(void *)alloc, (void *)SIZE_ARG, (void *)"DEALLOC_ARGS", (void *)dealloc}``:
+    DEALLOC_ARGS lists, for each argument of ``dealloc``, the argument of ``alloc`` passed
+    there, or -1 for the memory itself."""
+    items = [_strip(e) for e in _elements(gv)]
+    shape = (f"{where}: {gv.name} must be {{(void *)alloc, (void *)size_argument, "
+             f"(void *)\"deallocator arguments\", (void *)dealloc}}")
+    if len(items) != 4 or not isinstance(items[0], ir.Function) or \
+            not isinstance(items[1], (ConstantInt, Null)):
+        raise EnzymeCallError(shape)
+    alloc, size_arg = items[0], getattr(items[1], "value", 0)  # (void *)0 is null
+    if not 0 <= size_arg < len(alloc.function_type.params) or \
+            not alloc.function_type.params[size_arg].is_int:
+        raise EnzymeCallError(f"{where}: {gv.name}: argument {size_arg} of {alloc.ref} is not "
+                              f"an integer size")
+    reg = {"size_arg": size_arg, "source": f"@{gv.name}"}
+    if isinstance(items[3], ir.Function):
+        spec = _c_string(items[2]) or ""
+        try:
+            roles = [int(t) for t in spec.split(",") if t.strip()]
+        except ValueError:
+            raise EnzymeCallError(f"{shape}; the deallocator's arguments are not "
+                                  f"{spec!r}") from None
+        if roles.count(-1) != 1 or len(roles) != len(items[3].function_type.params):
+            raise EnzymeCallError(f"{shape}: {spec!r} must name each argument of "
+                                  f"{items[3].ref}, one of them the memory (-1)")
+        reg.update(free=items[3].name, free_pointer=roles.index(-1))
+    out.allocation_like[alloc.name] = reg
+
+
+# Enzyme's attributes as pyzyme_enzyme_attributes.h spells them, and what they carry.
+_HINT_ANNOTATIONS = ("enzyme_no_escaping_allocation", "enzyme_notypeanalysis")
+
+
+def _read_annotation(entry, out: Registrations) -> None:
+    """One ``{ptr @decl, ptr @"text", ptr @file, i32 line, ptr @args}`` of
+    ``@llvm.global.annotations``: an Enzyme attribute, recorded in ``out``."""
+    fields = list(getattr(entry, "elements", None) or ())
+    if len(fields) < 4:
+        return
+    decl, text = _strip(fields[0]), _c_string(_strip(fields[1]))
+    if text is None or not text.startswith("enzyme_"):
+        return
+    file = _c_string(_strip(fields[2])) or "<module>"
+    line = getattr(fields[3], "value", "?")
+    where = f"{file}:{line}"
+    name, _, value = text.partition(":")
+    is_fn = isinstance(decl, ir.Function)
+    if name in ("enzyme_inactive", "enzyme_inactive_noblock") and is_fn:
+        out.inactive.append(decl.name)
+    elif name == "enzyme_inactive" and isinstance(decl, GlobalVariable):
+        out.inactive_globals.append(decl.name)
+    elif name == "enzyme_function_like" and is_fn and value:
+        out.like[decl.name] = value
+    elif name == "enzyme_shadow" and isinstance(decl, GlobalVariable):
+        args = list(getattr(getattr(_strip(fields[4]), "initializer", None), "elements", None)
+                    or ()) if len(fields) > 4 else []
+        shadow = _strip(args[0]) if args else None
+        if not isinstance(shadow, GlobalVariable):
+            raise EnzymeCallError(f"{where}: enzyme_shadow of {decl.ref} must name a global "
+                                  f"variable")
+        out.shadows[decl.name] = shadow.name
+    elif name in _HINT_ANNOTATIONS:
+        pass  # facts pyzyme's own analyses establish
+    else:
+        raise EnzymeCallError(f"{where}: the Enzyme attribute {name} on {decl.ref} is not "
+                              f"supported", hint="pyzyme reads enzyme_inactive, "
+                              "enzyme_inactive_noblock, enzyme_function_like and enzyme_shadow")

@@ -1,0 +1,73 @@
+"""Hessian-vector products of ``@njit`` functions: forward mode over the IR of reverse mode.
+
+The gradient of ``f`` is a function pyzyme wrote in LLVM IR
+(:func:`~pyzyme.frontends.numba.derive.reverse.reverse_module`): loops, caches, adjoint slots
+and all. Differentiating *that* in forward mode, in the direction ``v`` of ``x``, gives the
+directional derivative of the gradient: ``H v``, at a small multiple of the gradient's cost and
+without forming ``H``. Nothing here is special to second derivatives but the signature.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyzyme import ir, options, pipeline
+from pyzyme.analysis.activity import Activity
+from pyzyme.analysis.layout import sizeof
+from pyzyme.diff.forward.generator import ExtraParam, ForwardGenerator, ForwardSignature
+from pyzyme.frontends.numba import njit_callable
+from pyzyme.frontends.numba.derive.forward import differentiable
+from pyzyme.frontends.numba.derive.reverse import reverse_module, value_type
+from pyzyme.frontends.numba.source_lines import where_defined
+from pyzyme.naming import symbol_name
+
+__all__ = ["HvpPlan", "build_hvp"]
+
+
+@dataclass(frozen=True)
+class HvpPlan:
+    """``function(x, dx, seed, v, hv)``: accumulates ``H v`` into ``hv`` (and the gradient
+    into ``dx``)."""
+
+    function: object
+    ir_text: str
+
+
+def build_hvp(f, xtype, rules, where: str | None = None) -> HvpPlan:
+    """Compile the Hessian-vector product of ``f`` (one array argument, float result);
+    ``where`` names the user's function in errors."""
+    where = where or where_defined(f)
+    rm = reverse_module(f, (xtype,), ["duplicated"], Activity.ACTIVE, True, rules, where=where)
+    module, abi = rm.module, rm.abi
+    if hasattr(rules, "with_rule_bodies"):  # user rules: differentiate through their bodies
+        module = rules.with_rule_bodies(module)
+    grad_fn = module.get_function(rm.symbol)
+    x_params = abi.args[0].params
+    n = len(x_params)
+    diff = set(differentiable(abi.args[0]))
+    acts = [Activity.CONST] * len(grad_fn.args)
+    extra = []
+    for offset in (0, n):  # x, then its gradient's shadow dx: both move along v
+        for p in x_params:
+            index = p.index + offset
+            if p.index in diff:
+                acts[index] = Activity.DUPLICATED
+            extra.append(ExtraParam(ir.parse_type(p.llvm_type),
+                                    index if p.index in diff else None))
+    acts[0] = Activity.DUPLICATED  # the result slot: its tangent goes to a scratch buffer
+    scratch = ((0, max(8, sizeof(value_type(rm.restype)))),)
+    # The gradient is a Numba-convention function: parameter 1 is where errors are reported.
+    sig = ForwardSignature(tuple(acts), tuple(extra), 1, (), False, scratch, exception_param=1)
+    symbol = symbol_name("hvp", rm.symbol, repr(sig))
+
+    def generate():
+        ForwardGenerator(module, rules, options.current()).derivative(grad_fn, sig, name=symbol)
+        return [symbol]
+
+    nsig = rm.restype(*rm.args, xtype, xtype)
+    built = pipeline.build(
+        module, generate, what=f"{where} in forward mode over reverse mode (hvp)",
+        rules=rules, name=f"pyzyme_hvp_{abi.function}",
+        wrap=lambda compiled: njit_callable(compiled, symbol, nsig,
+                                            arg_names=["x", "dx", "seed", "v", "hv"]))
+    return HvpPlan(built.wrapped, built.text)

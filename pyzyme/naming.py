@@ -1,0 +1,209 @@
+"""Every name pyzyme gives to generated functions, values and compiled symbols, in one place.
+
+Function names follow Enzyme's (``fwddiffe_f``), so generated IR reads like Enzyme's output.
+Value names derive from the primal value's name, so a tangent is easy to find next to its primal.
+
+Examples
+--------
+>>> forward_function("f", 1), forward_function("f", 4)
+('fwddiffe_f', 'fwddiffe4_f')
+>>> tangent("acc", 0, 1), tangent("acc", 2, 4), tangent("", 0, 1)
+("acc'", "acc'2", '')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+__all__ = ["symbol_name", "forward_function", "tangent", "shadow_param", "partial", "reverse_function",
+           "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
+           "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
+           "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
+           "repeated", "repeat_base", "moved"]
+
+
+def forward_function(primal: str, width: int) -> str:
+    """The forward-mode derivative of function ``primal`` at batch ``width``."""
+    return f"fwddiffe{'' if width == 1 else width}_{primal}"
+
+
+def tangent(primal: str, lane: int, width: int) -> str:
+    """The tangent (or shadow) of value ``primal`` in batch lane ``lane``; unnamed stays so."""
+    if not primal:
+        return ""
+    return f"{primal}'" if width == 1 else f"{primal}'{lane}"
+
+
+def shadow_param(primal: str, lane: int, width: int) -> str:
+    """The parameter carrying the shadow or tangent of parameter ``primal``."""
+    return tangent(primal or "arg", lane, width)
+
+
+def partial(primal: str, operand: int) -> str:
+    """The partial derivative of value ``primal`` with respect to operand ``operand``."""
+    return f"{primal}.d{operand}" if primal else ""
+
+
+def reverse_function(primal: str, split: bool = False) -> str:
+    """The reverse-mode derivative of ``primal``: combined (Enzyme's ``diffe``) or the reverse
+    half of a split pair."""
+    return f"{'reverse' if split else 'diffe'}_{primal}"
+
+
+def augmented_function(primal: str) -> str:
+    """The augmented primal of ``primal``: runs it and returns its tape."""
+    return f"augmented_{primal}"
+
+
+def shadow(primal: str) -> str:
+    """The shadow of pointer ``primal`` in reverse mode."""
+    return f"{primal}'" if primal else ""
+
+
+def adjoint(primal: str) -> str:
+    """The adjoint of value ``primal`` (Enzyme's ``'de`` suffix)."""
+    return f"{primal}'de" if primal else ""
+
+
+def seed() -> str:
+    """The parameter holding the seed of an active result."""
+    return "dret"
+
+
+def iteration(block: str) -> str:
+    """The forward sweep's iteration number of the loop headed by ``block``."""
+    return f"{block or 'loop'}.iter"
+
+
+def reverse_block(block: str) -> str:
+    """The reverse-sweep block of primal block ``block``."""
+    return f"invert{'.' + block if block else ''}"
+
+
+def came_from(block: str) -> str:
+    """The recorded number of the predecessor that entered ``block``."""
+    return f"{block or 'block'}.from"
+
+
+def loop_entry(header: str) -> str:
+    """The forward block on an edge entering the loop headed by ``header``."""
+    return f"{header or 'loop'}.enter"
+
+
+def loop_start(header: str) -> str:
+    """The loop counter's value when the current run of the loop began."""
+    return f"{header or 'loop'}.start"
+
+
+def distributed_check(block: str) -> str:
+    """The block before a distributed loop that tests its arrays for overlap."""
+    return f"{block or 'loop'}.distribute"
+
+
+def distributed_part(block: str, k: int) -> str:
+    """Loop ``k`` of the loops that loop ``block`` was distributed into."""
+    return f"{block or 'loop'}.part{k}"
+
+
+def distributed_reset(block: str, k: int) -> str:
+    """The block that resets the counter before loop ``k`` of a distributed loop."""
+    return f"{block or 'loop'}.reset{k}"
+
+
+def fused_block(block: str, part: str) -> str:
+    """A block of loop ``block`` fused with shifts: ``part`` is ``first`` (peeled first
+    iterations), ``loop`` or ``last`` (peeled last iterations)."""
+    return f"{block or 'loop'}.fused.{part}"
+
+
+def interchanged(block: str, part: str) -> str:
+    """A block of the nest headed by ``block``, interchanged before differentiation:
+    ``part`` is ``init`` (the sums' cells set to their starting values), ``outer``, ``inner``
+    or ``latch`` (of the interchanged loops)."""
+    return f"{block or 'loop'}.interchange.{part}"
+
+
+def capacity_hint(function: str, header: str) -> str:
+    """The global remembering the largest capacity the caches of loop ``header`` in
+    ``function`` reached (:meth:`pyzyme.diff.tape.cache.Tape.grow`)."""
+    return f"pyzyme.hint.{function}.{header or 'loop'}"
+
+
+def sum_base(inner: str, outer: str) -> str:
+    """The counter of loop ``inner`` when a run of the loop ``outer`` around it began (a
+    :class:`pyzyme.diff.reverse.values.CountedSum` counts from there)."""
+    return f"{inner or 'loop'}.count.at.{outer or 'loop'}"
+
+
+def repeated(inner: str, outer: str) -> str:
+    """Loop ``inner`` counted within one iteration of loop ``outer``: names the capacity of
+    the caches that hold one iteration's worth (:meth:`pyzyme.diff.tape.cache.Tape.repeated`), its
+    hint, and the blocks growing them."""
+    return f"{inner or 'loop'}.in.{outer or 'loop'}"
+
+
+def repeat_base(inner: str, outer: str) -> str:
+    """The counter of loop ``inner`` as each iteration of loop ``outer`` began."""
+    return f"{inner or 'loop'}.count.each.{outer or 'loop'}"
+
+
+def int_power(block: str) -> str:
+    """The block that replaces the binary-exponentiation loop ``block`` by a call
+    (:mod:`pyzyme.transforms.int_power`)."""
+    return f"{block or 'loop'}.int_power"
+
+
+def rule_value(part: str) -> str:
+    """A value read from (or made for) a user rule's call: ``part`` is ``result`` (its result
+    slot), ``status``, ``primal``, ``tangent``, ``shadow``, ``tape``, ``dret``, ``adjoint``
+    or ``ref`` (a reference to release)."""
+    return f"rule.{part}"
+
+
+def moved(primal: str, part: str) -> str:
+    """A value of the shadow where call ``primal`` moves a list's block
+    (:mod:`pyzyme.diff.calls.resize`): ``part`` is ``old`` (the shadow's old block),
+    ``size`` (its size) or ``new`` (the block it moved to)."""
+    return f"{tangent(primal or 'block', 0, 1)}.{part}"
+
+
+# Symbols of compiled code.
+#
+# Symbol names of the code pyzyme compiles.
+#
+# Numba's own names carry a per-process counter (``B2v1``), so they cannot be used to find code
+# again across processes. pyzyme names each compiled function after what it is and a hash of what
+# it was built from; equal inputs give equal names in every process, which is what an on-disk cache
+# and the JIT's one-definition-per-symbol rule both need.
+
+PREFIX = "__pyzyme"
+
+
+def symbol_name(kind: str, *inputs: str) -> str:
+    """The symbol of a compiled function of ``kind`` built from ``inputs`` (IR text, activity...).
+
+    Parameters
+    ----------
+    kind
+        A short word saying what the function is (``"fwd"``, ``"rev"``, ``"copy"``); letters,
+        digits and underscores only.
+    inputs
+        Everything the function's code depends on, as strings.
+
+    Examples
+    --------
+    >>> symbol_name("fwd", "define double @f(double %x) ...", "Duplicated")
+    '__pyzyme_fwd_69b67f0904c84fe14eae'
+    >>> symbol_name("fwd", "a", "b") != symbol_name("fwd", "ab")
+    True
+    """
+    if not re.fullmatch(r"[A-Za-z0-9_]+", kind):
+        raise ValueError(f"symbol kind must be letters, digits and underscores; got {kind!r}")
+    digest = hashlib.sha256()
+    for part in inputs:
+        # Length-prefix each part so ("a", "b") and ("ab",) differ.
+        data = part.encode()
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return f"{PREFIX}_{kind}_{digest.hexdigest()[:20]}"

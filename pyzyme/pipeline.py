@@ -1,0 +1,131 @@
+"""The one build sequence a derivative goes through, from generated IR to code a frontend calls.
+
+1. **generate** under error context: the frontend's generator calls run inside
+   ``error_context("differentiating", what)``, so every :class:`~pyzyme.PyzymeError` names the
+   function and mode; the frontend may add to an :class:`~pyzyme.UnsupportedError` on its way
+   out (Numba's frontend adds the Python line of the call);
+2. **release inlining**: functions that capture kept ``noinline`` only so that the generators
+   would see their calls (those with user rules) may be inlined by the final optimization;
+3. **internalize**: only the entry points stay visible outside the module, so LLVM may inline
+   and delete everything else;
+4. **side stacks**: entry points that reach a call cycle run on stacks of their own
+   (:mod:`pyzyme.diff.side_stack`);
+5. **print** the module: the text compiled, kept for reflection and the disk cache;
+6. **compile** it (:func:`pyzyme.runtime.compile_module`);
+7. **wrap** the compiled code for the frontend (Numba: ``@njit`` callables of the entries).
+
+:func:`build` runs them all; :func:`generate` and :func:`finish` are its two halves, for a
+builder that generates a module first and compiles it later (``hvp`` differentiates the reverse
+module again before compiling it). The Numba builders (:mod:`pyzyme.frontends.numba.derive`)
+go through here, and nothing else compiles a derivative for Numba. :mod:`pyzyme.llvm` and the
+C frontend generate under the same error context (:func:`generate`) and then link their
+entries into the user's program instead of compiling a module of their own
+(:func:`pyzyme.frontends.ad_copy.link_into`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pyzyme import options
+from pyzyme.diff import side_stack
+from pyzyme.errors import UnsupportedError, error_context
+from pyzyme.runtime import compile_module
+
+__all__ = ["Built", "build", "generate", "finish", "release_inlining", "internalize"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Built:
+    """A compiled derivative module: its ``text`` as compiled (before LLVM optimizes it), the
+    ``compiled`` module, and what the frontend's ``wrap`` made of it."""
+
+    text: str
+    compiled: Any
+    wrapped: Any
+
+
+def generate(make: Callable[[], T], what: str,
+             on_error: Callable[[UnsupportedError], None] | None = None) -> T:
+    """Step 1: ``make()`` (the generator calls) with every error naming ``what`` (``"f
+    (file.py:3) in reverse mode"``); ``on_error`` may add to an UnsupportedError before it
+    propagates."""
+    try:
+        with error_context("differentiating", what):
+            return make()
+    except UnsupportedError as err:
+        if on_error is not None:
+            on_error(err)
+        raise
+
+
+def finish(module, entries: Iterable[str], *, rules, name: str,
+           wrap: Callable[[Any], Any]) -> Built:
+    """Steps 2 to 7 for ``module``, whose functions ``entries`` (by name) are its entry points:
+    release inlining, internalize, side stacks, print, compile (as ``name``), ``wrap``."""
+    entries = set(entries)
+    release_inlining(module, rules)
+    internalize(module, entries)
+    side_stack.install(module, options.current().recursion_stack)
+    text = str(module)
+    compiled = compile_module(text, name=name)
+    return Built(text, compiled, wrap(compiled))
+
+
+def build(module, make: Callable[[], Iterable[str]], *, what: str, rules, name: str,
+          wrap: Callable[[Any], Any],
+          on_error: Callable[[UnsupportedError], None] | None = None) -> Built:
+    """The whole sequence: ``make()`` generates into ``module`` and returns the names of its
+    entry points (:func:`generate`), then :func:`finish`."""
+    entries = generate(make, what, on_error)
+    return finish(module, entries, rules=rules, name=name, wrap=wrap)
+
+
+def internalize(module, entries: Iterable[str]) -> None:
+    """Give the functions ``module`` defines internal linkage, but ``entries`` external."""
+    entries = set(entries)
+    for fn in module.functions:
+        if not fn.is_declaration:
+            fn.linkage = "external" if fn.name in entries else "internal"
+
+
+def release_inlining(module, rules) -> None:
+    """Let the final optimization inline the functions of ``module`` that the rule table says
+    were kept ``noinline`` only so that the generators would see their calls (a table
+    answering ``releases_inlining(name)``; others release nothing). LLVM keeps the attribute
+    in a group shared with other functions, so such a function gets a copy of its group
+    without it."""
+    released = getattr(rules, "releases_inlining", None)
+    if released is None:
+        return
+    groups = {}
+    for k, (section, text) in enumerate(module.extra_lines):
+        m = _GROUP.match(text) if section == "attributes" else None
+        if m:
+            groups[m.group(1)] = (k, m.group(2))
+    copies: dict[str, str] = {}
+    for fn in module.functions:
+        if fn.is_declaration or not released(fn.name):
+            continue
+        words = [w for w in fn.suffix.split() if w != "noinline"]
+        for i, w in enumerate(words):
+            if w.startswith("#") and w[1:] in groups and "noinline" in groups[w[1:]][1].split():
+                if w not in copies:
+                    body = " ".join(a for a in groups[w[1:]][1].split() if a != "noinline")
+                    copies[w] = ""
+                    if body:  # an empty group is not valid IR: then no group at all
+                        new = str(1 + max(int(g) for g in groups))
+                        module.extra_lines.append(("attributes",
+                                                   f"attributes #{new} = {{ {body} }}"))
+                        groups[new] = (len(module.extra_lines) - 1, body)
+                        copies[w] = f"#{new}"
+                words[i] = copies[w]
+        fn.suffix = " ".join(w for w in words if w)
+
+
+_GROUP = re.compile(r"^attributes #(\d+) = \{ (.*) \}$")

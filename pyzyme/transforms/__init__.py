@@ -1,0 +1,1 @@
+"""IR rewrites that compute no derivative (run before or during differentiation)."""
