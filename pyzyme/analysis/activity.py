@@ -41,6 +41,7 @@ from pyzyme.analysis.cfg import reverse_post_order
 from pyzyme.analysis.overwrite import written_pointers
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
+from pyzyme.ir.opcodes import FROM_INTEGER, INTEGER_RESULT, MERGES, PURE
 from pyzyme.ir.values import Value
 
 __all__ = ["Activity", "ActivityResult", "analyze_activity", "can_carry_derivative",
@@ -72,12 +73,10 @@ def can_carry_derivative(ty: T.Type) -> bool:
     return contains_type(ty, lambda t: t.is_float or t.is_pointer)
 
 
-# Opcodes whose result depends only on their operands' values (no memory, no calls): the result
-# is varied when any operand is.
-_PURE = (frozenset({"fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "fpext", "fptrunc",
-                    "bitcast", "addrspacecast", "select", "phi", "freeze", "getelementptr",
-                    "extractvalue", "insertvalue", "extractelement", "insertelement",
-                    "shufflevector"}))
+# Opcodes whose result is computed from its operands' values alone (pure ones, and phis, which
+# pick one): the result is varied when any operand is, unless an integer stands between them
+# (integers carry no derivative: comparisons, integer casts, floats made from integers).
+_FLOWS = frozenset(op for op in PURE | MERGES if op not in INTEGER_RESULT | FROM_INTEGER)
 
 CallPolicy = Callable[[I.CallBase, Callable[[Value], bool]], bool]
 
@@ -302,7 +301,7 @@ def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
 def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy,
                may_allocate=None, skip_blocks: frozenset = frozenset()) -> bool:
     op = inst.opcode
-    if op in _PURE:
+    if op in _FLOWS:
         return any(is_varied(v) for v in inst.operands)
     if op == "load":
         return is_varied(inst.operands[0])

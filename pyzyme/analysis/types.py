@@ -63,6 +63,7 @@ from pyzyme.errors import TypeAnalysisError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir import values as V
+from pyzyme.ir.opcodes import INT_BINOPS
 from pyzyme.analysis.layout import field_offset, sizeof, struct_layout
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
 
@@ -429,7 +430,7 @@ class _Analyzer:
         handler = getattr(self, "visit_" + op, None)
         if handler is not None:
             handler(inst)
-        elif op in _INT_RESULT_OPS:
+        elif op in INT_BINOPS:
             self.visit_int_op(inst)
         elif op in ("bitcast", "addrspacecast", "freeze", "ptrtoint", "inttoptr"):
             # same bits: an address stays an address, float bits stay float bits
@@ -635,10 +636,6 @@ class _Analyzer:
             self.update(inst, res.return_tree)
         for a, param in zip(args, fn.args):
             self.update(a, res.tree(param))
-
-
-_INT_RESULT_OPS = frozenset({"add", "sub", "mul", "udiv", "sdiv", "urem", "srem", "shl", "lshr",
-                             "ashr", "and", "or", "xor"})
 
 
 _ENZYME_HINTS = {"__enzyme_float": FLOAT32, "__enzyme_double": FLOAT64,

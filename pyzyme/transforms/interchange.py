@@ -92,13 +92,11 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.module import BasicBlock
+from pyzyme.ir.opcodes import PURE
 from pyzyme.ir.values import ConstantInt
 
 __all__ = ["Nest", "plan", "interchange"]
 
-# Instructions that read and write no memory. (A division that could trap is kept too: the
-# interchanged nest runs every instruction on the same iterations, only in another order.)
-_PURE = (I.BinaryOp, I.Cast, I.GetElementPtr, I.Compare, I.Select, I.UnaryOp, I.Freeze)
 
 
 @dataclass
@@ -317,7 +315,9 @@ def _chain(value, block) -> list:
 def _pure(inst) -> bool:
     if isinstance(inst, I.CallBase):
         return pure_call(inst)
-    return isinstance(inst, _PURE)
+    # A division that could trap is kept too: the interchanged nest runs every instruction on
+    # the same iterations, only in another order.
+    return inst.opcode in PURE
 
 
 @dataclass

@@ -31,9 +31,10 @@ from pyzyme.diff.signature import ExtraParam, ForwardSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import instructions as I, types as T
 from pyzyme.ir.names import readable
+from pyzyme.ir.opcodes import OPCODES
 from pyzyme.options import Options
 from pyzyme.ir.values import Undef, Value, const_int
-from pyzyme.rules import spec
+from pyzyme.rules import default_rules, spec
 from pyzyme.rules.expr import Const as ConstExpr
 from pyzyme.rules.expr import Op
 from pyzyme.rules.table import RuleTable
@@ -381,12 +382,13 @@ _HANDLERS.update({
     "insertelement": ForwardGenerator._same_op,
     "shufflevector": ForwardGenerator._same_op,
 })
-# Instructions that never carry derivatives and need nothing but their primal copy.
-for _op in ("add", "sub", "mul", "udiv", "sdiv", "urem", "srem", "shl", "lshr", "ashr", "and",
-            "or", "xor", "icmp", "fcmp", "trunc", "zext", "sext", "fptoui", "fptosi", "uitofp",
-            "sitofp", "ptrtoint", "ptrtoaddr", "inttoptr", "br", "switch", "indirectbr", "ret",
-            "unreachable", "resume", "landingpad", "fence", "va_arg", "catchswitch",
-            "catchpad", "cleanuppad", "catchret", "cleanupret"):
+# Instructions that never carry derivatives and need nothing but their primal copy: those their
+# rule rows declare inactive (integer arithmetic and casts, comparisons), control flow and
+# exception handling, fences, and va_arg (whose result activity analysis never varies).
+for _op in [name for row in default_rules().rows() if row.kind == "opcode"
+            and isinstance(row, spec.Inactive) for name in row.names] + [
+        op for op, facts in OPCODES.items() if facts.group in ("control", "eh")] + [
+        "fence", "va_arg"]:
     _HANDLERS.setdefault(_op, lambda self, st, inst, new: None)
 
 

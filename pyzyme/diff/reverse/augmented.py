@@ -23,16 +23,10 @@ from pyzyme.diff.runtime_activity import guarded_call_shadows, inactive_here, pr
 from pyzyme.errors import TypeAnalysisError, UnsupportedError, error_context
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
+from pyzyme.ir.opcodes import STRUCTURAL
 from pyzyme.ir.values import Undef, Value, const_int, const_null
 
 __all__ = ["ForwardSweep"]
-
-# Structural opcodes whose shadow (of a pointer-carrying result) is the same operation applied
-# to the shadows of the operands.
-_STRUCTURAL = frozenset({"getelementptr", "bitcast", "addrspacecast", "select", "freeze",
-                         "extractvalue", "insertvalue", "extractelement", "insertelement",
-                         "shufflevector"})
-
 
 class ForwardSweep:
     """Emits the forward sweep (see the module docstring)."""
@@ -129,7 +123,7 @@ class ForwardSweep:
             if inst.operands[0] in st.activity.varied:
                 raise UnsupportedError(f"reverse mode of {op} on active memory in {st.where} "
                                        f"is not supported")
-        elif op in _STRUCTURAL and varied and has_pointer(inst.type):
+        elif op in STRUCTURAL and varied and has_pointer(inst.type):
             shadow = new.copy_with([self._fwd_merged(st, inst, o)
                                     if can_carry_derivative(o.type) else n
                                     for o, n in zip(inst.operands, new.operands)])
