@@ -5,8 +5,9 @@ into memory that has a shadow (so loads through it read tangents), an aggregate 
 Integers never carry derivatives, by rule; so neither do comparisons, addresses computed as
 integers, or floats converted from integers. Values that are not varied get no derivative code.
 
-This is the forward half of Enzyme's activity analysis (does the value depend on an active
-input?); the backward half (can it reach an active output?) comes with reverse mode.
+This is Enzyme's activity analysis: the forward half (does the value depend on an active
+input?) always, the backward half (can it reach an active output?) when ``return_active`` is
+given, as reverse mode gives it; a value is active when both hold.
 
 Examples
 --------

@@ -65,7 +65,9 @@ def autodiff(mode: Mode, f, *args) -> tuple:
             raise TypeError(f"{ret_activity.__name__} is not a return activity")
     anns = [A.annotate(a) for a in args]
     if mode.split:
-        raise UnsupportedError(f"{mode} mode is not implemented yet; use Reverse or "
+        raise UnsupportedError(f"autodiff does not take the split mode {mode}: call "
+                               f"autodiff_thunk({mode}, f, ...) for its augmented forward and "
+                               f"reverse functions, or autodiff with Reverse or "
                                f"ReverseWithPrimal")
     if mode.holomorphic:
         return _holomorphic(mode, f, ret_activity, anns)
