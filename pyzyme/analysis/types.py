@@ -66,6 +66,7 @@ from pyzyme.ir import values as V
 from pyzyme.ir.opcodes import INT_BINOPS
 from pyzyme.analysis.layout import field_offset, sizeof, struct_layout
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
+from pyzyme.rules.runtime import MEMINFO_LAYOUT
 
 __all__ = [
     "KnownCall", "TypeResults", "analyze_types", "to_memory", "to_value",
@@ -147,12 +148,15 @@ class KnownCall:
 
 
 def meminfo_tree() -> TypeTree:
-    # NRT's MemInfo{size_t refct; dtor; dtor_info; void *data; size_t size; ext_alloc}
-    # (numba/core/runtime/nrt.cpp): the data pointer is at offset 24.
+    """A pointer to NRT's MemInfo, its fields as :data:`pyzyme.rules.runtime.MEMINFO_LAYOUT`
+    has them (8 bytes each: pointers, and integers that fill all 8)."""
+    mem = TypeTree()
     int8 = TypeTree({(-1,): INTEGER}).shift(0, 8)
-    mem = int8 | int8.shift(0, 8, 32)
-    for off in (8, 16, 24, 40):
-        mem.insert((off,), POINTER)
+    for _, offset, pointer in MEMINFO_LAYOUT:
+        if pointer:
+            mem.insert((offset,), POINTER)
+        else:
+            mem |= int8.shift(0, 8, offset)
     return TypeTree.pointer_to(mem)
 
 

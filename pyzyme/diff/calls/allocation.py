@@ -27,10 +27,6 @@ from pyzyme.rules import spec
 __all__ = ["allocation_forward", "allocation_augmented", "mirror_varied", "mirror_forward",
            "mirror_augmented", "mirror_reverse"]
 
-# Calls that release memory: deferred until the reverse sweep is done with it.
-_RELEASES = frozenset({"NRT_decref", "NRT_MemInfo_call_dtor", "NRT_Free", "free"})
-
-
 def mirror_varied(row: spec.Mirror, inst: I.CallBase, is_varied) -> bool:
     """Activity analysis: a pointer a call returns varies when the call allocates it, or when
     it moves or counts memory that varies."""
@@ -111,11 +107,11 @@ def mirror_augmented(cx, inst: I.Call, row: spec.Mirror) -> None:
     (on the primal and its shadow); reference counts and resizes of shadowed memory happen
     to the shadow too, a resize keeping the shadow's old block
     (:mod:`pyzyme.diff.calls.resize`)."""
-    callee = inst.called_function
-    if callee.name in _RELEASES or row.releases:
-        at = 0 if callee.name in _RELEASES else row.pointer_args[0]
+    if row.releases:
+        # Deferred until the reverse sweep is done with the memory.
+        at = row.pointer_args[0]
         shadow = cx.shadows.get(inst.args[at])
-        call = inst if callee.name in _RELEASES else _one_pointer_release(cx, inst, at)
+        call = _one_pointer_release(cx, inst, at)
         cx.release_later(call, cx.fwd_value(inst.args[at]),
                          shadow if shadow is not None else const_null(T.ptr))
         return
