@@ -135,7 +135,7 @@ def explain(f, args, *, const: Iterable[str] = (), lines: bool = True) -> Explan
     """
     from pyzyme import ir
     from pyzyme.analysis.activity import Activity, analyze_activity
-    from pyzyme.analysis.types import analyze_types
+    from pyzyme.analysis.type_analysis import analyze_types
     from pyzyme.frontends.numba.typeseeds import seed_from_abi
     from pyzyme.frontends.numba.derive.reverse import native_activities
     from pyzyme.diff.calls.dispatch import call_result_varied, may_allocate

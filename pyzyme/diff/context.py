@@ -342,7 +342,7 @@ class ReverseContext(_Generated):
 
     def types(self):
         """Type analysis of the primal function (a
-        :class:`~pyzyme.analysis.types.TypeResults`), run once, when first asked."""
+        :class:`~pyzyme.analysis.type_analysis.TypeResults`), run once, when first asked."""
         return self.generator.function_types(self.old)
 
     def callee_derivative(self, callee, sig):

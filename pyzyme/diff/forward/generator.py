@@ -26,7 +26,7 @@ from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ForwardContext
 from pyzyme.diff.emit import Emitter, derivative_flags, guarded
 from pyzyme.diff.forward import memory
-from pyzyme.diff.runtime_activity import guarded_call_shadows, primal_as_shadow, runtime_values
+from pyzyme.diff.runtime_checks import guarded_call_shadows, primal_as_shadow, runtime_values
 from pyzyme.diff.signature import ExtraParam, ForwardSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import instructions as I, types as T
@@ -178,7 +178,7 @@ class ForwardGenerator:
     def _merged(self, st: ForwardContext, inst: I.Instruction, value: Value, lane: int) -> Value:
         """The derivative of operand ``value`` of ``inst``: with runtime activity, a pointer
         without a shadow merged into ``inst`` is its own shadow (see
-        :mod:`pyzyme.diff.runtime_activity`)."""
+        :mod:`pyzyme.diff.runtime_checks`)."""
         if inst in st.runtime and value not in st.derivs and \
                 contains_type(value.type, lambda t: t.is_pointer):
             return primal_as_shadow(st.where, st.value(value), value.type)
@@ -187,7 +187,7 @@ class ForwardGenerator:
     def _guarded_call(self, st: ForwardContext, inst: I.CallBase) -> None:
         """A call handed pointers whose shadow may be their primal: its derivative code sees
         null shadows where they are (see
-        :func:`~pyzyme.diff.runtime_activity.guarded_call_shadows`)."""
+        :func:`~pyzyme.diff.runtime_checks.guarded_call_shadows`)."""
         saved = {}
         for k in range(st.width):
             guarded = guarded_call_shadows(st.where, inst, st.runtime,

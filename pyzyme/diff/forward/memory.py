@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pyzyme.analysis.activity import can_carry_derivative, contains_type
 from pyzyme.diff.pointers import base_pointer, inactive_memory, no_shadow_error
-from pyzyme.diff.runtime_activity import inactive_here
+from pyzyme.diff.runtime_checks import inactive_here
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T

@@ -10,7 +10,7 @@ from pyzyme.analysis.activity import can_carry_derivative
 from pyzyme.analysis.layout import sizeof
 from pyzyme.analysis.overwrite import may_alias, underlying_object
 from pyzyme.analysis.tbaa import access_kind
-from pyzyme.analysis.types import analyze_types
+from pyzyme.analysis.type_analysis import analyze_types
 from pyzyme import naming
 from pyzyme.diff.emit import derivative_flags
 from pyzyme.diff.calls import dispatch as calls
@@ -19,7 +19,7 @@ from pyzyme.diff.leaves import has_float, has_pointer, leaves
 from pyzyme.diff.memory_calls import free_function, malloc, memset_zero
 from pyzyme.diff.pointers import inactive_memory, no_shadow_error
 from pyzyme.diff.reverse.values import counted_sum_of, shift_induction_of
-from pyzyme.diff.runtime_activity import guarded_call_shadows, inactive_here, primal_as_shadow
+from pyzyme.diff.runtime_checks import guarded_call_shadows, inactive_here, primal_as_shadow
 from pyzyme.errors import TypeAnalysisError, UnsupportedError, error_context
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -79,7 +79,7 @@ class ForwardSweep:
     def _fwd_merged(self, st: ReverseContext, inst: I.Instruction, value: Value) -> Value:
         """The shadow of operand ``value`` of ``inst``: with runtime activity, a pointer
         without a shadow merged into ``inst`` is its own shadow (see
-        :mod:`pyzyme.diff.runtime_activity`)."""
+        :mod:`pyzyme.diff.runtime_checks`)."""
         if inst in st.runtime and value not in st.shadows and has_pointer(value.type):
             return primal_as_shadow(st.where, st.fwd_value(value), value.type)
         return st.fwd_shadow(value)
@@ -166,7 +166,7 @@ class ForwardSweep:
     def _guarded_call(self, st: ReverseContext, inst: I.CallBase) -> None:
         """A call handed pointers whose shadow may be their primal: its forward sweep sees
         null shadows where they are (see
-        :func:`~pyzyme.diff.runtime_activity.guarded_call_shadows`)."""
+        :func:`~pyzyme.diff.runtime_checks.guarded_call_shadows`)."""
         guarded = guarded_call_shadows(st.where, inst, st.runtime, st.shadows.__getitem__,
                                        lambda a: st.fwd_value(a), st.fb)
         saved = {arg: st.shadows[arg] for arg in guarded}

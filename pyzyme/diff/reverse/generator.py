@@ -51,7 +51,7 @@ from pyzyme.diff.leaves import has_float
 from pyzyme.diff.signature import ReverseSignature, SplitPair
 from pyzyme.diff.tape.releases import Releases
 from pyzyme.diff.reverse.values import ReverseValues
-from pyzyme.diff.runtime_activity import runtime_values
+from pyzyme.diff.runtime_checks import runtime_values
 from pyzyme.diff.tape.cache import Tape
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import IRBuilder

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from pyzyme.analysis.types import meminfo_tree
+from pyzyme.analysis.type_analysis import meminfo_tree
 from pyzyme.analysis.typetree import FLOAT32, FLOAT64, INTEGER, POINTER, ConcreteType, TypeTree
 from pyzyme.rules.runtime import MEMINFO_DATA
 
