@@ -40,7 +40,7 @@ from pyzyme import naming
 from pyzyme.analysis.activity import ActivityResult, can_carry_derivative
 from pyzyme.analysis.overwrite import underlying_object
 from pyzyme.diff.leaves import elements, has_float, has_pointer
-from pyzyme.diff.tape.cache import Tape
+from pyzyme.diff.tape.cache import TapeCache
 from pyzyme.diff.tape.releases import Releases
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
@@ -204,7 +204,7 @@ class ReverseContext(_Generated):
     activity: object
     loops: object
     overwrites: object
-    tape: Tape
+    tape: TapeCache
     releases: Releases                                 # what is released after the sweep
     fb: IRBuilder = field(default_factory=IRBuilder)   # forward sweep
     rb: IRBuilder = field(default_factory=IRBuilder)   # reverse sweep

@@ -148,7 +148,7 @@ class ReverseValues:
 
     def _repeat_base(self, st: ReverseContext, loop, outer):
         """The cache of ``loop``'s counter as each iteration of ``outer`` began (stored at
-        the top of ``outer``'s body): where :meth:`Tape.repeated` caches count from."""
+        the top of ``outer``'s body): where :meth:`TapeCache.repeated` caches count from."""
         key = ("repeat base", loop, outer)
         base = st.caches.get(key)
         if base is None:
