@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from pyzyme import ir
-from pyzyme.analysis.activity import can_carry_derivative
+from pyzyme.analysis.activity import Activity, can_carry_derivative
 from pyzyme.analysis.layout import sizeof
 from pyzyme.frontends.c.enzyme_calls import Arg, CallSite
 from pyzyme.ir import IRBuilder
@@ -77,9 +77,9 @@ def _with_hidden(site: CallSite, hidden, values: dict, copy, b) -> CallSite:
         values[("global", i)] = copy.get_global(h.name)
         values[("shadow", i)] = copy.get_global(h.shadow)
         if site.mode == "batch":
-            extra.append(Arg(first + i, "scalar", ("global", i)))
+            extra.append(Arg(first + i, Activity.CONST, ("global", i)))  # every lane's
             continue
-        extra.append(Arg(first + i, "dup", ("global", i), (("shadow", i),)))
+        extra.append(Arg(first + i, Activity.DUPLICATED, ("global", i), (("shadow", i),)))
         if h.zeroed and site.mode != "gradient":
             fnty = T.FunctionType(T.void, [T.ptr, T.i8, T.i64, T.i1])
             b.call(copy.declare("llvm.memset.p0.i64", fnty),
@@ -124,7 +124,8 @@ class _Adapter:
         return self.b.gep(T.i8, base, [offset])
 
     def shadows(self) -> list:
-        return [self.lane_shadow(a, 0) for a in self.site.args if a.kind in ("dup", "dupnoneed")]
+        return [self.lane_shadow(a, 0) for a in self.site.args
+                if a.kind is Activity.DUPLICATED]
 
     def seed(self):
         ret = self.primal.return_type
@@ -139,18 +140,18 @@ class _Adapter:
             return b.load(T.ptr, self.convert(value, T.ptr, "enzyme_tape"), 8)
         return self.convert(value, T.ptr, "the tape")
 
-    def kinds(self) -> list[str]:
+    def kinds(self) -> list[Activity]:
         return self.site.kinds
 
     # -- modes ---------------------------------------------------------------------------
     def reverse(self, derivs) -> list:
         site, b = self.site, self.b
-        active_ret = site.ret == "active"
+        active_ret = site.ret is Activity.ACTIVE
         dfn = derivs.combined(self.primal, self.kinds(), active_ret)
         args = self.primals() + self.shadows() + ([self.seed()] if active_ret else [])
         out = b.call(dfn, args)
         has_ret = self.primal.return_type != T.void
-        n_adj = sum(k == "active" for k in self.kinds())
+        n_adj = sum(k is Activity.ACTIVE for k in self.kinds())
         if not n_adj:
             return [out] if site.primal_return and has_ret else []
         fields = [b.extractvalue(out, i) for i in range(int(has_ret) + n_adj)]
@@ -162,7 +163,7 @@ class _Adapter:
         dfn = derivs.forward(self.primal, self.kinds(), width)
         lanes = []
         for a in site.args:
-            if a.kind != "const":
+            if a.kind is not Activity.CONST:
                 lanes += [self.lane_shadow(a, k) for k in range(width)]
         out = b.call(dfn, self.primals() + lanes)
         ret = self.primal.return_type
@@ -173,12 +174,12 @@ class _Adapter:
         if not can_carry_derivative(ret):  # an integer result has no tangent
             return [out] if site.primal_return else []
         fields = [b.extractvalue(out, i) for i in range(width + 1)]
-        tangents = fields[1:] if site.ret != "const" else []
+        tangents = fields[1:] if site.ret is not Activity.CONST else []
         return (fields[:1] if site.primal_return else []) + tangents
 
     def augment(self, derivs) -> list:
         site, b = self.site, self.b
-        pair = derivs.split(self.primal, self.kinds(), site.ret == "active")
+        pair = derivs.split(self.primal, self.kinds(), site.ret is Activity.ACTIVE)
         out = b.call(pair.augmented, self.primals() + self.shadows())
         if self.primal.return_type == T.void:
             tape, primal = out, []
@@ -194,11 +195,11 @@ class _Adapter:
         if site.nofree:
             raise site.error("enzyme_nofree is not supported: the reverse pass frees its tape",
                              hint="call __enzyme_augmentfwd again before each __enzyme_reverse")
-        active_ret = site.ret == "active"
+        active_ret = site.ret is Activity.ACTIVE
         pair = derivs.split(self.primal, self.kinds(), active_ret)
         args = self.primals() + self.shadows() + ([self.seed()] if active_ret else [])
         out = b.call(pair.reverse, args + [const_int(T.i1, 0), self.tape()])
-        n_adj = sum(k == "active" for k in self.kinds())
+        n_adj = sum(k is Activity.ACTIVE for k in self.kinds())
         return [b.extractvalue(out, i) for i in range(n_adj)]
 
     def batch(self, derivs) -> list:
@@ -207,7 +208,8 @@ class _Adapter:
         for lane in range(site.width):
             args = []
             for a in site.args:
-                position = a.value if a.kind == "scalar" or lane == 0 else a.shadows[lane - 1]
+                position = a.value if a.kind is Activity.CONST or lane == 0 \
+                    else a.shadows[lane - 1]
                 args.append(self.convert(self.values[position], self.params[a.param],
                                          f"argument {a.param}"))
             out = b.call(self.primal, args)

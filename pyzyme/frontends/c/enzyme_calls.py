@@ -33,7 +33,9 @@ import re
 from dataclasses import dataclass, field
 
 from pyzyme import ir
+from pyzyme.analysis.activity import Activity
 from pyzyme.errors import UnsupportedError
+from pyzyme.frontends.llvm_ad import _is_floaty, default_activity
 from pyzyme.ir import instructions as I
 from pyzyme.ir.values import ConstantExpr, ConstantInt, GlobalVariable, MetadataValue, Null
 
@@ -73,10 +75,14 @@ _NOT_PROVIDED = {
 }
 #: Functions a program defines for Enzyme to call while it differentiates (its logging hooks).
 _HOOKS = ("enzymeLogGrad", "enzymeLogValue", "enzymeLogError", "enzymeLogRound")
-_ARG_MARKERS = {"enzyme_dup": "dup", "enzyme_dupnoneed": "dupnoneed", "enzyme_out": "active",
-                "enzyme_const": "const", "enzyme_dupv": "dup", "enzyme_dupnoneedv": "dupnoneed"}
-_RETURN_MARKERS = {"enzyme_const_return": "const", "enzyme_active_return": "active",
-                   "enzyme_dup_return": "dup"}
+# Activities by the marker that precedes an argument (dupnoneed: a dup whose primal value the
+# caller does not need afterwards, which pyzyme does not exploit) or that sets the result's.
+_ARG_MARKERS = {"enzyme_dup": Activity.DUPLICATED, "enzyme_dupnoneed": Activity.DUPLICATED,
+                "enzyme_out": Activity.ACTIVE, "enzyme_const": Activity.CONST,
+                "enzyme_dupv": Activity.DUPLICATED, "enzyme_dupnoneedv": Activity.DUPLICATED}
+_RETURN_MARKERS = {"enzyme_const_return": Activity.CONST,
+                   "enzyme_active_return": Activity.ACTIVE,
+                   "enzyme_dup_return": Activity.DUPLICATED}
 _MANGLED_MARKER = re.compile(r"\d+(enzyme_[a-z0-9_]+)E$")
 
 
@@ -89,10 +95,12 @@ class EnzymeCallError(UnsupportedError):
 class Arg:
     """One parameter of the differentiated function, as the call passes it: ``value`` and
     ``shadows`` are positions in the call's argument list; with ``stride`` (``enzyme_dupv``)
-    ``shadows`` holds one base pointer and lane k is ``stride * k`` bytes after it."""
+    ``shadows`` holds one base pointer and lane k is ``stride * k`` bytes after it. In
+    ``__enzyme_batch`` an argument is ``CONST`` (``enzyme_scalar``: one value for every lane)
+    or ``DUPLICATED`` (``enzyme_vector``: lane 0's value, then one in ``shadows`` per lane)."""
 
     param: int
-    kind: str
+    kind: Activity
     value: int
     shadows: tuple[int, ...] = ()
     stride: int | None = None
@@ -110,7 +118,7 @@ class CallSite:
     where: str
     width: int = 1
     args: list[Arg] = field(default_factory=list)
-    ret: str = "const"
+    ret: Activity = Activity.CONST
     primal_return: bool = False
     sret: int | None = None
     dret: int | None = None
@@ -119,10 +127,10 @@ class CallSite:
     allocated: int | None = None
     nofree: bool = False
     runtime_activity: bool = False
-    size_kinds: list[str] = field(default_factory=list)
+    size_kinds: list[Activity] = field(default_factory=list)
 
     @property
-    def kinds(self) -> list[str]:
+    def kinds(self) -> list[Activity]:
         return [a.kind for a in self.args]
 
     @property
@@ -312,7 +320,8 @@ def _read(call, name: str, mode: str, where: str) -> CallSite:
     if mode == "batch":
         return _read_batch(site, args, first + 1)
     forward = mode == "forward"
-    site.ret = _default_kind(fn.return_type, forward)
+    site.ret = Activity.CONST if fn.return_type == ir.void else \
+        default_activity(fn.return_type, forward)
     for v in args[first + 1:]:
         m = marker(v)
         if m in _RETURN_MARKERS:
@@ -327,14 +336,6 @@ def _read(call, name: str, mode: str, where: str) -> CallSite:
     _read_width(site, args, first + 1)
     _read_args(site, args, first + 1)
     return site
-
-
-def _default_kind(ty, forward: bool) -> str:
-    from pyzyme.frontends.llvm_ad import default_kind
-
-    if ty == ir.void:
-        return "const"
-    return default_kind(ty, forward)
 
 
 def show(value) -> str:
@@ -377,10 +378,10 @@ def _read_args(site: CallSite, args, start: int) -> None:
     param, i, n = 0, start, len(args)
     while i < n:
         m = marker(args[i])
-        kind, stride, skip = None, None, False
+        kind, marked, stride, skip = None, None, None, False
         while m is not None:
             if m in _ARG_MARKERS:
-                kind = _ARG_MARKERS[m]
+                kind, marked = _ARG_MARKERS[m], m
                 if m.endswith("v"):
                     i += 1
                     if i >= n or not args[i].type.is_int:
@@ -437,16 +438,17 @@ def _read_args(site: CallSite, args, start: int) -> None:
             i += 1
             continue
         ty = params[param]
-        kind = kind or _default_kind(ty, forward)
-        _check_kind(site, param, kind, ty)
+        kind = kind or default_activity(ty, forward)
+        _check_kind(site, param, kind, marked or "enzyme_dup", ty)
         arg = Arg(param, kind, i, stride=stride)
-        if kind in ("dup", "dupnoneed"):
+        if kind is Activity.DUPLICATED:
             lanes = 1 if stride is not None else site.width
             if i + lanes >= n:
                 raise site.error(
-                    f"argument {param} of {fn.ref} ({ty}) is {kind}, but the call ends before "
-                    f"its shadow", hint="a duplicated argument is followed by its shadow "
-                                        "(its tangent, in forward mode)")
+                    f"argument {param} of {fn.ref} ({ty}) is {marked or 'duplicated'}, but the "
+                    f"call ends before its shadow",
+                    hint="a duplicated argument is followed by its shadow (its tangent, in "
+                         "forward mode)")
             arg.shadows = tuple(range(i + 1, i + 1 + lanes))
             i += lanes
         site.args.append(arg)
@@ -467,7 +469,7 @@ def _read_args(site: CallSite, args, start: int) -> None:
 def _extra_argument(site: CallSite, args, i: int) -> None:
     """An argument after the function's own: the seed and the tape of ``__enzyme_reverse``."""
     if site.mode == "gradient":
-        if site.ret == "active" and site.dret is None:
+        if site.ret is Activity.ACTIVE and site.dret is None:
             site.dret = i
             return
         if site.tape is None:
@@ -478,17 +480,17 @@ def _extra_argument(site: CallSite, args, i: int) -> None:
                      f"and {show(args[i])} is one more")
 
 
-def _check_kind(site: CallSite, param: int, kind: str, ty) -> None:
-    from pyzyme.frontends.llvm_ad import _is_floaty
-
+def _check_kind(site: CallSite, param: int, kind: Activity, marked: str, ty) -> None:
+    """Refuse ``kind`` (given by marker ``marked``, or the type's default) for type ``ty``."""
     what = f"argument {param} of {site.function.ref} ({ty})"
-    if kind == "active" and not _is_floaty(ty):
+    if kind is Activity.ACTIVE and not _is_floaty(ty):
         raise site.error(f"{what} is marked enzyme_out, but only floats can be active",
                          hint="pointers are enzyme_dup, integers enzyme_const")
-    if kind in ("dup", "dupnoneed") and not ty.is_pointer and not (
+    if kind is Activity.DUPLICATED and not ty.is_pointer and not (
             site.mode == "forward" and _is_floaty(ty)):
-        raise site.error(f"{what} is marked enzyme_{kind}, but only pointers have shadows in "
-                         f"reverse mode", hint="floats are enzyme_out, integers enzyme_const")
+        raise site.error(f"{what} is marked {marked.rstrip('v')}, but only pointers have "
+                         f"shadows in reverse mode",
+                         hint="floats are enzyme_out, integers enzyme_const")
 
 
 def _read_batch(site: CallSite, args, start: int) -> CallSite:
@@ -502,16 +504,17 @@ def _read_batch(site: CallSite, args, start: int) -> CallSite:
         if m == "enzyme_width":
             i += 2
             continue
-        kind = "vector" if site.width > 1 else "scalar"
+        vector = site.width > 1
         if m in ("enzyme_scalar", "enzyme_vector"):
-            kind = m[len("enzyme_"):]
+            vector = m == "enzyme_vector"
             i += 1
         elif m is not None:
             raise site.error(f"unknown marker {m} in __enzyme_batch",
                              hint="use enzyme_width, enzyme_scalar and enzyme_vector")
         if param >= len(params):
             raise site.error(f"too many arguments for {site.function.ref}")
-        lanes = site.width if kind == "vector" else 1
+        kind = Activity.DUPLICATED if vector else Activity.CONST
+        lanes = site.width if vector else 1
         if i + lanes > n:
             raise site.error(f"argument {param} of {site.function.ref} is a vector of "
                              f"{site.width} values; the call ends before them")
