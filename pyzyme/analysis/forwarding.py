@@ -23,8 +23,8 @@ store ``S`` of ``gep T, %base, %j`` (the same ``%base`` value) such that
 - ``S`` is the only instruction of the loop around both (of the whole function, if none) that
   may write where ``%base`` points;
 - ``S``'s stored value is built, within a few steps, from ``%j``, values defined outside
-  ``S``'s loop, pure arithmetic, pure intrinsics and loads (whether those can be read again in
-  the reverse sweep is for the caller to decide).
+  ``S``'s loop, pure instructions (:data:`pyzyme.ir.opcodes.PURE`), pure intrinsics and
+  loads (whether those can be read again in the reverse sweep is for the caller to decide).
 
 Then ``L`` reads the value ``S`` computed with ``%j = %i``.
 

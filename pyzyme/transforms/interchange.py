@@ -18,10 +18,10 @@ changes: those cells are equal to rounding.
 pipeline (rotated loops, the outer one's trip count and the inner one's independent of each
 other)::
 
-    outer:  j = phi [j0, pre], [j + s, latch]       ; nothing but pure arithmetic
-    inner:  p = phi [p0, outer], [p + t, inner]     ; pure arithmetic, loads, pure intrinsics
+    outer:  j = phi [j0, pre], [j + s, latch]       ; nothing but pure instructions
+    inner:  p = phi [p0, outer], [p + t, inner]     ; pure instructions, loads, pure intrinsics
             r = phi [r0, outer], [r', inner]        ; one or more sums (any update)
-    latch:  store r', q(j)                          ; pure arithmetic, the stores of the sums
+    latch:  store r', q(j)                          ; pure instructions, the stores of the sums
 
 and :func:`interchange` rewrites it as ``for j: store r0, q(j)`` followed by ``for p: for j:
 r = load q(j); ...; store r', q(j)``. It does so only when that is safe and pays:
