@@ -171,15 +171,15 @@ def cxx_library_inactive(name: str) -> bool:
 
 
 def c_rules(module=None, inactive=(), like=None, registered=None, inactive_globals=(),
-            allocation_like=None):
+            allocation_like=None, rows=()):
     """pyzyme's rule table plus the C library's inactive functions, the functions named in
     ``inactive``, the global variables named in ``inactive_globals`` (stores into them drop
     the stored value's derivative), a row for each function in ``like`` (``{"mylog": "log"}``: differentiated
     by the row of ``log``), a :class:`~pyzyme.rules.spec.Registered` row for each function in
     ``registered`` (derivatives the module registers: see
     :class:`~pyzyme.frontends.c.enzyme_calls.Registrations`), an allocation row for each
-    allocator in ``allocation_like`` (and a row freeing shadows for its deallocator) and,
-    when ``module`` is given, the
+    allocator in ``allocation_like`` (and a row freeing shadows for its deallocator), the
+    ``rows`` given (a runtime's functions) and, when ``module`` is given, the
     UBSan handlers it declares (a debug build with sanitizers reports errors through them;
     they carry no derivative).
 
@@ -203,6 +203,8 @@ def c_rules(module=None, inactive=(), like=None, registered=None, inactive_globa
         table.add(Registered((name,), "custom", forward=reg.get("forward"),
                              augmented=reg.get("augmented"), reverse=reg.get("reverse"),
                              source=reg["source"]))
+    for row in rows:
+        table.add(row)
     for name, reg in (allocation_like or {}).items():
         table.add(Allocation((name,), "custom", size_args=(reg["size_arg"],)))
         if reg.get("free"):

@@ -52,7 +52,7 @@ ROWS = (
                size_args=(0,), data_offset=MEMINFO_DATA, resizable=True),
     Allocation(("NRT_Allocate",), "runtime", size_args=(0,)),
     Allocation(("malloc",), "libm", size_args=(0,)),
-    Allocation(("calloc",), "libm", size_args=(0, 1)),
+    Allocation(("calloc",), "libm", size_args=(0, 1), zeroed=True),
     # Reference counts take null (and do nothing); the last decref frees.
     Mirror(("NRT_incref",), "runtime", refcount=True, null_ok=True),
     Mirror(("NRT_decref",), "runtime", refcount=True, null_ok=True, releases=True),

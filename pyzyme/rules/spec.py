@@ -110,7 +110,9 @@ class Allocation(Row):
     The byte size is the product of the operands at ``size_args``. When the result is a
     handle rather than the memory itself (Numba's ``MemInfo``), the data pointer is the pointer
     stored at byte ``data_offset`` of it. The result is fresh memory: it aliases nothing that
-    existed before the call (:mod:`pyzyme.analysis.overwrite` reads that here).
+    existed before the call (:mod:`pyzyme.analysis.overwrite` reads that here). ``zeroed``:
+    what the call returns holds nothing yet (``calloc``'s zeroed block, a fresh context of
+    global shadows), so the shadow, another call, is not zeroed again.
     """
 
     size_args: tuple[int, ...] = ()
@@ -118,6 +120,7 @@ class Allocation(Row):
     #: The handle's data block is allocated apart and a resize may move it (Numba's lists:
     #: a :class:`Mirror` row with ``resizes`` gives it a new one).
     resizable: bool = False
+    zeroed: bool = False
 
 
 @dataclass(frozen=True)

@@ -42,13 +42,12 @@ def allocation_forward(cx, inst: I.Call, row: spec.Allocation) -> None:
     if inst not in cx.activity.varied:
         return
     b = cx.builder
-    size = reduce(lambda acc, v: b.mul(acc, v), [new.args[i] for i in row.size_args])
-    zeroed = inst.called_function.name == "calloc"
 
     def make(k: int, name: str):
         shadow = b.insert(with_args(new, list(new.args)), name)
-        if zeroed:
+        if row.zeroed:
             return shadow
+        size = reduce(lambda acc, v: b.mul(acc, v), [new.args[i] for i in row.size_args])
         data = shadow
         if row.data_offset is not None:
             slot = b.gep(T.i8, shadow, [const_int(T.i64, row.data_offset)], ("inbounds",))
@@ -92,7 +91,7 @@ def allocation_augmented(cx, inst: I.Call, row: spec.Allocation) -> None:
         return
     b = cx.fb
     shadow = b.insert(new.copy_with(list(new.operands)), naming.shadow(inst.name))
-    if inst.called_function.name != "calloc":
+    if not row.zeroed:
         size = reduce(lambda acc, v: b.mul(acc, v), [new.args[i] for i in row.size_args])
         data = shadow
         if row.data_offset is not None:

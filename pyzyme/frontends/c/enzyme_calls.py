@@ -17,6 +17,9 @@ call into a :class:`CallSite` the way Enzyme does (``handleArguments`` in its ``
   ``enzyme_dupv STRIDE`` one shadow base whose lanes are ``STRIDE`` bytes apart;
   ``enzyme_out`` makes a float active, ``enzyme_const`` makes anything constant;
 - ``enzyme_width N`` asks for N tangents per argument (vector forward mode);
+- ``enzyme_context CTX``: the globals the function uses take their shadows from the context
+  CTX made by ``__enzyme_context(width)`` (:mod:`~pyzyme.frontends.c.shadow_contexts`), which
+  also sets the width when it is a constant;
 - ``enzyme_const_return``/``enzyme_active_return``/``enzyme_dup_return`` set the result's kind,
   ``enzyme_primal_return`` asks for the primal result too;
 - split mode: ``enzyme_tape PTR`` gives where the tape is kept, ``enzyme_allocated SIZE`` how
@@ -39,8 +42,9 @@ from pyzyme.frontends.llvm_ad import _is_floaty, default_activity
 from pyzyme.ir import instructions as I
 from pyzyme.ir.values import ConstantExpr, ConstantInt, GlobalVariable, MetadataValue, Null
 
-__all__ = ["ENTRY_POINTS", "CallSite", "Arg", "EnzymeCallError", "Registrations",
-           "find_call_sites", "find_registrations", "marker", "source_location"]
+__all__ = ["ENTRY_POINTS", "CONTEXT_NEW", "CallSite", "Arg", "EnzymeCallError",
+           "Registrations", "find_call_sites", "find_registrations", "marker",
+           "source_location"]
 
 #: Substrings of the names of Enzyme's entry points (C++ mangles them), and their modes.
 ENTRY_POINTS = (
@@ -59,11 +63,6 @@ _NOT_PROVIDED = {
     "__enzyme_truncate": "floating-point truncation is not supported",
     "__enzyme_trace": "probabilistic programming is not supported",
     "__enzyme_condition": "probabilistic programming is not supported",
-    "__enzyme_context": "contexts of global-variable shadows are not supported (pyzyme "
-                        "computes no derivatives with respect to global variables)",
-    "__enzyme_shadow": "shadows of global variables are not supported (pyzyme computes no "
-                       "derivatives with respect to global variables)",
-    "__enzyme_zero_shadows": "shadows of global variables are not supported",
     "__enzyme_error_estimate": "floating-point error estimation is not supported",
     "__enzyme_checkpoint_for": "checkpointed loops of <enzyme/checkpoint.h> are not supported "
                                "(pyzyme.checkpoint and the tape_budget option checkpoint "
@@ -73,6 +72,9 @@ _NOT_PROVIDED = {
     "__enzyme_fixed_point": "fixed-point iterations of <enzyme/fixed_point.h> are not "
                             "supported",
 }
+#: What ``__enzyme_context(width)`` becomes (:mod:`~pyzyme.frontends.c.shadow_contexts`): the
+#: runtime function making a context, whose width a call site taking the context reads.
+CONTEXT_NEW = "__pyzyme_ctx_new"
 #: Functions a program defines for Enzyme to call while it differentiates (its logging hooks).
 _HOOKS = ("enzymeLogGrad", "enzymeLogValue", "enzymeLogError", "enzymeLogRound")
 # Activities by the marker that precedes an argument (dupnoneed: a dup whose primal value the
@@ -127,6 +129,7 @@ class CallSite:
     allocated: int | None = None
     nofree: bool = False
     runtime_activity: bool = False
+    context: int | None = None
     size_kinds: list[Activity] = field(default_factory=list)
 
     @property
@@ -142,7 +145,7 @@ class CallSite:
             out += list(a.shadows)
             if a.stride is not None:
                 out.append(a.stride)
-        out += [p for p in (self.dret, self.tape) if p is not None]
+        out += [p for p in (self.dret, self.tape, self.context) if p is not None]
         return sorted(out)
 
     def error(self, message: str, hint: str | None = None) -> EnzymeCallError:
@@ -359,17 +362,42 @@ def _const_int(site: CallSite, args, i: int, what: str) -> int:
 
 def _read_width(site: CallSite, args, start: int) -> None:
     seen = False
+    context_width = None
     for i in range(start, len(args)):
-        if marker(args[i]) == "enzyme_width":
+        m = marker(args[i])
+        if m == "enzyme_width":
             if seen:
                 raise site.error("enzyme_width is given twice")
             site.width = _const_int(site, args, i + 1, "enzyme_width")
             seen = True
+        elif m == "enzyme_context" and i + 1 < len(args):
+            context_width = _context_width(args[i + 1])
+    if context_width is not None:  # Enzyme: as many lanes as the context has
+        if seen and context_width != site.width:
+            raise site.error(f"enzyme_width {site.width}, but the context passed after "
+                             f"enzyme_context has width {context_width}")
+        site.width = context_width
     if site.width < 1:
         raise site.error(f"enzyme_width must be at least 1, got {site.width}")
     if site.width > 1 and site.mode not in ("forward", "batch"):
-        raise site.error("enzyme_width > 1 is supported in __enzyme_fwddiff and __enzyme_batch "
-                         "only")
+        if context_width is None:
+            raise site.error("enzyme_width > 1 is supported in __enzyme_fwddiff and "
+                             "__enzyme_batch only")
+        raise site.error(f"the context passed after enzyme_context has width {site.width}; "
+                         f"contexts of width > 1 are supported in __enzyme_fwddiff only",
+                         hint="make the context with __enzyme_context(1)")
+
+
+def _context_width(value) -> int | None:
+    """The width of the context ``value`` when it is made by ``__enzyme_context`` with a
+    constant width (through unoptimised code's stack slots); None when it cannot be told
+    here (the derivative then checks the context's width when it runs)."""
+    value = through_locals(value)
+    if isinstance(value, I.Call) and value.called_function is not None and \
+            value.called_function.name == CONTEXT_NEW and \
+            isinstance(value.args[0], ConstantInt):
+        return value.args[0].value
+    return None
 
 
 def _read_args(site: CallSite, args, start: int) -> None:
@@ -400,6 +428,14 @@ def _read_args(site: CallSite, args, start: int) -> None:
                 site.tape, site.tape_is_pointer = i + 1, True
                 i, skip = i + 1, True
             elif m == "enzyme_width":
+                i, skip = i + 1, True
+            elif m == "enzyme_context":
+                if i + 1 >= n or not args[i + 1].type.is_pointer:
+                    raise site.error("enzyme_context must be followed by a context "
+                                     "(void *, from __enzyme_context)")
+                if site.context is not None:
+                    raise site.error("enzyme_context is given twice")
+                site.context = i + 1
                 i, skip = i + 1, True
             elif m == "enzyme_nofree":
                 site.nofree = skip = True
