@@ -228,6 +228,7 @@ class ReverseContext(_Generated):
     recorded: dict = field(default_factory=dict)       # primal block -> Cache of pred index
     callee_tapes: dict = field(default_factory=dict)   # primal call -> (pair, sig, fwd tape)
     rule_calls: dict = field(default_factory=dict)     # primal call -> user rule and its tape
+    indirect: dict = field(default_factory=dict)       # indirect call -> its pair's reverse
     ret_slot: object = None
     which_exit: object = None                          # split: Slot of the exit taken
     exits: list = field(default_factory=list)          # split: (fwd block, primal value)

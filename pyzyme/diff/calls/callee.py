@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from pyzyme import naming
 from pyzyme.analysis.activity import Activity
+from pyzyme.diff.calls import indirect
 from pyzyme.diff.leaves import has_float, has_pointer
 from pyzyme.diff.signature import ForwardSignature, ReverseSignature
 from pyzyme.errors import UnsupportedError
@@ -44,9 +45,12 @@ def _wants_derivative(cx, inst: I.CallBase) -> bool:
 
 
 def result_varied(row, inst: I.CallBase, is_varied) -> bool:
-    """Activity analysis: the result of a call of a function with a body varies with its
-    arguments; that of a declaration without a rule does not."""
-    return _has_body(inst.called_function) and any(is_varied(a) for a in inst.args)
+    """Activity analysis: the result of a call of a function with a body, or through a
+    function pointer (reverse mode calls the derivative the pointer's shadow holds:
+    :mod:`pyzyme.diff.calls.indirect`), varies with its arguments; that of a declaration
+    without a rule does not."""
+    callee_ = inst.called_function
+    return (callee_ is None or _has_body(callee_)) and any(is_varied(a) for a in inst.args)
 
 
 def unknown_callee(where: str, callee) -> UnsupportedError:
@@ -115,6 +119,8 @@ def augmented(cx, inst: I.CallBase, row=None) -> None:
     if _wants_derivative(cx, inst):
         augmented_call(cx, inst, inst.called_function)
     elif _any_varied(cx, inst):
+        if inst.called_function is None and indirect.augmented(cx, inst):
+            return
         raise unknown_callee(cx.where, inst.called_function)
     else:
         cx.clone(inst)
@@ -156,9 +162,12 @@ def augmented_call(cx, inst: I.Call, callee) -> None:
 
 def reverse(cx, inst: I.CallBase, row=None) -> None:
     """The reverse sweep: :func:`reverse_call` where the forward sweep called the augmented
-    primal; nothing where it made the call as it is."""
+    primal (or, through a function pointer, the pair its shadow holds); nothing where it
+    made the call as it is."""
     if inst in cx.callee_tapes:
         reverse_call(cx, inst)
+    elif inst in cx.indirect:
+        indirect.reverse(cx, inst)
 
 
 def reverse_call(cx, inst: I.Call) -> None:

@@ -26,6 +26,9 @@ call into a :class:`CallSite` the way Enzyme does (``handleArguments`` in its ``
   many bytes PTR has; otherwise ``__enzyme_augmentfwd`` returns the tape and
   ``__enzyme_reverse`` takes the result's seed and then the tape after the arguments.
 
+``__enzyme_virtualreverse(f)``, which asks for the shadow of a function pointer, is read by
+:mod:`~pyzyme.frontends.c.virtual_shadows`.
+
 Errors name the call site (``file.c:12`` from debug information when the module has it), the
 marker, and what was expected.
 """
@@ -44,7 +47,7 @@ from pyzyme.ir.values import ConstantExpr, ConstantInt, GlobalVariable, Metadata
 
 __all__ = ["ENTRY_POINTS", "CONTEXT_NEW", "CallSite", "Arg", "EnzymeCallError",
            "Registrations", "find_call_sites", "find_registrations", "marker",
-           "source_location"]
+           "source_location", "show", "through_locals"]
 
 #: Substrings of the names of Enzyme's entry points (C++ mangles them), and their modes.
 ENTRY_POINTS = (
@@ -58,7 +61,6 @@ ENTRY_POINTS = (
 # Entry points of Enzyme that pyzyme does not provide, and why.
 _NOT_PROVIDED = {
     "__enzyme_fwdsplit": "split forward mode is not supported; use __enzyme_fwddiff",
-    "__enzyme_virtualreverse": "virtual reverse functions are not supported",
     "__enzyme_todense": "sparse-to-dense conversions are not supported",
     "__enzyme_truncate": "floating-point truncation is not supported",
     "__enzyme_trace": "probabilistic programming is not supported",
@@ -130,6 +132,7 @@ class CallSite:
     nofree: bool = False
     runtime_activity: bool = False
     context: int | None = None
+    vtable: tuple | None = None
     size_kinds: list[Activity] = field(default_factory=list)
 
     @property

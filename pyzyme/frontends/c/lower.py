@@ -40,7 +40,7 @@ from pyzyme import ir
 from pyzyme.diff.tape.pool import CAPACITY_NAME
 from pyzyme.errors import ActivityError, PyzymeError, UnsupportedError
 from pyzyme.frontends.ad_copy import ad_copy, link_into, promote_local_globals
-from pyzyme.frontends.c import shadow_contexts
+from pyzyme.frontends.c import shadow_contexts, virtual_shadows
 from pyzyme.frontends.c.adapters import build_adapter, tape_size
 from pyzyme.frontends.c.enzyme_calls import (find_call_sites, find_registrations, marker,
                                              source_location)
@@ -82,7 +82,7 @@ def lower(module_text: str, *, opt_level: int | None = 2) -> str:
     text = shadow_contexts.prepare(module_text)
     while True:
         program = ir.parse_module(text)
-        sites = find_call_sites(program)
+        sites = find_call_sites(program) + virtual_shadows.find_sites(program)
         for site in [s for s in sites if s.mode == "size"]:
             size = const_int(site.call.type, tape_size(site)) if site.call.type.is_int else None
             if size is None:
@@ -131,7 +131,8 @@ def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
         return str(program)
     tag = "pz" + hashlib.sha256(text.encode()).hexdigest()[:8]
     promote_local_globals(program, tag)
-    targets = list(dict.fromkeys(s.function.name for s in sites))
+    targets = list(dict.fromkeys(n for s in sites for n in (
+        virtual_shadows.targets(s) if s.mode == "virtual" else [s.function.name])))
     _refuse_runtime_calls(program, sites)
     copy, rules, reg, keep = _copy(program, targets, last=last)
     shadow_contexts.ready_copy(copy)
@@ -143,16 +144,19 @@ def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
         contexts=any(s.context is not None for s in sites),
         queried=shadow_contexts.queried_globals(program) if table is not None else ())
     derivs: dict[bool, Derivatives] = {}
-    names = []
+    names, pairs = [], {}
     for k, site in enumerate(sites):
         name = f"__pyzyme_{site.mode}.{site.function.name}.{tag}.{k}"
         if site.runtime_activity not in derivs:  # enzyme_runtime_activity: this site's own
             derivs[site.runtime_activity] = Derivatives(
                 copy, rules, Options(runtime_activity=site.runtime_activity))
         try:
-            build_adapter(site, copy, derivs[site.runtime_activity], name,
-                          hidden if site.function.name in takers else (),
-                          table.name if table is not None else None)
+            if site.mode == "virtual":
+                virtual_shadows.build_virtual(site, copy, derivs[False], name, takers, pairs)
+            else:
+                build_adapter(site, copy, derivs[site.runtime_activity], name,
+                              hidden if site.function.name in takers else (),
+                              table.name if table is not None else None)
         except PyzymeError as err:
             reword_unknown_call(err, program, site)
             if not str(err).startswith(site.where):

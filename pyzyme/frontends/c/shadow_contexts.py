@@ -40,12 +40,13 @@ from pyzyme import ir
 from pyzyme.analysis.activity import contains_type
 from pyzyme.analysis.layout import sizeof, struct_layout
 from pyzyme.errors import FrontendError, TypeAnalysisError
-from pyzyme.frontends.c.enzyme_calls import (CONTEXT_NEW, EnzymeCallError, source_location,
-                                           through_locals)
+from pyzyme.frontends.c.clang import compile_to_ir
+from pyzyme.frontends.c.enzyme_calls import (CONTEXT_NEW, EnzymeCallError,
+                                             source_location, through_locals)
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import ConstantExpr, ConstantString, GlobalVariable, OpaqueConstant
+from pyzyme.ir.values import ConstantExpr, GlobalVariable, OpaqueConstant, const_c_string
 from pyzyme.rules.spec import Allocation
 
 __all__ = ["RUNTIME", "RUNTIME_PREFIX", "RULES", "TABLE_PREFIX", "prepare", "uses_contexts",
@@ -334,11 +335,8 @@ def _runs(ty):
 def c_string(module, text: str, name: str):
     """A new private constant of ``module`` named after ``name``, holding ``text`` as a C
     string."""
-    data = text.encode() + b"\0"
-    body = "".join(chr(c) if 32 <= c < 127 and c not in (34, 92) else f"\\{c:02X}"
-                   for c in data)
-    ty = T.ArrayType(len(data), T.i8)
-    return module.add_global(module.unique_global_name(name), ty, ConstantString(ty, body),
+    string = const_c_string(text)
+    return module.add_global(module.unique_global_name(name), string.type, string,
                              is_constant=True, prefix="private unnamed_addr")
 
 
@@ -396,15 +394,13 @@ def queried_globals(module):
 # ------------------------------------------------------------------------------- runtime
 @functools.lru_cache(maxsize=1)
 def _runtime_ir() -> str:
-    from pyzyme.frontends.c.clang import compile_to_ir
-
     return compile_to_ir(_SOURCE, "c", "-O2", ["-std=c11", "-fno-vectorize",
                                                "-fno-slp-vectorize"])
 
 
 def _with_runtime(text: str) -> str:
     """``text`` with the runtime linked in."""
-    from pyzyme.runtime.modules import parse
+    from pyzyme.runtime.modules import parse  # LLVM and Numba: only for such a program
 
     program = parse(text, what="program module")
     program.link_in(parse(_runtime_ir(), what="pyzyme's runtime of global shadows"))
