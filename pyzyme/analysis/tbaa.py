@@ -7,6 +7,11 @@ as facts; pyzyme consults them where its own analysis cannot tell integer bits f
 (a struct's integer field copied in reverse mode). Character types (which may alias anything)
 and struct accesses say nothing. Numba's IR carries no such tags.
 
+Both of clang's formats are read: the default one above, and the one ``-Xclang
+-new-struct-path-tbaa`` writes, whose type nodes carry their size before their name
+(``!14 = !{!15, i64 8, !"long long"}``) and whose tags their access size after the offset
+(``!13 = !{!14, !14, i64 0, i64 8}``).
+
 Examples
 --------
 >>> from pyzyme.ir import parse_module
@@ -20,6 +25,16 @@ Examples
 ... !3 = !{!"omnipotent char", !0, i64 0}''')
 >>> access_kind(next(m.get_function("f").instructions()))
 'integer'
+>>> m = parse_module('''define double @f(ptr %p) {
+...   %v = load double, ptr %p, !tbaa !1
+...   ret double %v
+... }
+... !0 = !{!"Simple C++ TBAA"}
+... !1 = !{!2, !2, i64 0, i64 8}
+... !2 = !{!3, i64 8, !"double"}
+... !3 = !{!0, i64 1, !"omnipotent char"}''')
+>>> access_kind(next(m.get_function("f").instructions()))
+'float'
 """
 
 from __future__ import annotations
@@ -35,7 +50,7 @@ _FLOATS = frozenset({"float", "double", "long double", "_Float16", "__bf16", "__
                      "_Float128", "__float128"})
 _NODE = re.compile(r"(!\d+)\s*=\s*(?:distinct\s+)?(!\{.*\})\s*$")
 _TAG = re.compile(r"!\{(!\d+),\s*(!\d+),\s*i64\s+\d+")
-_NAME = re.compile(r'!\{!"((?:[^"\\]|\\.)*)"')
+_NAME = re.compile(r'!\{(?:!\d+,\s*i64\s+\d+,\s*)?!"((?:[^"\\]|\\.)*)"')
 
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
