@@ -323,3 +323,31 @@ def test_call_without_a_body_is_refused_naming_its_line(tmp_path, keep, line, wa
     for part in wanted:
         assert part in message, message
     assert "@njit" not in message
+
+
+def test_stack_buffer_given_back_per_iteration_is_refused(tmp_path):
+    """A variable-length array in a loop holding active values: the stack is given back at
+    the end of each iteration (llvm.stackrestore), so its shadow could not last until the
+    reverse sweep; refused, naming it, rather than read after it is gone."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
+
+    src = tmp_path / "vla_loop.c"
+    src.write_text("double __enzyme_autodiff(void *, ...);\n"
+                   "double f(const double *x, int n) {\n"
+                   "  double s = 0;\n"
+                   "  for (int r = 1; r <= 3; r++) {\n"
+                   "    double w[n];\n"
+                   "    for (int i = 0; i < n; i++) w[i] = x[i] * r;\n"
+                   "    for (int i = 0; i < n; i++) s += w[i] * x[i];\n"
+                   "  }\n"
+                   "  return s;\n"
+                   "}\n"
+                   "void df(const double *x, double *dx, int n) {\n"
+                   "  __enzyme_autodiff((void *)f, x, dx, n);\n"
+                   "}\n")
+    with pytest.raises(UnsupportedError) as err:
+        lower(compile_source(src, "-O2"))
+    assert "vla_loop.c:12" in str(err.value)
+    assert "variable-size stack buffer" in str(err.value) and "stackrestore" in str(err.value)

@@ -74,6 +74,15 @@ def can_carry_derivative(ty: T.Type) -> bool:
     return contains_type(ty, lambda t: t.is_float or t.is_pointer)
 
 
+def _is_bytes(ty: T.Type) -> bool:
+    """``i8`` or an array of them: a stack buffer whose type says nothing of what it holds
+    (``alloca(n)``, ``char buf[N]``, a struct slot LLVM retyped as bytes); what is written
+    into it decides whether it has a shadow."""
+    while isinstance(ty, T.ArrayType):
+        ty = ty.element
+    return ty.is_int and ty.width == 8
+
+
 # Opcodes whose result is computed from its operands' values alone (pure ones, and phis, which
 # pick one): the result is varied when any operand is, unless an integer stands between them
 # (integers carry no derivative: comparisons, integer casts, floats made from integers).
@@ -309,8 +318,8 @@ def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy,
     if op == "alloca":
         if allocation_policy is not None:
             return allocation_policy(inst)
-        return can_carry_derivative(inst.allocated_type) and _receives_varied(
-            inst, is_varied, may_allocate, skip_blocks)
+        return (can_carry_derivative(inst.allocated_type) or _is_bytes(inst.allocated_type)) \
+            and _receives_varied(inst, is_varied, may_allocate, skip_blocks)
     if op in ("call", "invoke"):
         if call_policy is not None:
             return call_policy(inst, is_varied)
