@@ -7,6 +7,7 @@ A mixin of :class:`~pyzyme.diff.reverse.generator.ReverseGenerator`.
 from __future__ import annotations
 
 from pyzyme.analysis.activity import can_carry_derivative
+from pyzyme.analysis.int_address import address_source, replay_address
 from pyzyme.analysis.layout import sizeof
 from pyzyme.analysis.overwrite import may_alias, underlying_object
 from pyzyme.analysis.tbaa import access_kind
@@ -119,6 +120,12 @@ class ForwardSweep:
         elif op == "alloca":
             if varied:
                 self._forward_alloca(st, inst)
+        elif op == "inttoptr":
+            if varied:  # the same arithmetic on the shadow of the address it comes from
+                source = address_source(inst.operands[0])
+                address = replay_address(st.fb, inst.operands[0], st.fwd_shadow(source),
+                                         st.fwd_value)
+                st.shadows[inst] = st.fb.inttoptr(address, inst.type, naming.shadow(inst.name))
         elif op in ("atomicrmw", "cmpxchg"):
             if inst.operands[0] in st.activity.varied:
                 raise UnsupportedError(f"reverse mode of {op} on active memory in {st.where} "
