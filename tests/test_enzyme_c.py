@@ -351,3 +351,24 @@ def test_stack_buffer_given_back_per_iteration_is_refused(tmp_path):
         lower(compile_source(src, "-O2"))
     assert "vla_loop.c:12" in str(err.value)
     assert "variable-size stack buffer" in str(err.value) and "stackrestore" in str(err.value)
+
+
+def test_inline_assembly_is_named(tmp_path):
+    """Inline assembly other than a fused multiply-add, handed an active value, is refused
+    as inline assembly (it was called an indirect call through a function pointer)."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
+
+    src = tmp_path / "asm.c"
+    src.write_text("double __enzyme_autodiff(void *, ...);\n"
+                   "double f(double x) {\n"
+                   "  double y;\n"
+                   "  __asm__(\"vsqrtsd %1, %1, %0\" : \"=x\"(y) : \"x\"(x));\n"
+                   "  return y;\n"
+                   "}\n"
+                   "double df(double x) { return __enzyme_autodiff((void *)f, x); }\n")
+    with pytest.raises(UnsupportedError) as err:
+        lower(compile_source(src, "-O2"))
+    assert "inline assembly" in str(err.value) and "vsqrtsd" in str(err.value)
+    assert "asm.c:7" in str(err.value)
