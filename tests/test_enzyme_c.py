@@ -76,16 +76,18 @@ def test_cxx_program(tmp_path, name, opt):
 @pytest.mark.parametrize("tbaa", [(), ("-Xclang", "-new-struct-path-tbaa")],
                          ids=["tbaa", "new-struct-path-tbaa"])
 @pytest.mark.parametrize("opt", LEVELS[1:])
-def test_integer_fields_by_type_tags(opt, tbaa, capfd):
-    """An integer field of a struct in active memory, copied in reverse mode, is known to hold
-    an integer by clang's type tag on the load (!tbaa; clang writes none at -O0), where
-    pyzyme's own type analysis cannot tell (it was refused as copying float bits); in either
-    of clang's tag formats (the newer one, which Eigen's tests ask for, was not read)."""
+@pytest.mark.parametrize("name", ["struct_int_fields.c", "float_pointer_copy.c"])
+def test_programs_read_by_type_tags(name, opt, tbaa, capfd):
+    """What pyzyme's own type analysis cannot tell, clang's type tags (!tbaa; none at -O0)
+    say, in either of clang's formats (the newer one, which Eigen's tests ask for, was not
+    read): an integer field of a struct in active memory, copied in reverse mode, holds an
+    integer (it was refused as copying float bits); a block copied through a pointer tagged
+    float * holds floats (it was refused as a copy of unknown contents)."""
     from pyzyme.frontends.c.driver import compile_source
     from pyzyme.frontends.c.lower import lower
     from pyzyme.runtime.standalone import Program
 
-    text = lower(compile_source(PROGRAMS / "tagged" / "struct_int_fields.c", opt, tbaa))
+    text = lower(compile_source(PROGRAMS / "tagged" / name, opt, tbaa))
     assert Program(text, opt_level=0).run_main() == 0, capfd.readouterr().err
 
 
