@@ -4,6 +4,8 @@ A value is *varied* when it can depend on an active input: a float computed from
 into memory that has a shadow (so loads through it read tangents), an aggregate holding either.
 Integers never carry derivatives, by rule; so neither do comparisons, addresses computed as
 integers, or floats converted from integers. Values that are not varied get no derivative code.
+A pointer made back from such an address (:mod:`pyzyme.analysis.int_address`) is varied when
+the pointer it was computed from is.
 
 This is Enzyme's activity analysis: the forward half (does the value depend on an active
 input?) always, the backward half (can it reach an active output?) when ``return_active`` is
@@ -39,6 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pyzyme.analysis.cfg import reverse_post_order
+from pyzyme.analysis.int_address import address_source
 from pyzyme.analysis.overwrite import written_pointers
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -72,6 +75,15 @@ def contains_type(ty: T.Type, leaf: Callable[[T.Type], bool]) -> bool:
 def can_carry_derivative(ty: T.Type) -> bool:
     """Floats, pointers, and vectors or aggregates containing them; never integers."""
     return contains_type(ty, lambda t: t.is_float or t.is_pointer)
+
+
+def _is_bytes(ty: T.Type) -> bool:
+    """``i8`` or an array of them: a stack buffer whose type says nothing of what it holds
+    (``alloca(n)``, ``char buf[N]``, a struct slot LLVM retyped as bytes); what is written
+    into it decides whether it has a shadow."""
+    while isinstance(ty, T.ArrayType):
+        ty = ty.element
+    return ty.is_int and ty.width == 8
 
 
 # Opcodes whose result is computed from its operands' values alone (pure ones, and phis, which
@@ -210,6 +222,8 @@ def _useful(order: Sequence[I.Instruction], varied: set, return_active: bool) ->
             operands = value.args
         elif value.opcode == "store":
             operands = ()
+        elif value.opcode == "inttoptr":
+            operands = (address_source(value.operands[0]),)
         else:
             operands = value.operands
         for operand in operands:
@@ -244,6 +258,25 @@ def _pointers_into(root: I.Instruction, skip_blocks: frozenset) -> set:
             if (op in ("getelementptr", "bitcast", "addrspacecast")
                     and user.operands[0] is pointer) or op in ("phi", "select") or (
                     (op == "load" or isinstance(user, I.CallBase)) and user.type.is_pointer):
+                work.append(user)
+            elif op == "ptrtoint":
+                work.extend(_rebased(user, pointer))
+    return found
+
+
+def _rebased(address: I.Instruction, pointer: Value) -> list:
+    """The pointers made back (``inttoptr``) from integer ``address`` of ``pointer`` moved by
+    arithmetic (:mod:`pyzyme.analysis.int_address`)."""
+    found, work, seen = [], [address], set()
+    while work:
+        value = work.pop()
+        for user in value.users:
+            if user in seen:
+                continue
+            seen.add(user)
+            if user.opcode == "inttoptr" and address_source(value) is pointer:
+                found.append(user)
+            elif user.opcode in ("add", "sub", "and", "or") and user.type.is_int:
                 work.append(user)
     return found
 
@@ -309,12 +342,15 @@ def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy,
     if op == "alloca":
         if allocation_policy is not None:
             return allocation_policy(inst)
-        return can_carry_derivative(inst.allocated_type) and _receives_varied(
-            inst, is_varied, may_allocate, skip_blocks)
+        return (can_carry_derivative(inst.allocated_type) or _is_bytes(inst.allocated_type)) \
+            and _receives_varied(inst, is_varied, may_allocate, skip_blocks)
     if op in ("call", "invoke"):
         if call_policy is not None:
             return call_policy(inst, is_varied)
         return any(is_varied(v) for v in inst.args)
     if op in ("atomicrmw", "cmpxchg"):
         return is_varied(inst.operands[0])
-    return False  # sitofp, inttoptr, va_arg, landingpad, ...: nothing flows in
+    if op == "inttoptr":  # an address rounded through an integer points where its source does
+        source = address_source(inst.operands[0])
+        return source is not None and is_varied(source)
+    return False  # sitofp, other inttoptr, va_arg, landingpad, ...: nothing flows in

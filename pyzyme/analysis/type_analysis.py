@@ -65,6 +65,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir import values as V
 from pyzyme.ir.opcodes import INT_BINOPS
 from pyzyme.analysis.layout import field_offset, sizeof, struct_layout
+from pyzyme.analysis.tbaa import pointee_kind
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
 from pyzyme.rules.runtime import MEMINFO_LAYOUT
 
@@ -452,11 +453,23 @@ class _Analyzer:
         p = inst.pointer
         self.update(inst, to_value(self.tree(p).data0(), inst.type))
         self.update(p, TypeTree.pointer_to(to_memory(self.tree(inst), inst.type)))
+        self._tagged_pointee(inst, inst)
 
     def visit_store(self, inst: I.Store) -> None:
         p, v = inst.pointer, inst.value
         self.update(p, TypeTree.pointer_to(to_memory(self.tree(v), v.type)))
         self.update(v, to_value(self.tree(p).data0(), v.type))
+        self._tagged_pointee(inst, v)
+
+    def _tagged_pointee(self, access: I.Instruction, pointer: V.Value) -> None:
+        """A pointer loaded or stored under a tag naming it a ``float *`` or ``double *``
+        (clang's ``"p1 float"``) points to that float type, at offset 0 at least: which bytes
+        a copy through it moves are floats (an array's data pointer, kept in a struct)."""
+        if not pointer.type.is_pointer:
+            return
+        ct = {"float": FLOAT32, "double": FLOAT64}.get(pointee_kind(access) or "")
+        if ct is not None:
+            self.update(pointer, TypeTree({(-1,): POINTER, (-1, 0): ct}))
 
     def visit_atomicrmw(self, inst: I.Instruction) -> None:
         p, v = inst.operands[0], inst.operands[1]

@@ -53,13 +53,20 @@ def result_varied(row, inst: I.CallBase, is_varied) -> bool:
     return (callee_ is None or _has_body(callee_)) and any(is_varied(a) for a in inst.args)
 
 
-def unknown_callee(where: str, callee) -> UnsupportedError:
+def unknown_callee(where: str, callee, call: I.CallBase | None = None) -> UnsupportedError:
     """The error for a call with active arguments to a function with no body and no rule,
     worded by :func:`pyzyme.rules.constructs.unknown_call_message`. ``.callee`` names the
     function, so the Numba layer can find the Python line of the call, and ``.unknown_call``
     holds ``(callee, where)``, so it can word the error again once it knows what the user
-    wrote there."""
+    wrote there. A ``call`` of inline assembly is named as such."""
     name = callee.name if callee is not None else None
+    asm = getattr(call.callee, "text", None) if call is not None and name is None else None
+    if asm is not None and asm.startswith("asm"):
+        return UnsupportedError(
+            f"inline assembly in {where} has no derivative (pyzyme reads only the fused "
+            f"multiply-add vfmadd231pd/ps): {asm[:120]}",
+            hint="build without the assembly (for Eigen: -DEIGEN_DONT_VECTORIZE), or give "
+                 "the function that contains it a custom derivative")
     message, hint = unknown_call_message(name, where)
     err = UnsupportedError(message, hint=hint)
     err.callee = name
@@ -74,7 +81,7 @@ def forward_mode(cx, inst: I.CallBase, row=None) -> None:
     if _wants_derivative(cx, inst):
         call_derivative(cx, inst, inst.called_function)
     elif _any_varied(cx, inst):
-        raise unknown_callee(cx.where, inst.called_function)
+        raise unknown_callee(cx.where, inst.called_function, inst)
     else:
         cx.clone(inst)
 
@@ -121,7 +128,7 @@ def augmented(cx, inst: I.CallBase, row=None) -> None:
     elif _any_varied(cx, inst):
         if inst.called_function is None and indirect.augmented(cx, inst):
             return
-        raise unknown_callee(cx.where, inst.called_function)
+        raise unknown_callee(cx.where, inst.called_function, inst)
     else:
         cx.clone(inst)
 

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pyzyme.analysis.activity import analyze_activity, can_carry_derivative, contains_type
 from pyzyme.analysis.cfg import reverse_post_order
 from pyzyme.analysis.finite import nonfinite_values
+from pyzyme.analysis.int_address import address_source, replay_address
 from pyzyme import naming
 from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ForwardContext
@@ -251,6 +252,20 @@ class ForwardGenerator:
 
         st.lanes(inst, make)
 
+    def _inttoptr(self, st: ForwardContext, inst: I.Instruction, new: I.Instruction) -> None:
+        """An address rounded through an integer: the same arithmetic on the shadow of the
+        pointer it comes from (:mod:`pyzyme.analysis.int_address`)."""
+        if inst not in st.activity.varied:
+            return
+        source = address_source(inst.operands[0])
+
+        def make(lane: int, name: str) -> Value:
+            b = st.builder
+            address = replay_address(b, inst.operands[0], st.derivs[source][lane], st.value)
+            return b.inttoptr(address, inst.type, name)
+
+        st.lanes(inst, make)
+
     def partials(self, st: ForwardContext, inst: I.Instruction, new: I.Instruction,
                  row: spec.Partials, operands: Sequence[Value], new_operands: Sequence[Value],
                  flags: Sequence[str] = ()) -> None:
@@ -381,6 +396,7 @@ _HANDLERS.update({
     "extractelement": ForwardGenerator._same_op,
     "insertelement": ForwardGenerator._same_op,
     "shufflevector": ForwardGenerator._same_op,
+    "inttoptr": ForwardGenerator._inttoptr,
 })
 # Instructions that never carry derivatives and need nothing but their primal copy: those their
 # rule rows declare inactive (integer arithmetic and casts, comparisons), control flow and
