@@ -135,7 +135,7 @@ def explain(f, args, *, const: Iterable[str] = (), lines: bool = True) -> Explan
     """
     from pyzyme import ir
     from pyzyme.analysis.activity import Activity, analyze_activity
-    from pyzyme.analysis.types import analyze_types
+    from pyzyme.analysis.type_analysis import analyze_types
     from pyzyme.frontends.numba.typeseeds import seed_from_abi
     from pyzyme.frontends.numba.derive.reverse import native_activities
     from pyzyme.diff.calls.dispatch import call_result_varied, may_allocate
@@ -152,7 +152,7 @@ def explain(f, args, *, const: Iterable[str] = (), lines: bool = True) -> Explan
     if unknown:
         raise ValueError(f"{abi.function} has no argument named {', '.join(sorted(unknown))}; "
                          f"its arguments are {', '.join(a.name for a in abi.args)}")
-    kinds = [_kind(arg) if arg.name not in const else "const" for arg in abi.args]
+    kinds = [_kind(arg) if arg.name not in const else Activity.CONST for arg in abi.args]
     fields = abi.result.fields
     return_active = any(fl.llvm_type in ("double", "float") for fl in fields)
     carries = abi.result.kind != "none" and any(
@@ -204,7 +204,7 @@ def explain(f, args, *, const: Iterable[str] = (), lines: bool = True) -> Explan
     if code is not None:
         for n in sorted({r.line for r in rows if r.line is not None}):
             source[n] = linecache.getline(code.co_filename, n).rstrip()
-    named = ", ".join(f"{a.name} {k}" for a, k in zip(abi.args, kinds))
+    named = ", ".join(f"{a.name} {k.value}" for a, k in zip(abi.args, kinds))
     sig = cap.signature
     others = [fn.ref for fn in module.functions if not fn.is_declaration and fn is not native]
     if others:
@@ -218,17 +218,19 @@ def explain(f, args, *, const: Iterable[str] = (), lines: bool = True) -> Explan
         args=args_rows, rows=rows, source=source, note=note)
 
 
-def _kind(arg) -> str:
+def _kind(arg) -> Activity:
     """The default activity of a Python argument: floats (and tuples of floats) Active,
     arrays of floats Duplicated, anything else Const."""
     from numba.core import types
 
+    from pyzyme.analysis.activity import Activity
+
     ty = arg.numba_type
     if arg.params and all(p.llvm_type in ("double", "float") for p in arg.params):
-        return "active"
+        return Activity.ACTIVE
     if isinstance(ty, types.Array) and isinstance(ty.dtype, (types.Float, types.Complex)):
-        return "duplicated"
-    return "const"
+        return Activity.DUPLICATED
+    return Activity.CONST
 
 
 _LOCATION = re.compile(r"^!(\d+) = (?:distinct )?!DILocation\((.*)\)\s*$")

@@ -126,7 +126,7 @@ def interchanged(block: str, part: str) -> str:
 
 def capacity_hint(function: str, header: str) -> str:
     """The global remembering the largest capacity the caches of loop ``header`` in
-    ``function`` reached (:meth:`pyzyme.diff.tape.cache.Tape.grow`)."""
+    ``function`` reached (:meth:`pyzyme.diff.tape.cache.TapeCache.grow`)."""
     return f"pyzyme.hint.{function}.{header or 'loop'}"
 
 
@@ -138,8 +138,9 @@ def sum_base(inner: str, outer: str) -> str:
 
 def repeated(inner: str, outer: str) -> str:
     """Loop ``inner`` counted within one iteration of loop ``outer``: names the capacity of
-    the caches that hold one iteration's worth (:meth:`pyzyme.diff.tape.cache.Tape.repeated`), its
-    hint, and the blocks growing them."""
+    the caches that hold one iteration's worth
+    (:meth:`pyzyme.diff.tape.cache.TapeCache.repeated`), its hint, and the blocks growing
+    them."""
     return f"{inner or 'loop'}.in.{outer or 'loop'}"
 
 

@@ -383,3 +383,24 @@ def test_rule_count():
                          text=True, check=True).stdout
     rows, names = map(int, re.match(r"(\d+) rows answering to (\d+) names", out).groups())
     assert rows == len(RULES) and names == sum(len(r.names) for r in RULES.rows())
+
+
+def test_runtime_rows_state_memory_effects():
+    """The runtime's memory facts are the rows' (analysis.overwrite and the generators read
+    them): each BLAS/LAPACK helper writes pointer arguments, a bilinear one's operands are not
+    among them; what releases or counts references is a Mirror row; MemInfo allocators
+    say where the data pointer is, as MEMINFO_LAYOUT does."""
+    from pyzyme.rules.runtime import MEMINFO_DATA, MEMINFO_LAYOUT
+    from pyzyme.rules.spec import Allocation, Blas, Mirror
+
+    assert ("data", MEMINFO_DATA, True) in MEMINFO_LAYOUT
+    for row in RULES.rows():
+        if isinstance(row, Blas):
+            assert row.writes and not set(row.operands) & set(row.writes), row.names
+            assert len(row.operands) in (0, 2), row.names
+        if isinstance(row, Allocation) and row.data_offset is not None:
+            assert row.data_offset == MEMINFO_DATA, row.names
+        if isinstance(row, Mirror) and (row.refcount or row.null_ok):
+            assert row.pointer_args == (0,), row.names
+    releases = {n for r in RULES.rows() if isinstance(r, Mirror) and r.releases for n in r.names}
+    assert releases == {"NRT_decref", "NRT_MemInfo_call_dtor", "NRT_Free", "free"}

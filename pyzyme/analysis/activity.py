@@ -4,9 +4,12 @@ A value is *varied* when it can depend on an active input: a float computed from
 into memory that has a shadow (so loads through it read tangents), an aggregate holding either.
 Integers never carry derivatives, by rule; so neither do comparisons, addresses computed as
 integers, or floats converted from integers. Values that are not varied get no derivative code.
+A pointer made back from such an address (:mod:`pyzyme.analysis.int_address`) is varied when
+the pointer it was computed from is.
 
-This is the forward half of Enzyme's activity analysis (does the value depend on an active
-input?); the backward half (can it reach an active output?) comes with reverse mode.
+This is Enzyme's activity analysis: the forward half (does the value depend on an active
+input?) always, the backward half (can it reach an active output?) when ``return_active`` is
+given, as reverse mode gives it; a value is active when both hold.
 
 Examples
 --------
@@ -38,9 +41,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pyzyme.analysis.cfg import reverse_post_order
+from pyzyme.analysis.int_address import address_source
 from pyzyme.analysis.overwrite import written_pointers
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
+from pyzyme.ir.opcodes import FROM_INTEGER, INTEGER_RESULT, MERGES, PURE
 from pyzyme.ir.values import Value
 
 __all__ = ["Activity", "ActivityResult", "analyze_activity", "can_carry_derivative",
@@ -72,12 +77,19 @@ def can_carry_derivative(ty: T.Type) -> bool:
     return contains_type(ty, lambda t: t.is_float or t.is_pointer)
 
 
-# Opcodes whose result depends only on their operands' values (no memory, no calls): the result
-# is varied when any operand is.
-_PURE = (frozenset({"fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "fpext", "fptrunc",
-                    "bitcast", "addrspacecast", "select", "phi", "freeze", "getelementptr",
-                    "extractvalue", "insertvalue", "extractelement", "insertelement",
-                    "shufflevector"}))
+def _is_bytes(ty: T.Type) -> bool:
+    """``i8`` or an array of them: a stack buffer whose type says nothing of what it holds
+    (``alloca(n)``, ``char buf[N]``, a struct slot LLVM retyped as bytes); what is written
+    into it decides whether it has a shadow."""
+    while isinstance(ty, T.ArrayType):
+        ty = ty.element
+    return ty.is_int and ty.width == 8
+
+
+# Opcodes whose result is computed from its operands' values alone (pure ones, and phis, which
+# pick one): the result is varied when any operand is, unless an integer stands between them
+# (integers carry no derivative: comparisons, integer casts, floats made from integers).
+_FLOWS = frozenset(op for op in PURE | MERGES if op not in INTEGER_RESULT | FROM_INTEGER)
 
 CallPolicy = Callable[[I.CallBase, Callable[[Value], bool]], bool]
 
@@ -210,6 +222,8 @@ def _useful(order: Sequence[I.Instruction], varied: set, return_active: bool) ->
             operands = value.args
         elif value.opcode == "store":
             operands = ()
+        elif value.opcode == "inttoptr":
+            operands = (address_source(value.operands[0]),)
         else:
             operands = value.operands
         for operand in operands:
@@ -244,6 +258,25 @@ def _pointers_into(root: I.Instruction, skip_blocks: frozenset) -> set:
             if (op in ("getelementptr", "bitcast", "addrspacecast")
                     and user.operands[0] is pointer) or op in ("phi", "select") or (
                     (op == "load" or isinstance(user, I.CallBase)) and user.type.is_pointer):
+                work.append(user)
+            elif op == "ptrtoint":
+                work.extend(_rebased(user, pointer))
+    return found
+
+
+def _rebased(address: I.Instruction, pointer: Value) -> list:
+    """The pointers made back (``inttoptr``) from integer ``address`` of ``pointer`` moved by
+    arithmetic (:mod:`pyzyme.analysis.int_address`)."""
+    found, work, seen = [], [address], set()
+    while work:
+        value = work.pop()
+        for user in value.users:
+            if user in seen:
+                continue
+            seen.add(user)
+            if user.opcode == "inttoptr" and address_source(value) is pointer:
+                found.append(user)
+            elif user.opcode in ("add", "sub", "and", "or") and user.type.is_int:
                 work.append(user)
     return found
 
@@ -302,19 +335,22 @@ def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
 def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy,
                may_allocate=None, skip_blocks: frozenset = frozenset()) -> bool:
     op = inst.opcode
-    if op in _PURE:
+    if op in _FLOWS:
         return any(is_varied(v) for v in inst.operands)
     if op == "load":
         return is_varied(inst.operands[0])
     if op == "alloca":
         if allocation_policy is not None:
             return allocation_policy(inst)
-        return can_carry_derivative(inst.allocated_type) and _receives_varied(
-            inst, is_varied, may_allocate, skip_blocks)
+        return (can_carry_derivative(inst.allocated_type) or _is_bytes(inst.allocated_type)) \
+            and _receives_varied(inst, is_varied, may_allocate, skip_blocks)
     if op in ("call", "invoke"):
         if call_policy is not None:
             return call_policy(inst, is_varied)
         return any(is_varied(v) for v in inst.args)
     if op in ("atomicrmw", "cmpxchg"):
         return is_varied(inst.operands[0])
-    return False  # sitofp, inttoptr, va_arg, landingpad, ...: nothing flows in
+    if op == "inttoptr":  # an address rounded through an integer points where its source does
+        source = address_source(inst.operands[0])
+        return source is not None and is_varied(source)
+    return False  # sitofp, other inttoptr, va_arg, landingpad, ...: nothing flows in

@@ -37,11 +37,10 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
+from pyzyme.ir.opcodes import EXITS  # terminators that leave the function
+
 __all__ = ["DominatorTree", "block_label", "dominators", "post_dominators", "error_only_blocks",
            "reverse_post_order", "exit_blocks"]
-
-# Terminators that leave the function: the roots of the post-dominator tree.
-_EXIT_OPCODES = frozenset({"ret", "unreachable", "resume"})
 
 
 def block_label(block) -> str:
@@ -85,7 +84,7 @@ def _rpo(root: Hashable, succs: Callable[[Hashable], Iterable]) -> list:
 def exit_blocks(fn) -> list:
     """Reachable blocks that leave the function (``ret``, ``unreachable``, ``resume``)."""
     return [b for b in reverse_post_order(fn)
-            if b.terminator is not None and b.terminator.opcode in _EXIT_OPCODES]
+            if b.terminator is not None and b.terminator.opcode in EXITS]
 
 
 @dataclass
@@ -257,7 +256,7 @@ def post_dominators(fn) -> DominatorTree:
     # Reverse-CFG successors (= forward predecessors) of every node; the virtual exit is None.
     rsuccs: dict = {b: [p for p in b.predecessors if p in live] for b in order}
     exits = [b for b in order
-             if b.terminator is not None and b.terminator.opcode in _EXIT_OPCODES]
+             if b.terminator is not None and b.terminator.opcode in EXITS]
     rsuccs[None] = list(exits)
     reached = set(_rpo(None, rsuccs.__getitem__))
     # Infinite loops: connect the last unreached block (in RPO) until every block is reached.

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
+from pyzyme.ir.opcodes import STRUCTURAL
 from pyzyme.ir.values import (Argument, Constant, ConstantAggregate, ConstantFP, ConstantSplat,
                               Value, ZeroInitializer)
 from pyzyme.rules import spec
@@ -48,10 +49,6 @@ from pyzyme.rules.finite import total
 
 __all__ = ["NonFinite", "nonfinite_values"]
 
-# Instructions that move or combine values without computing new ones: non-finite if an
-# operand carrying floats is.
-_MOVES = frozenset({"phi", "select", "freeze", "fpext", "fptrunc", "bitcast", "extractvalue",
-                    "insertvalue", "extractelement", "insertelement", "shufflevector"})
 
 
 @dataclass(frozen=True)
@@ -139,7 +136,7 @@ def _verdict(inst, bad, memory: bool, rules) -> tuple[bool, bool]:
         return False, isinstance(inst, I.AtomicRMW) and bad(inst.operands[-1])
     if isinstance(inst, (I.Load, I.AtomicRMW, I.VAArg)):
         return memory, False
-    if op in _MOVES:
+    if op in STRUCTURAL:  # moves values, computes none: non-finite where a float operand is
         operands = inst.operands[1:] if op == "select" else inst.operands
         return any(bad(v) for v in operands if _carries_floats(v.type)), False
     if op in ("fdiv", "frem"):

@@ -23,8 +23,8 @@ store ``S`` of ``gep T, %base, %j`` (the same ``%base`` value) such that
 - ``S`` is the only instruction of the loop around both (of the whole function, if none) that
   may write where ``%base`` points;
 - ``S``'s stored value is built, within a few steps, from ``%j``, values defined outside
-  ``S``'s loop, pure arithmetic, pure intrinsics and loads (whether those can be read again in
-  the reverse sweep is for the caller to decide).
+  ``S``'s loop, pure instructions (:data:`pyzyme.ir.opcodes.PURE`), pure intrinsics and
+  loads (whether those can be read again in the reverse sweep is for the caller to decide).
 
 Then ``L`` reads the value ``S`` computed with ``%j = %i``.
 
@@ -70,15 +70,11 @@ from pyzyme.analysis.cfg import dominators
 from pyzyme.analysis.loops import _INVERSE, LoopInfo, _ref, analyze_loops
 from pyzyme.analysis.overwrite import may_alias, pure_call, written_pointers
 from pyzyme.ir import instructions as I
+from pyzyme.ir.opcodes import PURE
 from pyzyme.ir.values import ConstantInt, Value
 
 __all__ = ["Forwarded", "StoreForwarding", "store_forwarding"]
 
-# Opcodes a forwarded value may be built from (besides loads and pure intrinsics).
-_PURE = frozenset({
-    "fadd", "fsub", "fmul", "fdiv", "fneg", "add", "sub", "mul", "shl", "lshr", "ashr",
-    "and", "or", "xor", "icmp", "fcmp", "trunc", "zext", "sext", "sitofp", "uitofp", "fptosi",
-    "fptoui", "fpext", "fptrunc", "bitcast", "select", "getelementptr", "freeze"})
 _DEPTH = 6
 # Exit tests of a loop counting up to its bound: a later start visits a part of its indices.
 _UP_TO = frozenset({"ne", "slt", "ult", "sle", "ule"})
@@ -315,6 +311,6 @@ def _buildable(v, sloop, j, depth: int) -> bool:
         if not pure_call(v):
             return False
         return all(_buildable(a, sloop, j, depth - 1) for a in v.args)
-    elif v.opcode not in _PURE:
+    elif v.opcode not in PURE:  # rebuilt on operands the store's own run had
         return False
     return all(_buildable(op, sloop, j, depth - 1) for op in v.operands)

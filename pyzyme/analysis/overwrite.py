@@ -32,12 +32,14 @@ overwrites in @f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from pyzyme.analysis.cfg import reverse_post_order
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as ir_types
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
 from pyzyme.ir.values import Argument, GlobalVariable, Null, Poison, Undef, Value
+from pyzyme.rules import default_rules, spec
 
 __all__ = ["OverwriteResult", "analyze_overwrites", "identified_object", "underlying_object",
            "underlying_objects", "may_alias", "PURE_INTRINSICS", "pure_call", "list_block_of",
@@ -58,23 +60,6 @@ def pure_call(inst) -> bool:
     fn = inst.called_function
     return fn is not None and fn.name.startswith(PURE_INTRINSICS)
 
-# Calls that allocate fresh memory: their results alias nothing that existed before.
-_ALLOCATORS = frozenset({"malloc", "calloc", "NRT_Allocate", "NRT_MemInfo_alloc_aligned",
-                         "NRT_MemInfo_alloc_safe_aligned", "NRT_MemInfo_alloc",
-                         "NRT_MemInfo_alloc_safe", "NRT_MemInfo_new_varsize",
-                         "NRT_MemInfo_new_varsize_dtor"})
-# Reference counting writes only a MemInfo's count; memory is freed after the last reference
-# is dropped, and a caller holds one on every array it passes.
-_REFCOUNT = frozenset({"NRT_incref", "NRT_decref"})
-# NRT's MemInfo{refct; dtor; dtor_info; data; ...}: the data pointer is at byte 24.
-_MEMINFO_DATA = 24
-# Calls that give a MemInfo a new data block (a list growing): they write the MemInfo and free
-# its old data, so whatever was read from that data before is gone; the result is the new one.
-_RESIZES = frozenset({"NRT_MemInfo_varsize_realloc", "NRT_MemInfo_varsize_alloc"})
-# Numba's BLAS and LAPACK helpers write only their results (numba/_lapack.c): which arguments.
-_WRITES_ONLY = {"numba_xxdot": (5,), "numba_xxgemv": (9,), "numba_xxgemm": (12,),
-                "numba_xxnrm2": (4,), "numba_xgesv": (3, 5, 6), "numba_xxgetrf": (3, 5),
-                "numba_ez_xxgetri": (2,), "numba_xxpotrf": (3,), "numba_ez_xxxevd": (4, 6)}
 # Calls known not to write memory the function can see (markers and pure math).
 _NO_WRITES_PREFIXES = ("llvm.lifetime.", "llvm.assume", "llvm.dbg.", "llvm.experimental.noalias",
                        "llvm.invariant.", "llvm.expect")
@@ -93,11 +78,21 @@ def underlying_object(pointer: Value) -> Value:
     return pointer
 
 
+@lru_cache(maxsize=None)
+def _runtime_row(name: str):
+    """The shipped rule row of callee ``name``: what the runtime's allocators, releases,
+    reference counts and BLAS helpers do to memory is read there (:mod:`pyzyme.rules.runtime`)."""
+    return default_rules().lookup(name, "call")
+
+
+def _row(call: Value):
+    callee = call.called_function if isinstance(call, I.CallBase) else None
+    return _runtime_row(callee.name) if callee is not None else None
+
+
 def _allocation(obj: Value) -> bool:
-    if not isinstance(obj, I.CallBase):
-        return False
-    callee = obj.called_function
-    return callee is not None and callee.name in _ALLOCATORS
+    """A call that allocates fresh memory: its result aliases nothing that existed before."""
+    return isinstance(_row(obj), spec.Allocation)
 
 
 def _meminfo_data(obj: Value) -> bool:
@@ -109,10 +104,10 @@ def _meminfo_data(obj: Value) -> bool:
 def _meminfo_of(obj: Value) -> Value | None:
     """The MemInfo (allocated by this function) whose data ``obj`` is, else None."""
     if isinstance(obj, I.CallBase):
-        callee = obj.called_function
-        if callee is None or callee.name not in _RESIZES:
+        row = _row(obj)
+        if not (isinstance(row, spec.Mirror) and row.resizes):
             return None
-        base, offset = obj.args[0], _MEMINFO_DATA
+        base, offset = obj.args[0], None   # the new data block of the handle
     elif isinstance(obj, I.Load) and obj.type.is_pointer:
         base, offset = obj.pointer, 0
         if isinstance(base, I.GetElementPtr) and len(base.indices) == 1 and \
@@ -120,8 +115,9 @@ def _meminfo_of(obj: Value) -> Value | None:
             base, offset = base.pointer, base.indices[0].value
     else:
         return None
-    if offset == _MEMINFO_DATA and _allocation(base) and \
-            base.called_function.name.startswith("NRT_MemInfo"):
+    row = _row(base)
+    if isinstance(row, spec.Allocation) and row.data_offset is not None and \
+            offset in (None, row.data_offset):
         return base
     return None
 
@@ -130,9 +126,7 @@ def list_block_of(pointer: Value) -> Value | None:
     """The variable-size MemInfo this function allocated (Numba's list) into whose data block
     ``pointer`` points, else None."""
     owner = _meminfo_of(underlying_object(pointer))
-    if owner is not None and owner.called_function.name.startswith("NRT_MemInfo_new_varsize"):
-        return owner
-    return None
+    return owner if owner is not None and _row(owner).resizable else None
 
 
 def identified_object(obj: Value) -> bool:
@@ -219,13 +213,16 @@ def written_pointers(inst: I.Instruction) -> list[Value]:
     if isinstance(inst, I.CallBase):
         callee = inst.called_function
         name = callee.name if callee is not None else ""
-        if name.startswith(_NO_WRITES_PREFIXES) or name in _ALLOCATORS or name in _REFCOUNT:
+        if name.startswith(_NO_WRITES_PREFIXES):
             return []
         if name.startswith(("llvm.memcpy", "llvm.memmove", "llvm.memset")):
             return [inst.args[0]]
-        if name in _WRITES_ONLY:
-            return [inst.args[i] for i in _WRITES_ONLY[name]]
-        if name in _RESIZES:
+        row = _runtime_row(name) if name else None
+        if isinstance(row, spec.Allocation) or (isinstance(row, spec.Mirror) and row.refcount):
+            return []  # a reference count writes only the count; the caller holds one
+        if isinstance(row, spec.Blas):
+            return [inst.args[i] for i in row.writes]  # BLAS and LAPACK write their results
+        if isinstance(row, spec.Mirror) and row.resizes:
             return [inst.args[0], inst]  # the MemInfo, and its data (moved)
         return [a for a in inst.args if a.type.is_pointer]
     return []

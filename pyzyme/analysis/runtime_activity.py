@@ -37,16 +37,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pyzyme.analysis.activity import ActivityResult, contains_type
+from pyzyme.ir.opcodes import MERGES, STRUCTURAL
 from pyzyme.ir.values import Null, Poison, Undef, Value, ZeroInitializer
 
 __all__ = ["RuntimeActivity", "analyze_runtime_activity"]
 
-# Where a pointer without a shadow can join one with a shadow.
-_MERGES = frozenset({"phi", "select", "insertvalue", "insertelement", "shufflevector"})
-# Instructions whose pointer result is computed from a pointer operand (its shadow from that
-# operand's shadow).
-_DERIVED = frozenset({"getelementptr", "bitcast", "addrspacecast", "freeze", "extractvalue",
-                      "extractelement"}) | _MERGES
 
 
 def _has_pointer(value: Value) -> bool:
@@ -89,7 +84,8 @@ def analyze_runtime_activity(fn, activity: ActivityResult) -> RuntimeActivity:
     varied = activity.varied
     work = []
     for inst in fn.instructions():
-        if inst.opcode in _MERGES and inst in varied and _has_pointer(inst):
+        # A merge: where a pointer without a shadow can join one with a shadow.
+        if inst.opcode in MERGES and inst in varied and _has_pointer(inst):
             source = next((op for op in inst.operands if _shadowless(op, activity)), None)
             if source is not None:
                 result.values.add(inst)
@@ -101,7 +97,8 @@ def analyze_runtime_activity(fn, activity: ActivityResult) -> RuntimeActivity:
         for user in value.users:
             if user in result.values or user not in varied or not _has_pointer(user):
                 continue
-            derived = user.opcode in _DERIVED and (
+            # Structural: a pointer computed from the pointer (its shadow from its shadow).
+            derived = user.opcode in STRUCTURAL and (
                 user.opcode != "getelementptr" or user.operands[0] is value)
             loaded = user.opcode == "load" and user.operands[0] is value
             if derived or loaded:

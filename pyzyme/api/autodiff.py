@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
+from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.args import complex as C
 from pyzyme.api.args import refusals as R
@@ -65,7 +66,9 @@ def autodiff(mode: Mode, f, *args) -> tuple:
             raise TypeError(f"{ret_activity.__name__} is not a return activity")
     anns = [A.annotate(a) for a in args]
     if mode.split:
-        raise UnsupportedError(f"{mode} mode is not implemented yet; use Reverse or "
+        raise UnsupportedError(f"autodiff does not take the split mode {mode}: call "
+                               f"autodiff_thunk({mode}, f, ...) for its augmented forward and "
+                               f"reverse functions, or autodiff with Reverse or "
                                f"ReverseWithPrimal")
     if mode.holomorphic:
         return _holomorphic(mode, f, ret_activity, anns)
@@ -118,7 +121,7 @@ def reverse_sweep(mode: Mode, f, ret_activity, anns: list[A.Annotation], seed=No
                         *seeds)
     for c in calls:
         c.copy_back()
-    return _reverse_result(mode, plan, out, [c.kind == "active" for c in calls])
+    return _reverse_result(mode, plan, out, [c.kind is Activity.ACTIVE for c in calls])
 
 
 def _reverse_seeds(mode: Mode, plan, dispatcher, seed) -> tuple:
@@ -143,8 +146,8 @@ def _reverse_result(mode: Mode, plan, out, active: Sequence[bool]) -> tuple:
     return (derivs,)
 
 
-_KINDS = {A.Const: "const", A.Active: "active", A.Duplicated: "duplicated",
-          A.DuplicatedNoNeed: "duplicated"}
+_KINDS = {A.Const: Activity.CONST, A.Active: Activity.ACTIVE, A.Duplicated: Activity.DUPLICATED,
+          A.DuplicatedNoNeed: Activity.DUPLICATED}
 
 
 def _reverse_call(mode: Mode, f, ret_activity, shape: CallShape):
@@ -155,7 +158,7 @@ def _reverse_call(mode: Mode, f, ret_activity, shape: CallShape):
     plan = reverse_plan(dispatcher, shape.types, kinds, ret_activity,
                         shape.distinct, need_primal=mode.with_primal)
     seeds = _reverse_seeds(mode, plan, dispatcher, None)
-    active = [k == "active" for k in kinds]
+    active = [k is Activity.ACTIVE for k in kinds]
     function = plan.function
 
     def call(shape: CallShape) -> tuple:

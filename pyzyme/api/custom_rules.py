@@ -3,7 +3,7 @@
 :func:`rule_table` gives, for one derivative build, pyzyme's own rows plus one row per native
 symbol of each ``@njit`` function that has user rules: an
 :class:`~pyzyme.rules.spec.Inactive` row for a function marked inactive, a
-:class:`~pyzyme.rules.spec.Custom` row otherwise. The Custom row's :class:`FunctionRules`
+:class:`~pyzyme.rules.spec.Custom` row otherwise. The Custom row's :class:`CompiledRules`
 compiles the user's rule functions with Numba when the generator meets a call (only then are
 the activities of its arguments known) and checks what they return, so that a rule returning
 the wrong thing is an error naming the rule, never a derivative read from the wrong bytes.
@@ -44,7 +44,7 @@ from pyzyme.frontends.numba.abi import AbiMap
 from pyzyme.rules import spec
 from pyzyme.rules.custom import Config, Registry
 
-__all__ = ["rule_table", "UserRuleTable", "FunctionRules", "NativeRule"]
+__all__ = ["rule_table", "UserRuleTable", "CompiledRules", "NativeRule"]
 
 
 @dataclass(frozen=True)
@@ -163,10 +163,10 @@ def _make_row(entry, symbol: str, cres) -> spec.Row:
                                                           f"pyzyme.rules")
     abi = AbiMap.from_signature(cres.target_context, name, tuple(cres.fndesc.args),
                                 cres.signature)
-    return spec.Custom((symbol,), "custom", rules=FunctionRules(entry, abi))
+    return spec.Custom((symbol,), "custom", rules=CompiledRules(entry, abi))
 
 
-class FunctionRules:
+class CompiledRules:
     """The rule functions of one compiled signature of a ruled function, compiled on demand
     for the activities of a call site (what :mod:`pyzyme.diff.calls.custom` asks for)."""
 

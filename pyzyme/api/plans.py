@@ -28,7 +28,7 @@ from pyzyme.api.dispatchers import where
 from pyzyme.frontends.numba import persist
 from pyzyme.frontends.numba.derive.forward import build_forward
 from pyzyme.frontends.numba.derive.hvp import build_hvp
-from pyzyme.frontends.numba.derive.reverse import build_reverse
+from pyzyme.frontends.numba.derive.reverse import build_reverse, roles
 from pyzyme.frontends.numba.derive.split import build_split
 from pyzyme.rules import default_rules
 from pyzyme.rules.custom import REGISTRY
@@ -120,7 +120,8 @@ def reverse_plan(dispatcher, primal_types, kinds, ret_activity, distinct: bool,
                  need_primal: bool = True):
     """The compiled reverse derivative of ``dispatcher`` for these types and activities
     (without ``need_primal``, the primal result it returns is zero)."""
-    key = ("reverse", dispatcher, tuple(primal_types), tuple(kinds), ret_activity, distinct,
+    kinds = roles(kinds)
+    key = ("reverse", dispatcher, tuple(primal_types), kinds, ret_activity, distinct,
            need_primal)
     return CACHE.get(key, lambda: _persisted(
         dispatcher, primal_types, key,

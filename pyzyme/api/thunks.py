@@ -31,6 +31,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.args.marshal import ReverseArg
 from pyzyme.api.autodiff import autodiff
@@ -114,8 +115,8 @@ def _convert(plan, call_args) -> list:
     got = tuple(c.numba_type for c in calls), tuple(c.kind for c in calls)
     if got != (plan.primal_types, plan.kinds):
         raise PyzymeError(f"the thunks were made for arguments "
-                          f"{list(zip(plan.kinds, plan.primal_types))}; got "
-                          f"{list(zip(got[1], got[0]))}")
+                          f"{[(k.value, t) for k, t in zip(plan.kinds, plan.primal_types)]}; "
+                          f"got {[(k.value, t) for k, t in zip(got[1], got[0])]}")
     return calls
 
 
@@ -180,7 +181,7 @@ class SplitReverse(NjitObject):
         for c in calls:
             c.copy_back()
         adjoints = iter(out if out is not None else ())
-        return (tuple(next(adjoints) if c.kind == "active" else None for c in calls),)
+        return (tuple(next(adjoints) if c.kind is Activity.ACTIVE else None for c in calls),)
 
     def __repr__(self) -> str:
         return f"<pyzyme {self.mode} reverse thunk of {self._dispatcher.py_func.__name__}>"

@@ -11,7 +11,7 @@
 - :mod:`pyzyme.diff.linalg`: BLAS and LAPACK derivatives;
 - :mod:`pyzyme.diff.context`: the state of one derivative being generated and the handler API
   over it (what handlers may call); :mod:`pyzyme.diff.signature`: the interfaces of derivatives;
-- :mod:`pyzyme.diff.emit`, :mod:`pyzyme.diff.runtime_activity`, :mod:`pyzyme.diff.side_stack`,
+- :mod:`pyzyme.diff.emit`, :mod:`pyzyme.diff.runtime_checks`, :mod:`pyzyme.diff.side_stack`,
   :mod:`pyzyme.diff.pointers`, :mod:`pyzyme.diff.leaves`, :mod:`pyzyme.diff.memory_calls`: what
   both modes share (emitting rule expressions, run-time activity checks, recursion stacks, where
   pointers point, what types hold, the memory calls derivative code makes).

@@ -40,7 +40,7 @@ from pyzyme import naming
 from pyzyme.analysis.activity import ActivityResult, can_carry_derivative
 from pyzyme.analysis.overwrite import underlying_object
 from pyzyme.diff.leaves import elements, has_float, has_pointer
-from pyzyme.diff.tape.cache import Tape
+from pyzyme.diff.tape.cache import TapeCache
 from pyzyme.diff.tape.releases import Releases
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
@@ -207,7 +207,7 @@ class ReverseContext(_Generated):
     activity: object
     loops: object
     overwrites: object
-    tape: Tape
+    tape: TapeCache
     releases: Releases                                 # what is released after the sweep
     fb: IRBuilder = field(default_factory=IRBuilder)   # forward sweep
     rb: IRBuilder = field(default_factory=IRBuilder)   # reverse sweep
@@ -231,6 +231,7 @@ class ReverseContext(_Generated):
     recorded: dict = field(default_factory=dict)       # primal block -> Cache of pred index
     callee_tapes: dict = field(default_factory=dict)   # primal call -> (pair, sig, fwd tape)
     rule_calls: dict = field(default_factory=dict)     # primal call -> user rule and its tape
+    indirect: dict = field(default_factory=dict)       # indirect call -> its pair's reverse
     ret_slot: object = None
     which_exit: object = None                          # split: Slot of the exit taken
     exits: list = field(default_factory=list)          # split: (fwd block, value, shadow, from)
@@ -345,7 +346,7 @@ class ReverseContext(_Generated):
 
     def types(self):
         """Type analysis of the primal function (a
-        :class:`~pyzyme.analysis.types.TypeResults`), run once, when first asked."""
+        :class:`~pyzyme.analysis.type_analysis.TypeResults`), run once, when first asked."""
         return self.generator.function_types(self.old)
 
     def callee_derivative(self, callee, sig):

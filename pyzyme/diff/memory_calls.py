@@ -4,12 +4,14 @@ other arguments (its shadows, a tangent), both modes."""
 
 from __future__ import annotations
 
+from pyzyme.analysis.layout import sizeof
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Value, const_int
 
-__all__ = ["malloc", "free", "free_function", "memcpy", "memset_zero", "with_args"]
+__all__ = ["malloc", "free", "free_function", "memcpy", "memset_zero", "zeroed_buffer",
+           "with_args"]
 
 
 def malloc(module, b: IRBuilder, size: Value, name: str = "") -> Value:
@@ -42,6 +44,16 @@ def memset_zero(module, b: IRBuilder, pointer: Value, length: Value,
     fn = module.declare(name, T.FunctionType(T.void, [T.ptr, T.i8, length.type, T.i1]))
     vol = volatile if volatile is not None else const_int(T.i1, 0)
     b.call(fn, [pointer, const_int(T.i8, 0), length, vol])
+
+
+def zeroed_buffer(module, b: IRBuilder, inst: I.Alloca, count: Value, name: str) -> Value:
+    """A stack buffer like variable-size ``inst`` (``count`` elements, as the copy computes
+    it), zeroed at ``b``: its shadow, in either mode."""
+    shadow = b.insert(I.Alloca(inst.allocated_type, count, inst.align, inst.type.addrspace),
+                      name)
+    memset_zero(module, b, shadow,
+                b.mul(count, const_int(count.type, sizeof(inst.allocated_type))))
+    return shadow
 
 
 def with_args(call: I.CallBase, args) -> I.CallBase:

@@ -45,7 +45,8 @@ from __future__ import annotations
 
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.names import readable
-from pyzyme.ir.values import ConstantInt, ConstantString, ZeroInitializer, const_int, const_null
+from pyzyme.ir.values import (ConstantInt, ZeroInitializer, const_c_string, const_int,
+                              const_null)
 from pyzyme.runtime.target import RECURSION_ERROR_SYMBOL, side_stacks
 
 __all__ = ["install", "SLOTS", "GUARD", "MARGIN"]
@@ -311,14 +312,11 @@ def _stack_header(b: IRBuilder, module, stack_bytes: int, found, elsewhere):
 
 def _c_string(module, text: str):
     """A private constant holding ``text`` as a C string (one per text in a module)."""
-    data = text.encode("utf-8") + b"\0"
-    body = "".join(chr(c) if 32 <= c < 127 and c not in (34, 92) else f"\\{c:02X}"
-                   for c in data)
+    string = const_c_string(text)
     for gv in module.globals:
-        if gv.name.startswith(_TEXT) and getattr(gv.initializer, "text", None) == body:
+        if gv.name.startswith(_TEXT) and getattr(gv.initializer, "text", None) == string.text:
             return gv
-    ty = T.ArrayType(len(data), T.i8)
-    return module.add_global(module.unique_global_name(_TEXT), ty, ConstantString(ty, body),
+    return module.add_global(module.unique_global_name(_TEXT), string.type, string,
                              is_constant=True, prefix="private unnamed_addr")
 
 

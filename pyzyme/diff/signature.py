@@ -104,4 +104,4 @@ class SplitPair:
 
     augmented: object
     reverse: object
-    nbytes: object = None      # i64 (ptr tape): the bytes a tape holds (see Tape)
+    nbytes: object = None      # i64 (ptr tape): the bytes it holds (TapeCache.bytes_function)

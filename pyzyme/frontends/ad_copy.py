@@ -32,7 +32,7 @@ from pyzyme.errors import FrontendError
 from pyzyme.frontends.global_callees import guard_global_callees
 
 __all__ = ["promote_local_globals", "ad_copy", "noinline_suffix", "link_into", "strip_debug_info", "expand_realloc",
-           "rename_global", "tape_pool_as_libc"]
+           "rename_global", "tape_pool_as_libc", "fma_asm_as_intrinsic"]
 
 _DBG_ATTACHMENT = re.compile(r"\s*!dbg\s+!\d+")
 _COMDAT = re.compile(r",?\s*comdat(\(\$[^)]*\))?")
@@ -159,6 +159,7 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
     expand_realloc(module)
     cxx_allocation_as_malloc(module)
     posix_memalign_as_aligned_alloc(module)
+    fma_asm_as_intrinsic(module)
     module.extra_lines = [(section, _without_inlining_attrs(text) if section == "attributes"
                            else text) for section, text in module.extra_lines]
     from pyzyme.runtime import passes
@@ -335,6 +336,33 @@ def forget_edge(block, dest) -> None:
         phi.name = ""
         phi.replace_all_uses_with(new)
         phi.erase()
+
+
+# Eigen's AVX multiply-add under clang (PacketMath.h's pmadd): ``res = c; asm("vfmadd231pd
+# %[a], %[b], %[c]" : [c] "+x" (res) : [a] "x" (a), [b] "x" (b))``, which LLVM writes as
+# ``asm "vfmadd231pd $1, $2, $0", "=x,x,x,0,..."(a, b, c)``: $0 = $2 * $1 + $0, one rounding.
+_FMA_ASM = re.compile(r'asm\s+"vfmadd231p([sd])\s+\$1,\s*\$2,\s*\$0",\s*'
+                      r'"=x,x,x,0(?:,~\{(?:dirflag|fpsr|flags)\})*"')
+
+
+def fma_asm_as_intrinsic(module: ir.Module) -> None:
+    """Call ``llvm.fma`` where inline assembly is a fused multiply-add (``vfmadd231pd``, as
+    Eigen writes its AVX ``pmadd`` for clang): the same value, rounded once, which pyzyme
+    differentiates; inline assembly has no derivative. Other assembly is left as it is."""
+    for fn in module.functions:
+        for call in [i for i in fn.instructions() if isinstance(i, ir.CallBase)]:
+            m = _FMA_ASM.match(getattr(call.callee, "text", "") or "")
+            ty = call.type
+            if m is None or not isinstance(ty, ir.VectorType) or len(call.args) != 3 or \
+                    str(ty.element) != ("double" if m.group(1) == "d" else "float") or \
+                    any(a.type != ty for a in call.args):
+                continue
+            fma = module.declare(f"llvm.fma.v{ty.count}{'f64' if m.group(1) == 'd' else 'f32'}",
+                                 ir.FunctionType(ty, [ty, ty, ty]))
+            b = ir.IRBuilder()
+            b.position_before(call)
+            call.replace_all_uses_with(b.call(fma, list(call.args)))
+            call.erase()
 
 
 def _declare(gv) -> None:

@@ -1,9 +1,10 @@
 """Derivatives of plain LLVM functions (C, C++, any language), from pyzyme's generators.
 
 The Numba path knows each argument's meaning from Numba's signature; a plain LLVM function has
-only its LLVM types. As Enzyme does for C, the argument kinds are given per parameter
-(``"const"``, ``"active"``, ``"dup"``, ``"dupnoneed"``) or defaulted from the type (Enzyme's
-``whatType``): a pointer is duplicated, a float is active, an integer is constant. Type analysis
+only its LLVM types. As Enzyme does for C, each parameter's :class:`Activity` is given (or
+spelled as Enzyme's markers name it: ``"const"``, ``"active"``, ``"dup"``, ``"dupnoneed"``, read
+by :func:`to_activity`) or defaulted from the type (Enzyme's ``whatType``): a pointer is
+duplicated, a float is active, an integer is constant. Type analysis
 is seeded from the LLVM types alone (integers are integers), and deduces what memory holds
 from the loads and stores of the function.
 
@@ -38,9 +39,11 @@ from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.typetree import INTEGER, TypeTree
 from pyzyme.errors import UnsupportedError
 
-__all__ = ["KINDS", "Derivatives", "default_kind", "to_activities", "type_seeds"]
+__all__ = ["KINDS", "Derivatives", "default_activity", "to_activity", "to_activities",
+           "type_seeds"]
 
-#: Argument kinds, as Enzyme's markers name them (``enzyme_out`` is ``"active"``).
+#: Activities as Enzyme's markers spell them (``enzyme_out`` is ``"active"``; pyzyme treats
+#: ``dupnoneed`` as ``dup``): read only at the edge, by :func:`to_activity`.
 KINDS = {"const": Activity.CONST, "active": Activity.ACTIVE, "out": Activity.ACTIVE,
          "dup": Activity.DUPLICATED, "duplicated": Activity.DUPLICATED,
          "dupnoneed": Activity.DUPLICATED}
@@ -59,35 +62,44 @@ def _is_floaty(ty: ir.Type) -> bool:
     return False
 
 
-def default_kind(ty: ir.Type, forward: bool) -> str:
-    """Enzyme's default kind of an argument of LLVM type ``ty``.
+def default_activity(ty: ir.Type, forward: bool) -> Activity:
+    """Enzyme's default activity of an argument of LLVM type ``ty`` (in forward mode a float
+    is duplicated: followed by its tangent).
 
-    >>> default_kind(ir.double, forward=False), default_kind(ir.double, forward=True)
-    ('active', 'dup')
-    >>> default_kind(ir.ptr, forward=False), default_kind(ir.i32, forward=False)
-    ('dup', 'const')
+    >>> default_activity(ir.double, forward=False), default_activity(ir.double, forward=True)
+    (<Activity.ACTIVE: 'active'>, <Activity.DUPLICATED: 'duplicated'>)
+    >>> default_activity(ir.ptr, forward=False), default_activity(ir.i32, forward=False)
+    (<Activity.DUPLICATED: 'duplicated'>, <Activity.CONST: 'const'>)
     """
     if ty.is_pointer:
-        return "dup"
+        return Activity.DUPLICATED
     if _is_floaty(ty):
-        return "dup" if forward else "active"
-    return "const"
+        return Activity.DUPLICATED if forward else Activity.ACTIVE
+    return Activity.CONST
 
 
-def kind_name(kind) -> str:
-    """Normalise a kind given as a string, an :class:`Activity` or a pyzyme annotation class
-    (``Active``, ``Const``, ``Duplicated``, ``DuplicatedNoNeed``)."""
+#: pyzyme's annotation classes, by name (this layer does not import the API that defines them).
+_ANNOTATIONS = {"Active": Activity.ACTIVE, "Const": Activity.CONST,
+                "Duplicated": Activity.DUPLICATED, "DuplicatedNoNeed": Activity.DUPLICATED,
+                "BatchDuplicated": Activity.DUPLICATED,
+                "BatchDuplicatedNoNeed": Activity.DUPLICATED}
+
+
+def to_activity(kind) -> Activity:
+    """The :class:`Activity` of a kind given as one, as a pyzyme annotation class
+    (``Active``, ``Const``, ``Duplicated``, ``DuplicatedNoNeed``) or as Enzyme spells it
+    (:data:`KINDS`).
+
+    >>> to_activity("dupnoneed"), to_activity(Activity.CONST)
+    (<Activity.DUPLICATED: 'duplicated'>, <Activity.CONST: 'const'>)
+    """
     if isinstance(kind, Activity):
-        return {Activity.CONST: "const", Activity.ACTIVE: "active",
-                Activity.DUPLICATED: "dup"}[kind]
-    if isinstance(kind, type):
-        kind = {"Active": "active", "Const": "const", "Duplicated": "dup",
-                "DuplicatedNoNeed": "dupnoneed", "BatchDuplicated": "dup",
-                "BatchDuplicatedNoNeed": "dupnoneed"}.get(kind.__name__, kind.__name__)
-    if kind not in KINDS:
-        raise UnsupportedError(f"unknown argument kind {kind!r}",
+        return kind
+    found = _ANNOTATIONS.get(kind.__name__) if isinstance(kind, type) else KINDS.get(kind)
+    if found is None:
+        raise UnsupportedError(f"unknown argument kind {getattr(kind, '__name__', kind)!r}",
                                hint=f"use one of {sorted(KINDS)}")
-    return kind
+    return found
 
 
 def to_activities(fn, kinds: Sequence | None, forward: bool) -> tuple[Activity, ...]:
@@ -95,14 +107,13 @@ def to_activities(fn, kinds: Sequence | None, forward: bool) -> tuple[Activity, 
     checked against the parameters' types."""
     params = fn.function_type.params
     if kinds is None:
-        kinds = [default_kind(t, forward) for t in params]
-    kinds = [kind_name(k) for k in kinds]
-    if len(kinds) != len(params):
+        kinds = [default_activity(t, forward) for t in params]
+    acts = [to_activity(k) for k in kinds]
+    if len(acts) != len(params):
         raise UnsupportedError(
-            f"{fn.ref} has {len(params)} parameters, but {len(kinds)} argument kinds were given")
+            f"{fn.ref} has {len(params)} parameters, but {len(acts)} argument kinds were given")
     out = []
-    for i, (kind, ty) in enumerate(zip(kinds, params)):
-        act = KINDS[kind]
+    for i, (act, ty) in enumerate(zip(acts, params)):
         if act is Activity.ACTIVE and not _is_floaty(ty):
             raise UnsupportedError(
                 f"parameter {i} of {fn.ref} is {ty}: only floats (and aggregates of floats) can "
@@ -240,15 +251,15 @@ def _skip_bracket(name: str, at: int) -> int:
 
 
 def c_rules(module=None, inactive=(), like=None, registered=None, inactive_globals=(),
-            allocation_like=None):
+            allocation_like=None, rows=()):
     """pyzyme's rule table plus the C library's inactive functions, the functions named in
     ``inactive``, the global variables named in ``inactive_globals`` (stores into them drop
     the stored value's derivative), a row for each function in ``like`` (``{"mylog": "log"}``: differentiated
     by the row of ``log``), a :class:`~pyzyme.rules.spec.Registered` row for each function in
     ``registered`` (derivatives the module registers: see
     :class:`~pyzyme.frontends.c.enzyme_calls.Registrations`), an allocation row for each
-    allocator in ``allocation_like`` (and a row freeing shadows for its deallocator) and,
-    when ``module`` is given, the
+    allocator in ``allocation_like`` (and a row freeing shadows for its deallocator), the
+    ``rows`` given (a runtime's functions) and, when ``module`` is given, the
     UBSan handlers it declares (a debug build with sanitizers reports errors through them;
     they carry no derivative).
 
@@ -272,6 +283,8 @@ def c_rules(module=None, inactive=(), like=None, registered=None, inactive_globa
         table.add(Registered((name,), "custom", forward=reg.get("forward"),
                              augmented=reg.get("augmented"), reverse=reg.get("reverse"),
                              source=reg["source"]))
+    for row in rows:
+        table.add(row)
     for name, reg in (allocation_like or {}).items():
         table.add(Allocation((name,), "custom", size_args=(reg["size_arg"],)))
         if reg.get("free"):

@@ -16,16 +16,12 @@ from collections.abc import Callable, Sequence
 
 from pyzyme.errors import IRTypeError
 from pyzyme.ir import types as T
+from pyzyme.ir.opcodes import CASTS, FLOAT_BINOPS, INT_BINOPS  # noqa: F401 - their owner
 from pyzyme.ir.values import NamedValue, Value
 
 Ref = Callable[[Value], str]
 
 FAST_MATH_FLAGS = ("fast", "nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc")
-INT_BINOPS = frozenset({"add", "sub", "mul", "udiv", "sdiv", "urem", "srem",
-                        "shl", "lshr", "ashr", "and", "or", "xor"})
-FLOAT_BINOPS = frozenset({"fadd", "fsub", "fmul", "fdiv", "frem"})
-CASTS = frozenset({"trunc", "zext", "sext", "fptrunc", "fpext", "fptoui", "fptosi", "uitofp",
-                   "sitofp", "ptrtoint", "ptrtoaddr", "inttoptr", "bitcast", "addrspacecast"})
 ICMP_PREDICATES = frozenset({"eq", "ne", "ugt", "uge", "ult", "ule", "sgt", "sge", "slt", "sle"})
 FCMP_PREDICATES = frozenset({"false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ueq",
                              "ugt", "uge", "ult", "ule", "une", "uno", "true"})

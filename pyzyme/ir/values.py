@@ -420,6 +420,19 @@ def const_float(type: T.Type, value: float) -> ConstantFP:  # noqa: A002
     return ConstantFP(type, float(value))
 
 
+def const_c_string(text: str) -> ConstantString:
+    """``text`` as a C string: its UTF-8 bytes and a terminating zero, as ``c"..."``.
+
+    >>> c = const_c_string('say "hi"\\n')
+    >>> print(c.type, c.ref)
+    [10 x i8] c"say \\22hi\\22\\0A\\00"
+    """
+    data = text.encode() + b"\0"
+    body = "".join(chr(c) if 32 <= c < 127 and c not in (34, 92) else f"\\{c:02X}"
+                   for c in data)
+    return ConstantString(T.ArrayType(len(data), T.i8), body)
+
+
 def const_null(type: T.Type) -> Constant:  # noqa: A002
     """The all-zero value of ``type``: 0, 0.0, null or zeroinitializer."""
     if type.is_vector or type.is_aggregate:

@@ -52,7 +52,9 @@ INACTIVE = (
     Inactive(("ptrtoint", "ptrtoaddr", "inttoptr"), "opcode",
              reason="pointer to or from an integer: the integer carries no derivative, and a "
                     "pointer made from one has no shadow (a transform that needs one must "
-                    "reject it, not assume zero)"),
+                    "reject it, not assume zero), unless the integer is an address moved by "
+                    "arithmetic, whose shadow the generators compute from its source's "
+                    "(pyzyme.analysis.int_address)"),
 )
 
 ROWS = ARITHMETIC + CASTS + INACTIVE

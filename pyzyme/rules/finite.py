@@ -43,7 +43,7 @@ __all__ = ["TOTAL", "total", "may_be_nonfinite"]
 #: Operations (opcodes, C math functions by their double spelling, the functions rule
 #: expressions call) whose result is finite wherever their operands are, overflow aside.
 TOTAL = frozenset({
-    "fadd", "fsub", "fmul", "fneg", "fma", "fmuladd",
+    "fadd", "fsub", "fmul", "fneg", "fma", "fmuladd", "fpext", "fptrunc",
     "sin", "cos", "tan", "atan", "atan2", "sinh", "cosh", "tanh", "asinh",
     "exp", "exp2", "exp10", "expm1", "erf", "erfc", "cbrt", "hypot",
     "fabs", "copysign", "floor", "ceil", "trunc", "rint", "round", "nearbyint", "canonicalize",

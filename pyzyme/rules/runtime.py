@@ -1,9 +1,15 @@
 """Rows for the memory functions of Numba's runtime (NRT) and of the C library.
 
 Numba allocates arrays with ``NRT_MemInfo_alloc_aligned(size, align)``, which returns a
-``MemInfo`` whose data pointer is stored at byte 24 (numba/core/runtime/nrt.cpp: ``refct``,
-``dtor``, ``dtor_info``, ``data``); reference counting and frees act on the MemInfo. Shadows get
-MemInfos of their own, so a tangent array Numba returns is an ordinary array Python can box.
+``MemInfo`` whose data pointer is stored at byte 24 (:data:`MEMINFO_LAYOUT`); reference counting
+and frees act on the MemInfo. Shadows get MemInfos of their own, so a tangent array Numba
+returns is an ordinary array Python can box.
+
+These rows are the one statement of what the runtime's functions do to memory: which allocate
+(:class:`~pyzyme.rules.spec.Allocation`), release, count references, accept null or move a
+list's data (:class:`~pyzyme.rules.spec.Mirror`), which arguments a BLAS or LAPACK helper writes
+(:class:`~pyzyme.rules.spec.Blas`). The analyses (:mod:`pyzyme.analysis.overwrite`, type
+analysis) and the generators read them here.
 """
 
 from __future__ import annotations
@@ -13,8 +19,12 @@ from dataclasses import replace
 from pyzyme.rules import libm
 from pyzyme.rules.spec import Allocation, Blas, Inactive, Mirror
 
-_MEMINFO_DATA = 24
-_MEMINFO_SIZE = 32   # the data block's size in bytes, for MemInfos of variable size
+#: NRT's ``MemInfo`` (numba/core/runtime/nrt.cpp): each field's byte offset and whether it
+#: holds a pointer (else an integer). ``size`` is the data block's size in bytes.
+MEMINFO_LAYOUT = (("refct", 0, False), ("dtor", 8, True), ("dtor_info", 16, True),
+                  ("data", 24, True), ("size", 32, False), ("external_allocator", 40, True))
+MEMINFO_DATA = 24
+MEMINFO_SIZE = 32
 
 #: Prefixes of the C helpers behind Numba's typed containers (numba/cext/listobject.c,
 #: dictobject.c), and the container each serves. They have no rows: their items are copied in
@@ -36,22 +46,25 @@ ROWS = (
     Allocation(("NRT_MemInfo_alloc_aligned", "NRT_MemInfo_alloc_safe_aligned",
                 "NRT_MemInfo_alloc", "NRT_MemInfo_alloc_safe",
                 "NRT_MemInfo_alloc_dtor", "NRT_MemInfo_alloc_dtor_safe"), "runtime",
-               size_args=(0,), data_offset=_MEMINFO_DATA),
+               size_args=(0,), data_offset=MEMINFO_DATA),
     # Lists and other variable-size containers: a MemInfo whose data is allocated apart.
     Allocation(("NRT_MemInfo_new_varsize", "NRT_MemInfo_new_varsize_dtor"), "runtime",
-               size_args=(0,), data_offset=_MEMINFO_DATA),
+               size_args=(0,), data_offset=MEMINFO_DATA, resizable=True),
     Allocation(("NRT_Allocate",), "runtime", size_args=(0,)),
     Allocation(("malloc",), "libm", size_args=(0,)),
-    Allocation(("calloc",), "libm", size_args=(0, 1)),
-    Mirror(("NRT_incref", "NRT_decref", "NRT_MemInfo_call_dtor", "NRT_Free"), "runtime"),
+    Allocation(("calloc",), "libm", size_args=(0, 1), zeroed=True),
+    # Reference counts take null (and do nothing); the last decref frees.
+    Mirror(("NRT_incref",), "runtime", refcount=True, null_ok=True),
+    Mirror(("NRT_decref",), "runtime", refcount=True, null_ok=True, releases=True),
+    Mirror(("NRT_MemInfo_call_dtor", "NRT_Free"), "runtime", releases=True),
     # Resizing a container's storage: done to the shadow container too; the returned data
     # pointer of the shadow call is the shadow of the returned one.
-    Mirror(("NRT_MemInfo_varsize_alloc",), "runtime"),
+    Mirror(("NRT_MemInfo_varsize_alloc",), "runtime", resizes=True),
     # A list growing or shrinking: its data block moves, contents kept (numba/core/runtime/
     # nrt.cpp: ``mi->data = NRT_Reallocate(mi->data, size); mi->size = size``).
-    Mirror(("NRT_MemInfo_varsize_realloc",), "runtime", data_offset=_MEMINFO_DATA,
-           size_offset=_MEMINFO_SIZE),
-    Mirror(("free",), "libm"),
+    Mirror(("NRT_MemInfo_varsize_realloc",), "runtime", data_offset=MEMINFO_DATA,
+           size_offset=MEMINFO_SIZE, resizes=True),
+    Mirror(("free",), "libm", releases=True, null_ok=True),
     # The shadow block is resized alongside the primal one (allocated, from null, when the
     # primal block had none: reverse mode grows its caches this way).
     Mirror(("realloc",), "libm", allocates=True),
@@ -63,19 +76,26 @@ ROWS = (
              reason="the next capacity of a loop's caches: an integer (the tangent caches "
                     "grow to the same one)"),
     # np.dot and @ (numba/_lapack.c): derivatives by the same BLAS calls, transposed.
-    Blas(("numba_xxdot",), "runtime", op="dot"),
-    Blas(("numba_xxgemv",), "runtime", op="gemv"),
-    Blas(("numba_xxgemm",), "runtime", op="gemm"),
+    # numba_xxdot(kind, conj, n, x, y, *r): r = x . y
+    Blas(("numba_xxdot",), "runtime", op="dot", operands=(3, 4), writes=(5,)),
+    # numba_xxgemv(kind, trans, m, n, *alpha, A, lda, x, *beta, y): y = alpha op(A) x + beta y
+    Blas(("numba_xxgemv",), "runtime", op="gemv", operands=(5, 7), writes=(9,)),
+    # numba_xxgemm(kind, ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc)
+    Blas(("numba_xxgemm",), "runtime", op="gemm", operands=(7, 9), writes=(12,)),
     # np.linalg.norm (vectors, and matrices' Frobenius norm): x / ||x||, by GEMMs on 1 x n views.
-    Blas(("numba_xxnrm2",), "runtime", op="nrm2"),
+    # numba_xxnrm2(kind, n, x, incx, *r)
+    Blas(("numba_xxnrm2",), "runtime", op="nrm2", writes=(4,)),
     # np.linalg.solve: a solve with A (and A^T), and a GEMM.
-    Blas(("numba_xgesv",), "runtime", op="gesv"),
+    # numba_xgesv(kind, n, nrhs, A, lda, ipiv, B, ldb): LU factors in A, pivots, X in B
+    Blas(("numba_xgesv",), "runtime", op="gesv", writes=(3, 5, 6)),
     # np.linalg.det, slogdet and inv (LU, then the inverse from it) and cholesky: derivatives
     # by GEMMs and triangular inverses (numba_ez_xxgetri with identity pivots).
-    Blas(("numba_xxgetrf",), "runtime", op="getrf"),
-    Blas(("numba_ez_xxgetri",), "runtime", op="getri"),
-    Blas(("numba_xxpotrf",), "runtime", op="potrf"),
+    # numba_xxgetrf(kind, m, n, A, lda, ipiv); numba_ez_xxgetri(kind, n, A, lda, ipiv)
+    Blas(("numba_xxgetrf",), "runtime", op="getrf", writes=(3, 5)),
+    Blas(("numba_ez_xxgetri",), "runtime", op="getri", writes=(2,)),
+    # numba_xxpotrf(kind, uplo, n, A, lda)
+    Blas(("numba_xxpotrf",), "runtime", op="potrf", writes=(3,)),
     # np.linalg.eigh and eigvalsh: the symmetric eigendecomposition (eigenvectors recomputed
-    # for eigvalsh), by GEMMs.
-    Blas(("numba_ez_xxxevd",), "runtime", op="evd"),
+    # for eigvalsh), by GEMMs. numba_ez_xxxevd(kind, jobz, uplo, n, A, lda, w)
+    Blas(("numba_ez_xxxevd",), "runtime", op="evd", writes=(4, 6)),
 )

@@ -109,11 +109,18 @@ class Allocation(Row):
 
     The byte size is the product of the operands at ``size_args``. When the result is a
     handle rather than the memory itself (Numba's ``MemInfo``), the data pointer is the pointer
-    stored at byte ``data_offset`` of it.
+    stored at byte ``data_offset`` of it. The result is fresh memory: it aliases nothing that
+    existed before the call (:mod:`pyzyme.analysis.overwrite` reads that here). ``zeroed``:
+    what the call returns holds nothing yet (``calloc``'s zeroed block, a fresh context of
+    global shadows), so the shadow, another call, is not zeroed again.
     """
 
     size_args: tuple[int, ...] = ()
     data_offset: int | None = None
+    #: The handle's data block is allocated apart and a resize may move it (Numba's lists:
+    #: a :class:`Mirror` row with ``resizes`` gives it a new one).
+    resizable: bool = False
+    zeroed: bool = False
 
 
 @dataclass(frozen=True)
@@ -131,10 +138,20 @@ class Mirror(Row):
     #: reads them to keep the shadow's old block for the reverse sweep.
     data_offset: int | None = None
     size_offset: int | None = None
-    #: The call frees the memory at ``pointer_args[0]`` (a C deallocator a module declares):
+    #: The call frees, or may free (a reference count falling to zero), the memory at
+    #: ``pointer_args[0]`` (``free``, ``NRT_decref``, a C deallocator a module declares):
     #: reverse mode defers it, on the primal and its shadow, until its reverse sweep is done
-    #: with them (as it does ``free``).
+    #: with them.
     releases: bool = False
+    #: The call only counts references: it writes nothing but the count in the handle, and the
+    #: memory stays while the caller holds a reference (it does, on every array it passes).
+    refcount: bool = False
+    #: A null pointer is accepted and then nothing is done (``free(NULL)``): a shadow that is
+    #: its primal can be passed as null so that the primal is not counted or freed twice.
+    null_ok: bool = False
+    #: The call gives the handle at ``pointer_args[0]`` a new data block (returned), freeing
+    #: the old one: whatever was read from the old block is gone.
+    resizes: bool = False
 
 
 @dataclass(frozen=True)
@@ -176,9 +193,13 @@ class Blas(Row):
     """``op`` says which of Numba's helpers this is: ``"dot"``, ``"gemv"``, ``"gemm"``,
     ``"nrm2"`` (BLAS), ``"gesv"`` (LAPACK's solve), ``"getrf"`` (LU factorization), ``"getri"``
     (the inverse from LU factors), ``"potrf"`` (Cholesky factorization) or ``"evd"`` (symmetric
-    eigendecomposition)."""
+    eigendecomposition). ``writes`` are the arguments (pointers) the helper writes, and it writes
+    nothing else (numba/_lapack.c); ``operands`` are the pointers to the two operands of a
+    bilinear one (dot, gemv, gemm), whose result is ``writes[0]``."""
 
     op: str = ""
+    writes: tuple[int, ...] = ()
+    operands: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

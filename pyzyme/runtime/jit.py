@@ -332,7 +332,7 @@ def _check_new_definitions(ll_module: llvm.ModuleRef, codegen: numba_codegen.JIT
         raise VerifyError(
             f"symbol(s) {', '.join('@' + n for n in clashes)} are already defined in the JIT "
             "by other code",
-            hint="name generated functions with pyzyme.runtime.symbol_name(kind, <their IR>)",
+            hint="name generated functions with pyzyme.naming.symbol_name(kind, <their IR>)",
         )
 
 

@@ -18,10 +18,10 @@ changes: those cells are equal to rounding.
 pipeline (rotated loops, the outer one's trip count and the inner one's independent of each
 other)::
 
-    outer:  j = phi [j0, pre], [j + s, latch]       ; nothing but pure arithmetic
-    inner:  p = phi [p0, outer], [p + t, inner]     ; pure arithmetic, loads, pure intrinsics
+    outer:  j = phi [j0, pre], [j + s, latch]       ; nothing but pure instructions
+    inner:  p = phi [p0, outer], [p + t, inner]     ; pure instructions, loads, pure intrinsics
             r = phi [r0, outer], [r', inner]        ; one or more sums (any update)
-    latch:  store r', q(j)                          ; pure arithmetic, the stores of the sums
+    latch:  store r', q(j)                          ; pure instructions, the stores of the sums
 
 and :func:`interchange` rewrites it as ``for j: store r0, q(j)`` followed by ``for p: for j:
 r = load q(j); ...; store r', q(j)``. It does so only when that is safe and pays:
@@ -92,13 +92,11 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.module import BasicBlock
+from pyzyme.ir.opcodes import PURE
 from pyzyme.ir.values import ConstantInt
 
 __all__ = ["Nest", "plan", "interchange"]
 
-# Instructions that read and write no memory. (A division that could trap is kept too: the
-# interchanged nest runs every instruction on the same iterations, only in another order.)
-_PURE = (I.BinaryOp, I.Cast, I.GetElementPtr, I.Compare, I.Select, I.UnaryOp, I.Freeze)
 
 
 @dataclass
@@ -317,7 +315,9 @@ def _chain(value, block) -> list:
 def _pure(inst) -> bool:
     if isinstance(inst, I.CallBase):
         return pure_call(inst)
-    return isinstance(inst, _PURE)
+    # A division that could trap is kept too: the interchanged nest runs every instruction on
+    # the same iterations, only in another order.
+    return inst.opcode in PURE
 
 
 @dataclass

@@ -126,3 +126,16 @@ def test_use_before_the_fill_is_refused():
       ret double %s1
     }"""
     assert _forwarding(text) == "none"
+
+
+@pytest.mark.parametrize("op", ["frem double %w, 3.0", "fdiv double %w, 3.0",
+                                "insertelement <1 x double> undef, double %w, i32 0"])
+def test_stored_value_built_from_any_pure_operation_is_forwarded(op):
+    # The value is rebuilt where the load is, from the operands the store's own iteration had
+    # (ir.opcodes.PURE, the set the reverse sweep recomputes from): a remainder, a division,
+    # a vector insertion are as rebuildable as a product.
+    extract = "\n      %r = extractelement <1 x double> %e, i32 0" if "insertelement" in op else ""
+    name = "%e" if extract else "%r"
+    fill = f"{name} = {op}{extract}\n      br label %fill.store"
+    assert _forwarding(_kernel(fill, stored="%r")) == \
+        "%y = load %qt: the value stored at %pt in loop %fill, %j = %i"

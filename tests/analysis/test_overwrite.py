@@ -122,3 +122,27 @@ def test_numba_fresh_output_array_does_not_overwrite_the_input():
         assert loads, f.__name__
         # Numba's array parameters carry no noalias: an output array passed in may be x itself.
         assert all(result.is_overwritten(ld) == expected for ld in loads), str(result)
+
+
+def test_every_allocator_row_is_fresh_memory():
+    """The allocators are those of the rule rows (pyzyme.rules.runtime): a MemInfo made with a
+    destructor (jitclass instances, records) is fresh memory too, and its data (at the
+    row's data offset) is written by nothing the load could read."""
+    text = _analyze("""
+define double @f(ptr %a) {
+  %m = call ptr @NRT_MemInfo_alloc_dtor_safe(i64 8, ptr @dtor)
+  %pd = getelementptr i8, ptr %m, i64 24
+  %d = load ptr, ptr %pd, align 8
+  store double 1.0, ptr %d, align 8
+  %x = load double, ptr %a, align 8
+  %n = call ptr @NRT_MemInfo_alloc_dtor_safe(i64 8, ptr @dtor)
+  store double 2.0, ptr %d, align 8
+  %y = load double, ptr %d, align 8
+  %r = fadd double %x, %y
+  ret double %r
+}
+declare ptr @NRT_MemInfo_alloc_dtor_safe(i64, ptr)
+declare void @dtor(ptr, i64, ptr)""")
+    lines = text.splitlines()
+    assert lines[2] == "  %x = load double, ptr %a, align 8: not overwritten", text
+    assert lines[3] == "  %y = load double, ptr %d, align 8: not overwritten", text

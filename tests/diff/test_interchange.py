@@ -116,7 +116,11 @@ def _run(text, interchanged, n, m, a, b, c):
     ("", "%s1"),
     ("%sq = fmul double %s, %s\n  %xy2 = call double @llvm.fmuladd.f64(double %sq, "
      "double 0.25, double %xy)", "%s1"),
-], ids=["sum", "nonlinear"])
+    # vector moves are pure (ir.opcodes.PURE) like the arithmetic around them
+    ("%v = insertelement <2 x double> poison, double %xy, i32 0\n  %w = shufflevector "
+     "<2 x double> %v, <2 x double> poison, <2 x i32> zeroinitializer\n  "
+     "%xy2 = extractelement <2 x double> %w, i32 1", "%s1"),
+], ids=["sum", "nonlinear", "vector"])
 def test_interchanged_nest_runs_like_the_original(n, m, extra, stored):
     text = NEST.format(a="noalias", b="noalias", c="noalias", p0="0", aroot="%a",
                        stride="%m", extra=extra, bound="%n", stored=stored)

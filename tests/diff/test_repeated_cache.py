@@ -1,5 +1,5 @@
 """Values that repeat on every iteration of an outer loop (parameters read inside a loop over
-data points) are kept for one iteration of it, not for each (``Tape.repeated``): which values
+data points) are kept for one iteration of it, not for each (``TapeCache.repeated``): which values
 are, by the printed tape of split mode (where argument reads travel on the tape); split
 gradients against the combined derivative, forward mode and finite differences, where the
 cache is used and where it is refused; the tape not growing with the points; the arguments

@@ -70,6 +70,22 @@ def row_from_changing_memory(m, x):
     return s + y[0, 0]
 
 
+@numba.njit
+def centred_remainders(m, x):
+    """As centred_products, the row a remainder (LLVM's frem): rebuilt, not cached, too."""
+    n, d = x.shape
+    xc = np.empty(d)
+    s = 0.0
+    for p in range(n):
+        for k in range(m.shape[0]):
+            for j in range(d):
+                xc[j] = np.fmod(x[p, j] - m[k, j], 0.75)
+            for i in range(d):
+                for j in range(i + 1, d):
+                    s += math.sin(xc[i] * xc[j])
+    return s
+
+
 def _double_caches(f, m, x) -> list[str]:
     """The loops with a cache of type double, from the printed tape."""
     tape = str(reverse_module(f, [numba.typeof(m), numba.typeof(x)], [DUPLICATED, CONST],
@@ -78,7 +94,7 @@ def _double_caches(f, m, x) -> list[str]:
             if "caches" in line and "double" in line.split("caches", 1)[1]]
 
 
-@pytest.mark.parametrize("f, forwarded", [(centred_products, True),
+@pytest.mark.parametrize("f, forwarded", [(centred_products, True), (centred_remainders, True),
                                           (row_changed_in_between, False),
                                           (row_from_changing_memory, False)])
 def test_gradient_and_tape(f, forwarded):

@@ -151,3 +151,12 @@ def test_unused_tapes_free_what_they_keep_alive():
                          env={**os.environ, "NUMBA_NRT_STATS": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert int(out.stdout.split()[-1]) == 0
+
+
+@pytest.mark.parametrize("mode", [ReverseSplitWithPrimal, ReverseSplitNoPrimal])
+def test_autodiff_of_a_split_mode_points_to_autodiff_thunk(mode):
+    # split modes exist, through autodiff_thunk: the error says so rather than "not
+    # implemented yet"
+    with pytest.raises(PyzymeError, match=r"autodiff_thunk\(ReverseSplit") as info:
+        autodiff(mode, seed_f, Active, Duplicated(np.array([2.2]), np.zeros(1)), Active(3.3))
+    assert "not implemented" not in str(info.value)

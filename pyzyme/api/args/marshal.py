@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.args import complex as C
 from pyzyme.api.args import refusals as R
@@ -41,7 +42,7 @@ class ReverseArg:
         where = f"argument {position}"
         R.check_passable(value, where)
         if isinstance(ann, A.Const):
-            self.kind, self.primal, self.shadows, self._fwd = "const", value, (), None
+            self.kind, self.primal, self.shadows, self._fwd = Activity.CONST, value, (), None
         elif isinstance(ann, A.Active):
             if S.all_real(value):
                 self.primal = S.active_tuple(value)
@@ -52,7 +53,7 @@ class ReverseArg:
             else:
                 raise R.active_not_immutable(where, type(value).__name__,
                                              isinstance(value, np.ndarray))
-            self.kind, self.shadows, self._fwd = "active", (), None
+            self.kind, self.shadows, self._fwd = Activity.ACTIVE, (), None
         elif isinstance(ann, A.Duplicated):
             if not (isinstance(value, np.ndarray) or S.is_structured(value)):
                 raise UnsupportedError(
@@ -66,7 +67,7 @@ class ReverseArg:
             if R.has_read_only_part(ann.dval):
                 raise R.read_only_shadow(where, "reverse")
             self._fwd = ForwardArg(ann, views, position)
-            self.kind, self.primal, self.shadows = "duplicated", value, self._fwd.shadows
+            self.kind, self.primal, self.shadows = Activity.DUPLICATED, value, self._fwd.shadows
         else:
             raise UnsupportedError(f"{type(ann).__name__} is not a reverse-mode activity")
         self.numba_type = self._fwd.numba_type if self._fwd is not None else \

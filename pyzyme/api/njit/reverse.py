@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 from numba.core import types
 
+from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.args.argnums import check_argnums, normalize_argnums
 from pyzyme.api.args.complex import has_complex
@@ -100,23 +101,23 @@ def _roles(argtypes, argnums, name: str):
     kinds, primal_types = [], []
     for i, t in enumerate(argtypes):
         if i not in argnums:
-            kinds.append("const")
+            kinds.append(Activity.CONST)
             primal_types.append(t)
         elif isinstance(t, (types.Float, types.Complex)):
-            kinds.append("active")
+            kinds.append(Activity.ACTIVE)
             primal_types.append(t)
         elif isinstance(t, types.Integer):
-            kinds.append("active")
+            kinds.append(Activity.ACTIVE)
             primal_types.append(types.float64)
         elif isinstance(t, types.Array) and isinstance(t.dtype, (types.Float, types.Complex)):
             if t.layout != "C":
                 raise UnsupportedError(f"{name} inside @njit code needs C-contiguous array "
                                        f"arguments; pass np.ascontiguousarray(x)")
-            kinds.append("duplicated")
+            kinds.append(Activity.DUPLICATED)
             primal_types.append(t)
         elif isinstance(t, types.BaseTuple) and len(t) and all(
                 isinstance(e, types.Float) for e in t):
-            kinds.append("active")
+            kinds.append(Activity.ACTIVE)
             primal_types.append(t)
         else:
             raise UnsupportedError(f"{name} inside @njit code differentiates floats, complex "
@@ -162,24 +163,24 @@ def _grad_implementation(dispatcher, argtypes, argnums, single: bool, with_value
     lines = [f"def impl({', '.join(names)}):"]
     primals = []
     for i, (t, kind) in enumerate(zip(argtypes, kinds)):
-        if kind == "active" and isinstance(t, types.Integer):
+        if kind is Activity.ACTIVE and isinstance(t, types.Integer):
             lines.append(f"    x{i} = np.float64({names[i]})")
             primals.append(f"x{i}")
         else:
             primals.append(names[i])
     shadows = []
     for i, kind in enumerate(kinds):
-        if kind == "duplicated":
+        if kind is Activity.DUPLICATED:
             lines.append(f"    s{i} = np.zeros_like({names[i]})")
             shadows.append(f"s{i}")
     call = ", ".join(primals + shadows + ["1.0"])
     lines += _call_lines(call, [names[i] for i in arrays], "    ")
     results, position = {}, 1
     for i, kind in enumerate(kinds):
-        if kind == "active":
+        if kind is Activity.ACTIVE:
             results[i] = f"r[{position}]"
             position += 1
-        elif kind == "duplicated":
+        elif kind is Activity.DUPLICATED:
             results[i] = f"s{i}"
     grads = results[argnums[0]] if single else \
         "(" + "".join(results[i] + ", " for i in argnums) + ")"
@@ -206,7 +207,7 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
     if isinstance(argtypes[argnum], types.Integer):
         lines.append(f"    {x}f = np.float64({x})")
         primals[argnum] = f"{x}f"
-    array = kinds[argnum] == "duplicated"
+    array = kinds[argnum] is Activity.DUPLICATED
     n_in = f"{x}.size" if array else "1"
     if isinstance(restype, types.Float):
         rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds)
@@ -222,7 +223,7 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
     elif isinstance(restype, types.Array) and isinstance(restype.dtype, types.Float):
         row = row_wrapper(dispatcher, len(argtypes), restype.ndim)
         row_types = list(primal_types) + [types.intp]
-        rev_d, rev_n, arrays = _plans(row, row_types, kinds + ["const"])
+        rev_d, rev_n, arrays = _plans(row, row_types, kinds + [Activity.CONST])
         lines += [f"    y = f({', '.join(primals)})", "    n = y.size",
                   f"    J = np.empty((n, {n_in}))"]
         shadows = []

@@ -48,6 +48,7 @@ import numba
 import numpy as np
 from numba.core import types
 
+from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.args import refusals as R
 from pyzyme.api.njit.annotations import AnnotationType, annotation_of
@@ -84,17 +85,17 @@ class _Arg:
         self.shadow: str | None = None
         value = f"{name}.val" if isinstance(argtype, AnnotationType) else name
         if cls is A.Const:
-            self.kind, self.type, self.primal = "const", val, value
+            self.kind, self.type, self.primal = Activity.CONST, val, value
         elif cls is A.Active:
             if not reverse:
                 raise UnsupportedError(f"Active({val}) is for reverse mode; in forward mode "
                                        f"pass Duplicated(value, tangent)")
-            self.kind = "active"
+            self.kind = Activity.ACTIVE
             self.type, self.primal = _as_float(val, value, keep_float32=True)
             if self.type is None:
                 raise R.active_not_immutable(where, str(val), isinstance(val, types.Array))
         else:
-            self.kind = "duplicated"
+            self.kind = Activity.DUPLICATED
             if isinstance(val, types.Array):
                 if isinstance(dval, types.Array) and not dval.mutable:
                     # Numba types it apart; the derivative, compiled for the primal's type,
@@ -160,7 +161,7 @@ def forward_implementation(dispatcher, mode, ret_activity, argtypes):
                                f"thunk inside @njit code; use Duplicated, DuplicatedNoNeed or "
                                f"Const")
     plan = forward_plan(dispatcher, [a.type for a in args],
-                        [a.kind == "duplicated" for a in args], ret_activity, 1)
+                        [a.kind is Activity.DUPLICATED for a in args], ret_activity, 1)
     call = ", ".join([a.primal for a in args] + [a.shadow for a in args if a.shadow])
     lines = _header(args) + [f"    r = fwd({call})"]
     primal, tangent = ("r[0]", "r[1]") if plan.returns_tangent else ("r", None)
@@ -179,7 +180,9 @@ def _split_arguments(plan, argtypes) -> list[_Arg]:
     got = [(a.kind, a.type) for a in args]
     want = list(zip(plan.kinds, plan.primal_types))
     if got != want:
-        raise PyzymeError(f"the thunks were made for arguments {want}; got {got}")
+        raise PyzymeError(f"the thunks were made for arguments "
+                          f"{[(k.value, t) for k, t in want]}; got "
+                          f"{[(k.value, t) for k, t in got]}")
     return args
 
 
@@ -222,7 +225,7 @@ def split_reverse_implementation(plan, tape: TapeType, argtypes):
         f"    r = rev({', '.join(call + ['take(tape)'])})"]
     adjoints, k = [], 0
     for a in args:
-        if a.kind == "active":
+        if a.kind is Activity.ACTIVE:
             adjoints.append(f"r[{k}]")
             k += 1
         else:

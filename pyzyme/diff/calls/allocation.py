@@ -27,10 +27,6 @@ from pyzyme.rules import spec
 __all__ = ["allocation_forward", "allocation_augmented", "mirror_varied", "mirror_forward",
            "mirror_augmented", "mirror_reverse"]
 
-# Calls that release memory: deferred until the reverse sweep is done with it.
-_RELEASES = frozenset({"NRT_decref", "NRT_MemInfo_call_dtor", "NRT_Free", "free"})
-
-
 def mirror_varied(row: spec.Mirror, inst: I.CallBase, is_varied) -> bool:
     """Activity analysis: a pointer a call returns varies when the call allocates it, or when
     it moves or counts memory that varies."""
@@ -46,13 +42,12 @@ def allocation_forward(cx, inst: I.Call, row: spec.Allocation) -> None:
     if inst not in cx.activity.varied:
         return
     b = cx.builder
-    size = reduce(lambda acc, v: b.mul(acc, v), [new.args[i] for i in row.size_args])
-    zeroed = inst.called_function.name == "calloc"
 
     def make(k: int, name: str):
         shadow = b.insert(with_args(new, list(new.args)), name)
-        if zeroed:
+        if row.zeroed:
             return shadow
+        size = reduce(lambda acc, v: b.mul(acc, v), [new.args[i] for i in row.size_args])
         data = shadow
         if row.data_offset is not None:
             slot = b.gep(T.i8, shadow, [const_int(T.i64, row.data_offset)], ("inbounds",))
@@ -96,7 +91,7 @@ def allocation_augmented(cx, inst: I.Call, row: spec.Allocation) -> None:
         return
     b = cx.fb
     shadow = b.insert(new.copy_with(list(new.operands)), naming.shadow(inst.name))
-    if inst.called_function.name != "calloc":
+    if not row.zeroed:
         size = reduce(lambda acc, v: b.mul(acc, v), [new.args[i] for i in row.size_args])
         data = shadow
         if row.data_offset is not None:
@@ -111,11 +106,11 @@ def mirror_augmented(cx, inst: I.Call, row: spec.Mirror) -> None:
     (on the primal and its shadow); reference counts and resizes of shadowed memory happen
     to the shadow too, a resize keeping the shadow's old block
     (:mod:`pyzyme.diff.calls.resize`)."""
-    callee = inst.called_function
-    if callee.name in _RELEASES or row.releases:
-        at = 0 if callee.name in _RELEASES else row.pointer_args[0]
+    if row.releases:
+        # Deferred until the reverse sweep is done with the memory.
+        at = row.pointer_args[0]
         shadow = cx.shadows.get(inst.args[at])
-        call = inst if callee.name in _RELEASES else _one_pointer_release(cx, inst, at)
+        call = _one_pointer_release(cx, inst, at)
         cx.release_later(call, cx.fwd_value(inst.args[at]),
                          shadow if shadow is not None else const_null(T.ptr))
         return

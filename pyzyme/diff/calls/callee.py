@@ -23,6 +23,7 @@ from dataclasses import replace
 
 from pyzyme import naming
 from pyzyme.analysis.activity import Activity
+from pyzyme.diff.calls import indirect
 from pyzyme.diff.leaves import has_float, has_pointer
 from pyzyme.diff.signature import ForwardSignature, ReverseSignature
 from pyzyme.errors import UnsupportedError
@@ -50,18 +51,28 @@ def _wants_derivative(cx, inst: I.CallBase) -> bool:
 
 
 def result_varied(row, inst: I.CallBase, is_varied) -> bool:
-    """Activity analysis: the result of a call of a function with a body varies with its
-    arguments; that of a declaration without a rule does not."""
-    return _has_body(inst.called_function) and any(is_varied(a) for a in inst.args)
+    """Activity analysis: the result of a call of a function with a body, or through a
+    function pointer (reverse mode calls the derivative the pointer's shadow holds:
+    :mod:`pyzyme.diff.calls.indirect`), varies with its arguments; that of a declaration
+    without a rule does not."""
+    callee_ = inst.called_function
+    return (callee_ is None or _has_body(callee_)) and any(is_varied(a) for a in inst.args)
 
 
-def unknown_callee(where: str, callee) -> UnsupportedError:
+def unknown_callee(where: str, callee, call: I.CallBase | None = None) -> UnsupportedError:
     """The error for a call with active arguments to a function with no body and no rule,
     worded by :func:`pyzyme.rules.constructs.unknown_call_message`. ``.callee`` names the
     function, so the Numba layer can find the Python line of the call, and ``.unknown_call``
     holds ``(callee, where)``, so it can word the error again once it knows what the user
-    wrote there."""
+    wrote there. A ``call`` of inline assembly is named as such."""
     name = callee.name if callee is not None else None
+    asm = getattr(call.callee, "text", None) if call is not None and name is None else None
+    if asm is not None and asm.startswith("asm"):
+        return UnsupportedError(
+            f"inline assembly in {where} has no derivative (pyzyme reads only the fused "
+            f"multiply-add vfmadd231pd/ps): {asm[:120]}",
+            hint="build without the assembly (for Eigen: -DEIGEN_DONT_VECTORIZE), or give "
+                 "the function that contains it a custom derivative")
     message, hint = unknown_call_message(name, where)
     err = UnsupportedError(message, hint=hint)
     err.callee = name
@@ -76,7 +87,7 @@ def forward_mode(cx, inst: I.CallBase, row=None) -> None:
     if _wants_derivative(cx, inst):
         call_derivative(cx, inst, inst.called_function)
     elif _any_varied(cx, inst):
-        raise unknown_callee(cx.where, inst.called_function)
+        raise unknown_callee(cx.where, inst.called_function, inst)
     else:
         cx.clone(inst)
 
@@ -132,7 +143,9 @@ def augmented(cx, inst: I.CallBase, row=None) -> None:
     if _wants_derivative(cx, inst):
         augmented_call(cx, inst, inst.called_function)
     elif _any_varied(cx, inst):
-        raise unknown_callee(cx.where, inst.called_function)
+        if inst.called_function is None and indirect.augmented(cx, inst):
+            return
+        raise unknown_callee(cx.where, inst.called_function, inst)
     else:
         cx.clone(inst)
 
@@ -208,9 +221,12 @@ def _invoke_edges(cx, inst: I.Invoke):
 
 def reverse(cx, inst: I.CallBase, row=None) -> None:
     """The reverse sweep: :func:`reverse_call` where the forward sweep called the augmented
-    primal; nothing where it made the call as it is."""
+    primal (or, through a function pointer, the pair its shadow holds); nothing where it
+    made the call as it is."""
     if inst in cx.callee_tapes:
         reverse_call(cx, inst)
+    elif inst in cx.indirect:
+        indirect.reverse(cx, inst)
 
 
 def reverse_call(cx, inst: I.Call) -> None:

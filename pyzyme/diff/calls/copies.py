@@ -74,9 +74,9 @@ def reverse(cx, inst: I.Call, row: spec.Memory) -> None:
         _reverse_copy(cx, inst, cx.copies[inst], length)
 
 
-def _copied_type(cx, inst: I.Call):
-    """What a copy moves, from type analysis: a float type (adjoints move back), None for
-    integers and pointers (the shadow is copied like the primal), else an error."""
+def _copied_kinds(cx, inst: I.Call) -> set:
+    """What type analysis finds in the bytes a copy moves (``Float@double``, ``Integer``,
+    ``Pointer``, ...), at either end."""
     types = cx.types()
     found = set()
     for pointer in inst.args[:2]:
@@ -84,6 +84,13 @@ def _copied_type(cx, inst: I.Call):
         # The bytes copied themselves; deeper entries describe memory they point to, which
         # the copy does not move (a struct holding a float* copies a pointer, not floats).
         found.update(str(ct) for path, ct in tree if len(path) == 1)
+    return found
+
+
+def _copied_type(cx, inst: I.Call):
+    """What a copy moves, from type analysis: a float type (adjoints move back), None for
+    integers and pointers (the shadow is copied like the primal), else an error."""
+    found = _copied_kinds(cx, inst)
     floats = {t for t in found if t.startswith("Float@")}
     if floats and len(found) == 1:
         kind = floats.pop()[len("Float@"):]
@@ -122,8 +129,19 @@ def _forward_copy(cx, inst: I.Call, new: I.Call) -> None:
                                 f"shadow: {inst}", hint="pass the destination as Duplicated")
         return
     if elty is None:  # pointers and integers: the shadow structure follows the primal
+        source = cx.shadows.get(src)
+        if source is None:
+            # From memory without a shadow (a constant global's sizes): the shadow takes the
+            # integers as they are, from the primal; a pointer copied there would have no
+            # shadow to stand for it (a copy from null, undefined behaviour, before).
+            if "Pointer" in _copied_kinds(cx, inst):
+                raise UnsupportedError(
+                    f"{cx.where} copies pointers from memory that has no shadow into memory "
+                    f"that has one, so their derivatives would have nowhere to go: {inst}",
+                    hint="pass the memory copied from as Duplicated (enzyme_dup)")
+            source = new.args[1]
         args = list(new.args)
-        args[0], args[1] = cx.shadows[dst], cx.fwd_shadow(src)
+        args[0], args[1] = cx.shadows[dst], source
         cx.fb.insert(with_args(new, args))
 
 

@@ -21,19 +21,21 @@ from collections.abc import Sequence
 from pyzyme.analysis.activity import analyze_activity, can_carry_derivative, contains_type
 from pyzyme.analysis.cfg import reverse_post_order
 from pyzyme.analysis.finite import nonfinite_values
+from pyzyme.analysis.int_address import address_source, replay_address
 from pyzyme import naming
 from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ForwardContext
 from pyzyme.diff.emit import Emitter, derivative_flags, guarded
 from pyzyme.diff.forward import memory
-from pyzyme.diff.runtime_activity import guarded_call_shadows, primal_as_shadow, runtime_values
+from pyzyme.diff.runtime_checks import guarded_call_shadows, primal_as_shadow, runtime_values
 from pyzyme.diff.signature import ExtraParam, ForwardSignature
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import instructions as I, types as T
 from pyzyme.ir.names import readable
+from pyzyme.ir.opcodes import OPCODES
 from pyzyme.options import Options
 from pyzyme.ir.values import Undef, Value, const_int
-from pyzyme.rules import spec
+from pyzyme.rules import default_rules, spec
 from pyzyme.rules.expr import Const as ConstExpr
 from pyzyme.rules.expr import Op
 from pyzyme.rules.table import RuleTable
@@ -178,7 +180,7 @@ class ForwardGenerator:
     def _merged(self, st: ForwardContext, inst: I.Instruction, value: Value, lane: int) -> Value:
         """The derivative of operand ``value`` of ``inst``: with runtime activity, a pointer
         without a shadow merged into ``inst`` is its own shadow (see
-        :mod:`pyzyme.diff.runtime_activity`)."""
+        :mod:`pyzyme.diff.runtime_checks`)."""
         if inst in st.runtime and value not in st.derivs and \
                 contains_type(value.type, lambda t: t.is_pointer):
             return primal_as_shadow(st.where, st.value(value), value.type)
@@ -187,7 +189,7 @@ class ForwardGenerator:
     def _guarded_call(self, st: ForwardContext, inst: I.CallBase) -> None:
         """A call handed pointers whose shadow may be their primal: its derivative code sees
         null shadows where they are (see
-        :func:`~pyzyme.diff.runtime_activity.guarded_call_shadows`)."""
+        :func:`~pyzyme.diff.runtime_checks.guarded_call_shadows`)."""
         saved = {}
         for k in range(st.width):
             guarded = guarded_call_shadows(st.where, inst, st.runtime,
@@ -248,6 +250,20 @@ class ForwardGenerator:
                                    for old_op, new_op in zip(inst.operands, new.operands)])
             clone.flags = derivative_flags(new.flags)
             return st.builder.insert(clone, name)
+
+        st.lanes(inst, make)
+
+    def _inttoptr(self, st: ForwardContext, inst: I.Instruction, new: I.Instruction) -> None:
+        """An address rounded through an integer: the same arithmetic on the shadow of the
+        pointer it comes from (:mod:`pyzyme.analysis.int_address`)."""
+        if inst not in st.activity.varied:
+            return
+        source = address_source(inst.operands[0])
+
+        def make(lane: int, name: str) -> Value:
+            b = st.builder
+            address = replay_address(b, inst.operands[0], st.derivs[source][lane], st.value)
+            return b.inttoptr(address, inst.type, name)
 
         st.lanes(inst, make)
 
@@ -381,13 +397,15 @@ _HANDLERS.update({
     "extractelement": ForwardGenerator._same_op,
     "insertelement": ForwardGenerator._same_op,
     "shufflevector": ForwardGenerator._same_op,
+    "inttoptr": ForwardGenerator._inttoptr,
 })
-# Instructions that never carry derivatives and need nothing but their primal copy.
-for _op in ("add", "sub", "mul", "udiv", "sdiv", "urem", "srem", "shl", "lshr", "ashr", "and",
-            "or", "xor", "icmp", "fcmp", "trunc", "zext", "sext", "fptoui", "fptosi", "uitofp",
-            "sitofp", "ptrtoint", "ptrtoaddr", "inttoptr", "br", "switch", "indirectbr", "ret",
-            "unreachable", "resume", "landingpad", "fence", "va_arg", "catchswitch",
-            "catchpad", "cleanuppad", "catchret", "cleanupret"):
+# Instructions that never carry derivatives and need nothing but their primal copy: those their
+# rule rows declare inactive (integer arithmetic and casts, comparisons), control flow and
+# exception handling, fences, and va_arg (whose result activity analysis never varies).
+for _op in [name for row in default_rules().rows() if row.kind == "opcode"
+            and isinstance(row, spec.Inactive) for name in row.names] + [
+        op for op, facts in OPCODES.items() if facts.group in ("control", "eh")] + [
+        "fence", "va_arg"]:
     _HANDLERS.setdefault(_op, lambda self, st, inst, new: None)
 
 

@@ -11,8 +11,9 @@ is a global variable declared inactive (its derivative is dropped by request).
 from __future__ import annotations
 
 from pyzyme.analysis.activity import can_carry_derivative, contains_type
+from pyzyme.diff.memory_calls import zeroed_buffer
 from pyzyme.diff.pointers import base_pointer, inactive_memory, no_shadow_error
-from pyzyme.diff.runtime_activity import inactive_here
+from pyzyme.diff.runtime_checks import inactive_here
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -73,14 +74,17 @@ def _stored_derivative(cx, value):
 
 
 def alloca(cx, inst: I.Alloca, new: I.Alloca) -> None:
-    """A zeroed stack slot per lane: the shadow of a varied slot."""
+    """A zeroed stack slot per lane (of the same count, for ``alloca(n)``): the shadow of a
+    varied slot."""
     if inst not in cx.activity.varied:
         return
     count = inst.count
     if count is not None and getattr(count, "value", None) != 1:
-        raise UnsupportedError(
-            f"{cx.where} allocates a variable-size stack buffer whose shadow pyzyme "
-            f"cannot zero yet: {inst}")
+        # alloca(n), a variable-length array: a zeroed shadow of the same count, freed with
+        # the primal's by any stack restore (forward mode reads it no later than the primal).
+        cx.lanes(inst, lambda k, name: zeroed_buffer(cx.module, cx.builder, inst, new.count,
+                                                     name))
+        return
 
     def make(k: int, name: str):
         shadow = cx.builder.insert(I.Alloca(inst.allocated_type, None, inst.align,

@@ -39,8 +39,6 @@ from pyzyme.ir.values import const_float, const_int
 __all__ = ["forward_mode", "augmented", "reverse"]
 
 _N, _T = ord("n"), ord("t")
-# (operand pointers, output pointer) by argument index.
-_ROLES = {"dot": ((3, 4), 5), "gemv": ((5, 7), 9), "gemm": ((7, 9), 12)}
 
 
 def _flip(trans: int) -> int:
@@ -58,7 +56,7 @@ def forward_mode(cx, inst: I.Call, row) -> None:
     op = row.op
     ty = blas_element_type(inst, cx.where)
     new = cx.clone(inst)
-    (ia, ib), io = _ROLES[op]
+    (ia, ib), (io,) = row.operands, row.writes  # argument indices, from the row
     out = inst.args[io]
     if out not in cx.derivs:
         return
@@ -121,7 +119,7 @@ def augmented(cx, inst: I.Call, row) -> None:
     op = row.op
     ty = blas_element_type(inst, cx.where)
     new = cx.clone(inst)
-    (ia, ib), io = _ROLES[op]
+    (ia, ib), (io,) = row.operands, row.writes  # argument indices, from the row
     if inst.args[io] not in cx.shadows:
         return
     b = cx.fb
@@ -170,7 +168,7 @@ def reverse(cx, inst: I.Call, row) -> None:
     op = row.op
     _, kept, scalars = cx.rule_calls[inst]
     ty = blas_element_type(inst, cx.where)
-    (ia, ib), io = _ROLES[op]
+    (ia, ib), (io,) = row.operands, row.writes  # argument indices, from the row
     b = cx.rb
     fn = blas_function(cx.module, op)
     args = [None if a.type.is_pointer else cx.primal(a) for a in inst.args]

@@ -13,7 +13,7 @@ from pyzyme.diff.emit import Emitter, guarded
 from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ReverseContext
 from pyzyme.diff.leaves import elements, has_float
-from pyzyme.diff.runtime_activity import inactive_here
+from pyzyme.diff.runtime_checks import inactive_here
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I

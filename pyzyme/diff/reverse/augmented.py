@@ -7,32 +7,27 @@ A mixin of :class:`~pyzyme.diff.reverse.generator.ReverseGenerator`.
 from __future__ import annotations
 
 from pyzyme.analysis.activity import can_carry_derivative
+from pyzyme.analysis.int_address import address_source, replay_address
 from pyzyme.analysis.layout import sizeof
 from pyzyme.analysis.overwrite import may_alias, underlying_object
 from pyzyme.analysis.tbaa import access_kind
-from pyzyme.analysis.types import analyze_types
+from pyzyme.analysis.type_analysis import analyze_types
 from pyzyme import naming
 from pyzyme.diff.emit import derivative_flags
 from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ReverseContext
 from pyzyme.diff.leaves import has_float, has_pointer, leaves
-from pyzyme.diff.memory_calls import free_function, malloc, memset_zero
+from pyzyme.diff.memory_calls import free_function, malloc, memset_zero, zeroed_buffer
 from pyzyme.diff.pointers import inactive_memory, no_shadow_error
 from pyzyme.diff.reverse.values import counted_sum_of, shift_induction_of
-from pyzyme.diff.runtime_activity import guarded_call_shadows, inactive_here, primal_as_shadow
+from pyzyme.diff.runtime_checks import guarded_call_shadows, inactive_here, primal_as_shadow
 from pyzyme.errors import TypeAnalysisError, UnsupportedError, error_context
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
+from pyzyme.ir.opcodes import STRUCTURAL
 from pyzyme.ir.values import Undef, Value, const_int, const_null
 
 __all__ = ["ForwardSweep"]
-
-# Structural opcodes whose shadow (of a pointer-carrying result) is the same operation applied
-# to the shadows of the operands.
-_STRUCTURAL = frozenset({"getelementptr", "bitcast", "addrspacecast", "select", "freeze",
-                         "extractvalue", "insertvalue", "extractelement", "insertelement",
-                         "shufflevector"})
-
 
 class ForwardSweep:
     """Emits the forward sweep (see the module docstring)."""
@@ -85,7 +80,7 @@ class ForwardSweep:
     def _fwd_merged(self, st: ReverseContext, inst: I.Instruction, value: Value) -> Value:
         """The shadow of operand ``value`` of ``inst``: with runtime activity, a pointer
         without a shadow merged into ``inst`` is its own shadow (see
-        :mod:`pyzyme.diff.runtime_activity`)."""
+        :mod:`pyzyme.diff.runtime_checks`)."""
         if inst in st.runtime and value not in st.shadows and has_pointer(value.type):
             return primal_as_shadow(st.where, st.fwd_value(value), value.type)
         return st.fwd_shadow(value)
@@ -125,11 +120,17 @@ class ForwardSweep:
         elif op == "alloca":
             if varied:
                 self._forward_alloca(st, inst)
+        elif op == "inttoptr":
+            if varied:  # the same arithmetic on the shadow of the address it comes from
+                source = address_source(inst.operands[0])
+                address = replay_address(st.fb, inst.operands[0], st.fwd_shadow(source),
+                                         st.fwd_value)
+                st.shadows[inst] = st.fb.inttoptr(address, inst.type, naming.shadow(inst.name))
         elif op in ("atomicrmw", "cmpxchg"):
             if inst.operands[0] in st.activity.varied:
                 raise UnsupportedError(f"reverse mode of {op} on active memory in {st.where} "
                                        f"is not supported")
-        elif op in _STRUCTURAL and varied and has_pointer(inst.type):
+        elif op in STRUCTURAL and varied and has_pointer(inst.type):
             shadow = new.copy_with([self._fwd_merged(st, inst, o)
                                     if can_carry_derivative(o.type) else n
                                     for o, n in zip(inst.operands, new.operands)])
@@ -172,7 +173,7 @@ class ForwardSweep:
     def _guarded_call(self, st: ReverseContext, inst: I.CallBase) -> None:
         """A call handed pointers whose shadow may be their primal: its forward sweep sees
         null shadows where they are (see
-        :func:`~pyzyme.diff.runtime_activity.guarded_call_shadows`)."""
+        :func:`~pyzyme.diff.runtime_checks.guarded_call_shadows`)."""
         guarded = guarded_call_shadows(st.where, inst, st.runtime, st.shadows.__getitem__,
                                        lambda a: st.fwd_value(a), st.fb)
         saved = {arg: st.shadows[arg] for arg in guarded}
@@ -245,8 +246,8 @@ class ForwardSweep:
     def _forward_alloca(self, st: ReverseContext, inst: I.Alloca) -> None:
         count = inst.count
         if count is not None and getattr(count, "value", None) != 1:
-            raise UnsupportedError(f"{st.where} allocates a variable-size stack buffer that "
-                                   f"holds active values: {inst}")
+            self._variable_size_shadow(st, inst)
+            return
         if st.sig.split:
             _heap_shadow(st, inst)
             return
@@ -255,6 +256,27 @@ class ForwardSweep:
                           naming.shadow(inst.name))
         b.store(const_null(inst.allocated_type), shadow, inst.align)
         st.shadows[inst] = shadow
+
+    def _variable_size_shadow(self, st: ReverseContext, inst: I.Alloca) -> None:
+        """``alloca T, n`` (``alloca(n)``, a C99 variable-length array): a zeroed shadow of
+        the same count, beside it (the function's frame holds the reverse sweep too) or, in a
+        split pair, on the heap. A stack restore (a buffer per loop iteration) would hand the
+        primal's memory to the next buffer before the reverse sweep reads it."""
+        restore = next((c for c in st.old.instructions() if isinstance(c, I.CallBase)
+                        and c.called_function is not None
+                        and c.called_function.name.startswith("llvm.stackrestore")), None)
+        if restore is not None:
+            raise UnsupportedError(
+                f"{st.where} allocates a variable-size stack buffer that holds active values "
+                f"and gives the stack back before returning (its shadow would be gone before "
+                f"the reverse sweep reads it): {inst}; {restore}",
+                hint="allocate the buffer once, outside the loop, or with malloc")
+        count = st.fwd_value(inst.count)
+        if st.sig.split:
+            _heap_shadow(st, inst, count)
+            return
+        st.shadows[inst] = zeroed_buffer(st.module, st.fb, inst, count,
+                                         naming.shadow(inst.name))
 
     def _forward_ret(self, st: ReverseContext, inst: I.Ret) -> None:
         b = st.fb
@@ -299,11 +321,15 @@ class ForwardSweep:
         b.ret(agg)
 
 
-def _heap_shadow(st: ReverseContext, inst: I.Alloca) -> None:
+def _heap_shadow(st: ReverseContext, inst: I.Alloca, count: Value | None = None) -> None:
     """In a split pair the augmented primal's stack is gone before its reverse runs: a stack
-    slot's shadow lives on the heap, released when the reverse sweep is done."""
+    slot's shadow lives on the heap, released when the reverse sweep is done. ``count``: the
+    forward sweep's element count of a variable-size slot (``alloca(n)``)."""
     b = st.fb
     size = const_int(T.i64, max(1, sizeof(inst.allocated_type)))
+    if count is not None:
+        n = count if count.type == T.i64 else b.zext(count, T.i64)
+        size = b.mul(n, const_int(T.i64, sizeof(inst.allocated_type)))
     shadow = malloc(st.module, b, size, naming.shadow(inst.name))
     memset_zero(st.module, b, shadow, size)
     st.shadows[inst] = shadow

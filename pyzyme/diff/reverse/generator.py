@@ -51,8 +51,8 @@ from pyzyme.diff.leaves import has_float
 from pyzyme.diff.signature import ReverseSignature, SplitPair
 from pyzyme.diff.tape.releases import Releases
 from pyzyme.diff.reverse.values import ReverseValues
-from pyzyme.diff.runtime_activity import runtime_values
-from pyzyme.diff.tape.cache import Tape
+from pyzyme.diff.runtime_checks import runtime_values
+from pyzyme.diff.tape.cache import TapeCache
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -84,7 +84,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         self.options = options if options is not None else Options()
         self.sum_flags = sum_flags(self.options)
         self._done: dict[tuple, object] = {}
-        self.tapes: dict = {}   # generated function -> its Tape (for printing and sizes)
+        self.tapes: dict = {}   # generated function -> its TapeCache (for printing and sizes)
         # What is known of each function's arguments, for type analysis (Numba: from the ABI).
         self.type_seeds: dict = {}
         self.types: dict = {}   # function -> its type analysis (or the error it raised)
@@ -189,7 +189,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
                 f"needs natural loops")
         fwd_entry = fwd.append_block("allocas")
         rev_entry = rev.append_block("allocas") if sig.split else fwd_entry
-        tape = Tape(fwd_entry, rev_entry, self.module, self.scopes)
+        tape = TapeCache(fwd_entry, rev_entry, self.module, self.scopes)
         # A nested pair defers into its caller's list, the augmented primal's last parameter.
         releases = Releases(tape, self.module, rev.name, fwd.args[-1] if sig.nested else None)
         st = ReverseContext(self, fn, sig, fwd, rev, activity, loops, analyze_overwrites(fn),

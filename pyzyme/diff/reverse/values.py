@@ -25,20 +25,12 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
+from pyzyme.ir.opcodes import PURE, SPECULATABLE
 from pyzyme.ir.values import Argument, ConstantInt, Value, const_int
 from pyzyme.rules import spec
 
 __all__ = ["ReverseValues", "ShiftInduction", "CountedSum", "shift_induction_of", "counted_sum_of",
            "incoming_value"]
-
-# Opcodes whose result depends only on operand values: recomputable in the reverse sweep.
-_PURE = frozenset({
-    "fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "add", "sub", "mul", "udiv", "sdiv",
-    "urem", "srem", "shl", "lshr", "ashr", "and", "or", "xor", "icmp", "fcmp", "trunc", "zext",
-    "sext", "fptoui", "fptosi", "uitofp", "sitofp", "fpext", "fptrunc", "bitcast",
-    "addrspacecast", "ptrtoint", "inttoptr", "select", "getelementptr", "extractvalue",
-    "insertvalue", "extractelement", "insertelement", "shufflevector", "freeze"})
-
 
 class ReverseValues:
     """Makes forward values available in the reverse sweep (see the module docstring)."""
@@ -156,7 +148,7 @@ class ReverseValues:
 
     def _repeat_base(self, st: ReverseContext, loop, outer):
         """The cache of ``loop``'s counter as each iteration of ``outer`` began (stored at
-        the top of ``outer``'s body): where :meth:`Tape.repeated` caches count from."""
+        the top of ``outer``'s body): where :meth:`TapeCache.repeated` caches count from."""
         key = ("repeat base", loop, outer)
         base = st.caches.get(key)
         if base is None:
@@ -260,7 +252,7 @@ class ReverseValues:
         if isinstance(fv, I.CallBase):
             return repeating and pure_call(fv) and all(
                 self._invariant_in(st, a, loop, depth - 1, repeating) for a in fv.args)
-        if fv.opcode not in _PURE:
+        if fv.opcode not in PURE:
             return False
         return all(self._invariant_in(st, op, loop, depth - 1, repeating) for op in fv.operands)
 
@@ -391,8 +383,8 @@ class ReverseValues:
             return True
         if depth == 0 or isinstance(fv, I.Phi):
             return False
-        if fv.opcode in ("udiv", "sdiv", "urem", "srem") or not self._can_recompute(st, fv) \
-                or fv.opcode == "load":
+        if (fv.opcode in PURE and fv.opcode not in SPECULATABLE) or fv.opcode == "load" \
+                or not self._can_recompute(st, fv):
             return False
         return all(self._speculatable(st, op, depth - 1) for op in fv.operands)
 
@@ -401,7 +393,7 @@ class ReverseValues:
         if known is not None:
             return known
         op = fv.opcode
-        if op in _PURE:
+        if op in PURE:  # recomputed from its operands, as the primal computed it
             ok = True
         elif op == "load":
             origin = st.origin_load.get(fv)

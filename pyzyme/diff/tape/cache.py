@@ -23,12 +23,12 @@ any other inner loop records it, per run, on a stack.
 A value that repeats on every iteration of an outermost loop (the same iterations of its own
 loop, in the same order, the value the same on each: a parameter read in a loop over data
 points) is cached for one iteration of the outer loop only, at its loop's counter less the
-counter when that iteration began (:meth:`Tape.repeated`); each iteration stores it again,
+counter when that iteration began (:meth:`TapeCache.repeated`); each iteration stores it again,
 over the same cells.
 
 In the combined function the slots are allocas of one function. In split mode the augmented
 primal and the reverse function each have their own allocas, and the slots travel between them
-in a heap block, the tape (see :meth:`Tape.pack` and :meth:`Tape.unpack`).
+in a heap block, the tape (see :meth:`TapeCache.pack` and :meth:`TapeCache.unpack`).
 
 Examples
 --------
@@ -53,7 +53,7 @@ from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.diff.tape.pool import tape_capacity, tape_free, tape_realloc
 from pyzyme.ir.values import Value, const_int, const_null
 
-__all__ = ["Tape", "Slot", "Cache", "STACK", "append_function"]
+__all__ = ["TapeCache", "Slot", "Cache", "STACK", "append_function"]
 
 #: A growable list: ``{ entries, count, capacity }`` (a stack of i64 for loop starts).
 STACK = T.StructType([T.ptr, T.i64, T.i64])
@@ -77,7 +77,7 @@ class Cache:
     """A value cached per iteration of ``loop`` (or once, when ``loop`` is None). With
     ``outer`` (an outermost loop around ``loop``): per iteration of ``loop`` within one
     iteration of ``outer``, the value being the same there on every iteration of ``outer``
-    (see :meth:`Tape.repeated`); ``base`` holds ``loop``'s counter as each began."""
+    (see :meth:`TapeCache.repeated`); ``base`` holds ``loop``'s counter as each began."""
 
     name: str
     type: T.Type
@@ -110,7 +110,7 @@ class _RepeatState:
                                block_label(self.outer.header).lstrip("%"))
 
 
-class Tape:
+class TapeCache:
     """The slots and loop caches of one derivative.
 
     Parameters

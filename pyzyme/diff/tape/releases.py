@@ -39,7 +39,7 @@ class Releases:
     Parameters
     ----------
     tape
-        The derivative's :class:`~pyzyme.diff.tape.cache.Tape` (the list is a slot of it).
+        The derivative's :class:`~pyzyme.diff.tape.cache.TapeCache` (the list is a slot of it).
     module
         The module the derivative is generated in.
     owner

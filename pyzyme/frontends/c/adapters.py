@@ -21,9 +21,10 @@ from __future__ import annotations
 import dataclasses
 
 from pyzyme import ir
-from pyzyme.analysis.activity import can_carry_derivative
+from pyzyme.analysis.activity import Activity, can_carry_derivative
 from pyzyme.analysis.layout import sizeof
 from pyzyme.frontends.c.enzyme_calls import Arg, CallSite
+from pyzyme.frontends.c.shadow_contexts import RUNTIME, c_string
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import types as T
 from pyzyme.ir.values import ConstantAggregate, Undef, const_float, const_int
@@ -39,11 +40,13 @@ def tape_size(site: CallSite) -> int:
     return TAPE_BYTES
 
 
-def build_adapter(site: CallSite, copy, derivs, name: str, hidden=()):
+def build_adapter(site: CallSite, copy, derivs, name: str, hidden=(), table=None):
     """Add to ``copy`` (the AD copy) the function ``name`` that does what ``site`` asks,
     taking the call's kept arguments and returning the call's type. ``hidden``: the globals
     the function takes as trailing parameters
-    (:func:`~pyzyme.frontends.c.global_shadows.thread_globals`), passed with their shadows."""
+    (:func:`~pyzyme.frontends.c.global_shadows.thread_globals`), passed with their shadows;
+    ``table``: the name of the module's table of globals, for the shadows contexts hold
+    (:mod:`~pyzyme.frontends.c.shadow_contexts`)."""
     call = site.call
     params = [call.args[p].type for p in site.kept]
     ret = call.type if site.sret is None else T.void
@@ -54,7 +57,7 @@ def build_adapter(site: CallSite, copy, derivs, name: str, hidden=()):
     if primal is None or primal.is_declaration:
         raise site.error(f"{site.function.ref} was optimised away before differentiation")
     if hidden:
-        site = _with_hidden(site, hidden, values, copy, b)
+        site = _with_hidden(site, hidden, values, copy, b, table)
     a = _Adapter(site, b, values, primal)
     elements = {"reverse": a.reverse, "forward": a.forward, "augment": a.augment,
                 "gradient": a.gradient, "batch": a.batch}[site.mode](derivs)
@@ -62,30 +65,70 @@ def build_adapter(site: CallSite, copy, derivs, name: str, hidden=()):
     return fn
 
 
-def _with_hidden(site: CallSite, hidden, values: dict, copy, b) -> CallSite:
-    """``site`` passing, after its own arguments, each global of ``hidden`` with its shadow
-    (``enzyme_dup``; a batch passes the global to every lane); the shadows that start at zero
-    are zeroed here, where a derivative call starts (the second half of a split derivative
-    goes on with what the first left)."""
-    if site.width > 1 and site.mode != "batch":
-        raise site.error(f"{site.function.ref} uses the global @{hidden[0].name}, which "
-                         f"needs a shadow; pyzyme gives globals one shadow, not one per lane "
-                         f"of a vector derivative",
-                         hint="pass the global's memory as an argument (enzyme_dupv)")
+def _with_hidden(site: CallSite, hidden, values: dict, copy, b, table) -> CallSite:
+    """``site`` passing, after its own arguments, each global of ``hidden`` with its shadows
+    (``enzyme_dup``; a batch passes the global to every lane): those of the context the call
+    passes after ``enzyme_context``, else the shadow ``enzyme_shadow`` declares, else the
+    default context's when the program asks for them, else pyzyme's own shadow of a global
+    the code writes; any other global is passed as a constant. pyzyme's own shadows start
+    at zero: they are zeroed here, where a derivative call starts (the second half of a split
+    derivative goes on with what the first left)."""
     extra, first = [], len(site.args)
+    context = default = None
+    if site.context is not None and site.mode != "batch":
+        context = values[site.context]
+        where = c_string(copy, f"{site.where}: {site.entry}", "__pyzyme_ctx.where")
+        _runtime_call(copy, b, "check", [context, const_int(T.i32, site.width), where])
     for i, h in enumerate(hidden):
-        values[("global", i)] = copy.get_global(h.name)
-        values[("shadow", i)] = copy.get_global(h.shadow)
+        values[("global", i)] = gv = copy.get_global(h.name)
         if site.mode == "batch":
-            extra.append(Arg(first + i, "scalar", ("global", i)))
+            extra.append(Arg(first + i, Activity.CONST, ("global", i)))  # every lane's
             continue
-        extra.append(Arg(first + i, "dup", ("global", i), (("shadow", i),)))
-        if h.zeroed and site.mode != "gradient":
-            fnty = T.FunctionType(T.void, [T.ptr, T.i8, T.i64, T.i1])
-            b.call(copy.declare("llvm.memset.p0.i64", fnty),
-                   [values[("shadow", i)], const_int(T.i8, 0), const_int(T.i64, h.size(copy)),
-                    const_int(T.i1, 0)])
+        source = context
+        if h.declared or (context is None and not h.queried):
+            source = None
+        elif context is None:
+            if default is None:
+                default = _runtime_call(copy, b, "default", [const_int(T.i32, site.width),
+                                                              _table(copy, table)])
+            source = default
+        if source is not None:
+            lanes = []
+            for lane in range(site.width):
+                values[("shadow", i, lane)] = _runtime_call(
+                    copy, b, "shadow", [source, gv, const_int(T.i32, lane), _table(copy, table)])
+                lanes.append(("shadow", i, lane))
+        elif h.declared or h.zeroed:
+            if site.width > 1:
+                raise site.error(f"{site.function.ref} uses the global @{h.name}, which "
+                                 f"needs a shadow; pyzyme gives it one shadow, not one per "
+                                 f"lane of a vector derivative",
+                                 hint="pass enzyme_context with a context of this width, or "
+                                      "the global's memory as an argument (enzyme_dupv)")
+            values[("shadow", i)] = copy.get_global(h.shadow)
+            lanes = [("shadow", i)]
+            if h.zeroed and site.mode != "gradient":
+                fnty = T.FunctionType(T.void, [T.ptr, T.i8, T.i64, T.i1])
+                b.call(copy.declare("llvm.memset.p0.i64", fnty),
+                       [values[("shadow", i)], const_int(T.i8, 0),
+                        const_int(T.i64, h.size(copy)), const_int(T.i1, 0)])
+        else:
+            extra.append(Arg(first + i, Activity.CONST, ("global", i)))
+            continue
+        extra.append(Arg(first + i, Activity.DUPLICATED, ("global", i), tuple(lanes)))
     return dataclasses.replace(site, args=[*site.args, *extra])
+
+
+def _runtime_call(copy, b, key: str, args):
+    name, fnty = RUNTIME[key]
+    return b.call(copy.declare(name, fnty), args)
+
+
+def _table(copy, name: str | None):
+    if name is None:
+        raise ValueError("a call uses contexts of global shadows, but the module has no table")
+    return copy.get_global(name) or copy.add_global(name, T.StructType([T.i64, T.ptr]),
+                                                    is_constant=True, prefix="external")
 
 
 class _Adapter:
@@ -132,7 +175,8 @@ class _Adapter:
         return self.b.gep(T.i8, base, [offset])
 
     def shadows(self) -> list:
-        return [self.lane_shadow(a, 0) for a in self.site.args if a.kind in ("dup", "dupnoneed")]
+        return [self.lane_shadow(a, 0) for a in self.site.args
+                if a.kind is Activity.DUPLICATED]
 
     def seed(self):
         ret = self.primal.return_type
@@ -147,18 +191,18 @@ class _Adapter:
             return b.load(T.ptr, self.convert(value, T.ptr, "enzyme_tape"), 8)
         return self.convert(value, T.ptr, "the tape")
 
-    def kinds(self) -> list[str]:
+    def kinds(self) -> list[Activity]:
         return self.site.kinds
 
     # -- modes ---------------------------------------------------------------------------
     def reverse(self, derivs) -> list:
         site, b = self.site, self.b
-        active_ret = site.ret == "active"
+        active_ret = site.ret is Activity.ACTIVE
         dfn = derivs.combined(self.primal, self.kinds(), active_ret)
         args = self.primals() + self.shadows() + ([self.seed()] if active_ret else [])
         out = b.call(dfn, args)
         has_ret = self.primal.return_type != T.void
-        n_adj = sum(k == "active" for k in self.kinds())
+        n_adj = sum(k is Activity.ACTIVE for k in self.kinds())
         if not n_adj:
             return [out] if site.primal_return and has_ret else []
         fields = [b.extractvalue(out, i) for i in range(int(has_ret) + n_adj)]
@@ -173,7 +217,7 @@ class _Adapter:
         dfn = derivs.forward(self.primal, self.kinds(), width)
         lanes = []
         for a in site.args:
-            if a.kind != "const":
+            if a.kind is not Activity.CONST:
                 lanes += [self.lane_shadow(a, k) for k in range(width)]
         out = b.call(dfn, self.primals() + lanes)
         ret = self.primal.return_type
@@ -184,7 +228,7 @@ class _Adapter:
         if not can_carry_derivative(ret):  # an integer result has no tangent
             return [out] if site.primal_return else []
         fields = [b.extractvalue(out, i) for i in range(width + 1)]
-        tangents = fields[1:] if site.ret != "const" else []
+        tangents = fields[1:] if site.ret is not Activity.CONST else []
         return (fields[:1] if site.primal_return else []) + tangents
 
     def _forward_sret(self, derivs) -> None:
@@ -207,7 +251,7 @@ class _Adapter:
         if rty is None or got is None:
             raise site.error(f"{what} of a type pyzyme cannot read")
         size, buffer = sizeof(rty), self.values[site.sret]
-        wanted = [site.primal_return, site.ret != "const"]
+        wanted = [site.primal_return, site.ret is not Activity.CONST]
         if sizeof(got) != size * sum(wanted) or (all(wanted) and _second_field(got) is None):
             asked = [n for n, w in zip(("the result", "its tangent"), wanted) if w]
             raise site.error(f"{what} ({size} bytes); the call asks for "
@@ -226,18 +270,18 @@ class _Adapter:
                 slots.append((slot, False))
         (primal, _), (tangent, _) = slots
         kinds, primals, lanes = list(self.kinds()), self.primals(), []
-        kinds.insert(k, "dup")
+        kinds.insert(k, Activity.DUPLICATED)
         primals.insert(k, primal)
         for a in sorted([*site.args, None], key=lambda a: k if a is None else a.param):
             if a is None:
                 lanes.append(tangent)
-            elif a.kind != "const":
+            elif a.kind is not Activity.CONST:
                 lanes.append(self.lane_shadow(a, 0))
         b.call(derivs.forward(self.primal, kinds, 1), primals + lanes)
 
     def augment(self, derivs) -> list:
         site, b = self.site, self.b
-        pair = derivs.split(self.primal, self.kinds(), site.ret == "active")
+        pair = derivs.split(self.primal, self.kinds(), site.ret is Activity.ACTIVE)
         out = b.call(pair.augmented, self.primals() + self.shadows())
         if self.primal.return_type == T.void:
             tape, primal = out, []
@@ -253,11 +297,11 @@ class _Adapter:
         if site.nofree:
             raise site.error("enzyme_nofree is not supported: the reverse pass frees its tape",
                              hint="call __enzyme_augmentfwd again before each __enzyme_reverse")
-        active_ret = site.ret == "active"
+        active_ret = site.ret is Activity.ACTIVE
         pair = derivs.split(self.primal, self.kinds(), active_ret)
         args = self.primals() + self.shadows() + ([self.seed()] if active_ret else [])
         out = b.call(pair.reverse, args + [const_int(T.i1, 0), self.tape()])
-        n_adj = sum(k == "active" for k in self.kinds())
+        n_adj = sum(k is Activity.ACTIVE for k in self.kinds())
         return [b.extractvalue(out, i) for i in range(n_adj)]
 
     def batch(self, derivs) -> list:
@@ -266,7 +310,8 @@ class _Adapter:
         for lane in range(site.width):
             args = []
             for a in site.args:
-                position = a.value if a.kind == "scalar" or lane == 0 else a.shadows[lane - 1]
+                position = a.value if a.kind is Activity.CONST or lane == 0 \
+                    else a.shadows[lane - 1]
                 args.append(self.convert(self.values[position], self.params[a.param],
                                          f"argument {a.param}"))
             out = b.call(self.primal, args)

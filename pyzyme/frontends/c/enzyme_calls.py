@@ -17,11 +17,17 @@ call into a :class:`CallSite` the way Enzyme does (``handleArguments`` in its ``
   ``enzyme_dupv STRIDE`` one shadow base whose lanes are ``STRIDE`` bytes apart;
   ``enzyme_out`` makes a float active, ``enzyme_const`` makes anything constant;
 - ``enzyme_width N`` asks for N tangents per argument (vector forward mode);
+- ``enzyme_context CTX``: the globals the function uses take their shadows from the context
+  CTX made by ``__enzyme_context(width)`` (:mod:`~pyzyme.frontends.c.shadow_contexts`), which
+  also sets the width when it is a constant;
 - ``enzyme_const_return``/``enzyme_active_return``/``enzyme_dup_return`` set the result's kind,
   ``enzyme_primal_return`` asks for the primal result too;
 - split mode: ``enzyme_tape PTR`` gives where the tape is kept, ``enzyme_allocated SIZE`` how
   many bytes PTR has; otherwise ``__enzyme_augmentfwd`` returns the tape and
   ``__enzyme_reverse`` takes the result's seed and then the tape after the arguments.
+
+``__enzyme_virtualreverse(f)``, which asks for the shadow of a function pointer, is read by
+:mod:`~pyzyme.frontends.c.virtual_shadows`.
 
 Errors name the call site (``file.c:12`` from debug information when the module has it), the
 marker, and what was expected.
@@ -33,12 +39,16 @@ import re
 from dataclasses import dataclass, field
 
 from pyzyme import ir
+from pyzyme.analysis.activity import Activity
+from pyzyme.analysis.layout import sizeof
 from pyzyme.errors import UnsupportedError
+from pyzyme.frontends.llvm_ad import _is_floaty, default_activity
 from pyzyme.ir import instructions as I
 from pyzyme.ir.values import ConstantExpr, ConstantInt, GlobalVariable, MetadataValue, Null
 
-__all__ = ["ENTRY_POINTS", "CallSite", "Arg", "EnzymeCallError", "Registrations",
-           "find_call_sites", "find_registrations", "marker", "source_location"]
+__all__ = ["ENTRY_POINTS", "CONTEXT_NEW", "CallSite", "Arg", "EnzymeCallError",
+           "Registrations", "find_call_sites", "find_registrations", "marker",
+           "source_location", "show", "through_locals"]
 
 #: Substrings of the names of Enzyme's entry points (C++ mangles them), and their modes.
 ENTRY_POINTS = (
@@ -52,16 +62,10 @@ ENTRY_POINTS = (
 # Entry points of Enzyme that pyzyme does not provide, and why.
 _NOT_PROVIDED = {
     "__enzyme_fwdsplit": "split forward mode is not supported; use __enzyme_fwddiff",
-    "__enzyme_virtualreverse": "virtual reverse functions are not supported",
     "__enzyme_todense": "sparse-to-dense conversions are not supported",
     "__enzyme_truncate": "floating-point truncation is not supported",
     "__enzyme_trace": "probabilistic programming is not supported",
     "__enzyme_condition": "probabilistic programming is not supported",
-    "__enzyme_context": "contexts of global-variable shadows are not supported (pyzyme "
-                        "computes no derivatives with respect to global variables)",
-    "__enzyme_shadow": "shadows of global variables are not supported (pyzyme computes no "
-                       "derivatives with respect to global variables)",
-    "__enzyme_zero_shadows": "shadows of global variables are not supported",
     "__enzyme_error_estimate": "floating-point error estimation is not supported",
     "__enzyme_checkpoint_for": "checkpointed loops of <enzyme/checkpoint.h> are not supported "
                                "(pyzyme.checkpoint and the tape_budget option checkpoint "
@@ -71,12 +75,19 @@ _NOT_PROVIDED = {
     "__enzyme_fixed_point": "fixed-point iterations of <enzyme/fixed_point.h> are not "
                             "supported",
 }
+#: What ``__enzyme_context(width)`` becomes (:mod:`~pyzyme.frontends.c.shadow_contexts`): the
+#: runtime function making a context, whose width a call site taking the context reads.
+CONTEXT_NEW = "__pyzyme_ctx_new"
 #: Functions a program defines for Enzyme to call while it differentiates (its logging hooks).
 _HOOKS = ("enzymeLogGrad", "enzymeLogValue", "enzymeLogError", "enzymeLogRound")
-_ARG_MARKERS = {"enzyme_dup": "dup", "enzyme_dupnoneed": "dupnoneed", "enzyme_out": "active",
-                "enzyme_const": "const", "enzyme_dupv": "dup", "enzyme_dupnoneedv": "dupnoneed"}
-_RETURN_MARKERS = {"enzyme_const_return": "const", "enzyme_active_return": "active",
-                   "enzyme_dup_return": "dup"}
+# Activities by the marker that precedes an argument (dupnoneed: a dup whose primal value the
+# caller does not need afterwards, which pyzyme does not exploit) or that sets the result's.
+_ARG_MARKERS = {"enzyme_dup": Activity.DUPLICATED, "enzyme_dupnoneed": Activity.DUPLICATED,
+                "enzyme_out": Activity.ACTIVE, "enzyme_const": Activity.CONST,
+                "enzyme_dupv": Activity.DUPLICATED, "enzyme_dupnoneedv": Activity.DUPLICATED}
+_RETURN_MARKERS = {"enzyme_const_return": Activity.CONST,
+                   "enzyme_active_return": Activity.ACTIVE,
+                   "enzyme_dup_return": Activity.DUPLICATED}
 _MANGLED_MARKER = re.compile(r"\d+(enzyme_[a-z0-9_]+)E$")
 
 
@@ -89,10 +100,12 @@ class EnzymeCallError(UnsupportedError):
 class Arg:
     """One parameter of the differentiated function, as the call passes it: ``value`` and
     ``shadows`` are positions in the call's argument list; with ``stride`` (``enzyme_dupv``)
-    ``shadows`` holds one base pointer and lane k is ``stride * k`` bytes after it."""
+    ``shadows`` holds one base pointer and lane k is ``stride * k`` bytes after it. In
+    ``__enzyme_batch`` an argument is ``CONST`` (``enzyme_scalar``: one value for every lane)
+    or ``DUPLICATED`` (``enzyme_vector``: lane 0's value, then one in ``shadows`` per lane)."""
 
     param: int
-    kind: str
+    kind: Activity
     value: int
     shadows: tuple[int, ...] = ()
     stride: int | None = None
@@ -113,7 +126,7 @@ class CallSite:
     where: str
     width: int = 1
     args: list[Arg] = field(default_factory=list)
-    ret: str = "const"
+    ret: Activity = Activity.CONST
     primal_return: bool = False
     sret: int | None = None
     #: The function's own struct-return parameter (forward mode: the call passes no value
@@ -125,10 +138,12 @@ class CallSite:
     allocated: int | None = None
     nofree: bool = False
     runtime_activity: bool = False
-    size_kinds: list[str] = field(default_factory=list)
+    context: int | None = None
+    vtable: tuple | None = None
+    size_kinds: list[Activity] = field(default_factory=list)
 
     @property
-    def kinds(self) -> list[str]:
+    def kinds(self) -> list[Activity]:
         return [a.kind for a in self.args]
 
     @property
@@ -140,7 +155,7 @@ class CallSite:
             out += list(a.shadows)
             if a.stride is not None:
                 out.append(a.stride)
-        out += [p for p in (self.dret, self.tape) if p is not None]
+        out += [p for p in (self.dret, self.tape, self.context) if p is not None]
         return sorted(set(out))  # the pieces of a struct share its addresses
 
     def error(self, message: str, hint: str | None = None) -> EnzymeCallError:
@@ -328,8 +343,11 @@ def _read(call, name: str, mode: str, where: str) -> CallSite:
         return _read_batch(site, args, first + 1)
     forward = mode == "forward"
     # A struct returned through memory has a tangent unless the call says otherwise.
-    site.ret = "dup" if site.result_param is not None else _default_kind(fn.return_type,
-                                                                          forward)
+    if site.result_param is not None:
+        site.ret = Activity.DUPLICATED
+    else:
+        site.ret = Activity.CONST if fn.return_type == ir.void else \
+            default_activity(fn.return_type, forward)
     for v in args[first + 1:]:
         m = marker(v)
         if m in _RETURN_MARKERS:
@@ -344,14 +362,6 @@ def _read(call, name: str, mode: str, where: str) -> CallSite:
     _read_width(site, args, first + 1)
     _read_args(site, args, first + 1)
     return site
-
-
-def _default_kind(ty, forward: bool) -> str:
-    from pyzyme.frontends.llvm_ad import default_kind
-
-    if ty == ir.void:
-        return "const"
-    return default_kind(ty, forward)
 
 
 def show(value) -> str:
@@ -376,17 +386,42 @@ def _const_int(site: CallSite, args, i: int, what: str) -> int:
 
 def _read_width(site: CallSite, args, start: int) -> None:
     seen = False
+    context_width = None
     for i in range(start, len(args)):
-        if marker(args[i]) == "enzyme_width":
+        m = marker(args[i])
+        if m == "enzyme_width":
             if seen:
                 raise site.error("enzyme_width is given twice")
             site.width = _const_int(site, args, i + 1, "enzyme_width")
             seen = True
+        elif m == "enzyme_context" and i + 1 < len(args):
+            context_width = _context_width(args[i + 1])
+    if context_width is not None:  # Enzyme: as many lanes as the context has
+        if seen and context_width != site.width:
+            raise site.error(f"enzyme_width {site.width}, but the context passed after "
+                             f"enzyme_context has width {context_width}")
+        site.width = context_width
     if site.width < 1:
         raise site.error(f"enzyme_width must be at least 1, got {site.width}")
     if site.width > 1 and site.mode not in ("forward", "batch"):
-        raise site.error("enzyme_width > 1 is supported in __enzyme_fwddiff and __enzyme_batch "
-                         "only")
+        if context_width is None:
+            raise site.error("enzyme_width > 1 is supported in __enzyme_fwddiff and "
+                             "__enzyme_batch only")
+        raise site.error(f"the context passed after enzyme_context has width {site.width}; "
+                         f"contexts of width > 1 are supported in __enzyme_fwddiff only",
+                         hint="make the context with __enzyme_context(1)")
+
+
+def _context_width(value) -> int | None:
+    """The width of the context ``value`` when it is made by ``__enzyme_context`` with a
+    constant width (through unoptimised code's stack slots); None when it cannot be told
+    here (the derivative then checks the context's width when it runs)."""
+    value = through_locals(value)
+    if isinstance(value, I.Call) and value.called_function is not None and \
+            value.called_function.name == CONTEXT_NEW and \
+            isinstance(value.args[0], ConstantInt):
+        return value.args[0].value
+    return None
 
 
 def _read_args(site: CallSite, args, start: int) -> None:
@@ -395,13 +430,13 @@ def _read_args(site: CallSite, args, start: int) -> None:
     param, i, n = 0, start, len(args)
     while i < n:
         m = marker(args[i])
-        kind, stride, skip, size = None, None, False, None
+        kind, marked, stride, skip, size = None, None, None, False, None
         while m is not None:
             if m == "pyzyme_byval":  # <enzyme/enzyme>: a struct by value, by address
                 size = _const_int(site, args, i + 1, m)
                 i += 1
             elif m in _ARG_MARKERS:
-                kind = _ARG_MARKERS[m]
+                kind, marked = _ARG_MARKERS[m], m
                 if m.endswith("v"):
                     i += 1
                     if i >= n or not args[i].type.is_int:
@@ -420,6 +455,14 @@ def _read_args(site: CallSite, args, start: int) -> None:
                 site.tape, site.tape_is_pointer = i + 1, True
                 i, skip = i + 1, True
             elif m == "enzyme_width":
+                i, skip = i + 1, True
+            elif m == "enzyme_context":
+                if i + 1 >= n or not args[i + 1].type.is_pointer:
+                    raise site.error("enzyme_context must be followed by a context "
+                                     "(void *, from __enzyme_context)")
+                if site.context is not None:
+                    raise site.error("enzyme_context is given twice")
+                site.context = i + 1
                 i, skip = i + 1, True
             elif m == "enzyme_nofree":
                 site.nofree = skip = True
@@ -460,19 +503,21 @@ def _read_args(site: CallSite, args, start: int) -> None:
             i += 1
             continue
         if size is not None:
-            i, param = _read_struct(site, args, i, param, kind or "const", size)
+            i, param = _read_struct(site, args, i, param, kind or Activity.CONST, marked,
+                                    size)
             continue
         ty = params[param]
-        kind = kind or _default_kind(ty, forward)
-        _check_kind(site, param, kind, ty)
+        kind = kind or default_activity(ty, forward)
+        _check_kind(site, param, kind, marked or "enzyme_dup", ty)
         arg = Arg(param, kind, i, stride=stride)
-        if kind in ("dup", "dupnoneed"):
+        if kind is Activity.DUPLICATED:
             lanes = 1 if stride is not None else site.width
             if i + lanes >= n:
                 raise site.error(
-                    f"argument {param} of {fn.ref} ({ty}) is {kind}, but the call ends before "
-                    f"its shadow", hint="a duplicated argument is followed by its shadow "
-                                        "(its tangent, in forward mode)")
+                    f"argument {param} of {fn.ref} ({ty}) is {marked or 'duplicated'}, but the "
+                    f"call ends before its shadow",
+                    hint="a duplicated argument is followed by its shadow (its tangent, in "
+                         "forward mode)")
             arg.shadows = tuple(range(i + 1, i + 1 + lanes))
             i += lanes
         site.args.append(arg)
@@ -493,16 +538,14 @@ def _read_args(site: CallSite, args, start: int) -> None:
                          f"(8 bytes); allocate at least 8 (__enzyme_augmentsize says 8)")
 
 
-def _read_struct(site: CallSite, args, i: int, param: int, kind: str, size: int):
+def _read_struct(site: CallSite, args, i: int, param: int, kind: Activity,
+                 marked: str | None, size: int):
     """A struct of ``size`` bytes passed by value, given by its address at ``i`` (and its
     shadows' after it): the parameters the C ABI made of it, from ``param`` on. Each is one
     piece of the struct (an eightbyte on x86-64, loaded from its offset), or the whole of it
     (``byval``: the address itself). Returns where the call and the parameters go on."""
-    from pyzyme.analysis.layout import sizeof
-    from pyzyme.frontends.llvm_ad import _is_floaty
-
     fn, params = site.function, site.function.function_type.params
-    lanes = site.width if kind in ("dup", "dupnoneed") else 0
+    lanes = site.width if kind is Activity.DUPLICATED else 0
     if i + lanes >= len(args) or any(not args[j].type.is_pointer
                                      for j in range(i, i + lanes + 1)):
         raise site.error(f"pyzyme_byval: the {size}-byte struct passed by value as argument "
@@ -524,9 +567,9 @@ def _read_struct(site: CallSite, args, i: int, param: int, kind: str, size: int)
         ty = params[p]
         if lanes and not (ty.is_pointer or _is_floaty(ty)):
             raise site.error(f"a struct passed by value as argument {param} of {fn.ref} is "
-                             f"{kind}, but the C ABI passes part of it as {ty}, which may "
+                             f"{marked or 'duplicated'}, but the C ABI passes part of it as {ty}, which may "
                              f"hold float bits", hint="pass the struct by reference or pointer")
-        _check_kind(site, p, kind, ty)
+        _check_kind(site, p, kind, marked or "enzyme_dup", ty)
         site.args.append(Arg(p, kind, i, shadows if lanes else (), offset=off))
     return i + 1 + lanes, param + len(pieces)
 
@@ -534,7 +577,7 @@ def _read_struct(site: CallSite, args, i: int, param: int, kind: str, size: int)
 def _extra_argument(site: CallSite, args, i: int) -> None:
     """An argument after the function's own: the seed and the tape of ``__enzyme_reverse``."""
     if site.mode == "gradient":
-        if site.ret == "active" and site.dret is None:
+        if site.ret is Activity.ACTIVE and site.dret is None:
             site.dret = i
             return
         if site.tape is None:
@@ -545,17 +588,17 @@ def _extra_argument(site: CallSite, args, i: int) -> None:
                      f"and {show(args[i])} is one more")
 
 
-def _check_kind(site: CallSite, param: int, kind: str, ty) -> None:
-    from pyzyme.frontends.llvm_ad import _is_floaty
-
+def _check_kind(site: CallSite, param: int, kind: Activity, marked: str, ty) -> None:
+    """Refuse ``kind`` (given by marker ``marked``, or the type's default) for type ``ty``."""
     what = f"argument {param} of {site.function.ref} ({ty})"
-    if kind == "active" and not _is_floaty(ty):
+    if kind is Activity.ACTIVE and not _is_floaty(ty):
         raise site.error(f"{what} is marked enzyme_out, but only floats can be active",
                          hint="pointers are enzyme_dup, integers enzyme_const")
-    if kind in ("dup", "dupnoneed") and not ty.is_pointer and not (
+    if kind is Activity.DUPLICATED and not ty.is_pointer and not (
             site.mode == "forward" and _is_floaty(ty)):
-        raise site.error(f"{what} is marked enzyme_{kind}, but only pointers have shadows in "
-                         f"reverse mode", hint="floats are enzyme_out, integers enzyme_const")
+        raise site.error(f"{what} is marked {marked.rstrip('v')}, but only pointers have "
+                         f"shadows in reverse mode",
+                         hint="floats are enzyme_out, integers enzyme_const")
 
 
 def _read_batch(site: CallSite, args, start: int) -> CallSite:
@@ -569,16 +612,17 @@ def _read_batch(site: CallSite, args, start: int) -> CallSite:
         if m == "enzyme_width":
             i += 2
             continue
-        kind = "vector" if site.width > 1 else "scalar"
+        vector = site.width > 1
         if m in ("enzyme_scalar", "enzyme_vector"):
-            kind = m[len("enzyme_"):]
+            vector = m == "enzyme_vector"
             i += 1
         elif m is not None:
             raise site.error(f"unknown marker {m} in __enzyme_batch",
                              hint="use enzyme_width, enzyme_scalar and enzyme_vector")
         if param >= len(params):
             raise site.error(f"too many arguments for {site.function.ref}")
-        lanes = site.width if kind == "vector" else 1
+        kind = Activity.DUPLICATED if vector else Activity.CONST
+        lanes = site.width if vector else 1
         if i + lanes > n:
             raise site.error(f"argument {param} of {site.function.ref} is a vector of "
                              f"{site.width} values; the call ends before them")

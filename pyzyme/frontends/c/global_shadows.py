@@ -19,11 +19,16 @@ Which globals, and which shadow:
   start of each derivative call: derivatives are taken with respect to the call's arguments,
   so the value a global holds on entry counts as a constant.
 
-A global the code only reads keeps no shadow (it is a constant of the derivative). When a
-function that would need the parameters cannot be given them (its address is taken, it is
-variadic, it must stay a call of its own), nothing is threaded: a store into a global without
-a shadow is then refused where it is differentiated, and an ``enzyme_shadow`` global is refused
-here.
+- with Enzyme's contexts (:mod:`~pyzyme.frontends.c.shadow_contexts`), any global holding
+  floats or pointers that the code uses, when a call site passes ``enzyme_context`` (its
+  shadows are the context's) or the program asks for the global's default shadows
+  (``__enzyme_shadow(&g, width, lane)``: a call without a context uses those).
+
+Otherwise a global the code only reads keeps no shadow (it is a constant of the derivative):
+call sites pass it as a constant. When a function that would need the parameters cannot be
+given them (its address is taken, it is variadic, it must stay a call of its own), nothing is
+threaded: a store into a global without a shadow is then refused where it is differentiated,
+and a global whose shadow ``enzyme_shadow`` or a context gives is refused here.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from dataclasses import dataclass
 from pyzyme.analysis.activity import contains_type
 from pyzyme.analysis.layout import sizeof
 from pyzyme.errors import UnsupportedError
+from pyzyme.frontends.c.shadow_contexts import carries_derivatives
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -47,17 +53,25 @@ __all__ = ["Hidden", "thread_globals"]
 @dataclass(frozen=True)
 class Hidden:
     """A global passed as a trailing parameter: ``name`` and its shadow ``shadow`` (globals
-    of the AD copy); ``zeroed``: the shadow is zeroed when a derivative call starts."""
+    of the AD copy; None: it has a shadow only in contexts); ``zeroed``: the shadow is zeroed
+    when a derivative call starts; ``queried``: the program asks for its default shadows."""
 
     name: str
-    shadow: str
+    shadow: str | None
     zeroed: bool
+    queried: bool = False
+
+    @property
+    def declared(self) -> bool:
+        """Its shadow is the one ``enzyme_shadow`` names."""
+        return self.shadow is not None and not self.zeroed
 
     def size(self, module) -> int:
         return sizeof(module.get_global(self.name).value_type)
 
 
-def thread_globals(copy, shadows: dict[str, str], inactive_globals=(), keep=()):
+def thread_globals(copy, shadows: dict[str, str], inactive_globals=(), keep=(), *,
+                   contexts: bool = False, queried=frozenset()):
     """Give the functions of ``copy`` (the AD copy) that use globals needing shadows those
     globals as trailing parameters (see the module docstring).
 
@@ -71,6 +85,10 @@ def thread_globals(copy, shadows: dict[str, str], inactive_globals=(), keep=()):
         Globals declared ``enzyme_inactive``: their memory carries no derivative.
     keep
         Functions that must stay calls as they are (inactive, registered, library ones).
+    contexts
+        Whether a call site passes ``enzyme_context``.
+    queried
+        The globals whose default shadows the program asks for (None: it may ask for any).
 
     Returns
     -------
@@ -80,17 +98,20 @@ def thread_globals(copy, shadows: dict[str, str], inactive_globals=(), keep=()):
     Raises
     ------
     UnsupportedError
-        When the code uses an ``enzyme_shadow`` global but cannot take it as a parameter.
+        When the code uses a global whose shadow ``enzyme_shadow`` or a context gives but
+        cannot take it as a parameter.
     """
     keep = set(keep)
     functions = [f for f in copy.functions if not f.is_declaration]
     uses = {f: _globals_used(f) for f in functions if f.name not in keep}
-    wanted: list[GlobalVariable] = []
-    for fn, used in uses.items():
-        for gv, written in used.items():
-            if gv not in wanted and (gv.name in shadows or (
-                    written and _needs_shadow(gv, inactive_globals))):
-                wanted.append(gv)
+    writes: dict = {}  # each global used, in order: whether some function may write it
+    for used in uses.values():
+        for gv, w in used.items():
+            writes[gv] = writes.get(gv, False) or w
+    written = {gv for gv, w in writes.items()
+               if w and gv.name not in shadows and _needs_shadow(gv, inactive_globals)}
+    wanted = [gv for gv in writes if gv.name in shadows or gv in written or (
+        (contexts or queried is None or gv.name in queried) and _in_contexts(gv, inactive_globals))]
     if not wanted:
         return [], set()
     takers = _callers_closure(functions, {f for f, used in uses.items()
@@ -104,18 +125,29 @@ def thread_globals(copy, shadows: dict[str, str], inactive_globals=(), keep=()):
                 f"enzyme_shadow names (@{shadows[user.name]}), but pyzyme cannot pass it to "
                 f"{problem}", hint="pass the value as an argument of the differentiated "
                                    "function (enzyme_dup with a shadow pointer) instead")
+        user = next((g for g in wanted if g not in written), None)
+        if user is not None:
+            raise UnsupportedError(
+                f"the differentiated code uses the global @{user.name}, whose shadow "
+                f"{'a context' if contexts else 'the default context'} gives "
+                f"(__enzyme_shadow), but pyzyme cannot pass it to {problem}",
+                hint="pass the value as an argument of the differentiated function "
+                     "(enzyme_dup with a shadow pointer) instead")
         return [], set()
     hidden = []
     for gv in wanted:
+        asked = queried is None or gv.name in queried
         if gv.name in shadows:
             if copy.get_global(shadows[gv.name]) is None:  # the copy kept only what it uses
                 copy.add_global(shadows[gv.name], gv.value_type, prefix="external")
             hidden.append(Hidden(gv.name, shadows[gv.name], zeroed=False))
-        else:
+        elif gv in written:
             shadow = copy.add_global(copy.unique_global_name(f"{gv.name}.pzshadow"),
                                      gv.value_type, ZeroInitializer(gv.value_type),
                                      prefix="internal", suffix=", align 16")
-            hidden.append(Hidden(gv.name, shadow.name, zeroed=True))
+            hidden.append(Hidden(gv.name, shadow.name, zeroed=True, queried=asked))
+        else:
+            hidden.append(Hidden(gv.name, None, zeroed=False, queried=asked))
     for fn in takers:
         _add_params(fn, wanted)
     for fn in takers:
@@ -136,6 +168,11 @@ def _needs_shadow(gv, inactive_globals) -> bool:
                                                                            "__enzyme", "llvm."))
             and contains_type(ty, lambda t: t.is_float)
             and not contains_type(ty, lambda t: t.is_pointer))
+
+
+def _in_contexts(gv, inactive_globals) -> bool:
+    """A mutable global whose shadows contexts hold (floats or pointers, not inactive)."""
+    return carries_derivatives(gv) and not gv.is_constant and gv.name not in inactive_globals
 
 
 def _globals_used(fn) -> dict:

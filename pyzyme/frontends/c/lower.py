@@ -40,8 +40,10 @@ from pyzyme import ir
 from pyzyme.diff.tape.pool import CAPACITY_NAME
 from pyzyme.errors import ActivityError, PyzymeError, UnsupportedError
 from pyzyme.frontends.ad_copy import ad_copy, forget_edge, link_into, promote_local_globals
+from pyzyme.frontends.c import shadow_contexts, virtual_shadows
 from pyzyme.frontends.c.adapters import build_adapter, tape_size
-from pyzyme.frontends.c.enzyme_calls import find_call_sites, find_registrations, marker
+from pyzyme.frontends.c.enzyme_calls import (find_call_sites, find_registrations, marker,
+                                             source_location)
 from pyzyme.frontends.c.global_shadows import thread_globals
 from pyzyme.frontends.llvm_ad import Derivatives, c_rules, cxx_library_inactive
 from pyzyme.frontends.c.unknown_calls import reword_unknown_call
@@ -77,10 +79,10 @@ def lower(module_text: str, *, opt_level: int | None = 2) -> str:
     UnsupportedError
         A function that cannot be differentiated (its call site is named in the context).
     """
-    text = module_text
+    text = shadow_contexts.prepare(module_text)
     while True:
         program = ir.parse_module(text)
-        sites = find_call_sites(program)
+        sites = find_call_sites(program) + virtual_shadows.find_sites(program)
         for site in [s for s in sites if s.mode == "size"]:
             size = const_int(site.call.type, tape_size(site)) if site.call.type.is_int else None
             if size is None:
@@ -129,20 +131,32 @@ def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
         return str(program)
     tag = "pz" + hashlib.sha256(text.encode()).hexdigest()[:8]
     promote_local_globals(program, tag)
-    targets = list(dict.fromkeys(s.function.name for s in sites))
+    targets = list(dict.fromkeys(n for s in sites for n in (
+        virtual_shadows.targets(s) if s.mode == "virtual" else [s.function.name])))
+    _refuse_runtime_calls(program, sites)
     copy, rules, reg, keep = _copy(program, targets, last=last)
-    # Globals the code writes (or enzyme_shadow names) become trailing parameters.
-    hidden, takers = thread_globals(copy, reg.shadows, reg.inactive_globals, keep)
+    shadow_contexts.ready_copy(copy)
+    # Globals the code writes (or enzyme_shadow names, or contexts hold) become trailing
+    # parameters.
+    table = shadow_contexts.table_of(program)
+    hidden, takers = thread_globals(
+        copy, reg.shadows, reg.inactive_globals, keep,
+        contexts=any(s.context is not None for s in sites),
+        queried=shadow_contexts.queried_globals(program) if table is not None else ())
     derivs: dict[bool, Derivatives] = {}
-    names = []
+    names, pairs = [], {}
     for k, site in enumerate(sites):
         name = f"__pyzyme_{site.mode}.{site.function.name}.{tag}.{k}"
         if site.runtime_activity not in derivs:  # enzyme_runtime_activity: this site's own
             derivs[site.runtime_activity] = Derivatives(
                 copy, rules, Options(runtime_activity=site.runtime_activity))
         try:
-            build_adapter(site, copy, derivs[site.runtime_activity], name,
-                          hidden if site.function.name in takers else ())
+            if site.mode == "virtual":
+                virtual_shadows.build_virtual(site, copy, derivs[False], name, takers, pairs)
+            else:
+                build_adapter(site, copy, derivs[site.runtime_activity], name,
+                              hidden if site.function.name in takers else (),
+                              table.name if table is not None else None)
         except PyzymeError as err:
             reword_unknown_call(err, program, site)
             if not str(err).startswith(site.where):
@@ -159,6 +173,29 @@ def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
     # Before another round, the generated code is left for that round's AD copy to optimise
     # the AD way (no vectorization, which the outer derivative would have to differentiate).
     return link_into(str(program), copy, names, opt_level=opt_level if last else None)
+
+
+# The runtime's functions that differentiated code may not call: their derivatives would
+# have to act on every shadow of a context, or on the default contexts the program shares.
+_NOT_IN_DERIVATIVES = {shadow_contexts.RUNTIME[k][0]: api for k, api in (
+    ("zero", "__enzyme_zero_shadows"), ("default_shadow", "__enzyme_shadow(&global, width, "
+                                                          "lane)"))}
+
+
+def _refuse_runtime_calls(program, sites) -> None:
+    """Refuse a derivative of code that zeroes a context or reads the default shadows."""
+    for site in sites:
+        for fn in _reachable(site.function):
+            if fn.name.startswith("__pyzyme"):  # the runtime, and derivatives built before
+                continue
+            for inst in fn.instructions():
+                callee = inst.called_function if isinstance(inst, I.CallBase) else None
+                api = _NOT_IN_DERIVATIVES.get(callee.name) if callee is not None else None
+                if api is not None:
+                    raise UnsupportedError(
+                        f"{source_location(program, inst)}: {api} in {fn.ref}, which "
+                        f"{site.where} differentiates: pyzyme has no derivative of it",
+                        hint="call it outside the differentiated code")
 
 
 def copy_with_rules(program, targets):
@@ -185,7 +222,8 @@ def _copy(program, targets, *, last: bool = True):
     """:func:`copy_with_rules`' copy and rules, with the registrations and the functions
     kept as calls; ``last``: no later round differentiates the generated code."""
     reg = find_registrations(program)
-    library = [f.name for f in program.functions if cxx_library_inactive(f.name)]
+    library = [f.name for f in program.functions if cxx_library_inactive(f.name)
+               or f.name.startswith(shadow_contexts.RUNTIME_PREFIX)]
     keep = [n for n in [*reg.inactive, *reg.like, *reg.rule_functions, *library, CAPACITY_NAME]
             if n not in targets and program.get_function(n) is not None
             and not program.get_function(n).is_declaration]
@@ -193,7 +231,8 @@ def _copy(program, targets, *, last: bool = True):
     return copy, c_rules(copy, reg.inactive, reg.like, reg.registered,
                          inactive_globals=[g for g in reg.inactive_globals
                                            if copy.get_global(g) is not None],
-                         allocation_like=reg.allocation_like), reg, keep
+                         allocation_like=reg.allocation_like,
+                         rows=shadow_contexts.RULES), reg, keep
 
 
 def _iteration_counts(module) -> list:

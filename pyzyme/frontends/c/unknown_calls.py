@@ -1,7 +1,7 @@
 """The error for a C/C++ call pyzyme has no derivative for, worded for the C frontend.
 
 Deep in differentiation such a call is refused naming the callee and the function making it
-(:func:`pyzyme.diff.calls.forward.unknown_callee`), with advice for Numba's users. In a C
+(:func:`pyzyme.diff.calls.callee.unknown_callee`), with advice for Numba's users. In a C
 program the error is worded again here, once the call site is known: it starts with the
 program's lines that make the call, names a BLAS or LAPACK routine as one (Enzyme knows them
 by name; pyzyme differentiates BLAS only as Numba calls it, and a C program's BLAS, when it

@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
-from pyzyme.analysis.types import meminfo_tree
+from pyzyme.analysis.type_analysis import meminfo_tree
 from pyzyme.analysis.typetree import FLOAT32, FLOAT64, INTEGER, POINTER, ConcreteType, TypeTree
+from pyzyme.rules.runtime import MEMINFO_DATA
 
 __all__ = ["seed_from_abi"]
 
@@ -145,7 +146,7 @@ def _numba_value_tree(ty) -> TypeTree:
         return TypeTree.pointer_to(_element_memory(ty.dtype))
     if isinstance(ty, types.MemInfoPointer):
         mi = meminfo_tree()
-        data = TypeTree.pointer_to(_element_memory(ty.dtype)).shift(0, 8, 24)
+        data = TypeTree.pointer_to(_element_memory(ty.dtype)).shift(0, 8, MEMINFO_DATA)
         mi.merge(TypeTree.pointer_to(data))
         return mi
     if isinstance(ty, (types.PyObject, types.RawPointer, types.Opaque)):

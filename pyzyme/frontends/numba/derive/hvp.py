@@ -37,7 +37,8 @@ def build_hvp(f, xtype, rules, where: str | None = None) -> HvpPlan:
     """Compile the Hessian-vector product of ``f`` (one array argument, float result);
     ``where`` names the user's function in errors."""
     where = where or where_defined(f)
-    rm = reverse_module(f, (xtype,), ["duplicated"], Activity.ACTIVE, True, rules, where=where)
+    rm = reverse_module(f, (xtype,), [Activity.DUPLICATED], Activity.ACTIVE, True, rules,
+                        where=where)
     module, abi = rm.module, rm.abi
     if hasattr(rules, "with_rule_bodies"):  # user rules: differentiate through their bodies
         module = rules.with_rule_bodies(module)

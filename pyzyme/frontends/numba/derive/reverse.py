@@ -38,9 +38,15 @@ from pyzyme.naming import symbol_name
 
 __all__ = ["ReversePlan", "ReverseModule", "build_reverse", "reverse_module", "prepare",
            "generate", "native_activities", "activity_name", "adjoint_types", "value_type",
-           "Entry", "seed_params"]
+           "Entry", "seed_params", "roles"]
 
-ACTIVE, DUPLICATED, CONST = "active", "duplicated", "const"
+ACTIVE, DUPLICATED, CONST = Activity.ACTIVE, Activity.DUPLICATED, Activity.CONST
+
+
+def roles(kinds: Sequence) -> tuple[Activity, ...]:
+    """Each argument's role as an :class:`Activity` (given as one, or as its value:
+    ``"active"``, ``"duplicated"``, ``"const"``)."""
+    return tuple(Activity(k) for k in kinds)
 
 
 @dataclass(frozen=True)
@@ -48,7 +54,7 @@ class ReversePlan:
     """What a compiled reverse derivative takes and gives back."""
 
     function: object            # the njit dispatcher of the derivative
-    kinds: tuple[str, ...]      # per argument: active, duplicated or const
+    kinds: tuple[Activity, ...]  # per argument: ACTIVE, DUPLICATED or CONST
     returns_primal: bool        # the result tuple starts with the primal result
     seeded: bool                # the derivative takes the result's seed as its last argument
     restype: object             # the Numba type of the primal result
@@ -58,13 +64,13 @@ class ReversePlan:
     writes_arrays: bool = True  # the primal may write the data of an array argument
 
 
-def native_activities(abi, kinds: Sequence[str], result_carries: bool) -> list[Activity]:
+def native_activities(abi, kinds: Sequence, result_carries: bool) -> list[Activity]:
     """The activity of each native parameter of ``abi``'s function (``retptr`` and the
-    exception slot first) for arguments of ``kinds``; ``result_carries``: the result slot
-    holds what carries a derivative."""
+    exception slot first) for arguments of ``kinds`` (:class:`Activity` members, or their
+    values); ``result_carries``: the result slot holds what carries a derivative."""
     n = 2 + sum(len(a.params) for a in abi.args)
     acts = [Activity.CONST] * n
-    for arg, kind in zip(abi.args, kinds):
+    for arg, kind in zip(abi.args, roles(kinds)):
         if kind == CONST:
             continue
         if kind == ACTIVE:
@@ -117,18 +123,19 @@ class ReverseModule:
     writes_arrays: bool
 
 
-def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str],
+def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence,
                   ret_activity: Activity | None, distinct: bool, rules,
                   need_primal: bool = True, where: str | None = None) -> ReversePlan:
     """Capture ``f`` for ``primal_types`` and compile its reverse derivative.
 
-    ``kinds`` gives each argument's role (``"active"``, ``"duplicated"``, ``"const"``);
+    ``kinds`` gives each argument's role (an :class:`Activity`, or its value);
     ``ret_activity`` is ``Activity.ACTIVE``, ``Activity.CONST`` or None (deduced from the
     result type); ``distinct`` says no two array arguments (or shadows) overlap in memory.
     Without ``need_primal`` the primal result's place in the returned tuple holds zero, so
     that LLVM can delete what only the primal result needed (``x ** i`` in a Taylor term
     whose adjoint uses ``x ** (i - 1)``). ``where`` names the user's function in errors.
     """
+    kinds = roles(kinds)
     rm = reverse_module(f, primal_types, kinds, ret_activity, distinct, rules, need_primal,
                         where)
     built = pipeline.finish(
@@ -140,7 +147,7 @@ def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence[str],
                        rm.writes_arrays)
 
 
-def prepare(f, primal_types, kinds: Sequence[str], ret_activity: Activity | None,
+def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity | None,
             distinct: bool, rules=None):
     """Capture ``f`` and read off the activity of each native parameter: ``(capture, ABI map,
     module, native function, activities, return activity)``. Calls of functions with user
@@ -187,20 +194,20 @@ def activity_name(activity: Activity) -> str:
     return activity.name.title()
 
 
-def adjoint_types(abi, kinds: Sequence[str]) -> list:
+def adjoint_types(abi, kinds: Sequence[Activity]) -> list:
     """The Numba types of the adjoints of the Active arguments, in order."""
     return [arg.numba_type for arg, kind in zip(abi.args, kinds) if kind == ACTIVE]
 
 
-def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence[str],
+def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence,
                    ret_activity: Activity | None, distinct: bool, rules,
                    need_primal: bool = True, where: str | None = None) -> ReverseModule:
     """The IR of :func:`build_reverse`'s derivative, not yet compiled."""
-    primal_types = tuple(primal_types)
+    primal_types, kinds = tuple(primal_types), roles(kinds)
     cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
                                                            ret_activity, distinct, rules)
     sig = ReverseSignature(tuple(acts), status_return=True)
-    symbol = symbol_name("rev", cap.text, repr((sig, kinds, distinct,
+    symbol = symbol_name("rev", cap.text, repr((sig, [k.value for k in kinds], distinct,
                                                 activity_name(ret_activity), need_primal))
                          + options.current().tag)
     gen, rev = generate(cap, module, native, sig, rules, primal_types,

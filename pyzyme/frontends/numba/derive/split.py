@@ -33,6 +33,7 @@ from pyzyme.frontends.numba.derive.reverse import (
     adjoint_types,
     generate,
     prepare,
+    roles,
     seed_params,
 )
 from pyzyme.frontends.numba.source_lines import where_defined
@@ -51,7 +52,7 @@ class SplitPlan:
     reverse: object            # njit dispatcher: (args, shadows, seed?, tape) -> adjoints
     discard: object            # ctypes function: frees an unused tape
     nbytes: object             # ctypes function: the bytes a tape holds, caches included
-    kinds: tuple[str, ...]
+    kinds: tuple[Activity, ...]
     primal_types: tuple
     restype: object            # the primal result's Numba type
     seeded: bool
@@ -61,11 +62,11 @@ class SplitPlan:
     discard_symbol: str = ""   # the name of ``discard`` in it: ``void (i64 tape address)``
 
 
-def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str],
+def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence,
                 ret_activity: Activity | None, rules, where: str | None = None) -> SplitPlan:
-    """Capture ``f`` and compile its split reverse-mode derivative (``ret_activity`` as for
-    :func:`~pyzyme.frontends.numba.derive.reverse.build_reverse`)."""
-    primal_types = tuple(primal_types)
+    """Capture ``f`` and compile its split reverse-mode derivative (``kinds`` and
+    ``ret_activity`` as for :func:`~pyzyme.frontends.numba.derive.reverse.build_reverse`)."""
+    primal_types, kinds = tuple(primal_types), roles(kinds)
     cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
                                                            ret_activity, False, rules)
     sig = ReverseSignature(tuple(acts), status_return=True, memory_stable=False, split=True)
@@ -74,7 +75,7 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence[str],
     restype = abi.signature.return_type
     seeded = ret_activity is Activity.ACTIVE
     base = symbol_name("split", cap.text,
-                       repr((sig, tuple(kinds), activity_name(ret_activity)))
+                       repr((sig, tuple(k.value for k in kinds), activity_name(ret_activity)))
                        + options.current().tag)
     names = {"aug": f"{base}_aug", "rev": f"{base}_rev", "discard": f"{base}_discard",
              "bytes": f"{base}_bytes"}

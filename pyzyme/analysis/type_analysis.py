@@ -63,8 +63,11 @@ from pyzyme.errors import TypeAnalysisError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir import values as V
+from pyzyme.ir.opcodes import INT_BINOPS
 from pyzyme.analysis.layout import field_offset, sizeof, struct_layout
+from pyzyme.analysis.tbaa import pointee_kind
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
+from pyzyme.rules.runtime import MEMINFO_LAYOUT
 
 __all__ = [
     "KnownCall", "TypeResults", "analyze_types", "to_memory", "to_value",
@@ -146,12 +149,15 @@ class KnownCall:
 
 
 def meminfo_tree() -> TypeTree:
-    # NRT's MemInfo{size_t refct; dtor; dtor_info; void *data; size_t size; ext_alloc}
-    # (numba/core/runtime/nrt.cpp): the data pointer is at offset 24.
+    """A pointer to NRT's MemInfo, its fields as :data:`pyzyme.rules.runtime.MEMINFO_LAYOUT`
+    has them (8 bytes each: pointers, and integers that fill all 8)."""
+    mem = TypeTree()
     int8 = TypeTree({(-1,): INTEGER}).shift(0, 8)
-    mem = int8 | int8.shift(0, 8, 32)
-    for off in (8, 16, 24, 40):
-        mem.insert((off,), POINTER)
+    for _, offset, pointer in MEMINFO_LAYOUT:
+        if pointer:
+            mem.insert((offset,), POINTER)
+        else:
+            mem |= int8.shift(0, 8, offset)
     return TypeTree.pointer_to(mem)
 
 
@@ -429,7 +435,7 @@ class _Analyzer:
         handler = getattr(self, "visit_" + op, None)
         if handler is not None:
             handler(inst)
-        elif op in _INT_RESULT_OPS:
+        elif op in INT_BINOPS:
             self.visit_int_op(inst)
         elif op in ("bitcast", "addrspacecast", "freeze", "ptrtoint", "inttoptr"):
             # same bits: an address stays an address, float bits stay float bits
@@ -447,11 +453,23 @@ class _Analyzer:
         p = inst.pointer
         self.update(inst, to_value(self.tree(p).data0(), inst.type))
         self.update(p, TypeTree.pointer_to(to_memory(self.tree(inst), inst.type)))
+        self._tagged_pointee(inst, inst)
 
     def visit_store(self, inst: I.Store) -> None:
         p, v = inst.pointer, inst.value
         self.update(p, TypeTree.pointer_to(to_memory(self.tree(v), v.type)))
         self.update(v, to_value(self.tree(p).data0(), v.type))
+        self._tagged_pointee(inst, v)
+
+    def _tagged_pointee(self, access: I.Instruction, pointer: V.Value) -> None:
+        """A pointer loaded or stored under a tag naming it a ``float *`` or ``double *``
+        (clang's ``"p1 float"``) points to that float type, at offset 0 at least: which bytes
+        a copy through it moves are floats (an array's data pointer, kept in a struct)."""
+        if not pointer.type.is_pointer:
+            return
+        ct = {"float": FLOAT32, "double": FLOAT64}.get(pointee_kind(access) or "")
+        if ct is not None:
+            self.update(pointer, TypeTree({(-1,): POINTER, (-1, 0): ct}))
 
     def visit_atomicrmw(self, inst: I.Instruction) -> None:
         p, v = inst.operands[0], inst.operands[1]
@@ -635,10 +653,6 @@ class _Analyzer:
             self.update(inst, res.return_tree)
         for a, param in zip(args, fn.args):
             self.update(a, res.tree(param))
-
-
-_INT_RESULT_OPS = frozenset({"add", "sub", "mul", "udiv", "sdiv", "urem", "srem", "shl", "lshr",
-                             "ashr", "and", "or", "xor"})
 
 
 _ENZYME_HINTS = {"__enzyme_float": FLOAT32, "__enzyme_double": FLOAT64,

@@ -23,13 +23,10 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Argument, Value, const_null
+from pyzyme.rules import default_rules
+from pyzyme.rules.spec import Mirror
 
-__all__ = ["runtime_values", "primal_as_shadow", "inactive_here", "guarded_call_shadows",
-           "NULL_TOLERANT"]
-
-# Calls that accept a null pointer and then do nothing: their shadow argument can be nulled
-# where the shadow is the primal (so the primal is not counted or freed twice).
-NULL_TOLERANT = frozenset({"NRT_incref", "NRT_decref", "free"})
+__all__ = ["runtime_values", "primal_as_shadow", "inactive_here", "guarded_call_shadows"]
 
 
 def runtime_values(gen, fn, activity, where: str) -> frozenset:
@@ -93,7 +90,10 @@ def guarded_call_shadows(where: str, call: I.CallBase, runtime, shadow_of, prima
     for arg in call.args:
         if arg not in runtime or arg in guarded:
             continue
-        if name not in NULL_TOLERANT:
+        # A call that takes null and then does nothing (its Mirror row's null_ok): the shadow
+        # is nulled where it is the primal, so the primal is not counted or freed twice.
+        row = default_rules().lookup(name, "call") if name is not None else None
+        if not (isinstance(row, Mirror) and row.null_ok):
             raise UnsupportedError(
                 f"{where} passes a pointer whose activity is known only at run time to "
                 f"{'@' + name if name else 'an indirect call'}; runtime activity does not cover "

@@ -6,7 +6,7 @@ import pytest
 from pyzyme import ir
 from pyzyme.analysis.layout import alignof, field_offset, sizeof
 from pyzyme.frontends.numba.typeseeds import seed_from_abi
-from pyzyme.analysis.types import KnownCall, analyze_types
+from pyzyme.analysis.type_analysis import KnownCall, analyze_types
 from pyzyme.analysis.typetree import FLOAT64, INTEGER, POINTER, TypeTree
 from pyzyme.errors import TypeAnalysisError
 
