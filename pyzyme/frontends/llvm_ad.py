@@ -257,7 +257,7 @@ def c_rules(module=None, inactive=(), like=None, registered=None, inactive_globa
     the stored value's derivative), a row for each function in ``like`` (``{"mylog": "log"}``: differentiated
     by the row of ``log``), a :class:`~pyzyme.rules.spec.Registered` row for each function in
     ``registered`` (derivatives the module registers: see
-    :class:`~pyzyme.frontends.c.enzyme_calls.Registrations`), an allocation row for each
+    :class:`~pyzyme.frontends.c.registrations.Registrations`), an allocation row for each
     allocator in ``allocation_like`` (and a row freeing shadows for its deallocator), the
     ``rows`` given (a runtime's functions) and, when ``module`` is given, the
     UBSan handlers it declares (a debug build with sanitizers reports errors through them;

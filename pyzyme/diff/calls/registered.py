@@ -1,7 +1,7 @@
 """Calls of functions whose derivatives the module registers itself, Enzyme's way.
 
 A C/C++ program declares a derivative with a global (read by
-:func:`pyzyme.frontends.c.enzyme_calls.find_registrations` into a
+:func:`pyzyme.frontends.c.registrations.find_registrations` into a
 :class:`~pyzyme.rules.spec.Registered` row)::
 
     void *__enzyme_register_gradient_f[3] = {(void *)f, (void *)f_aug, (void *)f_rev};

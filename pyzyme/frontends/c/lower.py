@@ -42,9 +42,9 @@ from pyzyme.errors import ActivityError, PyzymeError, UnsupportedError
 from pyzyme.frontends.ad_copy import ad_copy, forget_edge, link_into, promote_local_globals
 from pyzyme.frontends.c import shadow_contexts, virtual_shadows
 from pyzyme.frontends.c.adapters import build_adapter, tape_size
-from pyzyme.frontends.c.enzyme_calls import (find_call_sites, find_registrations, marker,
-                                             source_location)
+from pyzyme.frontends.c.enzyme_calls import find_call_sites, marker, source_location
 from pyzyme.frontends.c.global_shadows import thread_globals
+from pyzyme.frontends.c.registrations import find_registrations
 from pyzyme.frontends.llvm_ad import Derivatives, c_rules, cxx_library_inactive
 from pyzyme.frontends.c.unknown_calls import reword_unknown_call
 from pyzyme.ir import IRBuilder

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from pyzyme import ir
 from pyzyme.frontends.ad_copy import noinline_suffix
-from pyzyme.frontends.c.enzyme_calls import find_registrations
+from pyzyme.frontends.c.registrations import find_registrations
 
 __all__ = ["FRONTEND_ONLY", "preserve_registered", "optimize"]
 

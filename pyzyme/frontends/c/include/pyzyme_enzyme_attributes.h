@@ -4,7 +4,7 @@
  * and would drop each with an "unknown attribute" warning. Spelled as these macros, the same
  * source text becomes clang's `annotate` attribute, which reaches the IR
  * (@llvm.global.annotations) where pyzyme reads it back
- * (pyzyme.frontends.c.enzyme_calls.find_registrations). Attributes of Enzyme that are not
+ * (pyzyme.frontends.c.registrations.find_registrations). Attributes of Enzyme that are not
  * defined here stay unknown to clang, and `pyzyme cc` refuses the program naming them. */
 #ifndef PYZYME_ENZYME_ATTRIBUTES_H
 #define PYZYME_ENZYME_ATTRIBUTES_H
