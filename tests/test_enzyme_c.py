@@ -3,8 +3,8 @@
 Each program in ``tests/corpus/enzyme_c`` checks its derivatives against analytic ones and
 returns the number of mismatches from ``main``. It is compiled at -O0 to -O3 with the clang of
 the ``ziglang`` package, its calls replaced (:func:`pyzyme.frontends.c.lower.lower`),
-and run: C programs JIT-compiled in this process (as Enzyme's tests use ``lli``), C++ programs
-linked into an executable by ``pyzyme cc`` (the C++ runtime is not in this process).
+and run: C programs JIT-compiled in this process (as Enzyme's tests use ``lli``), here; C++
+programs linked into an executable by ``pyzyme cc`` in test_enzyme_cxx.py.
 """
 
 from __future__ import annotations
@@ -57,20 +57,6 @@ def test_c_program(c_ir, name, opt, capfd):
     assert "@__enzyme_autodiff(" not in text and "@__enzyme_fwddiff(" not in text
     failures = Program(text, name=name, opt_level=0).run_main()
     assert failures == 0, capfd.readouterr().err
-
-
-@pytest.mark.parametrize("opt", LEVELS)
-@pytest.mark.parametrize("name", CXX_PROGRAMS)
-def test_cxx_program(tmp_path, name, opt):
-    exe = tmp_path / "program"
-    # A program may ask for compiler flags on a line "// flags: -fno-exceptions".
-    flags = next((line.split(":", 1)[1].split() for line in
-                  (PROGRAMS / name).read_text().splitlines() if line.startswith("// flags:")), [])
-    build = subprocess.run([sys.executable, "-m", "pyzyme", "cc", str(PROGRAMS / name), opt,
-                            *flags, "-o", str(exe)], capture_output=True, text=True, check=False)
-    assert build.returncode == 0, build.stderr
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr
 
 
 @pytest.mark.parametrize("tbaa", [(), ("-Xclang", "-new-struct-path-tbaa")],
