@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from pyzyme.diff.linalg.callsite import allocate, constant_arg, copy_of, extent, free_later
 from pyzyme.diff.linalg.kernels import Kernel, element_type
+from pyzyme.diff.memory_calls import free
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -139,7 +140,7 @@ def _eigenvectors(cx, b: IRBuilder, inst, value, a, ty):
     evd = cx.module.declare(_EVD, T.FunctionType(T.i32, [T.i8, T.i8, T.i8, T.i64, T.ptr,
                                                          T.i64, T.ptr]))
     b.call(evd, args)
-    b.call(cx.module.declare("free", T.FunctionType(T.void, [T.ptr])), [w])
+    free(cx.module, b, w)
     return v
 
 
@@ -172,9 +173,8 @@ def forward_mode(cx, inst: I.Call, row) -> None:
     for lane in range(cx.width):
         dw = cx.derivs[w][lane] if scratch is None else scratch
         b.call(fn, [n, v, lda, new.args[6], cx.derivs[a][lane], dw])
-    free = cx.module.declare("free", T.FunctionType(T.void, [T.ptr]))
     for pointer in ([] if vectors else [v]) + ([scratch] if scratch is not None else []):
-        b.call(free, [pointer])
+        free(cx.module, b, pointer)
 
 
 def augmented(cx, inst: I.Call, row) -> None:

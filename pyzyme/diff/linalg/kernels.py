@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pyzyme.diff.memory_calls import free
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import types as T
@@ -107,9 +108,8 @@ class Kernel:
 
     def finish(self):
         """Free the temporaries and return; the function built."""
-        free = self.module.declare("free", T.FunctionType(T.void, [T.ptr]))
         for m in self._temps:
-            self.b.call(free, [m])
+            free(self.module, self.b, m)
         self.b.ret_void()
         return self.fn
 

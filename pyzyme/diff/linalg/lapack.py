@@ -23,6 +23,7 @@ from pyzyme.diff.linalg.callsite import (
     extent,
     free_later,
 )
+from pyzyme.diff.memory_calls import free
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -36,11 +37,6 @@ _GESV = ("numba_xgesv", [T.i8, T.i64, T.i64, T.ptr, T.i64, T.ptr, T.ptr, T.i64])
 def _gesv(cx):
     name, params = _GESV
     return cx.module.declare(name, T.FunctionType(T.i32, params))
-
-
-def _free(cx, b: IRBuilder, pointer) -> None:
-    fn = cx.module.declare("free", T.FunctionType(T.void, [T.ptr]))
-    b.call(fn, [pointer])
 
 
 def _bytes(b: IRBuilder, count, ty: T.Type):
@@ -57,7 +53,7 @@ def _solve(cx, b: IRBuilder, kind, n, nrhs, a, lda, rhs, ldb) -> None:
     """``rhs = a^-1 rhs``; ``a`` is destroyed."""
     ipiv = allocate(cx.module, b, b.mul(n, const_int(T.i64, 4)))
     b.call(_gesv(cx), [kind, n, nrhs, a, lda, ipiv, rhs, ldb])
-    _free(cx, b, ipiv)
+    free(cx.module, b, ipiv)
 
 
 # -- forward mode --------------------------------------------------------------------------------
@@ -85,8 +81,8 @@ def forward_mode(cx, inst: I.Call, row) -> None:
                           n, minus, cx.derivs[a_in][lane], lda, x, ldb, one, rhs, ldb])
         work = _copy(cx, b, saved, a_count, ty)
         _solve(cx, b, kind, n, nrhs, work, lda, rhs, ldb)
-        _free(cx, b, work)
-    _free(cx, b, saved)
+        free(cx.module, b, work)
+    free(cx.module, b, saved)
 
 
 # -- reverse mode ------------------------------------------------------------------------------
@@ -122,7 +118,7 @@ def reverse(cx, inst: I.Call, row) -> None:
     # A^T, column-major with leading dimension n, from the copy of A taken before the call.
     a_t = _transposed(cx, b, cx.avail(saved_a), n, lda, ty)
     _solve(cx, b, kind, n, nrhs, a_t, n, xbar, ldb)   # xbar := A^-T xbar = Bbar
-    _free(cx, b, a_t)
+    free(cx.module, b, a_t)
     if a_in in cx.shadows:
         # Abar = -Bbar X^T, replacing the adjoint of the LU factors (they carry none).
         scalars = Scalars(b, ty)

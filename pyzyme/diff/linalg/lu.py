@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from pyzyme.diff.linalg.callsite import copy_of, extent, free_later
 from pyzyme.diff.linalg.kernels import Kernel, element_type, pivot_type
+from pyzyme.diff.memory_calls import free
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -70,10 +71,6 @@ def _copy(cx, b: IRBuilder, src, count, size: int):
     nbytes = _bytes(b, count, size)
     dest = copy_of(cx.module, b, src, nbytes)
     return dest
-
-
-def _free(cx, b: IRBuilder, pointer) -> None:
-    b.call(cx.module.declare("free", T.FunctionType(T.void, [T.ptr])), [pointer])
 
 
 # -- the kernels ------------------------------------------------------------------------------
@@ -198,7 +195,7 @@ def forward_mode(cx, inst: I.Call, row) -> None:
         else:
             b.call(fn, [n, factors, lda, ipiv, out, tangent])
     if factors is not None:
-        _free(cx, b, factors)
+        free(cx.module, b, factors)
 
 
 # -- reverse mode ------------------------------------------------------------------------------
