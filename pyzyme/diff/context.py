@@ -338,6 +338,22 @@ class ReverseContext(_Generated):
             return self.stable(obj.pointer) if self.sig.split else self.sig.memory_stable
         return self.sig.memory_stable
 
+    def private(self, pointer: Value) -> bool:
+        """Whether memory at ``pointer`` belongs to one run of this function: a stack slot,
+        or a block allocated here (Numba's temporaries: a MemInfo and the data block it points
+        to). In the body of a parallel loop, no other thread adds into its shadow."""
+        obj = underlying_object(pointer)
+        if isinstance(obj, I.Load):  # the data block a MemInfo allocated here points to
+            inner = underlying_object(obj.pointer)
+            if self._allocated_here(inner):
+                obj = inner
+        return isinstance(obj, I.Alloca) or self._allocated_here(obj)
+
+    def _allocated_here(self, value: Value) -> bool:
+        callee = value.called_function if isinstance(value, I.CallBase) else None
+        return callee is not None and isinstance(self.rules.lookup(callee.name, "call"),
+                                                 spec.Allocation)
+
     def release_later(self, call: I.Call, primal: Value, shadow: Value) -> None:
         """In the forward sweep: record ``call`` (a release of its one pointer argument) to
         be made on ``primal``, and on ``shadow`` unless that is null, when the reverse sweep

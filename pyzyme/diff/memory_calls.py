@@ -1,17 +1,19 @@
 """Calls derivative code makes of its own: memory it allocates, copies, zeroes and frees
-(``malloc``, ``llvm.memcpy``, ``llvm.memset``, ``free``), and a primal call made again on
-other arguments (its shadows, a tangent), both modes."""
+(``malloc``, ``llvm.memcpy``, ``llvm.memset``, ``free``), adds into atomically (shadow memory
+other threads add into too), and a primal call made again on other arguments (its shadows, a
+tangent), both modes."""
 
 from __future__ import annotations
 
 from pyzyme.analysis.layout import sizeof
+from pyzyme.diff.leaves import elements, has_float
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Value, const_int
 
 __all__ = ["malloc", "free", "free_function", "memcpy", "memset_zero", "zeroed_buffer",
-           "with_args"]
+           "with_args", "atomic_add"]
 
 
 def malloc(module, b: IRBuilder, size: Value, name: str = "") -> Value:
@@ -60,3 +62,23 @@ def with_args(call: I.CallBase, args) -> I.CallBase:
     """A new call like ``call`` (callee, calling convention, attributes, flags, bundles) on
     ``args``, not yet inserted."""
     return call.copy_with([call.callee, *args] + call.operands[1 + call.nargs:])
+
+
+def atomic_add(b: IRBuilder, ty: T.Type, pointer: Value, delta: Value) -> None:
+    """``*pointer += delta`` over the float leaves of ``ty``, each an ``atomicrmw fadd``
+    (relaxed: the sum is all that is shared, and the launcher's join orders it before any
+    read). Vectors and aggregates go element by element: x86 has no wider atomic add."""
+    if ty.is_vector:
+        for i in range(ty.count):
+            lane = b.gep(ty.element, pointer, [const_int(T.i64, i)])
+            atomic_add(b, ty.element, lane, b.extractelement(delta, const_int(T.i32, i)))
+        return
+    if ty.is_float:
+        b.atomicrmw("fadd", pointer, delta, "monotonic")
+        return
+    if not has_float(ty):
+        return
+    for i, ety in enumerate(elements(ty)):
+        if has_float(ety):
+            part = b.gep(ty, pointer, [const_int(T.i32, 0), const_int(T.i32, i)])
+            atomic_add(b, ety, part, b.extractvalue(delta, i))

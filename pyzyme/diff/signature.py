@@ -83,7 +83,10 @@ class ReverseSignature:
     augmented primal returns their shadows too (a value of the result's type, after the
     result), as Enzyme's augmented forward pass returns the shadow of a duplicated return;
     adjoints reach that memory through the shadow, so the reverse function takes no seed for
-    it.
+    it. With ``shared_adjoints`` the reverse function runs on several threads at once over
+    the same shadow memory (the body of a parallel loop, :mod:`pyzyme.diff.parallel`): adjoints
+    are added into shadow memory atomically unless the address is proven to belong to one
+    iteration, and the callees it differentiates inherit the flag.
     """
 
     activities: tuple[Activity, ...]
@@ -93,6 +96,7 @@ class ReverseSignature:
     split: bool = False
     nested: bool = False
     return_shadow: bool = False
+    shared_adjoints: bool = False
 
 
 @dataclass(frozen=True)

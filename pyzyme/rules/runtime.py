@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pyzyme.rules import libm
-from pyzyme.rules.spec import Allocation, Blas, Inactive, Mirror
+from pyzyme.rules.spec import Allocation, Blas, Inactive, Mirror, ParallelFor
 
 #: NRT's ``MemInfo`` (numba/core/runtime/nrt.cpp): each field's byte offset and whether it
 #: holds a pointer (else an integer). ``size`` is the data block's size in bytes.
@@ -38,6 +38,10 @@ def _numba_helper(libm_name: str) -> tuple:
 
 
 ROWS = (
+    # A prange / parallel=True loop (numba/parfors/parfor_lowering.py): the outlined body is a
+    # gufunc launched by the threading layer's parallel_for (numba/np/ufunc/workqueue.c,
+    # omppool.cpp, tbbpool.cpp), whose reductions index per-thread slots by get_thread_id().
+    ParallelFor(("numba_parallel_for",), "runtime", thread_id="get_thread_id"),
     *_numba_helper("tgamma"),
     *_numba_helper("frexp"),
     *_numba_helper("ldexp"),

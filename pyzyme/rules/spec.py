@@ -28,6 +28,9 @@ a width and the activity of each operand.
   :mod:`pyzyme.diff.linalg.cholesky`, :mod:`pyzyme.diff.linalg.eigh`).
 - :class:`Custom`: a user's rule (:mod:`pyzyme.rules.custom`): the derivative is whatever the
   user's own functions compute; ``pyzyme.diff`` calls them in place of the function.
+- :class:`ParallelFor`: a parallel loop's launcher (Numba's ``numba_parallel_for``): the
+  outlined loop body is differentiated and launched the same way
+  (:mod:`pyzyme.diff.parallel`).
 - :class:`Registered`: derivatives a C/C++ module registers for one of its functions, Enzyme's
   way (``__enzyme_register_gradient_*``): plain LLVM functions of the same module, called by
   :mod:`pyzyme.diff.calls.registered`.
@@ -40,7 +43,7 @@ from dataclasses import dataclass, field
 from pyzyme.rules.expr import Expr
 
 __all__ = ["KINDS", "Row", "Partials", "Linear", "Memory", "Allocation", "Mirror", "Inactive",
-           "Reduction", "Masked", "Blas", "Custom", "Registered"]
+           "Reduction", "Masked", "Blas", "Custom", "Registered", "ParallelFor"]
 
 KINDS = ("opcode", "intrinsic", "libm", "runtime", "custom")
 
@@ -228,3 +231,26 @@ class Registered(Row):
     augmented: str | None = None
     reverse: str | None = None
     source: str = ""
+
+
+@dataclass(frozen=True)
+class ParallelFor(Row):
+    """A launcher of a parallel loop whose body is a function of the module, called by worker
+    threads on slices of an outer dimension, as a NumPy generalized ufunc's loop is
+    (``void body(char **args, size_t *dims, size_t *steps, void *data)``): each call gets
+    ``dims[0]`` rows, ``args[k]`` advanced by ``steps[k]`` per row. The other fields are the
+    positions of the launcher's arguments: the body, ``args``, ``dims``, ``steps``, ``data``
+    (passed to every call as it is), the number of core dimensions (``dims`` holds one more;
+    ``steps`` holds one per argument, then one per core dimension), the number of arguments
+    and of threads. ``thread_id`` names the function a body calls for the index of the thread
+    running it (Numba's reductions keep one slot per thread)."""
+
+    body: int = 0
+    args: int = 1
+    dims: int = 2
+    steps: int = 3
+    data: int = 4
+    inner_ndim: int = 5
+    array_count: int = 6
+    threads: int = 7
+    thread_id: str = ""

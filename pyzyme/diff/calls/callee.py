@@ -173,7 +173,8 @@ def augmented_call(cx, inst: I.Call, callee) -> None:
                                f"that yet")
     ret_active = cx.active(inst) and has_float(inst.type)
     csig = ReverseSignature(tuple(acts), ret_active, cx.sig.status_return, False, True,
-                            nested=True, return_shadow=ret_shadow)
+                            nested=True, return_shadow=ret_shadow,
+                            shared_adjoints=cx.sig.shared_adjoints)
     pair = cx.callee_derivative(callee, csig)
     shadows = [cx.fwd_shadow(a) for a, act in zip(inst.args, acts)
                if act is Activity.DUPLICATED]

@@ -29,6 +29,7 @@ from pyzyme.diff.calls import (
 )
 from pyzyme.diff.linalg import blas, cholesky, eigh, lapack, lu, nrm2
 from pyzyme.diff.memory_calls import with_args
+from pyzyme.diff.parallel import launch as parallel
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir.names import readable
@@ -156,6 +157,9 @@ def forward_sweep(cx, inst: I.CallBase) -> None:
             new.set_operand(len(new.operands) - 2, edge)  # the normal edge enters a loop
         return
     row = row_of(cx.rules, inst)
+    if cx.sig.shared_adjoints and _any_varied(cx, inst) and (
+            isinstance(row, _SERIAL_ONLY) or inst.called_function is None):
+        raise _not_in_parallel(cx, inst, row)
     handler_for(row, "augmented", inst)(cx, inst, row)
 
 
@@ -168,6 +172,23 @@ def reverse_sweep(cx, inst: I.CallBase) -> None:
         return
     row = row_of(cx.rules, inst)
     handler_for(row, "reverse", inst)(cx, inst, row)
+
+
+#: Rows whose reverse adds into shadow memory by code of its own (a BLAS call, a user's
+#: rule, a masked gather's scatter): in the body of a parallel loop other threads would add
+#: into the same memory at the same time.
+_SERIAL_ONLY = (spec.Blas, spec.Custom, spec.Registered, spec.Masked)
+
+
+def _not_in_parallel(cx, inst: I.CallBase, row) -> UnsupportedError:
+    callee_ = inst.called_function
+    name = callee_.ref if callee_ is not None else "a function pointer"
+    return UnsupportedError(
+        f"{cx.where} is the body of a parallel loop (a prange / parallel=True loop) and calls "
+        f"{name} ({_kind(row)} rule) with values that carry derivatives; its reverse would add "
+        f"into memory other threads add into at the same time",
+        hint="move the call out of the prange loop, or write the loop with range instead of "
+             "numba.prange")
 
 
 def _unwinding(cx, inst: I.CallBase, mode: str, what: str) -> None:
@@ -307,4 +328,6 @@ RULES: dict[type | None, CallRule] = {
                           _when_varied(custom.augmented), _when_kept(custom.reverse)),
     spec.Registered: CallRule(_any_argument, True, _when_varied(registered.forward_mode),
                               _when_varied(registered.augmented), registered.reverse),
+    spec.ParallelFor: CallRule(parallel.varied, False, parallel.forward_mode,
+                               parallel.augmented, parallel.reverse),
 }

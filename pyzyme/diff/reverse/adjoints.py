@@ -13,6 +13,7 @@ from pyzyme.diff.emit import Emitter, guarded
 from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ReverseContext
 from pyzyme.diff.leaves import elements, has_float
+from pyzyme.diff.memory_calls import atomic_add
 from pyzyme.diff.runtime_checks import inactive_here
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
@@ -82,6 +83,13 @@ class ReverseAdjoints:
         d = self.consume(st, inst)
         pointer = st.shadow(inst.pointer)
         b = st.rb
+        if st.sig.shared_adjoints and not st.private(inst.pointer):
+            # Other threads run other iterations of the same parallel loop and may add into
+            # the same shadow memory (a stencil's neighbours, a scatter).
+            if inst.pointer in st.runtime:
+                d = b.select(self._inactive_here(st, inst.pointer), const_null(inst.type), d)
+            atomic_add(b, inst.type, pointer, d)
+            return
         old = b.load(inst.type, pointer, inst.align)
         new = _add(b, inst.type, old, d, self.sum_flags)
         if inst.pointer in st.runtime:  # no adjoint goes into memory without a shadow
@@ -315,3 +323,4 @@ _ADJOINTS.update({
     "getelementptr": lambda self, st, inst: None,  # pointers have shadows, not adjoints
     "alloca": lambda self, st, inst: None,
 })
+

@@ -1,0 +1,1 @@
+"""Parallel regions: the derivatives of parallel loops (:mod:`pyzyme.diff.parallel.launch`)."""

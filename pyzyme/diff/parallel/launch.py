@@ -1,0 +1,362 @@
+"""Parallel loops, both modes: the outlined loop body differentiated as a function of its own,
+and launched by the primal's launcher (:class:`~pyzyme.rules.spec.ParallelFor`).
+
+A parallel loop is a call ``launch(body, args, dims, steps, data, ndim, nargs, threads)``: worker
+threads call ``body(args', dims', steps, data)`` on slices of ``dims[0]`` *rows* (Numba: one row
+per chunk of the prange's iterations, ``args[k]`` advanced by ``steps[k]`` per row). The
+derivative keeps that shape:
+
+- forward mode launches the body's forward derivative row by row, each row's shadows advanced
+  as its arguments are: tangents follow the primal's schedule;
+- reverse mode's forward sweep launches the body's augmented primal row by row and keeps each
+  row's tape, and the thread id the row ran on, in a *launch block*; the reverse sweep launches
+  one task per thread id, each running the reverse functions of the rows that thread ran, last
+  first. Memory a body indexes by its thread id (Numba's per-thread reduction slots) is then
+  read and written in the reverse by one task only, whichever threading layer ran the rows and
+  however its scheduler assigned them. Adjoints of memory several iterations read go into
+  shadow memory atomically (:attr:`~pyzyme.diff.signature.ReverseSignature.shared_adjoints`),
+  except where the memory is the body's own.
+
+The launch block (malloc'ed, one per launch, freed when the reverse sweep is done) holds, in
+8-byte words: the number of rows, of thread ids, ``data``, the derivative launch's own
+``args``/``dims``/``steps`` (one item each), the primal's ``args``, their shadows (per lane),
+``dims`` and ``steps``; then a tape and a thread id per row, and one byte per launched item
+(the derivative launch's ``args[0]`` walks these bytes, so an item's index is its offset).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyzyme import naming
+from pyzyme.analysis.activity import Activity
+from pyzyme.diff.memory_calls import free_function, malloc
+from pyzyme.diff.signature import ForwardSignature, ReverseSignature
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.module import Function
+from pyzyme.ir.values import Value, const_int, const_null
+from pyzyme.rules import spec
+from pyzyme.transforms.parallel_body import argument_slots, split_arguments
+
+__all__ = ["varied", "forward_mode", "augmented", "reverse"]
+
+_W = 8  # bytes per word of the launch block
+_NROWS, _NSLOTS, _DATA, _TARGS, _TDIMS, _TSTEPS, _ARGS = range(7)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Word offsets of a launch block for ``count`` arguments, ``ndim`` core dimensions and
+    ``lanes`` shadows per argument."""
+
+    count: int
+    ndim: int
+    lanes: int
+
+    @property
+    def shadows(self) -> int:
+        return _ARGS + self.count
+
+    @property
+    def dims(self) -> int:
+        return self.shadows + self.count * self.lanes
+
+    @property
+    def steps(self) -> int:
+        return self.dims + self.ndim + 1
+
+    @property
+    def fixed(self) -> int:
+        """Words before the per-row part."""
+        return self.steps + self.count + self.ndim
+
+
+def _i64(n: int) -> Value:
+    return const_int(T.i64, n)
+
+
+def _word(b: IRBuilder, block: Value, k, name: str = "") -> Value:
+    return b.gep(T.i64, block, [_i64(k) if isinstance(k, int) else k], name=name)
+
+
+def _store(b: IRBuilder, value: Value, block: Value, k) -> None:
+    b.store(value, _word(b, block, k), 8)
+
+
+def _load(b: IRBuilder, ty: T.Type, block: Value, k, name: str = "") -> Value:
+    return b.load(ty, _word(b, block, k), 8, name=name)
+
+
+# -- the call and its parts ----------------------------------------------------------------
+def varied(row, inst: I.CallBase, is_varied) -> bool:
+    """A launch returns nothing; what its body writes is found through its arguments."""
+    return False
+
+
+def _body(cx, inst: I.CallBase, row: spec.ParallelFor) -> Function:
+    body = inst.args[row.body]
+    if not isinstance(body, Function) or body.is_declaration:
+        raise UnsupportedError(
+            f"{cx.where} launches a parallel loop (a prange / parallel=True loop) whose body "
+            f"pyzyme cannot read ({body!r})",
+            hint="write the loop with range instead of numba.prange, or compile the function "
+                 "with parallel=False")
+    return body
+
+
+def _layout(cx, inst: I.CallBase, row: spec.ParallelFor, lanes: int) -> _Layout:
+    count, ndim = inst.args[row.array_count], inst.args[row.inner_ndim]
+    if not (isinstance(getattr(count, "value", None), int)
+            and isinstance(getattr(ndim, "value", None), int)):
+        raise UnsupportedError(
+            f"{cx.where} launches a parallel loop with a number of arguments or dimensions "
+            f"known only at run time: {inst}",
+            hint="write the loop with range instead of numba.prange")
+    return _Layout(count.value, ndim.value, lanes)
+
+
+#: The split body's parameters (see :func:`_split_body`): ``args`` (its slots that carry
+#: derivatives), ``dims``, ``steps``, ``data``, ``cargs`` (the others).
+_BODY_ACTIVITIES = (Activity.DUPLICATED, Activity.CONST, Activity.CONST, Activity.CONST,
+                    Activity.CONST)
+
+
+def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
+    """The body, reading the slots of ``args`` that carry no derivative from a parameter of
+    their own (:func:`~pyzyme.transforms.parallel_body.split_arguments`), and which slots
+    carry one: those the caller stores a varied pointer into."""
+    body = _body(cx, inst, row)
+    slots = argument_slots(inst.args[row.args], launch=inst)
+    if slots is None:
+        raise UnsupportedError(
+            f"{cx.where} launches a parallel loop (a prange / parallel=True loop) with an "
+            f"argument array pyzyme cannot follow: {inst}",
+            hint="write the loop with range instead of numba.prange")
+    active = frozenset(k for k, uses in slots.items()
+                       if any(isinstance(u, I.Store) and u.operands[0] in cx.activity.varied
+                              for u in uses))
+    inactive = frozenset(range(layout.count)) - active
+    return split_arguments(cx.module, body, inactive), active
+
+
+def _fill(cx, b: IRBuilder, inst, row, layout: _Layout, value, shadows) -> Value:
+    """In the derivative, before the launch: the launch block, filled. ``value`` maps the
+    primal's operands; ``shadows`` are the shadows of its ``args`` array, one per lane."""
+    dims = value(inst.args[row.dims])
+    nrows = b.load(T.i64, dims, 8, name="parfor.rows")
+    threads = value(inst.args[row.threads])
+    words = b.add(_i64(layout.fixed), b.mul(nrows, _i64(2)))
+    size = b.add(b.mul(words, _i64(_W)), b.add(nrows, threads))
+    block = malloc(cx.module, b, size, "parfor.block")
+    _store(b, nrows, block, _NROWS)
+    _store(b, threads, block, _NSLOTS)
+    _store(b, value(inst.args[row.data]), block, _DATA)
+    args = value(inst.args[row.args])
+    for k in range(layout.count):
+        _store(b, b.load(T.ptr, b.gep(T.ptr, args, [_i64(k)]), 8), block, _ARGS + k)
+    for lane, shadow in enumerate(shadows):
+        for k in range(layout.count):
+            # The split body reads no shadow of an argument without one (the schedule,
+            # Const arrays): its slot may hold anything.
+            s = b.load(T.ptr, b.gep(T.ptr, shadow, [_i64(k)]), 8)
+            _store(b, s, block, layout.shadows + lane * layout.count + k)
+    for k in range(layout.ndim + 1):
+        _store(b, b.load(T.i64, b.gep(T.i64, dims, [_i64(k)]), 8), block, layout.dims + k)
+    steps = value(inst.args[row.steps])
+    for k in range(layout.count + layout.ndim):
+        _store(b, b.load(T.i64, b.gep(T.i64, steps, [_i64(k)]), 8), block, layout.steps + k)
+    return block
+
+
+def _launch(b: IRBuilder, inst: I.CallBase, row, layout: _Layout, block: Value, tramp,
+            items: Value, threads: Value) -> None:
+    """``launch(tramp, ...)`` over ``items`` items, one byte each of the block's index
+    region, with the primal's launcher and thread count."""
+    nrows = _load(b, T.i64, block, _NROWS)
+    index = b.gep(T.i8, block, [b.add(_i64(layout.fixed * _W), b.mul(nrows, _i64(2 * _W)))])
+    _store(b, index, block, _TARGS)
+    _store(b, items, block, _TDIMS)
+    _store(b, _i64(1), block, _TSTEPS)
+    args = [None] * len(inst.args)
+    args[row.body] = tramp
+    args[row.args] = _word(b, block, _TARGS)
+    args[row.dims] = _word(b, block, _TDIMS)
+    args[row.steps] = _word(b, block, _TSTEPS)
+    args[row.data] = block
+    args[row.inner_ndim] = const_int(inst.args[row.inner_ndim].type, 0)
+    args[row.array_count] = const_int(inst.args[row.array_count].type, 1)
+    args[row.threads] = threads
+    b.call(inst.called_function, args)
+
+
+# -- trampolines: what each worker runs ------------------------------------------------------
+class _Trampoline:
+    """``void tramp(ptr args, ptr dims, ptr steps, ptr block)``: the derivative launch's body.
+    Its items are the bytes of the block's index region from ``args[0]``, ``dims[0]`` of
+    them; each is a row or a thread id, as the sweep says."""
+
+    def __init__(self, module, name: str, layout: _Layout) -> None:
+        self.module, self.layout = module, layout
+        self.fn = module.add_function(module.unique_global_name(name),
+                                      T.FunctionType(T.void, [T.ptr] * 4), prefix="internal")
+        targs, tdims, _, block = self.fn.args
+        targs.name, tdims.name, block.name = "items", "count", "block"
+        self.block = block
+        entry = self.fn.append_block("entry")
+        b = self.b = IRBuilder(entry)
+        n = layout.count
+        self.nrows = _load(b, T.i64, block, _NROWS, "rows")
+        self.nslots = _load(b, T.i64, block, _NSLOTS, "slots")
+        self.data = _load(b, T.ptr, block, _DATA, "data")
+        self.steps = _word(b, block, layout.steps, "steps")
+        index = b.gep(T.i8, block, [b.add(_i64(layout.fixed * _W),
+                                          b.mul(self.nrows, _i64(2 * _W)))])
+        start = b.load(T.ptr, targs, 8)
+        self.first = b.sub(b.ptrtoint(start, T.i64), b.ptrtoint(index, T.i64), name="first")
+        self.count = b.load(T.i64, tdims, 8, name="n")
+        self.args = b.alloca(T.ArrayType(n, T.ptr), name="row.args")
+        self.shadows = [b.alloca(T.ArrayType(n, T.ptr), name=f"row.shadows{lane}")
+                        for lane in range(layout.lanes)]
+        self.dims = b.alloca(T.ArrayType(layout.ndim + 1, T.i64), name="row.dims")
+        b.store(_i64(1), self.dims, 8)
+        for k in range(1, layout.ndim + 1):
+            b.store(_load(b, T.i64, block, layout.dims + k),
+                    b.gep(T.i64, self.dims, [_i64(k)]), 8)
+
+    def tapes(self, b: IRBuilder, r: Value) -> Value:
+        return _word(b, self.block, b.add(_i64(self.layout.fixed), r))
+
+    def thread_ids(self, b: IRBuilder, r: Value) -> Value:
+        return _word(b, self.block, b.add(b.add(_i64(self.layout.fixed), self.nrows), r))
+
+    def row(self, b: IRBuilder, r: Value) -> list[Value]:
+        """Set the row buffers to row ``r`` of the primal launch (arguments and shadows
+        advanced by ``steps[k] * r`` bytes); the body's arguments."""
+        layout = self.layout
+        for k in range(layout.count):
+            offset = b.mul(r, _load(b, T.i64, self.block, layout.steps + k))
+            b.store(b.gep(T.i8, _load(b, T.ptr, self.block, _ARGS + k), [offset]),
+                    b.gep(T.ptr, self.args, [_i64(k)]), 8)
+            for lane, buf in enumerate(self.shadows):
+                base = _load(b, T.ptr, self.block, layout.shadows + lane * layout.count + k)
+                b.store(b.gep(T.i8, base, [offset]), b.gep(T.ptr, buf, [_i64(k)]), 8)
+        return [self.args, self.dims, self.steps, self.data, self.args]
+
+    def loop(self, first: Value, count: Value, body, down: bool = False) -> None:
+        """``for j in [first, first + count)`` (``down``: from the last), ``body(b, j)``
+        emitted in the loop at ``self.b``, which ends after it."""
+        b, fn = self.b, self.fn
+        head = b.block
+        loop, done = fn.append_block("item"), fn.append_block("done")
+        b.cbranch(b.icmp("eq", count, _i64(0)), done, loop)
+        b.position_at_end(loop)
+        i = b.phi(T.i64, name="i")
+        i.add_incoming(_i64(0), head)
+        j = b.add(first, b.sub(b.sub(count, _i64(1)), i) if down else i, name="j")
+        body(b, j)
+        nxt = b.add(i, _i64(1))
+        i.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp("ult", nxt, count), loop, done)
+        b.position_at_end(done)
+
+    def finish(self):
+        self.b.ret_void()
+        return self.fn
+
+
+def _thread_id(module, row: spec.ParallelFor, b: IRBuilder) -> Value:
+    if not row.thread_id:
+        return _i64(0)
+    return b.call(module.declare(row.thread_id, T.FunctionType(T.i64, [])), [], name="tid")
+
+
+# -- forward mode --------------------------------------------------------------------------
+def forward_mode(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
+    """The body's forward derivative launched row by row: tangents follow the primal's
+    schedule."""
+    if not any(a in cx.activity.varied for a in inst.args):
+        cx.clone(inst)
+        return
+    layout = _layout(cx, inst, row, cx.width)
+    body, _ = _split_body(cx, inst, row, layout)
+    dfn = cx.callee_derivative(body, ForwardSignature.standard(body, _BODY_ACTIVITIES,
+                                                               cx.width))
+    t = _Trampoline(cx.module, naming.parallel_body(body.name, "fwd"), layout)
+
+    def run(b, r):
+        b.call(dfn, t.row(b, r) + t.shadows)
+    t.loop(t.first, t.count, run)
+    tramp = t.finish()
+    b = cx.builder
+    shadows = [cx.derivs[inst.args[row.args]][k] for k in range(cx.width)]
+    block = _fill(cx, b, inst, row, layout, cx.value, shadows)
+    _launch(b, inst, row, layout, block, tramp, _load(b, T.i64, block, _NROWS),
+            cx.value(inst.args[row.threads]))
+    b.call(free_function(cx.module), [block])
+
+
+# -- reverse mode --------------------------------------------------------------------------
+def _pair(cx, body: Function):
+    sig = ReverseSignature(_BODY_ACTIVITIES, memory_stable=False, split=True,
+                           shared_adjoints=True)
+    return cx.callee_derivative(body, sig)
+
+
+def augmented(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
+    """The forward sweep: the body's augmented primal launched row by row, each row's tape
+    and thread id kept in the launch block for :func:`reverse`."""
+    if not any(a in cx.activity.varied for a in inst.args):
+        cx.clone(inst)
+        return
+    layout = _layout(cx, inst, row, 1)
+    body, _ = _split_body(cx, inst, row, layout)
+    pair = _pair(cx, body)
+    t = _Trampoline(cx.module, naming.parallel_body(body.name, "aug"), layout)
+    tid = _thread_id(cx.module, row, t.b)
+
+    def run(b, r):
+        b.store(tid, t.thread_ids(b, r), 8)
+        tape = b.call(pair.augmented, t.row(b, r) + t.shadows, name="tape")
+        b.store(tape, t.tapes(b, r), 8)
+    t.loop(t.first, t.count, run)
+    tramp = t.finish()
+    b = cx.fb
+    block = _fill(cx, b, inst, row, layout, cx.fwd_value,
+                  [cx.fwd_shadow(inst.args[row.args])])
+    _launch(b, inst, row, layout, block, tramp, _load(b, T.i64, block, _NROWS),
+            cx.fwd_value(inst.args[row.threads]))
+    cx.release_later(I.Call(free_function(cx.module), [block],
+                            free_function(cx.module).function_type), block, const_null(T.ptr))
+    cx.rule_calls[inst] = (pair, layout, block)
+
+
+def reverse(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
+    """The reverse sweep: one task per thread id of the forward launch, each running the
+    reverse functions of that thread's rows, last first."""
+    if inst not in cx.rule_calls:
+        return
+    pair, layout, block = cx.rule_calls[inst]
+    body = inst.args[row.body]
+    t = _Trampoline(cx.module, naming.parallel_body(body.name, "rev"), layout)
+
+    def task(b, slot):
+        def run(b, r):
+            tid = b.load(T.i64, t.thread_ids(b, r), 8)
+            mine, go, skip = (b.icmp("eq", b.urem(tid, t.nslots), slot),
+                              t.fn.append_block("mine"), t.fn.append_block("next"))
+            b.cbranch(mine, go, skip)
+            b.position_at_end(go)
+            tape = b.load(T.ptr, t.tapes(b, r), 8)
+            b.call(pair.reverse, t.row(b, r) + t.shadows + [const_int(T.i1, 0), tape])
+            b.br(skip)
+            b.position_at_end(skip)
+        t.loop(_i64(0), t.nrows, run, down=True)
+    t.loop(t.first, t.count, task)
+    tramp = t.finish()
+    b = cx.rb
+    block = cx.avail(block)
+    _launch(b, inst, row, layout, block, tramp, _load(b, T.i64, block, _NSLOTS),
+            cx.primal(inst.args[row.threads]))

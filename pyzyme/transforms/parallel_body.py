@@ -1,0 +1,140 @@
+"""The body of a parallel loop, with the arguments that carry no derivative read apart.
+
+A parallel loop's body takes its arrays as one ``char **args`` (see
+:class:`~pyzyme.rules.spec.ParallelFor`), some of which carry derivatives (the caller's
+``Duplicated`` arrays, its reduction slots) and some not (the schedule, ``Const`` arrays). An
+activity of the whole ``args`` would give every one a shadow, and accumulate adjoints into
+memory that has none. :func:`split_arguments` copies the body with one more parameter,
+``cargs``: the same array, from which the copy reads the inactive slots, so activity analysis
+of the copy sees those pointers come from a constant parameter.
+
+Examples
+--------
+>>> from pyzyme.ir import parse_module
+>>> m = parse_module('''
+... define void @body(ptr %args, ptr %dims, ptr %steps, ptr %data) {
+... entry:
+...   %p1 = getelementptr i8, ptr %args, i64 8
+...   %a = load ptr, ptr %args
+...   %b = load ptr, ptr %p1
+...   %x = load double, ptr %b
+...   store double %x, ptr %a
+...   ret void
+... }''')
+>>> body = split_arguments(m, m.get_function("body"), frozenset({1}))
+>>> print(str(body).split("entry:")[1].split("store")[0].strip())
+%p1 = getelementptr i8, ptr %args, i64 8
+  %a = load ptr, ptr %args
+  %p1.c = getelementptr i8, ptr %cargs, i64 8
+  %b = load ptr, ptr %p1.c
+  %x = load double, ptr %b
+"""
+
+from __future__ import annotations
+
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import Value
+
+__all__ = ["split_arguments", "argument_slots"]
+
+_WORD = 8
+
+
+def argument_slots(args: Value, launch=None) -> dict | None:
+    """The loads (or stores) of the ``ptr`` slots of the array at ``args`` by slot index:
+    ``{k: [instruction, ...]}``; None where the array is used any other way than by call
+    ``launch`` (its address passed on, a slot at an offset known only at run time)."""
+    slots: dict = {}
+    work = [(args, 0)]
+    while work:
+        pointer, offset = work.pop()
+        for user in pointer.users:
+            if isinstance(user, I.GetElementPtr) and user.operands[0] is pointer:
+                step = _constant_offset(user)
+                if step is None:
+                    return None
+                work.append((user, offset + step))
+            elif isinstance(user, I.Load) and user.pointer is pointer:
+                slots.setdefault(offset // _WORD, []).append(user)
+            elif isinstance(user, I.Store) and user.operands[1] is pointer \
+                    and user.operands[0] is not pointer:
+                slots.setdefault(offset // _WORD, []).append(user)
+            elif user is launch or (
+                    isinstance(user, I.CallBase) and user.called_function is not None
+                    and user.called_function.name.startswith("llvm.lifetime")):
+                continue
+            else:
+                return None
+    return slots
+
+
+def _constant_offset(gep: I.GetElementPtr) -> int | None:
+    indices = gep.operands[1:]
+    if len(indices) != 1 or not isinstance(getattr(indices[0], "value", None), int):
+        return None
+    size = {"i8": 1, "ptr": _WORD, "i64": _WORD}.get(str(gep.source_type))
+    return None if size is None else indices[0].value * size
+
+
+def split_arguments(module, body, inactive: frozenset):
+    """A copy of ``body`` (``void (ptr args, ptr dims, ptr steps, ptr data)``) taking a fifth
+    parameter ``cargs``, from which it reads the slots ``inactive`` of ``args``; made once per
+    body and set of slots.
+
+    Raises
+    ------
+    UnsupportedError
+        Where the body reads ``args`` other than slot by slot at constant offsets.
+    """
+    slots = argument_slots(body.args[0])
+    if slots is None:
+        raise UnsupportedError(
+            f"the parallel loop body {body.ref} reads its argument array in a way pyzyme "
+            f"cannot follow", hint="write the loop with range instead of numba.prange")
+    name = f"{body.name}.split" + "".join(f".{k}" for k in sorted(inactive))
+    made = module.get_function(name)
+    if made is not None:
+        return made
+    fnty = body.function_type
+    new = module.add_function(name,
+                              T.FunctionType(fnty.ret, [*fnty.params, T.ptr]),
+                              prefix="internal", suffix=body.suffix)
+    mapping: dict = {}
+    for old, arg in zip(body.args, new.args):
+        arg.name = old.name
+        mapping[old] = arg
+    cargs = new.args[-1]
+    cargs.name = "cargs"
+    redirected = {inst for k in inactive for inst in slots.get(k, ())}
+    for block in body.blocks:
+        mapping[block] = new.append_block(block.name)
+    copies = []
+    for block in body.blocks:
+        b = IRBuilder(mapping[block])
+        for inst in block.instructions:
+            ops = [mapping.get(op, op) for op in inst.operands]
+            if inst in redirected and isinstance(inst, I.Load):
+                ops[0] = _rebased(b, inst.pointer, body.args[0], cargs)
+            copy = inst.copy_with(ops, keep_metadata=True)
+            if isinstance(copy, I.Phi):
+                copy.blocks = [mapping[block] for block in copy.blocks]
+            copy = b.insert(copy, inst.name if inst.has_result else "")
+            mapping[inst] = copy
+            copies.append(copy)
+    for copy in copies:  # operands defined later in block order (phis, loops)
+        for i, op in enumerate(copy.operands):
+            if op in mapping and mapping[op] is not op:
+                copy.set_operand(i, mapping[op])
+    return new
+
+
+def _rebased(b: IRBuilder, pointer: Value, args: Value, cargs: Value) -> Value:
+    """``pointer`` (``args`` moved by constant geps) moved the same way from ``cargs``."""
+    if pointer is args:
+        return cargs
+    base = _rebased(b, pointer.operands[0], args, cargs)
+    name = f"{pointer.name}.c" if pointer.name else ""
+    return b.insert(pointer.copy_with([base, *pointer.operands[1:]]), name)
