@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pyzyme import naming
 from pyzyme.analysis.activity import ActivityResult, can_carry_derivative
 from pyzyme.analysis.overwrite import underlying_object
+from pyzyme.analysis.parallel_access import owned_arrays
 from pyzyme.diff.leaves import elements, has_float, has_pointer
 from pyzyme.diff.tape.cache import TapeCache
 from pyzyme.diff.tape.releases import Releases
@@ -57,6 +58,7 @@ from pyzyme.ir.values import (
     const_null,
 )
 from pyzyme.rules import spec
+from pyzyme.transforms.parallel_body import argument_slots
 
 __all__ = ["ForwardContext", "ReverseContext"]
 
@@ -252,6 +254,7 @@ class ReverseContext(_Generated):
     dret: object = None
     runtime: frozenset = frozenset()                   # shadows that may be primals at run time
     nonfinite: object = None                           # NonFinite values (strong zero), or None
+    owned: object = None                               # OwnedArrays of a parallel body, lazily
 
     @property
     def sum_flags(self) -> tuple[str, ...]:
@@ -347,7 +350,21 @@ class ReverseContext(_Generated):
             inner = underlying_object(obj.pointer)
             if self._allocated_here(inner):
                 obj = inner
-        return isinstance(obj, I.Alloca) or self._allocated_here(obj)
+        return isinstance(obj, I.Alloca) or self._allocated_here(obj) or self._owned(pointer)
+
+    def _owned(self, pointer: Value) -> bool:
+        """In the body of a parallel loop whose arrays do not overlap: whether ``pointer``
+        points into an array one iteration owns (:mod:`pyzyme.analysis.parallel_access`)."""
+        body = self.sig.parallel_body
+        if body is None:
+            return False
+        if self.owned is None:
+            schedule = []
+            for args in self.old.args[0], self.old.args[-1]:  # args, and cargs (split)
+                slots = argument_slots(args) or {}
+                schedule += [u for u in slots.get(body.schedule, ()) if isinstance(u, I.Load)]
+            self.owned = owned_arrays(self.old, schedule, body.nonnegative)
+        return self.owned.owns(pointer)
 
     def _allocated_here(self, value: Value) -> bool:
         callee = value.called_function if isinstance(value, I.CallBase) else None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pyzyme.analysis.activity import Activity
 from pyzyme.ir import types as T
 
-__all__ = ["ExtraParam", "ForwardSignature", "ReverseSignature", "SplitPair"]
+__all__ = ["ExtraParam", "ForwardSignature", "ReverseSignature", "SplitPair", "ParallelBody"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,18 @@ class ForwardSignature:
 
 
 @dataclass(frozen=True)
+class ParallelBody:
+    """What the reverse of a parallel loop's body may rely on, where the arrays of its launch
+    do not overlap: ``schedule`` is the slot of its argument array holding the schedule (see
+    :class:`~pyzyme.rules.spec.ParallelFor`), ``nonnegative`` whether the schedule's indices
+    are. Arrays one iteration owns then take plain adds
+    (:mod:`pyzyme.analysis.parallel_access`)."""
+
+    schedule: int
+    nonnegative: bool
+
+
+@dataclass(frozen=True)
 class ReverseSignature:
     """The interface of a reverse-mode derivative.
 
@@ -86,7 +98,8 @@ class ReverseSignature:
     it. With ``shared_adjoints`` the reverse function runs on several threads at once over
     the same shadow memory (the body of a parallel loop, :mod:`pyzyme.diff.parallel`): adjoints
     are added into shadow memory atomically unless the address is proven to belong to one
-    iteration, and the callees it differentiates inherit the flag.
+    iteration, and the callees it differentiates inherit the flag; ``parallel_body`` says what
+    proves such an address (a :class:`ParallelBody`; None: nothing does).
     """
 
     activities: tuple[Activity, ...]
@@ -97,6 +110,7 @@ class ReverseSignature:
     nested: bool = False
     return_shadow: bool = False
     shared_adjoints: bool = False
+    parallel_body: ParallelBody | None = None
 
 
 @dataclass(frozen=True)

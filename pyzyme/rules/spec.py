@@ -243,7 +243,10 @@ class ParallelFor(Row):
     (passed to every call as it is), the number of core dimensions (``dims`` holds one more;
     ``steps`` holds one per argument, then one per core dimension), the number of arguments
     and of threads. ``thread_id`` names the function a body calls for the index of the thread
-    running it (Numba's reductions keep one slot per thread)."""
+    running it (Numba's reductions keep one slot per thread). ``schedule`` is the slot of
+    ``args`` holding the schedule (a row's first and last loop index), the one argument
+    advanced per row: the others are passed whole to every row (their outer step is 0).
+    ``unsigned_schedule`` names the function that fills a schedule of non-negative indices."""
 
     body: int = 0
     args: int = 1
@@ -254,3 +257,5 @@ class ParallelFor(Row):
     array_count: int = 6
     threads: int = 7
     thread_id: str = ""
+    schedule: int = 0
+    unsigned_schedule: str = ""

@@ -36,17 +36,18 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import Value
+from pyzyme.ir.values import Value, const_int
 
 __all__ = ["split_arguments", "argument_slots"]
 
 _WORD = 8
 
 
-def argument_slots(args: Value, launch=None) -> dict | None:
+def argument_slots(args: Value, launch=None, word: bool = False) -> dict | None:
     """The loads (or stores) of the ``ptr`` slots of the array at ``args`` by slot index:
     ``{k: [instruction, ...]}``; None where the array is used any other way than by call
-    ``launch`` (its address passed on, a slot at an offset known only at run time)."""
+    ``launch`` (its address passed on, a slot at an offset known only at run time). With
+    ``word``, the slots are ``i64`` ones (``dims``, ``steps``), and other uses are ignored."""
     slots: dict = {}
     work = [(args, 0)]
     while work:
@@ -66,7 +67,7 @@ def argument_slots(args: Value, launch=None) -> dict | None:
                     isinstance(user, I.CallBase) and user.called_function is not None
                     and user.called_function.name.startswith("llvm.lifetime")):
                 continue
-            else:
+            elif not word:
                 return None
     return slots
 
@@ -79,10 +80,12 @@ def _constant_offset(gep: I.GetElementPtr) -> int | None:
     return None if size is None else indices[0].value * size
 
 
-def split_arguments(module, body, inactive: frozenset):
+def split_arguments(module, body, inactive: frozenset, broadcast: frozenset = frozenset()):
     """A copy of ``body`` (``void (ptr args, ptr dims, ptr steps, ptr data)``) taking a fifth
     parameter ``cargs``, from which it reads the slots ``inactive`` of ``args``; made once per
-    body and set of slots.
+    body and set of slots. The outer steps of the slots ``broadcast`` (``steps[k]``: the
+    launcher passes those arguments whole to every row) read as 0, so each such argument's
+    address is the same in every row where the analyses can see it.
 
     Raises
     ------
@@ -94,7 +97,8 @@ def split_arguments(module, body, inactive: frozenset):
         raise UnsupportedError(
             f"the parallel loop body {body.ref} reads its argument array in a way pyzyme "
             f"cannot follow", hint="write the loop with range instead of numba.prange")
-    name = f"{body.name}.split" + "".join(f".{k}" for k in sorted(inactive))
+    name = f"{body.name}.split" + "".join(f".{k}" for k in sorted(inactive)) \
+        + ("" if not broadcast else ".b" + "".join(f".{k}" for k in sorted(broadcast)))
     made = module.get_function(name)
     if made is not None:
         return made
@@ -109,12 +113,18 @@ def split_arguments(module, body, inactive: frozenset):
     cargs = new.args[-1]
     cargs.name = "cargs"
     redirected = {inst for k in inactive for inst in slots.get(k, ())}
+    steps = argument_slots(body.args[2], word=True) or {}
+    zeroed = {inst for k in broadcast for inst in steps.get(k, ())
+              if isinstance(inst, I.Load)}
     for block in body.blocks:
         mapping[block] = new.append_block(block.name)
     copies = []
     for block in body.blocks:
         b = IRBuilder(mapping[block])
         for inst in block.instructions:
+            if inst in zeroed:
+                mapping[inst] = const_int(inst.type, 0)
+                continue
             ops = [mapping.get(op, op) for op in inst.operands]
             if inst in redirected and isinstance(inst, I.Load):
                 ops[0] = _rebased(b, inst.pointer, body.args[0], cargs)

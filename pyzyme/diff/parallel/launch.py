@@ -31,13 +31,14 @@ from dataclasses import dataclass
 from pyzyme import naming
 from pyzyme.analysis.activity import Activity
 from pyzyme.diff.memory_calls import free_function, malloc
-from pyzyme.diff.signature import ForwardSignature, ReverseSignature
+from pyzyme.analysis.overwrite import underlying_object
+from pyzyme.diff.signature import ForwardSignature, ParallelBody, ReverseSignature
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.module import Function
-from pyzyme.ir.values import Value, const_int, const_null
+from pyzyme.ir.values import Argument, Value, const_int, const_null
 from pyzyme.rules import spec
 from pyzyme.transforms.parallel_body import argument_slots, split_arguments
 
@@ -135,11 +136,40 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
             f"{cx.where} launches a parallel loop (a prange / parallel=True loop) with an "
             f"argument array pyzyme cannot follow: {inst}",
             hint="write the loop with range instead of numba.prange")
-    active = frozenset(k for k, uses in slots.items()
-                       if any(isinstance(u, I.Store) and u.operands[0] in cx.activity.varied
-                              for u in uses))
-    inactive = frozenset(range(layout.count)) - active
-    return split_arguments(cx.module, body, inactive), active
+    stored = {k: [u.operands[0] for u in uses if isinstance(u, I.Store)]
+              for k, uses in slots.items()}
+    active = frozenset(k for k, values in stored.items()
+                       if any(v in cx.activity.varied for v in values))
+    everything = frozenset(range(layout.count))
+    split = split_arguments(cx.module, body, everything - active,
+                            everything - {row.schedule})
+    known = None
+    if _distinct(cx, [v for k in sorted(active) for v in stored[k]]):
+        unsigned = row.unsigned_schedule and any(
+            isinstance(u, I.CallBase) and u.called_function is not None
+            and u.called_function.name == row.unsigned_schedule
+            for v in stored.get(row.schedule, ()) for u in getattr(v, "users", ()))
+        known = ParallelBody(row.schedule, bool(unsigned))
+    return split, known
+
+
+def _distinct(cx, pointers) -> bool:
+    """Whether ``pointers`` (the arrays of a launch that carry derivatives) point into
+    different objects, each an argument the caller marked ``noalias`` (arrays the API found
+    apart) or memory allocated here."""
+    seen = set()
+    for p in pointers:
+        obj = underlying_object(p)
+        if isinstance(obj, I.Load):  # the data block of a MemInfo allocated here
+            inner = underlying_object(obj.pointer)
+            obj = inner if isinstance(inner, I.CallBase) else obj
+        ok = (isinstance(obj, Argument) and "noalias" in obj.attrs.split()) or (
+            isinstance(obj, I.CallBase) and obj.called_function is not None
+            and isinstance(cx.rules.lookup(obj.called_function.name, "call"), spec.Allocation))
+        if not ok or obj in seen:
+            return False
+        seen.add(obj)
+    return True
 
 
 def _fill(cx, b: IRBuilder, inst, row, layout: _Layout, value, shadows) -> Value:
@@ -299,9 +329,9 @@ def forward_mode(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
 
 
 # -- reverse mode --------------------------------------------------------------------------
-def _pair(cx, body: Function):
+def _pair(cx, body: Function, known):
     sig = ReverseSignature(_BODY_ACTIVITIES, memory_stable=False, split=True,
-                           shared_adjoints=True)
+                           shared_adjoints=True, parallel_body=known)
     return cx.callee_derivative(body, sig)
 
 
@@ -312,8 +342,8 @@ def augmented(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
         cx.clone(inst)
         return
     layout = _layout(cx, inst, row, 1)
-    body, _ = _split_body(cx, inst, row, layout)
-    pair = _pair(cx, body)
+    body, known = _split_body(cx, inst, row, layout)
+    pair = _pair(cx, body, known)
     t = _Trampoline(cx.module, naming.parallel_body(body.name, "aug"), layout)
     tid = _thread_id(cx.module, row, t.b)
 
