@@ -63,7 +63,7 @@ from pyzyme.errors import TypeAnalysisError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir import values as V
-from pyzyme.ir.opcodes import INT_BINOPS
+from pyzyme.ir.opcodes import FROM_INTEGER, INT_BINOPS, SAME_BITS
 from pyzyme.analysis.layout import field_offset, sizeof, struct_layout
 from pyzyme.analysis.tbaa import pointee_kind
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
@@ -437,8 +437,7 @@ class _Analyzer:
             handler(inst)
         elif op in INT_BINOPS:
             self.visit_int_op(inst)
-        elif op in ("bitcast", "addrspacecast", "freeze", "ptrtoint", "inttoptr"):
-            # same bits: an address stays an address, float bits stay float bits
+        elif op in SAME_BITS:  # an address stays an address, float bits stay float bits
             src = inst.operands[0]
             self.update(inst, self.tree(src))
             self.update(src, self.tree(inst))
@@ -446,7 +445,7 @@ class _Analyzer:
             self.update_ct(inst, INTEGER)
             if op in ("zext", "sext") and not self.ct(inst.operands[0]).is_float:
                 self.update_ct(inst.operands[0], INTEGER)  # widened: a count, not bits
-        elif op in ("sitofp", "uitofp"):
+        elif op in FROM_INTEGER:  # sitofp, uitofp (inttoptr keeps its bits, above)
             self.update_ct(inst.operands[0], INTEGER)
 
     def visit_load(self, inst: I.Load) -> None:
