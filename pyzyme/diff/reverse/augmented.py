@@ -189,7 +189,7 @@ class ForwardSweep:
         found = self.types.get(fn)
         if found is None:
             try:
-                found = analyze_types(fn, self.type_seeds.get(fn, {}))
+                found = analyze_types(fn, self.type_seeds.get(fn, {}), rules=self.rules)
             except TypeAnalysisError as err:
                 found = err
             self.types[fn] = found
