@@ -106,7 +106,7 @@ class ForwardGenerator:
         st = ForwardContext(self, fn, new, activity, sig.width)
         if self.options.strong_zero:
             st.nonfinite = nonfinite_values(fn, self.rules)
-        st.runtime = runtime_values(self, fn, activity, st.where)
+        st.runtime = runtime_values(fn, activity, st.where, self.options)
         if sig.exception_param is not None:
             st.exception_arg = fn.args[sig.exception_param]
         for old_arg, new_arg in zip(fn.args, new.args):
