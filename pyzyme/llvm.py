@@ -205,6 +205,5 @@ def _returning(fn, restype):
         out = restype()
         fn(ctypes.byref(out), *args)
         return out
-    call._pyzyme_native = fn
     return call
 

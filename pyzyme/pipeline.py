@@ -17,10 +17,30 @@
 :func:`build` runs them all; :func:`generate` and :func:`finish` are its two halves, for a
 builder that generates a module first and compiles it later (``hvp`` differentiates the reverse
 module again before compiling it). The Numba builders (:mod:`pyzyme.frontends.numba.derive`)
-go through here, and nothing else compiles a derivative for Numba. :mod:`pyzyme.llvm` and the
-C frontend generate under the same error context (:func:`generate`) and then link their
-entries into the user's program instead of compiling a module of their own
-(:func:`pyzyme.frontends.ad_copy.link_into`).
+go through here, and nothing else compiles a derivative for Numba.
+
+The C path (:mod:`pyzyme.llvm`, and ``pyzyme opt``/``cc`` through
+:mod:`pyzyme.frontends.c.lower`) does not call :func:`finish`: its derivatives are linked into
+the user's program (:func:`pyzyme.frontends.ad_copy.link_into`), not compiled as a module of
+their own, and so, step by step:
+
+1. :mod:`pyzyme.llvm` generates through :func:`generate` (``"@f in reverse mode"``); the C
+   lowering names the ``__enzyme_*`` call site instead (``in the call at: f.c:12
+   (__enzyme_autodiff)``, which says the function and the mode), rewording the errors of that
+   site on their way out, so its errors keep their one context;
+2. release inlining releases nothing there: the C rule table (``c_rules``) answers no
+   ``releases_inlining``; the functions its AD copy keeps as calls (inactive, registered,
+   function-like, the C++ library's) stay calls in the linked program;
+3. internalize is ``link_into``'s :func:`pyzyme.runtime.passes.strip_to`, on the LLVM module:
+   every definition but the entries internal, global variables too (the AD copy holds copies
+   of the program's, which must not clash with the originals), the unused ones deleted;
+4. no side stacks: a side stack reports an overflow through Numba's status code with a Python
+   error set (:class:`~pyzyme.RecursionDepthError`), a channel C callers do not have; a C
+   derivative recurses on the caller's stack, as Enzyme's does;
+5. the text printed is the AD copy, which ``link_into`` parses again;
+6. the program with its derivatives is compiled by clang (``pyzyme cc``) or by
+   :class:`pyzyme.runtime.standalone.Program` (:func:`pyzyme.llvm.compile`), not here;
+7. nothing is wrapped for Numba.
 """
 
 from __future__ import annotations

@@ -34,6 +34,12 @@ def test_facts_imply_each_other():
     assert all(O.OPCODES[n].memory == "none" for n in O.PURE)
     assert O.EXITS <= O.TERMINATORS
     assert not O.INTEGER_RESULT & O.FROM_INTEGER
+    # an address is derived only by a pure structural step; its casts keep their bits
+    assert O.ADDRESS_DERIVING <= O.STRUCTURAL & O.PURE
+    assert O.ADDRESS_CASTS == O.ADDRESS_DERIVING & O.CASTS <= O.SAME_BITS
+    assert O.WHOLE_MERGES == {"phi", "select"} and O.WHOLE_MERGES <= O.MERGES
+    assert O.READ_MODIFY_WRITE <= O.READ_WRITE == {"atomicrmw", "cmpxchg", "fence", "va_arg"}
+    assert O.COMMUTATIVE <= O.PURE and not O.COMMUTATIVE & {"sub", "fsub", "fdiv", "shl"}
 
 
 def test_rule_rows_agree_with_the_table():

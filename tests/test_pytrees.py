@@ -95,3 +95,15 @@ def test_dict_keys_must_be_strings_and_present():
         grad(lambda d: d[1])({1: 1.0})
     with pytest.raises(KeyError, match="'b' is not a key"):
         grad(lambda d: d["b"])({"a": 1.0})
+
+
+def test_dict_classes_keys_are_kept_by_pytree_not_on_the_class():
+    # the keys a dict's namedtuple class stands for are pytree's registry's, read by identity:
+    # a namedtuple of the user's with the same fields stands for no dict
+    from collections import namedtuple
+
+    from pyzyme.api.args.pytree import dict_class, dict_keys
+    cls = dict_class(("w", "b"))
+    assert dict_keys(cls) == ("w", "b") and not hasattr(cls, "_pyzyme_keys")
+    assert dict_keys(namedtuple("PytreeDict", ["f0", "f1"])) is None
+    assert grad(lambda p: p["w"] * p["b"])({"w": 2.0, "b": 3.0}) == {"w": 3.0, "b": 2.0}

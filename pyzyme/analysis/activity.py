@@ -41,11 +41,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pyzyme.analysis.cfg import reverse_post_order
-from pyzyme.analysis.int_address import address_source
+from pyzyme.analysis.int_address import ADDRESS_ARITHMETIC, address_source
 from pyzyme.analysis.overwrite import written_pointers
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.opcodes import FROM_INTEGER, INTEGER_RESULT, MERGES, PURE
+from pyzyme.ir.opcodes import (ADDRESS_DERIVING, FROM_INTEGER, INTEGER_RESULT, MERGES, PURE,
+                               READ_MODIFY_WRITE, WHOLE_MERGES)
 from pyzyme.ir.values import Value
 
 __all__ = ["Activity", "ActivityResult", "analyze_activity", "can_carry_derivative",
@@ -255,8 +256,7 @@ def _pointers_into(root: I.Instruction, skip_blocks: frozenset) -> set:
             if user.parent in skip_blocks:
                 continue
             op = user.opcode
-            if (op in ("getelementptr", "bitcast", "addrspacecast")
-                    and user.operands[0] is pointer) or op in ("phi", "select") or (
+            if (op in ADDRESS_DERIVING and user.operands[0] is pointer) or op in WHOLE_MERGES or (
                     (op == "load" or isinstance(user, I.CallBase)) and user.type.is_pointer):
                 work.append(user)
             elif op == "ptrtoint":
@@ -276,7 +276,7 @@ def _rebased(address: I.Instruction, pointer: Value) -> list:
             seen.add(user)
             if user.opcode == "inttoptr" and address_source(value) is pointer:
                 found.append(user)
-            elif user.opcode in ("add", "sub", "and", "or") and user.type.is_int:
+            elif user.opcode in ADDRESS_ARITHMETIC and user.type.is_int:
                 work.append(user)
     return found
 
@@ -304,14 +304,14 @@ def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
             if user.parent in skip_blocks:
                 continue
             op = user.opcode
-            if op in ("getelementptr", "bitcast", "addrspacecast"):
+            if op in ADDRESS_DERIVING:
                 if user.operands[0] is address:
                     work.append(user)
             elif op == "store":
                 value, pointer = user.operands
                 if value is address or (pointer is address and carries(value)):
                     return True
-            elif op in ("load", "icmp") or (heap and op in ("phi", "select")):
+            elif op in ("load", "icmp") or (heap and op in WHOLE_MERGES):
                 continue  # with ``heap``, pointers into the memory are visited in their turn
             elif isinstance(user, I.CallBase):
                 # A call that only reads the slot (BLAS operands and scalars, a copy's
@@ -324,7 +324,7 @@ def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
                 # holds pointers: Numba's np.empty, when not inlined, fills its result slot.
                 if holds_pointers and (may_allocate is None or may_allocate(user)):
                     return True
-            elif op in ("atomicrmw", "cmpxchg"):
+            elif op in READ_MODIFY_WRITE:
                 if any(carries(v) for v in user.operands[1:]):
                     return True
             else:
@@ -348,7 +348,7 @@ def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy,
         if call_policy is not None:
             return call_policy(inst, is_varied)
         return any(is_varied(v) for v in inst.args)
-    if op in ("atomicrmw", "cmpxchg"):
+    if op in READ_MODIFY_WRITE:
         return is_varied(inst.operands[0])
     if op == "inttoptr":  # an address rounded through an integer points where its source does
         source = address_source(inst.operands[0])

@@ -31,14 +31,15 @@ from __future__ import annotations
 
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
+from pyzyme.ir.opcodes import COMMUTATIVE, WHOLE_MERGES
 from pyzyme.ir.values import Value
 
-__all__ = ["address_source", "replay_address"]
+__all__ = ["ADDRESS_ARITHMETIC", "address_source", "replay_address"]
 
-# Integer operations that move an address: the address is their first operand (or either,
-# where they commute) and the other operand an offset or mask computed from no address.
-_MOVES = frozenset({"add", "sub", "and", "or"})
-_COMMUTES = frozenset({"add", "and", "or"})
+#: Integer operations that move an address: the address is their first operand (or either,
+#: where they commute) and the other operand an offset or mask computed from no address.
+ADDRESS_ARITHMETIC = frozenset({"add", "sub", "and", "or"})
+_COMMUTES = ADDRESS_ARITHMETIC & COMMUTATIVE
 _DEPTH = 16
 
 
@@ -55,7 +56,7 @@ def _step(value: Value, depth: int):
     op = value.opcode
     if op == "ptrtoint":
         return value.operands[0], None
-    if op not in _MOVES:
+    if op not in ADDRESS_ARITHMETIC:
         return None
     for i in ((0, 1) if op in _COMMUTES else (0,)):
         other = value.operands[1 - i]
@@ -70,7 +71,8 @@ def _mentions_address(value: Value, depth: int) -> bool:
     depth searched, or through anything but integer arithmetic on constants and arguments)."""
     if not isinstance(value, I.Instruction):
         return False
-    if depth <= 0 or value.opcode in ("ptrtoint", "ptrtoaddr", "load", "phi", "select") \
+    if depth <= 0 or value.opcode in ("ptrtoint", "ptrtoaddr", "load") \
+            or value.opcode in WHOLE_MERGES \
             or isinstance(value, I.CallBase):
         return True
     return any(_mentions_address(op, depth - 1) for op in value.operands)

@@ -37,6 +37,7 @@ from functools import lru_cache
 from pyzyme.analysis.cfg import reverse_post_order
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as ir_types
+from pyzyme.ir.opcodes import ADDRESS_CASTS, READ_MODIFY_WRITE
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
 from pyzyme.ir.values import Argument, GlobalVariable, Null, Poison, Undef, Value
 from pyzyme.rules import default_rules, spec
@@ -70,7 +71,7 @@ def underlying_object(pointer: Value) -> Value:
     seen = 0
     while seen < 256:
         if isinstance(pointer, I.GetElementPtr) or (
-                isinstance(pointer, I.Cast) and pointer.opcode in ("bitcast", "addrspacecast")):
+                isinstance(pointer, I.Cast) and pointer.opcode in ADDRESS_CASTS):
             pointer = pointer.operands[0]
             seen += 1
         else:
@@ -208,7 +209,7 @@ def written_pointers(inst: I.Instruction) -> list[Value]:
     op = inst.opcode
     if op == "store":
         return [inst.operands[1]]
-    if op in ("atomicrmw", "cmpxchg"):
+    if op in READ_MODIFY_WRITE:
         return [inst.operands[0]]
     if isinstance(inst, I.CallBase):
         callee = inst.called_function

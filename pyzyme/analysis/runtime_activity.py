@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pyzyme.analysis.activity import ActivityResult, contains_type
-from pyzyme.ir.opcodes import MERGES, STRUCTURAL
+from pyzyme.ir.opcodes import MERGES, READ_MODIFY_WRITE, STRUCTURAL
 from pyzyme.ir.values import Null, Poison, Undef, Value, ZeroInitializer
 
 __all__ = ["RuntimeActivity", "analyze_runtime_activity"]
@@ -125,7 +125,7 @@ def _needs(user, value) -> bool:
         return user.operands[0] is value and _carries(user.type)
     if op == "store":
         return user.operands[1] is value and _carries(user.operands[0].type)
-    if op in ("atomicrmw", "cmpxchg"):
+    if op in READ_MODIFY_WRITE:
         return user.operands[0] is value and _carries(user.operands[-1].type)
     return False
 

@@ -7,7 +7,9 @@ Enzyme's TypeAnalysis does: start from the LLVM types and the trees the caller k
 arguments, then push trees through every instruction *forwards* (a load's result is what its
 pointer points to) and *backwards* (a pointer stored through points to what was stored) until
 nothing changes. Calls to functions with a body are analysed with the caller's argument trees
-(memoized); known runtime calls (allocation, memcpy) have rules.
+(memoized); known runtime calls have rules: allocators and reallocators are read from the
+rule table's Allocation and Mirror rows (:mod:`pyzyme.rules.runtime`), ``memcpy`` and a few
+libm functions writing through pointers are known here.
 
 A value's tree is in *value form*: a scalar or vector is ``{[-1]:T}``; an aggregate has an entry
 per field offset. Memory is in *memory form*: an entry per byte offset (per byte for integers).
@@ -63,11 +65,13 @@ from pyzyme.errors import TypeAnalysisError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir import values as V
-from pyzyme.ir.opcodes import INT_BINOPS
+from pyzyme.ir.opcodes import FROM_INTEGER, INT_BINOPS, SAME_BITS
 from pyzyme.analysis.layout import field_offset, sizeof, struct_layout
 from pyzyme.analysis.tbaa import pointee_kind
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
+from pyzyme.rules import default_rules, spec
 from pyzyme.rules.runtime import MEMINFO_LAYOUT
+from pyzyme.rules.table import RuleTable
 
 __all__ = [
     "KnownCall", "TypeResults", "analyze_types", "to_memory", "to_value",
@@ -165,10 +169,21 @@ _INT = TypeTree({(-1,): INTEGER})
 _PTR = TypeTree({(-1,): POINTER})
 
 
-def _builtin_call(name: str, nargs: int) -> KnownCall | None:
-    if name.startswith("NRT_MemInfo_alloc"):
-        return KnownCall(meminfo_tree(), (_INT,) + (None,) * (nargs - 1))
-    if name in ("malloc", "calloc", "aligned_alloc", "realloc"):
+def _builtin_call(rules: RuleTable, name: str, nargs: int) -> KnownCall | None:
+    row = rules.lookup(name, "call")
+    if isinstance(row, spec.Allocation) and row.resizable:
+        # A list's MemInfo, its data block allocated apart: its tree is learnt from its uses
+        # alone (a MemInfo tree would hide that a list of integers holds no floats, and
+        # give it a shadow list).
+        return None
+    if isinstance(row, spec.Allocation):
+        # A handle (NRT's MemInfo) when the row says where its data pointer is, else the block;
+        # the operands its size is computed from are integers.
+        result = meminfo_tree() if row.data_offset is not None else _PTR
+        return KnownCall(result, tuple(_INT if i in row.size_args else None
+                                       for i in range(nargs)))
+    if isinstance(row, spec.Mirror) and row.allocates:
+        # A reallocation (realloc, pyzyme.tape_realloc): a block, its new size the last operand.
         return KnownCall(_PTR, (None,) * (nargs - 1) + (_INT,))
     out_ptr = {"frexp": (None, TypeTree.pointer_to(_INT)),
                "modf": (None, TypeTree.pointer_to(TypeTree({(-1,): FLOAT64}))),
@@ -313,7 +328,8 @@ def _constant_tree(value: V.Value) -> TypeTree:
 # ------------------------------------------------------------------------------ the analysis
 def analyze_types(fn, arg_trees: Mapping[int, TypeTree] | Sequence[TypeTree | None] = (), *,
                   return_tree: TypeTree | None = None,
-                  known_calls: Mapping[str, KnownCall] | None = None) -> TypeResults:
+                  known_calls: Mapping[str, KnownCall] | None = None,
+                  rules: RuleTable | None = None) -> TypeResults:
     """Deduce a tree for every argument and instruction of ``fn``, to a fixed point.
 
     Parameters
@@ -328,6 +344,10 @@ def analyze_types(fn, arg_trees: Mapping[int, TypeTree] | Sequence[TypeTree | No
     known_calls
         Trees for calls to external functions by name, beyond the built-in ones (NRT and C
         allocation, ``memcpy``/``memmove``, libm functions writing through pointers).
+    rules
+        The rule table whose Allocation and Mirror rows say which calls allocate (the C
+        frontend's adds the allocators a module registers); :func:`pyzyme.rules.default_rules`
+        by default.
 
     Raises
     ------
@@ -336,7 +356,8 @@ def analyze_types(fn, arg_trees: Mapping[int, TypeTree] | Sequence[TypeTree | No
         the instruction.
     """
     seeds = dict(arg_trees) if isinstance(arg_trees, Mapping) else dict(enumerate(arg_trees))
-    return _Analyzer(fn, known_calls or {}, {}, set()).run(seeds, return_tree)
+    return _Analyzer(fn, known_calls or {}, rules or default_rules(), {}, set()).run(
+        seeds, return_tree)
 
 
 class _Restart(Exception):
@@ -350,10 +371,11 @@ class _Restart(Exception):
 class _Analyzer:
     """One fixed-point run; ``memo`` and ``active`` are shared with the runs for callees."""
 
-    def __init__(self, fn, known_calls: Mapping[str, KnownCall], memo: dict,
+    def __init__(self, fn, known_calls: Mapping[str, KnownCall], rules: RuleTable, memo: dict,
                  active: set) -> None:
         self.fn = fn
         self.known_calls = known_calls
+        self.rules = rules
         self.memo = memo
         self.active = active
         self.results = TypeResults(fn)
@@ -437,8 +459,7 @@ class _Analyzer:
             handler(inst)
         elif op in INT_BINOPS:
             self.visit_int_op(inst)
-        elif op in ("bitcast", "addrspacecast", "freeze", "ptrtoint", "inttoptr"):
-            # same bits: an address stays an address, float bits stay float bits
+        elif op in SAME_BITS:  # an address stays an address, float bits stay float bits
             src = inst.operands[0]
             self.update(inst, self.tree(src))
             self.update(src, self.tree(inst))
@@ -446,7 +467,7 @@ class _Analyzer:
             self.update_ct(inst, INTEGER)
             if op in ("zext", "sext") and not self.ct(inst.operands[0]).is_float:
                 self.update_ct(inst.operands[0], INTEGER)  # widened: a count, not bits
-        elif op in ("sitofp", "uitofp"):
+        elif op in FROM_INTEGER:  # sitofp, uitofp (inttoptr keeps its bits, above)
             self.update_ct(inst.operands[0], INTEGER)
 
     def visit_load(self, inst: I.Load) -> None:
@@ -612,7 +633,7 @@ class _Analyzer:
             self.update(args[0], TypeTree.pointer_to(memory))
             self.update_ct(args[1], INTEGER)
             return
-        known = self.known_calls.get(name) or _builtin_call(name, len(args))
+        known = self.known_calls.get(name) or _builtin_call(self.rules, name, len(args))
         if known is not None:
             if known.result is not None:
                 self.update(inst, known.result)
@@ -645,7 +666,8 @@ class _Analyzer:
         if res is None:
             self.active.add(key)
             try:
-                res = _Analyzer(fn, self.known_calls, self.memo, self.active).run(seeds, ret)
+                res = _Analyzer(fn, self.known_calls, self.rules, self.memo,
+                                self.active).run(seeds, ret)
             finally:
                 self.active.discard(key)
             self.memo[key] = res

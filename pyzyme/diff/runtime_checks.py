@@ -23,20 +23,21 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Argument, Value, const_null
+from pyzyme.options import Options
 from pyzyme.rules import default_rules
 from pyzyme.rules.spec import Mirror
 
 __all__ = ["runtime_values", "primal_as_shadow", "inactive_here", "guarded_call_shadows"]
 
 
-def runtime_values(gen, fn, activity, where: str) -> frozenset:
+def runtime_values(fn, activity, where: str, options: Options) -> frozenset:
     """The values of ``fn`` whose derivative accesses need run-time checks: empty when there
-    are none or ``gen.options.runtime_activity`` is off; with it off, an
+    are none or ``options.runtime_activity`` is off; with it off, an
     :class:`~pyzyme.ActivityError` when a derivative would be read or written through one."""
     ra = analyze_runtime_activity(fn, activity)
     if not ra.values:
         return frozenset()
-    if gen.options.runtime_activity:
+    if options.runtime_activity:
         return frozenset(ra.values)
     if ra.needs:
         raise _error(where, ra)

@@ -27,38 +27,54 @@ written out again elsewhere. The columns:
   ``inttoptr``): nothing but an integer flows into it.
 - ``terminator``: ends a basic block; ``exits``: leaves the function (``ret``, ``resume``,
   ``unreachable``).
+- ``commutative``: swapping its two operands gives the same result (``add``, ``fmul``, ...).
+- ``derives_address``: a pointer result points into the object operand 0 points into (a GEP,
+  a pointer cast): analyses that follow an object's addresses follow it.
+- ``same_bits``: the result holds operand 0's bits under another type or kind (``bitcast``,
+  ``addrspacecast``, ``freeze``, ``ptrtoint``, ``inttoptr``): an address stays an address and
+  float bits stay float bits. ``ptrtoaddr`` is not marked (type analysis has not been taught
+  it).
+- ``read_modify_write``: reads and writes the memory its pointer operand 0 addresses in one
+  step, the values written being the operands after it (``atomicrmw``, ``cmpxchg``).
 
-Derived: :data:`SPECULATABLE` is pure and not trapping (safe where the primal did not run it).
+Derived: :data:`SPECULATABLE` is pure and not trapping (safe where the primal did not run it);
+:data:`ADDRESS_CASTS` are the casts that derive an address; :data:`WHOLE_MERGES` the merges
+whose result is one operand passed through whole (``phi``, ``select``), not an aggregate or
+vector built from pieces; :data:`READ_WRITE` the rows whose ``memory`` is ``readwrite``.
 
 Examples
 --------
 >>> print(describe("fadd", "udiv", "icmp", "sitofp", "phi", "select", "getelementptr",
 ...                "load", "ret"))
 opcode         group    memory  facts
-fadd           float    none    pure
+fadd           float    none    pure commutative
 udiv           int      none    pure traps integer_result
 icmp           compare  none    pure integer_result
 sitofp         cast     none    pure from_integer
 phi            value    none    structural merge
 select         value    none    pure structural merge
-getelementptr  memory   none    pure structural
+getelementptr  memory   none    pure structural derives_address
 load           memory   read
 ret            control  none    terminator exits
 >>> sorted(MERGES)
 ['insertelement', 'insertvalue', 'phi', 'select', 'shufflevector']
 >>> "udiv" in PURE, "udiv" in SPECULATABLE
 (True, False)
+>>> sorted(ADDRESS_CASTS), sorted(WHOLE_MERGES), sorted(READ_MODIFY_WRITE)
+(['addrspacecast', 'bitcast'], ['phi', 'select'], ['atomicrmw', 'cmpxchg'])
 
 ``print(describe())`` prints the whole table.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 __all__ = ["Opcode", "OPCODES", "PURE", "SPECULATABLE", "STRUCTURAL", "MERGES",
-           "INTEGER_RESULT", "FROM_INTEGER", "TERMINATORS", "EXITS", "INT_BINOPS",
-           "FLOAT_BINOPS", "CASTS", "GROUPS", "MEMORY_EFFECTS", "describe"]
+           "INTEGER_RESULT", "FROM_INTEGER", "TERMINATORS", "EXITS", "COMMUTATIVE",
+           "ADDRESS_DERIVING", "ADDRESS_CASTS", "SAME_BITS", "READ_MODIFY_WRITE", "READ_WRITE",
+           "WHOLE_MERGES", "INT_BINOPS", "FLOAT_BINOPS", "CASTS", "GROUPS", "MEMORY_EFFECTS",
+           "describe"]
 
 GROUPS = ("int", "float", "cast", "compare", "value", "aggregate", "vector", "memory", "call",
           "control", "eh")
@@ -80,6 +96,10 @@ class Opcode:
     from_integer: bool = False
     terminator: bool = False
     exits: bool = False
+    commutative: bool = False
+    derives_address: bool = False
+    same_bits: bool = False
+    read_modify_write: bool = False
 
     def __post_init__(self) -> None:
         if self.group not in GROUPS or self.memory not in MEMORY_EFFECTS:
@@ -89,6 +109,8 @@ class Opcode:
             raise ValueError(f"opcode {self.name}: pure but touches memory")
         if self.exits and not self.terminator:
             raise ValueError(f"opcode {self.name}: leaves the function but ends no block")
+        if self.read_modify_write and self.memory != "readwrite":
+            raise ValueError(f"opcode {self.name}: read-modify-write but memory {self.memory!r}")
 
     @property
     def speculatable(self) -> bool:
@@ -104,6 +126,15 @@ class Opcode:
 
 def _rows(group: str, names: str, **facts) -> list[Opcode]:
     return [Opcode(name, group, **facts) for name in names.split()]
+
+
+# Columns that hold for only some names of a row: (column, names).
+_SOME = (
+    ("commutative", "add mul and or xor fadd fmul"),
+    ("derives_address", "getelementptr bitcast addrspacecast"),
+    ("same_bits", "bitcast addrspacecast freeze ptrtoint inttoptr"),
+    ("read_modify_write", "atomicrmw cmpxchg"),
+)
 
 
 _PURE_INT = dict(pure=True, integer_result=True)
@@ -140,6 +171,10 @@ _TABLE = (
 
 #: Every opcode pyzyme's IR knows, by name.
 OPCODES: dict[str, Opcode] = {o.name: o for o in _TABLE}
+for _column, _names in _SOME:
+    for _name in _names.split():
+        OPCODES[_name] = replace(OPCODES[_name], **{_column: True})
+del _column, _names, _name
 
 
 def _where(test) -> frozenset[str]:
@@ -154,6 +189,13 @@ INTEGER_RESULT = _where(lambda o: o.integer_result)
 FROM_INTEGER = _where(lambda o: o.from_integer)
 TERMINATORS = _where(lambda o: o.terminator)
 EXITS = _where(lambda o: o.exits)
+COMMUTATIVE = _where(lambda o: o.commutative)
+ADDRESS_DERIVING = _where(lambda o: o.derives_address)
+ADDRESS_CASTS = _where(lambda o: o.derives_address and o.group == "cast")
+SAME_BITS = _where(lambda o: o.same_bits)
+READ_MODIFY_WRITE = _where(lambda o: o.read_modify_write)
+READ_WRITE = _where(lambda o: o.memory == "readwrite")
+WHOLE_MERGES = _where(lambda o: o.merge and o.group == "value")
 INT_BINOPS = _where(lambda o: o.group == "int")
 FLOAT_BINOPS = _where(lambda o: o.group == "float" and o.name != "fneg")
 CASTS = _where(lambda o: o.group == "cast")

@@ -43,6 +43,7 @@ from pyzyme.analysis.overwrite import pure_call
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.module import BasicBlock
+from pyzyme.ir.opcodes import READ_WRITE
 from pyzyme.ir.values import ConstantFP, ConstantInt, Value, ZeroInitializer
 
 __all__ = ["Access", "Address", "Plan", "plan"]
@@ -286,8 +287,8 @@ def _require_understood(inst) -> None:
             fn = inst.called_function
             raise _Refuse(f"the loop calls {fn.name if fn is not None else 'a pointer'}")
         return
-    if inst.opcode in ("atomicrmw", "cmpxchg", "fence", "va_arg", "alloca", "invoke",
-                       "callbr", "phi", "landingpad"):
+    if inst.opcode in READ_WRITE or inst.opcode in ("alloca", "invoke", "callbr", "phi",
+                                                    "landingpad"):
         raise _Refuse(f"the loop has a {inst.opcode}")
 
 

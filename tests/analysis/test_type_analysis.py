@@ -106,6 +106,35 @@ entry:
     assert got["arg %n"] == "{[-1]:Integer}"
 
 
+def test_allocators_are_the_rule_rows():
+    """Which calls allocate is read from the rule table's Allocation and Mirror rows: every
+    size operand (calloc's count too), a reallocation's size, and an allocator the table it is
+    handed registers; a list's MemInfo (resizable) is learnt from its uses alone."""
+    from pyzyme.rules import default_rules
+    from pyzyme.rules.spec import Allocation
+    from pyzyme.rules.table import RuleTable
+    text = '''declare ptr @NRT_MemInfo_new_varsize(i64)
+declare ptr @calloc(i64, i64)
+declare ptr @realloc(ptr, i64)
+declare ptr @my_alloc(i64, i64)
+define void @f(i64 %n, i64 %k, i64 %s, ptr %old, i64 %a, i64 %b) {
+entry:
+  %mi = call ptr @NRT_MemInfo_new_varsize(i64 %n)
+  %c = call ptr @calloc(i64 %k, i64 8)
+  %r = call ptr @realloc(ptr %old, i64 %s)
+  %m = call ptr @my_alloc(i64 %a, i64 %b)
+  ret void
+}'''
+    got = lines(analyze(text))
+    assert got["%mi = call ptr @NRT_MemInfo_new_varsize(i64 %n)"] == "{[-1]:Pointer}"
+    assert got["arg %k"] == got["arg %s"] == "{[-1]:Integer}"
+    assert got["arg %b"] == "{}"  # my_alloc is no allocator of the default table
+    table = RuleTable(default_rules().rows())
+    table.add(Allocation(("my_alloc",), "libm", size_args=(1,)))
+    got = lines(analyze(text, rules=table))
+    assert got["arg %b"] == "{[-1]:Integer}" and got["arg %a"] == "{}"
+
+
 def test_memcpy_backwards_from_destination():
     res = analyze('''declare void @llvm.memmove.p0.p0.i64(ptr, ptr, i64, i1)
 define void @f(ptr %dst, ptr %src) {

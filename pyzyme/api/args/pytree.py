@@ -30,15 +30,25 @@ from numba.extending import overload
 
 from pyzyme.errors import UnsupportedError
 
-__all__ = ["dict_class", "keys_of", "to_numba"]
+__all__ = ["dict_class", "dict_keys", "keys_of", "to_numba"]
+
+# The keys each class dict_class made stands for (its namedtuple fields are f0, f1, ...). The
+# classes live as long as dict_class's cache, so the references need not be weak.
+_KEYS: dict[type, tuple[str, ...]] = {}
 
 
 @functools.lru_cache(maxsize=None)
 def dict_class(keys: tuple[str, ...]) -> type:
     """The namedtuple class standing for dicts with exactly these keys, in this order."""
     cls = namedtuple("PytreeDict", [f"f{i}" for i in range(len(keys))])
-    cls._pyzyme_keys = keys
+    _KEYS[cls] = keys
     return cls
+
+
+def dict_keys(cls: type) -> tuple[str, ...] | None:
+    """The keys of the dicts :func:`dict_class` class ``cls`` stands for; None for any other
+    class."""
+    return _KEYS.get(cls)
 
 
 def keys_of(d: dict, where: str) -> tuple[str, ...]:
@@ -82,7 +92,7 @@ def _holds_dict(value: Any, lists: bool) -> bool:
 
 def _pytree_keys(ty) -> tuple[str, ...] | None:
     if isinstance(ty, types.BaseNamedTuple):
-        return getattr(ty.instance_class, "_pyzyme_keys", None)
+        return dict_keys(ty.instance_class)
     return None
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from pyzyme.api import annotations as A
 from pyzyme.api.args.complex import is_complex
 from pyzyme.api.args.make_zero import make_zero
-from pyzyme.api.args.pytree import dict_class, keys_of
+from pyzyme.api.args.pytree import dict_class, dict_keys, keys_of
 from pyzyme.api.args.structured import is_jitclass, is_real, keep_non_float
 
 __all__ = ["Node", "tree", "tree_key", "leaf_annotation", "shadowed_in_place", "rebuild"]
@@ -90,5 +90,5 @@ def rebuild(node: Node, values) -> Any:
     if node.kind == "namedtuple":
         return node.cls(*items)
     if node.kind == "dict":
-        return dict(zip(node.cls._pyzyme_keys, items))
+        return dict(zip(dict_keys(node.cls), items))
     return tuple(items) if node.kind == "tuple" else items

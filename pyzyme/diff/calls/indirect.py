@@ -29,6 +29,7 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
+from pyzyme.ir.opcodes import ADDRESS_CASTS
 from pyzyme.ir.values import Argument, const_c_string, const_int, const_null
 
 __all__ = ["augmented_type", "reverse_type", "unsupported", "augmented", "reverse"]
@@ -132,7 +133,7 @@ def _handed_in(pointer) -> bool:
             loads += 1
             pointer = pointer.pointer
         elif isinstance(pointer, I.GetElementPtr) or (
-                isinstance(pointer, I.Cast) and pointer.opcode in ("bitcast", "addrspacecast")):
+                isinstance(pointer, I.Cast) and pointer.opcode in ADDRESS_CASTS):
             pointer = pointer.operands[0]
         else:
             return False

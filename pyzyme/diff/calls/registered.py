@@ -40,6 +40,7 @@ from pyzyme.diff.calls.callee import augmented_call, call_derivative, reverse_ca
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
+from pyzyme.ir.opcodes import READ_WRITE
 from pyzyme.ir.values import Undef, const_null
 
 __all__ = ["forward_mode", "augmented", "reverse", "expected_params"]
@@ -246,7 +247,7 @@ def _leaves_memory_alone(fn) -> bool:
             callee = inst.called_function
             if callee is None or not callee.name.startswith(_HARMLESS_INTRINSICS):
                 return False
-        elif inst.opcode in ("atomicrmw", "cmpxchg", "fence", "va_arg"):
+        elif inst.opcode in READ_WRITE:
             return False
     return True
 

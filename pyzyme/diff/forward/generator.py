@@ -106,7 +106,7 @@ class ForwardGenerator:
         st = ForwardContext(self, fn, new, activity, sig.width)
         if self.options.strong_zero:
             st.nonfinite = nonfinite_values(fn, self.rules)
-        st.runtime = runtime_values(self, fn, activity, st.where)
+        st.runtime = runtime_values(fn, activity, st.where, self.options)
         if sig.exception_param is not None:
             st.exception_arg = fn.args[sig.exception_param]
         for old_arg, new_arg in zip(fn.args, new.args):
@@ -385,8 +385,11 @@ def _is_reciprocal(p) -> bool:
             and p.operands[0].value == 1.0)
 
 
-_HANDLERS = {op: ForwardGenerator._arith for op in
-             ("fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "fpext", "fptrunc", "bitcast")}
+# Opcodes whose rule rows give partials or a linear map (read by _arith); addrspacecast, which
+# has one, is the same cast on the tangent pointer (_same_op, below).
+_HANDLERS = {name: ForwardGenerator._arith for row in default_rules().rows()
+             if row.kind == "opcode" and isinstance(row, (spec.Partials, spec.Linear))
+             for name in row.names}
 _HANDLERS.update({
     "select": ForwardGenerator._select,
     "freeze": ForwardGenerator._same_op,

@@ -20,7 +20,7 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Argument, ConstantAggregate, Value, const_int, const_null
-from pyzyme.rules import spec
+from pyzyme.rules import default_rules, spec
 from pyzyme.rules.expr import Const as ConstExpr
 from pyzyme.rules.expr import Op
 
@@ -307,9 +307,10 @@ def _is_reciprocal(p) -> bool:
             and p.operands[0].value == 1.0)
 
 
-_ADJOINTS = {op: ReverseAdjoints._arith for op in
-             ("fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "fpext", "fptrunc", "bitcast",
-              "addrspacecast")}
+# Opcodes whose rule rows give partials or a linear map (read by _arith).
+_ADJOINTS = {name: ReverseAdjoints._arith for row in default_rules().rows()
+             if row.kind == "opcode" and isinstance(row, (spec.Partials, spec.Linear))
+             for name in row.names}
 _ADJOINTS.update({
     "select": ReverseAdjoints._select,
     "freeze": ReverseAdjoints._freeze,

@@ -24,7 +24,7 @@ from pyzyme.diff.runtime_checks import guarded_call_shadows, inactive_here, prim
 from pyzyme.errors import TypeAnalysisError, UnsupportedError, error_context
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.opcodes import STRUCTURAL
+from pyzyme.ir.opcodes import READ_MODIFY_WRITE, STRUCTURAL
 from pyzyme.ir.values import Undef, Value, const_int, const_null
 
 __all__ = ["ForwardSweep"]
@@ -126,7 +126,7 @@ class ForwardSweep:
                 address = replay_address(st.fb, inst.operands[0], st.fwd_shadow(source),
                                          st.fwd_value)
                 st.shadows[inst] = st.fb.inttoptr(address, inst.type, naming.shadow(inst.name))
-        elif op in ("atomicrmw", "cmpxchg"):
+        elif op in READ_MODIFY_WRITE:
             if inst.operands[0] in st.activity.varied:
                 raise UnsupportedError(f"reverse mode of {op} on active memory in {st.where} "
                                        f"is not supported")
@@ -189,7 +189,7 @@ class ForwardSweep:
         found = self.types.get(fn)
         if found is None:
             try:
-                found = analyze_types(fn, self.type_seeds.get(fn, {}))
+                found = analyze_types(fn, self.type_seeds.get(fn, {}), rules=self.rules)
             except TypeAnalysisError as err:
                 found = err
             self.types[fn] = found

@@ -198,7 +198,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         st.doomed = doomed
         if self.options.strong_zero:
             st.nonfinite = nonfinite_values(fn, self.rules)
-        st.runtime = runtime_values(self, fn, activity, st.where)
+        st.runtime = runtime_values(fn, activity, st.where, self.options)
         self.tapes[rev] = tape
         nshadow = len(self._shadow_params(fn, sig))
         for old_arg, new_arg, rev_arg in zip(fn.args, fwd.args, rev.args):

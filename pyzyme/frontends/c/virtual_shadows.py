@@ -31,6 +31,7 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.module import Function
+from pyzyme.ir.opcodes import ADDRESS_CASTS
 from pyzyme.ir.values import (ConstantAggregate, ConstantExpr, ConstantInt, GlobalVariable,
                               Undef, const_int, const_null)
 
@@ -88,7 +89,7 @@ def _read(call, where: str) -> CallSite:
 
 
 def _stripped(value):
-    while isinstance(value, ConstantExpr) and value.opcode in ("bitcast", "addrspacecast"):
+    while isinstance(value, ConstantExpr) and value.opcode in ADDRESS_CASTS:
         value = value.operands[0]
     return value
 
@@ -105,7 +106,7 @@ def _constant_address(value):
             if indices:
                 offset += indices[0].value * sizeof(value.source_type) + field_offset(
                     value.source_type, [i.value for i in indices[1:]])[0]
-        elif value.opcode not in ("bitcast", "addrspacecast"):
+        elif value.opcode not in ADDRESS_CASTS:
             return None
         value = value.operands[0]
     if isinstance(value, GlobalVariable) and value.is_constant and \
