@@ -20,7 +20,8 @@ __all__ = ["symbol_name", "forward_function", "tangent", "shadow_param", "partia
            "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
            "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
-           "repeated", "repeat_base", "moved", "parallel_body"]
+           "repeated", "repeat_base", "moved", "parallel_body",
+           "PARALLEL_BODY"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -169,11 +170,14 @@ def moved(primal: str, part: str) -> str:
     return f"{tangent(primal or 'block', 0, 1)}.{part}"
 
 
+PARALLEL_BODY = "pyzyme.parfor."
+
+
 def parallel_body(body: str, sweep: str) -> str:
     """What the worker threads of a parallel loop's derivative run, for outlined loop body
     ``body``: ``sweep`` is ``fwd`` (forward mode), ``aug`` (reverse mode's forward sweep) or
-    ``rev`` (its reverse sweep)."""
-    return f"pyzyme.parfor.{sweep}.{body}"
+    ``rev`` (its reverse sweep). Each starts with :data:`PARALLEL_BODY`."""
+    return f"{PARALLEL_BODY}{sweep}.{body}"
 
 
 # Symbols of compiled code.

@@ -7,6 +7,11 @@ import faulthandler
 import os
 import sys
 
+# Four threads for Numba's parallel loops, whatever the machine (tests/parallel runs them at 1,
+# 2 and 4; on 2 cores, 4 oversubscribes on purpose, so races show up more). Read when Numba's
+# config is first imported, hence before anything imports Numba.
+os.environ.setdefault("NUMBA_NUM_THREADS", "4")
+
 import llvmlite.binding as llvm
 import pytest
 

@@ -90,8 +90,8 @@ def _linalg(names: tuple[str, ...], helper: str, functions: str,
     return Construct(names, what, problem, advice, uses, supported)
 
 
-_PARALLEL_ADVICE = ("parallel loops are not differentiated yet: write the loop with range "
-                    "instead of numba.prange, or compile the function with parallel=False")
+_PARALLEL_ADVICE = ("write the loop with range instead of numba.prange, or compile the function "
+                    "with parallel=False")
 _PRINT_ADVICE = ("remove the print from the function being differentiated (a print inside an "
                  "@njit helper marked pyzyme.rules.inactive may stay: its calls are not "
                  "differentiated)")
@@ -99,12 +99,12 @@ _OBJMODE_ADVICE = ("move the block out of the function being differentiated: com
                    "result before the call and pass it in as Const")
 
 CONSTRUCTS: tuple[Construct, ...] = (
-    # The one place parallel loops are refused: a parfor is a call to Numba's launcher with
-    # the outlined loop body (numba/parfors/parfor_lowering.py). A rule for the launcher
-    # makes this row unread.
+    # A parfor is a call to Numba's launcher with the outlined loop body
+    # (numba/parfors/parfor_lowering.py); its rule (rules.runtime's ParallelFor row) has
+    # derivatives, so this row names the loop only where a rule table lacks that row.
     Construct(("numba_parallel_for",), "a prange / parallel=True loop (a parfor)",
-              "cannot be differentiated yet: pyzyme does not differentiate parallel loops "
-              "(they run through @{symbol})",
+              "cannot be differentiated with this rule table (the loop runs through "
+              "@{symbol})",
               _PARALLEL_ADVICE,
               (Use("parfor", "a prange / parallel=True loop (a parfor)", _PARALLEL_ADVICE),)),
     Construct(("Py*", "_Py*", "NRT_adapt_*", "NRT_meminfo_as_pyobject",

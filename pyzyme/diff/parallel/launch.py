@@ -26,6 +26,7 @@ The launch block (malloc'ed, one per launch, freed when the reverse sweep is don
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pyzyme import naming
@@ -92,6 +93,18 @@ def _load(b: IRBuilder, ty: T.Type, block: Value, k, name: str = "") -> Value:
 
 
 # -- the call and its parts ----------------------------------------------------------------
+@contextmanager
+def _the_loop(inst: I.CallBase):
+    """Errors from the loop's derivative name the launcher as their call (unless they name
+    another), so the frontend finds the loop's Python line."""
+    try:
+        yield
+    except UnsupportedError as err:
+        if not getattr(err, "callee", None):
+            err.callee = inst.called_function.name
+        raise
+
+
 def varied(row, inst: I.CallBase, is_varied) -> bool:
     """A launch returns nothing; what its body writes is found through its arguments."""
     return False
@@ -310,6 +323,18 @@ def forward_mode(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     if not any(a in cx.activity.varied for a in inst.args):
         cx.clone(inst)
         return
+    with _the_loop(inst):
+        _forward_mode(cx, inst, row)
+
+
+def _forward_mode(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
+    if inst.args[row.body].name.startswith(naming.PARALLEL_BODY):
+        raise UnsupportedError(
+            f"{cx.where} runs the reverse sweep of a parallel loop (a prange / parallel=True "
+            f"loop), and forward mode over reverse mode (pyzyme.hvp, second derivatives) of "
+            f"parallel loops is not supported yet",
+            hint="take the Hessian-vector product of the same function compiled with "
+                 "parallel=False (or by finite differences of pyzyme.gradient)")
     layout = _layout(cx, inst, row, cx.width)
     body, _ = _split_body(cx, inst, row, layout)
     dfn = cx.callee_derivative(body, ForwardSignature.standard(body, _BODY_ACTIVITIES,
@@ -341,6 +366,11 @@ def augmented(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     if not any(a in cx.activity.varied for a in inst.args):
         cx.clone(inst)
         return
+    with _the_loop(inst):
+        _augmented(cx, inst, row)
+
+
+def _augmented(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     layout = _layout(cx, inst, row, 1)
     body, known = _split_body(cx, inst, row, layout)
     pair = _pair(cx, body, known)

@@ -1,0 +1,282 @@
+"""Derivatives of ``@njit(parallel=True)`` code (issue 22): each function of the corpus
+(tests/parallel/kernels.py) compiled with ``parallel=True`` is differentiated in reverse and
+forward mode at 1, 2 and 4 threads (4 on 2 cores oversubscribes on purpose: races show up
+more), and checked against central differences of the same function compiled without
+``parallel=True``. Split mode, batch forward mode, a gradient inside a jitted loop and repeated
+runs of the racy shapes (stencil, scatter) follow; then the refusals, and what the generated code
+is (atomics only where iterations may share an address)."""
+
+import numba
+import numpy as np
+import pytest
+
+import pyzyme
+from pyzyme import (
+    Active, BatchDuplicated, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal,
+    UnsupportedError, autodiff, autodiff_thunk,
+)
+
+from . import kernels as K
+
+THREADS = tuple(t for t in (1, 2, 4) if t <= numba.config.NUMBA_NUM_THREADS)
+N = 23
+RNG = np.random.default_rng(22)
+
+
+def _inputs():
+    x, w = RNG.random(N), RNG.random(N)
+    idx = RNG.integers(0, 5, N)
+    return {
+        "reduce_sum": [("d", x), ("c", w)],
+        "reduce_two_in_one": [("d", x)],
+        "reduce_product": [("d", x)],
+        "reduce_max": [("d", x), ("d", w)],
+        "reduce_min": [("d", x)],
+        "reduce_with_index": [("d", x)],
+        "elementwise": [("d", x), ("d", np.zeros(N))],
+        "stencil": [("d", x), ("d", np.zeros(N))],
+        "gather": [("d", x[:5].copy()), ("d", w), ("c", idx), ("d", np.zeros(N))],
+        "gather_reduce": [("d", x), ("d", w[:5].copy()), ("c", idx)],
+        "rows": [("d", RNG.random((7, 5))), ("d", RNG.random(5))],
+        "array_expression": [("d", x), ("d", w)],
+        "array_assign": [("d", x), ("d", w), ("d", np.zeros(N))],
+        "array_methods": [("d", x), ("c", w)],
+        "time_loop": [("d", x), ("d", np.zeros(N))],
+        "time_loop_reduction": [("d", x), ("d", w)],
+        "two_loops": [("d", x), ("d", w)],
+        "allocation_in_body": [("d", x)],
+        "branches": [("d", x)],
+        "select_in_body": [("d", x)],
+        "calls_njit": [("d", x), ("d", w)],
+        "lennard_jones": [("d", RNG.random((9, 2)) * 3)],
+        "stencil_2d": [("d", RNG.random((6, 7))), ("d", np.zeros((6, 7)))],
+        "volume": [("d", RNG.random((4, 3, 5)))],
+        "softmax_rows": [("d", RNG.random((5, 4))), ("d", np.zeros((5, 4)))],
+    }
+
+
+INPUTS = _inputs()
+
+
+def _parfor_in_callee():
+    """A prange loop in a callee: the parallel function calls a parallel helper."""
+    def helper(x):
+        s = 0.0
+        for i in numba.prange(x.shape[0]):
+            s += np.exp(-x[i] * x[i])
+        return s
+    par_helper, ser_helper = numba.njit(parallel=True)(helper), numba.njit(helper)
+
+    def make(h):
+        def outer(x):
+            return h(x) * h(x[::2].copy()) + x[0]
+        return outer
+    return (numba.njit(parallel=True)(make(par_helper)), numba.njit(make(ser_helper)),
+            [("d", RNG.random(N))])
+
+
+_COMPILED: dict = {}
+
+
+def compiled(name):
+    """``(parallel, serial, inputs)`` for a corpus function, compiled once."""
+    if name not in _COMPILED:
+        if name == "parfor_in_callee":
+            _COMPILED[name] = _parfor_in_callee()
+        else:
+            fn = getattr(K, name)
+            _COMPILED[name] = (numba.njit(parallel=True)(fn), numba.njit(fn), INPUTS[name])
+    return _COMPILED[name]
+
+
+def _copy(a):
+    return a.copy() if isinstance(a, np.ndarray) else a
+
+
+def _floats(a) -> bool:
+    return np.issubdtype(np.asarray(a).dtype, np.floating)
+
+
+def central_differences(f, args, k, eps=1e-6):
+    """df/d(args[k]) of the serial function, element by element."""
+    base = [_copy(a) for _, a in args]
+    g = np.zeros_like(base[k])
+    for j in np.ndindex(base[k].shape):
+        vals = []
+        for sign in (1, -1):
+            moved = [_copy(a) for a in base]
+            moved[k][j] += sign * eps
+            vals.append(f(*moved))
+        g[j] = (vals[0] - vals[1]) / (2 * eps)
+    return g
+
+
+def reverse_shadows(f, args):
+    anns, shadows = [], []
+    for kind, a in args:
+        a = _copy(a)
+        if kind == "d":
+            shadows.append(np.zeros_like(a))
+            anns.append(Duplicated(a, shadows[-1]))
+        else:
+            shadows.append(None)
+            anns.append(Const(a))
+    autodiff(Reverse, f, Active, *anns)
+    return shadows
+
+
+def forward_tangent(f, args, seeds):
+    anns = [Duplicated(_copy(a), seeds[k].copy()) if kind == "d" else Const(_copy(a))
+            for k, (kind, a) in enumerate(args)]
+    return autodiff(Forward, f, Duplicated, *anns)
+
+
+CORPUS = sorted(INPUTS) + ["parfor_in_callee"]
+
+
+@pytest.mark.parametrize("name", CORPUS)
+def test_corpus_against_serial_differences(name):
+    par, ser, args = compiled(name)
+    refs = {k: central_differences(ser, args, k) for k, (kind, a) in enumerate(args)
+            if kind == "d" and _floats(a)}
+    seeds = {k: RNG.standard_normal(np.shape(a)) for k, (_, a) in enumerate(args)}
+    primal = ser(*[_copy(a) for _, a in args])
+    for threads in THREADS:
+        numba.set_num_threads(threads)
+        shadows = reverse_shadows(par, args)
+        for k, ref in refs.items():
+            np.testing.assert_allclose(shadows[k], ref, rtol=1e-5, atol=1e-7,
+                                       err_msg=f"reverse, argument {k}, {threads} threads")
+        value, tangent = forward_tangent(par, args, seeds)
+        assert value == pytest.approx(primal, rel=1e-9)
+        expect = sum(np.sum(ref * seeds[k]) for k, ref in refs.items())
+        assert tangent == pytest.approx(expect, rel=1e-5, abs=1e-7), f"{threads} threads"
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+@pytest.mark.parametrize("name", ["stencil", "gather", "gather_reduce", "lennard_jones"])
+def test_shared_adjoints_lose_no_update(name):
+    """Iterations on different threads add into the same adjoints (a stencil's neighbours, a
+    gather's repeated indices): run many times at the most threads, every result the same up
+    to the order of the sums."""
+    par, ser, args = compiled(name)
+    numba.set_num_threads(max(THREADS))
+    first = reverse_shadows(par, args)
+    for _ in range(40):
+        again = reverse_shadows(par, args)
+        for a, b in zip(first, again):
+            if a is not None:
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+def test_split_mode_keeps_each_rows_tape():
+    par, ser, args = compiled("two_loops")
+    x, w = (a.copy() for _, a in args)
+    ref = central_differences(ser, args, 0)
+    for threads in THREADS:
+        numba.set_num_threads(threads)
+        dx, dw = np.zeros_like(x), np.zeros_like(w)
+        fwd, rev = autodiff_thunk(ReverseSplitWithPrimal, par, Active, Duplicated(x, dx),
+                                  Duplicated(w, dw))
+        tape, result, _ = fwd(Duplicated(x, dx), Duplicated(w, dw))
+        assert result == pytest.approx(ser(x, w), rel=1e-12)
+        rev(Duplicated(x, dx), Duplicated(w, dw), 1.0, tape)
+        np.testing.assert_allclose(dx, ref, rtol=1e-5, atol=1e-7)
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+def test_batch_forward_gives_each_lane_its_tangent():
+    par, ser, args = compiled("stencil")
+    x = args[0][1].copy()
+    ref = central_differences(ser, args, 0)
+    lanes = tuple(np.eye(N)[j] for j in (0, 5, 11))
+    zeros = tuple(np.zeros(N) for _ in lanes)
+    _, tangents = autodiff(Forward, par, BatchDuplicated, BatchDuplicated(x, lanes),
+                           BatchDuplicated(np.zeros(N), zeros))
+    np.testing.assert_allclose(tangents, ref[[0, 5, 11]], rtol=1e-5, atol=1e-7)
+
+
+def test_gradient_inside_a_jitted_loop():
+    par, ser, args = compiled("calls_njit")
+    w = args[1][1].copy()
+    g = pyzyme.grad(par)
+
+    @numba.njit
+    def descend(x, w, steps):
+        for _ in range(steps):
+            x = x - 0.1 * g(x, w)
+        return x
+
+    x0 = args[0][1].copy()
+    expect = x0.copy()
+    for _ in range(3):
+        expect = expect - 0.1 * central_differences(ser, [("d", expect), ("c", w)], 0)
+    np.testing.assert_allclose(descend(x0.copy(), w, 3), expect, rtol=1e-5, atol=1e-7)
+
+
+# -- what the derivative code is -------------------------------------------------------------
+def _reverse_ir(name):
+    par, _, args = compiled(name)
+    anns = [Duplicated(_copy(a), np.zeros_like(a)) if kind == "d" else Const(_copy(a))
+            for kind, a in args]
+    return pyzyme.code_llvm(Reverse, par, Active, *anns)
+
+
+def test_iterations_owning_their_elements_add_without_atomics():
+    """``s += w[i] * sin(x[i])``: each iteration alone reads x[i], so its adjoint is a plain
+    add; only the per-thread reduction slot's adjoint, once per chunk, might be shared."""
+    ir = _reverse_ir("reduce_sum")
+    assert "pyzyme.parfor.rev." in ir
+    assert ir.count("atomicrmw fadd") <= 1
+
+
+def test_neighbours_add_atomically():
+    ir = _reverse_ir("stencil")
+    assert "atomicrmw fadd" in ir
+
+
+def test_serial_code_has_no_atomics():
+    _, ser, args = compiled("stencil")
+    anns = [Duplicated(_copy(a), np.zeros_like(a)) for _, a in args]
+    assert "atomicrmw fadd" not in pyzyme.code_llvm(Reverse, ser, Active, *anns)
+
+
+# -- refusals ----------------------------------------------------------------------------------
+def test_user_rule_inside_a_prange_body_is_refused_naming_the_loop():
+    """A user's reverse rule adds into shadow arrays by code of its own: run by several
+    threads at once it would race, so a rule called in a prange body is refused."""
+    @numba.njit
+    def norm2(v):
+        return np.sum(v * v)
+
+    @pyzyme.rules.augmented_primal(norm2)
+    @numba.njit
+    def norm2_aug(config, v, dv):
+        return norm2(v), None, v.copy()
+
+    @pyzyme.rules.reverse(norm2)
+    @numba.njit
+    def norm2_rev(config, dret, kept, v, dv):
+        if dv is not None:
+            for i in range(dv.size):
+                dv[i] += 2.0 * dret * kept[i]
+        return None
+
+    @numba.njit(parallel=True)
+    def uses_rule(A):
+        s = 0.0
+        for i in numba.prange(A.shape[0]):
+            s += norm2(A[i])
+        return s
+
+    A = np.ones((4, 3))
+    with pytest.raises(UnsupportedError, match="prange"):
+        autodiff(Reverse, uses_rule, Active, Duplicated(A, np.zeros_like(A)))
+
+
+def test_hvp_of_a_prange_loop_is_refused_naming_it():
+    par, _, args = compiled("reduce_two_in_one")
+    x = args[0][1].copy()
+    with pytest.raises(UnsupportedError, match="prange"):
+        pyzyme.hvp(par, x, np.ones_like(x))
