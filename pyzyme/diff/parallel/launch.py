@@ -26,8 +26,8 @@ The launch block (malloc'ed, one per launch, freed when the reverse sweep is don
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import wraps
 
 from pyzyme import naming
 from pyzyme.analysis.activity import Activity
@@ -93,16 +93,22 @@ def _load(b: IRBuilder, ty: T.Type, block: Value, k, name: str = "") -> Value:
 
 
 # -- the call and its parts ----------------------------------------------------------------
-@contextmanager
-def _the_loop(inst: I.CallBase):
-    """Errors from the loop's derivative name the launcher as their call (unless they name
-    another), so the frontend finds the loop's Python line."""
-    try:
-        yield
-    except UnsupportedError as err:
-        if not getattr(err, "callee", None):
-            err.callee = inst.called_function.name
-        raise
+def _launch_handler(handler):
+    """``handler`` where an argument of the launch carries a derivative (the launch as it is
+    elsewhere); its errors name the launcher as their call (unless they name another), so
+    the frontend finds the loop's Python line."""
+    @wraps(handler)
+    def handle(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
+        if not any(a in cx.activity.varied for a in inst.args):
+            cx.clone(inst)
+            return
+        try:
+            handler(cx, inst, row)
+        except UnsupportedError as err:
+            if not getattr(err, "callee", None):
+                err.callee = inst.called_function.name
+            raise
+    return handle
 
 
 def varied(row, inst: I.CallBase, is_varied) -> bool:
@@ -317,17 +323,10 @@ def _thread_id(module, row: spec.ParallelFor, b: IRBuilder) -> Value:
 
 
 # -- forward mode --------------------------------------------------------------------------
+@_launch_handler
 def forward_mode(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     """The body's forward derivative launched row by row: tangents follow the primal's
     schedule."""
-    if not any(a in cx.activity.varied for a in inst.args):
-        cx.clone(inst)
-        return
-    with _the_loop(inst):
-        _forward_mode(cx, inst, row)
-
-
-def _forward_mode(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     if inst.args[row.body].name.startswith(naming.PARALLEL_BODY):
         raise UnsupportedError(
             f"{cx.where} runs the reverse sweep of a parallel loop (a prange / parallel=True "
@@ -360,17 +359,10 @@ def _pair(cx, body: Function, known):
     return cx.callee_derivative(body, sig)
 
 
+@_launch_handler
 def augmented(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     """The forward sweep: the body's augmented primal launched row by row, each row's tape
     and thread id kept in the launch block for :func:`reverse`."""
-    if not any(a in cx.activity.varied for a in inst.args):
-        cx.clone(inst)
-        return
-    with _the_loop(inst):
-        _augmented(cx, inst, row)
-
-
-def _augmented(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     layout = _layout(cx, inst, row, 1)
     body, known = _split_body(cx, inst, row, layout)
     pair = _pair(cx, body, known)
