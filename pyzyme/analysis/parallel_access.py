@@ -41,8 +41,9 @@ Examples
 >>> fn = m.get_function("body")
 >>> owned = owned_arrays(fn, [fn.args[2]])
 >>> print(owned)
-owned by one iteration of @body: %x (8*%i)
->>> owned.owns(fn.blocks[1].instructions[1].pointer), fn.args[1] in owned.roots
+owned by one iteration of @body: %x (8*%i), %y (8*%i, shared within 1 of its row's ends)
+>>> loads = [i for i in fn.blocks[1].instructions if i.opcode == "load"]
+>>> owned.owns(loads[0].pointer), owned.owns(loads[1].pointer)
 (True, False)
 """
 
@@ -75,17 +76,35 @@ class OwnedArrays:
     the index it is owned by and the stride."""
 
     function: object
-    roots: dict = field(default_factory=dict)   # root -> (index phi, stride)
+    roots: dict = field(default_factory=dict)   # root -> (index phi, stride, reach)
+    bounds: dict = field(default_factory=dict)  # index phi -> (first, last) of its row
     wraps: object = None                        # select -> whether it is always 0
 
     def owns(self, pointer: Value) -> bool:
         """Whether ``pointer`` points into an array one iteration owns."""
+        found = self._root(pointer)
+        return found is not None and found[2] == 0
+
+    def near_edges(self, pointer: Value):
+        """For ``pointer`` into an array iterations share only with their neighbours (a
+        stencil's): ``(index, reach, first, last)``, the index and the bounds of its row
+        (the schedule's, inclusive), so that only an index within ``reach`` of either bound
+        shares bytes with another row's iterations; None for any other pointer."""
+        found = self._root(pointer)
+        if found is None or found[2] == 0 or found[0] not in self.bounds:
+            return None
+        index, _, reach = found
+        return (index, reach, *self.bounds[index])
+
+    def _root(self, pointer: Value):
         address = _address(pointer, self.wraps)
-        return address is not None and address.root in self.roots
+        return None if address is None else self.roots.get(address.root)
 
     def __str__(self) -> str:
-        parts = [f"{_ref(root)} ({stride}*{_ref(phi)})"
-                 for root, (phi, stride) in self.roots.items()]
+        parts = []
+        for root, (phi, stride, reach) in self.roots.items():
+            near = f", shared within {reach} of its row's ends" if reach else ""
+            parts.append(f"{_ref(root)} ({stride}*{_ref(phi)}{near})")
         return (f"owned by one iteration of {self.function.ref}: "
                 + (", ".join(parts) if parts else "nothing"))
 
@@ -94,17 +113,17 @@ def _ref(value: Value) -> str:
     return getattr(value, "ref", str(value))
 
 
-def owned_arrays(fn, schedule: Iterable[Value], nonnegative: bool = False) -> OwnedArrays:
+def owned_arrays(fn, schedule: Iterable[Value], first_index: int | None = None) -> OwnedArrays:
     """The arrays of parallel loop body ``fn`` that one iteration owns; ``schedule`` are the
     pointers to its schedule (the loop indices start at values loaded through them and step
-    up to the last one it gives). With ``nonnegative`` (the schedule's indices are), Numba's
+    up to the last one it gives). Given ``first_index``, a lower bound of the indices, Numba's
     wrap-around of a negative index ``i + d`` (``select (i + d < 0), n, 0``) is 0 for every
-    ``d >= 0``."""
+    ``d >= -first_index``."""
     result = OwnedArrays(fn)
     indices = _schedule_indices(fn, set(schedule))
     if not indices:
         return result
-    result.wraps = _no_wrap(indices) if nonnegative else None
+    result.wraps = _no_wrap(indices, first_index) if first_index is not None else None
     entry = fn.blocks[0] if fn.blocks else None
     accesses: dict = {}
     escaped: set = set()
@@ -125,7 +144,35 @@ def owned_arrays(fn, schedule: Iterable[Value], nonnegative: bool = False) -> Ow
         owner = _owner(found, indices, entry)
         if owner is not None:
             result.roots[root] = owner
+    result.bounds = _row_bounds(fn, indices)
     return result
+
+
+def _row_bounds(fn, indices: set) -> dict:
+    """``{index: (first, last)}``: the schedule's row gives each index its first value
+    and, ``n`` words on for an ``n``-dimensional schedule, its last (inclusive), both loaded
+    in the body; for the indices stepping up by one whose row shows that shape."""
+    loads: dict = {}
+    for block in fn.blocks:
+        for inst in block.instructions:
+            if isinstance(inst, I.Load) and inst.type == T.i64:
+                address = _address(inst.pointer)
+                if address is not None:
+                    loads.setdefault((address.root, address.terms), {})[address.const] = inst
+    bounds = {}
+    for loop in analyze_loops(fn).loops:
+        for iv in loop.inductions:
+            if iv.phi not in indices or iv.step != 1:
+                continue
+            address = _address(iv.start.pointer)
+            row = loads.get((address.root, address.terms), {})
+            offsets = sorted(row)
+            if len(offsets) % 2 or address.const not in offsets:
+                continue
+            k, n = offsets.index(address.const), len(offsets) // 2
+            if k < n and offsets == [offsets[0] + 8 * j for j in range(2 * n)]:
+                bounds[iv.phi] = (iv.start, row[offsets[k + n]])
+    return bounds
 
 
 def _schedule_indices(fn, schedule: set) -> set:
@@ -165,8 +212,9 @@ def _escaping(inst) -> list:
 
 
 def _owner(found: list, indices: set, entry):
-    """``(index, stride)`` where every address of ``found`` is ``a*index + c`` plus the same
-    invariant terms, the same ``a`` for all, and their bytes fit in one stride."""
+    """``(index, stride, reach)`` where every address of ``found`` is ``a*index + c`` plus
+    the same invariant terms, the same ``a`` for all: ``reach`` is the most two iterations'
+    indices may differ by and still touch one byte (0: each owns its bytes)."""
     first = found[0][0]
     index = None
     for atom, coef in first.terms:
@@ -179,14 +227,13 @@ def _owner(found: list, indices: set, entry):
     rest = tuple((a, c) for a, c in first.terms if a is not index)
     if not all(isinstance(a, Value) and _invariant(a, entry) for a, _ in rest):
         return None
-    low = min(address.const for address, _ in found)
-    high = max(address.const + size for address, size in found)
-    if high - low > abs(stride):
-        return None
     for address, _ in found:
         if address.terms != first.terms:
             return None
-    return index, stride
+    low = min(address.const for address, _ in found)
+    high = max(address.const + size for address, size in found)
+    # Iterations i and i' reach the same byte only if |a| * |i - i'| < high - low.
+    return index, stride, -(-(high - low) // abs(stride)) - 1
 
 
 def _invariant(value: Value, entry) -> bool:
@@ -195,10 +242,10 @@ def _invariant(value: Value, entry) -> bool:
 
 
 # -- addresses as linear forms ---------------------------------------------------------------
-def _no_wrap(indices: set):
-    """Whether a select is Numba's wrap-around of ``i + d`` (``d >= 0``, ``i`` an index of
-    ``indices``, which are non-negative): ``select (x < 0), n, 0`` or ``select (x > -1), 0,
-    n``, always 0."""
+def _no_wrap(indices: set, low: int):
+    """Whether a select is Numba's wrap-around of ``x = i + d`` (``i`` an index of
+    ``indices``, all ``>= low``; ``d >= -low``): ``select (x < 0), n, 0`` or ``select (x >
+    -1), 0, n``, LLVM's ``select (i > c), 0, n`` for ``x = i - c - 1``, always 0."""
     def always_zero(select) -> bool:
         cond, a, b = select.operands
         if not (isinstance(cond, I.Compare) and cond.opcode == "icmp"):
@@ -206,16 +253,16 @@ def _no_wrap(indices: set):
         x, bound = cond.operands
         if not isinstance(bound, ConstantInt):
             return False
-        if (cond.predicate, bound.signed) == ("slt", 0):
-            zero = b
-        elif (cond.predicate, bound.signed) == ("sgt", -1):
-            zero = a
+        if cond.predicate == "slt":     # x < c: x - c < 0
+            zero, shift = b, -bound.signed
+        elif cond.predicate == "sgt":   # x > c: x - c - 1 > -1
+            zero, shift = a, -bound.signed - 1
         else:
             return False
         if not (isinstance(zero, ConstantInt) and zero.value == 0):
             return False
         form = _linear(x)
-        return form is not None and form[0] >= 0 and len(form[1]) == 1 \
+        return form is not None and form[0] + shift >= -low and len(form[1]) == 1 \
             and next(iter(form[1].items())) in {(i, 1) for i in indices}
     return always_zero
 

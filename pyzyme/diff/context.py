@@ -355,16 +355,28 @@ class ReverseContext(_Generated):
     def _owned(self, pointer: Value) -> bool:
         """In the body of a parallel loop whose arrays do not overlap: whether ``pointer``
         points into an array one iteration owns (:mod:`pyzyme.analysis.parallel_access`)."""
+        owned = self._owned_arrays()
+        return owned is not None and owned.owns(pointer)
+
+    def near_row_edges(self, pointer: Value):
+        """In the body of a parallel loop: for ``pointer`` into an array iterations share
+        only with their neighbours, ``(index, reach, first, last)`` (primal values; see
+        :meth:`~pyzyme.analysis.parallel_access.OwnedArrays.near_edges`): adjoints need an
+        atomic add only within ``reach`` of the row's ends. None otherwise."""
+        owned = self._owned_arrays()
+        return None if owned is None else owned.near_edges(pointer)
+
+    def _owned_arrays(self):
         body = self.sig.parallel_body
         if body is None:
-            return False
+            return None
         if self.owned is None:
             schedule = []
             for args in self.old.args[0], self.old.args[-1]:  # args, and cargs (split)
                 slots = argument_slots(args) or {}
                 schedule += [u for u in slots.get(body.schedule, ()) if isinstance(u, I.Load)]
-            self.owned = owned_arrays(self.old, schedule, body.nonnegative)
-        return self.owned.owns(pointer)
+            self.owned = owned_arrays(self.old, schedule, body.first_index)
+        return self.owned
 
     def _allocated_here(self, value: Value) -> bool:
         callee = value.called_function if isinstance(value, I.CallBase) else None

@@ -66,12 +66,12 @@ class ForwardSignature:
 class ParallelBody:
     """What the reverse of a parallel loop's body may rely on, where the arrays of its launch
     do not overlap: ``schedule`` is the slot of its argument array holding the schedule (see
-    :class:`~pyzyme.rules.spec.ParallelFor`), ``nonnegative`` whether the schedule's indices
-    are. Arrays one iteration owns then take plain adds
+    :class:`~pyzyme.rules.spec.ParallelFor`), ``first_index`` a lower bound of the
+    schedule's indices (None: none known). Arrays one iteration owns then take plain adds
     (:mod:`pyzyme.analysis.parallel_access`)."""
 
     schedule: int
-    nonnegative: bool
+    first_index: int | None
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ ROWS = (
     # gufunc launched by the threading layer's parallel_for (numba/np/ufunc/workqueue.c,
     # omppool.cpp, tbbpool.cpp), whose reductions index per-thread slots by get_thread_id().
     ParallelFor(("numba_parallel_for",), "runtime", thread_id="get_thread_id", schedule=0,
+                schedulers=("do_scheduling_signed", "do_scheduling_unsigned"),
                 unsigned_schedule="do_scheduling_unsigned"),
     *_numba_helper("tgamma"),
     *_numba_helper("frexp"),

@@ -246,7 +246,9 @@ class ParallelFor(Row):
     running it (Numba's reductions keep one slot per thread). ``schedule`` is the slot of
     ``args`` holding the schedule (a row's first and last loop index), the one argument
     advanced per row: the others are passed whole to every row (their outer step is 0).
-    ``unsigned_schedule`` names the function that fills a schedule of non-negative indices."""
+    ``schedulers`` name the functions that fill a schedule (``(ndim, starts, stops, ...,
+    schedule, ...)``: the loop's first indices at ``scheduler_starts``, the schedule at
+    ``scheduler_schedule``); ``unsigned_schedule`` is the one whose indices are unsigned."""
 
     body: int = 0
     args: int = 1
@@ -258,4 +260,7 @@ class ParallelFor(Row):
     threads: int = 7
     thread_id: str = ""
     schedule: int = 0
+    schedulers: tuple[str, ...] = ()
+    scheduler_starts: int = 1
+    scheduler_schedule: int = 4
     unsigned_schedule: str = ""

@@ -39,7 +39,7 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.module import Function
-from pyzyme.ir.values import Argument, Value, const_int, const_null
+from pyzyme.ir.values import Argument, ConstantInt, Value, const_int, const_null
 from pyzyme.rules import spec
 from pyzyme.transforms.parallel_body import argument_slots, split_arguments
 
@@ -164,12 +164,29 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
                             everything - {row.schedule})
     known = None
     if _distinct(cx, [v for k in sorted(active) for v in stored[k]]):
-        unsigned = row.unsigned_schedule and any(
-            isinstance(u, I.CallBase) and u.called_function is not None
-            and u.called_function.name == row.unsigned_schedule
-            for v in stored.get(row.schedule, ()) for u in getattr(v, "users", ()))
-        known = ParallelBody(row.schedule, bool(unsigned))
+        known = ParallelBody(row.schedule, _first_index(row, stored.get(row.schedule, ())))
     return split, known
+
+
+def _first_index(row: spec.ParallelFor, schedules) -> int | None:
+    """A lower bound of the indices of the schedule the launch passes (``schedules``: the
+    values stored into its slot): the least constant first index the scheduler was given,
+    or 0 for an unsigned schedule; None where neither is known."""
+    for schedule in schedules:
+        for call in getattr(schedule, "users", ()):
+            callee = call.called_function if isinstance(call, I.CallBase) else None
+            if callee is None or callee.name not in row.schedulers \
+                    or call.args[row.scheduler_schedule] is not schedule:
+                continue
+            starts = argument_slots(call.args[row.scheduler_starts], launch=call, word=True)
+            values = [u.operands[0] for uses in (starts or {}).values() for u in uses
+                      if isinstance(u, I.Store)]
+            unsigned = callee.name == row.unsigned_schedule
+            if values and all(isinstance(v, ConstantInt) for v in values):
+                least = min(v.signed for v in values)
+                return max(least, 0) if unsigned else least
+            return 0 if unsigned else None
+    return None
 
 
 def _distinct(cx, pointers) -> bool:

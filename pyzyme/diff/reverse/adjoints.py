@@ -88,13 +88,39 @@ class ReverseAdjoints:
             # the same shadow memory (a stencil's neighbours, a scatter).
             if inst.pointer in st.runtime:
                 d = b.select(self._inactive_here(st, inst.pointer), const_null(inst.type), d)
-            atomic_add(b, inst.type, pointer, d)
+            edge = st.near_row_edges(inst.pointer)
+            if edge is None:
+                atomic_add(b, inst.type, pointer, d)
+            else:
+                self._add_near_edges(st, inst, pointer, d, edge)
             return
         old = b.load(inst.type, pointer, inst.align)
         new = _add(b, inst.type, old, d, self.sum_flags)
         if inst.pointer in st.runtime:  # no adjoint goes into memory without a shadow
             new = b.select(self._inactive_here(st, inst.pointer), old, new)
         b.store(new, pointer, inst.align)
+
+    def _add_near_edges(self, st: ReverseContext, inst: I.Load, pointer, d, edge) -> None:
+        """``*pointer += d`` for an array iterations share with their neighbours only (a
+        stencil's): atomic where the index is within ``reach`` of its row's ends, where
+        another thread's row may add into the same element; a plain add inside the row."""
+        index, reach, first, last = edge
+        b = st.rb
+        i, lo, hi = st.primal(index), st.primal(first), st.primal(last)
+        r = const_int(i.type, reach)
+        near = b.or_(b.icmp("ult", b.sub(i, lo), r), b.icmp("ult", b.sub(hi, i), r),
+                     name="row.edge")
+        shared, own, done = (st.rev.append_block(name) for name in
+                             ("adjoint.shared", "adjoint.own", "adjoint.done"))
+        b.cbranch(near, shared, own)
+        b.position_at_end(shared)
+        atomic_add(b, inst.type, pointer, d)
+        b.br(done)
+        b.position_at_end(own)
+        b.store(_add(b, inst.type, b.load(inst.type, pointer, inst.align), d, self.sum_flags),
+                pointer, inst.align)
+        b.br(done)
+        b.position_at_end(done)
 
     def _reverse_store(self, st: ReverseContext, inst: I.Store) -> None:
         value, pointer = inst.operands
