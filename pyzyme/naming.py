@@ -21,7 +21,7 @@ __all__ = ["symbol_name", "forward_function", "tangent", "shadow_param", "partia
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
            "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
            "repeated", "repeat_base", "moved", "parallel_body",
-           "PARALLEL_BODY"]
+           "PARALLEL_BODY", "PARALLEL_CONSTANT"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -171,6 +171,9 @@ def moved(primal: str, part: str) -> str:
 
 
 PARALLEL_BODY = "pyzyme.parfor."
+#: The identity through which a parallel loop's derivative passes the arrays that carry no
+#: derivative (an inactive rule row in pyzyme.rules.runtime says so).
+PARALLEL_CONSTANT = "pyzyme.parfor.constant"
 
 
 def parallel_body(body: str, sweep: str) -> str:

@@ -44,18 +44,46 @@ def parallel_sum_of_squares(x):
     return s
 
 
-def test_a_prange_loop_differentiates_and_its_hvp_is_refused_naming_it():
-    # Its gradient is differentiated (tests/parallel); forward over reverse is not yet.
+@numba.njit
+def norm2(v):
+    return np.sum(v * v)
+
+
+@pyzyme.rules.augmented_primal(norm2)
+@numba.njit
+def _norm2_aug(config, v, dv):
+    return norm2(v), None, v.copy()
+
+
+@pyzyme.rules.reverse(norm2)
+@numba.njit
+def _norm2_rev(config, dret, kept, v, dv):
+    if dv is not None:
+        for i in range(dv.size):
+            dv[i] += 2.0 * dret * kept[i]
+    return None
+
+
+@numba.njit(parallel=True)
+def parallel_norms(a):
+    s = 0.0
+    for i in numba.prange(a.shape[0]):
+        s += norm2(a[i])
+    return s
+
+
+def test_a_rule_in_a_prange_loop_is_refused_with_the_loops_line():
+    # The loop itself differentiates (tests/parallel); a user rule in its body does not.
     x = np.array([1.0, 2.0, 3.0])
     dx = np.zeros(3)
     autodiff(Reverse, parallel_sum_of_squares, Active, Duplicated(x, dx))
     np.testing.assert_allclose(dx, [1.0 + 2.0, 4.0, 6.0])
     with pytest.raises(UnsupportedError) as info:
-        pyzyme.hvp(parallel_sum_of_squares, x, np.ones(3))
+        autodiff(Reverse, parallel_norms, Active, Duplicated(np.ones((3, 2)), np.zeros((3, 2))))
     message = str(info.value)
-    assert "prange / parallel=True loop" in message and "parallel_sum_of_squares" in message
-    assert "parallel=False" in message
-
+    assert "prange / parallel=True loop" in message and "norm2" in message
+    assert where(parallel_norms, "numba.prange") in message
+    assert "range instead of numba.prange" in message
 
 @numba.njit
 def singular_value_sum(a):

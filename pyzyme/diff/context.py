@@ -366,13 +366,20 @@ class ReverseContext(_Generated):
         owned = self._owned_arrays()
         return None if owned is None else owned.near_edges(pointer)
 
+    def threads_share(self):
+        """In the reverse sweep of the body of a parallel loop: the ``i1`` that says whether
+        other threads run at the same time (an adjoint added into shared memory need not be
+        atomic where none does); None elsewhere (a callee of such a body: always shared)."""
+        body = self.sig.parallel_body
+        return None if body is None else self.primal(self.old.args[body.shared])
+
     def _owned_arrays(self):
         body = self.sig.parallel_body
-        if body is None:
+        if body is None or not body.distinct:
             return None
         if self.owned is None:
             schedule = []
-            for args in self.old.args[0], self.old.args[-1]:  # args, and cargs (split)
+            for args in self.old.args[0], self.old.args[4]:  # args, and cargs (split)
                 slots = argument_slots(args) or {}
                 schedule += [u for u in slots.get(body.schedule, ()) if isinstance(u, I.Load)]
             self.owned = owned_arrays(self.old, schedule, body.first_index)
@@ -393,6 +400,12 @@ class ReverseContext(_Generated):
         """Type analysis of the primal function (a
         :class:`~pyzyme.analysis.type_analysis.TypeResults`), run once, when first asked."""
         return self.generator.function_types(self.old)
+
+    def seed_types(self, fn, seeds: dict) -> None:
+        """Type analysis of function ``fn`` (a callee, or a loop body this one launches)
+        starts from ``seeds`` (argument index -> TypeTree): what this function knows of the
+        arguments it passes."""
+        self.generator.type_seeds.setdefault(fn, {}).update(seeds)
 
     def callee_derivative(self, callee, sig):
         """The reverse-mode derivative of function ``callee`` with interface ``sig`` (a

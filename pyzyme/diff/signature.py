@@ -64,12 +64,16 @@ class ForwardSignature:
 
 @dataclass(frozen=True)
 class ParallelBody:
-    """What the reverse of a parallel loop's body may rely on, where the arrays of its launch
-    do not overlap: ``schedule`` is the slot of its argument array holding the schedule (see
+    """What the reverse of a parallel loop's body may rely on: parameter ``shared`` (an
+    ``i1``) says whether other threads run other rows at the same time (no atomic add where
+    none does). Where the arrays of its launch do not overlap (``distinct``), arrays one
+    iteration owns take plain adds (:mod:`pyzyme.analysis.parallel_access`): ``schedule``
+    is the slot of its argument array holding the schedule (see
     :class:`~pyzyme.rules.spec.ParallelFor`), ``first_index`` a lower bound of the
-    schedule's indices (None: none known). Arrays one iteration owns then take plain adds
-    (:mod:`pyzyme.analysis.parallel_access`)."""
+    schedule's indices (None: none known)."""
 
+    shared: int
+    distinct: bool
     schedule: int
     first_index: int | None
 

@@ -81,7 +81,11 @@ def readable(name: str) -> str:
     '__main__.my_ab'
     >>> readable("sqrt")
     'sqrt'
+    >>> readable("__gufunc__._ZN13_3cdynamic_3e36__numba_parfor_gufunc_0x7f01B2v7E.split.0")
+    'the body of a prange / parallel=True loop'
     """
+    if name.startswith("__gufunc__.") and "__numba_parfor_gufunc" in name:
+        return "the body of a prange / parallel=True loop"  # Numba's outlined parfor
     if not name.startswith("_ZN"):
         return name
     parts, pos = [], 3

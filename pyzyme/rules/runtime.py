@@ -41,6 +41,12 @@ ROWS = (
     # A prange / parallel=True loop (numba/parfors/parfor_lowering.py): the outlined body is a
     # gufunc launched by the threading layer's parallel_for (numba/np/ufunc/workqueue.c,
     # omppool.cpp, tbbpool.cpp), whose reductions index per-thread slots by get_thread_id().
+    # What a parallel loop's derivative passes as the arrays carrying no derivative
+    # (pyzyme.diff.parallel.launch): the identity, seen as inactive by forward mode over
+    # that derivative (hvp), where the pointers come out of memory that carries shadows.
+    Inactive(("pyzyme.parfor.constant",), "runtime",
+             reason="the arrays of a parallel loop's body that carry no derivative: their "
+                    "pointers are passed apart and never differentiated"),
     ParallelFor(("numba_parallel_for",), "runtime", thread_id="get_thread_id", schedule=0,
                 schedulers=("do_scheduling_signed", "do_scheduling_unsigned"),
                 unsigned_schedule="do_scheduling_unsigned"),

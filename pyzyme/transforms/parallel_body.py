@@ -46,7 +46,8 @@ _WORD = 8
 def argument_slots(args: Value, launch=None, word: bool = False) -> dict | None:
     """The loads (or stores) of the ``ptr`` slots of the array at ``args`` by slot index:
     ``{k: [instruction, ...]}``; None where the array is used any other way than by call
-    ``launch`` (its address passed on, a slot at an offset known only at run time). With
+    ``launch`` or another call of its callee (its address passed on, a slot at an offset
+    known only at run time). With
     ``word``, the slots are ``i64`` ones (``dims``, ``steps``), and other uses are ignored."""
     slots: dict = {}
     work = [(args, 0)]
@@ -65,8 +66,10 @@ def argument_slots(args: Value, launch=None, word: bool = False) -> dict | None:
                 slots.setdefault(offset // _WORD, []).append(user)
             elif user is launch or (
                     isinstance(user, I.CallBase) and user.called_function is not None
-                    and user.called_function.name.startswith("llvm.lifetime")):
-                continue
+                    and (user.called_function.name.startswith("llvm.lifetime")
+                         or (launch is not None
+                             and user.called_function is launch.called_function))):
+                continue  # another launch may reuse the array (a loop unrolled)
             elif not word:
                 return None
     return slots
@@ -82,8 +85,9 @@ def _constant_offset(gep: I.GetElementPtr) -> int | None:
 
 def split_arguments(module, body, inactive: frozenset, broadcast: frozenset = frozenset()):
     """A copy of ``body`` (``void (ptr args, ptr dims, ptr steps, ptr data)``) taking a fifth
-    parameter ``cargs``, from which it reads the slots ``inactive`` of ``args``; made once per
-    body and set of slots. The outer steps of the slots ``broadcast`` (``steps[k]``: the
+    parameter ``cargs``, from which it reads the slots ``inactive`` of ``args``, and a sixth,
+    ``i1 shared``, which it does not read (its derivatives do: whether other threads run
+    other rows at the same time); made once per body and set of slots. The outer steps of the slots ``broadcast`` (``steps[k]``: the
     launcher passes those arguments whole to every row) read as 0, so each such argument's
     address is the same in every row where the analyses can see it.
 
@@ -104,14 +108,15 @@ def split_arguments(module, body, inactive: frozenset, broadcast: frozenset = fr
         return made
     fnty = body.function_type
     new = module.add_function(name,
-                              T.FunctionType(fnty.ret, [*fnty.params, T.ptr]),
+                              T.FunctionType(fnty.ret, [*fnty.params, T.ptr, T.i1]),
                               prefix="internal", suffix=body.suffix)
     mapping: dict = {}
     for old, arg in zip(body.args, new.args):
         arg.name = old.name
         mapping[old] = arg
-    cargs = new.args[-1]
+    cargs = new.args[-2]
     cargs.name = "cargs"
+    new.args[-1].name = "shared"
     redirected = {inst for k in inactive for inst in slots.get(k, ())}
     steps = argument_slots(body.args[2], word=True) or {}
     zeroed = {inst for k in broadcast for inst in steps.get(k, ())

@@ -277,8 +277,92 @@ def test_user_rule_inside_a_prange_body_is_refused_naming_the_loop():
         autodiff(Reverse, uses_rule, Active, Duplicated(A, np.zeros_like(A)))
 
 
-def test_hvp_of_a_prange_loop_is_refused_naming_it():
-    par, _, args = compiled("reduce_two_in_one")
+@pytest.mark.parametrize("name", ["reduce_two_in_one", "stencil", "two_loops",
+                                  "time_loop_reduction", "rows"])
+def test_hvp_matches_the_serial_functions(name):
+    """Forward over reverse: the launches of the reverse sweep are themselves launched by
+    forward mode, their launch blocks with shadows."""
+    par, ser, args = compiled(name)
+    rest = [_copy(a) for _, a in args[1:]]
     x = args[0][1].copy()
-    with pytest.raises(UnsupportedError, match="prange"):
-        pyzyme.hvp(par, x, np.ones_like(x))
+    v = RNG.standard_normal(x.shape)
+
+    def at(f):
+        env = {"f": f, **{f"a{j}": a for j, a in enumerate(rest)}}
+        copies = ", ".join(f"a{j}.copy()" for j in range(len(rest)))
+        exec(f"def g(x):\n    return f(x.copy(){', ' if rest else ''}{copies})", env)
+        return env["g"]
+    expect = pyzyme.hvp(at(ser), x, v)
+    for threads in THREADS:
+        numba.set_num_threads(threads)
+        np.testing.assert_allclose(pyzyme.hvp(at(par), x, v), expect, rtol=1e-9, atol=1e-12)
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+# -- shapes found on other people's code -------------------------------------------------------
+@numba.njit(parallel=True)
+def slice_then_prange(u):
+    v = np.zeros_like(u)
+    v[:, :] = u                       # a 2-D parfor: its steps outnumber its dims
+    s = 0.0
+    for i in numba.prange(u.shape[0]):
+        for j in range(u.shape[1]):
+            s += v[i, j] * v[i, j]
+    return s
+
+
+@numba.njit(parallel=True)
+def copies_in_prange(u):
+    v = np.zeros_like(u)
+    for i in numba.prange(u.shape[0]):
+        v[i] = u[i]                   # LLVM makes the body a memcpy: types from the caller
+    s = 0.0
+    for i in range(u.shape[0]):
+        s += v[i] * v[i] * (i + 1)
+    return s
+
+
+@numba.njit(parallel=True)
+def unrolled_launches(u, w):
+    total = 0.0
+    for _ in range(2):                # unrolled: two launches share one argument array
+        s = 0.0
+        for i in numba.prange(u.shape[0]):
+            s += u[i] * w[i]
+        for i in range(u.shape[0]):
+            u[i] = u[i] * (1.0 + 0.01 * s)
+        total += s
+    return total
+
+
+@pytest.mark.parametrize("f, shape, weights", [
+    (slice_then_prange, (6, 5), None),
+    (copies_in_prange, (7,), None),
+    (unrolled_launches, (9,), RNG.random(9)),
+])
+def test_shapes_of_published_kernels(f, shape, weights):
+    u = RNG.random(shape)
+    extra = () if weights is None else (weights,)
+    serial = numba.njit(f.py_func)
+
+    def value(x):
+        return serial(x.copy(), *extra)
+    du = np.zeros_like(u)
+    anns = [Duplicated(u.copy(), du)] + [Const(e) for e in extra]
+    autodiff(Reverse, f, Active, *anns)
+    ref = central_differences(lambda x: value(x), [("d", u)], 0)
+    np.testing.assert_allclose(du, ref, rtol=1e-5, atol=1e-7)
+
+
+def test_one_thread_adds_without_atomics_at_run_time():
+    """The reverse body branches on whether other threads run: at one thread its atomic
+    adds are not reached (the same gradient either way)."""
+    ir = _reverse_ir("stencil")
+    assert "adjoint.shared" in ir and "adjoint.own" in ir
+    par, ser, args = compiled("stencil")
+    numba.set_num_threads(1)
+    one = reverse_shadows(par, args)
+    numba.set_num_threads(max(THREADS))
+    many = reverse_shadows(par, args)
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    np.testing.assert_allclose(one[0], many[0], rtol=1e-12, atol=1e-14)

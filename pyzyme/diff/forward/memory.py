@@ -120,7 +120,7 @@ def atomicrmw(cx, inst: I.AtomicRMW, new: I.AtomicRMW) -> None:
             cx.builder.insert(I.AtomicRMW(inst.operation, shadows[k],
                                           cx.derivative(value, k), inst.ordering,
                                           inst.syncscope, inst.volatile, inst.align))
-        if inst in cx.activity.varied:
+        if inst in cx.activity.varied and inst.users:
             raise UnsupportedError(f"the old value of a floating atomicrmw is used in "
                                    f"{cx.where}; pyzyme does not differentiate that yet")
         return

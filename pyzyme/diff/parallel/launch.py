@@ -31,10 +31,11 @@ from functools import wraps
 
 from pyzyme import naming
 from pyzyme.analysis.activity import Activity
-from pyzyme.diff.memory_calls import free_function, malloc
 from pyzyme.analysis.overwrite import underlying_object
+from pyzyme.analysis.typetree import TypeTree
+from pyzyme.diff.memory_calls import free_function, malloc
 from pyzyme.diff.signature import ForwardSignature, ParallelBody, ReverseSignature
-from pyzyme.errors import UnsupportedError
+from pyzyme.errors import TypeAnalysisError, UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -51,12 +52,15 @@ _NROWS, _NSLOTS, _DATA, _TARGS, _TDIMS, _TSTEPS, _ARGS = range(7)
 
 @dataclass(frozen=True)
 class _Layout:
-    """Word offsets of a launch block for ``count`` arguments, ``ndim`` core dimensions and
-    ``lanes`` shadows per argument."""
+    """Word offsets of a launch block for ``count`` arguments, ``ndim`` core dimensions,
+    ``lanes`` shadows per argument and ``data_lanes`` shadows of ``data`` (forward mode of a
+    derivative's own launch, whose ``data`` is a launch block holding shadows: ``hvp``)."""
 
     count: int
     ndim: int
+    nsteps: int
     lanes: int
+    data_lanes: int = 0
 
     @property
     def shadows(self) -> int:
@@ -71,9 +75,13 @@ class _Layout:
         return self.dims + self.ndim + 1
 
     @property
+    def data_shadows(self) -> int:
+        return self.steps + self.nsteps
+
+    @property
     def fixed(self) -> int:
         """Words before the per-row part."""
-        return self.steps + self.count + self.ndim
+        return self.data_shadows + self.data_lanes
 
 
 def _i64(n: int) -> Value:
@@ -127,7 +135,8 @@ def _body(cx, inst: I.CallBase, row: spec.ParallelFor) -> Function:
     return body
 
 
-def _layout(cx, inst: I.CallBase, row: spec.ParallelFor, lanes: int) -> _Layout:
+def _layout(cx, inst: I.CallBase, row: spec.ParallelFor, lanes: int,
+            data_lanes: int = 0) -> _Layout:
     count, ndim = inst.args[row.array_count], inst.args[row.inner_ndim]
     if not (isinstance(getattr(count, "value", None), int)
             and isinstance(getattr(ndim, "value", None), int)):
@@ -135,13 +144,26 @@ def _layout(cx, inst: I.CallBase, row: spec.ParallelFor, lanes: int) -> _Layout:
             f"{cx.where} launches a parallel loop with a number of arguments or dimensions "
             f"known only at run time: {inst}",
             hint="write the loop with range instead of numba.prange")
-    return _Layout(count.value, ndim.value, lanes)
+    # ``steps`` holds an outer step per argument, then a stride per core dimension of each
+    # argument (a 2-D array has two, where ``dims`` may list a size once for several):
+    # its length is that of the array the caller filled.
+    if inst.args[row.body].name.startswith(naming.PARALLEL_BODY):
+        return _Layout(count.value, ndim.value, 1, lanes, data_lanes)  # see _launch
+    steps = underlying_object(inst.args[row.steps])
+    if not (isinstance(steps, I.Alloca) and isinstance(steps.allocated_type, T.ArrayType)
+            and steps.count is None):
+        raise UnsupportedError(
+            f"{cx.where} launches a parallel loop (a prange / parallel=True loop) whose "
+            f"steps array has a length pyzyme cannot see: {inst}",
+            hint="write the loop with range instead of numba.prange")
+    return _Layout(count.value, ndim.value, steps.allocated_type.count, lanes, data_lanes)
 
 
 #: The split body's parameters (see :func:`_split_body`): ``args`` (its slots that carry
-#: derivatives), ``dims``, ``steps``, ``data``, ``cargs`` (the others).
+#: derivatives), ``dims``, ``steps``, ``data``, ``cargs`` (the others), ``shared``.
 _BODY_ACTIVITIES = (Activity.DUPLICATED, Activity.CONST, Activity.CONST, Activity.CONST,
-                    Activity.CONST)
+                    Activity.CONST, Activity.CONST)
+_SHARED = 5
 
 
 def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
@@ -155,16 +177,15 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
             f"{cx.where} launches a parallel loop (a prange / parallel=True loop) with an "
             f"argument array pyzyme cannot follow: {inst}",
             hint="write the loop with range instead of numba.prange")
-    stored = {k: [u.operands[0] for u in uses if isinstance(u, I.Store)]
+    stored = {k: _reaching(inst, [u for u in uses if isinstance(u, I.Store)])
               for k, uses in slots.items()}
     active = frozenset(k for k, values in stored.items()
                        if any(v in cx.activity.varied for v in values))
     everything = frozenset(range(layout.count))
     split = split_arguments(cx.module, body, everything - active,
                             everything - {row.schedule})
-    known = None
-    if _distinct(cx, [v for k in sorted(active) for v in stored[k]]):
-        known = ParallelBody(row.schedule, _first_index(row, stored.get(row.schedule, ())))
+    known = ParallelBody(_SHARED, _distinct(cx, [v for k in sorted(active) for v in stored[k]]),
+                         row.schedule, _first_index(row, stored.get(row.schedule, ())))
     return split, known
 
 
@@ -189,6 +210,40 @@ def _first_index(row: spec.ParallelFor, schedules) -> int | None:
     return None
 
 
+def _seed_argument_types(cx, inst: I.CallBase, row: spec.ParallelFor, body) -> None:
+    """The body's type analysis starts from what this function's knows of the arrays it
+    puts in the argument array (a body that only copies them, as LLVM turns
+    ``v[i] = u[i]`` into, shows no type of its own)."""
+    try:
+        types = cx.types()
+    except TypeAnalysisError:
+        return
+    slots = argument_slots(inst.args[row.args], launch=inst) or {}
+    pointee = TypeTree()
+    for k, uses in slots.items():
+        values = _reaching(inst, [u for u in uses if isinstance(u, I.Store)])
+        if len(values) != 1:
+            continue
+        for path, ct in types.tree(values[0]):
+            if path[0] in (-1, 0):
+                pointee.insert((_W * k, *path[1:]), ct)
+    if pointee:
+        tree = TypeTree.pointer_to(pointee)
+        cx.seed_types(body, {0: tree, 4: tree})  # args and cargs
+
+
+def _reaching(launch: I.CallBase, stores: list) -> list:
+    """The values of ``stores`` (into one slot of the argument array) that ``launch`` may
+    read: the last one before it in its block, where there is one; else all of them (an
+    array several launches share, filled elsewhere)."""
+    block = launch.parent.instructions
+    before = [s for s in stores if s.parent is launch.parent
+              and block.index(s) < block.index(launch)]
+    if before:
+        return [max(before, key=block.index).operands[0]]
+    return [s.operands[0] for s in stores]
+
+
 def _distinct(cx, pointers) -> bool:
     """Whether ``pointers`` (the arrays of a launch that carry derivatives) point into
     different objects, each an argument the caller marked ``noalias`` (arrays the API found
@@ -208,9 +263,11 @@ def _distinct(cx, pointers) -> bool:
     return True
 
 
-def _fill(cx, b: IRBuilder, inst, row, layout: _Layout, value, shadows) -> Value:
+def _fill(cx, b: IRBuilder, inst, row, layout: _Layout, value, shadows,
+          data_shadows=()) -> Value:
     """In the derivative, before the launch: the launch block, filled. ``value`` maps the
-    primal's operands; ``shadows`` are the shadows of its ``args`` array, one per lane."""
+    primal's operands; ``shadows`` are the shadows of its ``args`` array, one per lane, and
+    ``data_shadows`` those of its ``data``, where it has any."""
     dims = value(inst.args[row.dims])
     nrows = b.load(T.i64, dims, 8, name="parfor.rows")
     threads = value(inst.args[row.threads])
@@ -232,8 +289,10 @@ def _fill(cx, b: IRBuilder, inst, row, layout: _Layout, value, shadows) -> Value
     for k in range(layout.ndim + 1):
         _store(b, b.load(T.i64, b.gep(T.i64, dims, [_i64(k)]), 8), block, layout.dims + k)
     steps = value(inst.args[row.steps])
-    for k in range(layout.count + layout.ndim):
+    for k in range(layout.nsteps):
         _store(b, b.load(T.i64, b.gep(T.i64, steps, [_i64(k)]), 8), block, layout.steps + k)
+    for lane, shadow in enumerate(data_shadows):
+        _store(b, shadow, block, layout.data_shadows + lane)
     return block
 
 
@@ -286,6 +345,11 @@ class _Trampoline:
         self.args = b.alloca(T.ArrayType(n, T.ptr), name="row.args")
         self.shadows = [b.alloca(T.ArrayType(n, T.ptr), name=f"row.shadows{lane}")
                         for lane in range(layout.lanes)]
+        # The same array, for the slots carrying no derivative: through an identity that
+        # forward mode over this derivative (hvp) sees as inactive.
+        self.constant = b.call(_constant_function(module), [self.args], name="row.cargs")
+        # One thread id, one task: no other thread adds into the same adjoints.
+        self.shared = b.icmp("ugt", self.nslots, _i64(1), name="shared")
         self.dims = b.alloca(T.ArrayType(layout.ndim + 1, T.i64), name="row.dims")
         b.store(_i64(1), self.dims, 8)
         for k in range(1, layout.ndim + 1):
@@ -309,7 +373,7 @@ class _Trampoline:
             for lane, buf in enumerate(self.shadows):
                 base = _load(b, T.ptr, self.block, layout.shadows + lane * layout.count + k)
                 b.store(b.gep(T.i8, base, [offset]), b.gep(T.ptr, buf, [_i64(k)]), 8)
-        return [self.args, self.dims, self.steps, self.data, self.args]
+        return [self.args, self.dims, self.steps, self.data, self.constant, self.shared]
 
     def loop(self, first: Value, count: Value, body, down: bool = False) -> None:
         """``for j in [first, first + count)`` (``down``: from the last), ``body(b, j)``
@@ -333,6 +397,16 @@ class _Trampoline:
         return self.fn
 
 
+def _constant_function(module):
+    """``ptr pyzyme.parfor.constant(ptr p)``: ``p`` (its rule row says it is inactive)."""
+    fn = module.get_function(naming.PARALLEL_CONSTANT)
+    if fn is None:
+        fn = module.add_function(naming.PARALLEL_CONSTANT, T.FunctionType(T.ptr, [T.ptr]),
+                                 prefix="internal")
+        IRBuilder(fn.append_block("entry")).ret(fn.args[0])
+    return fn
+
+
 def _thread_id(module, row: spec.ParallelFor, b: IRBuilder) -> Value:
     if not row.thread_id:
         return _i64(0)
@@ -344,26 +418,27 @@ def _thread_id(module, row: spec.ParallelFor, b: IRBuilder) -> Value:
 def forward_mode(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     """The body's forward derivative launched row by row: tangents follow the primal's
     schedule."""
-    if inst.args[row.body].name.startswith(naming.PARALLEL_BODY):
-        raise UnsupportedError(
-            f"{cx.where} runs the reverse sweep of a parallel loop (a prange / parallel=True "
-            f"loop), and forward mode over reverse mode (pyzyme.hvp, second derivatives) of "
-            f"parallel loops is not supported yet",
-            hint="take the Hessian-vector product of the same function compiled with "
-                 "parallel=False (or by finite differences of pyzyme.gradient)")
-    layout = _layout(cx, inst, row, cx.width)
+    # ``data`` varies where the launch is a derivative's own (forward over reverse: hvp):
+    # its launch block holds pointers into active memory, and their shadows.
+    data = inst.args[row.data]
+    data_varied = data in cx.activity.varied
+    layout = _layout(cx, inst, row, cx.width, cx.width if data_varied else 0)
     body, _ = _split_body(cx, inst, row, layout)
-    dfn = cx.callee_derivative(body, ForwardSignature.standard(body, _BODY_ACTIVITIES,
-                                                               cx.width))
+    acts = list(_BODY_ACTIVITIES)
+    acts[3] = Activity.DUPLICATED if data_varied else Activity.CONST
+    dfn = cx.callee_derivative(body, ForwardSignature.standard(body, acts, cx.width))
     t = _Trampoline(cx.module, naming.parallel_body(body.name, "fwd"), layout)
 
     def run(b, r):
-        b.call(dfn, t.row(b, r) + t.shadows)
+        data_shadows = [_load(b, T.ptr, t.block, layout.data_shadows + lane)
+                        for lane in range(layout.data_lanes)]
+        b.call(dfn, t.row(b, r) + t.shadows + data_shadows)
     t.loop(t.first, t.count, run)
     tramp = t.finish()
     b = cx.builder
     shadows = [cx.derivs[inst.args[row.args]][k] for k in range(cx.width)]
-    block = _fill(cx, b, inst, row, layout, cx.value, shadows)
+    block = _fill(cx, b, inst, row, layout, cx.value, shadows,
+                  [cx.derivs[data][k] for k in range(layout.data_lanes)])
     _launch(b, inst, row, layout, block, tramp, _load(b, T.i64, block, _NROWS),
             cx.value(inst.args[row.threads]))
     b.call(free_function(cx.module), [block])
@@ -382,6 +457,7 @@ def augmented(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     and thread id kept in the launch block for :func:`reverse`."""
     layout = _layout(cx, inst, row, 1)
     body, known = _split_body(cx, inst, row, layout)
+    _seed_argument_types(cx, inst, row, body)
     pair = _pair(cx, body, known)
     t = _Trampoline(cx.module, naming.parallel_body(body.name, "aug"), layout)
     tid = _thread_id(cx.module, row, t.b)

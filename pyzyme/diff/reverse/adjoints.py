@@ -88,11 +88,7 @@ class ReverseAdjoints:
             # the same shadow memory (a stencil's neighbours, a scatter).
             if inst.pointer in st.runtime:
                 d = b.select(self._inactive_here(st, inst.pointer), const_null(inst.type), d)
-            edge = st.near_row_edges(inst.pointer)
-            if edge is None:
-                atomic_add(b, inst.type, pointer, d)
-            else:
-                self._add_near_edges(st, inst, pointer, d, edge)
+            self._shared_add(st, inst, pointer, d)
             return
         old = b.load(inst.type, pointer, inst.align)
         new = _add(b, inst.type, old, d, self.sum_flags)
@@ -100,20 +96,28 @@ class ReverseAdjoints:
             new = b.select(self._inactive_here(st, inst.pointer), old, new)
         b.store(new, pointer, inst.align)
 
-    def _add_near_edges(self, st: ReverseContext, inst: I.Load, pointer, d, edge) -> None:
-        """``*pointer += d`` for an array iterations share with their neighbours only (a
-        stencil's): atomic where the index is within ``reach`` of its row's ends, where
-        another thread's row may add into the same element; a plain add inside the row."""
-        index, reach, first, last = edge
+    def _shared_add(self, st: ReverseContext, inst: I.Load, pointer, d) -> None:
+        """``*pointer += d`` in the body of a parallel loop, into memory other iterations
+        may add into: atomic, unless no other thread runs (``st.threads_share()``), or, for
+        an array iterations share with their neighbours only (a stencil's), the index is
+        more than ``reach`` from its row's ends, where no other thread's row reaches."""
         b = st.rb
-        i, lo, hi = st.primal(index), st.primal(first), st.primal(last)
-        r = const_int(i.type, reach)
-        near = b.or_(b.icmp("ult", b.sub(i, lo), r), b.icmp("ult", b.sub(hi, i), r),
-                     name="row.edge")
-        shared, own, done = (st.rev.append_block(name) for name in
+        shared = st.threads_share()
+        edge = st.near_row_edges(inst.pointer)
+        if edge is not None:
+            index, reach, first, last = edge
+            i, lo, hi = st.primal(index), st.primal(first), st.primal(last)
+            r = const_int(i.type, reach)
+            near = b.or_(b.icmp("ult", b.sub(i, lo), r), b.icmp("ult", b.sub(hi, i), r),
+                         name="row.edge")
+            shared = near if shared is None else b.and_(shared, near)
+        if shared is None:
+            atomic_add(b, inst.type, pointer, d)
+            return
+        atomic, own, done = (st.rev.append_block(name) for name in
                              ("adjoint.shared", "adjoint.own", "adjoint.done"))
-        b.cbranch(near, shared, own)
-        b.position_at_end(shared)
+        b.cbranch(shared, atomic, own)
+        b.position_at_end(atomic)
         atomic_add(b, inst.type, pointer, d)
         b.br(done)
         b.position_at_end(own)
