@@ -177,17 +177,20 @@ def underlying_objects(pointer: Value, limit: int = 32) -> list[Value] | None:
     return found
 
 
-def may_alias(a: Value, b: Value) -> bool:
-    """Whether pointers ``a`` and ``b`` may point into the same object."""
+def may_alias(a: Value, b: Value, apart=None) -> bool:
+    """Whether pointers ``a`` and ``b`` may point into the same object; ``apart(oa, ob)``
+    says of two objects that the caller knows them not to overlap."""
     objects_a, objects_b = underlying_objects(a), underlying_objects(b)
     if objects_a is None or objects_b is None:
         return True
-    return any(_objects_may_alias(oa, ob) for oa in objects_a for ob in objects_b)
+    return any(_objects_may_alias(oa, ob, apart) for oa in objects_a for ob in objects_b)
 
 
-def _objects_may_alias(oa: Value, ob: Value) -> bool:
+def _objects_may_alias(oa: Value, ob: Value, apart=None) -> bool:
     if oa is ob:
         return True
+    if apart is not None and apart(oa, ob):
+        return False
     if not (_root(oa) and _root(ob)):
         return True
     # Data pointers loaded at different times from one MemInfo point into one block (or, after
@@ -223,6 +226,8 @@ def written_pointers(inst: I.Instruction) -> list[Value]:
             return []  # a reference count writes only the count; the caller holds one
         if isinstance(row, spec.Blas):
             return [inst.args[i] for i in row.writes]  # BLAS and LAPACK write their results
+        if isinstance(row, spec.Inactive) and row.writes is not None:
+            return [inst.args[i] for i in row.writes]
         if isinstance(row, spec.Mirror) and row.resizes:
             return [inst.args[0], inst]  # the MemInfo, and its data (moved)
         return [a for a in inst.args if a.type.is_pointer]
@@ -278,14 +283,16 @@ class OverwriteResult:
         return "\n".join(lines)
 
 
-def analyze_overwrites(fn) -> OverwriteResult:
+def analyze_overwrites(fn, apart=None) -> OverwriteResult:
     """Find, for every load of ``fn``, whether memory it read may be written after it.
 
     The search follows the control-flow graph from the load: the rest of its block, then every
     block reachable from it (which, in a loop, includes the load's own block again, so a store
-    earlier in the loop body that runs in the next iteration counts).
+    earlier in the loop body that runs in the next iteration counts). ``apart(oa, ob)`` says
+    of two objects that the caller knows them not to overlap (the arrays of a parallel loop's
+    body, where its launch passed distinct ones).
     """
-    search = _Search(fn)
+    search = _Search(fn, apart)
     result = OverwriteResult(fn, search=search)
     for block in search.order:
         for inst in block.instructions:
@@ -297,7 +304,8 @@ def analyze_overwrites(fn) -> OverwriteResult:
 class _Search:
     """Who writes what, per block, and which blocks follow which."""
 
-    def __init__(self, fn) -> None:
+    def __init__(self, fn, apart=None) -> None:
+        self.apart = apart
         self.order = reverse_post_order(fn)
         self.writers = {block: [(i, w) for i in block.instructions for w in written_pointers(i)]
                         for block in self.order}
@@ -307,10 +315,11 @@ class _Search:
         block = inst.parent
         index = block.instructions.index(inst)
         for later in block.instructions[index + 1:]:
-            if any(may_alias(pointer, w) for w in written_pointers(later)):
+            if any(may_alias(pointer, w, self.apart) for w in written_pointers(later)):
                 return later
         for other in self.reach[block]:
-            found = next((i for i, w in self.writers[other] if may_alias(pointer, w)), None)
+            found = next((i for i, w in self.writers[other]
+                          if may_alias(pointer, w, self.apart)), None)
             if found is not None:
                 return found
         return None

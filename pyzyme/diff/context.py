@@ -333,6 +333,8 @@ class ReverseContext(_Generated):
         that nothing in the function overwrites it): then the reverse sweep may read it
         again instead of the forward sweep keeping a copy."""
         obj = underlying_object(pointer)
+        if self._caller_keeps(obj):
+            return True
         if isinstance(obj, I.Alloca):
             return not self.sig.split  # a callee's stack is gone when its reverse runs
         if isinstance(obj, I.CallBase):
@@ -365,6 +367,19 @@ class ReverseContext(_Generated):
         atomic add only within ``reach`` of the row's ends. None otherwise."""
         owned = self._owned_arrays()
         return None if owned is None else owned.near_edges(pointer)
+
+    def _caller_keeps(self, obj: Value) -> bool:
+        """In the body of a parallel loop: whether ``obj`` is an array read from a slot of
+        the argument array whose memory the launching function keeps unchanged until this
+        reverse sweep (:attr:`~pyzyme.diff.signature.ParallelBody.stable`)."""
+        body = self.sig.parallel_body
+        if body is None or not body.stable or not isinstance(obj, I.Load):
+            return False
+        for args in self.old.args[0], self.old.args[4]:
+            slots = argument_slots(args) or {}
+            if any(obj in slots.get(k, ()) for k in body.stable):
+                return True
+        return False
 
     def threads_share(self):
         """In the reverse sweep of the body of a parallel loop: the ``i1`` that says whether

@@ -70,12 +70,15 @@ class ParallelBody:
     iteration owns take plain adds (:mod:`pyzyme.analysis.parallel_access`): ``schedule``
     is the slot of its argument array holding the schedule (see
     :class:`~pyzyme.rules.spec.ParallelFor`), ``first_index`` a lower bound of the
-    schedule's indices (None: none known)."""
+    schedule's indices (None: none known). The memory of the slots ``stable`` keeps its
+    contents until the body's reverse runs (the caller writes none of it after the launch):
+    the reverse reads it again instead of the forward sweep taping what it read."""
 
     shared: int
     distinct: bool
     schedule: int
     first_index: int | None
+    stable: frozenset = frozenset()
 
 
 @dataclass(frozen=True)

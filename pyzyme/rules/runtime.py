@@ -41,6 +41,19 @@ ROWS = (
     # A prange / parallel=True loop (numba/parfors/parfor_lowering.py): the outlined body is a
     # gufunc launched by the threading layer's parallel_for (numba/np/ufunc/workqueue.c,
     # omppool.cpp, tbbpool.cpp), whose reductions index per-thread slots by get_thread_id().
+    # The bookkeeping around a parallel loop (numba/parfors/parfor_lowering.py): the thread
+    # pool's size and chunking, the schedule, the GIL released while the workers run. None
+    # writes memory the function's values live in, but for the GIL state and the schedule.
+    Inactive(("get_num_threads", "get_thread_id", "get_parallel_chunksize",
+              "set_parallel_chunksize", "get_sched_size", "allocate_sched",
+              "deallocate_sched", "PyEval_SaveThread", "PyEval_RestoreThread",
+              "numba_gil_release"), "runtime",
+             reason="Numba's thread pool and GIL around a parallel loop: integers and "
+                    "handles", writes=()),
+    Inactive(("numba_gil_ensure",), "runtime", reason="takes the GIL, its state kept at its "
+             "argument", writes=(0,)),
+    Inactive(("do_scheduling_signed", "do_scheduling_unsigned"), "runtime",
+             reason="splits a parallel loop's iterations into rows: integers", writes=(4,)),
     # What a parallel loop's derivative passes as the arrays carrying no derivative
     # (pyzyme.diff.parallel.launch): the identity, seen as inactive by forward mode over
     # that derivative (hvp), where the pointers come out of memory that carries shadows.

@@ -159,9 +159,12 @@ class Mirror(Row):
 
 @dataclass(frozen=True)
 class Inactive(Row):
-    """No derivative, by rule; ``reason`` says why (shown by ``pyzyme explain``)."""
+    """No derivative, by rule; ``reason`` says why (shown by ``pyzyme explain``). ``writes``
+    are the arguments (pointers) the call may write through, where the row says (None: any
+    it is handed); the analyses of overwritten memory read it."""
 
     reason: str = ""
+    writes: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Value, const_int
 
-__all__ = ["split_arguments", "argument_slots"]
+__all__ = ["split_arguments", "argument_slots", "apart_slots"]
 
 _WORD = 8
 
@@ -73,6 +73,23 @@ def argument_slots(args: Value, launch=None, word: bool = False) -> dict | None:
             elif not word:
                 return None
     return slots
+
+
+def apart_slots(body):
+    """For a split body whose launch passed distinct arrays: ``apart(a, b)``, whether
+    objects ``a`` and ``b`` are pointers read from different slots of its argument array
+    (``args`` or ``cargs``), which do not overlap."""
+    slot_of = {}
+    for args in body.args[0], body.args[4]:
+        for k, uses in (argument_slots(args) or {}).items():
+            for use in uses:
+                if isinstance(use, I.Load):
+                    slot_of[use] = k
+
+    def apart(a, b) -> bool:
+        ka, kb = slot_of.get(a), slot_of.get(b)
+        return ka is not None and kb is not None and ka != kb
+    return apart
 
 
 def _constant_offset(gep: I.GetElementPtr) -> int | None:

@@ -234,3 +234,16 @@ def softmax_rows(A, y):
         for j in range(m):
             s += y[i, j] * (i + 2 * j + 1)
     return s
+
+
+def overwritten_after(x, w):
+    # The body reads x, which the caller then overwrites: its reverse cannot read x again.
+    s = 0.0
+    for i in prange(x.shape[0]):
+        s += np.sin(x[i]) * w[i]
+    for i in range(x.shape[0]):
+        x[i] = 0.5 * x[i] * x[i]
+    t = 0.0
+    for i in prange(x.shape[0]):
+        t += x[i] * w[i]
+    return s * t

@@ -52,6 +52,7 @@ def _inputs():
         "stencil_2d": [("d", RNG.random((6, 7))), ("d", np.zeros((6, 7)))],
         "volume": [("d", RNG.random((4, 3, 5)))],
         "softmax_rows": [("d", RNG.random((5, 4))), ("d", np.zeros((5, 4)))],
+        "overwritten_after": [("d", x), ("d", w)],
     }
 
 

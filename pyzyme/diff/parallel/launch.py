@@ -184,9 +184,20 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
     everything = frozenset(range(layout.count))
     split = split_arguments(cx.module, body, everything - active,
                             everything - {row.schedule})
+    stable = frozenset(k for k, values in stored.items()
+                       if values and all(_kept(cx, inst, v) for v in values))
     known = ParallelBody(_SHARED, _distinct(cx, [v for k in sorted(active) for v in stored[k]]),
-                         row.schedule, _first_index(row, stored.get(row.schedule, ())))
+                         row.schedule, _first_index(row, stored.get(row.schedule, ())),
+                         stable)
     return split, known
+
+
+def _kept(cx, launch: I.CallBase, pointer: Value) -> bool:
+    """Whether memory at ``pointer``, passed to ``launch``, keeps its contents from the
+    launch until the reverse sweep reaches it (forward mode asks nothing of it)."""
+    if not hasattr(cx, "overwrites") or not pointer.type.is_pointer:
+        return False
+    return cx.stable(pointer) and cx.overwrites.written_after(launch, pointer) is None
 
 
 def _first_index(row: spec.ParallelFor, schedules) -> int | None:

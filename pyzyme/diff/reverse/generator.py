@@ -54,6 +54,7 @@ from pyzyme.diff.reverse.values import ReverseValues
 from pyzyme.diff.runtime_checks import runtime_values
 from pyzyme.diff.tape.cache import TapeCache
 from pyzyme.errors import UnsupportedError, error_context
+from pyzyme.transforms.parallel_body import apart_slots
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -192,8 +193,10 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         tape = TapeCache(fwd_entry, rev_entry, self.module, self.scopes)
         # A nested pair defers into its caller's list, the augmented primal's last parameter.
         releases = Releases(tape, self.module, rev.name, fwd.args[-1] if sig.nested else None)
-        st = ReverseContext(self, fn, sig, fwd, rev, activity, loops, analyze_overwrites(fn),
-                            tape, releases)
+        body = sig.parallel_body
+        apart = apart_slots(fn) if body is not None and body.distinct else None
+        st = ReverseContext(self, fn, sig, fwd, rev, activity, loops,
+                            analyze_overwrites(fn, apart), tape, releases)
         st.doms = dominators(fn)
         st.doomed = doomed
         if self.options.strong_zero:
