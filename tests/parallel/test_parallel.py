@@ -279,7 +279,7 @@ def test_user_rule_inside_a_prange_body_is_refused_naming_the_loop():
 
 
 @pytest.mark.parametrize("name", ["reduce_two_in_one", "stencil", "two_loops",
-                                  "time_loop_reduction", "rows"])
+                                  "time_loop_reduction", "rows", "parfor_in_callee"])
 def test_hvp_matches_the_serial_functions(name):
     """Forward over reverse: the launches of the reverse sweep are themselves launched by
     forward mode, their launch blocks with shadows."""

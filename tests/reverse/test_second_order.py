@@ -72,3 +72,29 @@ def test_hvp_checks_shapes():
     from pyzyme import PyzymeError
     with pytest.raises(PyzymeError, match="shape"):
         hvp(rosenbrock, np.ones(3), np.ones(2))
+
+
+@numba.njit
+def _bump_sum(x):
+    t = np.empty_like(x)                 # a temporary: its release is deferred to the caller
+    for i in range(x.shape[0]):
+        t[i] = np.exp(-x[i] * x[i])
+    return np.sum(t)
+
+
+@numba.njit
+def _calls_allocating_helper(x):
+    return _bump_sum(x) * _bump_sum(x[::2].copy()) + x[0]
+
+
+def test_hvp_through_a_callee_that_allocates():
+    """The callee's releases wait in its caller's list, tagged by the release function's
+    address; the list's owner calls each known one directly, so forward mode over the
+    reverse sweep follows no function pointer (it refused before)."""
+    x = np.linspace(0.0, 1.0, 7)
+    v = np.linspace(-1.0, 2.0, 7)
+    eps = 1e-6
+    expect = (gradient(Reverse, _calls_allocating_helper, x + eps * v)
+              - gradient(Reverse, _calls_allocating_helper, x - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(hvp(_calls_allocating_helper, x, v), expect, rtol=1e-6,
+                               atol=1e-8)

@@ -88,6 +88,8 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         self.tapes: dict = {}   # generated function -> its TapeCache (for printing and sizes)
         # What is known of each function's arguments, for type analysis (Numba: from the ABI).
         self.type_seeds: dict = {}
+        # The functions nested callees defer releases to by address (Releases.by_address).
+        self.released_by_address: set = set()
         self.types: dict = {}   # function -> its type analysis (or the error it raised)
         self.scopes = ScopeTable(module)
 
@@ -192,7 +194,8 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         rev_entry = rev.append_block("allocas") if sig.split else fwd_entry
         tape = TapeCache(fwd_entry, rev_entry, self.module, self.scopes)
         # A nested pair defers into its caller's list, the augmented primal's last parameter.
-        releases = Releases(tape, self.module, rev.name, fwd.args[-1] if sig.nested else None)
+        releases = Releases(tape, self.module, rev.name, fwd.args[-1] if sig.nested else None,
+                            self.released_by_address)
         body = sig.parallel_body
         apart = apart_slots(fn) if body is not None and body.distinct else None
         st = ReverseContext(self, fn, sig, fwd, rev, activity, loops,

@@ -48,9 +48,15 @@ class Releases:
     callers
         For a nested split pair, its augmented primal's parameter holding the caller's list:
         releases are deferred there, tagged by address, and this derivative makes none.
+    by_address
+        The functions releases are deferred to by address, shared by every derivative the
+        same generator makes: a list's owner calls each directly where its tag says
+        (forward mode over the reverse sweep, ``hvp``, follows no function pointer).
     """
 
-    def __init__(self, tape, module, owner: str, callers=None) -> None:
+    def __init__(self, tape, module, owner: str, callers=None,
+                 by_address: set | None = None) -> None:
+        self.by_address = by_address if by_address is not None else set()
         self.tape, self.module, self.owner = tape, module, owner
         #: The deferred-release list (a Slot of the tape, or the caller's), once anything is
         #: deferred.
@@ -74,8 +80,10 @@ class Releases:
         if list(fnty.params) != [T.ptr] or fnty.ret != T.void:
             raise UnsupportedError(f"cannot defer {call.called_function.ref} of type {fnty}")
         if self.nested:
-            # The caller's list: its releaser knows the function by its address alone.
-            tag = b.ptrtoint(self._by_address_function(call), T.i64)
+            # The caller's list: its releaser knows the function by its address.
+            release = self._by_address_function(call)
+            self.by_address.add(release)
+            tag = b.ptrtoint(release, T.i64)
         else:
             key = (call.called_function, call.cconv)
             tags = [(c.called_function, c.cconv) for c in self._calls]
@@ -166,14 +174,17 @@ class Releases:
             # Entries of nested callees: the tag is the address of the release function.
             default = fn.append_block("release.by.address")
             db = IRBuilder(default)
-            release = db.inttoptr(tag, T.ptr, name="release")
-            fnty = T.FunctionType(T.void, [T.ptr])
-            db.call(release, [primal], fnty)
-            also = fn.append_block("release.by.address.shadow")
-            db.cbranch(db.icmp("ne", shadow, const_null(T.ptr)), also, nxt)
-            db.position_at_end(also)
-            db.call(release, [shadow], fnty)
-            db.br(nxt)
+            for known in sorted(self.by_address, key=lambda f: f.name):
+                direct, other = (fn.append_block(f"release.{known.name}"),
+                                 fn.append_block("release.by.address"))
+                db.cbranch(db.icmp("eq", tag, db.ptrtoint(known, T.i64)), direct, other)
+                _release_pair(fn, IRBuilder(direct), known, None, primal, shadow, nxt)
+                db.position_at_end(other)
+            # Every nested pair this list can reach was made by the same generator, which
+            # knows its release functions: another tag cannot be (trap rather than call an
+            # address forward mode over this function could not follow).
+            db.call(module.declare("llvm.trap", T.FunctionType(T.void, [])), [])
+            db.unreachable()
         b.switch(tag, default, cases)
         b.position_at_end(nxt)
         after = b.add(i, const_int(T.i64, 1))
@@ -183,6 +194,16 @@ class Releases:
         b.call(tape_free(module), [buf])  # the list grew in the tape pool
         b.ret_void()
         return fn
+
+
+def _release_pair(fn, b: IRBuilder, release, fnty, primal, shadow, nxt) -> None:
+    """At ``b``: ``release(primal)``, then ``release(shadow)`` unless it is null; on to
+    ``nxt``."""
+    b.call(release, [primal], fnty)
+    also = fn.append_block("release.shadow")
+    b.cbranch(b.icmp("ne", shadow, const_null(T.ptr)), also, nxt)
+    IRBuilder(also).call(release, [shadow], fnty)
+    IRBuilder(also).br(nxt)
 
 
 def _release_call(call: I.Call, pointer) -> I.Call:
