@@ -247,3 +247,14 @@ def overwritten_after(x, w):
     for i in prange(x.shape[0]):
         t += x[i] * w[i]
     return s * t
+
+
+def scatter_add(x, w, idx, out):
+    # out[idx[i]] += ...: race-free in the primal only for indices without repeats (here a
+    # permutation); the reverse reads out's adjoint at idx[i], each x[i] and w[i] its own.
+    for i in prange(x.shape[0]):
+        out[idx[i]] += w[i] * x[i]
+    s = 0.0
+    for j in range(out.shape[0]):
+        s += out[j] * out[j] * (j + 1)
+    return s

@@ -53,6 +53,7 @@ def _inputs():
         "volume": [("d", RNG.random((4, 3, 5)))],
         "softmax_rows": [("d", RNG.random((5, 4))), ("d", np.zeros((5, 4)))],
         "overwritten_after": [("d", x), ("d", w)],
+        "scatter_add": [("d", x), ("d", w), ("c", RNG.permutation(N)), ("d", RNG.random(N))],
     }
 
 
@@ -155,7 +156,8 @@ def test_corpus_against_serial_differences(name):
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
 
-@pytest.mark.parametrize("name", ["stencil", "gather", "gather_reduce", "lennard_jones"])
+@pytest.mark.parametrize("name", ["stencil", "gather", "gather_reduce", "lennard_jones",
+                                  "scatter_add"])
 def test_shared_adjoints_lose_no_update(name):
     """Iterations on different threads add into the same adjoints (a stencil's neighbours, a
     gather's repeated indices): run many times at the most threads, every result the same up
