@@ -58,7 +58,7 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import ConstantInt, Value
 
-__all__ = ["OwnedArrays", "owned_arrays"]
+__all__ = ["OwnedArrays", "owned_arrays", "dense_reads"]
 
 
 @dataclass(frozen=True)
@@ -326,3 +326,47 @@ def _linear(value: Value, depth: int = 12, wraps=None):
             c, ts = _linear(x, depth - 1, wraps)
             return c * factor, {atom: coef * factor for atom, coef in ts.items()}
     return 0, {value: 1}
+
+
+def dense_reads(root: Value) -> bool:
+    """Whether the body only reads memory at ``root`` (loads through it and addresses made
+    from it; nothing stored, passed on or merged) at addresses of loop indices and values
+    known on entry: densely, every iteration touching much of it (a gather through an index
+    read from memory is sparse). Such an array's adjoints are worth a private copy per
+    thread rather than an atomic add each."""
+    entry = root.parent.parent.blocks[0] if isinstance(root, I.Instruction) else None
+    work, seen = [root], set()
+    while work:
+        pointer = work.pop()
+        if pointer in seen:
+            continue
+        seen.add(pointer)
+        for user in pointer.users:
+            if isinstance(user, I.GetElementPtr) and user.operands[0] is pointer:
+                work.append(user)
+            elif isinstance(user, I.Load) and user.pointer is pointer:
+                address = _address(pointer)
+                if address is None or not all(_dense_atom(a, entry) for a, _ in address.terms):
+                    return False
+            else:
+                return False
+    return True
+
+
+def _dense_atom(atom: Value, entry) -> bool:
+    """An index an address may hold for it to stay dense: a loop's phi, a value known on
+    entry, or one computed from those by arithmetic (not read from memory)."""
+    for _ in range(16):
+        if isinstance(atom, (I.Phi, ConstantInt)) or not isinstance(atom, I.Instruction) \
+                or atom.parent is entry:
+            return True
+        if isinstance(atom, (I.Load, I.CallBase)):
+            return False
+        if isinstance(atom, I.Select):
+            return all(_dense_atom(op, entry) for op in atom.operands[1:])
+        if not atom.operands:
+            return True
+        if len(atom.operands) > 1:
+            return all(_dense_atom(op, entry) for op in atom.operands)
+        atom = atom.operands[0]
+    return False

@@ -49,6 +49,7 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.names import readable
 from pyzyme.ir.values import (
+    Argument,
     GlobalValue,
     NamedValue,
     Poison,
@@ -352,7 +353,8 @@ class ReverseContext(_Generated):
             inner = underlying_object(obj.pointer)
             if self._allocated_here(inner):
                 obj = inner
-        return isinstance(obj, I.Alloca) or self._allocated_here(obj) or self._owned(pointer)
+        return isinstance(obj, I.Alloca) or self._allocated_here(obj) or self._owned(pointer) \
+            or self._slot_in(obj, "private")
 
     def _owned(self, pointer: Value) -> bool:
         """In the body of a parallel loop whose arrays do not overlap: whether ``pointer``
@@ -372,14 +374,40 @@ class ReverseContext(_Generated):
         """In the body of a parallel loop: whether ``obj`` is an array read from a slot of
         the argument array whose memory the launching function keeps unchanged until this
         reverse sweep (:attr:`~pyzyme.diff.signature.ParallelBody.stable`)."""
+        return self._slot_in(obj, "stable")
+
+    def _slot_in(self, obj: Value, which: str) -> bool:
+        """In the body of a parallel loop: whether ``obj`` is an array read from one of the
+        slots ``which`` names (a set of :class:`~pyzyme.diff.signature.ParallelBody`)."""
         body = self.sig.parallel_body
-        if body is None or not body.stable or not isinstance(obj, I.Load):
+        chosen = getattr(body, which, None) if body is not None else None
+        if not chosen or not isinstance(obj, I.Load):
             return False
         for args in self.old.args[0], self.old.args[4]:
             slots = argument_slots(args) or {}
-            if any(obj in slots.get(k, ()) for k in body.stable):
+            if any(obj in slots.get(k, ()) for k in chosen):
                 return True
         return False
+
+    def array_extent(self, pointer: Value):
+        """Primal values whose product is the number of bytes memory at ``pointer`` spans
+        from it on: a contiguous array parameter's (the frontend's facts,
+        :attr:`ReverseGenerator.array_extents`), or the data block of an allocation made
+        here; None where that is not known."""
+        if isinstance(pointer, Argument) and pointer.function is self.old:
+            found = self.generator.array_extents.get(self.old, {}).get(pointer.index)
+            return None if found is None else tuple(self.old.args[i] for i in found)
+        if isinstance(pointer, I.Load):
+            inner = pointer.pointer
+            base = underlying_object(inner)
+            if self._allocated_here(base):
+                row = self.rules.lookup(base.called_function.name, "call")
+                offset = inner.operands[1] if isinstance(inner, I.GetElementPtr) and \
+                    len(inner.operands) == 2 else None
+                if row.data_offset is not None and getattr(offset, "value", None) == \
+                        row.data_offset and row.size_args:
+                    return tuple(base.args[i] for i in row.size_args)
+        return None
 
     def threads_share(self):
         """In the reverse sweep of the body of a parallel loop: the ``i1`` that says whether

@@ -72,13 +72,15 @@ class ParallelBody:
     :class:`~pyzyme.rules.spec.ParallelFor`), ``first_index`` a lower bound of the
     schedule's indices (None: none known). The memory of the slots ``stable`` keeps its
     contents until the body's reverse runs (the caller writes none of it after the launch):
-    the reverse reads it again instead of the forward sweep taping what it read."""
+    the reverse reads it again instead of the forward sweep taping what it read. The
+    adjoints of the slots ``private`` go into a copy of their own per task (plain adds)."""
 
     shared: int
     distinct: bool
     schedule: int
     first_index: int | None
     stable: frozenset = frozenset()
+    private: frozenset = frozenset()
 
 
 @dataclass(frozen=True)

@@ -241,6 +241,14 @@ def test_neighbours_add_atomically_only_near_their_rows_ends():
     assert "atomicrmw fadd" in ir and "row.edge" in ir
 
 
+def test_arrays_every_iteration_reads_get_a_copy_per_task():
+    """Lennard-Jones: every iteration reads every position, so their adjoints go into a
+    copy per reverse task, summed after the launch, not an atomic add per pair."""
+    ir = _reverse_ir("lennard_jones")
+    assert "private.copies" in ir and "private.sum" in ir
+    assert ir.count("atomicrmw fadd") <= 1  # the reduction slot's, once per row
+
+
 def test_serial_code_has_no_atomics():
     _, ser, args = compiled("stencil")
     anns = [Duplicated(_copy(a), np.zeros_like(a)) for _, a in args]

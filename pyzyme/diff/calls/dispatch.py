@@ -34,6 +34,7 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir.names import readable
 from pyzyme.rules import spec
+from pyzyme.rules.constructs import construct_of
 
 __all__ = ["CallRule", "RULES", "LINALG", "row_of", "handler_for", "call_result_varied",
            "may_allocate", "forward_mode", "forward_sweep", "reverse_sweep"]
@@ -182,13 +183,18 @@ _SERIAL_ONLY = (spec.Blas, spec.Custom, spec.Registered, spec.Masked)
 
 def _not_in_parallel(cx, inst: I.CallBase, row) -> UnsupportedError:
     callee_ = inst.called_function
-    name = callee_.ref if callee_ is not None else "a function pointer"
-    return UnsupportedError(
-        f"{cx.where} is the body of a parallel loop (a prange / parallel=True loop) and calls "
-        f"{name} ({_kind(row)} rule) with values that carry derivatives; its reverse would add "
+    name = f"@{readable(callee_.name)}" if callee_ is not None else "a function pointer"
+    construct = construct_of(callee_.name) if callee_ is not None else None
+    what = f"{construct.what} through {name}" if construct is not None else \
+        f"{name} (a {_kind(row)} rule)"
+    where = cx.where if "prange" in cx.where else \
+        f"{cx.where}, called in a prange / parallel=True loop,"
+    err = UnsupportedError(
+        f"{where} calls {what} with values that carry derivatives: its reverse would add "
         f"into memory other threads add into at the same time",
         hint="move the call out of the prange loop, or write the loop with range instead of "
              "numba.prange")
+    return err  # the launch names its loop's line (diff.parallel.launch)
 
 
 def _unwinding(cx, inst: I.CallBase, mode: str, what: str) -> None:

@@ -26,12 +26,13 @@ The launch block (malloc'ed, one per launch, freed when the reverse sweep is don
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import wraps
 
 from pyzyme import naming
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.overwrite import underlying_object
+from pyzyme.analysis.parallel_access import dense_reads, owned_arrays
 from pyzyme.analysis.typetree import TypeTree
 from pyzyme.diff.memory_calls import free_function, malloc
 from pyzyme.diff.signature import ForwardSignature, ParallelBody, ReverseSignature
@@ -61,6 +62,10 @@ class _Layout:
     nsteps: int
     lanes: int
     data_lanes: int = 0
+    #: The slots whose adjoints each reverse task adds into a private copy (see
+    #: :func:`_privatized`), and each one's element type: two words each, the copies (null:
+    #: none, one task) and the bytes of one.
+    private: tuple = ()
 
     @property
     def shadows(self) -> int:
@@ -79,9 +84,13 @@ class _Layout:
         return self.steps + self.nsteps
 
     @property
+    def privates(self) -> int:
+        return self.data_shadows + self.data_lanes
+
+    @property
     def fixed(self) -> int:
         """Words before the per-row part."""
-        return self.data_shadows + self.data_lanes
+        return self.privates + 2 * len(self.private)
 
 
 def _i64(n: int) -> Value:
@@ -150,13 +159,19 @@ def _layout(cx, inst: I.CallBase, row: spec.ParallelFor, lanes: int,
     if inst.args[row.body].name.startswith(naming.PARALLEL_BODY):
         return _Layout(count.value, ndim.value, 1, lanes, data_lanes)  # see _launch
     steps = underlying_object(inst.args[row.steps])
-    if not (isinstance(steps, I.Alloca) and isinstance(steps.allocated_type, T.ArrayType)
-            and steps.count is None):
-        raise UnsupportedError(
-            f"{cx.where} launches a parallel loop (a prange / parallel=True loop) whose "
-            f"steps array has a length pyzyme cannot see: {inst}",
-            hint="write the loop with range instead of numba.prange")
-    return _Layout(count.value, ndim.value, steps.allocated_type.count, lanes, data_lanes)
+    if isinstance(steps, I.Alloca) and isinstance(steps.allocated_type, T.ArrayType) \
+            and steps.count is None and steps is inst.args[row.steps]:
+        nsteps = steps.allocated_type.count
+    else:  # passed on from the launching function's own caller: the words the body reads
+        read = argument_slots(_body(cx, inst, row).args[2], word=True)
+        if read is None or any(not isinstance(u, I.Load) for uses in read.values()
+                               for u in uses):
+            raise UnsupportedError(
+                f"{cx.where} launches a parallel loop (a prange / parallel=True loop) whose "
+                f"steps array pyzyme cannot follow: {inst}",
+                hint="write the loop with range instead of numba.prange")
+        nsteps = max(read, default=-1) + 1
+    return _Layout(count.value, ndim.value, nsteps, lanes, data_lanes)
 
 
 #: The split body's parameters (see :func:`_split_body`): ``args`` (its slots that carry
@@ -189,7 +204,47 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
     known = ParallelBody(_SHARED, _distinct(cx, [v for k in sorted(active) for v in stored[k]]),
                          row.schedule, _first_index(row, stored.get(row.schedule, ())),
                          stable)
-    return split, known
+    if hasattr(cx, "overwrites"):  # reverse mode
+        private = _privatized(cx, split, known, {k: stored[k] for k in active})
+        if private:
+            known = replace(known, private=frozenset(k for k, _, _ in private))
+        return split, known, private
+    return split, known, ()
+
+
+def _privatized(cx, split, known: ParallelBody, stored: dict) -> tuple:
+    """The slots (with their element type and extent) whose adjoints each reverse task adds
+    into a private copy, summed into the shadow after the launch, instead of an atomic add
+    per element: arrays the body reads densely and never writes (a Lennard-Jones kernel's
+    positions, a model's parameters), other iterations read too (not owned by one), whose
+    bytes are known (contiguous arguments, allocations of this function) and hold floats."""
+    owned = None
+    if known.distinct:
+        schedule = [u for u in (argument_slots(split.args[4]) or {}).get(known.schedule, ())
+                    if isinstance(u, I.Load)]
+        owned = owned_arrays(split, schedule, known.first_index)
+    try:
+        types = cx.types()
+    except TypeAnalysisError:
+        return ()
+    reads = argument_slots(split.args[0]) or {}
+    found = []
+    for k, values in sorted(stored.items()):
+        roots = [u for u in reads.get(k, ()) if isinstance(u, I.Load)]
+        if len(values) != 1 or not roots or not all(dense_reads(r) for r in roots):
+            continue
+        if owned is not None and any(r in owned.roots and (owned.roots[r][2] == 0 or
+                                                           owned.roots[r][0] in owned.bounds)
+                                     for r in roots):
+            # Each iteration owns its elements (plain adds already), or shares them with its
+            # neighbours only (atomic near its row's ends): cheaper than a copy per task.
+            continue
+        extent = cx.array_extent(values[0])
+        element = types.tree(values[0]).data0()[(-1,)]
+        if extent is None or not element.is_float or element.size not in (4, 8):
+            continue
+        found.append((k, T.double if element.size == 8 else T.float, extent))
+    return tuple(found)
 
 
 def _kept(cx, launch: I.CallBase, pointer: Value) -> bool:
@@ -373,16 +428,25 @@ class _Trampoline:
     def thread_ids(self, b: IRBuilder, r: Value) -> Value:
         return _word(b, self.block, b.add(b.add(_i64(self.layout.fixed), self.nrows), r))
 
-    def row(self, b: IRBuilder, r: Value) -> list[Value]:
+    def row(self, b: IRBuilder, r: Value, task: Value | None = None) -> list[Value]:
         """Set the row buffers to row ``r`` of the primal launch (arguments and shadows
-        advanced by ``steps[k] * r`` bytes); the body's arguments."""
+        advanced by ``steps[k] * r`` bytes; a privatized slot's shadow, in reverse ``task``,
+        that task's copy where there are copies); the body's arguments."""
         layout = self.layout
+        private = {k: p for p, (k, _) in enumerate(layout.private)} if task is not None \
+            else {}
         for k in range(layout.count):
             offset = b.mul(r, _load(b, T.i64, self.block, layout.steps + k))
             b.store(b.gep(T.i8, _load(b, T.ptr, self.block, _ARGS + k), [offset]),
                     b.gep(T.ptr, self.args, [_i64(k)]), 8)
             for lane, buf in enumerate(self.shadows):
                 base = _load(b, T.ptr, self.block, layout.shadows + lane * layout.count + k)
+                if k in private:
+                    words = layout.privates + 2 * private[k]
+                    copies = _load(b, T.ptr, self.block, words)
+                    mine = b.gep(T.i8, copies, [b.mul(task, _load(b, T.i64, self.block,
+                                                                   words + 1))])
+                    base = b.select(b.icmp("eq", copies, const_null(T.ptr)), base, mine)
                 b.store(b.gep(T.i8, base, [offset]), b.gep(T.ptr, buf, [_i64(k)]), 8)
         return [self.args, self.dims, self.steps, self.data, self.constant, self.shared]
 
@@ -434,7 +498,7 @@ def forward_mode(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     data = inst.args[row.data]
     data_varied = data in cx.activity.varied
     layout = _layout(cx, inst, row, cx.width, cx.width if data_varied else 0)
-    body, _ = _split_body(cx, inst, row, layout)
+    body, _, _ = _split_body(cx, inst, row, layout)
     acts = list(_BODY_ACTIVITIES)
     acts[3] = Activity.DUPLICATED if data_varied else Activity.CONST
     dfn = cx.callee_derivative(body, ForwardSignature.standard(body, acts, cx.width))
@@ -467,7 +531,8 @@ def augmented(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     """The forward sweep: the body's augmented primal launched row by row, each row's tape
     and thread id kept in the launch block for :func:`reverse`."""
     layout = _layout(cx, inst, row, 1)
-    body, known = _split_body(cx, inst, row, layout)
+    body, known, private = _split_body(cx, inst, row, layout)
+    layout = replace(layout, private=tuple((k, ty) for k, ty, _ in private))
     _seed_argument_types(cx, inst, row, body)
     pair = _pair(cx, body, known)
     t = _Trampoline(cx.module, naming.parallel_body(body.name, "aug"), layout)
@@ -482,6 +547,11 @@ def augmented(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     b = cx.fb
     block = _fill(cx, b, inst, row, layout, cx.fwd_value,
                   [cx.fwd_shadow(inst.args[row.args])])
+    for p, (_, _, extent) in enumerate(private):
+        size = cx.fwd_value(extent[0])
+        for factor in extent[1:]:
+            size = b.mul(size, cx.fwd_value(factor))
+        _store(b, size, block, layout.privates + 2 * p + 1)
     _launch(b, inst, row, layout, block, tramp, _load(b, T.i64, block, _NROWS),
             cx.fwd_value(inst.args[row.threads]))
     cx.release_later(I.Call(free_function(cx.module), [block],
@@ -506,7 +576,8 @@ def reverse(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
             b.cbranch(mine, go, skip)
             b.position_at_end(go)
             tape = b.load(T.ptr, t.tapes(b, r), 8)
-            b.call(pair.reverse, t.row(b, r) + t.shadows + [const_int(T.i1, 0), tape])
+            args = t.row(b, r, task=slot)
+            b.call(pair.reverse, args + t.shadows + [const_int(T.i1, 0), tape])
             b.br(skip)
             b.position_at_end(skip)
         t.loop(_i64(0), t.nrows, run, down=True)
@@ -514,5 +585,78 @@ def reverse(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     tramp = t.finish()
     b = cx.rb
     block = cx.avail(block)
+    _private_copies(cx, layout, block)
     _launch(b, inst, row, layout, block, tramp, _load(b, T.i64, block, _NSLOTS),
             cx.primal(inst.args[row.threads]))
+    _sum_private_copies(cx, layout, block)
+
+
+def _private_copies(cx, layout: _Layout, block: Value) -> None:
+    """Before the reverse launch: zeroed private copies of each privatized slot's shadow,
+    one per task, where there is more than one task (one task adds into the shadow
+    itself)."""
+    if not layout.private:
+        return
+    b, fn = cx.rb, cx.rev
+    slots = _load(b, T.i64, block, _NSLOTS)
+    calloc = cx.module.declare("calloc", T.FunctionType(T.ptr, [T.i64, T.i64]))
+    for p in range(len(layout.private)):
+        head = b.block
+        make, done = fn.append_block("private.copies"), fn.append_block("private.ready")
+        b.cbranch(b.icmp("ugt", slots, _i64(1)), make, done)
+        b.position_at_end(make)
+        copies = b.call(calloc, [slots, _load(b, T.i64, block, layout.privates + 2 * p + 1)],
+                        name="private")
+        b.br(done)
+        b.position_at_end(done)
+        held = b.phi(T.ptr, name="private")
+        held.add_incoming(copies, make)
+        held.add_incoming(const_null(T.ptr), head)
+        _store(b, held, block, layout.privates + 2 * p)
+
+
+def _sum_private_copies(cx, layout: _Layout, block: Value) -> None:
+    """After the reverse launch: each privatized slot's copies summed into its shadow (in
+    task order: the same sum at every run), then freed."""
+    if not layout.private:
+        return
+    b, fn = cx.rb, cx.rev
+    slots = _load(b, T.i64, block, _NSLOTS)
+    for p, (k, ty) in enumerate(layout.private):
+        copies = _load(b, T.ptr, block, layout.privates + 2 * p)
+        size = _load(b, T.i64, block, layout.privates + 2 * p + 1)
+        shadow = _load(b, T.ptr, block, layout.shadows + k)
+        count = b.udiv(size, _i64(4 if ty == T.float else 8))
+        check, loop, inner, stored, free_, done = (fn.append_block(n) for n in (
+            "private.check", "private.sum", "private.sum.task", "private.sum.next",
+            "private.free", "private.done"))
+        b.cbranch(b.icmp("eq", copies, const_null(T.ptr)), done, check)
+        b.position_at_end(check)
+        b.cbranch(b.icmp("eq", count, _i64(0)), free_, loop)
+        # for e in [0, count): shadow[e] += the sum over tasks t of copies[t * count + e]
+        b.position_at_end(loop)
+        e = b.phi(T.i64, name="e")
+        out = b.gep(ty, shadow, [e])
+        first = b.load(ty, out)
+        b.br(inner)
+        b.position_at_end(inner)
+        task = b.phi(T.i64, name="task")
+        acc = b.phi(ty, name="acc")
+        part = b.load(ty, b.gep(ty, copies, [b.add(b.mul(task, count), e)]))
+        total = b.fadd(acc, part)
+        nxt_task = b.add(task, _i64(1))
+        task.add_incoming(_i64(0), loop)
+        task.add_incoming(nxt_task, inner)
+        acc.add_incoming(first, loop)
+        acc.add_incoming(total, inner)
+        b.cbranch(b.icmp("ult", nxt_task, slots), inner, stored)
+        b.position_at_end(stored)
+        b.store(total, out)
+        nxt = b.add(e, _i64(1))
+        e.add_incoming(_i64(0), check)
+        e.add_incoming(nxt, stored)
+        b.cbranch(b.icmp("ult", nxt, count), loop, free_)
+        b.position_at_end(free_)
+        b.call(free_function(cx.module), [copies])
+        b.br(done)
+        b.position_at_end(done)

@@ -88,6 +88,9 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         self.tapes: dict = {}   # generated function -> its TapeCache (for printing and sizes)
         # What is known of each function's arguments, for type analysis (Numba: from the ABI).
         self.type_seeds: dict = {}
+        # fn -> {pointer param: (count param, size param)}: the bytes the memory a pointer
+        # parameter points to spans, their product (a frontend's facts: Numba's arrays).
+        self.array_extents: dict = {}
         # The functions nested callees defer releases to by address (Releases.by_address).
         self.released_by_address: set = set()
         self.types: dict = {}   # function -> its type analysis (or the error it raised)

@@ -1,7 +1,8 @@
 """Seeding type analysis from the Numba calling convention.
 
 ``seed_from_abi`` turns an :class:`~pyzyme.frontends.numba.AbiMap` (which native parameter is
-``a.data`` of which dtype, where the result goes) into one TypeTree per native parameter.
+``a.data`` of which dtype, where the result goes) into one TypeTree per native parameter;
+``extents_from_abi`` says how many bytes each contiguous array's data spans.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from pyzyme.analysis.type_analysis import meminfo_tree
 from pyzyme.analysis.typetree import FLOAT32, FLOAT64, INTEGER, POINTER, ConcreteType, TypeTree
 from pyzyme.rules.runtime import MEMINFO_DATA
 
-__all__ = ["seed_from_abi"]
+__all__ = ["seed_from_abi", "extents_from_abi"]
+
 
 def seed_from_abi(abi) -> dict[int, TypeTree]:
     """Argument trees of a Numba native function, from its :class:`AbiMap`.
@@ -187,3 +189,30 @@ def _record_memory(rec) -> TypeTree:
         width = ft.bitwidth // 8 if hasattr(ft, "bitwidth") else 1
         out.merge(leaf.shift(0, width * n, fld.offset))
     return out
+
+
+def extents_from_abi(abi) -> dict[int, tuple[int, int]]:
+    """The memory each contiguous array argument's data pointer spans, from the
+    :class:`AbiMap`: ``{data param: (nitems param, itemsize param)}`` (its bytes are their
+    product, from the data pointer on; a strided view's are not, so it has no entry).
+
+    >>> from numba.core import types
+    >>> from numba.core.registry import cpu_target
+    >>> from pyzyme.frontends.numba.abi import AbiMap
+    >>> abi = AbiMap.from_signature(cpu_target.target_context, "f", ("a", "b"),
+    ...                             types.float64(types.float64[:, ::1], types.float64[::2]))
+    >>> extents_from_abi(abi)
+    {6: (4, 5)}
+    """
+    from numba.core import types
+    extents = {}
+    for arg in abi.args:
+        ty = arg.numba_type
+        if isinstance(ty, types.Array) and ty.layout in ("C", "F"):
+            try:
+                data, nitems, itemsize = (arg.param(f"{arg.name}.{field}").index
+                                          for field in ("data", "nitems", "itemsize"))
+            except KeyError:
+                continue
+            extents[data] = (nitems, itemsize)
+    return extents

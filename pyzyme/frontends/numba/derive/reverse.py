@@ -31,7 +31,7 @@ from pyzyme.frontends.numba import capture, njit_callable, pre_ad
 from pyzyme.frontends.numba.abi import llvm_str
 from pyzyme.frontends.numba.derive.forward import differentiable
 from pyzyme.frontends.numba.source_lines import add_source_line, where_defined
-from pyzyme.frontends.numba.typeseeds import seed_from_abi
+from pyzyme.frontends.numba.typeseeds import extents_from_abi, seed_from_abi
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int, const_null
 from pyzyme.naming import symbol_name
@@ -184,6 +184,7 @@ def generate(cap, module, native, sig: ReverseSignature, rules, primal_types, wh
     mode); an UnsupportedError gets the Python line of the call it names."""
     gen = ReverseGenerator(module, rules, options.current())
     gen.type_seeds[native] = seed_from_abi(cap.abi)
+    gen.array_extents[native] = extents_from_abi(cap.abi)
     return gen, pipeline.generate(lambda: gen.derivative(native, sig), what,
                                   lambda err: add_source_line(err, cap.dispatcher,
                                                               primal_types))
