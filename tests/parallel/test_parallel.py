@@ -346,6 +346,25 @@ def unrolled_launches(u, w):
     return total
 
 
+@numba.njit(parallel=True)
+def slab_update(a, c, out):
+    # Numba launches this parfor through a wrapper of its own (.kernel.<n>), which capture
+    # inlines: the launch must see which arrays its caller put in the argument array.
+    out[:, :, :] = a[1:, :, :] - c[:, :, :] * a[:-1, :, :]
+    return np.sum(out * out)
+
+
+def test_a_launch_in_numbas_wrapper():
+    rng = np.random.default_rng(5)
+    a, c = rng.random((5, 4, 3)), rng.random((4, 4, 3))
+    serial = numba.njit(slab_update.py_func)
+    da = np.zeros_like(a)
+    autodiff(Reverse, slab_update, Active, Duplicated(a.copy(), da), Const(c),
+             Duplicated(np.zeros((4, 4, 3)), np.zeros((4, 4, 3))))
+    ref = central_differences(lambda x: serial(x, c, np.zeros((4, 4, 3))), [("d", a)], 0)
+    np.testing.assert_allclose(da, ref, rtol=1e-5, atol=1e-7)
+
+
 @pytest.mark.parametrize("f, shape, weights", [
     (slice_then_prange, (6, 5), None),
     (copies_in_prange, (7,), None),

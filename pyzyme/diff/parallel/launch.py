@@ -187,6 +187,11 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
     carry one: those the caller stores a varied pointer into."""
     body = _body(cx, inst, row)
     slots = argument_slots(inst.args[row.args], launch=inst)
+    if not isinstance(inst.args[row.args], I.Alloca) and \
+            not body.name.startswith(naming.PARALLEL_BODY):
+        # Handed in by a caller: which arrays carry derivatives is not seen here. (A
+        # derivative's own launch passes only its items there: no derivative.)
+        slots = None
     if slots is None:
         raise UnsupportedError(
             f"{cx.where} launches a parallel loop (a prange / parallel=True loop) with an "

@@ -172,6 +172,7 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad",
             # Kept functions stay visible so no pass rewrites their signature (dead argument
             # elimination, constant propagation into them): their calls must match the ABI.
             passes.strip_to(module, [symbol, *kept], keep_globals=_is_env_global)
+            _inline_launch_wrappers(module)
             passes.ad_friendly(module)
         else:
             module, stale = cres.library._get_module_for_linking().clone(), ()
@@ -215,6 +216,16 @@ def _kept_calls(module: llvm.ModuleRef, keep_calls, root: str) -> list[str]:
         return []
     return [fn.name for fn in module.functions
             if not fn.is_declaration and fn.name != root and keep_calls(fn.name)]
+
+
+def _inline_launch_wrappers(module: llvm.ModuleRef) -> None:
+    """Mark Numba's wrappers around a parallel loop's launch (``.kernel.<n>``: the GIL
+    released around ``numba_parallel_for``, numba/np/ufunc/parallel.py) always inlined: the
+    derivative of a launch reads which arrays its caller puts in the argument array, and
+    through a wrapper's parameter it cannot."""
+    for fn in module.functions:
+        if fn.name.startswith(".kernel.") and not fn.is_declaration:
+            fn.add_function_attribute("alwaysinline")
 
 
 def _no_inline(module: llvm.ModuleRef, names: list[str]) -> llvm.ModuleRef:
