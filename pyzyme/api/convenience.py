@@ -92,8 +92,10 @@ def forward_columns(f, args, argnum: int, chunk: int | None, unit=1.0,
                 yield start + lane, t
 
 
-def gradient(mode: Mode, f, x, *, chunk: int | None = None, out=None):
-    """The derivative of a scalar function ``f`` with respect to ``x``.
+def gradient(mode: Mode, f, x, *more, chunk: int | None = None, out=None):
+    """The derivative of a scalar function ``f`` with respect to ``x`` (and to ``more``
+    arguments: ``gradient(Reverse, f, x, y)`` gives ``(df/dx, df/dy)``, as Enzyme.jl's
+    ``gradient`` of several arguments).
 
     Forward mode returns a tuple with one partial derivative per element of ``x`` (in C order).
 
@@ -111,9 +113,12 @@ def gradient(mode: Mode, f, x, *, chunk: int | None = None, out=None):
         ``Forward`` or ``Reverse`` (or ``ReverseWithPrimal``).
     f : callable
         An ``@njit`` function, or a plain Python function (compiled with ``numba.njit``),
-        of one argument, returning a float.
+        of ``x`` (and ``more``), returning a float.
     x : float, ndarray, or tuple of them
         The point.
+    *more : float, ndarray, or tuple of them
+        Further arguments: the result is then a tuple with one derivative per argument, each
+        as for ``x`` alone.
     chunk : int, optional
         Forward mode: how many directions one derivative call carries.
     out : ndarray, optional
@@ -135,7 +140,13 @@ def gradient(mode: Mode, f, x, *, chunk: int | None = None, out=None):
     (9.0, 12.0)
     >>> gradient(Reverse, lambda z: (z[0] * z[0]).real, np.array([1.0 + 2.0j]))
     array([2.-4.j])
+    >>> gradient(Reverse, lambda a, b: a[0] * b ** 2, np.array([2.0]), 3.0)
+    (array([9.]), 12.0)
+    >>> gradient(Forward, lambda a, b: a[0] * b ** 2, np.array([2.0]), 3.0)
+    ((9.0,), (12.0,))
     """
+    if more:
+        return _gradients(mode, f, (x, *more), chunk, out)
     if not mode.is_forward:
         return _reverse_gradient(mode, f, x, chunk, out)
     if out is not None:
@@ -156,6 +167,35 @@ def gradient(mode: Mode, f, x, *, chunk: int | None = None, out=None):
     if len(parts) == 2:
         return tuple(complex(re, im) for re, im in zip(*parts))
     return tuple(parts[0])
+
+
+def _gradients(mode: Mode, f, args: tuple, chunk, out):
+    """``gradient`` of several arguments: one derivative per argument."""
+    if out is not None:
+        raise PyzymeError("out= is for the gradient of one argument")
+    if not mode.is_forward:
+        if mode.split or mode.holomorphic:
+            raise UnsupportedError(f"gradient takes Reverse or ReverseWithPrimal, not {mode}")
+        if chunk is not None:
+            raise PyzymeError("chunk= is for forward mode; reverse mode gets the whole "
+                              "gradient from one sweep")
+        value, grads = reverse_call(f, args, tuple(range(len(args))), name="gradient",
+                                    need_value=mode.with_primal)
+        return (tuple(grads), value) if mode.with_primal else tuple(grads)
+    parts = []
+    for argnum, arg in enumerate(args):
+        if is_complex(arg) or is_complex_array(arg):
+            raise UnsupportedError("gradient(Forward, ...) of several arguments takes real "
+                                   "ones; differentiate a complex one alone")
+        part = []
+        for _, t in forward_columns(f, args, argnum, chunk):
+            if not is_real(t):
+                raise PyzymeError(f"gradient needs a function returning a float; this one "
+                                  f"returns {type(t).__name__}: use jacobian for vector "
+                                  f"results")
+            part.append(float(t))
+        parts.append(tuple(part))
+    return tuple(parts)
 
 
 def _reverse_gradient(mode: Mode, f, x, chunk, out):

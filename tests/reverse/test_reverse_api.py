@@ -497,3 +497,23 @@ def test_non_contiguous_array_inside_njit_is_a_clear_error():
 def test_non_numeric_argument_is_an_error_not_a_zero_gradient():
     with pytest.raises(pyzyme.UnsupportedError, match="argument 0 is a str"):
         grad(lambda s: 1.0)("x")
+
+
+def test_gradient_of_several_arguments():
+    """API.md: gradient(Reverse, f, x, y, ...) gives one derivative per argument, each in its
+    argument's structure; forward mode one tuple of partials per argument."""
+    def f(a, b, c):
+        return a[0] * b ** 2 + np.sum(a * c)
+
+    a, b, c = np.array([2.0, 1.0]), 3.0, np.array([0.5, -1.0])
+    da, db, dc = pyzyme.gradient(pyzyme.Reverse, f, a, b, c)
+    np.testing.assert_allclose(da, [b ** 2 + c[0], c[1]])
+    assert db == pytest.approx(2 * a[0] * b)
+    np.testing.assert_allclose(dc, a)
+    grads, value = pyzyme.gradient(pyzyme.ReverseWithPrimal, f, a, b, c)
+    assert value == pytest.approx(f(a, b, c))
+    np.testing.assert_allclose(grads[0], da)
+    fa, fb, fc = pyzyme.gradient(pyzyme.Forward, f, a, b, c)
+    np.testing.assert_allclose(fa, da)
+    assert fb == pytest.approx((db,))
+    np.testing.assert_allclose(fc, dc)
