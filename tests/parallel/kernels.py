@@ -258,3 +258,17 @@ def scatter_add(x, w, idx, out):
     for j in range(out.shape[0]):
         s += out[j] * out[j] * (j + 1)
     return s
+
+
+def dot_of_temporaries(x, w):
+    # np.dot (BLAS) in the body, on arrays the iteration allocates: no other thread touches
+    # their adjoints.
+    s = 0.0
+    for i in prange(x.shape[0]):
+        a = np.empty(3)
+        b = np.empty(3)
+        for k in range(3):
+            a[k] = x[i] * (k + 1.0)
+            b[k] = w[i] + k
+        s += np.dot(a, b)
+    return s

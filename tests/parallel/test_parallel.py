@@ -54,6 +54,7 @@ def _inputs():
         "softmax_rows": [("d", RNG.random((5, 4))), ("d", np.zeros((5, 4)))],
         "overwritten_after": [("d", x), ("d", w)],
         "scatter_add": [("d", x), ("d", w), ("c", RNG.permutation(N)), ("d", RNG.random(N))],
+        "dot_of_temporaries": [("d", x), ("d", w)],
     }
 
 

@@ -159,7 +159,8 @@ def forward_sweep(cx, inst: I.CallBase) -> None:
         return
     row = row_of(cx.rules, inst)
     if cx.sig.shared_adjoints and _any_varied(cx, inst) and (
-            isinstance(row, _SERIAL_ONLY) or inst.called_function is None):
+            isinstance(row, _SERIAL_ONLY) or inst.called_function is None) and \
+            not _private_operands(cx, inst, row):
         raise _not_in_parallel(cx, inst, row)
     handler_for(row, "augmented", inst)(cx, inst, row)
 
@@ -179,6 +180,14 @@ def reverse_sweep(cx, inst: I.CallBase) -> None:
 #: rule, a masked gather's scatter): in the body of a parallel loop other threads would add
 #: into the same memory at the same time.
 _SERIAL_ONLY = (spec.Blas, spec.Custom, spec.Registered, spec.Masked)
+
+
+def _private_operands(cx, inst: I.CallBase, row) -> bool:
+    """Whether a BLAS call in a parallel loop's body works on memory of its iteration only
+    (its own temporaries, elements it owns): then no other thread adds into its adjoints
+    (``A[i] @ x[cols[i]]``: a row the iteration owns and a gathered copy)."""
+    return isinstance(row, spec.Blas) and all(
+        cx.private(a) for a in inst.args if a.type.is_pointer)
 
 
 def _not_in_parallel(cx, inst: I.CallBase, row) -> UnsupportedError:
