@@ -272,3 +272,15 @@ def dot_of_temporaries(x, w):
             b[k] = w[i] + k
         s += np.dot(a, b)
     return s
+
+
+@numba.stencil
+def _wave(p, c, r):
+    return 2 * c[0, 0] - p[0, 0] + r * r * (c[-1, 0] + c[1, 0] + c[0, -1] + c[0, 1] - 4 * c[0, 0])
+
+
+def numba_stencil(p, c, f):
+    # A @stencil under parallel=True: its reverse keeps the shadow pointers of its forward
+    # sweep, so a privatized array's copy must be chosen there already.
+    _wave(p, c, 0.1, out=f)
+    return np.sum(f * f)

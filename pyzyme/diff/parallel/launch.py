@@ -222,12 +222,16 @@ def _privatized(cx, split, known: ParallelBody, stored: dict) -> tuple:
     into a private copy, summed into the shadow after the launch, instead of an atomic add
     per element: arrays the body reads densely and never writes (a Lennard-Jones kernel's
     positions, a model's parameters), other iterations read too (not owned by one), whose
-    bytes are known (contiguous arguments, allocations of this function) and hold floats."""
-    owned = None
-    if known.distinct:
-        schedule = [u for u in (argument_slots(split.args[4]) or {}).get(known.schedule, ())
-                    if isinstance(u, I.Load)]
-        owned = owned_arrays(split, schedule, known.first_index)
+    bytes are known (contiguous arguments, allocations of this function) and hold floats,
+    where the launch's arrays are distinct."""
+    if not known.distinct:
+        # A slot read here may be another slot's memory written here (a fused parfor passes
+        # one array twice): the copy's adds, made after the launch, would come after that
+        # write's reverse has taken the adjoint.
+        return ()
+    schedule = [u for u in (argument_slots(split.args[4]) or {}).get(known.schedule, ())
+                if isinstance(u, I.Load)]
+    owned = owned_arrays(split, schedule, known.first_index)
     try:
         types = cx.types()
     except TypeAnalysisError:
@@ -238,7 +242,7 @@ def _privatized(cx, split, known: ParallelBody, stored: dict) -> tuple:
         roots = [u for u in reads.get(k, ()) if isinstance(u, I.Load)]
         if len(values) != 1 or not roots or not all(dense_reads(r) for r in roots):
             continue
-        if owned is not None and any(r in owned.roots and (owned.roots[r][2] == 0 or
+        if any(r in owned.roots and (owned.roots[r][2] == 0 or
                                                            owned.roots[r][0] in owned.bounds)
                                      for r in roots):
             # Each iteration owns its elements (plain adds already), or shares them with its
@@ -543,9 +547,13 @@ def augmented(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     t = _Trampoline(cx.module, naming.parallel_body(body.name, "aug"), layout)
     tid = _thread_id(cx.module, row, t.b)
 
+    # A privatized slot's copy is the one of the task that will reverse this row: the
+    # forward sweep's shadow pointers are what the body's reverse keeps and uses.
+    task = t.b.urem(tid, t.nslots, name="task") if layout.private else None
+
     def run(b, r):
         b.store(tid, t.thread_ids(b, r), 8)
-        tape = b.call(pair.augmented, t.row(b, r) + t.shadows, name="tape")
+        tape = b.call(pair.augmented, t.row(b, r, task=task) + t.shadows, name="tape")
         b.store(tape, t.tapes(b, r), 8)
     t.loop(t.first, t.count, run)
     tramp = t.finish()
@@ -557,6 +565,7 @@ def augmented(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
         for factor in extent[1:]:
             size = b.mul(size, cx.fwd_value(factor))
         _store(b, size, block, layout.privates + 2 * p + 1)
+    _private_copies(cx, layout, block)
     _launch(b, inst, row, layout, block, tramp, _load(b, T.i64, block, _NROWS),
             cx.fwd_value(inst.args[row.threads]))
     cx.release_later(I.Call(free_function(cx.module), [block],
@@ -590,39 +599,33 @@ def reverse(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     tramp = t.finish()
     b = cx.rb
     block = cx.avail(block)
-    _private_copies(cx, layout, block)
     _launch(b, inst, row, layout, block, tramp, _load(b, T.i64, block, _NSLOTS),
             cx.primal(inst.args[row.threads]))
     _sum_private_copies(cx, layout, block)
 
 
 def _private_copies(cx, layout: _Layout, block: Value) -> None:
-    """Before the reverse launch: zeroed private copies of each privatized slot's shadow,
-    one per task, where there is more than one task (one task adds into the shadow
-    itself)."""
-    if not layout.private:
-        return
-    b, fn = cx.rb, cx.rev
+    """In the forward sweep, before the launch: zeroed copies of each privatized slot's
+    shadow, one per reverse task (the forward sweep hands each row the copy of the task that
+    will reverse it: the body's reverse uses the shadow pointers its forward sweep kept),
+    freed when the reverse sweep is done. With one task there are none: it adds into the
+    shadow itself."""
+    b = cx.fb
     slots = _load(b, T.i64, block, _NSLOTS)
     calloc = cx.module.declare("calloc", T.FunctionType(T.ptr, [T.i64, T.i64]))
+    free = free_function(cx.module)
     for p in range(len(layout.private)):
-        head = b.block
-        make, done = fn.append_block("private.copies"), fn.append_block("private.ready")
-        b.cbranch(b.icmp("ugt", slots, _i64(1)), make, done)
-        b.position_at_end(make)
-        copies = b.call(calloc, [slots, _load(b, T.i64, block, layout.privates + 2 * p + 1)],
-                        name="private")
-        b.br(done)
-        b.position_at_end(done)
-        held = b.phi(T.ptr, name="private")
-        held.add_incoming(copies, make)
-        held.add_incoming(const_null(T.ptr), head)
-        _store(b, held, block, layout.privates + 2 * p)
+        size = _load(b, T.i64, block, layout.privates + 2 * p + 1)
+        copies = b.call(calloc, [slots, size], name="private")
+        used = b.select(b.icmp("ugt", slots, _i64(1)), copies, const_null(T.ptr))
+        _store(b, used, block, layout.privates + 2 * p)
+        cx.release_later(I.Call(free, [copies], free.function_type), copies,
+                         const_null(T.ptr))
 
 
 def _sum_private_copies(cx, layout: _Layout, block: Value) -> None:
     """After the reverse launch: each privatized slot's copies summed into its shadow (in
-    task order: the same sum at every run), then freed."""
+    task order: the same sum at every run)."""
     if not layout.private:
         return
     b, fn = cx.rb, cx.rev
@@ -634,7 +637,7 @@ def _sum_private_copies(cx, layout: _Layout, block: Value) -> None:
         count = b.udiv(size, _i64(4 if ty == T.float else 8))
         check, loop, inner, stored, free_, done = (fn.append_block(n) for n in (
             "private.check", "private.sum", "private.sum.task", "private.sum.next",
-            "private.free", "private.done"))
+            "private.summed", "private.done"))
         b.cbranch(b.icmp("eq", copies, const_null(T.ptr)), done, check)
         b.position_at_end(check)
         b.cbranch(b.icmp("eq", count, _i64(0)), free_, loop)
@@ -662,6 +665,5 @@ def _sum_private_copies(cx, layout: _Layout, block: Value) -> None:
         e.add_incoming(nxt, stored)
         b.cbranch(b.icmp("ult", nxt, count), loop, free_)
         b.position_at_end(free_)
-        b.call(free_function(cx.module), [copies])
         b.br(done)
         b.position_at_end(done)
