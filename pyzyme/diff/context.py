@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from pyzyme import naming
 from pyzyme.analysis.activity import ActivityResult, can_carry_derivative
+from pyzyme.analysis.layout import sizeof
 from pyzyme.analysis.overwrite import underlying_object
 from pyzyme.analysis.parallel_access import owned_arrays
 from pyzyme.diff.leaves import elements, has_float, has_pointer
@@ -56,6 +57,7 @@ from pyzyme.ir.values import (
     Undef,
     Value,
     ZeroInitializer,
+    const_int,
     const_null,
 )
 from pyzyme.rules import spec
@@ -394,6 +396,8 @@ class ReverseContext(_Generated):
         from it on: a contiguous array parameter's (the frontend's facts,
         :attr:`ReverseGenerator.array_extents`), or the data block of an allocation made
         here; None where that is not known."""
+        if isinstance(pointer, I.Alloca) and pointer.count is None:
+            return (const_int(T.i64, sizeof(pointer.allocated_type)),)
         if isinstance(pointer, Argument) and pointer.function is self.old:
             found = self.generator.array_extents.get(self.old, {}).get(pointer.index)
             return None if found is None else tuple(self.old.args[i] for i in found)

@@ -284,3 +284,20 @@ def numba_stencil(p, c, f):
     # sweep, so a privatized array's copy must be chosen there already.
     _wave(p, c, 0.1, out=f)
     return np.sum(f * f)
+
+
+def pair_energy(pos, sigma):
+    # sigma reaches the body through a stack slot (how Numba passes a scalar to a parfor):
+    # Const, its slot carries no derivative; Active, its adjoint is added by every pair.
+    n = pos.shape[0]
+    s2 = sigma * sigma
+    e = 0.0
+    for i in prange(n):
+        ei = 0.0
+        for j in range(n):
+            if j != i:
+                d = (pos[i, 0] - pos[j, 0]) ** 2 + (pos[i, 1] - pos[j, 1]) ** 2 + 0.5
+                q = s2 / d
+                ei += q * q - q
+        e += ei
+    return e

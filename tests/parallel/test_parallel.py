@@ -55,6 +55,7 @@ def _inputs():
         "overwritten_after": [("d", x), ("d", w)],
         "scatter_add": [("d", x), ("d", w), ("c", RNG.permutation(N)), ("d", RNG.random(N))],
         "dot_of_temporaries": [("d", x), ("d", w)],
+        "pair_energy": [("d", RNG.random((9, 2)) * 3), ("c", 1.1)],
         "numba_stencil": [("d", RNG.standard_normal((16, 16))),
                           ("d", RNG.standard_normal((16, 16))), ("d", np.zeros((16, 16)))],
     }
@@ -399,3 +400,21 @@ def test_one_thread_adds_without_atomics_at_run_time():
     many = reverse_shadows(par, args)
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
     np.testing.assert_allclose(one[0], many[0], rtol=1e-12, atol=1e-14)
+
+
+def test_an_active_scalar_reaching_every_iteration():
+    """An Active scalar passed to the body through a stack slot: its adjoint, added by every
+    pair on every thread, is the serial one."""
+    par, ser, args = compiled("pair_energy")
+    pos = args[0][1]
+    eps = 1e-6
+    expect = (ser(pos, 1.1 + eps) - ser(pos, 1.1 - eps)) / (2 * eps)
+    for threads in THREADS:
+        numba.set_num_threads(threads)
+        for _ in range(5):
+            dpos = np.zeros_like(pos)
+            (d,) = autodiff(Reverse, par, Active, Duplicated(pos.copy(), dpos), Active(1.1))
+            assert d[1] == pytest.approx(expect, rel=1e-6)
+            np.testing.assert_allclose(dpos, central_differences(ser, args, 0), rtol=1e-5,
+                                       atol=1e-6)
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)

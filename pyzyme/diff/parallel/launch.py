@@ -200,7 +200,7 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
     stored = {k: _reaching(inst, [u for u in uses if isinstance(u, I.Store)])
               for k, uses in slots.items()}
     active = frozenset(k for k, values in stored.items()
-                       if any(v in cx.activity.varied for v in values))
+                       if any(_carries(cx, v) for v in values))
     everything = frozenset(range(layout.count))
     split = split_arguments(cx.module, body, everything - active,
                             everything - {row.schedule})
@@ -307,6 +307,29 @@ def _seed_argument_types(cx, inst: I.CallBase, row: spec.ParallelFor, body) -> N
         cx.seed_types(body, {0: tree, 4: tree})  # args and cargs
 
 
+def _carries(cx, pointer: Value) -> bool:
+    """Whether the memory at ``pointer`` (put in a launch's argument array) may hold values
+    that carry derivatives. A stack slot through which Numba passes a scalar counts as varied
+    once its address escapes into the array; it carries one only where a varied value is
+    stored into it."""
+    if pointer not in cx.activity.varied:
+        return False
+    if not isinstance(pointer, I.Alloca):
+        return True
+    for user in pointer.users:
+        if isinstance(user, I.Store) and user.operands[1] is pointer:
+            if user.operands[0] in cx.activity.varied:
+                return True
+        elif isinstance(user, I.Store) and user.operands[0] is pointer:
+            continue  # its address put in an argument array
+        elif isinstance(user, I.CallBase) and user.called_function is not None and \
+                user.called_function.name.startswith("llvm.lifetime"):
+            continue
+        else:
+            return True  # read or written some other way: as activity analysis says
+    return False
+
+
 def _reaching(launch: I.CallBase, stores: list) -> list:
     """The values of ``stores`` (into one slot of the argument array) that ``launch`` may
     read: the last one before it in its block, where there is one; else all of them (an
@@ -322,16 +345,18 @@ def _reaching(launch: I.CallBase, stores: list) -> list:
 def _distinct(cx, pointers) -> bool:
     """Whether ``pointers`` (the arrays of a launch that carry derivatives) point into
     different objects, each an argument the caller marked ``noalias`` (arrays the API found
-    apart) or memory allocated here."""
+    apart), a stack slot or memory allocated here."""
     seen = set()
     for p in pointers:
         obj = underlying_object(p)
         if isinstance(obj, I.Load):  # the data block of a MemInfo allocated here
             inner = underlying_object(obj.pointer)
             obj = inner if isinstance(inner, I.CallBase) else obj
-        ok = (isinstance(obj, Argument) and "noalias" in obj.attrs.split()) or (
-            isinstance(obj, I.CallBase) and obj.called_function is not None
-            and isinstance(cx.rules.lookup(obj.called_function.name, "call"), spec.Allocation))
+        ok = (isinstance(obj, Argument) and "noalias" in obj.attrs.split()) or \
+            isinstance(obj, I.Alloca) or (  # a scalar Numba passes through a stack slot
+                isinstance(obj, I.CallBase) and obj.called_function is not None
+                and isinstance(cx.rules.lookup(obj.called_function.name, "call"),
+                               spec.Allocation))
         if not ok or obj in seen:
             return False
         seen.add(obj)
