@@ -266,6 +266,35 @@ def test_cxx_constructs_reverse_mode_lacks_are_refused(tmp_path, source, expecte
     assert expected in str(err.value)
 
 
+def test_callee_copy_seeded_only_where_all_calls_agree(tmp_path):
+    """A callee's type analysis is seeded with what all its calls know of an argument (its
+    one analysis serves every derivative of it): called on doubles and on integers, its
+    copy's bytes are unknown, and the copy is refused, not moved back as doubles."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
+
+    src = tmp_path / "mixed.c"
+    src.write_text(
+        "#include <stdlib.h>\n#include <string.h>\n"
+        "void __enzyme_autodiff(void *, ...);\n"
+        "static void *moved(void *b, int n, int k) {\n"
+        "  if (k > 1) b = moved(b, n, k - 1);\n"
+        "  void *f = malloc(n * 8); memcpy(f, b, n * 8); free(b); return f; }\n"
+        "double cubes(const double *x, int n) {\n"
+        "  double *sq = malloc(n * sizeof(double));\n"
+        "  for (int i = 0; i < n; i++) sq[i] = x[i] * x[i];\n"
+        "  sq = moved(sq, n, n / 2);\n"
+        "  long *c = malloc(n * sizeof(long)); for (long i = 0; i < n; i++) c[i] = i * i;\n"
+        "  c = moved(c, n, 3);\n"
+        "  double s = 0; for (int i = 0; i < n; i++) s += sq[i] * x[i] * c[i];\n"
+        "  free(sq); free(c); return s; }\n"
+        "void d(const double *x, double *dx, int n) { __enzyme_autodiff((void *)cubes, x, dx, n); }\n")
+    with pytest.raises(UnsupportedError) as err:
+        lower(compile_source(src, "-O1"))
+    assert "moved copies memory" in str(err.value)
+
+
 def test_changed_global_callee_stops_the_derivative(tmp_path):
     """A derivative that calls the library function a global pointer held initially
     (global_callee.c) stops, naming the global and the function, once the program has

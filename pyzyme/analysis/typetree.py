@@ -45,7 +45,7 @@ from pyzyme.errors import TypeAnalysisError
 
 __all__ = [
     "ANYTHING", "FLOAT16", "FLOAT32", "FLOAT64", "FLOAT80", "INTEGER", "POINTER", "UNKNOWN",
-    "MAX_EXPAND", "MAX_OFFSET", "ConcreteType", "Path", "TypeTree",
+    "MAX_DEPTH", "MAX_EXPAND", "MAX_OFFSET", "ConcreteType", "Path", "TypeTree",
 ]
 
 Path = tuple[int, ...]
@@ -53,6 +53,11 @@ Path = tuple[int, ...]
 #: Offsets this large or larger are not recorded (Enzyme's ``maxtypeoffset``, 500 there): a
 #: pointer stepped in a loop (``%p.next = gep i8, %p, 8``) would otherwise grow its tree forever.
 MAX_OFFSET = 512
+
+#: Paths longer than this are not recorded (Enzyme bounds the depth of its trees too): the
+#: tree of a linked list's node (its first field a pointer to a node) would otherwise grow a
+#: level each time the analysis passes the list's loop, each level costing twice the last.
+MAX_DEPTH = 6
 
 #: Regions at most this many bytes long have their ``-1`` entries spelled out per offset when
 #: cut out of a tree (Enzyme's ``maxtypeoffset`` plays the same role); longer ones keep ``-1``.
@@ -263,7 +268,7 @@ class TypeTree:
         path = tuple(path)
         if not path:
             raise ValueError("a TypeTree path needs at least one offset")
-        if not ct.is_known or any(o >= MAX_OFFSET for o in path):
+        if not ct.is_known or len(path) > MAX_DEPTH or any(o >= MAX_OFFSET for o in path):
             return False
         mapping = self._map
         old = mapping.get(path, UNKNOWN)

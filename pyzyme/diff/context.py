@@ -41,10 +41,11 @@ from pyzyme.analysis.activity import ActivityResult, can_carry_derivative
 from pyzyme.analysis.layout import sizeof
 from pyzyme.analysis.overwrite import underlying_object
 from pyzyme.analysis.parallel_access import owned_arrays
+from pyzyme.analysis.type_analysis import analyze_types
 from pyzyme.diff.leaves import elements, has_float, has_pointer
 from pyzyme.diff.tape.cache import TapeCache
 from pyzyme.diff.tape.releases import Releases
-from pyzyme.errors import UnsupportedError
+from pyzyme.errors import TypeAnalysisError, UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -453,6 +454,43 @@ class ReverseContext(_Generated):
         starts from ``seeds`` (argument index -> TypeTree): what this function knows of the
         arguments it passes."""
         self.generator.type_seeds.setdefault(fn, {}).update(seeds)
+
+    def seed_callee_types(self, callee, indices: Sequence[int]) -> None:
+        """Before ``callee``'s derivative is first asked for: its type analysis starts from
+        what every call of it knows of its pointer arguments ``indices`` (Enzyme's
+        interprocedural type analysis; a callee that only copies memory shows no type of
+        its own). Derivatives are made once per function and signature, whichever call asks
+        first, so a seed is what *all* its calls agree on (the meet of their trees): none
+        where a call knows nothing, where its address is taken or where a caller's analysis
+        fails. A callee analysed or seeded already keeps what it has."""
+        gen = self.generator
+        if callee in gen.types or callee in gen.type_seeds or not indices:
+            return
+        calls = [u for u in callee.users
+                 if isinstance(u, I.CallBase) and u.called_function is callee]
+        if len(calls) != len(callee.users):
+            return  # its address is taken: callers unseen
+        trees: dict = {}
+        for call in calls:
+            caller = call.function
+            try:
+                if caller is self.old:
+                    types = self.types()
+                elif caller is callee:  # recursion: its own facts, unseeded
+                    types = analyze_types(callee, {}, rules=self.rules)
+                else:
+                    types = analyze_types(caller, gen.type_seeds.get(caller, {}),
+                                          rules=self.rules)
+            except TypeAnalysisError:
+                return
+            for i in indices:
+                if caller is callee and call.args[i] is callee.args[i]:
+                    continue  # passes its own argument on: what the other calls know holds
+                tree = types.tree(call.args[i])
+                trees[i] = tree if i not in trees else trees[i].meet(tree)
+        seeds = {i: t for i, t in trees.items() if any(len(p) > 1 for p, _ in t)}
+        if seeds:
+            self.seed_types(callee, seeds)
 
     def callee_derivative(self, callee, sig):
         """The reverse-mode derivative of function ``callee`` with interface ``sig`` (a

@@ -1,5 +1,8 @@
 """Type analysis on hand-written IR and on functions captured from Numba, by printed forms."""
 
+import re
+import threading
+
 import numpy as np
 import pytest
 
@@ -7,7 +10,7 @@ from pyzyme import ir
 from pyzyme.analysis.layout import alignof, field_offset, sizeof
 from pyzyme.frontends.numba.typeseeds import seed_from_abi
 from pyzyme.analysis.type_analysis import KnownCall, analyze_types
-from pyzyme.analysis.typetree import FLOAT64, INTEGER, POINTER, TypeTree
+from pyzyme.analysis.typetree import FLOAT64, INTEGER, MAX_DEPTH, POINTER, TypeTree
 from pyzyme.errors import TypeAnalysisError
 
 PTR_TO_DOUBLES = TypeTree({(-1,): POINTER, (-1, -1): FLOAT64})
@@ -237,6 +240,39 @@ loop:
     assert got["%p = phi ptr [ %a, %entry ], [ %p.next, %loop ]"] == (
         "{[-1]:Pointer, [-1,0]:Float@double}")
     assert got["arg %a"] == "{[-1]:Pointer}"
+
+
+def test_linked_list_push_terminates():
+    # Each node links to the previous head, loaded from where the new node is then stored:
+    # a node's tree holds a node's tree at offset 0, one level deeper on every pass over the
+    # loop (the analysis never ended). Paths stop at MAX_DEPTH offsets.
+    text = '''declare ptr @malloc(i64)
+define void @push(ptr %head, double %x, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %i.next, %loop ]
+  %node = call ptr @malloc(i64 16)
+  %old = load ptr, ptr %head
+  store ptr %old, ptr %node
+  %value = getelementptr i8, ptr %node, i64 8
+  store double %x, ptr %value
+  store ptr %node, ptr %head
+  %i.next = add i64 %i, 1
+  %done = icmp eq i64 %i.next, %n
+  br i1 %done, label %exit, label %loop
+exit:
+  ret void
+}'''
+    found = []
+    worker = threading.Thread(target=lambda: found.append(analyze(text)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert found, "type analysis of a linked list's push did not finish"
+    got = lines(found[0])
+    head = got["arg %head"]
+    assert "[-1,0,8]:Float@double" in head and "[-1,0,0,8]:Float@double" in head
+    assert max(len(key.split(",")) for key in re.findall(r"\[([-\d,]+)\]", head)) == MAX_DEPTH
 
 
 def test_ptrtoint_add_inttoptr_keeps_the_pointer():

@@ -175,6 +175,8 @@ def augmented_call(cx, inst: I.Call, callee) -> None:
     csig = ReverseSignature(tuple(acts), ret_active, cx.sig.status_return, False, True,
                             nested=True, return_shadow=ret_shadow,
                             shared_adjoints=cx.sig.shared_adjoints)
+    cx.seed_callee_types(callee, [i for i, act in enumerate(acts)
+                                  if act is Activity.DUPLICATED])
     pair = cx.callee_derivative(callee, csig)
     shadows = [cx.fwd_shadow(a) for a, act in zip(inst.args, acts)
                if act is Activity.DUPLICATED]
