@@ -62,7 +62,7 @@ from pyzyme.ir.values import (
     const_null,
 )
 from pyzyme.rules import spec
-from pyzyme.transforms.parallel_body import argument_slots
+from pyzyme.transforms.parallel_body import slot_loads
 
 __all__ = ["ForwardContext", "ReverseContext"]
 
@@ -259,6 +259,7 @@ class ReverseContext(_Generated):
     runtime: frozenset = frozenset()                   # shadows that may be primals at run time
     nonfinite: object = None                           # NonFinite values (strong zero), or None
     owned: object = None                               # OwnedArrays of a parallel body, lazily
+    slot_loads: dict | None = None                     # a parallel body's slot reads, lazily
 
     @property
     def sum_flags(self) -> tuple[str, ...]:
@@ -384,13 +385,13 @@ class ReverseContext(_Generated):
         slots ``which`` names (a set of :class:`~pyzyme.diff.signature.ParallelBody`)."""
         body = self.sig.parallel_body
         chosen = getattr(body, which, None) if body is not None else None
-        if not chosen or not isinstance(obj, I.Load):
-            return False
-        for args in self.old.args[0], self.old.args[4]:
-            slots = argument_slots(args) or {}
-            if any(obj in slots.get(k, ()) for k in chosen):
-                return True
-        return False
+        return bool(chosen) and self._slot_loads().get(obj) in chosen
+
+    def _slot_loads(self) -> dict:
+        """The body's pointers read from its argument array, with their slots, once."""
+        if self.slot_loads is None:
+            self.slot_loads = slot_loads(self.old)
+        return self.slot_loads
 
     def array_extent(self, pointer: Value):
         """Primal values whose product is the number of bytes memory at ``pointer`` spans
@@ -426,10 +427,7 @@ class ReverseContext(_Generated):
         if body is None or not body.distinct:
             return None
         if self.owned is None:
-            schedule = []
-            for args in self.old.args[0], self.old.args[4]:  # args, and cargs (split)
-                slots = argument_slots(args) or {}
-                schedule += [u for u in slots.get(body.schedule, ()) if isinstance(u, I.Load)]
+            schedule = [load for load, k in self._slot_loads().items() if k == body.schedule]
             self.owned = owned_arrays(self.old, schedule, body.first_index)
         return self.owned
 

@@ -38,9 +38,13 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Value, const_int
 
-__all__ = ["split_arguments", "argument_slots", "apart_slots"]
+__all__ = ["split_arguments", "argument_slots", "slot_loads", "apart_slots", "CARGS",
+           "SHARED"]
 
 _WORD = 8
+#: The split body's parameters after the body's own four (args, dims, steps, data).
+CARGS = 4    # the argument array again, for the slots carrying no derivative
+SHARED = 5   # i1: whether other threads run other rows at the same time
 
 
 def argument_slots(args: Value, launch=None, word: bool = False) -> dict | None:
@@ -75,16 +79,23 @@ def argument_slots(args: Value, launch=None, word: bool = False) -> dict | None:
     return slots
 
 
-def apart_slots(body):
-    """For a split body whose launch passed distinct arrays: ``apart(a, b)``, whether
-    objects ``a`` and ``b`` are pointers read from different slots of its argument array
-    (``args`` or ``cargs``), which do not overlap."""
+def slot_loads(body) -> dict:
+    """For a split body: ``{load: k}``, each pointer it reads from slot ``k`` of its argument
+    array (``args`` or ``cargs``)."""
     slot_of = {}
-    for args in body.args[0], body.args[4]:
+    for args in body.args[0], body.args[CARGS]:
         for k, uses in (argument_slots(args) or {}).items():
             for use in uses:
                 if isinstance(use, I.Load):
                     slot_of[use] = k
+    return slot_of
+
+
+def apart_slots(body):
+    """For a split body whose launch passed distinct arrays: ``apart(a, b)``, whether
+    objects ``a`` and ``b`` are pointers read from different slots of its argument array
+    (``args`` or ``cargs``), which do not overlap."""
+    slot_of = slot_loads(body)
 
     def apart(a, b) -> bool:
         ka, kb = slot_of.get(a), slot_of.get(b)

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import wraps
+from itertools import combinations
 
 from pyzyme import naming
 from pyzyme.analysis.activity import Activity
-from pyzyme.analysis.overwrite import underlying_object
+from pyzyme.analysis.overwrite import identified_object, may_alias, underlying_object
 from pyzyme.analysis.parallel_access import dense_reads, owned_arrays
 from pyzyme.analysis.typetree import TypeTree
 from pyzyme.diff.memory_calls import free_function, malloc
@@ -41,9 +42,15 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.module import Function
-from pyzyme.ir.values import Argument, ConstantInt, Value, const_int, const_null
+from pyzyme.ir.values import ConstantInt, Value, const_int, const_null
 from pyzyme.rules import spec
-from pyzyme.transforms.parallel_body import argument_slots, split_arguments
+from pyzyme.transforms.parallel_body import (
+    CARGS,
+    SHARED,
+    argument_slots,
+    slot_loads,
+    split_arguments,
+)
 
 __all__ = ["varied", "forward_mode", "augmented", "reverse"]
 
@@ -178,13 +185,13 @@ def _layout(cx, inst: I.CallBase, row: spec.ParallelFor, lanes: int,
 #: derivatives), ``dims``, ``steps``, ``data``, ``cargs`` (the others), ``shared``.
 _BODY_ACTIVITIES = (Activity.DUPLICATED, Activity.CONST, Activity.CONST, Activity.CONST,
                     Activity.CONST, Activity.CONST)
-_SHARED = 5
 
 
 def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
     """The body, reading the slots of ``args`` that carry no derivative from a parameter of
-    their own (:func:`~pyzyme.transforms.parallel_body.split_arguments`), and which slots
-    carry one: those the caller stores a varied pointer into."""
+    their own (:func:`~pyzyme.transforms.parallel_body.split_arguments`); what the caller
+    stores into each slot (``{k: [values]}``, those reaching the launch), and the slots that
+    carry a derivative: those holding memory varied values are stored into."""
     body = _body(cx, inst, row)
     slots = argument_slots(inst.args[row.args], launch=inst)
     if not isinstance(inst.args[row.args], I.Alloca) and \
@@ -204,17 +211,22 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
     everything = frozenset(range(layout.count))
     split = split_arguments(cx.module, body, everything - active,
                             everything - {row.schedule})
+    return split, stored, active
+
+
+def _reverse_facts(cx, inst: I.CallBase, row: spec.ParallelFor, split, stored: dict,
+                   active: frozenset):
+    """What the body's reverse may rely on (a :class:`ParallelBody`), and the privatized
+    slots (:func:`_privatized`)."""
     stable = frozenset(k for k, values in stored.items()
                        if values and all(_kept(cx, inst, v) for v in values))
-    known = ParallelBody(_SHARED, _distinct(cx, [v for k in sorted(active) for v in stored[k]]),
+    known = ParallelBody(SHARED, _distinct([v for k in sorted(active) for v in stored[k]]),
                          row.schedule, _first_index(row, stored.get(row.schedule, ())),
                          stable)
-    if hasattr(cx, "overwrites"):  # reverse mode
-        private = _privatized(cx, split, known, {k: stored[k] for k in active})
-        if private:
-            known = replace(known, private=frozenset(k for k, _, _ in private))
-        return split, known, private
-    return split, known, ()
+    private = _privatized(cx, split, known, {k: stored[k] for k in active})
+    if private:
+        known = replace(known, private=frozenset(k for k, _, _ in private))
+    return known, private
 
 
 def _privatized(cx, split, known: ParallelBody, stored: dict) -> tuple:
@@ -229,22 +241,20 @@ def _privatized(cx, split, known: ParallelBody, stored: dict) -> tuple:
         # one array twice): the copy's adds, made after the launch, would come after that
         # write's reverse has taken the adjoint.
         return ()
-    schedule = [u for u in (argument_slots(split.args[4]) or {}).get(known.schedule, ())
-                if isinstance(u, I.Load)]
+    reads = slot_loads(split)
+    schedule = [load for load, k in reads.items() if k == known.schedule]
     owned = owned_arrays(split, schedule, known.first_index)
     try:
         types = cx.types()
     except TypeAnalysisError:
         return ()
-    reads = argument_slots(split.args[0]) or {}
     found = []
     for k, values in sorted(stored.items()):
-        roots = [u for u in reads.get(k, ()) if isinstance(u, I.Load)]
+        roots = [load for load, slot in reads.items() if slot == k]
         if len(values) != 1 or not roots or not all(dense_reads(r) for r in roots):
             continue
-        if any(r in owned.roots and (owned.roots[r][2] == 0 or
-                                                           owned.roots[r][0] in owned.bounds)
-                                     for r in roots):
+        if any(r in owned.roots and (owned.roots[r][2] == 0 or owned.roots[r][0] in owned.bounds)
+               for r in roots):
             # Each iteration owns its elements (plain adds already), or shares them with its
             # neighbours only (atomic near its row's ends): cheaper than a copy per task.
             continue
@@ -258,8 +268,8 @@ def _privatized(cx, split, known: ParallelBody, stored: dict) -> tuple:
 
 def _kept(cx, launch: I.CallBase, pointer: Value) -> bool:
     """Whether memory at ``pointer``, passed to ``launch``, keeps its contents from the
-    launch until the reverse sweep reaches it (forward mode asks nothing of it)."""
-    if not hasattr(cx, "overwrites") or not pointer.type.is_pointer:
+    launch until the reverse sweep reaches it."""
+    if not pointer.type.is_pointer:
         return False
     return cx.stable(pointer) and cx.overwrites.written_after(launch, pointer) is None
 
@@ -285,18 +295,16 @@ def _first_index(row: spec.ParallelFor, schedules) -> int | None:
     return None
 
 
-def _seed_argument_types(cx, inst: I.CallBase, row: spec.ParallelFor, body) -> None:
-    """The body's type analysis starts from what this function's knows of the arrays it
-    puts in the argument array (a body that only copies them, as LLVM turns
-    ``v[i] = u[i]`` into, shows no type of its own)."""
+def _seed_argument_types(cx, body, stored: dict) -> None:
+    """The body's type analysis starts from what this function knows of the arrays it puts
+    in the argument array (``stored``: see :func:`_split_body`; a body that only copies
+    them, as LLVM turns ``v[i] = u[i]`` into, shows no type of its own)."""
     try:
         types = cx.types()
     except TypeAnalysisError:
         return
-    slots = argument_slots(inst.args[row.args], launch=inst) or {}
     pointee = TypeTree()
-    for k, uses in slots.items():
-        values = _reaching(inst, [u for u in uses if isinstance(u, I.Store)])
+    for k, values in stored.items():
         if len(values) != 1:
             continue
         for path, ct in types.tree(values[0]):
@@ -304,7 +312,7 @@ def _seed_argument_types(cx, inst: I.CallBase, row: spec.ParallelFor, body) -> N
                 pointee.insert((_W * k, *path[1:]), ct)
     if pointee:
         tree = TypeTree.pointer_to(pointee)
-        cx.seed_types(body, {0: tree, 4: tree})  # args and cargs
+        cx.seed_types(body, {0: tree, CARGS: tree})  # args and cargs
 
 
 def _carries(cx, pointer: Value) -> bool:
@@ -342,25 +350,13 @@ def _reaching(launch: I.CallBase, stores: list) -> list:
     return [s.operands[0] for s in stores]
 
 
-def _distinct(cx, pointers) -> bool:
+def _distinct(pointers) -> bool:
     """Whether ``pointers`` (the arrays of a launch that carry derivatives) point into
-    different objects, each an argument the caller marked ``noalias`` (arrays the API found
-    apart), a stack slot or memory allocated here."""
-    seen = set()
-    for p in pointers:
-        obj = underlying_object(p)
-        if isinstance(obj, I.Load):  # the data block of a MemInfo allocated here
-            inner = underlying_object(obj.pointer)
-            obj = inner if isinstance(inner, I.CallBase) else obj
-        ok = (isinstance(obj, Argument) and "noalias" in obj.attrs.split()) or \
-            isinstance(obj, I.Alloca) or (  # a scalar Numba passes through a stack slot
-                isinstance(obj, I.CallBase) and obj.called_function is not None
-                and isinstance(cx.rules.lookup(obj.called_function.name, "call"),
-                               spec.Allocation))
-        if not ok or obj in seen:
-            return False
-        seen.add(obj)
-    return True
+    different objects, each identified (an argument the caller marked ``noalias``, as the API
+    does for arrays it found apart; a stack slot, as Numba passes a scalar; memory allocated
+    here: :func:`~pyzyme.analysis.overwrite.identified_object`)."""
+    return all(identified_object(underlying_object(p)) for p in pointers) and \
+        not any(may_alias(a, b) for a, b in combinations(pointers, 2))
 
 
 def _fill(cx, b: IRBuilder, inst, row, layout: _Layout, value, shadows,
@@ -565,9 +561,10 @@ def augmented(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     """The forward sweep: the body's augmented primal launched row by row, each row's tape
     and thread id kept in the launch block for :func:`reverse`."""
     layout = _layout(cx, inst, row, 1)
-    body, known, private = _split_body(cx, inst, row, layout)
+    body, stored, active = _split_body(cx, inst, row, layout)
+    known, private = _reverse_facts(cx, inst, row, body, stored, active)
     layout = replace(layout, private=tuple((k, ty) for k, ty, _ in private))
-    _seed_argument_types(cx, inst, row, body)
+    _seed_argument_types(cx, body, stored)
     pair = _pair(cx, body, known)
     t = _Trampoline(cx.module, naming.parallel_body(body.name, "aug"), layout)
     tid = _thread_id(cx.module, row, t.b)
@@ -660,12 +657,12 @@ def _sum_private_copies(cx, layout: _Layout, block: Value) -> None:
         size = _load(b, T.i64, block, layout.privates + 2 * p + 1)
         shadow = _load(b, T.ptr, block, layout.shadows + k)
         count = b.udiv(size, _i64(4 if ty == T.float else 8))
-        check, loop, inner, stored, free_, done = (fn.append_block(n) for n in (
+        check, loop, inner, stored, done = (fn.append_block(n) for n in (
             "private.check", "private.sum", "private.sum.task", "private.sum.next",
-            "private.summed", "private.done"))
+            "private.done"))
         b.cbranch(b.icmp("eq", copies, const_null(T.ptr)), done, check)
         b.position_at_end(check)
-        b.cbranch(b.icmp("eq", count, _i64(0)), free_, loop)
+        b.cbranch(b.icmp("eq", count, _i64(0)), done, loop)
         # for e in [0, count): shadow[e] += the sum over tasks t of copies[t * count + e]
         b.position_at_end(loop)
         e = b.phi(T.i64, name="e")
@@ -688,7 +685,5 @@ def _sum_private_copies(cx, layout: _Layout, block: Value) -> None:
         nxt = b.add(e, _i64(1))
         e.add_incoming(_i64(0), check)
         e.add_incoming(nxt, stored)
-        b.cbranch(b.icmp("ult", nxt, count), loop, free_)
-        b.position_at_end(free_)
-        b.br(done)
+        b.cbranch(b.icmp("ult", nxt, count), loop, done)
         b.position_at_end(done)
