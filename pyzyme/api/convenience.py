@@ -154,19 +154,31 @@ def gradient(mode: Mode, f, x, *more, chunk: int | None = None, out=None):
     # A complex input is swept along its real and then its imaginary parts (seeds 1 and 1j);
     # the partials combine as reverse mode's do: df/dRe + i df/dIm.
     units = (1.0, 1j) if (is_complex(x) or is_complex_array(x)) else (1.0,)
-    parts = []
-    for unit in units:
-        part = []
-        for _, t in forward_columns(f, (x,), 0, chunk, unit=unit, complex_ok=True):
-            if not is_real(t):
-                raise PyzymeError(f"gradient needs a function returning a float; this one "
-                                  f"returns {type(t).__name__}: use jacobian for vector "
-                                  f"results")
-            part.append(float(t))
-        parts.append(part)
+    parts = [_partials(f, (x,), 0, chunk, unit) for unit in units]
     if len(parts) == 2:
         return tuple(complex(re, im) for re, im in zip(*parts))
     return tuple(parts[0])
+
+
+def _partials(f, args: tuple, argnum: int, chunk, unit=1.0) -> list:
+    """Forward mode: the partial derivatives of float ``f(*args)`` with respect to each
+    element of ``args[argnum]`` (seeded with ``unit``: ``1j`` for a complex one's imaginary
+    parts)."""
+    part = []
+    for _, t in forward_columns(f, args, argnum, chunk, unit=unit, complex_ok=True):
+        if not is_real(t):
+            raise PyzymeError(f"gradient needs a function returning a float; this one "
+                              f"returns {type(t).__name__}: use jacobian for vector results")
+        part.append(float(t))
+    return part
+
+
+def _check_reverse(mode: Mode, chunk) -> None:
+    if mode.split or mode.holomorphic:
+        raise UnsupportedError(f"gradient takes Reverse or ReverseWithPrimal, not {mode}")
+    if chunk is not None:
+        raise PyzymeError("chunk= is for forward mode; reverse mode gets the whole gradient "
+                          "from one sweep")
 
 
 def _gradients(mode: Mode, f, args: tuple, chunk, out):
@@ -174,36 +186,18 @@ def _gradients(mode: Mode, f, args: tuple, chunk, out):
     if out is not None:
         raise PyzymeError("out= is for the gradient of one argument")
     if not mode.is_forward:
-        if mode.split or mode.holomorphic:
-            raise UnsupportedError(f"gradient takes Reverse or ReverseWithPrimal, not {mode}")
-        if chunk is not None:
-            raise PyzymeError("chunk= is for forward mode; reverse mode gets the whole "
-                              "gradient from one sweep")
+        _check_reverse(mode, chunk)
         value, grads = reverse_call(f, args, tuple(range(len(args))), name="gradient",
                                     need_value=mode.with_primal)
         return (tuple(grads), value) if mode.with_primal else tuple(grads)
-    parts = []
-    for argnum, arg in enumerate(args):
-        if is_complex(arg) or is_complex_array(arg):
-            raise UnsupportedError("gradient(Forward, ...) of several arguments takes real "
-                                   "ones; differentiate a complex one alone")
-        part = []
-        for _, t in forward_columns(f, args, argnum, chunk):
-            if not is_real(t):
-                raise PyzymeError(f"gradient needs a function returning a float; this one "
-                                  f"returns {type(t).__name__}: use jacobian for vector "
-                                  f"results")
-            part.append(float(t))
-        parts.append(tuple(part))
-    return tuple(parts)
+    if any(is_complex(a) or is_complex_array(a) for a in args):
+        raise UnsupportedError("gradient(Forward, ...) of several arguments takes real ones; "
+                               "differentiate a complex one alone")
+    return tuple(tuple(_partials(f, args, k, chunk)) for k in range(len(args)))
 
 
 def _reverse_gradient(mode: Mode, f, x, chunk, out):
-    if mode.split or mode.holomorphic:
-        raise UnsupportedError(f"gradient takes Reverse or ReverseWithPrimal, not {mode}")
-    if chunk is not None:
-        raise PyzymeError("chunk= is for forward mode; reverse mode gets the whole gradient "
-                          "from one sweep")
+    _check_reverse(mode, chunk)
     if out is None:
         value, (grad,) = reverse_call(f, (x,), (0,), name="gradient",
                                       need_value=mode.with_primal)
