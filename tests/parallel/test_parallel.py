@@ -13,7 +13,7 @@ import pytest
 import pyzyme
 from pyzyme import (
     Active, BatchDuplicated, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal,
-    UnsupportedError, autodiff, autodiff_thunk,
+    autodiff, autodiff_thunk,
 )
 
 from . import kernels as K
@@ -260,38 +260,6 @@ def test_serial_code_has_no_atomics():
 
 
 # -- refusals ----------------------------------------------------------------------------------
-def test_user_rule_inside_a_prange_body_is_refused_naming_the_loop():
-    """A user's reverse rule adds into shadow arrays by code of its own: run by several
-    threads at once it would race, so a rule called in a prange body is refused."""
-    @numba.njit
-    def norm2(v):
-        return np.sum(v * v)
-
-    @pyzyme.rules.augmented_primal(norm2)
-    @numba.njit
-    def norm2_aug(config, v, dv):
-        return norm2(v), None, v.copy()
-
-    @pyzyme.rules.reverse(norm2)
-    @numba.njit
-    def norm2_rev(config, dret, kept, v, dv):
-        if dv is not None:
-            for i in range(dv.size):
-                dv[i] += 2.0 * dret * kept[i]
-        return None
-
-    @numba.njit(parallel=True)
-    def uses_rule(A):
-        s = 0.0
-        for i in numba.prange(A.shape[0]):
-            s += norm2(A[i])
-        return s
-
-    A = np.ones((4, 3))
-    with pytest.raises(UnsupportedError, match="prange"):
-        autodiff(Reverse, uses_rule, Active, Duplicated(A, np.zeros_like(A)))
-
-
 @pytest.mark.parametrize("name", ["reduce_two_in_one", "stencil", "two_loops",
                                   "time_loop_reduction", "rows", "parfor_in_callee"])
 def test_hvp_matches_the_serial_functions(name):
