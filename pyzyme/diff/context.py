@@ -23,7 +23,8 @@ The handler API, by mode:
 - its reverse sweep: :meth:`~ReverseContext.primal`, :meth:`~ReverseContext.avail`,
   :meth:`~ReverseContext.shadow`, :meth:`~ReverseContext.active`,
   :meth:`~ReverseContext.accumulate`, :meth:`~ReverseContext.consume`,
-  :meth:`~ReverseContext.partials`.
+  :meth:`~ReverseContext.partials`, :meth:`~ReverseContext.private` and
+  :meth:`~ReverseContext.shared_add` (adjoints into memory a parallel loop's threads share).
 
 Both have ``module``, ``rules`` and ``options`` (the generator's) and ``where`` (the primal
 function, as error messages name it). The parts of the reverse generator use the same methods
@@ -43,6 +44,7 @@ from pyzyme.analysis.overwrite import underlying_object
 from pyzyme.analysis.parallel_access import owned_arrays
 from pyzyme.analysis.type_analysis import analyze_types
 from pyzyme.diff.leaves import elements, has_float, has_pointer
+from pyzyme.diff.memory_calls import add_leaves, atomic_add
 from pyzyme.diff.tape.cache import TapeCache
 from pyzyme.diff.tape.releases import Releases
 from pyzyme.errors import TypeAnalysisError, UnsupportedError
@@ -414,6 +416,39 @@ class ReverseContext(_Generated):
                         row.data_offset and row.size_args:
                     return tuple(base.args[i] for i in row.size_args)
         return None
+
+    def shared_add(self, pointer: Value, shadow: Value, ty: T.Type, delta: Value,
+                   align: int | None = None) -> None:
+        """In the reverse sweep of the body of a parallel loop (or a function it calls):
+        ``*shadow += delta``, the shadow of primal ``pointer``, into memory other iterations
+        may add into. Atomic, unless no other thread runs (:meth:`threads_share`) or, for an
+        array iterations share with their neighbours only (a stencil's), the index is more
+        than ``reach`` from its row's ends (:meth:`near_row_edges`), where no other thread's
+        row reaches. ``align``: the primal access's alignment."""
+        b = self.rb
+        shared = self.threads_share()
+        edge = self.near_row_edges(pointer)
+        if edge is not None:
+            index, reach, first, last = edge
+            i, lo, hi = self.primal(index), self.primal(first), self.primal(last)
+            r = const_int(i.type, reach)
+            near = b.or_(b.icmp("ult", b.sub(i, lo), r), b.icmp("ult", b.sub(hi, i), r),
+                         name="row.edge")
+            shared = near if shared is None else b.and_(shared, near)
+        if shared is None:
+            atomic_add(b, ty, shadow, delta)
+            return
+        atomic, own, done = (self.rev.append_block(name) for name in
+                             ("adjoint.shared", "adjoint.own", "adjoint.done"))
+        b.cbranch(shared, atomic, own)
+        b.position_at_end(atomic)
+        atomic_add(b, ty, shadow, delta)
+        b.br(done)
+        b.position_at_end(own)
+        b.store(add_leaves(b, ty, b.load(ty, shadow, align), delta, self.sum_flags), shadow,
+                align)
+        b.br(done)
+        b.position_at_end(done)
 
     def threads_share(self):
         """In the reverse sweep of the body of a parallel loop: the ``i1`` that says whether

@@ -13,7 +13,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import Value, const_int
 
 __all__ = ["malloc", "free", "free_function", "memcpy", "memset_zero", "zeroed_buffer",
-           "with_args", "atomic_add"]
+           "with_args", "atomic_add", "add_leaves"]
 
 
 def malloc(module, b: IRBuilder, size: Value, name: str = "") -> Value:
@@ -82,3 +82,18 @@ def atomic_add(b: IRBuilder, ty: T.Type, pointer: Value, delta: Value) -> None:
         if has_float(ety):
             part = b.gep(ty, pointer, [const_int(T.i32, 0), const_int(T.i32, i)])
             atomic_add(b, ety, part, b.extractvalue(delta, i))
+
+
+def add_leaves(b: IRBuilder, ty: T.Type, a: Value, c: Value, flags: tuple[str, ...]) -> Value:
+    """``a + c`` over the float leaves of ``ty`` (others kept from ``a``), with ``flags``
+    (:func:`~pyzyme.diff.reverse.adjoints.sum_flags`)."""
+    if ty.is_float:
+        return b.fadd(a, c, flags)
+    if not has_float(ty):
+        return a
+    out = a
+    for i, ety in enumerate(elements(ty)):
+        if has_float(ety):
+            part = add_leaves(b, ety, b.extractvalue(a, i), b.extractvalue(c, i), flags)
+            out = b.insertvalue(out, part, i)
+    return out

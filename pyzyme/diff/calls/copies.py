@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pyzyme.analysis.layout import sizeof
 from pyzyme.analysis.overwrite import list_block_of, underlying_object
-from pyzyme.diff.memory_calls import atomic_add, memset_zero, with_args
+from pyzyme.diff.memory_calls import memset_zero, with_args
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -191,10 +191,10 @@ def _reverse_copy(cx, inst: I.Call, elty, length) -> None:
     if src is not None:
         ps = b.gep(elty, src, [k])
         if cx.sig.shared_adjoints and not cx.private(inst.args[1]):
-            atomic_add(b, elty, ps, d)  # other threads may read the same source
+            cx.shared_add(inst.args[1], ps, elty, d)  # other threads may read the source
         else:
             b.store(b.fadd(b.load(elty, ps), d), ps)
     nxt = b.add(i, const_int(count.type, 1))
-    i.add_incoming(nxt, loop)
+    i.add_incoming(nxt, b.block)  # shared_add may have split the body
     b.cbranch(b.icmp("ult", nxt, count), loop, done)
     b.position_at_end(done)

@@ -12,8 +12,8 @@ from pyzyme import naming
 from pyzyme.diff.emit import Emitter, guarded
 from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ReverseContext
-from pyzyme.diff.leaves import elements, has_float
-from pyzyme.diff.memory_calls import atomic_add
+from pyzyme.diff.leaves import has_float
+from pyzyme.diff.memory_calls import add_leaves
 from pyzyme.diff.runtime_checks import inactive_here
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
@@ -50,7 +50,7 @@ class ReverseAdjoints:
             return
         slot = self._slot(st, value)
         b = st.rb
-        b.store(_add(b, value.type, b.load(value.type, slot), delta, self.sum_flags), slot)
+        b.store(add_leaves(b, value.type, b.load(value.type, slot), delta, self.sum_flags), slot)
 
     def consume(self, st: ReverseContext, value: Value) -> Value:
         """``value_bar``, read and reset to zero (the value's uses are all done)."""
@@ -88,43 +88,13 @@ class ReverseAdjoints:
             # the same shadow memory (a stencil's neighbours, a scatter).
             if inst.pointer in st.runtime:
                 d = b.select(self._inactive_here(st, inst.pointer), const_null(inst.type), d)
-            self._shared_add(st, inst, pointer, d)
+            st.shared_add(inst.pointer, pointer, inst.type, d, inst.align)
             return
         old = b.load(inst.type, pointer, inst.align)
-        new = _add(b, inst.type, old, d, self.sum_flags)
+        new = add_leaves(b, inst.type, old, d, self.sum_flags)
         if inst.pointer in st.runtime:  # no adjoint goes into memory without a shadow
             new = b.select(self._inactive_here(st, inst.pointer), old, new)
         b.store(new, pointer, inst.align)
-
-    def _shared_add(self, st: ReverseContext, inst: I.Load, pointer, d) -> None:
-        """``*pointer += d`` in the body of a parallel loop, into memory other iterations
-        may add into: atomic, unless no other thread runs (``st.threads_share()``), or, for
-        an array iterations share with their neighbours only (a stencil's), the index is
-        more than ``reach`` from its row's ends, where no other thread's row reaches."""
-        b = st.rb
-        shared = st.threads_share()
-        edge = st.near_row_edges(inst.pointer)
-        if edge is not None:
-            index, reach, first, last = edge
-            i, lo, hi = st.primal(index), st.primal(first), st.primal(last)
-            r = const_int(i.type, reach)
-            near = b.or_(b.icmp("ult", b.sub(i, lo), r), b.icmp("ult", b.sub(hi, i), r),
-                         name="row.edge")
-            shared = near if shared is None else b.and_(shared, near)
-        if shared is None:
-            atomic_add(b, inst.type, pointer, d)
-            return
-        atomic, own, done = (st.rev.append_block(name) for name in
-                             ("adjoint.shared", "adjoint.own", "adjoint.done"))
-        b.cbranch(shared, atomic, own)
-        b.position_at_end(atomic)
-        atomic_add(b, inst.type, pointer, d)
-        b.br(done)
-        b.position_at_end(own)
-        b.store(_add(b, inst.type, b.load(inst.type, pointer, inst.align), d, self.sum_flags),
-                pointer, inst.align)
-        b.br(done)
-        b.position_at_end(done)
 
     def _reverse_store(self, st: ReverseContext, inst: I.Store) -> None:
         value, pointer = inst.operands
@@ -227,7 +197,7 @@ class ReverseAdjoints:
             slot = self._slot(st, agg)
             whole = b.load(agg.type, slot)
             part = b.extractvalue(whole, inst.indices)
-            b.store(b.insertvalue(whole, _add(b, inst.type, part, d, self.sum_flags),
+            b.store(b.insertvalue(whole, add_leaves(b, inst.type, part, d, self.sum_flags),
                                    inst.indices), slot)
 
     def _insertvalue(self, st: ReverseContext, inst: I.InsertValue) -> None:
@@ -302,21 +272,6 @@ def sum_flags(options) -> tuple[str, ...]:
     (('reassoc', 'nsz'), ('nsz',))
     """
     return ("reassoc", "nsz") if options.reassociate_adjoints else ("nsz",)
-
-
-def _add(b: IRBuilder, ty: T.Type, a: Value, c: Value, flags: tuple[str, ...]) -> Value:
-    """``a + c`` over the float leaves of ``ty`` (others kept from ``a``), with ``flags``
-    (:func:`sum_flags`)."""
-    if ty.is_float:
-        return b.fadd(a, c, flags)
-    if not has_float(ty):
-        return a
-    out = a
-    for i, ety in enumerate(elements(ty)):
-        if has_float(ety):
-            part = _add(b, ety, b.extractvalue(a, i), b.extractvalue(c, i), flags)
-            out = b.insertvalue(out, part, i)
-    return out
 
 
 class _Lazy:
