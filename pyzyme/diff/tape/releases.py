@@ -160,14 +160,9 @@ class Releases:
         cases = []
         for k, call in enumerate(self._calls):
             case = fn.append_block(f"release.{k}")
-            cb = IRBuilder(case)
-            cb.insert(_release_call(call, primal))
-            has_shadow = cb.icmp("ne", shadow, const_null(T.ptr))
-            also = fn.append_block(f"release.{k}.shadow")
-            cb.cbranch(has_shadow, also, nxt)
-            ab = IRBuilder(also)
-            ab.insert(_release_call(call, shadow))
-            ab.br(nxt)
+            _release_pair(fn, IRBuilder(case),
+                          lambda b, p, call=call: b.insert(_release_call(call, p)),
+                          primal, shadow, nxt)
             cases.append((const_int(T.i64, k), case))
         default = nxt
         if self._foreign:
@@ -178,7 +173,8 @@ class Releases:
                 direct, other = (fn.append_block(f"release.{known.name}"),
                                  fn.append_block("release.by.address"))
                 db.cbranch(db.icmp("eq", tag, db.ptrtoint(known, T.i64)), direct, other)
-                _release_pair(fn, IRBuilder(direct), known, None, primal, shadow, nxt)
+                _release_pair(fn, IRBuilder(direct),
+                              lambda b, p, known=known: b.call(known, [p]), primal, shadow, nxt)
                 db.position_at_end(other)
             # Every nested pair this list can reach was made by the same generator, which
             # knows its release functions: another tag cannot be (trap rather than call an
@@ -196,14 +192,14 @@ class Releases:
         return fn
 
 
-def _release_pair(fn, b: IRBuilder, release, fnty, primal, shadow, nxt) -> None:
-    """At ``b``: ``release(primal)``, then ``release(shadow)`` unless it is null; on to
-    ``nxt``."""
-    b.call(release, [primal], fnty)
-    also = fn.append_block("release.shadow")
-    b.cbranch(b.icmp("ne", shadow, const_null(T.ptr)), also, nxt)
-    IRBuilder(also).call(release, [shadow], fnty)
-    IRBuilder(also).br(nxt)
+def _release_pair(fn, b: IRBuilder, release, primal, shadow, nxt) -> None:
+    """At ``b``: ``release(b, primal)``, then ``release`` of ``shadow`` unless it is null;
+    on to ``nxt``."""
+    release(b, primal)
+    also = IRBuilder(fn.append_block("release.shadow"))
+    b.cbranch(b.icmp("ne", shadow, const_null(T.ptr)), also.block, nxt)
+    release(also, shadow)
+    also.br(nxt)
 
 
 def _release_call(call: I.Call, pointer) -> I.Call:
