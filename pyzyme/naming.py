@@ -21,7 +21,7 @@ __all__ = ["symbol_name", "forward_function", "tangent", "shadow_param", "partia
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
            "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
            "repeated", "repeat_base", "moved", "parallel_body",
-           "PARALLEL_BODY", "PARALLEL_CONSTANT"]
+           "PARALLEL_BODY", "PARALLEL_CONSTANT", "CHECKPOINT_FOR", "checkpoint_driver"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -181,6 +181,18 @@ def parallel_body(body: str, sweep: str) -> str:
     ``body``: ``sweep`` is ``fwd`` (forward mode), ``aug`` (reverse mode's forward sweep) or
     ``rev`` (its reverse sweep). Each starts with :data:`PARALLEL_BODY`."""
     return f"{PARALLEL_BODY}{sweep}.{body}"
+
+
+#: A checkpointed loop, ``for j in [0, n): step(start + j, args...)``, as the frontends write it
+#: (``__enzyme_checkpoint_for``): its rule row (pyzyme.rules.runtime) says where each operand is.
+CHECKPOINT_FOR = "pyzyme.checkpoint_for"
+
+
+def checkpoint_driver(step: str, sweep: str) -> str:
+    """What runs a checkpointed loop of ``step`` (:mod:`pyzyme.diff.calls.checkpoint`):
+    ``sweep`` is ``primal`` (the loop as it is), ``fwd`` (forward mode), ``aug`` (reverse
+    mode's forward sweep: snapshots, the steps untaped) or ``rev`` (its reverse sweep)."""
+    return f"{CHECKPOINT_FOR}.{sweep}.{step}"
 
 
 # Symbols of compiled code.

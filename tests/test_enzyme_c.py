@@ -187,6 +187,64 @@ def test_unknown_enzyme_attribute_is_refused(tmp_path):
     assert "enzyme_sparse_accumulate" in str(err.value)
 
 
+@pytest.mark.parametrize("loop, line, expected", [
+    ("#pragma enzyme checkpoint(\"binomial\", 2)\n  for (long i = 0; i < n; i++) u[0] *= 1.1;",
+     3, "pragma `enzyme checkpoint`"),
+    ("__attribute__((enzyme_checkpoint(\"revolve\", 2))) for (long i = 0; i < n; i++)\n"
+     "    u[0] *= 1.1;", 3, "attribute enzyme_checkpoint"),
+])
+def test_loop_annotations_are_refused_pointing_to_checkpoint_for(tmp_path, loop, line, expected):
+    """Enzyme's loop annotations, which clang would ignore with a warning, are refused at their
+    line with the way pyzyme does checkpoint: ``__enzyme_checkpoint_for``."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c.driver import compile_source
+
+    src = tmp_path / "annotated.c"
+    src.write_text("#define CKPT 1\nvoid f(double *u, long n) {\n  " + loop + "\n}\n")
+    with pytest.raises(UnsupportedError) as err:
+        compile_source(src, "-O2")
+    assert f"annotated.c:{line}" in str(err.value) and expected in str(err.value)
+    assert "__enzyme_checkpoint_for" in err.value.hint
+
+
+_CHECKPOINT = """#include <enzyme/checkpoint.h>
+extern int enzyme_dup, enzyme_const;
+void __enzyme_autodiff(void *, ...);
+static void step(int64_t i, double *u, double *w) { u[0] = u[0] * w[0]; w[0] += 1.0; }
+"""
+
+
+@pytest.mark.parametrize("body, expected", [
+    # w is written by every step but not in any region: a snapshot would miss it.
+    ("__enzyme_checkpoint_for((void *)step, 0, n, enzyme_scheme, &EnzymeCkptRevolve, c,\n"
+     "  enzyme_checkpoint_region, u, 8, u, w);",
+     "argument 2, which no enzyme_checkpoint_region covers"),
+    ("__enzyme_checkpoint_for((void *)step, 0, n, enzyme_checkpoint_region, u, 8,\n"
+     "  enzyme_checkpoint_region, w, 8, u, w);", "needs a scheme"),
+    ("__enzyme_checkpoint_for((void *)step, 0, n, enzyme_scheme, &EnzymeCkptRevolve, c,\n"
+     "  enzyme_checkpoint_region, u, 8, enzyme_checkpoint_region, w, 8, u);",
+     "passes 1 arguments to @step, which takes 2"),
+    ("__enzyme_checkpoint_while((void *)step, enzyme_scheme, &EnzymeCkptStoreAll, c, u, w);",
+     "__enzyme_checkpoint_while"),
+])
+def test_checkpointed_loops_pyzyme_cannot_snapshot_are_refused(tmp_path, body, expected):
+    """A checkpointed loop whose state a snapshot would not hold, or that does not read as
+    Enzyme's, is an error at its line, not a gradient from the wrong state."""
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.enzyme_calls import EnzymeCallError
+    from pyzyme.frontends.c.lower import lower
+
+    src = tmp_path / "ckpt.c"
+    src.write_text(_CHECKPOINT + "double f(double *u, double *w, int64_t n, EnzymeCkptConfig *c)"
+                   " {\n  " + body + "\n  return u[0];\n}\n"
+                   "void g(double *u, double *du, double *w, double *dw, EnzymeCkptConfig *c)"
+                   " {\n  __enzyme_autodiff((void *)f, enzyme_dup, u, du, enzyme_dup, w, dw,"
+                   " enzyme_const, (int64_t)3, enzyme_const, c);\n}\n")
+    with pytest.raises(EnzymeCallError) as err:
+        lower(compile_source(src, "-O1"))
+    assert "ckpt.c:6" in str(err.value) and expected in str(err.value)
+
+
 def test_enzyme_shadow_is_refused_where_it_cannot_be_passed(tmp_path):
     """A global with an enzyme_shadow is passed to the functions using it as a hidden
     parameter; when one of them is called through a pointer, it cannot be: an error naming

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from pyzyme import naming
 from pyzyme.rules import libm
-from pyzyme.rules.spec import Allocation, Blas, Inactive, Mirror, ParallelFor
+from pyzyme.rules.spec import Allocation, Blas, CheckpointLoop, Inactive, Mirror, ParallelFor
 
 #: NRT's ``MemInfo`` (numba/core/runtime/nrt.cpp): each field's byte offset and whether it
 #: holds a pointer (else an integer). ``size`` is the data block's size in bytes.
@@ -63,6 +64,8 @@ ROWS = (
     ParallelFor(("numba_parallel_for",), "runtime", thread_id="get_thread_id", schedule=0,
                 schedulers=("do_scheduling_signed", "do_scheduling_unsigned"),
                 unsigned_schedule="do_scheduling_unsigned"),
+    # A checkpointed time loop (C: __enzyme_checkpoint_for of <enzyme/checkpoint.h>).
+    CheckpointLoop((naming.CHECKPOINT_FOR,), "runtime"),
     *_numba_helper("tgamma"),
     *_numba_helper("frexp"),
     *_numba_helper("ldexp"),

@@ -31,6 +31,8 @@ a width and the activity of each operand.
 - :class:`ParallelFor`: a parallel loop's launcher (Numba's ``numba_parallel_for``): the
   outlined loop body is differentiated and launched the same way
   (:mod:`pyzyme.diff.parallel`).
+- :class:`CheckpointLoop`: a time loop over a step function whose reverse sweep recomputes
+  steps from snapshots instead of taping them (:mod:`pyzyme.diff.calls.checkpoint`).
 - :class:`Registered`: derivatives a C/C++ module registers for one of its functions, Enzyme's
   way (``__enzyme_register_gradient_*``): plain LLVM functions of the same module, called by
   :mod:`pyzyme.diff.calls.registered`.
@@ -43,7 +45,8 @@ from dataclasses import dataclass, field
 from pyzyme.rules.expr import Expr
 
 __all__ = ["KINDS", "Row", "Partials", "Linear", "Memory", "Allocation", "Mirror", "Inactive",
-           "Reduction", "Masked", "Blas", "Custom", "Registered", "ParallelFor"]
+           "Reduction", "Masked", "Blas", "Custom", "Registered", "ParallelFor",
+           "CheckpointLoop"]
 
 KINDS = ("opcode", "intrinsic", "libm", "runtime", "custom")
 
@@ -267,3 +270,31 @@ class ParallelFor(Row):
     scheduler_starts: int = 1
     scheduler_schedule: int = 4
     unsigned_schedule: str = ""
+
+
+@dataclass(frozen=True)
+class CheckpointLoop(Row):
+    """A checkpointed loop: ``for j in [0, n): step(start + j, args...)``, the state it carries
+    from step to step being the memory of its regions. The fields are the positions of the
+    call's operands: the step function, ``start``, ``n``, the scheme (Enzyme's
+    ``EnzymeCheckpointScheme``: ``init``, ``next_action``, ``store``, ``restore``,
+    ``finalize``) and the data its ``init`` takes, the number of regions, which follow as
+    ``(pointer, bytes)`` pairs; the step's arguments come last. Its reverse sweep runs the
+    scheme's actions (Revolve's protocol), differentiating one step at a time."""
+
+    step: int = 0
+    start: int = 1
+    count: int = 2
+    scheme: int = 3
+    data: int = 4
+    regions: int = 5
+
+    def region_pairs(self, inst) -> list:
+        """The ``(pointer, bytes)`` operands of call ``inst``."""
+        k = int(inst.args[self.regions].value)
+        first = self.regions + 1
+        return [(inst.args[first + 2 * r], inst.args[first + 2 * r + 1]) for r in range(k)]
+
+    def step_args(self, inst) -> list:
+        """The operands of call ``inst`` passed to the step after its index."""
+        return list(inst.args[self.regions + 1 + 2 * int(inst.args[self.regions].value):])

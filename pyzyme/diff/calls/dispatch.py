@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pyzyme.diff.calls import (
     allocation,
     callee,
+    checkpoint,
     copies,
     custom,
     inactive,
@@ -345,4 +346,6 @@ RULES: dict[type | None, CallRule] = {
                               _when_varied(registered.augmented), registered.reverse),
     spec.ParallelFor: CallRule(parallel.varied, False, parallel.forward_mode,
                                parallel.augmented, parallel.reverse),
+    spec.CheckpointLoop: CallRule(checkpoint.varied, False, checkpoint.forward_mode,
+                                  checkpoint.augmented, checkpoint.reverse),
 }

@@ -126,7 +126,7 @@ def compile_source(path: Path, opt: str = "-O0", flags: Sequence[str] = ()) -> s
     from pyzyme.frontends.c.clang import compile_to_ir
 
     path = Path(path)
-    flags = [*AD_FLAGS, *flags, "-idirafter", str(INCLUDE_DIR),
+    flags = [*AD_FLAGS, *flags, "-Wunknown-pragmas", "-idirafter", str(INCLUDE_DIR),
              "-include", str(INCLUDE_DIR / "pyzyme_enzyme_attributes.h")]
     if not any(f.startswith("-g") for f in flags):
         flags.append("-gline-tables-only")
@@ -144,19 +144,40 @@ def compile_source(path: Path, opt: str = "-O0", flags: Sequence[str] = ()) -> s
 
 
 _UNKNOWN_ATTRIBUTE = re.compile(r"^(\S+?:\d+):\d+: warning: unknown attribute '(enzyme[\w:]*)'")
+_UNKNOWN_PRAGMA = re.compile(r"^(\S+?:\d+):\d+: warning: unknown pragma ignored")
+_DIAGNOSTIC = re.compile(r"^\S+?:\d+:\d+: (warning|error|fatal error):")
+# Enzyme's pragma as the source spells it, directly or through a macro: "enzyme checkpoint".
+_ENZYME_PRAGMA = re.compile(r"\benzyme\s+([A-Za-z_]\w*)")
+_CHECKPOINT_HINT = ("write the loop as __enzyme_checkpoint_for((void *)step, start, n, "
+                    "enzyme_scheme, &EnzymeCkptRevolve, &config, enzyme_checkpoint_region, "
+                    "ptr, bytes, args...) of <enzyme/checkpoint.h>, its body a function of its "
+                    "own; pyzyme does not read the loop annotations")
 
 
 def _refuse_unknown_enzyme_attributes(warnings: list[str]) -> None:
     """Clang ignores, with a warning, the Enzyme attributes pyzyme does not spell for it
-    (``pyzyme_enzyme_attributes.h``); a program relying on one is refused, naming it."""
-    for line in warnings:
+    (``pyzyme_enzyme_attributes.h``) and Enzyme's pragmas (``#pragma enzyme checkpoint``); a
+    program relying on one is refused, naming it."""
+    for k, line in enumerate(warnings):
         m = _UNKNOWN_ATTRIBUTE.match(line)
         if m:
             raise UnsupportedError(
                 f"{m.group(1)}: the Enzyme attribute {m.group(2)} is not supported by pyzyme",
-                hint="pyzyme reads enzyme_inactive, enzyme_inactive_noblock, "
-                     "enzyme_function_like and enzyme_shadow; remove the attribute or use "
-                     "pyzyme's own equivalent")
+                hint=_CHECKPOINT_HINT if "checkpoint" in m.group(2) else
+                "pyzyme reads enzyme_inactive, enzyme_inactive_noblock, "
+                "enzyme_function_like and enzyme_shadow; remove the attribute or use "
+                "pyzyme's own equivalent")
+        m = _UNKNOWN_PRAGMA.match(line)
+        if m:
+            end = next((j for j in range(k + 1, len(warnings))
+                        if _DIAGNOSTIC.match(warnings[j])), len(warnings))
+            pragma = _ENZYME_PRAGMA.search("\n".join(warnings[k + 1:end]))
+            if pragma:
+                raise UnsupportedError(
+                    f"{m.group(1)}: the Enzyme pragma `enzyme {pragma.group(1)}` is not "
+                    f"supported by pyzyme",
+                    hint=_CHECKPOINT_HINT if "checkpoint" in pragma.group(1) else
+                    "remove the pragma")
 
 
 def _compiler(cxx: bool) -> list[str]:

@@ -68,11 +68,8 @@ _NOT_PROVIDED = {
     "__enzyme_trace": "probabilistic programming is not supported",
     "__enzyme_condition": "probabilistic programming is not supported",
     "__enzyme_error_estimate": "floating-point error estimation is not supported",
-    "__enzyme_checkpoint_for": "checkpointed loops of <enzyme/checkpoint.h> are not supported "
-                               "(pyzyme.checkpoint and the tape_budget option checkpoint "
-                               "Numba code)",
-    "__enzyme_checkpoint_while": "checkpointed loops of <enzyme/checkpoint.h> are not "
-                                 "supported",
+    "__enzyme_checkpoint_while": "checkpointed while loops of <enzyme/checkpoint.h> are not "
+                                 "supported (__enzyme_checkpoint_for is)",
     "__enzyme_fixed_point": "fixed-point iterations of <enzyme/fixed_point.h> are not "
                             "supported",
 }

@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pyzyme import naming
 from pyzyme.analysis.activity import contains_type
 from pyzyme.analysis.layout import sizeof
 from pyzyme.errors import UnsupportedError
@@ -47,7 +48,7 @@ from pyzyme.ir.module import Function
 from pyzyme.ir.values import (Argument, ConstantAggregate, ConstantExpr, ConstantSplat,
                               GlobalAlias, GlobalVariable, OpaqueConstant, ZeroInitializer)
 
-__all__ = ["Hidden", "thread_globals"]
+__all__ = ["Hidden", "thread_globals", "globals_used"]
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def thread_globals(copy, shadows: dict[str, str], inactive_globals=(), keep=(), 
     """
     keep = set(keep)
     functions = [f for f in copy.functions if not f.is_declaration]
-    uses = {f: _globals_used(f) for f in functions if f.name not in keep}
+    uses = {f: globals_used(f) for f in functions if f.name not in keep}
     writes: dict = {}  # each global used, in order: whether some function may write it
     for used in uses.values():
         for gv, w in used.items():
@@ -155,6 +156,12 @@ def thread_globals(copy, shadows: dict[str, str], inactive_globals=(), keep=(), 
             if isinstance(inst, I.CallBase) and inst.called_function in takers:
                 callee = inst.called_function
                 inst.append_args(fn.args[-len(wanted):], callee.function_type)
+            elif _step_of(inst) in takers:  # a checkpointed loop passes its step's on
+                b = IRBuilder()
+                b.position_before(inst)
+                b.call(inst.callee, [*inst.args, *fn.args[-len(wanted):]],
+                       function_type=inst.function_type)
+                inst.erase()
     return hidden, {f.name for f in takers}
 
 
@@ -175,7 +182,7 @@ def _in_contexts(gv, inactive_globals) -> bool:
     return carries_derivatives(gv) and not gv.is_constant and gv.name not in inactive_globals
 
 
-def _globals_used(fn) -> dict:
+def globals_used(fn) -> dict:
     """The global variables ``fn`` uses, each with whether it may write them (any use but a
     load's address, through getelementptr)."""
     used: dict = {}
@@ -217,13 +224,27 @@ def _only_loaded_through(inst, gv) -> bool:
     return True
 
 
+def _step_of(inst):
+    """The step function of a checkpointed loop's call (which calls it), or None."""
+    callee = inst.called_function if isinstance(inst, I.CallBase) else None
+    if callee is None or callee.name != naming.CHECKPOINT_FOR or not inst.args:
+        return None
+    return inst.args[0] if isinstance(inst.args[0], Function) else None
+
+
+def _runs(inst) -> list:
+    """The functions a call runs: its callee, and a checkpointed loop's step."""
+    callee = inst.called_function if isinstance(inst, I.CallBase) else None
+    step = _step_of(inst)
+    return [f for f in (callee, step) if f is not None]
+
+
 def _callers_closure(functions, users: set) -> set:
     """``users`` and every function calling one of them, transitively."""
     callers: dict = {}
     for fn in functions:
         for inst in fn.instructions():
-            callee = inst.called_function if isinstance(inst, I.CallBase) else None
-            if callee is not None:
+            for callee in _runs(inst):
                 callers.setdefault(callee, set()).add(fn)
     found, work = set(users), list(users)
     while work:
@@ -244,7 +265,7 @@ def _cannot_extend(copy, takers: set, keep: set, wanted) -> str | None:
     for fn in copy.functions:
         for inst in fn.instructions():
             for index, op in enumerate(inst.operands):
-                if isinstance(inst, I.CallBase) and index == 0:
+                if isinstance(inst, I.CallBase) and (index == 0 or op is _step_of(inst)):
                     continue
                 for f in _functions_in(op):
                     if f in takers:

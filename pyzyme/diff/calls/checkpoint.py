@@ -1,0 +1,328 @@
+"""Checkpointed loops (:class:`~pyzyme.rules.spec.CheckpointLoop`), both modes.
+
+A checkpointed loop is a call ``loop(step, start, n, scheme, data, k, regions..., args...)``
+that runs ``step(start + j, args...)`` for ``j`` in ``[0, n)``; the memory the steps carry from
+one to the next is the ``k`` regions (``pointer, bytes`` pairs). Each mode gets a *driver*, a
+function of its own that the derivative calls in place of the loop:
+
+- the loop as it is (``primal``), where nothing about it carries a derivative;
+- forward mode (``fwd``): each step's forward derivative, in order;
+- reverse mode: the forward sweep (``aug``) runs the scheme's actions up to its first turn,
+  storing snapshots of the regions and running the steps untaped, and returns the scheme's
+  state; the reverse sweep (``rev``) carries out the rest of the actions, differentiating one
+  step at a time (the step's combined derivative: its forward and reverse passes together, so
+  no tape outlives a step), and restores the state it started from.
+
+The actions follow Revolve's protocol as Enzyme's ``<enzyme/checkpoint.h>`` states it: STORE
+(``cpnum``, ``iteration``), FORWARD (``startiteration`` to ``iteration``), FIRSTUTURN and UTURN
+(``iteration``: the step ``iteration - 1``), RESTORE, DONE. The driver's own slots are -2 (the
+state before the last step, stored at the first turn) and -1 (the state the reverse sweep
+starts from, restored when the schedule is done).
+"""
+
+from __future__ import annotations
+
+from pyzyme import naming
+from pyzyme.analysis.activity import Activity
+from pyzyme.diff.signature import ForwardSignature, ReverseSignature
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.module import Function
+from pyzyme.ir.values import Value, const_int
+from pyzyme.rules import spec
+
+__all__ = ["varied", "forward_mode", "augmented", "reverse", "primal_driver"]
+
+# The scheme's functions: byte offsets in EnzymeCheckpointScheme, and their types.
+_INIT, _NEXT, _STORE, _RESTORE, _FINALIZE = 8, 16, 24, 32, 48
+_INIT_TYPE = T.FunctionType(T.ptr, [T.ptr, T.i64, T.i64])
+_NEXT_TYPE = T.FunctionType(T.void, [T.ptr, T.ptr])
+_SLOT_TYPE = T.FunctionType(T.void, [T.ptr, T.i64, T.i64, T.ptr, T.i64])
+_FINALIZE_TYPE = T.FunctionType(T.void, [T.ptr])
+# EnzymeCkptAction {i32 flag; i64 iteration, startiteration, cpnum} and its flags;
+# EnzymeCkptRegion {ptr; u64 bytes; u32 addrspace, flags}.
+_ACTION = T.StructType([T.i32, T.i64, T.i64, T.i64])
+_REGION = T.StructType([T.ptr, T.i64, T.i32, T.i32])
+_STORE_A, _RESTORE_A, _FORWARD_A, _FIRSTUTURN_A, _UTURN_A, _DONE_A = 1, 2, 3, 4, 5, 7
+
+
+def _i64(n: int) -> Value:
+    return const_int(T.i64, n)
+
+
+def varied(row, inst: I.CallBase, is_varied) -> bool:
+    """A checkpointed loop returns nothing; its steps write through its arguments."""
+    return False
+
+
+def _step(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> Function:
+    step = inst.args[row.step]
+    if not isinstance(step, Function) or step.is_declaration:
+        raise UnsupportedError(f"{cx.where} checkpoints a loop whose step pyzyme cannot read "
+                               f"({step!r})", hint="pass the step function itself")
+    return step
+
+
+def _activities(cx, inst: I.CallBase, row, step: Function, reverse: bool) -> list:
+    """The step's activities: its index constant, each argument as the call's."""
+    acts = [Activity.CONST]
+    for a in row.step_args(inst):
+        if a not in cx.activity.varied:
+            acts.append(Activity.CONST)
+        elif a.type.is_pointer:
+            acts.append(Activity.DUPLICATED)
+        elif not reverse:
+            acts.append(Activity.ACTIVE)
+        else:
+            raise UnsupportedError(
+                f"{cx.where} passes an active {a.type} by value to the steps of a "
+                f"checkpointed loop ({step.ref}); reverse mode carries derivatives between "
+                f"steps through memory only", hint="pass it by address")
+    if len(acts) != len(step.args):
+        raise UnsupportedError(f"{cx.where} passes {len(acts) - 1} arguments to the steps of "
+                               f"a checkpointed loop, but {step.ref} takes "
+                               f"{len(step.args) - 1} after its index")
+    return acts
+
+
+class _Driver:
+    """A driver function being built: ``params`` named, a builder at its entry."""
+
+    def __init__(self, module, name: str, ret: T.Type, params: list) -> None:
+        self.fn = module.add_function(module.unique_global_name(name),
+                                      T.FunctionType(ret, [ty for _, ty in params]),
+                                      prefix="internal")
+        for arg, (pname, _) in zip(self.fn.args, params):
+            arg.name = pname
+        self.b = IRBuilder(self.fn.append_block("entry"))
+
+    def loop(self, first: Value, last: Value, body) -> None:
+        """``for j in [first, last)``: ``body(b, j)`` emitted at ``self.b``, after the loop."""
+        b, fn = self.b, self.fn
+        head = b.block
+        loop, done = fn.append_block("step"), fn.append_block("stepped")
+        b.cbranch(b.icmp("slt", first, last), loop, done)
+        b.position_at_end(loop)
+        j = b.phi(T.i64, name="j")
+        j.add_incoming(first, head)
+        body(b, j)
+        nxt = b.add(j, _i64(1))
+        j.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp("slt", nxt, last), loop, done)
+        b.position_at_end(done)
+
+    def regions(self, pairs: list) -> Value:
+        """An ``EnzymeCkptRegion`` array of ``pairs`` (pointer, bytes), on the stack."""
+        b = self.b
+        array = b.alloca(T.ArrayType(max(len(pairs), 1), _REGION), name="regions")
+        for k, (ptr, size) in enumerate(pairs):
+            slot = b.gep(_REGION, array, [_i64(k)])
+            b.store(ptr, slot, 8)
+            b.store(size, b.gep(T.i8, slot, [_i64(8)]), 8)
+            b.store(const_int(T.i64, 0), b.gep(T.i8, slot, [_i64(16)]), 8)
+        return array
+
+    def scheme_call(self, scheme: Value, offset: int, ftype, args: list, name: str = ""):
+        b = self.b
+        fn = b.load(T.ptr, b.gep(T.i8, scheme, [_i64(offset)]), 8)
+        return b.call(fn, args, function_type=ftype, name=name)
+
+    def actions(self, state: Value, scheme: Value, cases: dict) -> None:
+        """Ask for actions until one of ``cases`` (flag -> ``handler(b, action)`` returning
+        True where it leaves the loop) leaves it; an unknown action traps."""
+        b, fn = self.b, self.fn
+        action = b.alloca(_ACTION, name="action")
+        head, done, bad = fn.append_block("action"), fn.append_block("done"), \
+            fn.append_block("bad.action")
+        b.br(head)
+        b.position_at_end(head)
+        self.scheme_call(scheme, _NEXT, _NEXT_TYPE, [state, action])
+        flag = b.load(T.i32, action, 8, name="flag")
+        blocks = {f: fn.append_block(f"action.{f}") for f in cases}
+        b.switch(flag, bad, [(const_int(T.i32, f), blk) for f, blk in blocks.items()])
+        for f, blk in blocks.items():
+            b.position_at_end(blk)
+            fields = [b.load(T.i64, b.gep(T.i8, action, [_i64(8 * k)]), 8, name=n)
+                      for k, n in ((1, "iteration"), (2, "from"), (3, "slot"))]
+            b.br(done if cases[f](b, *fields) else head)
+        b.position_at_end(bad)
+        b.call(_trap(fn.module), [])
+        b.unreachable()
+        b.position_at_end(done)
+
+
+def _trap(module):
+    return module.declare("llvm.trap", T.FunctionType(T.void, []))
+
+
+def primal_driver(module, step: Function, types: list) -> Function:
+    """``void primal(i64 start, i64 n, args...)`` (``args`` of ``types``): the loop as it
+    is, ``step(start + j, args...)`` for ``j`` in ``[0, n)``."""
+    d = _Driver(module, naming.checkpoint_driver(step.name, "primal"), T.void,
+                [("start", T.i64), ("n", T.i64)] + [(f"a{k}", t) for k, t in enumerate(types)])
+    start, n, *rest = d.fn.args
+    d.loop(_i64(0), n, lambda b, j: b.call(step, [b.add(start, j)] + rest))
+    d.b.ret_void()
+    return d.fn
+
+
+def _index_and_count(b, inst, row, at) -> list:
+    """The loop's ``start`` and ``n`` as i64 (``at``: the value where the call is)."""
+    out = []
+    for pos in (row.start, row.count):
+        v = at(inst.args[pos])
+        out.append(v if v.type == T.i64 else b.sext(v, T.i64))
+    return out
+
+
+# -- forward mode --------------------------------------------------------------------------
+def forward_mode(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
+    """Each step's forward derivative, in order: tangents need no snapshots."""
+    step = _step(cx, inst, row)
+    b = cx.builder
+    start, n = _index_and_count(b, inst, row, cx.value)
+    args = row.step_args(inst)
+    if not any(a in cx.activity.varied for a in args):
+        b.call(primal_driver(cx.module, step, [a.type for a in args]),
+               [start, n] + [cx.value(a) for a in args])
+        return
+    acts = _activities(cx, inst, row, step, reverse=False)
+    dfn = cx.callee_derivative(step, ForwardSignature.standard(step, acts, cx.width))
+    tangents = [cx.derivs[a][k] for a, act in zip(args, acts[1:]) if act is not Activity.CONST
+                for k in range(cx.width)]
+    d = _Driver(cx.module, naming.checkpoint_driver(step.name, "fwd"), T.void,
+                [("start", T.i64), ("n", T.i64)]
+                + [(f"a{k}", a.type) for k, a in enumerate(args)]
+                + [(f"d{k}", t.type) for k, t in enumerate(tangents)])
+    start_p, n_p = d.fn.args[:2]
+    params = list(d.fn.args[2:])
+    d.loop(_i64(0), n_p, lambda b, j: b.call(dfn, [b.add(start_p, j)] + params))
+    d.b.ret_void()
+    b.call(d.fn, [start, n] + [cx.value(a) for a in args] + tangents)
+
+
+# -- reverse mode --------------------------------------------------------------------------
+def _sweep_params(inst, row, args) -> list:
+    pairs = row.region_pairs(inst)
+    return ([("scheme", T.ptr), ("data", T.ptr), ("start", T.i64), ("n", T.i64)]
+            + [p for k in range(len(pairs)) for p in ((f"r{k}", T.ptr), (f"b{k}", T.i64))]
+            + [(f"a{k}", a.type) for k, a in enumerate(args)])
+
+
+def _sweep_operands(b, inst, row, at) -> list:
+    start, n = _index_and_count(b, inst, row, at)
+    pairs = [(at(p), at(s)) for p, s in row.region_pairs(inst)]
+    pairs = [(p, s if s.type == T.i64 else b.sext(s, T.i64)) for p, s in pairs]
+    return ([at(inst.args[row.scheme]), at(inst.args[row.data]), start, n]
+            + [v for pair in pairs for v in pair] + [at(a) for a in row.step_args(inst)])
+
+
+def _unpack(d: _Driver, inst, row):
+    k = len(row.region_pairs(inst))
+    scheme, data, start, n = d.fn.args[:4]
+    pairs = [(d.fn.args[4 + 2 * r], d.fn.args[5 + 2 * r]) for r in range(k)]
+    rest = list(d.fn.args[4 + 2 * k:])
+    return scheme, data, start, n, pairs, rest
+
+
+def augmented(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
+    """The forward sweep: the scheme's actions up to its first turn (snapshots stored, steps
+    run untaped); the scheme's state is kept for :func:`reverse`."""
+    step = _step(cx, inst, row)
+    args = row.step_args(inst)
+    b = cx.fb
+    if not any(a in cx.activity.varied for a in args):
+        start, n = _index_and_count(b, inst, row, cx.fwd_value)
+        b.call(primal_driver(cx.module, step, [a.type for a in args]),
+               [start, n] + [cx.fwd_value(a) for a in args])
+        return
+    acts = _activities(cx, inst, row, step, reverse=True)
+    d = _Driver(cx.module, naming.checkpoint_driver(step.name, "aug"), T.ptr,
+                _sweep_params(inst, row, args))
+    scheme, data, start, n, pairs, rest = _unpack(d, inst, row)
+    regions = d.regions(pairs)
+    total = _i64(0)
+    for _, size in pairs:
+        total = d.b.add(total, size)
+    state = d.scheme_call(scheme, _INIT, _INIT_TYPE, [data, n, total], name="state")
+    nreg = _i64(len(pairs))
+
+    def store(b, it, _from, slot):
+        d.scheme_call(scheme, _STORE, _SLOT_TYPE, [state, slot, it, regions, nreg])
+
+    def forward(b, it, first, _slot):
+        d.loop(first, it, lambda b, j: b.call(step, [b.add(start, j)] + rest))
+
+    def first_turn(b, it, _from, _slot):
+        last = b.sub(it, _i64(1))
+        d.scheme_call(scheme, _STORE, _SLOT_TYPE, [state, _i64(-2), last, regions, nreg])
+        b.call(step, [b.add(start, last)] + rest)
+        return True
+
+    d.actions(state, scheme, {_STORE_A: store, _FORWARD_A: forward,
+                              _FIRSTUTURN_A: first_turn, _DONE_A: lambda *a: True})
+    d.b.ret(state)
+    kept = b.call(d.fn, _sweep_operands(b, inst, row, cx.fwd_value), name="checkpoints")
+    shadows = [cx.fwd_shadow(a) for a, act in zip(args, acts[1:])
+               if act is Activity.DUPLICATED]
+    cx.rule_calls[inst] = (kept, acts, shadows)
+
+
+def reverse(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
+    """The reverse sweep: the rest of the scheme's actions, each turn the combined
+    derivative of one step; then the state the sweep started from, restored."""
+    if inst not in cx.rule_calls:
+        return
+    kept, acts, shadows = cx.rule_calls[inst]
+    step = _step(cx, inst, row)
+    args = row.step_args(inst)
+    cx.seed_callee_types(step, [i for i, act in enumerate(acts) if act is Activity.DUPLICATED])
+    grad = cx.callee_derivative(step, ReverseSignature(
+        tuple(acts), shared_adjoints=cx.sig.shared_adjoints))
+    d = _Driver(cx.module, naming.checkpoint_driver(step.name, "rev"), T.void,
+                _sweep_params(inst, row, args)
+                + [(f"s{k}", s.type) for k, s in enumerate(shadows)] + [("state", T.ptr)])
+    scheme, _, start, n, pairs, rest = _unpack(d, inst, row)
+    state = d.fn.args[-1]
+    primals, shadow_params = rest[:len(args)], rest[len(args):-1]
+    regions = d.regions(pairs)
+    nreg = _i64(len(pairs))
+    b, fn = d.b, d.fn
+
+    def slot_call(offset, slot, it):
+        d.scheme_call(scheme, offset, _SLOT_TYPE, [state, slot, it, regions, nreg])
+
+    def differentiate(b, index):
+        b.call(grad, [b.add(start, index)] + primals + shadow_params)
+
+    run, finish = fn.append_block("turns"), fn.append_block("finish")
+    b.cbranch(b.icmp("sgt", n, _i64(0)), run, finish)
+    b.position_at_end(run)
+    last = b.sub(n, _i64(1))
+    slot_call(_STORE, _i64(-1), n)
+    slot_call(_RESTORE, _i64(-2), last)
+    differentiate(b, last)
+
+    def restore(b, it, _from, slot):
+        slot_call(_RESTORE, slot, it)
+
+    def store(b, it, _from, slot):
+        slot_call(_STORE, slot, it)
+
+    def forward(b, it, first, _slot):
+        d.loop(first, it, lambda b, j: b.call(step, [b.add(start, j)] + primals))
+
+    def turn(b, it, _from, _slot):
+        differentiate(b, b.sub(it, _i64(1)))
+
+    d.actions(state, scheme, {_RESTORE_A: restore, _STORE_A: store, _FORWARD_A: forward,
+                              _UTURN_A: turn, _DONE_A: lambda *a: True})
+    slot_call(_RESTORE, _i64(-1), n)
+    d.b.br(finish)
+    d.b.position_at_end(finish)
+    d.scheme_call(scheme, _FINALIZE, _FINALIZE_TYPE, [state])
+    d.b.ret_void()
+    cx.rb.call(d.fn, _sweep_operands(cx.rb, inst, row, cx.primal)
+               + [cx.avail(s) for s in shadows] + [cx.avail(kept)])
