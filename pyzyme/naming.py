@@ -21,7 +21,8 @@ __all__ = ["symbol_name", "forward_function", "tangent", "shadow_param", "partia
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
            "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
            "repeated", "repeat_base", "moved", "parallel_body",
-           "PARALLEL_BODY", "PARALLEL_CONSTANT", "CHECKPOINT_FOR", "checkpoint_driver"]
+           "PARALLEL_BODY", "PARALLEL_CONSTANT", "CHECKPOINT_FOR", "checkpoint_driver",
+           "checkpoint_step"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -193,6 +194,12 @@ def checkpoint_driver(step: str, sweep: str) -> str:
     ``sweep`` is ``primal`` (the loop as it is), ``fwd`` (forward mode), ``aug`` (reverse
     mode's forward sweep: snapshots, the steps untaped) or ``rev`` (its reverse sweep)."""
     return f"{CHECKPOINT_FOR}.{sweep}.{step}"
+
+
+def checkpoint_step(function: str) -> str:
+    """One iteration of a checkpointed loop of ``function``, outlined as the loop's step
+    (:mod:`pyzyme.frontends.c.loop_annotations`)."""
+    return f"{function}.checkpointed.step"
 
 
 # Symbols of compiled code.

@@ -187,24 +187,48 @@ def test_unknown_enzyme_attribute_is_refused(tmp_path):
     assert "enzyme_sparse_accumulate" in str(err.value)
 
 
-@pytest.mark.parametrize("loop, line, expected", [
-    ("#pragma enzyme checkpoint(\"binomial\", 2)\n  for (long i = 0; i < n; i++) u[0] *= 1.1;",
-     3, "pragma `enzyme checkpoint`"),
-    ("__attribute__((enzyme_checkpoint(\"revolve\", 2))) for (long i = 0; i < n; i++)\n"
-     "    u[0] *= 1.1;", 3, "attribute enzyme_checkpoint"),
+def test_annotated_loops_become_checkpointed_steps(c_ir):
+    """Each annotated loop of checkpoint_annotations.c (whose values its run checks) is
+    outlined into a step that a checkpoint driver reverses, not taped as it is."""
+    from pyzyme.frontends.c.lower import lower
+
+    text = lower(c_ir["checkpoint_annotations.c", "-O2"], opt_level=None)
+    steps = {line.split("@")[1].split("(")[0] for line in text.splitlines()
+             if line.startswith("define") and ".checkpointed.step" in line}
+    annotated = {"binomial", "periodic", "store_all", "dflt", "revolve_int"}
+    assert {f"{name}.checkpointed.step" for name in annotated} <= steps
+    assert not any(name.startswith("plain") for name in steps)
+    assert "@pyzyme.checkpoint_for.rev." in text and "@pyzyme.checkpoint_for.aug." in text
+
+
+@pytest.mark.parametrize("loop, expected", [
+    ('#pragma enzyme checkpoint("binomial", 2)\n'
+     "  for (long i = 0; i < n; i++) { if (w[0] > 3) break; w[0] *= 1.1; }",
+     "leaves other than by its condition"),
+    ('#pragma enzyme checkpoint("binomial", 2)\n  for (long i = 0; i < n; i++) u[0] *= 1.1;',
+     "whose size pyzyme cannot tell"),
+    ('#pragma enzyme checkpoint("binomial", 2)\n  for (long i = 0; i < n; i += 2) w[0] *= 1.1;',
+     "does not go up by one"),
+    ("#pragma enzyme checkpoint\n  while (n-- > 0) w[0] *= 1.1;", "other than a for loop"),
+    ('#pragma enzyme checkpoint("fancy", 2)\n  for (long i = 0; i < n; i++) w[0] *= 1.1;',
+     "unknown checkpointing scheme 'fancy'"),
+    ('__attribute__((enzyme_checkpoint("revolve", 2))) for (long i = 0; i < n; i++)\n'
+     "    w[0] *= 1.1;", "needs pyzyme's <enzyme/checkpoint.h>"),
 ])
-def test_loop_annotations_are_refused_pointing_to_checkpoint_for(tmp_path, loop, line, expected):
-    """Enzyme's loop annotations, which clang would ignore with a warning, are refused at their
-    line with the way pyzyme does checkpoint: ``__enzyme_checkpoint_for``."""
+def test_annotated_loops_pyzyme_cannot_outline_are_refused(tmp_path, loop, expected):
+    """An annotated loop pyzyme cannot turn into a checkpointed step is an error at the
+    annotation's line saying what to change, never a loop taped as if unannotated."""
     from pyzyme.errors import UnsupportedError
     from pyzyme.frontends.c.driver import compile_source
 
+    header = "" if "needs pyzyme" in expected else "#include <enzyme/checkpoint.h>"
     src = tmp_path / "annotated.c"
-    src.write_text("#define CKPT 1\nvoid f(double *u, long n) {\n  " + loop + "\n}\n")
+    src.write_text(header + "\n#include <stdlib.h>\n"
+                   "void f(double *u, long n) {\n  double *w = malloc(16);\n  " + loop +
+                   "\n  u[1] = w[0];\n  free(w);\n}\n")
     with pytest.raises(UnsupportedError) as err:
-        compile_source(src, "-O2")
-    assert f"annotated.c:{line}" in str(err.value) and expected in str(err.value)
-    assert "__enzyme_checkpoint_for" in err.value.hint
+        compile_source(src, "-O1")
+    assert "annotated.c:5" in str(err.value) and expected in str(err.value)
 
 
 _CHECKPOINT = """#include <enzyme/checkpoint.h>

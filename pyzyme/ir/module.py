@@ -151,6 +151,15 @@ class Function(Linked, GlobalValue):
         for block in self.blocks:
             yield from block.instructions
 
+    def remove_blocks(self, blocks) -> None:
+        """Remove ``blocks`` and their instructions; nothing outside them may branch to them
+        or use their values."""
+        for block in blocks:
+            for inst in block.instructions:
+                inst._unlink_operands()
+            block.instructions.clear()
+            self.blocks.remove(block)
+
     def unique_name(self, base: str) -> str:
         """``base``, or ``base.N`` with the smallest N not yet naming a local of this function.
 

@@ -235,7 +235,4 @@ def _fold(module, fn, power: Power) -> None:
     for phi in power.exit.phis:
         phi.blocks = [new if blk is block else blk for blk in phi.blocks]
     power.result.replace_all_uses_with(value)
-    for inst in block.instructions:
-        inst._unlink_operands()
-    block.instructions.clear()
-    fn.blocks.remove(block)
+    fn.remove_blocks([block])

@@ -460,11 +460,7 @@ def _rewrite(nest: Nest) -> None:
     for phi in exit_block.phis:
         phi.blocks = [platch if blk is latch else blk for blk in phi.blocks]
 
-    for block in (head, body, latch):
-        for inst in block.instructions:
-            inst._unlink_operands()
-        block.instructions.clear()
-        fn.blocks.remove(block)
+    fn.remove_blocks([head, body, latch])
 
 
 def _copy(b: IRBuilder, insts, mapping: dict) -> None:

@@ -123,15 +123,14 @@ def _underlying(pointer):
 
 def _check_covered(where: str, step, rest, regions) -> None:
     """Refuse a step that writes through an argument no region covers."""
-    covered = {through_locals(p) for p, _ in regions}
+    covered = {_underlying(p) for p, _ in regions}
     for fn in _reachable(step):
         for inst in fn.instructions():
             for pointer in written_pointers(inst):
                 obj = _underlying(pointer)
                 if not (isinstance(obj, Argument) and obj.function is step and obj.index > 0):
                     continue
-                passed = through_locals(rest[obj.index - 1])
-                if passed not in covered:
+                if _underlying(rest[obj.index - 1]) not in covered:
                     raise EnzymeCallError(
                         f"{where}: the steps of this checkpointed loop ({step.ref}) write "
                         f"through their argument {obj.index}{_named(obj)}, which no "

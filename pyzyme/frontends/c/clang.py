@@ -21,7 +21,7 @@ from typing import Literal
 from pyzyme.errors import FrontendError
 from pyzyme.frontends import ir_files
 
-__all__ = ["compile_to_ir", "normalize_ir", "ziglang_available"]
+__all__ = ["compile_to_ir", "preprocess", "normalize_ir", "ziglang_available"]
 
 Lang = Literal["c", "c++"]
 
@@ -118,14 +118,43 @@ def compile_to_ir(
     if lang not in _SUFFIX:
         raise FrontendError(f"unknown language {lang!r}", hint='use lang="c" or lang="c++"')
     if compiler is None:
-        if not ziglang_available():
-            raise FrontendError(
-                "the C/C++ frontend needs the 'ziglang' package, which bundles clang 22",
-                hint="pip install ziglang  (or pass compiler=['clang-22'])",
-            )
-        compiler = [sys.executable, "-m", "ziglang", "cc" if lang == "c" else "c++",
-                    *_zig_cpu_flag()]
+        compiler = _zig(lang)
+    text, stderr, what = _run(source, path, lang, compiler, [opt, *_default_flags(extra_args),
+                                                             "-S", "-emit-llvm", *extra_args],
+                              timeout)
+    if diagnostics is not None:
+        diagnostics += [line for line in stderr.splitlines() if line not in _ZIG_NOISE]
+    return normalize_ir(text, name=what)
 
+
+def preprocess(path: str | os.PathLike[str], lang: Lang, extra_args: Sequence[str] = (),
+               timeout: float = 120.0) -> str:
+    """The file ``path`` preprocessed (``-E``) as :func:`compile_to_ir` would compile it with
+    ``extra_args``: its line markers name the file as it does.
+
+    Raises
+    ------
+    FrontendError
+        As :func:`compile_to_ir`.
+    """
+    text, _, _ = _run(path, Path(path), lang, _zig(lang), ["-E", *extra_args], timeout)
+    return text
+
+
+def _zig(lang: Lang) -> list[str]:
+    """The command that runs zig's clang for ``lang``."""
+    if not ziglang_available():
+        raise FrontendError(
+            "the C/C++ frontend needs the 'ziglang' package, which bundles clang 22",
+            hint="pip install ziglang  (or pass compiler=['clang-22'])",
+        )
+    return [sys.executable, "-m", "ziglang", "cc" if lang == "c" else "c++", *_zig_cpu_flag()]
+
+
+def _run(source, path: Path | None, lang: Lang, compiler: Sequence[str], flags: Sequence[str],
+         timeout: float) -> tuple[str, str, str]:
+    """Run ``compiler`` on ``source`` (``path``, or code to write to a temporary file) with
+    ``flags``; its output, its stderr and the name it compiled the source under."""
     with tempfile.TemporaryDirectory(prefix="pyzyme-clang-") as tmp:
         if path is None:
             # Compiled from inside the temporary folder under a fixed relative name, so that
@@ -140,19 +169,7 @@ def compile_to_ir(
             what = arg = path.name
             cwd = str(path.resolve().parent)
         out = Path(tmp) / "output.ll"
-        cmd = [
-            *compiler,
-            "-x",
-            lang,
-            opt,
-            *_default_flags(extra_args),
-            "-S",
-            "-emit-llvm",
-            *extra_args,
-            arg,
-            "-o",
-            str(out),
-        ]
+        cmd = [*compiler, "-x", lang, *flags, arg, "-o", str(out)]
         try:
             proc = subprocess.run(
                 cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False
@@ -170,10 +187,7 @@ def compile_to_ir(
                 hint=f"command: {' '.join(cmd)}",
                 stderr=proc.stderr,
             )
-        text = out.read_text()
-    if diagnostics is not None:
-        diagnostics += [line for line in proc.stderr.splitlines() if line not in _ZIG_NOISE]
-    return normalize_ir(text, name=what)
+        return out.read_text(), proc.stderr, what
 
 
 def _zig_cpu_flag() -> list[str]:

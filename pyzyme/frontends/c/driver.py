@@ -122,6 +122,7 @@ def compile_source(path: Path, opt: str = "-O0", flags: Sequence[str] = ()) -> s
     (``__attribute__((enzyme_inactive))``, ...) are spelled for this clang; one pyzyme does not
     read is refused (:class:`~pyzyme.errors.UnsupportedError`) rather than ignored.
     """
+    from pyzyme.frontends.c import loop_annotations
     from pyzyme.frontends.c import preopt as enzyme_preopt
     from pyzyme.frontends.c.clang import compile_to_ir
 
@@ -135,9 +136,15 @@ def compile_source(path: Path, opt: str = "-O0", flags: Sequence[str] = ()) -> s
     if level:
         flags += enzyme_preopt.FRONTEND_ONLY
     warnings: list[str] = []
-    text = compile_to_ir(path, "c++" if path.suffix in _CXX else "c", opt, flags,
-                         diagnostics=warnings)
+    lang = "c++" if path.suffix in _CXX else "c"
+    marked = loop_annotations.mark(path, lang, flags)
+    with tempfile.TemporaryDirectory(prefix="pyzyme-marked-") as tmp:
+        if marked is not None:  # compiled under its own name: the IR names the file alone
+            path = Path(tmp) / path.name
+            path.write_text(marked)
+        text = compile_to_ir(path, lang, opt, flags, diagnostics=warnings)
     _refuse_unknown_enzyme_attributes(warnings)
+    text = loop_annotations.outline(text)
     if level:
         text = enzyme_preopt.optimize(enzyme_preopt.preserve_registered(text), level, flags)
     return text

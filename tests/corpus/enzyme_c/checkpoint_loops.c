@@ -51,6 +51,26 @@ double checkpointed(double *u, const double *c, int64_t n, const EnzymeCheckpoin
   return loss(u);
 }
 
+// The state lives on the stack: only the steps make it depend on the coefficients.
+__attribute__((noinline)) static void mix(int64_t i, double *s, const double *c) {
+  s[0] = s[0] * c[0] + s[1];
+  s[1] = s[1] * 0.5 + c[1] * (double)i;
+}
+
+double local_plain(const double *c, int64_t n) {
+  double s[2] = {1, 2};
+  for (int64_t i = 0; i < n; i++) mix(i, s, c);
+  return s[0] * s[1];
+}
+
+double local_checkpointed(const double *c, int64_t n) {
+  double s[2] = {1, 2};
+  EnzymeCkptConfig config = {2, 0, NULL, 0, NULL};
+  __enzyme_checkpoint_for((void *)mix, 0, n, enzyme_scheme, &EnzymeCkptRevolve, &config,
+                          enzyme_checkpoint_region, s, (int64_t)sizeof(s), s, c);
+  return s[0] * s[1];
+}
+
 static void start(double *u, double *c) {
   for (int k = 0; k < M; k++) u[k] = 0.3 + 0.2 * sin(k + 1.0);
   c[0] = 0.2;
@@ -124,6 +144,13 @@ int main(void) {
                                enzyme_const, n, enzyme_const, &EnzymeCkptRevolve,
                                enzyme_const, &config),
               want, 1e-12);
+    // A state on the stack, made active by the steps alone.
+    double dl[2] = {0}, dl0[2] = {0};
+    __enzyme_autodiff((void *)local_plain, enzyme_dup, c0, dl0, enzyme_const, n);
+    __enzyme_autodiff((void *)local_checkpointed, enzyme_dup, c0, dl, enzyme_const, n);
+    APPROX_EQ(dl[0], dl0[0], 1e-12);
+    APPROX_EQ(dl[1], dl0[1], 1e-12);
+    if (n > 1) APPROX_EQ(dl0[0] != 0, 1, 0);
     // The primal alone runs the loop as it is.
     start(u0, c0);
     want = plain(u0, c0, n);

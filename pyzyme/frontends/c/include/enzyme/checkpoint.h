@@ -447,6 +447,14 @@ static const EnzymeCheckpointScheme EnzymeCkptStoreAll = {
     pyzyme_ckpt_restore, pyzyme_ckpt_store_all_set_nsteps, pyzyme_ckpt_finalize, NULL, NULL,
     NULL};
 
+/* The scheme of a loop annotated #pragma enzyme checkpoint("binomial", 2) (or with Enzyme's
+ * attributes), which `pyzyme cc` runs as __enzyme_checkpoint_for: 1 periodic, 2 binomial,
+ * 3 store-all. Kept (used) so that annotated loops in this file find it; weak, so that every
+ * file may include this header. */
+__attribute__((weak, used)) const EnzymeCheckpointScheme *pyzyme_checkpoint_scheme(int id) {
+  return id == 1 ? &EnzymeCkptPeriodic : id == 3 ? &EnzymeCkptStoreAll : &EnzymeCkptRevolve;
+}
+
 #ifdef __cplusplus
 }
 #endif
