@@ -21,7 +21,8 @@ __all__ = ["symbol_name", "forward_function", "tangent", "shadow_param", "partia
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
            "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
            "repeated", "repeat_base", "moved", "parallel_body",
-           "PARALLEL_BODY", "PARALLEL_CONSTANT", "CHECKPOINT_FOR", "checkpoint_driver"]
+           "PARALLEL_BODY", "PARALLEL_CONSTANT", "CHECKPOINT_FOR", "checkpoint_driver",
+           "FIXED_POINT", "fixed_point_driver"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -193,6 +194,19 @@ def checkpoint_driver(step: str, sweep: str) -> str:
     ``sweep`` is ``primal`` (the loop as it is), ``fwd`` (forward mode), ``aug`` (reverse
     mode's forward sweep: snapshots, the steps untaped) or ``rev`` (its reverse sweep)."""
     return f"{CHECKPOINT_FOR}.{sweep}.{step}"
+
+
+#: A fixed-point iteration, ``i = 0; while (step(i++, args...));``, as the frontends write it
+#: (``__enzyme_fixed_point``): its rule row (pyzyme.rules.runtime) says where each operand is.
+FIXED_POINT = "pyzyme.fixed_point"
+
+
+def fixed_point_driver(step: str, sweep: str) -> str:
+    """What runs a fixed-point iteration of ``step`` (:mod:`pyzyme.diff.calls.fixed_point`):
+    ``sweep`` is ``primal`` (the loop as it is), ``fwd`` (forward mode: the loop, then the
+    tangent iterated), ``aug`` (reverse mode's forward sweep: the loop and a snapshot of the
+    state it ends in) or ``rev`` (its reverse sweep: the adjoint iterated)."""
+    return f"{FIXED_POINT}.{sweep}.{step}"
 
 
 # Symbols of compiled code.
