@@ -22,7 +22,7 @@ __all__ = ["symbol_name", "forward_function", "tangent", "shadow_param", "partia
            "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
            "repeated", "repeat_base", "moved", "parallel_body",
            "PARALLEL_BODY", "PARALLEL_CONSTANT", "CHECKPOINT_FOR", "checkpoint_driver",
-           "checkpoint_step"]
+           "checkpoint_step", "FIXED_POINT", "fixed_point_driver"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -200,6 +200,19 @@ def checkpoint_step(function: str) -> str:
     """One iteration of a checkpointed loop of ``function``, outlined as the loop's step
     (:mod:`pyzyme.frontends.c.loop_annotations`)."""
     return f"{function}.checkpointed.step"
+
+
+#: A fixed-point iteration, ``i = 0; while (step(i++, args...));``, as the frontends write it
+#: (``__enzyme_fixed_point``): its rule row (pyzyme.rules.runtime) says where each operand is.
+FIXED_POINT = "pyzyme.fixed_point"
+
+
+def fixed_point_driver(step: str, sweep: str) -> str:
+    """What runs a fixed-point iteration of ``step`` (:mod:`pyzyme.diff.calls.fixed_point`):
+    ``sweep`` is ``primal`` (the loop as it is), ``fwd`` (forward mode: the loop, then the
+    tangent iterated), ``aug`` (reverse mode's forward sweep: the loop and a snapshot of the
+    state it ends in) or ``rev`` (its reverse sweep: the adjoint iterated)."""
+    return f"{FIXED_POINT}.{sweep}.{step}"
 
 
 # Symbols of compiled code.

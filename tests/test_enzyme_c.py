@@ -269,6 +269,77 @@ def test_checkpointed_loops_pyzyme_cannot_snapshot_are_refused(tmp_path, body, e
     assert "ckpt.c:6" in str(err.value) and expected in str(err.value)
 
 
+_FIXED_POINT = """#include <enzyme/fixed_point.h>
+extern int enzyme_dup, enzyme_const, enzyme_scheme;
+void __enzyme_autodiff(void *, ...);
+static int step(int64_t i, double *u, double *p) { u[0] = 0.5 * u[0] + p[0]; return i < 40; }
+static void none(int64_t i, double *u, double *p) { u[0] = 0.5 * u[0] + p[0]; }
+static int count(int64_t i, long *u, double *p) { u[0] += 1; return u[0] < 9; }
+static int unread(int64_t i, double *u, double *p) { (void)u; p[0] *= 0.5; return 0; }
+"""
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("__enzyme_fixed_point((void *)step, enzyme_fp_reduction, 1e-20, u, p);",
+     "needs the state it iterates"),
+    ("__enzyme_fixed_point((void *)step, enzyme_fp_state, u, 8, u);",
+     "passes 1 arguments to @step, which takes 2"),
+    ("__enzyme_fixed_point((void *)none, enzyme_fp_state, u, 8, u, p);",
+     "must return whether to iterate again"),
+    ("__enzyme_fixed_point((void *)count, enzyme_fp_state, (long *)u, 8, (long *)u, p);",
+     "must hold doubles or floats"),
+    ("__enzyme_fixed_point((void *)unread, enzyme_fp_state, u, 8, u, p);",
+     "sees no float access"),
+    ("__enzyme_fixed_point((void *)step, enzyme_fp_state, u, 8, enzyme_scheme, 0, u, p);",
+     "does not read enzyme_scheme"),
+    ("__enzyme_fixed_point((void *)step, enzyme_fp_state, u, 8, enzyme_fp_control, 0.5, u, p);",
+     "enzyme_fp_control takes a function"),
+    ("__enzyme_fixed_point((void *)step, enzyme_fp_state, u, 8, enzyme_fp_max_iters, 2.0, u,"
+     " p);", "enzyme_fp_max_iters takes an integer"),
+    ("while (u[0] < 2) { __enzyme_set_fixed_point(1e-20, (int64_t)-1, (void *)0, u, 8);\n"
+     "  u[0] = 0.5 * u[0] + p[0]; }", "marked from inside are not supported"),
+])
+def test_fixed_points_that_do_not_read_as_enzymes_are_refused(tmp_path, body, expected):
+    """A fixed-point iteration pyzyme cannot iterate the derivative of (no state, a state
+    of no floats, a step that does not say when to stop), or that does not read as Enzyme's,
+    is an error at its line, not a derivative of the wrong iteration."""
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.enzyme_calls import EnzymeCallError
+    from pyzyme.frontends.c.lower import lower
+
+    src = tmp_path / "fp.c"
+    src.write_text(_FIXED_POINT + "double f(double *u, double *p) {\n  " + body +
+                   "\n  return u[0];\n}\n"
+                   "void g(double *u, double *du, double *p, double *dp) {\n"
+                   "  __enzyme_autodiff((void *)f, enzyme_dup, u, du, enzyme_dup, p, dp);\n}\n")
+    with pytest.raises(EnzymeCallError) as err:
+        lower(compile_source(src, "-O1"))
+    assert "fp.c:9" in str(err.value) and expected in str(err.value)
+
+
+def test_fixed_point_passing_an_active_value_to_its_step_is_refused(tmp_path):
+    """Reverse mode iterates the step's adjoint through memory; an active double the call
+    passes by value would need its adjoint summed over the rounds: refused, naming the step."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
+
+    src = tmp_path / "fpvalue.c"
+    src.write_text("#include <enzyme/fixed_point.h>\n#include <math.h>\n"
+                   "extern int enzyme_dup;\ndouble __enzyme_autodiff(void *, ...);\n"
+                   "__attribute__((noinline)) static int step(int64_t i, double *u, double a) {\n"
+                   "  double n = 0.5 * u[0] + a; int go = fabs(n - u[0]) > 1e-14; u[0] = n;\n"
+                   "  return go; }\n"
+                   "double f(double *u, double a) {\n"
+                   "  __enzyme_fixed_point((void *)step, enzyme_fp_state, u, 8, u, a * a);\n"
+                   "  return u[0]; }\n"
+                   "double g(double *u, double *du, double a) {\n"
+                   "  return __enzyme_autodiff((void *)f, enzyme_dup, u, du, a); }\n")
+    with pytest.raises(UnsupportedError) as err:
+        lower(compile_source(src, "-O1"))
+    assert "by value" in str(err.value) and "@step" in str(err.value)
+
+
 def test_enzyme_shadow_is_refused_where_it_cannot_be_passed(tmp_path):
     """A global with an enzyme_shadow is passed to the functions using it as a hidden
     parameter; when one of them is called through a pointer, it cannot be: an error naming

@@ -18,7 +18,8 @@ from dataclasses import replace
 
 from pyzyme import naming
 from pyzyme.rules import libm
-from pyzyme.rules.spec import Allocation, Blas, CheckpointLoop, Inactive, Mirror, ParallelFor
+from pyzyme.rules.spec import (Allocation, Blas, CheckpointLoop, FixedPoint, Inactive, Mirror,
+                               ParallelFor)
 
 #: NRT's ``MemInfo`` (numba/core/runtime/nrt.cpp): each field's byte offset and whether it
 #: holds a pointer (else an integer). ``size`` is the data block's size in bytes.
@@ -66,6 +67,8 @@ ROWS = (
                 unsigned_schedule="do_scheduling_unsigned"),
     # A checkpointed time loop (C: __enzyme_checkpoint_for of <enzyme/checkpoint.h>).
     CheckpointLoop((naming.CHECKPOINT_FOR,), "runtime"),
+    # A fixed-point iteration (C: __enzyme_fixed_point of <enzyme/fixed_point.h>).
+    FixedPoint((naming.FIXED_POINT,), "runtime"),
     *_numba_helper("tgamma"),
     *_numba_helper("frexp"),
     *_numba_helper("ldexp"),

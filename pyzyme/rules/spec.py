@@ -33,6 +33,8 @@ a width and the activity of each operand.
   (:mod:`pyzyme.diff.parallel`).
 - :class:`CheckpointLoop`: a time loop over a step function whose reverse sweep recomputes
   steps from snapshots instead of taping them (:mod:`pyzyme.diff.calls.checkpoint`).
+- :class:`FixedPoint`: a fixed-point iteration whose derivatives iterate one step's
+  derivative at the state it converged to (:mod:`pyzyme.diff.calls.fixed_point`).
 - :class:`Registered`: derivatives a C/C++ module registers for one of its functions, Enzyme's
   way (``__enzyme_register_gradient_*``): plain LLVM functions of the same module, called by
   :mod:`pyzyme.diff.calls.registered`.
@@ -46,7 +48,7 @@ from pyzyme.rules.expr import Expr
 
 __all__ = ["KINDS", "Row", "Partials", "Linear", "Memory", "Allocation", "Mirror", "Inactive",
            "Reduction", "Masked", "Blas", "Custom", "Registered", "ParallelFor",
-           "CheckpointLoop"]
+           "CheckpointLoop", "FixedPoint"]
 
 KINDS = ("opcode", "intrinsic", "libm", "runtime", "custom")
 
@@ -298,3 +300,41 @@ class CheckpointLoop(Row):
     def step_args(self, inst) -> list:
         """The operands of call ``inst`` passed to the step after its index."""
         return list(inst.args[self.regions + 1 + 2 * int(inst.args[self.regions].value):])
+
+
+@dataclass(frozen=True)
+class FixedPoint(Row):
+    """A fixed-point iteration: ``i = 0; while (step(i++, args...));``. The fields are the
+    positions of the call's operands: the step function; the reduction (a double), the
+    iteration limit (an i64, 0 for none) and the control function (null for none) that stop
+    the derivative's iteration; the number of states, which follow as ``(pointer, bytes,
+    element bytes)`` triples (the memory the iteration converges, whose derivative is
+    iterated); the number of regions, which follow as ``(pointer, bytes)`` pairs (other memory
+    the step reads that later code may overwrite). The step's arguments come last."""
+
+    step: int = 0
+    reduction: int = 1
+    max_iters: int = 2
+    control: int = 3
+    states: int = 4
+    regions: int = 5
+
+    def _counts(self, inst) -> tuple[int, int]:
+        return int(inst.args[self.states].value), int(inst.args[self.regions].value)
+
+    def state_triples(self, inst) -> list:
+        """The ``(pointer, bytes, element bytes)`` operands of call ``inst``."""
+        k, _ = self._counts(inst)
+        first = self.regions + 1
+        return [tuple(inst.args[first + 3 * s:first + 3 * s + 3]) for s in range(k)]
+
+    def region_pairs(self, inst) -> list:
+        """The ``(pointer, bytes)`` operands of call ``inst``."""
+        k, r = self._counts(inst)
+        first = self.regions + 1 + 3 * k
+        return [tuple(inst.args[first + 2 * j:first + 2 * j + 2]) for j in range(r)]
+
+    def step_args(self, inst) -> list:
+        """The operands of call ``inst`` passed to the step after its index."""
+        k, r = self._counts(inst)
+        return list(inst.args[self.regions + 1 + 3 * k + 2 * r:])

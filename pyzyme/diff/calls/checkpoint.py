@@ -24,9 +24,8 @@ from __future__ import annotations
 
 from pyzyme import naming
 from pyzyme.analysis.activity import Activity
+from pyzyme.diff.calls.step_loops import Driver, i64, step_activities, step_function, trap
 from pyzyme.diff.signature import ForwardSignature, ReverseSignature
-from pyzyme.errors import UnsupportedError
-from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.module import Function
@@ -46,10 +45,15 @@ _FINALIZE_TYPE = T.FunctionType(T.void, [T.ptr])
 _ACTION = T.StructType([T.i32, T.i64, T.i64, T.i64])
 _REGION = T.StructType([T.ptr, T.i64, T.i32, T.i32])
 _STORE_A, _RESTORE_A, _FORWARD_A, _FIRSTUTURN_A, _UTURN_A, _DONE_A = 1, 2, 3, 4, 5, 7
+_WHAT = "a checkpointed loop"
 
 
-def _i64(n: int) -> Value:
-    return const_int(T.i64, n)
+def _step(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> Function:
+    return step_function(cx, inst, row.step, _WHAT)
+
+
+def _activities(cx, inst: I.CallBase, row, step: Function, reverse: bool) -> list:
+    return step_activities(cx, row.step_args(inst), step, reverse, _WHAT)
 
 
 def varied(row, inst: I.CallBase, is_varied) -> bool:
@@ -57,76 +61,23 @@ def varied(row, inst: I.CallBase, is_varied) -> bool:
     return False
 
 
-def _step(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> Function:
-    step = inst.args[row.step]
-    if not isinstance(step, Function) or step.is_declaration:
-        raise UnsupportedError(f"{cx.where} checkpoints a loop whose step pyzyme cannot read "
-                               f"({step!r})", hint="pass the step function itself")
-    return step
-
-
-def _activities(cx, inst: I.CallBase, row, step: Function, reverse: bool) -> list:
-    """The step's activities: its index constant, each argument as the call's."""
-    acts = [Activity.CONST]
-    for a in row.step_args(inst):
-        if a not in cx.activity.varied:
-            acts.append(Activity.CONST)
-        elif a.type.is_pointer:
-            acts.append(Activity.DUPLICATED)
-        elif not reverse:
-            acts.append(Activity.ACTIVE)
-        else:
-            raise UnsupportedError(
-                f"{cx.where} passes an active {a.type} by value to the steps of a "
-                f"checkpointed loop ({step.ref}); reverse mode carries derivatives between "
-                f"steps through memory only", hint="pass it by address")
-    if len(acts) != len(step.args):
-        raise UnsupportedError(f"{cx.where} passes {len(acts) - 1} arguments to the steps of "
-                               f"a checkpointed loop, but {step.ref} takes "
-                               f"{len(step.args) - 1} after its index")
-    return acts
-
-
-class _Driver:
-    """A driver function being built: ``params`` named, a builder at its entry."""
-
-    def __init__(self, module, name: str, ret: T.Type, params: list) -> None:
-        self.fn = module.add_function(module.unique_global_name(name),
-                                      T.FunctionType(ret, [ty for _, ty in params]),
-                                      prefix="internal")
-        for arg, (pname, _) in zip(self.fn.args, params):
-            arg.name = pname
-        self.b = IRBuilder(self.fn.append_block("entry"))
-
-    def loop(self, first: Value, last: Value, body) -> None:
-        """``for j in [first, last)``: ``body(b, j)`` emitted at ``self.b``, after the loop."""
-        b, fn = self.b, self.fn
-        head = b.block
-        loop, done = fn.append_block("step"), fn.append_block("stepped")
-        b.cbranch(b.icmp("slt", first, last), loop, done)
-        b.position_at_end(loop)
-        j = b.phi(T.i64, name="j")
-        j.add_incoming(first, head)
-        body(b, j)
-        nxt = b.add(j, _i64(1))
-        j.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp("slt", nxt, last), loop, done)
-        b.position_at_end(done)
+class _Driver(Driver):
+    """A driver of a checkpointed loop: :class:`Driver` and the scheme's calls."""
 
     def regions(self, pairs: list) -> Value:
         """An ``EnzymeCkptRegion`` array of ``pairs`` (pointer, bytes), on the stack."""
         b = self.b
         array = b.alloca(T.ArrayType(max(len(pairs), 1), _REGION), name="regions")
         for k, (ptr, size) in enumerate(pairs):
-            slot = b.gep(_REGION, array, [_i64(k)])
+            slot = b.gep(_REGION, array, [i64(k)])
             b.store(ptr, slot, 8)
-            b.store(size, b.gep(T.i8, slot, [_i64(8)]), 8)
-            b.store(const_int(T.i64, 0), b.gep(T.i8, slot, [_i64(16)]), 8)
+            b.store(size, b.gep(T.i8, slot, [i64(8)]), 8)
+            b.store(const_int(T.i64, 0), b.gep(T.i8, slot, [i64(16)]), 8)
         return array
 
     def scheme_call(self, scheme: Value, offset: int, ftype, args: list, name: str = ""):
         b = self.b
-        fn = b.load(T.ptr, b.gep(T.i8, scheme, [_i64(offset)]), 8)
+        fn = b.load(T.ptr, b.gep(T.i8, scheme, [i64(offset)]), 8)
         return b.call(fn, args, function_type=ftype, name=name)
 
     def actions(self, state: Value, scheme: Value, cases: dict) -> None:
@@ -144,26 +95,22 @@ class _Driver:
         b.switch(flag, bad, [(const_int(T.i32, f), blk) for f, blk in blocks.items()])
         for f, blk in blocks.items():
             b.position_at_end(blk)
-            fields = [b.load(T.i64, b.gep(T.i8, action, [_i64(8 * k)]), 8, name=n)
+            fields = [b.load(T.i64, b.gep(T.i8, action, [i64(8 * k)]), 8, name=n)
                       for k, n in ((1, "iteration"), (2, "from"), (3, "slot"))]
             b.br(done if cases[f](b, *fields) else head)
         b.position_at_end(bad)
-        b.call(_trap(fn.module), [])
+        b.call(trap(fn.module), [])
         b.unreachable()
         b.position_at_end(done)
-
-
-def _trap(module):
-    return module.declare("llvm.trap", T.FunctionType(T.void, []))
 
 
 def primal_driver(module, step: Function, types: list) -> Function:
     """``void primal(i64 start, i64 n, args...)`` (``args`` of ``types``): the loop as it
     is, ``step(start + j, args...)`` for ``j`` in ``[0, n)``."""
-    d = _Driver(module, naming.checkpoint_driver(step.name, "primal"), T.void,
+    d = Driver(module, naming.checkpoint_driver(step.name, "primal"), T.void,
                 [("start", T.i64), ("n", T.i64)] + [(f"a{k}", t) for k, t in enumerate(types)])
     start, n, *rest = d.fn.args
-    d.loop(_i64(0), n, lambda b, j: b.call(step, [b.add(start, j)] + rest))
+    d.loop(i64(0), n, lambda b, j: b.call(step, [b.add(start, j)] + rest))
     d.b.ret_void()
     return d.fn
 
@@ -192,13 +139,13 @@ def forward_mode(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
     dfn = cx.callee_derivative(step, ForwardSignature.standard(step, acts, cx.width))
     tangents = [cx.derivs[a][k] for a, act in zip(args, acts[1:]) if act is not Activity.CONST
                 for k in range(cx.width)]
-    d = _Driver(cx.module, naming.checkpoint_driver(step.name, "fwd"), T.void,
+    d = Driver(cx.module, naming.checkpoint_driver(step.name, "fwd"), T.void,
                 [("start", T.i64), ("n", T.i64)]
                 + [(f"a{k}", a.type) for k, a in enumerate(args)]
                 + [(f"d{k}", t.type) for k, t in enumerate(tangents)])
     start_p, n_p = d.fn.args[:2]
     params = list(d.fn.args[2:])
-    d.loop(_i64(0), n_p, lambda b, j: b.call(dfn, [b.add(start_p, j)] + params))
+    d.loop(i64(0), n_p, lambda b, j: b.call(dfn, [b.add(start_p, j)] + params))
     d.b.ret_void()
     b.call(d.fn, [start, n] + [cx.value(a) for a in args] + tangents)
 
@@ -243,11 +190,11 @@ def augmented(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
                 _sweep_params(inst, row, args))
     scheme, data, start, n, pairs, rest = _unpack(d, inst, row)
     regions = d.regions(pairs)
-    total = _i64(0)
+    total = i64(0)
     for _, size in pairs:
         total = d.b.add(total, size)
     state = d.scheme_call(scheme, _INIT, _INIT_TYPE, [data, n, total], name="state")
-    nreg = _i64(len(pairs))
+    nreg = i64(len(pairs))
 
     def store(b, it, _from, slot):
         d.scheme_call(scheme, _STORE, _SLOT_TYPE, [state, slot, it, regions, nreg])
@@ -256,8 +203,8 @@ def augmented(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
         d.loop(first, it, lambda b, j: b.call(step, [b.add(start, j)] + rest))
 
     def first_turn(b, it, _from, _slot):
-        last = b.sub(it, _i64(1))
-        d.scheme_call(scheme, _STORE, _SLOT_TYPE, [state, _i64(-2), last, regions, nreg])
+        last = b.sub(it, i64(1))
+        d.scheme_call(scheme, _STORE, _SLOT_TYPE, [state, i64(-2), last, regions, nreg])
         b.call(step, [b.add(start, last)] + rest)
         return True
 
@@ -288,7 +235,7 @@ def reverse(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
     state = d.fn.args[-1]
     primals, shadow_params = rest[:len(args)], rest[len(args):-1]
     regions = d.regions(pairs)
-    nreg = _i64(len(pairs))
+    nreg = i64(len(pairs))
     b, fn = d.b, d.fn
 
     def slot_call(offset, slot, it):
@@ -298,11 +245,11 @@ def reverse(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
         b.call(grad, [b.add(start, index)] + primals + shadow_params)
 
     run, finish = fn.append_block("turns"), fn.append_block("finish")
-    b.cbranch(b.icmp("sgt", n, _i64(0)), run, finish)
+    b.cbranch(b.icmp("sgt", n, i64(0)), run, finish)
     b.position_at_end(run)
-    last = b.sub(n, _i64(1))
-    slot_call(_STORE, _i64(-1), n)
-    slot_call(_RESTORE, _i64(-2), last)
+    last = b.sub(n, i64(1))
+    slot_call(_STORE, i64(-1), n)
+    slot_call(_RESTORE, i64(-2), last)
     differentiate(b, last)
 
     def restore(b, it, _from, slot):
@@ -315,11 +262,11 @@ def reverse(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
         d.loop(first, it, lambda b, j: b.call(step, [b.add(start, j)] + primals))
 
     def turn(b, it, _from, _slot):
-        differentiate(b, b.sub(it, _i64(1)))
+        differentiate(b, b.sub(it, i64(1)))
 
     d.actions(state, scheme, {_RESTORE_A: restore, _STORE_A: store, _FORWARD_A: forward,
                               _UTURN_A: turn, _DONE_A: lambda *a: True})
-    slot_call(_RESTORE, _i64(-1), n)
+    slot_call(_RESTORE, i64(-1), n)
     d.b.br(finish)
     d.b.position_at_end(finish)
     d.scheme_call(scheme, _FINALIZE, _FINALIZE_TYPE, [state])

@@ -23,6 +23,7 @@ from pyzyme.diff.calls import (
     callee,
     checkpoint,
     copies,
+    fixed_point,
     custom,
     inactive,
     registered,
@@ -348,4 +349,6 @@ RULES: dict[type | None, CallRule] = {
                                parallel.augmented, parallel.reverse),
     spec.CheckpointLoop: CallRule(checkpoint.varied, False, checkpoint.forward_mode,
                                   checkpoint.augmented, checkpoint.reverse),
+    spec.FixedPoint: CallRule(fixed_point.varied, False, fixed_point.forward_mode,
+                              fixed_point.augmented, fixed_point.reverse),
 }

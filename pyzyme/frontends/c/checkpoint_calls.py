@@ -29,7 +29,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import Argument, ConstantExpr, GlobalVariable, const_int
 from pyzyme.rules import default_rules
 
-__all__ = ["ENTRY", "rewrite", "expand"]
+__all__ = ["ENTRY", "rewrite", "expand", "underlying", "reachable", "globals_of"]
 
 #: Enzyme's entry point (a substring: C++ may mangle it).
 ENTRY = "__enzyme_checkpoint_for"
@@ -98,7 +98,7 @@ def _rewrite_call(program, call, loop, written) -> None:
         raise EnzymeCallError(f"{where}: {ENTRY} passes {len(rest)} arguments to "
                               f"{step.ref}, which takes {len(step.args) - 1} after its index")
     _check_covered(where, step, rest, regions)
-    for gv in _globals_of(step, written):
+    for gv in globals_of(step, written):
         regions.append((gv, const_int(T.i64, sizeof(gv.value_type))))
     b = IRBuilder()
     b.position_before(call)
@@ -110,7 +110,7 @@ def _rewrite_call(program, call, loop, written) -> None:
     call.erase()
 
 
-def _underlying(pointer):
+def underlying(pointer):
     """The object ``pointer`` points into, through unoptimised code's stack slots."""
     for _ in range(8):
         obj = underlying_object(pointer)
@@ -123,14 +123,14 @@ def _underlying(pointer):
 
 def _check_covered(where: str, step, rest, regions) -> None:
     """Refuse a step that writes through an argument no region covers."""
-    covered = {_underlying(p) for p, _ in regions}
-    for fn in _reachable(step):
+    covered = {underlying(p) for p, _ in regions}
+    for fn in reachable(step):
         for inst in fn.instructions():
             for pointer in written_pointers(inst):
-                obj = _underlying(pointer)
+                obj = underlying(pointer)
                 if not (isinstance(obj, Argument) and obj.function is step and obj.index > 0):
                     continue
-                if _underlying(rest[obj.index - 1]) not in covered:
+                if underlying(rest[obj.index - 1]) not in covered:
                     raise EnzymeCallError(
                         f"{where}: the steps of this checkpointed loop ({step.ref}) write "
                         f"through their argument {obj.index}{_named(obj)}, which no "
@@ -143,7 +143,8 @@ def _named(arg) -> str:
     return f" (%{arg.name})" if arg.name and not arg.name.isdigit() else ""
 
 
-def _reachable(step) -> list:
+def reachable(step) -> list:
+    """``step`` and the functions it calls, transitively (those pyzyme can read)."""
     seen, todo = [step], [step]
     while todo:
         for inst in todo.pop().instructions():
@@ -154,11 +155,11 @@ def _reachable(step) -> list:
     return seen
 
 
-def _globals_of(step, written) -> list:
+def globals_of(step, written) -> list:
     """The mutable globals the step (or a function it calls) uses that some function
     writes: the state a snapshot keeps besides the regions."""
     found = []
-    for fn in _reachable(step):
+    for fn in reachable(step):
         for gv in globals_used(fn):
             if gv in written and gv not in found and isinstance(gv, GlobalVariable) \
                     and not gv.is_constant and gv.initializer is not None \

@@ -156,7 +156,7 @@ def thread_globals(copy, shadows: dict[str, str], inactive_globals=(), keep=(), 
             if isinstance(inst, I.CallBase) and inst.called_function in takers:
                 callee = inst.called_function
                 inst.append_args(fn.args[-len(wanted):], callee.function_type)
-            elif _step_of(inst) in takers:  # a checkpointed loop passes its step's on
+            elif _step_of(inst) in takers:  # a loop over a step passes its step's on
                 b = IRBuilder()
                 b.position_before(inst)
                 b.call(inst.callee, [*inst.args, *fn.args[-len(wanted):]],
@@ -224,10 +224,14 @@ def _only_loaded_through(inst, gv) -> bool:
     return True
 
 
+_STEP_LOOPS = (naming.CHECKPOINT_FOR, naming.FIXED_POINT)
+
+
 def _step_of(inst):
-    """The step function of a checkpointed loop's call (which calls it), or None."""
+    """The step function of a checkpointed loop's or a fixed-point iteration's call (which
+    calls it), or None."""
     callee = inst.called_function if isinstance(inst, I.CallBase) else None
-    if callee is None or callee.name != naming.CHECKPOINT_FOR or not inst.args:
+    if callee is None or callee.name not in _STEP_LOOPS or not inst.args:
         return None
     return inst.args[0] if isinstance(inst.args[0], Function) else None
 

@@ -40,7 +40,8 @@ from pyzyme import ir
 from pyzyme.diff.tape.pool import CAPACITY_NAME
 from pyzyme.errors import ActivityError, PyzymeError, UnsupportedError
 from pyzyme.frontends.ad_copy import ad_copy, forget_edge, link_into, promote_local_globals
-from pyzyme.frontends.c import checkpoint_calls, shadow_contexts, virtual_shadows
+from pyzyme.frontends.c import (checkpoint_calls, fixed_point_calls, shadow_contexts,
+                                virtual_shadows)
 from pyzyme.frontends.c.adapters import build_adapter, tape_size
 from pyzyme.frontends.c.enzyme_calls import find_call_sites, marker, source_location
 from pyzyme.frontends.c.global_shadows import thread_globals
@@ -79,7 +80,8 @@ def lower(module_text: str, *, opt_level: int | None = 2) -> str:
     UnsupportedError
         A function that cannot be differentiated (its call site is named in the context).
     """
-    text = checkpoint_calls.rewrite(shadow_contexts.prepare(module_text))
+    text = fixed_point_calls.rewrite(
+        checkpoint_calls.rewrite(shadow_contexts.prepare(module_text)))
     while True:
         program = ir.parse_module(text)
         sites = find_call_sites(program) + virtual_shadows.find_sites(program)
@@ -93,8 +95,8 @@ def lower(module_text: str, *, opt_level: int | None = 2) -> str:
         sites = [s for s in sites if s.mode != "size"]
         ready = _innermost(sites)
         if len(ready) == len(sites):
-            return checkpoint_calls.expand(
-                _lower_sites(program, text, ready, opt_level, last=True))
+            return fixed_point_calls.expand(checkpoint_calls.expand(
+                _lower_sites(program, text, ready, opt_level, last=True)))
         text = _lower_sites(program, text, ready, opt_level, last=False)
 
 
