@@ -47,7 +47,7 @@ from pyzyme.frontends.c.enzyme_calls import find_call_sites, marker, source_loca
 from pyzyme.frontends.c.global_shadows import thread_globals
 from pyzyme.frontends.c.registrations import find_registrations
 from pyzyme.frontends.llvm_ad import Derivatives, c_rules, cxx_library_inactive
-from pyzyme.frontends.c.unknown_calls import reword_unknown_call
+from pyzyme.frontends.c.unknown_calls import reword_blas_body, reword_unknown_call
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -137,8 +137,9 @@ def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
     targets = list(dict.fromkeys(n for s in sites for n in (
         virtual_shadows.targets(s) if s.mode == "virtual" else [s.function.name])))
     _refuse_runtime_calls(program, sites)
-    # Forward mode differentiates CBLAS routines by name, as Enzyme does: they stay calls.
-    blas = cblas_rows(program) if any(s.mode in FORWARD_MODES for s in sites) else []
+    # Forward mode differentiates CBLAS routines by name, as Enzyme does; they stay calls
+    # (in reverse mode too, so that a refusal in their bodies is theirs).
+    blas = cblas_rows(program)
     copy, rules, reg, keep = _copy(program, targets, last=last,
                                    also_keep=[r.names[0] for r in blas])
     forward_rules = RuleTable(rules.rows())
@@ -177,6 +178,7 @@ def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
                 err.hint = ("pass enzyme_runtime_activity among the call's arguments, so loads "
                             "and stores check at run time whether a pointer's shadow is its "
                             "primal, or pass that argument as enzyme_dup")
+            reword_blas_body(err, program, site)
             raise
         _replace_call(program, site, name)
         names.append(name)
