@@ -528,6 +528,44 @@ def test_call_without_a_body_is_refused_naming_its_line(tmp_path, keep, line, wa
     assert "@njit" not in message
 
 
+_LOGGING_BLAS = """extern int enzyme_dup;
+double __enzyme_autodiff(void *, ...);
+const double *seen[8];
+int nseen;
+__attribute__((noinline)) double cblas_ddot(int n, const double *x, int incx,
+                                            const double *y, int incy) {
+  seen[nseen++ & 7] = x;
+  return 0;
+}
+double dot(const double *x, const double *y) {
+  return cblas_ddot(3, x, 1, y, 1);
+}
+double dot_grad(double *x, double *dx, double *y, double *dy) {
+  return __enzyme_autodiff((void *)dot, enzyme_dup, x, dx, enzyme_dup, y, dy);
+}
+"""
+
+
+def test_refusal_in_a_blas_body_names_the_routine_and_its_call(tmp_path):
+    """Reverse mode differentiates the body a program gives a CBLAS routine (Enzyme would
+    use its rule for the name); a refusal there starts with the C line calling the routine,
+    names it as BLAS and says no reverse rule exists (it named the caller, with a hint about
+    runtime activity)."""
+    from pyzyme.errors import PyzymeError
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
+
+    src = tmp_path / "logging.c"
+    src.write_text(_LOGGING_BLAS)
+    with pytest.raises(PyzymeError) as err:
+        lower(compile_source(src, "-O1"))
+    message = str(err.value)
+    assert message.startswith("logging.c:11: cblas_ddot, BLAS ddot (CBLAS interface): pyzyme "
+                              "has no reverse-mode rule for it"), message
+    assert "(at logging.c:7)" in message, message
+    assert "__enzyme_register_gradient_cblas_ddot" in err.value.hint
+
+
 def test_stack_buffer_given_back_per_iteration_is_refused(tmp_path):
     """A variable-length array in a loop holding active values: the stack is given back at
     the end of each iteration (llvm.stackrestore), so its shadow could not last until the

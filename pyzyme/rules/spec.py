@@ -206,7 +206,9 @@ class Blas(Row):
     (the inverse from LU factors), ``"potrf"`` (Cholesky factorization) or ``"evd"`` (symmetric
     eigendecomposition). ``writes`` are the arguments (pointers) the helper writes, and it writes
     nothing else (numba/_lapack.c); ``operands`` are the pointers to the two operands of a
-    bilinear one (dot, gemv, gemm), whose result is ``writes[0]``."""
+    bilinear one (dot, gemv, gemm), whose result is ``writes[0]``. The C frontend's forward
+    mode adds ``"cblas_dot"``, ``"cblas_gemv"`` and ``"cblas_gemm"`` for a C program's CBLAS
+    routines (:mod:`pyzyme.frontends.c.cblas_rows`; dot returns its result)."""
 
     op: str = ""
     writes: tuple[int, ...] = ()

@@ -29,7 +29,7 @@ from pyzyme.diff.calls import (
     registered,
     vector,
 )
-from pyzyme.diff.linalg import blas, cholesky, eigh, lapack, lu, nrm2
+from pyzyme.diff.linalg import blas, cblas, cholesky, eigh, lapack, lu, nrm2
 from pyzyme.diff.memory_calls import with_args
 from pyzyme.diff.parallel import launch as parallel
 from pyzyme.errors import UnsupportedError
@@ -310,7 +310,15 @@ LINALG: dict[str, CallRule] = {
     "getrf": _linalg_rule(lu), "getri": _linalg_rule(lu),
     "potrf": _linalg_rule(cholesky),
     "evd": _linalg_rule(eigh),
+    "cblas_dot": _linalg_rule(cblas), "cblas_gemv": _linalg_rule(cblas),
+    "cblas_gemm": _linalg_rule(cblas),
 }
+
+
+def _blas_varied(row, inst: I.CallBase, is_varied) -> bool:
+    """A BLAS routine returning a float (CBLAS's dot) varies with its operands; the others
+    return a status, or nothing."""
+    return inst.type.is_float and any(is_varied(inst.args[i]) for i in row.operands)
 
 
 def _by_op(mode: str) -> Handler:
@@ -339,7 +347,7 @@ RULES: dict[type | None, CallRule] = {
                              vector.reduction_augmented, vector.reduction_reverse),
     spec.Masked: CallRule(vector.masked_varied, False, vector.masked_forward,
                           vector.masked_augmented, vector.masked_reverse),
-    spec.Blas: CallRule(_never, False, _by_op("forward"), _by_op("augmented"),
+    spec.Blas: CallRule(_blas_varied, False, _by_op("forward"), _by_op("augmented"),
                         _by_op("reverse")),
     spec.Custom: CallRule(_any_argument, True, _when_varied(custom.forward_mode),
                           _when_varied(custom.augmented), _when_kept(custom.reverse)),

@@ -42,16 +42,18 @@ from pyzyme.errors import ActivityError, PyzymeError, UnsupportedError
 from pyzyme.frontends.ad_copy import ad_copy, forget_edge, link_into, promote_local_globals
 from pyzyme.frontends.c import (checkpoint_calls, fixed_point_calls, shadow_contexts,
                                 virtual_shadows)
+from pyzyme.frontends.c.cblas_rows import FORWARD_MODES, cblas_rows
 from pyzyme.frontends.c.adapters import build_adapter, tape_size
 from pyzyme.frontends.c.enzyme_calls import find_call_sites, marker, source_location
 from pyzyme.frontends.c.global_shadows import thread_globals
 from pyzyme.frontends.c.registrations import find_registrations
 from pyzyme.frontends.llvm_ad import Derivatives, c_rules, cxx_library_inactive
-from pyzyme.frontends.c.unknown_calls import reword_unknown_call
+from pyzyme.frontends.c.unknown_calls import reword_blas_body, reword_unknown_call
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import ZeroInitializer, const_int
+from pyzyme.rules.table import RuleTable
 from pyzyme.options import Options
 
 __all__ = ["lower", "copy_with_rules"]
@@ -137,7 +139,15 @@ def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
     targets = list(dict.fromkeys(n for s in sites for n in (
         virtual_shadows.targets(s) if s.mode == "virtual" else [s.function.name])))
     _refuse_runtime_calls(program, sites)
-    copy, rules, reg, keep = _copy(program, targets, last=last)
+    # Forward mode differentiates CBLAS routines by name, as Enzyme does; they stay calls
+    # (in reverse mode too, so that a refusal in their bodies is theirs).
+    blas = cblas_rows(program)
+    copy, rules, reg, keep = _copy(program, targets, last=last,
+                                   also_keep=[r.names[0] for r in blas])
+    forward_rules = RuleTable(rules.rows())
+    for row in blas:
+        if forward_rules.lookup(row.names[0], "call") is None:  # a registration wins
+            forward_rules.add(row)
     shadow_contexts.ready_copy(copy)
     # Globals the code writes (or enzyme_shadow names, or contexts hold) become trailing
     # parameters.
@@ -146,18 +156,20 @@ def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
         copy, reg.shadows, reg.inactive_globals, keep,
         contexts=any(s.context is not None for s in sites),
         queried=shadow_contexts.queried_globals(program) if table is not None else ())
-    derivs: dict[bool, Derivatives] = {}
+    derivs: dict[tuple[bool, bool], Derivatives] = {}
     names, pairs = [], {}
     for k, site in enumerate(sites):
         name = f"__pyzyme_{site.mode}.{site.function.name}.{tag}.{k}"
-        if site.runtime_activity not in derivs:  # enzyme_runtime_activity: this site's own
-            derivs[site.runtime_activity] = Derivatives(
-                copy, rules, Options(runtime_activity=site.runtime_activity))
+        # enzyme_runtime_activity: this site's own; forward mode: the CBLAS rows
+        key = (site.runtime_activity, site.mode in FORWARD_MODES)
+        if key not in derivs:
+            derivs[key] = Derivatives(copy, forward_rules if key[1] else rules,
+                                      Options(runtime_activity=site.runtime_activity))
         try:
             if site.mode == "virtual":
-                virtual_shadows.build_virtual(site, copy, derivs[False], name, takers, pairs)
+                virtual_shadows.build_virtual(site, copy, derivs[key], name, takers, pairs)
             else:
-                build_adapter(site, copy, derivs[site.runtime_activity], name,
+                build_adapter(site, copy, derivs[key], name,
                               hidden if site.function.name in takers else (),
                               table.name if table is not None else None)
         except PyzymeError as err:
@@ -168,6 +180,7 @@ def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
                 err.hint = ("pass enzyme_runtime_activity among the call's arguments, so loads "
                             "and stores check at run time whether a pointer's shadow is its "
                             "primal, or pass that argument as enzyme_dup")
+            reword_blas_body(err, program, site)
             raise
         _replace_call(program, site, name)
         names.append(name)
@@ -221,13 +234,15 @@ def copy_with_rules(program, targets):
     return copy, rules
 
 
-def _copy(program, targets, *, last: bool = True):
+def _copy(program, targets, *, last: bool = True, also_keep=()):
     """:func:`copy_with_rules`' copy and rules, with the registrations and the functions
-    kept as calls; ``last``: no later round differentiates the generated code."""
+    kept as calls (and those of ``also_keep``); ``last``: no later round differentiates the
+    generated code."""
     reg = find_registrations(program)
     library = [f.name for f in program.functions if cxx_library_inactive(f.name)
                or f.name.startswith(shadow_contexts.RUNTIME_PREFIX)]
-    keep = [n for n in [*reg.inactive, *reg.like, *reg.rule_functions, *library, CAPACITY_NAME]
+    keep = [n for n in [*reg.inactive, *reg.like, *reg.rule_functions, *library, CAPACITY_NAME,
+                        *also_keep]
             if n not in targets and program.get_function(n) is not None
             and not program.get_function(n).is_declaration]
     copy = ad_copy(_count_iterations(program, targets, keep, last), targets, keep_calls=keep)

@@ -15,7 +15,7 @@ import re
 from pyzyme.frontends.c.enzyme_calls import source_location
 from pyzyme.ir import instructions as I
 
-__all__ = ["blas_routine", "reword_unknown_call"]
+__all__ = ["blas_routine", "reword_blas_body", "reword_unknown_call"]
 
 # Reference BLAS (levels 1-3) and the LAPACK drivers and computational routines most
 # programs call, without the precision letter: d/s (real), z/c (complex).
@@ -124,3 +124,31 @@ def reword_unknown_call(err, program, site) -> None:
                     f"__attribute__((enzyme_inactive)) if it carries no derivative, or pass "
                     f"the arguments that reach it as enzyme_const")
     err.args = (err.message,)
+
+
+def reword_blas_body(err, program, site) -> None:
+    """Word ``err`` again when pyzyme refused inside the body the program gives a BLAS or
+    LAPACK routine: Enzyme would not have looked at that body (it knows the routine by name),
+    so the error starts with the line calling the routine and says which rule is missing."""
+    for what, detail in err.context:
+        if not what.endswith("mode of function"):
+            continue
+        name = detail.lstrip("@")
+        routine = blas_routine(name)
+        fn = program.get_function(name)
+        if routine is None or fn is None or fn.is_declaration:
+            continue
+        lines = _call_lines(program, site.function, name)
+        at = f"{lines[0]}: " if lines else ""
+        mode = what.split()[0]
+        defined = next((source_location(program, i) for i in fn.instructions()), None)
+        where = f" (at {defined})" if defined else ""
+        err.message = (f"{at}{name}, {routine}: pyzyme has no {mode}-mode rule for it, so it "
+                       f"differentiates the body the program gives it{where}, as any "
+                       f"function's, and refuses that body: {err.message}")
+        err.hint = (f"register a derivative for {name} (__enzyme_register_gradient_{name}), "
+                    f"give it a body pyzyme can differentiate, or pass the arguments that "
+                    f"reach it as enzyme_const; Enzyme differentiates BLAS by name, pyzyme only "
+                    f"CBLAS dot, gemv and gemm, in forward mode")
+        err.args = (err.message,)
+        return
