@@ -363,8 +363,9 @@ def test_enzyme_shadow_is_refused_where_it_cannot_be_passed(tmp_path):
 
 @pytest.mark.parametrize("source, expected", [
     # Enzyme calls a logging hook the program defines; pyzyme would not: refused.
-    ("int calls; void enzymeLogGrad(double g, const char *op, const char *callee,\n"
-     " const char *mod, const char *fn, unsigned b, unsigned i) { calls++; }\n", "enzymeLogGrad"),
+    ("int calls; void enzymeLogValue(double v, const char *op, const char *callee,\n"
+     " const char *mod, const char *fn, unsigned b, unsigned i) { calls++; }\n",
+     "enzymeLogValue"),
     ("double __enzyme_error_estimate(double, ...);\n"
      "double e(double x) { return __enzyme_error_estimate(x * x, 0.0); }\n",
      "__enzyme_error_estimate"),

@@ -35,6 +35,8 @@ a width and the activity of each operand.
   steps from snapshots instead of taping them (:mod:`pyzyme.diff.calls.checkpoint`).
 - :class:`FixedPoint`: a fixed-point iteration whose derivatives iterate one step's
   derivative at the state it converged to (:mod:`pyzyme.diff.calls.fixed_point`).
+- :class:`GradientLog`: a function of the module the reverse sweep calls with each arithmetic
+  result's adjoint (Enzyme's ``enzymeLogGrad`` hook).
 - :class:`Registered`: derivatives a C/C++ module registers for one of its functions, Enzyme's
   way (``__enzyme_register_gradient_*``): plain LLVM functions of the same module, called by
   :mod:`pyzyme.diff.calls.registered`.
@@ -48,7 +50,7 @@ from pyzyme.rules.expr import Expr
 
 __all__ = ["KINDS", "Row", "Partials", "Linear", "Memory", "Allocation", "Mirror", "Inactive",
            "Reduction", "Masked", "Blas", "Custom", "Registered", "ParallelFor",
-           "CheckpointLoop", "FixedPoint"]
+           "CheckpointLoop", "GradientLog", "FixedPoint"]
 
 KINDS = ("opcode", "intrinsic", "libm", "runtime", "custom")
 
@@ -340,3 +342,11 @@ class FixedPoint(Row):
         """The operands of call ``inst`` passed to the step after its index."""
         k, r = self._counts(inst)
         return list(inst.args[self.regions + 1 + 3 * k + 2 * r:])
+
+
+@dataclass(frozen=True)
+class GradientLog(Row):
+    """A function of the module (``names[0]``) that the reverse sweep calls with the adjoint
+    of each floating-point result a :class:`Partials` row differentiates, as Enzyme calls a
+    program's ``enzymeLogGrad``: ``void hook(double adjoint, const char *opcode, const char
+    *callee, const char *module, const char *function, unsigned block, unsigned index)``."""

@@ -19,7 +19,8 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import Argument, ConstantAggregate, Value, const_int, const_null
+from pyzyme.ir.values import (Argument, ConstantAggregate, Value, const_c_string, const_int,
+                              const_null)
 from pyzyme.rules import default_rules, spec
 from pyzyme.rules.expr import Const as ConstExpr
 from pyzyme.rules.expr import Op
@@ -136,6 +137,8 @@ class ReverseAdjoints:
         if row.result_field is not None:
             ty = ty.elements[row.result_field]
             d = b.extractvalue(d, row.result_field)
+        if ty in (T.double, T.float):
+            self._log_gradient(st, inst, d)
         em = Emitter(b, self.module, ty, flags)
         args = _Lazy(lambda i: st.primal(operands[i]))
         for i, (p, operand) in enumerate(zip(row.partials, operands)):
@@ -158,6 +161,30 @@ class ReverseAdjoints:
             if guarded(p, operands, inst, st.nonfinite):
                 term = em.unless_zero(d, term)
             self.accumulate(st, operand, term)
+
+    def _log_gradient(self, st: ReverseContext, inst: I.Instruction, d: Value) -> None:
+        """Call the module's gradient log (a :class:`~pyzyme.rules.spec.GradientLog` row:
+        Enzyme's ``enzymeLogGrad``) with adjoint ``d`` of ``inst``, if it has one."""
+        if not hasattr(self, "_gradient_log"):  # looked up once per generator
+            rows = [r for r in self.rules.rows() if isinstance(r, spec.GradientLog)]
+            self._gradient_log = rows[0].names[0] if rows else None
+        hook = self._gradient_log and self.module.get_function(self._gradient_log)
+        if hook is None:
+            return
+        b, fn = st.rb, st.old
+        block = inst.parent
+        callee = inst.called_function if isinstance(inst, I.CallBase) else None
+        texts = [inst.opcode, callee.name if callee is not None else "",
+                 self.module.source_filename or "", fn.name]
+        strings = [self.module.add_global(self.module.unique_global_name("pyzyme.log.text"),
+                                          c.type, c, is_constant=True,
+                                          prefix="private unnamed_addr")
+                   for c in map(const_c_string, texts)]
+        value = d if d.type == T.double else b.fpext(d, T.double)
+        b.call(hook, [value, *strings, const_int(T.i32, fn.blocks.index(block)),
+                      const_int(T.i32, block.instructions.index(inst))],
+               function_type=T.FunctionType(T.void, [T.double, T.ptr, T.ptr, T.ptr, T.ptr,
+                                                     T.i32, T.i32]))
 
     def _arith(self, st: ReverseContext, inst: I.Instruction) -> None:
         row = self.rules.lookup(inst.opcode, "opcode")

@@ -55,7 +55,7 @@ from pyzyme.ir.values import Value, const_int, const_null
 
 __all__ = ["TapeCache", "Slot", "Cache", "STACK", "append_function"]
 
-#: A growable list: ``{ entries, count, capacity }`` (a stack of i64 for loop starts).
+#: A growable list: ``{ entries, count, capacity }`` (a stack of loop starts, kept as ptr).
 STACK = T.StructType([T.ptr, T.i64, T.i64])
 _PUSH = "pyzyme.push"
 
@@ -302,20 +302,24 @@ class TapeCache:
     # -- stacks --------------------------------------------------------------------------
     def stack(self, name: str) -> Slot:
         """A stack of i64 (``{entries, depth, capacity}``): pushed forwards, popped in
-        reverse, so it holds one entry per run of a loop rather than per iteration around it."""
+        reverse, so it holds one entry per run of a loop rather than per iteration around it.
+        The entries are kept as pointers: a later round (a third derivative) that
+        differentiates the stack's growth as a copy must find its bytes' type, which stores
+        of the constant 0 (a loop that always starts at 0) do not tell for an integer."""
         stack = self.slot(STACK, name)
         self.stacks.append(stack)
         return stack
 
     def push(self, b: IRBuilder, stack: Slot, value: Value) -> None:
-        b.call(append_function(self.module, _PUSH, [T.i64]), [stack.fwd, value])
+        b.call(append_function(self.module, _PUSH, [T.ptr]), [stack.fwd,
+                                                             b.inttoptr(value, T.ptr)])
 
     def peek(self, b: IRBuilder, stack: Slot, name: str = "") -> Value:
         base = b.load(T.ptr, b.gep(STACK, stack.rev, [const_int(T.i64, 0), const_int(T.i32, 0)]))
         depth = b.load(T.i64, b.gep(STACK, stack.rev, [const_int(T.i64, 0),
                                                        const_int(T.i32, 1)]))
-        top = b.gep(T.i64, base, [b.sub(depth, const_int(T.i64, 1))], ("inbounds",))
-        return self._mark(b.load(T.i64, top, name=name))
+        top = b.gep(T.ptr, base, [b.sub(depth, const_int(T.i64, 1))], ("inbounds",))
+        return b.ptrtoint(self._mark(b.load(T.ptr, top)), T.i64, name=name)
 
     def reserve_stack(self, b: IRBuilder, stack: Slot, total: Value) -> None:
         """Make room for ``total`` entries in ``stack`` at once (see :meth:`reserve`)."""

@@ -27,9 +27,11 @@ from pyzyme.ir.values import const_int, const_null
 
 __all__ = ["Releases"]
 
-# The deferred-release list is a tape list (STACK-shaped), each entry { tag, primal, shadow }.
+# The deferred-release list is a tape list (STACK-shaped), each entry { tag, primal, shadow },
+# all three pointers: a block of pointers only is one type analysis can follow when a later
+# round (a third derivative) differentiates its growth as a copy.
 _LIST = STACK
-_ENTRY = T.StructType([T.i64, T.ptr, T.ptr])
+_ENTRY = T.StructType([T.ptr, T.ptr, T.ptr])
 _DEFER = "pyzyme.defer_release"
 
 
@@ -91,8 +93,8 @@ class Releases:
                 self._calls.append(call)
                 tags.append(key)
             tag = const_int(T.i64, tags.index(key))
-        defer = append_function(self.module, _DEFER, [T.i64, T.ptr, T.ptr])
-        b.call(defer, [self._list().fwd, tag, primal, shadow])
+        defer = append_function(self.module, _DEFER, [T.ptr, T.ptr, T.ptr])
+        b.call(defer, [self._list().fwd, b.inttoptr(tag, T.ptr), primal, shadow])
 
     def pass_on(self):
         """The forward sweep's pointer to the list, for a callee's augmented primal to defer
@@ -153,7 +155,8 @@ class Releases:
         b.cbranch(b.icmp("ult", i, count), body, done)
         b.position_at_end(body)
         slot = b.gep(_ENTRY, buf, [i])
-        tag = b.load(T.i64, b.gep(_ENTRY, slot, [z64, const_int(T.i32, 0)]), name="tag")
+        tag = b.ptrtoint(b.load(T.ptr, b.gep(_ENTRY, slot, [z64, const_int(T.i32, 0)])), T.i64,
+                         name="tag")
         primal = b.load(T.ptr, b.gep(_ENTRY, slot, [z64, const_int(T.i32, 1)]), name="primal")
         shadow = b.load(T.ptr, b.gep(_ENTRY, slot, [z64, const_int(T.i32, 2)]), name="shadow")
         nxt = fn.append_block("next")

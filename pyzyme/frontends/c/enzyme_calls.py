@@ -48,7 +48,8 @@ from pyzyme.frontends.llvm_ad import _is_floaty, default_activity
 from pyzyme.ir import instructions as I
 from pyzyme.ir.values import ConstantExpr, ConstantInt, GlobalVariable, MetadataValue
 
-__all__ = ["ENTRY_POINTS", "CONTEXT_NEW", "CallSite", "Arg", "EnzymeCallError",
+__all__ = ["ENTRY_POINTS", "CONTEXT_NEW", "GRADIENT_LOG", "CallSite", "Arg", "EnzymeCallError",
+           "gradient_log",
            "find_call_sites", "marker", "source_location", "show", "through_locals"]
 
 #: Substrings of the names of Enzyme's entry points (C++ mangles them), and their modes.
@@ -78,7 +79,10 @@ _NOT_PROVIDED = {
 #: runtime function making a context, whose width a call site taking the context reads.
 CONTEXT_NEW = "__pyzyme_ctx_new"
 #: Functions a program defines for Enzyme to call while it differentiates (its logging hooks).
-_HOOKS = ("enzymeLogGrad", "enzymeLogValue", "enzymeLogError", "enzymeLogRound")
+_HOOKS = ("enzymeLogValue", "enzymeLogError", "enzymeLogRound")
+#: The logging hook pyzyme calls (:class:`~pyzyme.rules.spec.GradientLog`): with the adjoint of
+#: each floating-point result, in the reverse sweep.
+GRADIENT_LOG = "enzymeLogGrad"
 # Activities by the marker that precedes an argument (dupnoneed: a dup whose primal value the
 # caller does not need afterwards, which pyzyme does not exploit) or that sets the result's.
 _ARG_MARKERS = {"enzyme_dup": Activity.DUPLICATED, "enzyme_dupnoneed": Activity.DUPLICATED,
@@ -279,6 +283,14 @@ def _function_of(value, depth: int = 2):
                  if isinstance(r, I.Ret) and r.value is not None}
         return found.pop() if len(found) == 1 else None
     return value if isinstance(value, ir.Function) else None
+
+
+def gradient_log(module) -> str | None:
+    """The name of the program's ``enzymeLogGrad`` (C or C++ spelling), if it defines one."""
+    h = GRADIENT_LOG
+    fn = next((f for f in module.functions if not f.is_declaration and (
+        f.name == h or f.name.startswith(f"_Z{len(h)}{h}"))), None)
+    return fn.name if fn is not None else None
 
 
 def find_call_sites(module) -> list[CallSite]:

@@ -44,7 +44,8 @@ from pyzyme.frontends.c import (checkpoint_calls, fixed_point_calls, shadow_cont
                                 virtual_shadows)
 from pyzyme.frontends.c.cblas_rows import FORWARD_MODES, cblas_rows
 from pyzyme.frontends.c.adapters import build_adapter, tape_size
-from pyzyme.frontends.c.enzyme_calls import find_call_sites, marker, source_location
+from pyzyme.frontends.c.enzyme_calls import (find_call_sites, gradient_log, marker,
+                                             source_location)
 from pyzyme.frontends.c.global_shadows import thread_globals
 from pyzyme.frontends.c.registrations import find_registrations
 from pyzyme.frontends.llvm_ad import Derivatives, c_rules, cxx_library_inactive
@@ -55,6 +56,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import ZeroInitializer, const_int
 from pyzyme.rules.table import RuleTable
 from pyzyme.options import Options
+from pyzyme.rules.spec import GradientLog
 
 __all__ = ["lower", "copy_with_rules"]
 
@@ -245,12 +247,16 @@ def _copy(program, targets, *, last: bool = True, also_keep=()):
                         *also_keep]
             if n not in targets and program.get_function(n) is not None
             and not program.get_function(n).is_declaration]
+    log = gradient_log(program)
+    if log is not None:
+        keep.append(log)
     copy = ad_copy(_count_iterations(program, targets, keep, last), targets, keep_calls=keep)
+    logs = (GradientLog((log,), "custom"),) if log is not None else ()
     return copy, c_rules(copy, reg.inactive, reg.like, reg.registered,
                          inactive_globals=[g for g in reg.inactive_globals
                                            if copy.get_global(g) is not None],
                          allocation_like=reg.allocation_like,
-                         rows=shadow_contexts.RULES), reg, keep
+                         rows=(*shadow_contexts.RULES, *logs)), reg, keep
 
 
 def _iteration_counts(module) -> list:
