@@ -21,6 +21,12 @@ Where this differs from Enzyme, and why:
   and an integer array). When incoming pointers disagree, the analysis restarts with that merge
   keeping only what they share (:meth:`TypeTree.meet`), so the disagreement becomes Unknown and
   is reported by :meth:`TypeResults.require_known` where it matters, never guessed.
+- Likewise one memory slot may hold pointers to different things (libc++'s hash table keeps
+  pointers to its nodes and to the node-like head embedded in the table in one bucket array).
+  When a function's own values conflict, its analysis runs once more with every store of a
+  pointer passing only that the slot holds a pointer, either way: what a pointer read back
+  from the slot points to is then what the slot's readers find, which must agree with what
+  every pointer stored there points to (checked; the first conflict is raised otherwise).
 - Integer arithmetic makes its result Integer (``add`` of a Pointer gives a Pointer, ``sub`` of
   two Pointers an Integer); only ``mul``/``div``/``rem`` and ``zext``/``sext`` also make their
   operands Integer, because shifts and masks are also applied to float bits (``fabs`` as an
@@ -382,15 +388,44 @@ class _Analyzer:
         self.pending: dict = {}
         self.rets: list = []
         self.meet_merges: set = set()  # phis and selects of pointers to different things
+        self.meet_stores: set = set()  # stores of pointers to different things into one slot
         self.current: I.Instruction | None = None
 
     def run(self, seeds: Mapping[int, TypeTree | None], return_tree: TypeTree | None
             ) -> TypeResults:
+        conflict: TypeAnalysisError | None = None
         while True:
             try:
-                return self._run_once(seeds, return_tree)
+                res = self._run_once(seeds, return_tree)
             except _Restart as restart:
                 self.meet_merges.add(restart.inst)
+                continue
+            except TypeAnalysisError as err:
+                # A conflict in this function's own values (not one a callee raised): retry
+                # once with the stores of pointers merging by meet (module docstring).
+                if conflict is not None or getattr(err, "function", None) is not self.fn:
+                    raise (conflict or err) from None
+                self.meet_stores = {i for i in self.fn.instructions()
+                                    if i.opcode == "store" and i.value.type.is_pointer}
+                if not self.meet_stores:
+                    raise
+                conflict = err
+                continue
+            if conflict is not None:
+                self._check_meet_stores(conflict)
+            return res
+
+    def _check_meet_stores(self, conflict: TypeAnalysisError) -> None:
+        """A store merging by meet gave its slot nothing: what the slot's other writers and
+        its readers say of it must then hold of the pointer it stores too, or the readers'
+        trees would be wrong for that pointer. Raises ``conflict`` (the reason for merging
+        by meet) when it does not."""
+        for store in self.meet_stores:
+            slot = to_value(self.tree(store.pointer).data0(), store.value.type)
+            try:
+                slot | self.tree(store.value)
+            except TypeAnalysisError:
+                raise conflict from None
 
     def _run_once(self, seeds: Mapping[int, TypeTree | None], return_tree: TypeTree | None
                   ) -> TypeResults:
@@ -431,11 +466,13 @@ class _Analyzer:
                 self._requeue(value)
         except TypeAnalysisError as err:
             at = f"\n  while analysing: {_line(self.current)}" if self.current else ""
-            raise TypeAnalysisError(
+            error = TypeAnalysisError(
                 f"conflicting types for {_ref(value)} in {self.fn.ref}: it is {target}, "
                 f"and also {tree} ({err.message}){at}",
                 hint="a byte cannot be both a float and an integer or pointer; check for type "
-                     "punning through memory or a wrong argument seed") from None
+                     "punning through memory or a wrong argument seed")
+            error.function = self.fn  # raised here, not by a callee's analysis
+            raise error from None
 
     def _requeue(self, value: V.Value) -> None:
         pending = self.pending
@@ -478,8 +515,13 @@ class _Analyzer:
 
     def visit_store(self, inst: I.Store) -> None:
         p, v = inst.pointer, inst.value
-        self.update(p, TypeTree.pointer_to(to_memory(self.tree(v), v.type)))
-        self.update(v, to_value(self.tree(p).data0(), v.type))
+        if inst in self.meet_stores:
+            # Only that the slot holds a pointer goes either way, not what it points to.
+            self.update(p, TypeTree.pointer_to(to_memory(_PTR, v.type)))
+            self.update(v, _PTR)
+        else:
+            self.update(p, TypeTree.pointer_to(to_memory(self.tree(v), v.type)))
+            self.update(v, to_value(self.tree(p).data0(), v.type))
         self._tagged_pointee(inst, v)
 
     def _tagged_pointee(self, access: I.Instruction, pointer: V.Value) -> None:

@@ -180,6 +180,50 @@ entry:
     assert got["arg %i"] == got["arg %j"] == "{[-1]:Integer}"  # the value's own type does
 
 
+# A hash table's bucket array (libc++'s unordered_map) holds pointers both to nodes and to the
+# "before-begin" node embedded in the table: two kinds of memory, a float at byte 16 of one
+# (the table's max_load_factor) and integers at byte 16 of the other (the key's bytes).
+BUCKETS = '''define float @f(ptr %t, ptr %node, i64 %i, i64 %j, i64 %key) {
+entry:
+  %buckets = load ptr, ptr %t
+  %bb = getelementptr i8, ptr %t, i64 16
+  %slot.i = getelementptr ptr, ptr %buckets, i64 %i
+  store ptr %bb, ptr %slot.i
+  %slot.j = getelementptr ptr, ptr %buckets, i64 %j
+  store ptr %node, ptr %slot.j
+  %k = mul i64 %key, 3
+  %tagp = getelementptr i8, ptr %node, i64 16
+  store i64 %k, ptr %tagp
+  %mlfp = getelementptr i8, ptr %t, i64 32
+  %mlf = load float, ptr %mlfp
+  %pn = load ptr, ptr %slot.i
+  %next = load ptr, ptr %pn
+  %hashp = getelementptr i8, ptr %pn, i64 8
+  %hash = load i64, ptr %hashp
+  %h = mul i64 %hash, 2
+  READ
+  ret float %mlf
+}'''
+
+
+def test_pointers_to_different_memory_in_one_slot_keep_what_they_share():
+    got = lines(analyze(BUCKETS.replace("READ", "")))
+    # each pointer keeps what its own memory holds ...
+    assert "[-1,16]:Integer" in got["arg %node"] and "[-1,16]:Float" not in got["arg %node"]
+    assert "[-1,32]:Float@float" in got["arg %t"] and "[-1,32]:Integer" not in got["arg %t"]
+    # ... and one read back from the slot knows only what both agree on (what its readers
+    # find: a pointer at 0, an integer at 8), nothing at byte 16
+    pn = got["%pn = load ptr, ptr %slot.i"]
+    assert "[-1,0]:Pointer" in pn and "[-1,8]:Integer" in pn and "[-1,16]" not in pn
+
+
+def test_pointers_to_different_memory_in_one_slot_read_as_one_kind_is_an_error():
+    # a reader of the slot using byte 16 as a float: false of the node stored there
+    read = "%fp = getelementptr i8, ptr %pn, i64 16\n  %fv = load float, ptr %fp"
+    with pytest.raises(TypeAnalysisError, match="conflicting types"):
+        analyze(BUCKETS.replace("READ", read))
+
+
 def test_loop_over_an_array_by_index():
     res = analyze('''define double @f(ptr %a, i64 %n) {
 entry:

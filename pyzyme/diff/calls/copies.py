@@ -18,7 +18,9 @@ from pyzyme.diff.memory_calls import memset_zero, with_args
 from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import ConstantString, GlobalVariable, const_int, const_null
+from pyzyme.ir.values import (
+    ConstantInt, ConstantString, GlobalVariable, const_int, const_null,
+)
 from pyzyme.rules import spec
 
 __all__ = ["forward_mode", "augmented", "reverse"]
@@ -78,13 +80,16 @@ def _copied_kinds(cx, inst: I.Call) -> set:
     """What type analysis finds in the bytes a copy moves (``Float@double``, ``Integer``,
     ``Pointer``, ...), at either end."""
     types = cx.types()
-    found = set()
+    length = inst.args[2]
+    found, copied = set(), set()
     for pointer in inst.args[:2]:
         tree = types.tree(pointer).data0()
         # The bytes copied themselves; deeper entries describe memory they point to, which
         # the copy does not move (a struct holding a float* copies a pointer, not floats).
         found.update(str(ct) for path, ct in tree if len(path) == 1)
-    return found
+        if isinstance(length, ConstantInt):  # the bytes past the copy are not moved
+            copied.update(str(ct) for path, ct in tree.shift(0, length.value) if len(path) == 1)
+    return copied or found
 
 
 def _copied_type(cx, inst: I.Call):
