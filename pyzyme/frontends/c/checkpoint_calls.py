@@ -18,18 +18,16 @@ from __future__ import annotations
 
 from pyzyme import ir, naming
 from pyzyme.analysis.layout import sizeof
-from pyzyme.analysis.overwrite import underlying_object, written_pointers
+from pyzyme.analysis.overwrite import written_pointers
 from pyzyme.diff.calls.checkpoint import primal_driver
-from pyzyme.frontends.c.enzyme_calls import (EnzymeCallError, marker, source_location,
-                                             through_locals)
-from pyzyme.frontends.c.global_shadows import globals_used
+from pyzyme.frontends.c.enzyme_calls import EnzymeCallError, marker, source_location
+from pyzyme.frontends.c.step_calls import (expand_calls, globals_of, reachable,
+                                           rewrite_calls, step_function, underlying)
 from pyzyme.ir import IRBuilder
-from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import Argument, ConstantExpr, GlobalVariable, const_int
-from pyzyme.rules import default_rules
+from pyzyme.ir.values import Argument, const_int
 
-__all__ = ["ENTRY", "rewrite", "expand", "underlying", "reachable", "globals_of"]
+__all__ = ["ENTRY", "rewrite", "expand"]
 
 #: Enzyme's entry point (a substring: C++ may mangle it).
 ENTRY = "__enzyme_checkpoint_for"
@@ -46,28 +44,13 @@ def rewrite(text: str) -> str:
         A call that does not read as Enzyme's (its source line named), or whose step writes
         memory no region covers.
     """
-    if ENTRY not in text:
-        return text
-    program = ir.parse_module(text)
-    calls = [inst for fn in program.functions for inst in fn.instructions()
-             if isinstance(inst, I.CallBase) and inst.called_function is not None
-             and ENTRY in inst.called_function.name]
-    if not calls:
-        return text
-    loop = program.declare(naming.CHECKPOINT_FOR, _LOOP_TYPE)
-    written = {gv for fn in program.functions if not fn.is_declaration
-               for gv, w in globals_used(fn).items() if w}
-    for call in calls:
-        _rewrite_call(program, call, loop, written)
-    return str(program)
+    return rewrite_calls(text, ENTRY, naming.CHECKPOINT_FOR, _LOOP_TYPE, _rewrite_call)
 
 
 def _rewrite_call(program, call, loop, written) -> None:
     where = source_location(program, call)
     args = call.args
-    step = through_locals(args[0]) if args else None
-    if isinstance(step, ConstantExpr) and step.operands:
-        step = step.operands[0]
+    step = step_function(args[0]) if args else None
     if not isinstance(step, ir.Function) or step.is_declaration:
         raise EnzymeCallError(f"{where}: {ENTRY} needs the step function itself as its first "
                               f"argument")
@@ -110,17 +93,6 @@ def _rewrite_call(program, call, loop, written) -> None:
     call.erase()
 
 
-def underlying(pointer):
-    """The object ``pointer`` points into, through unoptimised code's stack slots."""
-    for _ in range(8):
-        obj = underlying_object(pointer)
-        nxt = through_locals(obj)
-        if nxt is obj:
-            return obj
-        pointer = nxt
-    return pointer
-
-
 def _check_covered(where: str, step, rest, regions) -> None:
     """Refuse a step that writes through an argument no region covers."""
     covered = {underlying(p) for p, _ in regions}
@@ -143,51 +115,13 @@ def _named(arg) -> str:
     return f" (%{arg.name})" if arg.name and not arg.name.isdigit() else ""
 
 
-def reachable(step) -> list:
-    """``step`` and the functions it calls, transitively (those pyzyme can read)."""
-    seen, todo = [step], [step]
-    while todo:
-        for inst in todo.pop().instructions():
-            callee = inst.called_function if isinstance(inst, I.CallBase) else None
-            if callee is not None and not callee.is_declaration and callee not in seen:
-                seen.append(callee)
-                todo.append(callee)
-    return seen
-
-
-def globals_of(step, written) -> list:
-    """The mutable globals the step (or a function it calls) uses that some function
-    writes: the state a snapshot keeps besides the regions."""
-    found = []
-    for fn in reachable(step):
-        for gv in globals_used(fn):
-            if gv in written and gv not in found and isinstance(gv, GlobalVariable) \
-                    and not gv.is_constant and gv.initializer is not None \
-                    and not gv.name.startswith(("enzyme_", "__enzyme", "llvm.", "pyzyme")):
-                found.append(gv)
-    return found
-
-
 def expand(text: str) -> str:
     """``text`` with each call of pyzyme's checkpointed loop left in it replaced by the loop
     itself."""
-    if naming.CHECKPOINT_FOR not in text:
-        return text
-    module = ir.parse_module(text)
-    loop = module.get_function(naming.CHECKPOINT_FOR)
-    if loop is None:
-        return text
-    row = default_rules().lookup(naming.CHECKPOINT_FOR, "call")
-    for user in list(loop.users):
-        if not isinstance(user, I.CallBase) or user.called_function is not loop:
-            continue
-        step = user.args[row.step]
-        args = row.step_args(user)
-        driver = primal_driver(module, step, [a.type for a in args])
-        b = IRBuilder()
-        b.position_before(user)
-        b.call(driver, [user.args[row.start], user.args[row.count], *args])
-        user.erase()
-    if not loop.users:
-        module.remove(loop)
-    return str(module)
+    return expand_calls(text, naming.CHECKPOINT_FOR, _loop_of)
+
+
+def _loop_of(module, call, row):
+    args = row.step_args(call)
+    driver = primal_driver(module, call.args[row.step], [a.type for a in args])
+    return driver, [call.args[row.start], call.args[row.count], *args]

@@ -19,16 +19,14 @@ from __future__ import annotations
 from pyzyme import ir, naming
 from pyzyme.analysis.layout import sizeof
 from pyzyme.diff.calls.fixed_point import primal_driver
-from pyzyme.frontends.c.checkpoint_calls import globals_of, reachable, underlying
-from pyzyme.frontends.c.enzyme_calls import (EnzymeCallError, marker, source_location,
-                                             through_locals)
-from pyzyme.frontends.c.global_shadows import globals_used
+from pyzyme.frontends.c.enzyme_calls import EnzymeCallError, marker, source_location
+from pyzyme.frontends.c.step_calls import (expand_calls, globals_of, reachable,
+                                           rewrite_calls, step_function, underlying)
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import Argument, ConstantExpr, GlobalVariable, const_float, const_int, \
+from pyzyme.ir.values import Argument, GlobalVariable, const_float, const_int, \
     const_null
-from pyzyme.rules import default_rules
 
 __all__ = ["ENTRY", "rewrite", "expand"]
 
@@ -53,33 +51,13 @@ def rewrite(text: str) -> str:
     EnzymeCallError
         A call that does not read as Enzyme's (its source line named).
     """
-    if ENTRY not in text:
-        return text
-    program = ir.parse_module(text)
-    calls = [inst for fn in program.functions for inst in fn.instructions()
-             if isinstance(inst, I.CallBase) and inst.called_function is not None
-             and ENTRY in inst.called_function.name]
-    if not calls:
-        return text
-    loop = program.declare(naming.FIXED_POINT, _FP_TYPE)
-    written = {gv for fn in program.functions if not fn.is_declaration
-               for gv, w in globals_used(fn).items() if w}
-    for call in calls:
-        _rewrite_call(program, call, loop, written)
-    return str(program)
-
-
-def _function(value):
-    value = through_locals(value)
-    if isinstance(value, ConstantExpr) and value.operands:
-        value = value.operands[0]
-    return value
+    return rewrite_calls(text, ENTRY, naming.FIXED_POINT, _FP_TYPE, _rewrite_call)
 
 
 def _rewrite_call(program, call, loop, written) -> None:
     where = source_location(program, call)
     args = call.args
-    step = _function(args[0]) if args else None
+    step = step_function(args[0]) if args else None
     if not isinstance(step, ir.Function) or step.is_declaration:
         raise EnzymeCallError(f"{where}: {ENTRY} needs the step function itself as its first "
                               f"argument", hint=_HINT)
@@ -121,7 +99,7 @@ def _rewrite_call(program, call, loop, written) -> None:
                                       f"{value.type}", hint=_HINT)
             max_iters = value if value.type == T.i64 else b.sext(value, T.i64)
         else:
-            control = _function(value)
+            control = step_function(value)
             if not isinstance(control, ir.Function):
                 raise EnzymeCallError(f"{where}: enzyme_fp_control takes a function, "
                                       f"int control(double *cumul, double *reduction)",
@@ -207,22 +185,9 @@ def _float_accesses(fn, targets) -> set:
 def expand(text: str) -> str:
     """``text`` with each call of pyzyme's fixed-point iteration left in it replaced by the
     loop itself."""
-    if naming.FIXED_POINT not in text:
-        return text
-    module = ir.parse_module(text)
-    loop = module.get_function(naming.FIXED_POINT)
-    if loop is None:
-        return text
-    row = default_rules().lookup(naming.FIXED_POINT, "call")
-    for user in list(loop.users):
-        if not isinstance(user, I.CallBase) or user.called_function is not loop:
-            continue
-        args = row.step_args(user)
-        driver = primal_driver(module, user.args[row.step], [a.type for a in args])
-        b = IRBuilder()
-        b.position_before(user)
-        b.call(driver, args)
-        user.erase()
-    if not loop.users:
-        module.remove(loop)
-    return str(module)
+    return expand_calls(text, naming.FIXED_POINT, _loop_of)
+
+
+def _loop_of(module, call, row):
+    args = row.step_args(call)
+    return primal_driver(module, call.args[row.step], [a.type for a in args]), args

@@ -35,7 +35,7 @@ from pyzyme.frontends.c.enzyme_calls import source_location, through_locals
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import Argument, ConstantInt, GlobalVariable, const_int, const_null
+from pyzyme.ir.values import Argument, ConstantInt, const_int, const_null
 
 __all__ = ["MARKER", "SCHEME_FUNCTION", "mark", "outline"]
 
