@@ -97,9 +97,10 @@ class LoopOutliner:
                                       hint="compile without optimisation of the loop")
 
     def slots(self, own=()) -> dict:
-        """What the step takes: ``own`` (slots only the loop uses, and ``own``), ``written``
-        (slots the loop writes), ``values`` (slots it only loads whole; and other values from
-        before the loop), ``pointers`` (the other slots)."""
+        """What the step takes: ``own`` (``own``, and the slots of variables declared in the
+        loop's body, which only the loop uses), ``written`` (the other slots the loop
+        writes), ``values`` (slots it only loads whole; and other values from before the
+        loop), ``pointers`` (the other slots)."""
         live_in = []
         for block in self.blocks:
             for inst in block.instructions:
@@ -115,7 +116,12 @@ class LoopOutliner:
             if isinstance(v, I.Alloca):
                 outside = [u for u in v.users if isinstance(u, I.Instruction)
                            and u.parent not in self.blocks and not is_lifetime(u)]
-                if not outside:
+                # A slot whose lifetime starts in the loop is a variable of its body, which
+                # no iteration leaves for the next; one declared before the loop may carry
+                # a value from one iteration to the next though only the loop uses it.
+                if not outside and any(is_lifetime(u) and u.parent in self.blocks
+                                       and u.called_function.name.startswith(
+                                           "llvm.lifetime.start") for u in v.users):
                     found["own"].append(v)
                 elif self.written_inside(v):
                     found["written"].append(v)
