@@ -22,7 +22,7 @@ __all__ = ["symbol_name", "forward_function", "tangent", "shadow_param", "partia
            "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
            "repeated", "repeat_base", "moved", "parallel_body",
            "PARALLEL_BODY", "PARALLEL_CONSTANT", "CHECKPOINT_FOR", "checkpoint_driver",
-           "checkpoint_step", "FIXED_POINT", "fixed_point_driver"]
+           "checkpoint_step", "FIXED_POINT", "fixed_point_driver", "fixed_point_step"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -200,6 +200,12 @@ def checkpoint_step(function: str) -> str:
     """One iteration of a checkpointed loop of ``function``, outlined as the loop's step
     (:mod:`pyzyme.frontends.c.loop_annotations`)."""
     return f"{function}.checkpointed.step"
+
+
+def fixed_point_step(function: str) -> str:
+    """One iteration of a fixed-point loop of ``function`` marked from inside, outlined as the
+    loop's step (:mod:`pyzyme.frontends.c.fixed_point_markers`)."""
+    return f"{function}.fixed_point.step"
 
 
 #: A fixed-point iteration, ``i = 0; while (step(i++, args...));``, as the frontends write it

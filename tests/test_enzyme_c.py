@@ -9,6 +9,7 @@ programs linked into an executable by ``pyzyme cc`` in test_enzyme_cxx.py.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -296,8 +297,6 @@ static int unread(int64_t i, double *u, double *p) { (void)u; p[0] *= 0.5; retur
      "enzyme_fp_control takes a function"),
     ("__enzyme_fixed_point((void *)step, enzyme_fp_state, u, 8, enzyme_fp_max_iters, 2.0, u,"
      " p);", "enzyme_fp_max_iters takes an integer"),
-    ("while (u[0] < 2) { __enzyme_set_fixed_point(1e-20, (int64_t)-1, (void *)0, u, 8);\n"
-     "  u[0] = 0.5 * u[0] + p[0]; }", "marked from inside are not supported"),
 ])
 def test_fixed_points_that_do_not_read_as_enzymes_are_refused(tmp_path, body, expected):
     """A fixed-point iteration pyzyme cannot iterate the derivative of (no state, a state
@@ -315,6 +314,68 @@ def test_fixed_points_that_do_not_read_as_enzymes_are_refused(tmp_path, body, ex
     with pytest.raises(EnzymeCallError) as err:
         lower(compile_source(src, "-O1"))
     assert "fp.c:9" in str(err.value) and expected in str(err.value)
+
+
+def test_marked_fixed_point_loops_become_fixed_point_steps():
+    """Each loop of fixed_point_markers.c marked by __enzyme_set_fixed_point (whose values its
+    run checks) is outlined into a step run by pyzyme's fixed-point iteration, before -O2 can
+    unroll it; the same loops unmarked stay loops of their functions."""
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
+
+    text = lower(compile_source(PROGRAMS / "fixed_point_markers.c", "-O2"), opt_level=None)
+    names = {line.split("@")[1].split("(")[0] for line in text.splitlines()
+             if line.startswith("define")}
+    marked = ("counted_fp", "tested_fp", "limited", "nested_fp")
+    assert {n for n in names if re.fullmatch(r"\w+\.fixed_point\.step", n)
+            and not n.startswith(("diffe_", "fwddiffe_"))} == {
+        f"{name}.fixed_point.step" for name in marked}
+    # Their adjoints (and counted_fp's tangent) are the step's, iterated.
+    assert {f"diffe_{name}.fixed_point.step" for name in marked} <= names
+    assert "fwddiffe_counted_fp.fixed_point.step" in names
+    assert "__enzyme_set_fixed_point" not in text
+
+
+_MARKED = """#include <enzyme/fixed_point.h>
+#define FP(s) __enzyme_set_fixed_point(1e-20, (int64_t)-1, (void *)0, s, (int64_t)8)
+double f(double *u, double *p, double tol, int (*ctl)(double *, double *)) {
+  long n = 0;
+  %s
+  return u[0] + n;
+}
+"""
+
+
+@pytest.mark.parametrize("loop, expected", [
+    ("while (n < 9) { FP(u); if (u[0] > 3) break; u[0] = 0.5 * u[0] + p[0]; n++; }",
+     "leaves other than by its test"),
+    ("FP(u); while (n < 9) { u[0] = 0.5 * u[0] + p[0]; n++; }", "outside any loop"),
+    ("while (n < 9) { FP(u); FP(p); u[0] = 0.5 * u[0] + p[0]; n++; }",
+     "marked more than once"),
+    ("while (n < 9) { __enzyme_set_fixed_point(tol, -1, 0, u, 8); tol *= 2; n++; }",
+     "arguments the loop computes"),
+    ("while (n < 9) { __enzyme_set_fixed_point(1e-20, -1, 0); u[0] *= 0.5; n++; }",
+     "without its state"),
+    ("while (FP(u), n < 9) { u[0] = 0.5 * u[0] + p[0]; n++; }", "tested after its marker"),
+    ("while (n < 9) { __enzyme_set_fixed_point(1e-20, -1, (void *)ctl, u, 8); n++; }",
+     "control function pyzyme cannot tell"),
+    ("for (;;) { FP(u); u[0] = 0.5 * u[0] + p[0]; if (++n > 9) break; }",
+     "tested after its marker"),
+])
+def test_marked_fixed_point_loops_pyzyme_cannot_outline_are_refused(tmp_path, loop, expected):
+    """A loop marked from inside that pyzyme cannot outline into a step (left by break, a
+    marker outside a loop, in its test, before the loop's test in the body, or twice,
+    arguments the loop computes, a control function known only at run time) is an error at the marker's line, never the loop
+    differentiated as if unmarked."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c.driver import compile_source
+
+    src = tmp_path / "marked.c"
+    src.write_text(_MARKED.replace("%s", loop))
+    with pytest.raises(UnsupportedError) as err:
+        compile_source(src, "-O1")
+    assert "marked.c:5" in str(err.value) and expected in str(err.value)
+    assert "__enzyme_set_fixed_point" in str(err.value)
 
 
 def test_fixed_point_passing_an_active_value_to_its_step_is_refused(tmp_path):

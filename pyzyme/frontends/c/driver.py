@@ -122,7 +122,7 @@ def compile_source(path: Path, opt: str = "-O0", flags: Sequence[str] = ()) -> s
     (``__attribute__((enzyme_inactive))``, ...) are spelled for this clang; one pyzyme does not
     read is refused (:class:`~pyzyme.errors.UnsupportedError`) rather than ignored.
     """
-    from pyzyme.frontends.c import loop_annotations
+    from pyzyme.frontends.c import fixed_point_markers, loop_annotations
     from pyzyme.frontends.c import preopt as enzyme_preopt
     from pyzyme.frontends.c.clang import compile_to_ir
 
@@ -144,7 +144,7 @@ def compile_source(path: Path, opt: str = "-O0", flags: Sequence[str] = ()) -> s
             path.write_text(marked)
         text = compile_to_ir(path, lang, opt, flags, diagnostics=warnings)
     _refuse_unknown_enzyme_attributes(warnings)
-    text = loop_annotations.outline(text)
+    text = fixed_point_markers.outline(loop_annotations.outline(text))
     if level:
         text = enzyme_preopt.optimize(enzyme_preopt.preserve_registered(text), level, flags)
     return text

@@ -71,9 +71,10 @@ _NOT_PROVIDED = {
     "__enzyme_error_estimate": "floating-point error estimation is not supported",
     "__enzyme_checkpoint_while": "checkpointed while loops of <enzyme/checkpoint.h> are not "
                                  "supported (__enzyme_checkpoint_for is)",
-    "__enzyme_set_fixed_point": "fixed-point loops marked from inside are not supported "
-                                "(pass one iteration as the step function of "
-                                "__enzyme_fixed_point, which is)",
+    "__enzyme_set_fixed_point": "fixed-point loops marked from inside are read only from "
+                                "the C or C++ source pyzyme cc compiles, not from LLVM IR "
+                                "(compile the source with pyzyme cc, or pass one iteration as "
+                                "the step function of __enzyme_fixed_point)",
 }
 #: What ``__enzyme_context(width)`` becomes (:mod:`~pyzyme.frontends.c.shadow_contexts`): the
 #: runtime function making a context, whose width a call site taking the context reads.

@@ -28,13 +28,13 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import Argument, GlobalVariable, const_float, const_int, \
     const_null
 
-__all__ = ["ENTRY", "rewrite", "expand"]
+__all__ = ["ENTRY", "DEFAULT_REDUCTION", "DEFAULT_MAX_ITERS", "rewrite", "expand"]
 
 #: Enzyme's entry point (a substring: C++ may mangle it).
 ENTRY = "__enzyme_fixed_point"
 _FP_TYPE = T.FunctionType(T.void, [T.ptr, T.double, T.i64, T.ptr, T.i64, T.i64], var_arg=True)
-# The header's defaults: the reduction of the squared norm, the most rounds.
-_REDUCTION, _MAX_ITERS = 1e-12, 1000
+#: The header's defaults: the reduction of the squared norm, the most rounds.
+DEFAULT_REDUCTION, DEFAULT_MAX_ITERS = 1e-12, 1000
 _MARKERS = ("enzyme_fp_state", "enzyme_fp_reduction", "enzyme_fp_max_iters",
             "enzyme_fp_control", "enzyme_checkpoint_region")
 _HINT = ("write __enzyme_fixed_point((void *)step, enzyme_fp_state, ptr, bytes, "
@@ -68,8 +68,8 @@ def _rewrite_call(program, call, loop, written) -> None:
     b = IRBuilder()
     b.position_before(call)
     states, regions = [], []
-    reduction, max_iters, control = const_float(T.double, _REDUCTION), \
-        const_int(T.i64, _MAX_ITERS), const_null(T.ptr)
+    reduction, max_iters, control = const_float(T.double, DEFAULT_REDUCTION), \
+        const_int(T.i64, DEFAULT_MAX_ITERS), const_null(T.ptr)
     k = 1
     while k < len(args):
         m = marker(args[k])

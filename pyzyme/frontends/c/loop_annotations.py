@@ -26,16 +26,15 @@ import re
 from pathlib import Path
 
 from pyzyme import ir, naming
-from pyzyme.analysis.layout import sizeof
-from pyzyme.analysis.loops import analyze_loops
-from pyzyme.analysis.overwrite import underlying_object, written_pointers
+from pyzyme.analysis.overwrite import underlying_object
 from pyzyme.errors import UnsupportedError
 from pyzyme.frontends.c.clang import preprocess
-from pyzyme.frontends.c.enzyme_calls import source_location, through_locals
+from pyzyme.frontends.c.enzyme_calls import through_locals
+from pyzyme.frontends.c.loop_outline import LoopOutliner, calls_of, slot_bytes
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import Argument, ConstantInt, const_int, const_null
+from pyzyme.ir.values import ConstantInt, const_int, const_null
 
 __all__ = ["MARKER", "SCHEME_FUNCTION", "mark", "outline"]
 
@@ -137,7 +136,7 @@ def outline(text: str) -> str:
         return text
     module = ir.parse_module(text)
     marker = module.get_function(MARKER)
-    for call in _calls(module, MARKER):
+    for call in calls_of(module, MARKER):
         _Outliner(module, call).run()
     # Size hints tell the snapshots' sizes; nothing else reads them.
     for fn in (marker, module.get_function(_SIZE_HINT)):
@@ -149,41 +148,22 @@ def outline(text: str) -> str:
     return str(module)
 
 
-class _Outliner:
+class _Outliner(LoopOutliner):
     """The loop after one marker call, outlined."""
 
     def __init__(self, module, call: I.Call) -> None:
-        self.module, self.call, self.fn = module, call, call.function
-        self.where = source_location(module, call)
-
-    def refuse(self, why: str, hint: str) -> UnsupportedError:
-        return UnsupportedError(f"{self.where}: this checkpointed loop {why}", hint=hint)
+        super().__init__(module, call, "checkpointed loop")
 
     def run(self) -> None:
-        loop = self._loop()
-        self.blocks = set(loop.blocks)
-        header, body, exit_ = self._shape(loop)
-        iv, bound, pred = self._counter(loop, header)
-        self._check_live_outs()
-        slots = self._slots(iv)
-        step = self._step(loop, header, body, iv, slots)
-        self._replace(loop, header, exit_, iv, bound, pred, step, slots)
+        self.use(self.loop_after_call(hint="put the annotation right before a for loop"))
+        header, body, exit_ = self._shape(self.loop)
+        iv, bound, pred = self._counter(header)
+        self.check_live_outs()
+        slots = self.slots(own=[iv])
+        step = self._step(header, body, iv, slots)
+        self._replace(header, exit_, iv, bound, pred, step, slots)
 
     # -- reading the loop ------------------------------------------------------------------
-    def _loop(self):
-        loops = analyze_loops(self.fn)
-        block = self.call.parent
-        for _ in range(8):
-            term = block.terminator
-            if not (isinstance(term, I.Branch) and not term.is_conditional):
-                break
-            block = term.operands[0]
-            loop = next((lp for lp in loops.loops if lp.header is block), None)
-            if loop is not None:
-                return loop
-        raise self.refuse("is not followed by a loop pyzyme can find",
-                          hint="put the annotation right before a for loop")
-
     def _shape(self, loop):
         header = loop.header
         term = header.terminator
@@ -202,7 +182,7 @@ class _Outliner:
                               "optimisation of the loop (this is clang's own module)")
         return header, taken, other
 
-    def _counter(self, loop, header):
+    def _counter(self, header):
         cond = header.terminator.operands[0]
         if not (isinstance(cond, I.Compare) and cond.predicate in ("slt", "sle", "ult", "ule",
                                                                    "ne")):
@@ -223,144 +203,51 @@ class _Outliner:
         if not ok:
             raise self.refuse("has a counter that does not go up by one each iteration",
                               hint="write it as for (i = start; i < n; i++)")
-        if self._defined_inside(bound) and not (
-                isinstance(bound, I.Load) and not self._written_inside(bound.pointer)):
+        if self.defined_inside(bound) and not (
+                isinstance(bound, I.Load) and not self.written_inside(bound.pointer)):
             raise self.refuse("has a bound that changes in the loop",
                               hint="compute the bound before the loop")
         return iv, cond.operands[1], cond.predicate
 
-    def _defined_inside(self, value) -> bool:
-        return isinstance(value, I.Instruction) and value.parent in self.blocks
-
-    def _writes(self):
-        for block in self.blocks:
-            for inst in block.instructions:
-                for pointer in written_pointers(inst):
-                    yield inst, pointer
-
-    def _written_inside(self, obj) -> bool:
-        """Whether the loop writes into ``obj`` (a stack slot, a global) itself."""
-        return any(underlying_object(p) is obj for _, p in self._writes())
-
-    def _check_live_outs(self) -> None:
-        for block in self.blocks:
-            for inst in block.instructions:
-                if any(isinstance(u, I.Instruction) and u.parent not in self.blocks
-                       for u in inst.users):
-                    raise self.refuse("passes values out in registers",
-                                      hint="compile without optimisation of the loop")
-
-    def _slots(self, iv):
-        """What the step takes: ``own`` (slots only the body uses, and the counter),
-        ``written`` (slots the body writes: regions), ``values`` (slots it only loads whole,
-        by value; and other values from before the loop), ``pointers`` (the rest)."""
-        inside = [inst for b in self.blocks for inst in b.instructions]
-        live_in = []
-        for inst in inside:
-            for op in inst.operands:
-                if (isinstance(op, Argument) or (isinstance(op, I.Instruction)
-                                                 and op.parent not in self.blocks)) \
-                        and op not in live_in:
-                    live_in.append(op)
-        own, written, values, pointers = [iv], [], [], []
-        for v in live_in:
-            if v is iv:
-                continue
-            if isinstance(v, I.Alloca):
-                outside = [u for u in v.users if isinstance(u, I.Instruction)
-                           and u.parent not in self.blocks and not _lifetime(u)]
-                if not outside:
-                    own.append(v)
-                elif self._written_inside(v):
-                    written.append(v)
-                elif all(isinstance(u, I.Load) and u.pointer is v and u.type == v.allocated_type
-                         for u in v.users if isinstance(u, I.Instruction)
-                         and u.parent in self.blocks):
-                    values.append(v)
-                else:
-                    pointers.append(v)
-            else:
-                values.append(v)
-        return {"own": own, "written": written, "values": values, "pointers": pointers}
-
     # -- the step ------------------------------------------------------------------------------
-    def _step(self, loop, header, body, iv, slots):
-        module, fn = self.module, self.fn
+    def _step(self, header, body, iv, slots):
         params = [("i", T.i64)]
         for v in slots["written"] + slots["pointers"]:
             params.append((v.name or "slot", T.ptr))
         for v in slots["values"]:
             params.append((v.name or "value",
                            v.allocated_type if isinstance(v, I.Alloca) else v.type))
-        suffix = re.sub(r"\s*!dbg\s+!\d+", "", fn.suffix)
-        step = module.add_function(module.unique_global_name(naming.checkpoint_step(fn.name)),
-                                   T.FunctionType(T.void, [t for _, t in params]),
-                                   prefix="internal", suffix=suffix)
-        for k, (arg, (name, _)) in enumerate(zip(step.args, params)):
-            arg.name = f"{name}.{k}" if k else name
+        step = self.new_step(naming.checkpoint_step(self.fn.name), T.void, params)
         mapping: dict = {}
-        entry = step.append_block("entry")
-        b = IRBuilder(entry)
-        for slot in slots["own"]:
-            mapping[slot] = b.insert(slot.copy_with(list(slot.operands)), slot.name)
+        b = IRBuilder(step.append_block("entry"))
+        self.own_slots(b, slots["own"], mapping)
         index = step.args[0]
         b.store(index if iv.allocated_type == T.i64 else b.trunc(index, iv.allocated_type),
                 mapping[iv])
-        k = 1
+        args = iter(step.args[1:])
         for v in slots["written"] + slots["pointers"]:
-            mapping[v] = step.args[k]
-            k += 1
+            mapping[v] = next(args)
         loaded = {}
         for v in slots["values"]:
-            if isinstance(v, I.Alloca):
-                loaded[v] = step.args[k]
-            else:
-                mapping[v] = step.args[k]
-            k += 1
-        order = [blk for blk in self.fn.blocks if blk in self.blocks]
-        for block in order:
-            mapping[block] = step.append_block(block.name)
-        b.br(mapping[header])
-        latch = loop.latches[0]
-        copies = []
-        for block in order:
-            bb = IRBuilder(mapping[block])
-            for inst in block.instructions:
-                if isinstance(inst, I.Load) and inst.pointer in loaded:
-                    mapping[inst] = loaded[inst.pointer]
-                    continue
-                if block is header and inst is block.terminator:
-                    bb.br(mapping[body])
-                    continue
-                if block is latch and inst is block.terminator:
-                    bb.ret_void()
-                    continue
-                ops = [mapping.get(op, op) for op in inst.operands]
-                copy = inst.copy_with(ops, keep_metadata=True)
-                copy.metadata = [(kind, text) for kind, text in copy.metadata if kind != "dbg"]
-                if isinstance(copy, I.Phi):
-                    copy.blocks = [mapping[blk] for blk in copy.blocks]
-                copy = bb.insert(copy, inst.name if inst.has_result else "")
-                mapping[inst] = copy
-                copies.append(copy)
-        for copy in copies:  # operands defined later in block order
-            for i, op in enumerate(copy.operands):
-                if op in mapping and mapping[op] is not op:
-                    copy.set_operand(i, mapping[op])
+            (loaded if isinstance(v, I.Alloca) else mapping)[v] = next(args)
+        # Each call runs the body once: the header's test is the driver's.
+        self.copy_blocks(step, mapping, header, {
+            header: lambda bb, term: bb.br(mapping[body]),
+            self.loop.latches[0]: lambda bb, term: bb.ret_void()}, loaded)
         return step
 
     # -- the caller ----------------------------------------------------------------------------
-    def _replace(self, loop, header, exit_, iv, bound, pred, step, slots) -> None:
-        module, fn = self.module, self.fn
+    def _replace(self, header, exit_, iv, bound, pred, step, slots) -> None:
+        module = self.module
         scheme_fn = module.get_function(SCHEME_FUNCTION)
         if scheme_fn is None or scheme_fn.is_declaration:
             raise self.refuse("needs pyzyme's <enzyme/checkpoint.h>",
                               hint="#include <enzyme/checkpoint.h> in this file")
-        pre = loop.preheader
+        pre = self.loop.preheader
         b = IRBuilder()
         b.position_before(pre.terminator)
         start = b.load(iv.allocated_type, iv, name="ckpt.start")
-        end = self._materialize(b, bound)
+        end = self.materialize(b, bound)
         signed = pred in ("slt", "sle", "ne")
         start64, end64 = (v if v.type == T.i64 else (b.sext if signed else b.zext)(v, T.i64)
                           for v in (start, end))
@@ -384,7 +271,7 @@ class _Outliner:
             b.store(value, b.gep(T.i8, config, [const_int(T.i64, 8 * k)]), 8)
         scheme = b.call(scheme_fn, [const_int(scheme_fn.function_type.params[0], scheme_id)],
                         name="ckpt.scheme")
-        regions = [(v, const_int(T.i64, _alloca_bytes(v))) for v in slots["written"]]
+        regions = [(v, const_int(T.i64, slot_bytes(v))) for v in slots["written"]]
         values = [b.load(v.allocated_type, v) if isinstance(v, I.Alloca) else v
                   for v in slots["values"]]
         for v, value in zip(slots["values"], values):
@@ -392,35 +279,28 @@ class _Outliner:
                 regions.append((value, self._size(b, v, value)))
         entry = module.declare(_ENTRY, T.FunctionType(T.void, [T.ptr, T.i64, T.i64],
                                                       var_arg=True))
-        args = [step, start64, count, self._marker("enzyme_scheme"), scheme, config]
+        args = [step, start64, count, self.marker_global("enzyme_scheme"), scheme, config]
         for pointer, size in regions:
-            args += [self._marker("enzyme_checkpoint_region"), pointer, size]
+            args += [self.marker_global("enzyme_checkpoint_region"), pointer, size]
         args += slots["written"] + slots["pointers"] + values
         b.call(entry, args, function_type=entry.function_type)
         last = b.add(start64, count)
         b.store(last if iv.allocated_type == T.i64 else b.trunc(last, iv.allocated_type), iv)
         pre.terminator.replace_uses_of(header, exit_)
-        fn.remove_blocks([blk for blk in fn.blocks if blk in self.blocks])
-
-    def _materialize(self, b: IRBuilder, value):
-        """``value`` (the loop's bound) where ``b`` is, before the loop."""
-        if not self._defined_inside(value):
-            return value
-        ops = [self._materialize(b, op) for op in value.operands]
-        return b.insert(value.copy_with(ops))
+        self.remove_loop()
 
     def _written_through(self, value) -> bool:
         """Whether the loop writes through the pointer ``value`` is, or a stack slot
         ``value`` holds."""
         if not isinstance(value, I.Alloca):
-            return self._written_inside(value)
-        return any(_loaded_from(underlying_object(p)) is value for _, p in self._writes())
+            return self.written_inside(value)
+        return any(_loaded_from(underlying_object(p)) is value for _, p in self.writes())
 
     def _size(self, b: IRBuilder, slot, value):
         """The bytes the pointer in ``slot`` (loaded as ``value``) points to: a size hint
         for it, else its allocation's constant size."""
         origin = _stored(slot)
-        for hint in _calls(self.module, _SIZE_HINT):
+        for hint in calls_of(self.module, _SIZE_HINT):
             if hint.function is self.fn and _stored(hint.args[0]) is origin \
                     and isinstance(hint.args[1], ConstantInt):
                 return const_int(T.i64, hint.args[1].value)
@@ -436,21 +316,11 @@ class _Outliner:
                           f"size pyzyme cannot tell for its snapshots",
                           hint=f"call {_SIZE_HINT}(pointer, bytes, 0) before the loop")
 
-    def _marker(self, name: str):
-        gv = self.module.get_global(name)
-        return gv if gv is not None else self.module.add_global(name, T.i32,
-                                                                prefix="external")
-
 
 def _uncast(value):
     while isinstance(value, I.Cast) and value.opcode in ("sext", "zext", "trunc"):
         value = value.operands[0]
     return value
-
-
-def _lifetime(inst) -> bool:
-    callee = inst.called_function if isinstance(inst, I.CallBase) else None
-    return callee is not None and callee.name.startswith("llvm.lifetime")
 
 
 def _loaded_from(obj):
@@ -465,13 +335,3 @@ def _stored(value):
         stores = [u for u in value.users if isinstance(u, I.Store) and u.pointer is value]
         return stores[0].value if len(stores) == 1 else value
     return through_locals(value)
-
-
-def _calls(module, name: str) -> list:
-    fn = module.get_function(name)
-    return [] if fn is None else [u for u in fn.users if isinstance(u, I.Call)]
-
-
-def _alloca_bytes(slot) -> int:
-    count = slot.count
-    return sizeof(slot.allocated_type) * (count.value if isinstance(count, ConstantInt) else 1)

@@ -33,8 +33,20 @@
  * decides instead (Tapenade's protocol): it is called with *cumul = -1 before the first round
  * and with the measure after each, and returns whether to run another; n still bounds them.
  *
- * pyzyme does not support loops marked from inside (__enzyme_set_fixed_point): `pyzyme cc`
- * refuses them; pass one iteration as the step function instead.
+ * A loop may instead be marked from inside, in its body:
+ *
+ *     while (...) {
+ *       __enzyme_set_fixed_point(reduction, max_iters, control, state, bytes, ...);
+ *       ...
+ *     }
+ *
+ * (a negative reduction or max_iters, or a null control, for the defaults; the arguments are
+ * computed before the loop, and may be passed by address, as Fortran does). `pyzyme cc`
+ * outlines one iteration, up to the loop's next test, as the step, and the local variables the
+ * loop shares with the code around it (an error, a counter) as regions. The loop must leave
+ * only by its test, at its start (while, for) or its end (do-while); pyzyme refuses others at
+ * the marker's line. The derivative's rounds run the body even where the loop's test would
+ * stop it, as it does at the fixed point.
  */
 #ifndef ENZYME_FIXED_POINT_H
 #define ENZYME_FIXED_POINT_H
