@@ -590,6 +590,51 @@ def test_call_without_a_body_is_refused_naming_its_line(tmp_path, keep, line, wa
     assert "@njit" not in message
 
 
+# MPI's C interface as a program sees it through <mpi.h>, declared here so that the test needs
+# no MPI installed (the symbols are what pyzyme reads).
+_MPI_SUM = """typedef struct mpi_comm *MPI_Comm;
+typedef struct mpi_type *MPI_Datatype;
+typedef struct mpi_op *MPI_Op;
+extern struct mpi_comm world;
+extern struct mpi_type dbl;
+extern struct mpi_op sum;
+int MPI_Allreduce(const void *send, void *recv, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c);
+double __enzyme_autodiff(void *, ...);
+double __enzyme_fwddiff(void *, ...);
+
+double global_square(double x) {
+  double local = x * x, total;
+  MPI_Allreduce(&local, &total, 1, &dbl, &sum, &world);
+  return total;
+}
+double grad(double x) { return __enzyme_autodiff((void *)global_square, x); }
+double tangent(double x) { return __enzyme_fwddiff((void *)global_square, x, 1.0); }
+"""
+
+
+@pytest.mark.parametrize("keep", ["grad", "tangent"])
+def test_mpi_call_is_refused_naming_the_routine_and_its_line(tmp_path, keep):
+    """An MPI call carrying a derivative is refused as an MPI routine, naming its C line, with
+    advice that fits MPI: the generic advice (compile its source with the program, declare it
+    enzyme_inactive) would have dropped the derivative it carries between ranks."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
+
+    src = tmp_path / "allreduce.c"
+    drop = "tangent" if keep == "grad" else "grad"
+    src.write_text("\n".join(line for line in _MPI_SUM.splitlines()
+                             if not line.startswith(f"double {drop}(")) + "\n")
+    with pytest.raises(UnsupportedError) as err:
+        lower(compile_source(src, "-O1"))
+    message = str(err.value)
+    assert message.startswith("allreduce.c:13: MPI_Allreduce, an MPI routine, has no "
+                              "derivative"), message
+    assert "__enzyme_register_gradient_MPI_Allreduce" in message
+    assert "compile MPI_Allreduce's source" not in message
+    assert "would drop the derivatives" in message
+
+
 _LOGGING_BLAS = """extern int enzyme_dup;
 double __enzyme_autodiff(void *, ...);
 const double *seen[8];

@@ -5,7 +5,9 @@ Deep in differentiation such a call is refused naming the callee and the functio
 program the error is worded again here, once the call site is known: it starts with the
 program's lines that make the call, names a BLAS or LAPACK routine as one (Enzyme knows them
 by name; pyzyme differentiates BLAS only as Numba calls it, and a C program's BLAS, when it
-is not compiled with the program, is a body pyzyme cannot see), and gives C advice.
+is not compiled with the program, is a body pyzyme cannot see), names an MPI routine as one
+(pyzyme has no rules for MPI: the advice to declare it inactive would drop the derivatives it
+carries between ranks), and gives C advice.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import re
 from pyzyme.frontends.c.enzyme_calls import source_location
 from pyzyme.ir import instructions as I
 
-__all__ = ["blas_routine", "reword_blas_body", "reword_unknown_call"]
+__all__ = ["blas_routine", "mpi_routine", "reword_blas_body", "reword_unknown_call"]
 
 # Reference BLAS (levels 1-3) and the LAPACK drivers and computational routines most
 # programs call, without the precision letter: d/s (real), z/c (complex).
@@ -70,6 +72,24 @@ def blas_routine(name: str) -> str | None:
     return f"{family} {routine} ({api} interface)"
 
 
+# MPI's C interface (MPI_Allreduce), its profiling interface (PMPI_Allreduce) and the Fortran
+# symbols (mpi_allreduce_, pmpi_allreduce_).
+_MPI = re.compile(r"P?MPI_[A-Z][A-Za-z0-9_]*|p?mpi_[a-z0-9_]+_")
+
+
+def mpi_routine(name: str) -> bool:
+    """Whether ``name`` is the symbol of an MPI routine.
+
+    Examples
+    --------
+    >>> mpi_routine("MPI_Allreduce"), mpi_routine("PMPI_Bcast"), mpi_routine("mpi_send_")
+    (True, True, True)
+    >>> mpi_routine("mpi_bcast_test"), mpi_routine("MPIX"), mpi_routine("my_MPI_sum")
+    (False, False, False)
+    """
+    return _MPI.fullmatch(name) is not None
+
+
 def _call_lines(program, function, callee: str) -> list[str]:
     """``file:line`` of each call of ``callee`` in ``function`` and the functions it calls."""
     seen, todo, lines = {function}, [function], []
@@ -114,6 +134,17 @@ def reword_unknown_call(err, program, site) -> None:
                     f"for it (__enzyme_register_gradient_{callee} or "
                     f"__enzyme_register_derivative_{callee}), or pass the arguments that "
                     f"reach it as enzyme_const")
+    elif mpi_routine(callee):
+        err.message = (f"{at}{callee}, an MPI routine, has no derivative: pyzyme has no rules "
+                       f"for MPI, so the derivatives it would carry between ranks cannot be "
+                       f"formed (an argument of the call in {where} carries a derivative)"
+                       f"{also}")
+        err.hint = (f"differentiate each rank's own computation and communicate its "
+                    f"derivatives with the same MPI calls outside __enzyme_*, register a "
+                    f"derivative for {callee} (__enzyme_register_gradient_{callee} or "
+                    f"__enzyme_register_derivative_{callee}), or pass the arguments that reach "
+                    f"it as enzyme_const; declaring it enzyme_inactive would drop the "
+                    f"derivatives it carries")
     else:
         err.message = (f"{at}no derivative for a call to {callee} in {where}: the program "
                        f"does not define it and pyzyme has no rule for it, and an argument "
