@@ -635,6 +635,53 @@ def test_mpi_call_is_refused_naming_the_routine_and_its_line(tmp_path, keep):
     assert "would drop the derivatives" in message
 
 
+_OPENMP_SQUARES = """extern int enzyme_dup, enzyme_const;
+double __enzyme_autodiff(void *, ...);
+double __enzyme_fwddiff(void *, ...);
+
+void square_all(double *a, double scale, int n) {
+#pragma omp parallel for
+  for (int i = 0; i < n; i++)
+    a[i] *= scale * a[i];
+}
+void grad(double *a, double *da) {
+  __enzyme_autodiff((void *)square_all, enzyme_dup, a, da, enzyme_const, 2.0, enzyme_const, 4);
+}
+void tangent(double *a, double *da) {
+  __enzyme_fwddiff((void *)square_all, enzyme_dup, a, da, enzyme_const, 2.0, enzyme_const, 4);
+}
+"""
+
+
+@pytest.mark.parametrize("keep", ["grad", "tangent"])
+def test_openmp_parallel_region_is_refused_naming_its_line(tmp_path, keep):
+    """Built with -fopenmp, a parallel loop in differentiated code is a call of
+    __kmpc_fork_call with the outlined body: it is refused as an OpenMP parallel region at the
+    pragma's line, with -fopenmp to drop (it was refused as a call of __kmpc_fork_call, with
+    advice to compile its source or declare it inactive)."""
+    from pyzyme.errors import FrontendError, UnsupportedError
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
+
+    src = tmp_path / "squares.c"
+    drop = "tangent" if keep == "grad" else "grad"
+    lines = _OPENMP_SQUARES.splitlines()
+    k = lines.index(next(line for line in lines if line.startswith(f"void {drop}(")))
+    src.write_text("\n".join(lines[:k] + lines[k + 3:]) + "\n")
+    try:
+        text = compile_source(src, "-O1", ["-fopenmp"])
+    except FrontendError as err:  # pragma: no cover - a clang without OpenMP
+        pytest.skip(f"zig's clang cannot compile -fopenmp here: {err}")
+    if "__kmpc_fork_call" not in text:  # pragma: no cover
+        pytest.skip("zig's clang ignored -fopenmp (no __kmpc_fork_call in its IR)")
+    with pytest.raises(UnsupportedError) as err:
+        lower(text)
+    message = str(err.value)
+    assert message.startswith("squares.c:6: an OpenMP parallel region in @square_all"), message
+    assert "OpenMP parallel regions are not differentiated" in message
+    assert "build without -fopenmp" in message
+
+
 _LOGGING_BLAS = """extern int enzyme_dup;
 double __enzyme_autodiff(void *, ...);
 const double *seen[8];

@@ -35,6 +35,7 @@ False
 from __future__ import annotations
 
 import hashlib
+import re
 
 from pyzyme import ir
 from pyzyme.diff.tape.pool import CAPACITY_NAME
@@ -200,14 +201,31 @@ _NOT_IN_DERIVATIVES = {shadow_contexts.RUNTIME[k][0]: api for k, api in (
                                                           "lane)"))}
 
 
+# Clang -fopenmp outlines a parallel region's body and passes it, with pointers to what it
+# captures, to the OpenMP runtime, which runs it on a team of threads. pyzyme differentiates
+# neither; the region is refused whatever its arguments' activity, since a captured value
+# passed by value (an i64 holding a double) would otherwise read as inactive.
+_OPENMP_FORKS = re.compile(r"__kmpc_fork_(call|call_if|teams)|GOMP_parallel\w*")
+
+
 def _refuse_runtime_calls(program, sites) -> None:
-    """Refuse a derivative of code that zeroes a context or reads the default shadows."""
+    """Refuse a derivative of code that zeroes a context or reads the default shadows, or
+    that starts an OpenMP parallel region."""
     for site in sites:
         for fn in _reachable(site.function):
             if fn.name.startswith("__pyzyme"):  # the runtime, and derivatives built before
                 continue
             for inst in fn.instructions():
                 callee = inst.called_function if isinstance(inst, I.CallBase) else None
+                if callee is not None and _OPENMP_FORKS.fullmatch(callee.name):
+                    raise UnsupportedError(
+                        f"{source_location(program, inst)}: an OpenMP parallel region in "
+                        f"{fn.ref}, which {site.where} differentiates: OpenMP parallel regions "
+                        f"are not differentiated by pyzyme (clang -fopenmp runs the region's "
+                        f"body on a team of threads through {callee.name})",
+                        hint="build without -fopenmp, so that the region runs serially and is "
+                             "differentiated as a plain loop, or start the parallel region "
+                             "outside the differentiated code")
                 api = _NOT_IN_DERIVATIVES.get(callee.name) if callee is not None else None
                 if api is not None:
                     raise UnsupportedError(
