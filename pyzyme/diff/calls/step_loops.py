@@ -88,3 +88,20 @@ class Driver:
         j.add_incoming(nxt, b.block)
         b.cbranch(b.icmp("slt", nxt, last), loop, done)
         b.position_at_end(done)
+
+    def repeat(self, first: Value, body) -> Value:
+        """``j = first; while (body(b, j)) j++;`` (``body`` returns an integer, nonzero to go
+        on) emitted at ``self.b``: the number of times ``body`` ran."""
+        b, fn = self.b, self.fn
+        head = b.block
+        loop, done = fn.append_block("step"), fn.append_block("stepped")
+        b.br(loop)
+        b.position_at_end(loop)
+        j = b.phi(T.i64, name="j")
+        j.add_incoming(first, head)
+        going = body(b, j)
+        nxt = b.add(j, i64(1))
+        j.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp("ne", going, const_int(going.type, 0)), loop, done)
+        b.position_at_end(done)
+        return b.sub(nxt, first)

@@ -254,7 +254,8 @@ class _Outliner:
         """What the step takes: ``own`` (slots only the body uses, and the counter),
         ``written`` (slots the body writes: regions), ``values`` (slots it only loads whole,
         by value; and other values from before the loop), ``pointers`` (the rest)."""
-        inside = [inst for b in self.blocks for inst in b.instructions]
+        # In the function's order: the step's parameters must not depend on set order.
+        inside = [inst for b in self.fn.blocks if b in self.blocks for inst in b.instructions]
         live_in = []
         for inst in inside:
             for op in inst.operands:
