@@ -22,7 +22,7 @@ __all__ = ["symbol_name", "forward_function", "tangent", "shadow_param", "partia
            "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
            "repeated", "repeat_base", "moved", "parallel_body",
            "PARALLEL_BODY", "PARALLEL_CONSTANT", "CHECKPOINT_FOR", "CHECKPOINT_WHILE",
-           "checkpoint_driver", "checkpoint_step", "FIXED_POINT", "fixed_point_driver"]
+           "checkpoint_driver", "is_checkpoint_sweep", "checkpoint_step", "FIXED_POINT", "fixed_point_driver"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -199,6 +199,12 @@ def checkpoint_driver(step: str, sweep: str, loop: str = CHECKPOINT_FOR) -> str:
     ``primal`` (the loop as it is), ``fwd`` (forward mode), ``aug`` (reverse mode's forward
     sweep: snapshots, the steps untaped) or ``rev`` (its reverse sweep)."""
     return f"{loop}.{sweep}.{step}"
+
+
+def is_checkpoint_sweep(name: str) -> bool:
+    """Whether ``name`` is a reverse-mode sweep of a checkpointed loop (``aug`` or ``rev``)."""
+    return any(name.startswith(f"{loop}.{sweep}.") for loop in (CHECKPOINT_FOR, CHECKPOINT_WHILE)
+               for sweep in ("aug", "rev"))
 
 
 def checkpoint_step(function: str) -> str:

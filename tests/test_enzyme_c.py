@@ -296,6 +296,35 @@ def test_checkpointed_steps_may_pass_arguments_to_functions_that_only_read_them(
     assert "@pyzyme.checkpoint_while.rev.reads" in lower(compile_source(src, opt))
 
 
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+def test_forward_mode_over_a_checkpointed_gradient_is_refused(tmp_path, opt):
+    """Forward mode over a gradient through a checkpointed loop (a Hessian-vector product)
+    would differentiate the schedule's snapshots: an error at the outer call naming the
+    loop's sweep, not derivatives through inlined scheme code."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
+
+    src = tmp_path / "ckpt.c"
+    src.write_text(_CHECKPOINT + "double __enzyme_fwddiff(void *, ...);\n"
+                   "static double f(double *u, double *w, EnzymeCkptConfig *c) {\n"
+                   "  __enzyme_checkpoint_while((void *)reads, enzyme_scheme, "
+                   "&EnzymeCkptStoreAll, c,\n  enzyme_checkpoint_region, u, 8, u, w);\n"
+                   "  return u[0] * u[0];\n}\n"
+                   "__attribute__((noinline)) static void g(double *u, double *du, double *w,"
+                   " EnzymeCkptConfig *c) {\n  __enzyme_autodiff((void *)f, enzyme_dup, u, du,"
+                   " enzyme_const, w, enzyme_const, c);\n}\n"
+                   "void h(double *u, double *v, double *du, double *dv, double *w,"
+                   " EnzymeCkptConfig *c) {\n  __enzyme_fwddiff((void *)g, enzyme_dup, u, v,"
+                   " enzyme_dup, du, dv, enzyme_const, w, enzyme_const, c);\n}\n")
+    with pytest.raises(UnsupportedError) as err:
+        lower(compile_source(src, opt))
+    line = _CHECKPOINT.count("\n") + 11  # the __enzyme_fwddiff call
+    assert f"ckpt.c:{line}" in str(err.value)
+    assert "forward mode through the reverse-mode derivative of a checkpointed loop" \
+        in str(err.value) and "pyzyme.checkpoint_while.aug.reads" in str(err.value)
+
+
 _FIXED_POINT = """#include <enzyme/fixed_point.h>
 extern int enzyme_dup, enzyme_const, enzyme_scheme;
 void __enzyme_autodiff(void *, ...);

@@ -55,6 +55,9 @@ _ACTION = T.StructType([T.i32, T.i64, T.i64, T.i64])
 _REGION = T.StructType([T.ptr, T.i64, T.i32, T.i32])
 _STORE_A, _RESTORE_A, _FORWARD_A, _FIRSTUTURN_A, _UTURN_A, _DONE_A = 1, 2, 3, 4, 5, 7
 _WHAT = "a checkpointed loop"
+# The sweeps stay calls, so that forward mode over them (over a gradient) meets them by name
+# and refuses (pyzyme.naming.is_checkpoint_sweep), instead of differentiating the schemes.
+_KEPT_A_CALL = "noinline"
 
 
 def _step(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> Function:
@@ -254,7 +257,7 @@ def augmented(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
         return
     acts = _activities(cx, inst, row, step, reverse=True)
     d = _Driver(cx.module, naming.checkpoint_driver(step.name, "aug", _loop_name(row)), T.ptr,
-                _sweep_params(inst, row, args))
+                _sweep_params(inst, row, args), suffix=_KEPT_A_CALL)
     scheme, data, start, n, pairs, rest = _unpack(d, inst, row)
     regions = d.regions(pairs)
     total = i64(0)
@@ -337,7 +340,8 @@ def reverse(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
         tuple(acts), shared_adjoints=cx.sig.shared_adjoints))
     d = _Driver(cx.module, naming.checkpoint_driver(step.name, "rev", _loop_name(row)), T.void,
                 _sweep_params(inst, row, args)
-                + [(f"s{k}", s.type) for k, s in enumerate(shadows)] + [("state", T.ptr)])
+                + [(f"s{k}", s.type) for k, s in enumerate(shadows)] + [("state", T.ptr)],
+                suffix=_KEPT_A_CALL)
     scheme, _, start, n, pairs, rest = _unpack(d, inst, row)
     state = d.fn.args[-1]
     if row.until_false:

@@ -62,10 +62,11 @@ def step_activities(cx, args: list, step: Function, reverse: bool, what: str) ->
 class Driver:
     """A driver function being built: ``params`` named, a builder at its entry."""
 
-    def __init__(self, module, name: str, ret: T.Type, params: list) -> None:
+    def __init__(self, module, name: str, ret: T.Type, params: list,
+                 suffix: str = "") -> None:
         self.fn = module.add_function(module.unique_global_name(name),
                                       T.FunctionType(ret, [ty for _, ty in params]),
-                                      prefix="internal")
+                                      prefix="internal", suffix=suffix)
         for arg, (pname, _) in zip(self.fn.args, params):
             arg.name = pname
         self.b = IRBuilder(self.fn.append_block("entry"))
