@@ -21,8 +21,9 @@ __all__ = ["symbol_name", "forward_function", "tangent", "shadow_param", "partia
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
            "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
            "repeated", "repeat_base", "moved", "parallel_body",
-           "PARALLEL_BODY", "PARALLEL_CONSTANT", "CHECKPOINT_FOR", "checkpoint_driver",
-           "checkpoint_step", "FIXED_POINT", "fixed_point_driver", "fixed_point_step"]
+           "PARALLEL_BODY", "PARALLEL_CONSTANT", "CHECKPOINT_FOR", "CHECKPOINT_WHILE",
+           "checkpoint_driver", "is_checkpoint_sweep", "checkpoint_step", "FIXED_POINT",
+           "fixed_point_driver", "fixed_point_step"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -187,13 +188,24 @@ def parallel_body(body: str, sweep: str) -> str:
 #: A checkpointed loop, ``for j in [0, n): step(start + j, args...)``, as the frontends write it
 #: (``__enzyme_checkpoint_for``): its rule row (pyzyme.rules.runtime) says where each operand is.
 CHECKPOINT_FOR = "pyzyme.checkpoint_for"
+#: A checkpointed while loop, ``i = 0; while (step(i++, args...));``
+#: (``__enzyme_checkpoint_while``), its operands laid out as :data:`CHECKPOINT_FOR`'s with
+#: ``start`` 0 and ``n`` -1.
+CHECKPOINT_WHILE = "pyzyme.checkpoint_while"
 
 
-def checkpoint_driver(step: str, sweep: str) -> str:
-    """What runs a checkpointed loop of ``step`` (:mod:`pyzyme.diff.calls.checkpoint`):
-    ``sweep`` is ``primal`` (the loop as it is), ``fwd`` (forward mode), ``aug`` (reverse
-    mode's forward sweep: snapshots, the steps untaped) or ``rev`` (its reverse sweep)."""
-    return f"{CHECKPOINT_FOR}.{sweep}.{step}"
+def checkpoint_driver(step: str, sweep: str, loop: str = CHECKPOINT_FOR) -> str:
+    """What runs a checkpointed loop (``loop``: :data:`CHECKPOINT_FOR` or
+    :data:`CHECKPOINT_WHILE`) of ``step`` (:mod:`pyzyme.diff.calls.checkpoint`): ``sweep`` is
+    ``primal`` (the loop as it is), ``fwd`` (forward mode), ``aug`` (reverse mode's forward
+    sweep: snapshots, the steps untaped) or ``rev`` (its reverse sweep)."""
+    return f"{loop}.{sweep}.{step}"
+
+
+def is_checkpoint_sweep(name: str) -> bool:
+    """Whether ``name`` is a reverse-mode sweep of a checkpointed loop (``aug`` or ``rev``)."""
+    return any(name.startswith(f"{loop}.{sweep}.") for loop in (CHECKPOINT_FOR, CHECKPOINT_WHILE)
+               for sweep in ("aug", "rev"))
 
 
 def checkpoint_step(function: str) -> str:

@@ -236,6 +236,10 @@ _CHECKPOINT = """#include <enzyme/checkpoint.h>
 extern int enzyme_dup, enzyme_const;
 void __enzyme_autodiff(void *, ...);
 static void step(int64_t i, double *u, double *w) { u[0] = u[0] * w[0]; w[0] += 1.0; }
+__attribute__((noinline)) static void bump(double *w) { w[0] += 1.0; }
+__attribute__((noinline)) static double peek(double *w) { return w[0]; }
+static int grows(int64_t i, double *u, double *w) { u[0] *= peek(w); bump(w); return i < 3; }
+static int reads(int64_t i, double *u, double *w) { u[0] *= peek(w); return i < 3; }
 """
 
 
@@ -250,7 +254,11 @@ static void step(int64_t i, double *u, double *w) { u[0] = u[0] * w[0]; w[0] += 
      "  enzyme_checkpoint_region, u, 8, enzyme_checkpoint_region, w, 8, u);",
      "passes 1 arguments to @step, which takes 2"),
     ("__enzyme_checkpoint_while((void *)step, enzyme_scheme, &EnzymeCkptStoreAll, c, u, w);",
-     "__enzyme_checkpoint_while"),
+     "the step of __enzyme_checkpoint_while (@step) returns void, not whether to go on"),
+    # w is written by a function the step calls.
+    ("__enzyme_checkpoint_while((void *)grows, enzyme_scheme, &EnzymeCkptStoreAll, c,\n"
+     "  enzyme_checkpoint_region, u, 8, u, w);",
+     "(@grows) write through their argument 2, which no enzyme_checkpoint_region covers"),
 ])
 def test_checkpointed_loops_pyzyme_cannot_snapshot_are_refused(tmp_path, body, expected):
     """A checkpointed loop whose state a snapshot would not hold, or that does not read as
@@ -267,7 +275,55 @@ def test_checkpointed_loops_pyzyme_cannot_snapshot_are_refused(tmp_path, body, e
                    " enzyme_const, (int64_t)3, enzyme_const, c);\n}\n")
     with pytest.raises(EnzymeCallError) as err:
         lower(compile_source(src, "-O1"))
-    assert "ckpt.c:6" in str(err.value) and expected in str(err.value)
+    line = _CHECKPOINT.count("\n") + 2
+    assert f"ckpt.c:{line}" in str(err.value) and expected in str(err.value)
+
+
+@pytest.mark.parametrize("opt", ["-O0", "-O1"])
+def test_checkpointed_steps_may_pass_arguments_to_functions_that_only_read_them(tmp_path, opt):
+    """A step passing an unmarked argument to a function that only reads it is not refused
+    (unoptimised code has no readonly attributes: what the callee does decides)."""
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
+
+    src = tmp_path / "ckpt.c"
+    src.write_text(_CHECKPOINT + "double f(double *u, double *w, EnzymeCkptConfig *c) {\n"
+                   "  __enzyme_checkpoint_while((void *)reads, enzyme_scheme, "
+                   "&EnzymeCkptStoreAll, c,\n  enzyme_checkpoint_region, u, 8, u, w);\n"
+                   "  return u[0];\n}\n"
+                   "void g(double *u, double *du, double *w, double *dw, EnzymeCkptConfig *c)"
+                   " {\n  __enzyme_autodiff((void *)f, enzyme_dup, u, du, enzyme_dup, w, dw,"
+                   " enzyme_const, c);\n}\n")
+    assert "@pyzyme.checkpoint_while.rev.reads" in lower(compile_source(src, opt))
+
+
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+def test_forward_mode_over_a_checkpointed_gradient_is_refused(tmp_path, opt):
+    """Forward mode over a gradient through a checkpointed loop (a Hessian-vector product)
+    would differentiate the schedule's snapshots: an error at the outer call naming the
+    loop's sweep, not derivatives through inlined scheme code."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
+
+    src = tmp_path / "ckpt.c"
+    src.write_text(_CHECKPOINT + "double __enzyme_fwddiff(void *, ...);\n"
+                   "static double f(double *u, double *w, EnzymeCkptConfig *c) {\n"
+                   "  __enzyme_checkpoint_while((void *)reads, enzyme_scheme, "
+                   "&EnzymeCkptStoreAll, c,\n  enzyme_checkpoint_region, u, 8, u, w);\n"
+                   "  return u[0] * u[0];\n}\n"
+                   "__attribute__((noinline)) static void g(double *u, double *du, double *w,"
+                   " EnzymeCkptConfig *c) {\n  __enzyme_autodiff((void *)f, enzyme_dup, u, du,"
+                   " enzyme_const, w, enzyme_const, c);\n}\n"
+                   "void h(double *u, double *v, double *du, double *dv, double *w,"
+                   " EnzymeCkptConfig *c) {\n  __enzyme_fwddiff((void *)g, enzyme_dup, u, v,"
+                   " enzyme_dup, du, dv, enzyme_const, w, enzyme_const, c);\n}\n")
+    with pytest.raises(UnsupportedError) as err:
+        lower(compile_source(src, opt))
+    line = _CHECKPOINT.count("\n") + 11  # the __enzyme_fwddiff call
+    assert f"ckpt.c:{line}" in str(err.value)
+    assert "forward mode through the reverse-mode derivative of a checkpointed loop" \
+        in str(err.value) and "pyzyme.checkpoint_while.aug.reads" in str(err.value)
 
 
 _FIXED_POINT = """#include <enzyme/fixed_point.h>

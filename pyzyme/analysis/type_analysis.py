@@ -80,7 +80,7 @@ from pyzyme.rules.runtime import MEMINFO_LAYOUT
 from pyzyme.rules.table import RuleTable
 
 __all__ = [
-    "KnownCall", "TypeResults", "analyze_types", "to_memory", "to_value",
+    "KnownCall", "TypeResults", "analyze_types", "to_memory", "to_value", "ENZYME_HINTS",
 ]
 
 # ------------------------------------------------------------------------------ tree forms
@@ -667,9 +667,9 @@ class _Analyzer:
         if name.startswith(("llvm.memcpy", "llvm.memmove")) or name in ("memcpy", "memmove"):
             self._memcpy(args[0], args[1], args[2])
             return
-        if name in _ENZYME_HINTS and len(args) >= 2:
+        if name in ENZYME_HINTS and len(args) >= 2:
             # __enzyme_double(ptr, bytes): the user says what the memory holds (Enzyme's hints)
-            memory = TypeTree({(-1,): _ENZYME_HINTS[name]})
+            memory = TypeTree({(-1,): ENZYME_HINTS[name]})
             if isinstance(args[1], V.ConstantInt):
                 memory = memory.shift(0, args[1].value)
             self.update(args[0], TypeTree.pointer_to(memory))
@@ -719,7 +719,8 @@ class _Analyzer:
             self.update(a, res.tree(param))
 
 
-_ENZYME_HINTS = {"__enzyme_float": FLOAT32, "__enzyme_double": FLOAT64,
+#: Enzyme's type hints, ``__enzyme_double(pointer, bytes)``: what the memory holds.
+ENZYME_HINTS = {"__enzyme_float": FLOAT32, "__enzyme_double": FLOAT64,
                  "__enzyme_integer": INTEGER, "__enzyme_pointer": POINTER}
 
 # Integer operations whose operands are integers too (shifts and masks also take float bits).

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from pyzyme import ir
+from pyzyme import ir, naming
 from pyzyme.diff.tape.pool import CAPACITY_NAME, FREE_NAME, REALLOC_NAME
 from pyzyme.errors import FrontendError
 from pyzyme.frontends.global_callees import guard_global_callees
@@ -149,7 +149,9 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
             fn.prefix = ir.values.with_linkage(fn.prefix, "external")
         elif fn.linkage == "available_externally":
             fn.prefix = ir.values.with_linkage(fn.prefix, "internal")
-        if fn.name in keep:
+        if fn.name in keep or naming.is_checkpoint_sweep(fn.name):
+            # (A checkpointed loop's sweeps in a gradient: forward mode over it refuses them
+            # by name, which it could not once they were inlined.)
             fn.suffix = noinline_suffix(fn.suffix)
         for i, arg in enumerate(fn.args):
             if not arg.name:  # clang -O0 leaves them unnamed; derivatives name their shadows

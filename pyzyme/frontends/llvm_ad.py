@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from pyzyme import ir
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.typetree import INTEGER, TypeTree
+from pyzyme.analysis.type_analysis import ENZYME_HINTS
 from pyzyme.errors import UnsupportedError
 
 __all__ = ["KINDS", "Derivatives", "default_activity", "to_activity", "to_activities",
@@ -300,6 +301,10 @@ def c_rules(module=None, inactive=(), like=None, registered=None, inactive_globa
             raise UnsupportedError(f"__enzyme_function_like: pyzyme has no derivative of "
                                    f"{target!r} to give {name!r}")
         table.add(dataclasses.replace(row, names=(name,)))
+    hints = [n for n in ENZYME_HINTS if table.lookup(n) is None]
+    if hints:  # read by type analysis; no effect on values, removed once derivatives exist
+        table.add(Inactive(tuple(hints), "libm", reason="Enzyme's type hints: what memory "
+                           "holds", writes=()))
     names = [n for n in dict.fromkeys(names) if table.lookup(n) is None]
     if names:
         table.add(Inactive(tuple(names), "libm", reason="C library function without a "

@@ -67,6 +67,8 @@ ROWS = (
                 unsigned_schedule="do_scheduling_unsigned"),
     # A checkpointed time loop (C: __enzyme_checkpoint_for of <enzyme/checkpoint.h>).
     CheckpointLoop((naming.CHECKPOINT_FOR,), "runtime"),
+    # ... and a checkpointed while loop (__enzyme_checkpoint_while).
+    CheckpointLoop((naming.CHECKPOINT_WHILE,), "runtime", until_false=True),
     # A fixed-point iteration (C: __enzyme_fixed_point of <enzyme/fixed_point.h>).
     FixedPoint((naming.FIXED_POINT,), "runtime"),
     *_numba_helper("tgamma"),

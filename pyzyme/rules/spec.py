@@ -286,7 +286,11 @@ class CheckpointLoop(Row):
     ``EnzymeCheckpointScheme``: ``init``, ``next_action``, ``store``, ``restore``,
     ``finalize``) and the data its ``init`` takes, the number of regions, which follow as
     ``(pointer, bytes)`` pairs; the step's arguments come last. Its reverse sweep runs the
-    scheme's actions (Revolve's protocol), differentiating one step at a time."""
+    scheme's actions (Revolve's protocol), differentiating one step at a time.
+
+    With ``until_false`` the loop is ``i = 0; while (step(i++, args...));``: ``start`` is 0,
+    ``n`` -1 (the scheme's ``init`` is told the number of steps is unknown, its
+    ``set_nsteps`` the number once the forward sweep sees a step return false)."""
 
     step: int = 0
     start: int = 1
@@ -294,6 +298,7 @@ class CheckpointLoop(Row):
     scheme: int = 3
     data: int = 4
     regions: int = 5
+    until_false: bool = False
 
     def region_pairs(self, inst) -> list:
         """The ``(pointer, bytes)`` operands of call ``inst``."""

@@ -1,9 +1,10 @@
 """Checkpointed loops (:class:`~pyzyme.rules.spec.CheckpointLoop`), both modes.
 
 A checkpointed loop is a call ``loop(step, start, n, scheme, data, k, regions..., args...)``
-that runs ``step(start + j, args...)`` for ``j`` in ``[0, n)``; the memory the steps carry from
-one to the next is the ``k`` regions (``pointer, bytes`` pairs). Each mode gets a *driver*, a
-function of its own that the derivative calls in place of the loop:
+that runs ``step(start + j, args...)`` for ``j`` in ``[0, n)`` (a while loop, ``until_false``
+in its row, runs ``i = 0; while (step(i++, args...));`` and has ``n`` -1); the memory the
+steps carry from one to the next is the ``k`` regions (``pointer, bytes`` pairs). Each mode
+gets a *driver*, a function of its own that the derivative calls in place of the loop:
 
 - the loop as it is (``primal``), where nothing about it carries a derivative;
 - forward mode (``fwd``): each step's forward derivative, in order;
@@ -18,6 +19,11 @@ The actions follow Revolve's protocol as Enzyme's ``<enzyme/checkpoint.h>`` stat
 (``iteration``: the step ``iteration - 1``), RESTORE, DONE. The driver's own slots are -2 (the
 state before the last step, stored at the first turn) and -1 (the state the reverse sweep
 starts from, restored when the schedule is done).
+
+A while loop's forward sweep starts its scheme with ``n`` -1 and checks what each step it runs
+returns until one returns false: then it tells the scheme the number of steps
+(``set_nsteps``) and goes on to the first turn; it hands that number to the reverse sweep with
+the scheme's state.
 """
 
 from __future__ import annotations
@@ -26,26 +32,31 @@ from pyzyme import naming
 from pyzyme.analysis.activity import Activity
 from pyzyme.diff.calls.step_loops import Driver, i64, step_activities, step_function, trap
 from pyzyme.diff.signature import ForwardSignature, ReverseSignature
+from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.module import Function
-from pyzyme.ir.values import Value, const_int
+from pyzyme.ir.values import Value, const_int, const_null
 from pyzyme.rules import spec
 
 __all__ = ["varied", "forward_mode", "augmented", "reverse", "primal_driver"]
 
 # The scheme's functions: byte offsets in EnzymeCheckpointScheme, and their types.
-_INIT, _NEXT, _STORE, _RESTORE, _FINALIZE = 8, 16, 24, 32, 48
+_INIT, _NEXT, _STORE, _RESTORE, _SET_NSTEPS, _FINALIZE = 8, 16, 24, 32, 40, 48
 _INIT_TYPE = T.FunctionType(T.ptr, [T.ptr, T.i64, T.i64])
 _NEXT_TYPE = T.FunctionType(T.void, [T.ptr, T.ptr])
 _SLOT_TYPE = T.FunctionType(T.void, [T.ptr, T.i64, T.i64, T.ptr, T.i64])
 _FINALIZE_TYPE = T.FunctionType(T.void, [T.ptr])
+_SET_NSTEPS_TYPE = T.FunctionType(T.void, [T.ptr, T.i64])
 # EnzymeCkptAction {i32 flag; i64 iteration, startiteration, cpnum} and its flags;
 # EnzymeCkptRegion {ptr; u64 bytes; u32 addrspace, flags}.
 _ACTION = T.StructType([T.i32, T.i64, T.i64, T.i64])
 _REGION = T.StructType([T.ptr, T.i64, T.i32, T.i32])
 _STORE_A, _RESTORE_A, _FORWARD_A, _FIRSTUTURN_A, _UTURN_A, _DONE_A = 1, 2, 3, 4, 5, 7
 _WHAT = "a checkpointed loop"
+# The sweeps stay calls, so that forward mode over them (over a gradient) meets them by name
+# and refuses (pyzyme.naming.is_checkpoint_sweep), instead of differentiating the schemes.
+_KEPT_A_CALL = "noinline"
 
 
 def _step(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> Function:
@@ -104,15 +115,70 @@ class _Driver(Driver):
         b.position_at_end(done)
 
 
-def primal_driver(module, step: Function, types: list) -> Function:
-    """``void primal(i64 start, i64 n, args...)`` (``args`` of ``types``): the loop as it
-    is, ``step(start + j, args...)`` for ``j`` in ``[0, n)``."""
-    d = Driver(module, naming.checkpoint_driver(step.name, "primal"), T.void,
+def _loop_name(row) -> str:
+    return naming.CHECKPOINT_WHILE if row.until_false else naming.CHECKPOINT_FOR
+
+
+def _run(d: Driver, row, fn: Function, start: Value, n: Value, args: list) -> None:
+    """The loop at ``d``: ``fn(start + j, args...)`` for ``j`` in ``[0, n)``, or (a while loop)
+    until it returns false."""
+    if row.until_false:
+        d.repeat(i64(0), lambda b, j: b.call(fn, [b.add(start, j)] + args))
+    else:
+        d.loop(i64(0), n, lambda b, j: b.call(fn, [b.add(start, j)] + args))
+
+
+def primal_driver(module, step: Function, types: list, row: spec.CheckpointLoop) -> Function:
+    """``void primal(i64 start, i64 n, args...)`` (``args`` of ``types``): the loop of ``row``
+    as it is, ``step(start + j, args...)`` for ``j`` in ``[0, n)`` (or until it returns
+    false)."""
+    d = Driver(module, naming.checkpoint_driver(step.name, "primal", _loop_name(row)), T.void,
                 [("start", T.i64), ("n", T.i64)] + [(f"a{k}", t) for k, t in enumerate(types)])
     start, n, *rest = d.fn.args
-    d.loop(i64(0), n, lambda b, j: b.call(step, [b.add(start, j)] + rest))
+    _run(d, row, step, start, n, rest)
     d.b.ret_void()
     return d.fn
+
+
+def _trap_unless(d: Driver, ok: Value) -> None:
+    """Continue at ``d.b`` where ``ok``; trap otherwise (a scheme breaking the protocol)."""
+    b, fn = d.b, d.fn
+    good, bad = fn.append_block("ok"), fn.append_block("protocol")
+    b.cbranch(ok, good, bad)
+    b.position_at_end(bad)
+    b.call(trap(fn.module), [])
+    b.unreachable()
+    b.position_at_end(good)
+
+
+def _forward_until(d: Driver, scheme, state, steps, step, start, rest, first, it) -> None:
+    """A while loop's FORWARD from ``first`` to ``it``: each step runs untaped; until the loop
+    has ended (``steps`` < 0), the first step to return false ends it there, and the scheme
+    learns the number of steps (its ``set_nsteps``, which must be set)."""
+    b, fn = d.b, d.fn
+    head = b.block
+    loop, nxt_block = fn.append_block("fwd"), fn.append_block("fwd.next")
+    ends, after = fn.append_block("ends"), fn.append_block("fwd.done")
+    b.cbranch(b.icmp("slt", first, it), loop, after)
+    b.position_at_end(loop)
+    j = b.phi(T.i64, name="j")
+    j.add_incoming(first, head)
+    going = b.call(step, [b.add(start, j)] + rest)
+    stop = b.and_(b.icmp("slt", b.load(T.i64, steps, 8), i64(0)),
+                  b.icmp("eq", going, const_int(going.type, 0)))
+    b.cbranch(stop, ends, nxt_block)
+    b.position_at_end(nxt_block)
+    nxt = b.add(j, i64(1))
+    j.add_incoming(nxt, nxt_block)
+    b.cbranch(b.icmp("slt", nxt, it), loop, after)
+    b.position_at_end(ends)
+    count = b.add(j, i64(1))
+    b.store(count, steps, 8)
+    set_nsteps = b.load(T.ptr, b.gep(T.i8, scheme, [i64(_SET_NSTEPS)]), 8)
+    _trap_unless(d, b.icmp("ne", set_nsteps, const_null(T.ptr)))
+    d.b.call(set_nsteps, [state, count], function_type=_SET_NSTEPS_TYPE)
+    d.b.br(after)
+    d.b.position_at_end(after)
 
 
 def _index_and_count(b, inst, row, at) -> list:
@@ -132,20 +198,23 @@ def forward_mode(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
     start, n = _index_and_count(b, inst, row, cx.value)
     args = row.step_args(inst)
     if not any(a in cx.activity.varied for a in args):
-        b.call(primal_driver(cx.module, step, [a.type for a in args]),
+        b.call(primal_driver(cx.module, step, [a.type for a in args], row),
                [start, n] + [cx.value(a) for a in args])
         return
     acts = _activities(cx, inst, row, step, reverse=False)
     dfn = cx.callee_derivative(step, ForwardSignature.standard(step, acts, cx.width))
+    if row.until_false and dfn.function_type.ret != step.function_type.ret:
+        raise UnsupportedError(f"{cx.where} runs a checkpointed while loop whose step's "
+                               f"derivative does not return whether to go on ({step.ref})",
+                               hint="return an int from the step")
     tangents = [cx.derivs[a][k] for a, act in zip(args, acts[1:]) if act is not Activity.CONST
                 for k in range(cx.width)]
-    d = Driver(cx.module, naming.checkpoint_driver(step.name, "fwd"), T.void,
+    d = Driver(cx.module, naming.checkpoint_driver(step.name, "fwd", _loop_name(row)), T.void,
                 [("start", T.i64), ("n", T.i64)]
                 + [(f"a{k}", a.type) for k, a in enumerate(args)]
                 + [(f"d{k}", t.type) for k, t in enumerate(tangents)])
     start_p, n_p = d.fn.args[:2]
-    params = list(d.fn.args[2:])
-    d.loop(i64(0), n_p, lambda b, j: b.call(dfn, [b.add(start_p, j)] + params))
+    _run(d, row, dfn, start_p, n_p, list(d.fn.args[2:]))
     d.b.ret_void()
     b.call(d.fn, [start, n] + [cx.value(a) for a in args] + tangents)
 
@@ -182,12 +251,12 @@ def augmented(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
     b = cx.fb
     if not any(a in cx.activity.varied for a in args):
         start, n = _index_and_count(b, inst, row, cx.fwd_value)
-        b.call(primal_driver(cx.module, step, [a.type for a in args]),
+        b.call(primal_driver(cx.module, step, [a.type for a in args], row),
                [start, n] + [cx.fwd_value(a) for a in args])
         return
     acts = _activities(cx, inst, row, step, reverse=True)
-    d = _Driver(cx.module, naming.checkpoint_driver(step.name, "aug"), T.ptr,
-                _sweep_params(inst, row, args))
+    d = _Driver(cx.module, naming.checkpoint_driver(step.name, "aug", _loop_name(row)), T.ptr,
+                _sweep_params(inst, row, args), suffix=_KEPT_A_CALL)
     scheme, data, start, n, pairs, rest = _unpack(d, inst, row)
     regions = d.regions(pairs)
     total = i64(0)
@@ -199,17 +268,39 @@ def augmented(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
     def store(b, it, _from, slot):
         d.scheme_call(scheme, _STORE, _SLOT_TYPE, [state, slot, it, regions, nreg])
 
+    steps = None
+    if row.until_false:  # the number of steps, once a step has returned false
+        steps = d.b.alloca(T.i64, name="steps")
+        d.b.store(i64(-1), steps, 8)
+
     def forward(b, it, first, _slot):
-        d.loop(first, it, lambda b, j: b.call(step, [b.add(start, j)] + rest))
+        if row.until_false:
+            _forward_until(d, scheme, state, steps, step, start, rest, first, it)
+        else:
+            d.loop(first, it, lambda b, j: b.call(step, [b.add(start, j)] + rest))
 
     def first_turn(b, it, _from, _slot):
+        if row.until_false:
+            _trap_unless(d, b.icmp("sge", b.load(T.i64, steps, 8), i64(0)))
+        b = d.b
         last = b.sub(it, i64(1))
         d.scheme_call(scheme, _STORE, _SLOT_TYPE, [state, i64(-2), last, regions, nreg])
         b.call(step, [b.add(start, last)] + rest)
         return True
 
-    d.actions(state, scheme, {_STORE_A: store, _FORWARD_A: forward,
+    def restore(b, it, _from, slot):  # a while loop's schedule goes back to its first turn
+        d.scheme_call(scheme, _RESTORE, _SLOT_TYPE, [state, slot, it, regions, nreg])
+
+    d.actions(state, scheme, {_STORE_A: store, _RESTORE_A: restore, _FORWARD_A: forward,
                               _FIRSTUTURN_A: first_turn, _DONE_A: lambda *a: True})
+    if row.until_false:
+        # The scheme's state and the number of steps, for the reverse sweep.
+        fb = d.b
+        pair = fb.call(cx.module.declare("malloc", T.FunctionType(T.ptr, [T.i64])), [i64(16)],
+                       name="kept")
+        fb.store(state, pair, 8)
+        fb.store(fb.load(T.i64, steps, 8), fb.gep(T.i8, pair, [i64(8)]), 8)
+        state = pair
     d.b.ret(state)
     kept = b.call(d.fn, _sweep_operands(b, inst, row, cx.fwd_value), name="checkpoints")
     shadows = [cx.fwd_shadow(a) for a, act in zip(args, acts[1:])
@@ -228,11 +319,17 @@ def reverse(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
     cx.seed_callee_types(step, [i for i, act in enumerate(acts) if act is Activity.DUPLICATED])
     grad = cx.callee_derivative(step, ReverseSignature(
         tuple(acts), shared_adjoints=cx.sig.shared_adjoints))
-    d = _Driver(cx.module, naming.checkpoint_driver(step.name, "rev"), T.void,
+    d = _Driver(cx.module, naming.checkpoint_driver(step.name, "rev", _loop_name(row)), T.void,
                 _sweep_params(inst, row, args)
-                + [(f"s{k}", s.type) for k, s in enumerate(shadows)] + [("state", T.ptr)])
+                + [(f"s{k}", s.type) for k, s in enumerate(shadows)] + [("state", T.ptr)],
+                suffix=_KEPT_A_CALL)
     scheme, _, start, n, pairs, rest = _unpack(d, inst, row)
     state = d.fn.args[-1]
+    if row.until_false:
+        kept_pair = state
+        state = d.b.load(T.ptr, kept_pair, 8, name="scheme.state")
+        n = d.b.load(T.i64, d.b.gep(T.i8, kept_pair, [i64(8)]), 8, name="n")
+        d.b.call(cx.module.declare("free", T.FunctionType(T.void, [T.ptr])), [kept_pair])
     primals, shadow_params = rest[:len(args)], rest[len(args):-1]
     regions = d.regions(pairs)
     nreg = i64(len(pairs))

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pyzyme import naming
 from pyzyme.diff.calls import (
     allocation,
     callee,
@@ -146,6 +147,13 @@ def forward_mode(cx, inst: I.CallBase) -> None:
     if isinstance(inst, (I.Invoke, I.CallBr)):
         _unwinding(cx, inst, "forward", "derivative")
         return
+    callee_ = inst.called_function
+    if callee_ is not None and naming.is_checkpoint_sweep(callee_.name):
+        raise UnsupportedError(
+            f"{cx.where} takes forward mode through the reverse-mode derivative of a "
+            f"checkpointed loop (forward over reverse: @{readable(callee_.name)}); pyzyme "
+            f"has no forward mode of its snapshots and schedule",
+            hint="take the forward-over-reverse derivative of the plain loop")
     row = row_of(cx.rules, inst)
     handler_for(row, "forward", inst)(cx, inst, row)
 
@@ -355,6 +363,8 @@ RULES: dict[type | None, CallRule] = {
                               _when_varied(registered.augmented), registered.reverse),
     spec.ParallelFor: CallRule(parallel.varied, False, parallel.forward_mode,
                                parallel.augmented, parallel.reverse),
+    # A call of the gradient log itself (the program's enzymeLogGrad) only logs.
+    spec.GradientLog: CallRule(_never, False, _clone, _clone, _nothing),
     spec.CheckpointLoop: CallRule(checkpoint.varied, False, checkpoint.forward_mode,
                                   checkpoint.augmented, checkpoint.reverse),
     spec.FixedPoint: CallRule(fixed_point.varied, False, fixed_point.forward_mode,

@@ -13,6 +13,8 @@ from pyzyme.rules import spec
 
 __all__ = ["forward_mode", "augmented", "reverse", "check_inactive_call"]
 
+_LIFETIME = "llvm.lifetime."
+
 
 def forward_mode(cx, inst: I.CallBase, row: spec.Inactive) -> None:
     """Forward mode: the call, checked, without a derivative."""
@@ -21,8 +23,14 @@ def forward_mode(cx, inst: I.CallBase, row: spec.Inactive) -> None:
 
 
 def augmented(cx, inst: I.CallBase, row: spec.Inactive) -> None:
-    """Reverse mode's forward sweep: the call, checked."""
+    """Reverse mode's forward sweep: the call, checked; no ``llvm.lifetime`` marker: the
+    reverse sweep reads the stack slots the primal reads, after the forward sweep has passed
+    the end of their lifetime (LLVM may reuse a dead slot or fold its loads to poison), and
+    a lifetime start on a live slot would fill it with poison."""
     check_inactive_call(cx, inst, row)
+    if inst.called_function is not None and \
+            inst.called_function.name.startswith(_LIFETIME):
+        return
     cx.clone(inst)
 
 

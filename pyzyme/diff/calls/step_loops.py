@@ -62,10 +62,11 @@ def step_activities(cx, args: list, step: Function, reverse: bool, what: str) ->
 class Driver:
     """A driver function being built: ``params`` named, a builder at its entry."""
 
-    def __init__(self, module, name: str, ret: T.Type, params: list) -> None:
+    def __init__(self, module, name: str, ret: T.Type, params: list,
+                 suffix: str = "") -> None:
         self.fn = module.add_function(module.unique_global_name(name),
                                       T.FunctionType(ret, [ty for _, ty in params]),
-                                      prefix="internal")
+                                      prefix="internal", suffix=suffix)
         for arg, (pname, _) in zip(self.fn.args, params):
             arg.name = pname
         self.b = IRBuilder(self.fn.append_block("entry"))
@@ -88,3 +89,20 @@ class Driver:
         j.add_incoming(nxt, b.block)
         b.cbranch(b.icmp("slt", nxt, last), loop, done)
         b.position_at_end(done)
+
+    def repeat(self, first: Value, body) -> Value:
+        """``j = first; while (body(b, j)) j++;`` (``body`` returns an integer, nonzero to go
+        on) emitted at ``self.b``: the number of times ``body`` ran."""
+        b, fn = self.b, self.fn
+        head = b.block
+        loop, done = fn.append_block("step"), fn.append_block("stepped")
+        b.br(loop)
+        b.position_at_end(loop)
+        j = b.phi(T.i64, name="j")
+        j.add_incoming(first, head)
+        going = body(b, j)
+        nxt = b.add(j, i64(1))
+        j.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp("ne", going, const_int(going.type, 0)), loop, done)
+        b.position_at_end(done)
+        return b.sub(nxt, first)

@@ -69,8 +69,6 @@ _NOT_PROVIDED = {
     "__enzyme_trace": "probabilistic programming is not supported",
     "__enzyme_condition": "probabilistic programming is not supported",
     "__enzyme_error_estimate": "floating-point error estimation is not supported",
-    "__enzyme_checkpoint_while": "checkpointed while loops of <enzyme/checkpoint.h> are not "
-                                 "supported (__enzyme_checkpoint_for is)",
     "__enzyme_set_fixed_point": "fixed-point loops marked from inside are read only from "
                                 "the C or C++ source pyzyme cc compiles, not from LLVM IR "
                                 "(compile the source with pyzyme cc, or pass one iteration as "

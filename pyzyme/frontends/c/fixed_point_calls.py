@@ -51,10 +51,10 @@ def rewrite(text: str) -> str:
     EnzymeCallError
         A call that does not read as Enzyme's (its source line named).
     """
-    return rewrite_calls(text, ENTRY, naming.FIXED_POINT, _FP_TYPE, _rewrite_call)
+    return rewrite_calls(text, {ENTRY: naming.FIXED_POINT}, _FP_TYPE, _rewrite_call)
 
 
-def _rewrite_call(program, call, loop, written) -> None:
+def _rewrite_call(program, call, entry, loop, written) -> None:
     where = source_location(program, call)
     args = call.args
     step = step_function(args[0]) if args else None
@@ -185,7 +185,7 @@ def _float_accesses(fn, targets) -> set:
 def expand(text: str) -> str:
     """``text`` with each call of pyzyme's fixed-point iteration left in it replaced by the
     loop itself."""
-    return expand_calls(text, naming.FIXED_POINT, _loop_of)
+    return expand_calls(text, (naming.FIXED_POINT,), _loop_of)
 
 
 def _loop_of(module, call, row):

@@ -224,7 +224,7 @@ def _only_loaded_through(inst, gv) -> bool:
     return True
 
 
-_STEP_LOOPS = (naming.CHECKPOINT_FOR, naming.FIXED_POINT)
+_STEP_LOOPS = (naming.CHECKPOINT_FOR, naming.CHECKPOINT_WHILE, naming.FIXED_POINT)
 
 
 def _step_of(inst):

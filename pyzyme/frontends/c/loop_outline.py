@@ -102,7 +102,8 @@ class LoopOutliner:
         writes), ``values`` (slots it only loads whole; and other values from before the
         loop), ``pointers`` (the other slots)."""
         live_in = []
-        for block in self.blocks:
+        # In the function's order: the step's parameters must not depend on a set's order.
+        for block in [b for b in self.fn.blocks if b in self.blocks]:
             for inst in block.instructions:
                 for op in inst.operands:
                     if (isinstance(op, Argument) or (isinstance(op, I.Instruction)

@@ -38,6 +38,7 @@ import hashlib
 import re
 
 from pyzyme import ir
+from pyzyme.analysis.type_analysis import ENZYME_HINTS
 from pyzyme.diff.tape.pool import CAPACITY_NAME
 from pyzyme.errors import ActivityError, PyzymeError, UnsupportedError
 from pyzyme.frontends.ad_copy import ad_copy, forget_edge, link_into, promote_local_globals
@@ -62,7 +63,7 @@ from pyzyme.rules.spec import GradientLog
 __all__ = ["lower", "copy_with_rules"]
 
 # Enzyme's type hints (``__enzyme_double(p, bytes)``): read by type analysis, then removed.
-_HINTS = ("__enzyme_float", "__enzyme_double", "__enzyme_integer", "__enzyme_pointer")
+_HINTS = tuple(ENZYME_HINTS)
 # ``__enzyme_iter(n, step)``: n, plus step for each derivative taken of the code calling it.
 _ITER = "__enzyme_iter"
 
@@ -189,6 +190,7 @@ def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
         names.append(name)
     if last:
         _remove_markers(program)
+        _remove_hints(copy)
     # Before another round, the generated code is left for that round's AD copy to optimise
     # the AD way (no vectorization, which the outer derivative would have to differentiate).
     return link_into(str(program), copy, names, opt_level=opt_level if last else None)
@@ -339,6 +341,17 @@ def _drop_debug_records(fn) -> None:
         inst.debug_records = []
 
 
+def _remove_hints(module) -> None:
+    """Delete the calls of Enzyme's type hints (``__enzyme_double(p, bytes)``): type analysis
+    has read them; derivatives copy them as calls without a derivative."""
+    for fn in module.functions:
+        for inst in list(fn.instructions()):
+            if isinstance(inst, I.CallBase) and inst.called_function is not None and \
+                    inst.called_function.name.startswith(_HINTS) and not inst.users:
+                _drop_debug_records(fn)
+                inst.erase()
+
+
 def _remove_markers(program) -> None:
     """Delete what only Enzyme's pass would have read: loads of the ``enzyme_*`` globals,
     type-hint calls, declarations nothing uses; a marker still used (its address stored
@@ -352,10 +365,7 @@ def _remove_markers(program) -> None:
             if isinstance(inst, I.Load) and not inst.users and marker(inst):
                 _drop_debug_records(fn)
                 inst.erase()
-            elif isinstance(inst, I.CallBase) and inst.called_function is not None and \
-                    inst.called_function.name.startswith(_HINTS) and not inst.users:
-                _drop_debug_records(fn)
-                inst.erase()
+    _remove_hints(program)
     for gv in list(program.globals):
         if marker(gv) and gv.is_declaration:
             if gv.users:

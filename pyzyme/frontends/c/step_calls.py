@@ -26,48 +26,68 @@ __all__ = ["rewrite_calls", "expand_calls", "step_function", "underlying", "reac
            "globals_of"]
 
 
-def rewrite_calls(text: str, entry: str, intrinsic: str, ftype,
-                  rewrite_one: Callable) -> str:
-    """``text`` (a module) with each call of Enzyme's ``entry`` (a substring: C++ may mangle
-    it) rewritten by ``rewrite_one(program, call, loop, written)`` into a call of ``loop``
-    (``intrinsic``, declared of type ``ftype``); ``written`` holds the globals some function
-    writes. Unchanged when it has no such call."""
-    if entry not in text:
+def rewrite_calls(text: str, loops: dict, ftype, rewrite_one: Callable) -> str:
+    """``text`` (a module) with each call of one of Enzyme's entry points (the keys of
+    ``loops``, substrings: C++ may mangle them) rewritten by ``rewrite_one(program, call,
+    entry, loop, written)`` into a call of ``loop`` (the entry's intrinsic in ``loops``,
+    declared of type ``ftype``); ``written`` holds the globals some function writes. A loop
+    whose steps run another such loop comes after it: what a step writes is read from the
+    inner loops already rewritten. Unchanged when it has no such call."""
+    if not any(entry in text for entry in loops):
         return text
     program = ir.parse_module(text)
-    calls = [inst for fn in program.functions for inst in fn.instructions()
+    calls = [(inst, entry) for fn in program.functions for inst in fn.instructions()
              if isinstance(inst, I.CallBase) and inst.called_function is not None
-             and entry in inst.called_function.name]
+             for entry in loops if entry in inst.called_function.name]
     if not calls:
         return text
-    loop = program.declare(intrinsic, ftype)
     written = {gv for fn in program.functions if not fn.is_declaration
                for gv, w in globals_used(fn).items() if w}
-    for call in calls:
-        rewrite_one(program, call, loop, written)
+    for call, entry in _innermost_first(calls):
+        rewrite_one(program, call, entry, program.declare(loops[entry], ftype), written)
     return str(program)
 
 
-def expand_calls(text: str, intrinsic: str, loop_of: Callable) -> str:
-    """``text`` with each call of ``intrinsic`` replaced by the loop itself:
+def _innermost_first(calls: list) -> list:
+    """``calls`` with those a loop's steps run (nested loops) before that loop's."""
+    pending, order = list(calls), []
+    while pending:
+        inside = {call.parent.parent for call, _ in pending}
+        ready = [(call, entry) for call, entry in pending
+                 if not inside & set(_reachable_from(call))]
+        ready = ready or pending[:1]  # recursion: the rest as they come
+        order += ready
+        pending = [c for c in pending if c not in ready]
+    return order
+
+
+def _reachable_from(call) -> list:
+    step = step_function(call.args[0]) if call.args else None
+    return reachable(step) if isinstance(step, ir.Function) and not step.is_declaration \
+        else []
+
+
+def expand_calls(text: str, intrinsics: tuple, loop_of: Callable) -> str:
+    """``text`` with each call of one of ``intrinsics`` replaced by the loop itself:
     ``loop_of(module, call, row)`` gives the function running it and its arguments."""
-    if intrinsic not in text:
+    if not any(name in text for name in intrinsics):
         return text
     module = ir.parse_module(text)
-    loop = module.get_function(intrinsic)
-    if loop is None:
-        return text
-    row = default_rules().lookup(intrinsic, "call")
-    for user in list(loop.users):
-        if not isinstance(user, I.CallBase) or user.called_function is not loop:
+    for name in intrinsics:
+        loop = module.get_function(name)
+        if loop is None:
             continue
-        driver, args = loop_of(module, user, row)
-        b = IRBuilder()
-        b.position_before(user)
-        b.call(driver, args)
-        user.erase()
-    if not loop.users:
-        module.remove(loop)
+        row = default_rules().lookup(name, "call")
+        for user in list(loop.users):
+            if not isinstance(user, I.CallBase) or user.called_function is not loop:
+                continue
+            driver, args = loop_of(module, user, row)
+            b = IRBuilder()
+            b.position_before(user)
+            b.call(driver, args)
+            user.erase()
+        if not loop.users:
+            module.remove(loop)
     return str(module)
 
 
@@ -92,14 +112,20 @@ def underlying(pointer):
 
 
 def reachable(step) -> list:
-    """``step`` and the functions it calls, transitively (those pyzyme can read)."""
+    """``step`` and the functions it calls, transitively (those pyzyme can read), a function
+    passed to a call counting as called (the step of a checkpointed loop inside ``step``)."""
     seen, todo = [step], [step]
     while todo:
         for inst in todo.pop().instructions():
-            callee = inst.called_function if isinstance(inst, I.CallBase) else None
-            if callee is not None and not callee.is_declaration and callee not in seen:
-                seen.append(callee)
-                todo.append(callee)
+            if not isinstance(inst, I.CallBase):
+                continue
+            for callee in (inst.called_function, *inst.args):
+                if isinstance(callee, ConstantExpr) and callee.operands:
+                    callee = callee.operands[0]
+                if isinstance(callee, ir.Function) and not callee.is_declaration \
+                        and callee not in seen:
+                    seen.append(callee)
+                    todo.append(callee)
     return seen
 
 

@@ -16,6 +16,14 @@
  * global variable the step writes; `pyzyme cc` refuses a step that writes through an
  * argument no region covers.
  *
+ *     __enzyme_checkpoint_while((void *)step, markers..., args...);
+ *
+ * runs `i = 0; while (step(i++, args...));` (the step returns an int: nonzero to go on). The
+ * scheme's init is told nsteps = -1; until a step returns false it may ask only for STORE and
+ * FORWARD (the driver stops a FORWARD at the step that ends the loop), and then, told the
+ * number of steps by set_nsteps, goes on to its first turn (EnzymeCkptStoreAll does; the
+ * other schemes need the number of steps).
+ *
  * The actions (EnzymeCkptAction), as the driver pyzyme generates carries them out:
  *
  *   STORE      (iteration c, cpnum k)    the state is the one before step c: save it in slot k
@@ -36,9 +44,12 @@
  *                       run again at most r times, r the least with C(s + r, s) >= n
  *   EnzymeCkptPeriodic  config.snapshots segments; the segment being reversed stores the
  *                       state before each of its steps
- *   EnzymeCkptStoreAll  a snapshot before every step
+ *   EnzymeCkptStoreAll  a snapshot before every step; also for while loops
+ *   EnzymeCkptBinomial  Enzyme-MLIR's binomial schedule with config.snapshots slots, action
+ *                       for action (for comparisons with it: Revolve runs fewer steps)
  *
- * Their snapshots are kept in memory (config.spill_dir is not supported: it must be NULL).
+ * Their snapshots are kept in memory, or, with config.spill_dir, those of the slots past
+ * config.mem_budget bytes in files in that directory (removed when the schedule ends).
  */
 #ifndef PYZYME_ENZYME_CHECKPOINT_H
 #define PYZYME_ENZYME_CHECKPOINT_H
@@ -49,22 +60,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <enzyme/checkpoint_schedule.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define ENZYME_CKPT_ABI_VERSION 1
-
-enum {
-  ENZYME_CKPT_NONE = 0,
-  ENZYME_CKPT_STORE = 1,
-  ENZYME_CKPT_RESTORE = 2,
-  ENZYME_CKPT_FORWARD = 3,
-  ENZYME_CKPT_FIRSTUTURN = 4,
-  ENZYME_CKPT_UTURN = 5,
-  ENZYME_CKPT_ERROR = 6,
-  ENZYME_CKPT_DONE = 7
-};
 
 typedef struct EnzymeCkptAction {
   int32_t flag;
@@ -132,6 +134,7 @@ typedef struct pyzyme_ckpt_state {
   void **slots; /* slot k at index k + 2 */
   int64_t nslots, held;
   int online; /* a while loop still running: store before every step */
+  int64_t named; /* one more than the highest slot the queued actions name */
   EnzymeCkptStats stats;
 } pyzyme_ckpt_state;
 
@@ -151,6 +154,8 @@ static inline void pyzyme_ckpt_push(pyzyme_ckpt_state *s, int32_t flag, int64_t 
     if (!s->queue)
       pyzyme_ckpt_fail("out of memory for the schedule");
   }
+  if ((flag == ENZYME_CKPT_STORE || flag == ENZYME_CKPT_RESTORE) && cpnum >= s->named)
+    s->named = cpnum + 1;
   a = &s->queue[s->qlen++];
   a->flag = flag;
   a->iteration = iteration;
@@ -163,8 +168,6 @@ static inline pyzyme_ckpt_state *pyzyme_ckpt_new(void *data, int64_t nsteps, uin
   if (!s)
     pyzyme_ckpt_fail("out of memory");
   s->config = (const EnzymeCkptConfig *)data;
-  if (s->config && s->config->spill_dir)
-    pyzyme_ckpt_fail("config.spill_dir is not supported: snapshots stay in memory");
   s->bytes = bytes;
   s->steps = nsteps;
   return s;
@@ -246,17 +249,75 @@ static inline void *pyzyme_ckpt_revolve_init(void *data, int64_t nsteps, uint64_
   return s;
 }
 
-/* Segment k of `segments` over n steps: [start(k), start(k + 1)). */
-static inline int64_t pyzyme_ckpt_segment(int64_t n, int64_t segments, int64_t k) {
-  return k * n / segments;
+/* Enzyme-MLIR's binomial schedule, action for action: a stack of slots, each advance
+ * enzyme_ckpt_binomial_progress(steps left, slots left). The forward sweep places every slot;
+ * each step is then reversed from the topmost slot before it, replaying from there and
+ * placing slots on the way. Enzyme-MLIR replays the last slot's segment to the last step
+ * before reversing it, which the driver's slot -2 makes unneeded; it is replayed all the
+ * same, so that the steps run forward are Enzyme-MLIR's (less the one the first turn runs).
+ * EnzymeCkptRevolve runs fewer. */
+static inline void *pyzyme_ckpt_binomial_init(void *data, int64_t n, uint64_t bytes) {
+  pyzyme_ckpt_state *s = pyzyme_ckpt_new(data, n, bytes);
+  int64_t budget = s->config ? s->config->snapshots : 0, slots, k, pos = 0, top = 1, cur;
+  int64_t *slot;
+  if (n < 0)
+    pyzyme_ckpt_fail("EnzymeCkptBinomial needs the number of steps (use EnzymeCkptStoreAll "
+                     "for a while loop)");
+  if (n == 0) {
+    pyzyme_ckpt_push(s, ENZYME_CKPT_DONE, 0, 0, -1);
+    return s;
+  }
+  slots = enzyme_ckpt_binomial_slots(n, budget);
+  slot = (int64_t *)malloc((size_t)slots * sizeof(int64_t));
+  if (!slot)
+    pyzyme_ckpt_fail("out of memory for the schedule");
+  for (k = 0; k < slots; k++) {
+    int64_t left = slots - k < n - pos ? slots - k : n - pos;
+    int64_t next = pos + enzyme_ckpt_binomial_progress(n - pos, left);
+    slot[k] = pos;
+    pyzyme_ckpt_push(s, ENZYME_CKPT_STORE, pos, pos, k);
+    if (next == n) { /* the last slot: on to the first turn */
+      pyzyme_ckpt_push(s, ENZYME_CKPT_FORWARD, n - 1, pos, k);
+      pyzyme_ckpt_push(s, ENZYME_CKPT_FIRSTUTURN, n, n - 1, k);
+      top = k + 1;
+      break;
+    }
+    pyzyme_ckpt_push(s, ENZYME_CKPT_FORWARD, next, pos, k);
+    pos = next;
+  }
+  for (cur = n; cur >= 1; cur--) {
+    /* Reverse step cur - 1 from the topmost slot (step n - 1 was the first turn's). */
+    int64_t a = top - 1;
+    pos = slot[a];
+    if (pos + 1 < cur || cur < n)
+      pyzyme_ckpt_push(s, ENZYME_CKPT_RESTORE, pos, pos, a);
+    while (pos + 1 < cur) {
+      int64_t left = slots - a < cur - pos ? slots - a : cur - pos;
+      int64_t next = pos + enzyme_ckpt_binomial_progress(cur - pos, left);
+      if (a > top - 1) {
+        slot[a] = pos;
+        pyzyme_ckpt_push(s, ENZYME_CKPT_STORE, pos, pos, a);
+      }
+      pyzyme_ckpt_push(s, ENZYME_CKPT_FORWARD, next < cur ? next : cur - 1, pos, a);
+      pos = next;
+      a++;
+    }
+    top = a;
+    if (cur < n)
+      pyzyme_ckpt_push(s, ENZYME_CKPT_UTURN, cur, cur - 1, a - 1);
+  }
+  free(slot);
+  pyzyme_ckpt_push(s, ENZYME_CKPT_DONE, 0, 0, -1);
+  return s;
 }
 
 /* Reverse [a, b), the state before a being in slot k (here: the current state too): store
- * the state before each step of the segment, in slots `inner` on, then reverse from those. */
+ * the state before each step of the segment, in slots `first_free` on, then reverse from
+ * those. */
 static inline void pyzyme_ckpt_queue_segment(pyzyme_ckpt_state *s, int64_t a, int64_t b,
-                                             int64_t k, int64_t inner, int first) {
+                                             int64_t k, int64_t first_free, int first) {
   int64_t j;
-#define PYZYME_CKPT_SLOT(j) ((j) == a ? k : inner + (j) - a - 1)
+#define PYZYME_CKPT_SLOT(j) ((j) == a ? k : first_free + (j) - a - 1)
   if (!first)
     pyzyme_ckpt_push(s, ENZYME_CKPT_RESTORE, a, a, k);
   for (j = a; j < b - 1; j++) {
@@ -273,25 +334,25 @@ static inline void pyzyme_ckpt_queue_segment(pyzyme_ckpt_state *s, int64_t a, in
 #undef PYZYME_CKPT_SLOT
 }
 
+/* Segments of `inner` steps over n steps (the last may be shorter): the forward sweep stores
+ * the start of each (segment k in slot k); each is reversed from the state before every one
+ * of its steps. */
 static inline void *pyzyme_ckpt_segments_init(void *data, int64_t n, uint64_t bytes,
-                                              int64_t segments) {
+                                              int64_t inner) {
   pyzyme_ckpt_state *s = pyzyme_ckpt_new(data, n, bytes);
-  int64_t k;
-  if (segments > n)
-    segments = n;
-  if (segments < 1)
-    segments = 1;
-  if (n > 0) {
-    for (k = 0; k < segments; k++) {
-      int64_t a = pyzyme_ckpt_segment(n, segments, k);
-      pyzyme_ckpt_push(s, ENZYME_CKPT_STORE, a, a, k);
-      if (k + 1 < segments)
-        pyzyme_ckpt_push(s, ENZYME_CKPT_FORWARD, pyzyme_ckpt_segment(n, segments, k + 1), a, k);
-    }
-    for (k = segments - 1; k >= 0; k--)
-      pyzyme_ckpt_queue_segment(s, pyzyme_ckpt_segment(n, segments, k),
-                                pyzyme_ckpt_segment(n, segments, k + 1), k, segments,
-                                k == segments - 1);
+  int64_t k, segments;
+  if (inner < 1)
+    inner = 1;
+  segments = n > 0 ? (n + inner - 1) / inner : 0;
+  for (k = 0; k < segments; k++) {
+    int64_t a = k * inner, b = a + inner < n ? a + inner : n;
+    pyzyme_ckpt_push(s, ENZYME_CKPT_STORE, a, a, k);
+    if (k + 1 < segments)
+      pyzyme_ckpt_push(s, ENZYME_CKPT_FORWARD, b, a, k);
+  }
+  for (k = segments - 1; k >= 0; k--) {
+    int64_t a = k * inner, b = a + inner < n ? a + inner : n;
+    pyzyme_ckpt_queue_segment(s, a, b, k, segments, k == segments - 1);
   }
   pyzyme_ckpt_push(s, ENZYME_CKPT_DONE, 0, 0, -1);
   return s;
@@ -302,13 +363,15 @@ static inline void *pyzyme_ckpt_periodic_init(void *data, int64_t nsteps, uint64
   if (nsteps < 0)
     pyzyme_ckpt_fail("EnzymeCkptPeriodic needs the number of steps (use EnzymeCkptStoreAll "
                      "for a while loop)");
-  return pyzyme_ckpt_segments_init(data, nsteps, bytes, config ? config->snapshots : 1);
+  return pyzyme_ckpt_segments_init(
+      data, nsteps, bytes,
+      pyzyme_ckpt_periodic_inner(nsteps, config ? config->snapshots : 1));
 }
 
 static inline void *pyzyme_ckpt_store_all_init(void *data, int64_t nsteps, uint64_t bytes) {
   pyzyme_ckpt_state *s;
   if (nsteps >= 0)
-    return pyzyme_ckpt_segments_init(data, nsteps, bytes, 1);
+    return pyzyme_ckpt_segments_init(data, nsteps, bytes, nsteps);
   s = pyzyme_ckpt_new(data, nsteps, bytes);
   s->online = 1; /* a while loop: STORE j, FORWARD j+1, ... until set_nsteps */
   return s;
@@ -364,11 +427,54 @@ static inline void pyzyme_ckpt_next(void *state, EnzymeCkptAction *out) {
             (long long)out->cpnum);
 }
 
+/* Whether slot index idx (slot + 2) is kept in a file: with config.spill_dir, the slots
+ * that start past config.mem_budget bytes of snapshots. */
+static inline int pyzyme_ckpt_spilled(const pyzyme_ckpt_state *s, int64_t idx) {
+  return s->config && s->config->spill_dir &&
+         (uint64_t)idx * s->bytes >= s->config->mem_budget;
+}
+
+static inline void pyzyme_ckpt_path(const pyzyme_ckpt_state *s, int64_t idx, char *buf,
+                                    size_t len) {
+  if (snprintf(buf, len, "%s/pyzyme_ckpt_%p_%lld.bin", s->config->spill_dir, (const void *)s,
+               (long long)idx) >= (int)len)
+    pyzyme_ckpt_fail("the path of a snapshot file is too long");
+}
+
+/* A snapshot's bytes, in memory or in its file. */
+static inline void pyzyme_ckpt_copy(pyzyme_ckpt_state *s, int64_t idx,
+                                    const EnzymeCkptRegion *regions, uint64_t nregions,
+                                    int out) {
+  uint64_t r, off = 0;
+  FILE *f = NULL;
+  if (pyzyme_ckpt_spilled(s, idx)) {
+    char path[4096];
+    pyzyme_ckpt_path(s, idx, path, sizeof(path));
+    f = fopen(path, out ? "wb" : "rb");
+    if (!f)
+      pyzyme_ckpt_fail(out ? "cannot write a snapshot file in config.spill_dir"
+                           : "cannot read a snapshot file back");
+  }
+  for (r = 0; r < nregions; r++) {
+    if (regions[r].addrspace)
+      pyzyme_ckpt_fail("snapshots of device memory are not supported");
+    if (f && (out ? fwrite(regions[r].ptr, 1, regions[r].bytes, f)
+                  : fread(regions[r].ptr, 1, regions[r].bytes, f)) != regions[r].bytes)
+      pyzyme_ckpt_fail(out ? "short write to a snapshot file" : "short snapshot file");
+    if (!f && out)
+      memcpy((char *)s->slots[idx] + off, regions[r].ptr, regions[r].bytes);
+    if (!f && !out)
+      memcpy(regions[r].ptr, (char *)s->slots[idx] + off, regions[r].bytes);
+    off += regions[r].bytes;
+  }
+  if (f && fclose(f) != 0)
+    pyzyme_ckpt_fail("cannot close a snapshot file");
+}
+
 static inline void pyzyme_ckpt_store(void *state, int64_t slot, int64_t step,
                                      const EnzymeCkptRegion *regions, uint64_t nregions) {
   pyzyme_ckpt_state *s = (pyzyme_ckpt_state *)state;
   int64_t idx = slot + 2;
-  uint64_t r, off = 0;
   (void)step;
   if (slot < -2)
     pyzyme_ckpt_fail("store into a negative slot");
@@ -384,7 +490,8 @@ static inline void pyzyme_ckpt_store(void *state, int64_t slot, int64_t step,
     s->nslots = n;
   }
   if (!s->slots[idx]) {
-    s->slots[idx] = malloc(s->bytes ? s->bytes : 1);
+    /* A slot in a file holds a buffer of one byte: it is taken. */
+    s->slots[idx] = malloc(s->bytes && !pyzyme_ckpt_spilled(s, idx) ? s->bytes : 1);
     if (!s->slots[idx])
       pyzyme_ckpt_fail("out of memory for a snapshot");
     if (slot >= 0 && ++s->held > s->stats.max_slots) {
@@ -392,12 +499,7 @@ static inline void pyzyme_ckpt_store(void *state, int64_t slot, int64_t step,
       s->stats.max_bytes = (uint64_t)s->held * s->bytes;
     }
   }
-  for (r = 0; r < nregions; r++) {
-    if (regions[r].addrspace)
-      pyzyme_ckpt_fail("snapshots of device memory are not supported");
-    memcpy((char *)s->slots[idx] + off, regions[r].ptr, regions[r].bytes);
-    off += regions[r].bytes;
-  }
+  pyzyme_ckpt_copy(s, idx, regions, nregions, 1);
   if (slot >= 0)
     s->stats.stores++;
 }
@@ -406,14 +508,10 @@ static inline void pyzyme_ckpt_restore(void *state, int64_t slot, int64_t step,
                                        const EnzymeCkptRegion *regions, uint64_t nregions) {
   pyzyme_ckpt_state *s = (pyzyme_ckpt_state *)state;
   int64_t idx = slot + 2;
-  uint64_t r, off = 0;
   (void)step;
   if (slot < -2 || idx >= s->nslots || !s->slots[idx])
     pyzyme_ckpt_fail("restore of a slot that holds no snapshot");
-  for (r = 0; r < nregions; r++) {
-    memcpy(regions[r].ptr, (char *)s->slots[idx] + off, regions[r].bytes);
-    off += regions[r].bytes;
-  }
+  pyzyme_ckpt_copy(s, idx, regions, nregions, 0);
   if (slot >= 0)
     s->stats.restores++;
 }
@@ -429,8 +527,14 @@ static inline void pyzyme_ckpt_finalize(void *state) {
             (long long)s->stats.max_slots, (unsigned long long)s->stats.max_bytes);
   if (s->config && s->config->stats)
     *s->config->stats = s->stats;
-  for (k = 0; k < s->nslots; k++)
+  for (k = 0; k < s->nslots; k++) {
+    if (s->slots[k] && pyzyme_ckpt_spilled(s, k)) {
+      char path[4096];
+      pyzyme_ckpt_path(s, k, path, sizeof(path));
+      remove(path);
+    }
     free(s->slots[k]);
+  }
   free(s->slots);
   free(s->queue);
   free(s);
@@ -442,10 +546,104 @@ static const EnzymeCheckpointScheme EnzymeCkptRevolve = {
 static const EnzymeCheckpointScheme EnzymeCkptPeriodic = {
     ENZYME_CKPT_ABI_VERSION, pyzyme_ckpt_periodic_init, pyzyme_ckpt_next, pyzyme_ckpt_store,
     pyzyme_ckpt_restore, NULL, pyzyme_ckpt_finalize, NULL, NULL, NULL};
+static const EnzymeCheckpointScheme EnzymeCkptBinomial = {
+    ENZYME_CKPT_ABI_VERSION, pyzyme_ckpt_binomial_init, pyzyme_ckpt_next, pyzyme_ckpt_store,
+    pyzyme_ckpt_restore, NULL, pyzyme_ckpt_finalize, NULL, NULL, NULL};
 static const EnzymeCheckpointScheme EnzymeCkptStoreAll = {
     ENZYME_CKPT_ABI_VERSION, pyzyme_ckpt_store_all_init, pyzyme_ckpt_next, pyzyme_ckpt_store,
     pyzyme_ckpt_restore, pyzyme_ckpt_store_all_set_nsteps, pyzyme_ckpt_finalize, NULL, NULL,
     NULL};
+
+/* -- A schedule without a driver -----------------------------------------------------------
+ *
+ * For a program that keeps its snapshots itself and needs only the actions:
+ *
+ *   void *h = __enzyme_ckpt_schedule_begin(mode, budget, nsteps);
+ *   while (__enzyme_ckpt_schedule_next(h) != ENZYME_CKPT_DONE)
+ *     ... __enzyme_ckpt_schedule_iteration(h), _start(h), _slot(h) ...
+ *   __enzyme_ckpt_schedule_end(h);
+ *
+ * mode is an ENZYME_CKPT_SCHEDULE_* (periodic, revolve, store-all, binomial); a budget below 1
+ * asks for floor(sqrt(nsteps)) (at least 1). The scheme's store and restore are not called:
+ * the caller saves and loads slot _slot(h) itself, slots 0 to __enzyme_ckpt_schedule_slots(h)
+ * - 1. Defined where ENZYME_CHECKPOINT_RUNTIME is, weak, so several files may define them;
+ * ENZYME_CKPT_VERBOSE=1 (or 2) in the environment prints a summary (and every action). */
+void *__enzyme_ckpt_schedule_begin(int64_t mode, int64_t budget, int64_t nsteps);
+int32_t __enzyme_ckpt_schedule_next(void *h);
+int32_t __enzyme_ckpt_schedule_flag(void *h);
+int64_t __enzyme_ckpt_schedule_iteration(void *h);
+int64_t __enzyme_ckpt_schedule_start(void *h);
+int64_t __enzyme_ckpt_schedule_slot(void *h);
+int64_t __enzyme_ckpt_schedule_slots(void *h);
+void __enzyme_ckpt_schedule_end(void *h);
+
+#ifdef ENZYME_CHECKPOINT_RUNTIME
+typedef struct pyzyme_ckpt_schedule {
+  const EnzymeCheckpointScheme *scheme;
+  pyzyme_ckpt_state *state;
+  EnzymeCkptConfig config;
+  EnzymeCkptAction action;
+  EnzymeCkptStats stats;
+} pyzyme_ckpt_schedule;
+
+__attribute__((weak)) void *__enzyme_ckpt_schedule_begin(int64_t mode, int64_t budget,
+                                                          int64_t nsteps) {
+  pyzyme_ckpt_schedule *h;
+  const char *verbose = getenv("ENZYME_CKPT_VERBOSE");
+  if (nsteps < 0)
+    pyzyme_ckpt_fail("a schedule without a driver needs the number of steps");
+  h = (pyzyme_ckpt_schedule *)calloc(1, sizeof(pyzyme_ckpt_schedule));
+  if (!h)
+    pyzyme_ckpt_fail("out of memory");
+  if (budget < 1)
+    budget = enzyme_ckpt_isqrt(nsteps) > 1 ? enzyme_ckpt_isqrt(nsteps) : 1;
+  h->config.snapshots = budget;
+  h->config.verbose = verbose ? atoi(verbose) : 0;
+  h->config.stats = &h->stats;
+  h->scheme = mode == ENZYME_CKPT_SCHEDULE_PERIODIC    ? &EnzymeCkptPeriodic
+              : mode == ENZYME_CKPT_SCHEDULE_REVOLVE   ? &EnzymeCkptRevolve
+              : mode == ENZYME_CKPT_SCHEDULE_STORE_ALL ? &EnzymeCkptStoreAll
+              : mode == ENZYME_CKPT_SCHEDULE_BINOMIAL  ? &EnzymeCkptBinomial
+                                                       : NULL;
+  if (!h->scheme)
+    pyzyme_ckpt_fail("unknown schedule for __enzyme_ckpt_schedule_begin");
+  h->state = (pyzyme_ckpt_state *)h->scheme->init(&h->config, nsteps, 0);
+  h->action.flag = ENZYME_CKPT_NONE;
+  return h;
+}
+
+__attribute__((weak)) int32_t __enzyme_ckpt_schedule_next(void *h) {
+  pyzyme_ckpt_schedule *s = (pyzyme_ckpt_schedule *)h;
+  s->scheme->next_action(s->state, &s->action);
+  return s->action.flag;
+}
+
+__attribute__((weak)) int32_t __enzyme_ckpt_schedule_flag(void *h) {
+  return ((pyzyme_ckpt_schedule *)h)->action.flag;
+}
+
+__attribute__((weak)) int64_t __enzyme_ckpt_schedule_iteration(void *h) {
+  return ((pyzyme_ckpt_schedule *)h)->action.iteration;
+}
+
+__attribute__((weak)) int64_t __enzyme_ckpt_schedule_start(void *h) {
+  return ((pyzyme_ckpt_schedule *)h)->action.startiteration;
+}
+
+__attribute__((weak)) int64_t __enzyme_ckpt_schedule_slot(void *h) {
+  return ((pyzyme_ckpt_schedule *)h)->action.cpnum;
+}
+
+__attribute__((weak)) int64_t __enzyme_ckpt_schedule_slots(void *h) {
+  return ((pyzyme_ckpt_schedule *)h)->state->named;
+}
+
+__attribute__((weak)) void __enzyme_ckpt_schedule_end(void *h) {
+  pyzyme_ckpt_schedule *s = (pyzyme_ckpt_schedule *)h;
+  s->scheme->finalize(s->state);
+  free(s);
+}
+#endif
 
 /* The scheme of a loop annotated #pragma enzyme checkpoint("binomial", 2) (or with Enzyme's
  * attributes), which `pyzyme cc` runs as __enzyme_checkpoint_for: 1 periodic, 2 binomial,
