@@ -517,6 +517,11 @@ def _read_args(site: CallSite, args, start: int) -> None:
                                     size)
             continue
         ty = params[param]
+        if kind is None and ty.is_pointer and site.width == 1 and stride is None and \
+                i + 1 < n and not args[i + 1].type.is_pointer:
+            # Unmarked, and what follows cannot be its shadow: a constant (Enzyme reads
+            # ``f(x, dx, &n, m)`` so, with ``int *`` n).
+            kind = Activity.CONST
         kind = kind or default_activity(ty, forward)
         _check_kind(site, param, kind, marked or "enzyme_dup", ty)
         arg = Arg(param, kind, i, stride=stride)
