@@ -823,3 +823,26 @@ def test_inline_assembly_is_named(tmp_path):
         lower(compile_source(src, "-O2"))
     assert "inline assembly" in str(err.value) and "vsqrtsd" in str(err.value)
     assert "asm.c:7" in str(err.value)
+
+
+def test_call_through_a_pointer_given_active_heap_memory_is_still_refused(tmp_path):
+    """Memory the function allocates is passed through an unknown call as it is only when
+    nothing active is ever stored into it (inert_objects.cpp): one holding an active value
+    keeps the refusal, since the call may move that value where no derivative follows."""
+    from pyzyme.errors import UnsupportedError
+    from pyzyme.frontends.c.driver import compile_source
+    from pyzyme.frontends.c.lower import lower
+
+    src = tmp_path / "active_heap.c"
+    src.write_text("#include <stdlib.h>\n"
+                   "double __enzyme_autodiff(void *, ...);\n"
+                   "typedef void (*shift)(double *);\n"
+                   "double g(double x, shift f) {\n"
+                   "  double *p = malloc(16);\n  p[0] = x * x;\n  f(p);\n"
+                   "  double r = p[1];\n  free(p);\n  return r;\n}\n"
+                   "extern int enzyme_const;\n"
+                   "double dg(double x, shift f) {\n"
+                   "  return __enzyme_autodiff((void *)g, x, enzyme_const, f);\n}\n")
+    with pytest.raises(UnsupportedError) as err:
+        lower(compile_source(src, "-O1"))
+    assert "indirect call" in str(err.value) or "function pointer" in str(err.value)

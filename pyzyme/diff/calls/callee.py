@@ -23,6 +23,7 @@ from dataclasses import replace
 
 from pyzyme import naming
 from pyzyme.analysis.activity import Activity
+from pyzyme.analysis.overwrite import underlying_object
 from pyzyme.diff.calls import indirect
 from pyzyme.diff.leaves import has_float, has_pointer
 from pyzyme.diff.signature import ForwardSignature, ReverseSignature
@@ -31,6 +32,7 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import const_int
+from pyzyme.rules import spec
 from pyzyme.rules.constructs import unknown_call_message
 
 __all__ = ["result_varied", "forward_mode", "augmented", "reverse", "call_derivative",
@@ -57,6 +59,66 @@ def result_varied(row, inst: I.CallBase, is_varied) -> bool:
     without a rule does not."""
     callee_ = inst.called_function
     return (callee_ is None or _has_body(callee_)) and any(is_varied(a) for a in inst.args)
+
+
+def _inert_memory_only(cx, inst: I.CallBase) -> bool:
+    """Whether the arguments of ``inst`` (a call without a derivative) that carry one are all
+    pointers into memory the function makes (allocations, stack slots) that no derivative
+    ever reaches: such memory gets a shadow whatever is stored in it, but memory the function
+    only fills with constants and hands to calls given nothing else active (a C++ object made
+    with new, used through its virtual functions; a buffer it lends it) holds no derivative
+    the call could move, so the call is made as it is (Enzyme's activity by data flow)."""
+    varied = [a for a in inst.args if a in cx.activity.varied]
+    if not varied or not all(a.type.is_pointer for a in varied):
+        return False
+    todo, done = [underlying_object(a) for a in varied], set()
+    while todo:
+        obj = todo.pop()
+        if obj in done:
+            continue
+        done.add(obj)
+        if not (isinstance(obj, I.Alloca) or _allocation(cx, obj)):
+            return False
+        reached = _reached_if_inert(cx, obj)
+        if reached is None:
+            return False
+        todo += reached
+    return True
+
+
+def _allocation(cx, obj) -> bool:
+    """A plain allocation (malloc, new): not one whose data block it allocates apart and
+    points to (Numba's MemInfo), whose contents are reached by a pointer loaded from it."""
+    callee = obj.called_function if isinstance(obj, I.CallBase) else None
+    row = cx.rules.lookup(callee.name, "call") if callee is not None else None
+    return isinstance(row, spec.Allocation) and row.data_offset is None and not row.resizable
+
+
+def _reached_if_inert(cx, obj) -> list | None:
+    """None if something active may be stored into ``obj``'s memory, or its address is stored
+    or merged; else the memory of the other active arguments of the calls given it (which
+    must be as inert)."""
+    seen, work, reached = {obj}, [obj], []
+    while work:
+        v = work.pop()
+        for user in v.users:
+            if isinstance(user, I.GetElementPtr) and user.operands[0] is v or (
+                    isinstance(user, I.Cast) and user.opcode in ("bitcast", "addrspacecast")):
+                if user not in seen:
+                    seen.add(user)
+                    work.append(user)
+            elif isinstance(user, I.Store):
+                if user.value is v or user.value in cx.activity.varied:
+                    return None
+            elif isinstance(user, I.CallBase):
+                for a in user.args:
+                    if a in cx.activity.varied and a not in seen:
+                        if not a.type.is_pointer:
+                            return None
+                        reached.append(underlying_object(a))
+            elif not isinstance(user, (I.Load, I.Compare)):
+                return None  # merged (phi, select), or anything else: not followed
+    return reached
 
 
 def unknown_callee(where: str, callee, call: I.CallBase | None = None) -> UnsupportedError:
@@ -86,7 +148,7 @@ def forward_mode(cx, inst: I.CallBase, row=None) -> None:
     where nothing about it varies."""
     if _wants_derivative(cx, inst):
         call_derivative(cx, inst, inst.called_function)
-    elif _any_varied(cx, inst):
+    elif _any_varied(cx, inst) and not _inert_memory_only(cx, inst):
         raise unknown_callee(cx.where, inst.called_function, inst)
     else:
         cx.clone(inst)
@@ -142,7 +204,7 @@ def augmented(cx, inst: I.CallBase, row=None) -> None:
     call as it is where nothing about it varies."""
     if _wants_derivative(cx, inst):
         augmented_call(cx, inst, inst.called_function)
-    elif _any_varied(cx, inst):
+    elif _any_varied(cx, inst) and not _inert_memory_only(cx, inst):
         if inst.called_function is None and indirect.augmented(cx, inst):
             return
         raise unknown_callee(cx.where, inst.called_function, inst)
