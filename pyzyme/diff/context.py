@@ -105,6 +105,13 @@ class _Generated:
         """What the derivative is generated under (:class:`~pyzyme.options.Options`)."""
         return self.generator.options
 
+    def allocation_row(self, value: Value):
+        """The :class:`~pyzyme.rules.spec.Allocation` row of the call ``value`` is, if it is
+        a call of an allocator; else None."""
+        callee = value.called_function if isinstance(value, I.CallBase) else None
+        row = self.rules.lookup(callee.name, "call") if callee is not None else None
+        return row if isinstance(row, spec.Allocation) else None
+
 
 @dataclass(eq=False)
 class ForwardContext(_Generated):
@@ -357,9 +364,9 @@ class ReverseContext(_Generated):
         obj = underlying_object(pointer)
         if isinstance(obj, I.Load):  # the data block a MemInfo allocated here points to
             inner = underlying_object(obj.pointer)
-            if self._allocated_here(inner):
+            if self.allocation_row(inner) is not None:
                 obj = inner
-        return isinstance(obj, I.Alloca) or self._allocated_here(obj) or self._owned(pointer) \
+        return isinstance(obj, I.Alloca) or self.allocation_row(obj) is not None or self._owned(pointer) \
             or self._slot_in(obj, "private")
 
     def _owned(self, pointer: Value) -> bool:
@@ -408,7 +415,7 @@ class ReverseContext(_Generated):
         if isinstance(pointer, I.Load):
             inner = pointer.pointer
             base = underlying_object(inner)
-            if self._allocated_here(base):
+            if self.allocation_row(base) is not None:
                 row = self.rules.lookup(base.called_function.name, "call")
                 offset = inner.operands[1] if isinstance(inner, I.GetElementPtr) and \
                     len(inner.operands) == 2 else None
@@ -465,11 +472,6 @@ class ReverseContext(_Generated):
             schedule = [load for load, k in self._slot_loads().items() if k == body.schedule]
             self.owned = owned_arrays(self.old, schedule, body.first_index)
         return self.owned
-
-    def _allocated_here(self, value: Value) -> bool:
-        callee = value.called_function if isinstance(value, I.CallBase) else None
-        return callee is not None and isinstance(self.rules.lookup(callee.name, "call"),
-                                                 spec.Allocation)
 
     def release_later(self, call: I.Call, primal: Value, shadow: Value) -> None:
         """In the forward sweep: record ``call`` (a release of its one pointer argument) to

@@ -31,8 +31,8 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
+from pyzyme.ir.opcodes import ADDRESS_CASTS
 from pyzyme.ir.values import const_int
-from pyzyme.rules import spec
 from pyzyme.rules.constructs import unknown_call_message
 
 __all__ = ["result_varied", "forward_mode", "augmented", "reverse", "call_derivative",
@@ -77,21 +77,17 @@ def _inert_memory_only(cx, inst: I.CallBase) -> bool:
         if obj in done:
             continue
         done.add(obj)
-        if not (isinstance(obj, I.Alloca) or _allocation(cx, obj)):
+        # A plain allocation (malloc, new), not one whose data block is allocated apart and
+        # reached by a pointer loaded from it (Numba's MemInfo).
+        row = cx.allocation_row(obj)
+        plain = row is not None and row.data_offset is None and not row.resizable
+        if not (isinstance(obj, I.Alloca) or plain):
             return False
         reached = _reached_if_inert(cx, obj)
         if reached is None:
             return False
         todo += reached
     return True
-
-
-def _allocation(cx, obj) -> bool:
-    """A plain allocation (malloc, new): not one whose data block it allocates apart and
-    points to (Numba's MemInfo), whose contents are reached by a pointer loaded from it."""
-    callee = obj.called_function if isinstance(obj, I.CallBase) else None
-    row = cx.rules.lookup(callee.name, "call") if callee is not None else None
-    return isinstance(row, spec.Allocation) and row.data_offset is None and not row.resizable
 
 
 def _reached_if_inert(cx, obj) -> list | None:
@@ -103,7 +99,7 @@ def _reached_if_inert(cx, obj) -> list | None:
         v = work.pop()
         for user in v.users:
             if isinstance(user, I.GetElementPtr) and user.operands[0] is v or (
-                    isinstance(user, I.Cast) and user.opcode in ("bitcast", "addrspacecast")):
+                    isinstance(user, I.Cast) and user.opcode in ADDRESS_CASTS):
                 if user not in seen:
                     seen.add(user)
                     work.append(user)

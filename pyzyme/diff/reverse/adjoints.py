@@ -165,26 +165,31 @@ class ReverseAdjoints:
     def _log_gradient(self, st: ReverseContext, inst: I.Instruction, d: Value) -> None:
         """Call the module's gradient log (a :class:`~pyzyme.rules.spec.GradientLog` row:
         Enzyme's ``enzymeLogGrad``) with adjoint ``d`` of ``inst``, if it has one."""
-        if not hasattr(self, "_gradient_log"):  # looked up once per generator
-            rows = [r for r in self.rules.rows() if isinstance(r, spec.GradientLog)]
-            self._gradient_log = rows[0].names[0] if rows else None
-        hook = self._gradient_log and self.module.get_function(self._gradient_log)
+        if self.gradient_log is None:
+            return
+        hook = self.module.get_function(self.gradient_log)
         if hook is None:
             return
         b, fn = st.rb, st.old
         block = inst.parent
         callee = inst.called_function if isinstance(inst, I.CallBase) else None
-        texts = [inst.opcode, callee.name if callee is not None else "",
-                 self.module.source_filename or "", fn.name]
-        strings = [self.module.add_global(self.module.unique_global_name("pyzyme.log.text"),
-                                          c.type, c, is_constant=True,
-                                          prefix="private unnamed_addr")
-                   for c in map(const_c_string, texts)]
+        strings = [self._log_text(text) for text in (
+            inst.opcode, callee.name if callee is not None else "",
+            self.module.source_filename or "", fn.name)]
         value = d if d.type == T.double else b.fpext(d, T.double)
         b.call(hook, [value, *strings, const_int(T.i32, fn.blocks.index(block)),
                       const_int(T.i32, block.instructions.index(inst))],
                function_type=T.FunctionType(T.void, [T.double, T.ptr, T.ptr, T.ptr, T.ptr,
                                                      T.i32, T.i32]))
+
+    def _log_text(self, text: str):
+        """A constant C string of the module holding ``text``, made once."""
+        if text not in self.log_texts:
+            c = const_c_string(text)
+            self.log_texts[text] = self.module.add_global(
+                self.module.unique_global_name("pyzyme.log.text"), c.type, c,
+                is_constant=True, prefix="private unnamed_addr")
+        return self.log_texts[text]
 
     def _arith(self, st: ReverseContext, inst: I.Instruction) -> None:
         row = self.rules.lookup(inst.opcode, "opcode")

@@ -95,6 +95,11 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         self.released_by_address: set = set()
         self.types: dict = {}   # function -> its type analysis (or the error it raised)
         self.scopes = ScopeTable(module)
+        # The function the reverse sweep calls with each arithmetic result's adjoint (a
+        # GradientLog row: a C program's enzymeLogGrad), and the strings it is passed.
+        self.gradient_log = next((r.names[0] for r in rules.rows()
+                                  if isinstance(r, spec.GradientLog)), None)
+        self.log_texts: dict = {}
 
     # -- entry point -------------------------------------------------------------------
     def derivative(self, fn, sig: ReverseSignature, name: str | None = None):

@@ -35,6 +35,8 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import ConstantInt, const_int, const_null
+from pyzyme.rules import default_rules
+from pyzyme.rules.spec import Allocation
 
 __all__ = ["MARKER", "SCHEME_FUNCTION", "mark", "outline"]
 
@@ -304,14 +306,14 @@ class _Outliner(LoopOutliner):
             if hint.function is self.fn and _stored(hint.args[0]) is origin \
                     and isinstance(hint.args[1], ConstantInt):
                 return const_int(T.i64, hint.args[1].value)
-        if isinstance(origin, I.Call) and origin.called_function is not None:
-            name = origin.called_function.name
-            sizes = {"malloc": (0,), "calloc": (0, 1)}.get(name)
-            if sizes and all(isinstance(origin.args[k], ConstantInt) for k in sizes):
-                n = 1
-                for k in sizes:
-                    n *= origin.args[k].value
-                return const_int(T.i64, n)
+        callee = origin.called_function if isinstance(origin, I.Call) else None
+        row = default_rules().lookup(callee.name, "call") if callee is not None else None
+        if isinstance(row, Allocation) and all(isinstance(origin.args[k], ConstantInt)
+                                               for k in row.size_args):
+            n = 1
+            for k in row.size_args:  # malloc's size, calloc's count times size
+                n *= origin.args[k].value
+            return const_int(T.i64, n)
         raise self.refuse(f"writes through {getattr(slot, 'name', '') or 'a pointer'}, whose "
                           f"size pyzyme cannot tell for its snapshots",
                           hint=f"call {_SIZE_HINT}(pointer, bytes, 0) before the loop")
