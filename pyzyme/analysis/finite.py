@@ -15,7 +15,10 @@ that are not give IEEE results, as the primal does). A value can be non-finite w
 - it is loaded from memory, and the function (or a callee it passes a pointer to) may have
   stored a non-finite value anywhere; which memory is not tracked.
 
-Overflow is ignored: ``x * y`` of finite values is taken to be finite.
+Overflow is ignored: ``x * y`` of finite values is taken to be finite, and so is ``x / y``
+where a branch on ``y == 0`` guards the division (the check Numba puts before every ``/`` it
+compiles, raising ``ZeroDivisionError``): a block reached only through the edge where
+``y != 0`` holds, or one that edge dominates, divides by a nonzero ``y``.
 
 Examples
 --------
@@ -32,13 +35,31 @@ Examples
 ... declare double @llvm.sqrt.f64(double)''')
 >>> print(nonfinite_values(m.get_function("f"), default_rules()))
 non-finite values of @f: %q %r %t
+
+A division Numba guards (``ZeroDivisionError`` when ``y == 0``) divides by a nonzero ``y``:
+
+>>> m = parse_module('''
+... define double @g(double %x, double %y) {
+... entry:
+...   %z = fcmp oeq double %y, 0.0
+...   br i1 %z, label %raise, label %divide
+... raise:
+...   ret double 0.0
+... divide:
+...   %q = fdiv double %x, %y
+...   ret double %q
+... }''')
+>>> print(nonfinite_values(m.get_function("g"), default_rules()))
+non-finite values of @g: (none)
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from pyzyme.analysis.cfg import dominators
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.opcodes import STRUCTURAL
@@ -58,6 +79,8 @@ class NonFinite:
 
     function: object
     values: frozenset
+    #: ``nonzero(y, block)``: whether a branch on ``y == 0`` proves ``y`` nonzero in ``block``
+    nonzero: Callable[[Value, object], bool] = lambda value, block: False
 
     def __contains__(self, value: Value) -> bool:
         if isinstance(value, Constant):
@@ -103,6 +126,7 @@ def nonfinite_values(fn, rules) -> NonFinite:
     """
     found: set = set()
     memory = False    # whether memory may hold a non-finite value the function stored
+    nonzero = _nonzero_divisors(fn)
 
     def bad(v: Value) -> bool:
         if isinstance(v, Constant):
@@ -115,16 +139,16 @@ def nonfinite_values(fn, rules) -> NonFinite:
         for inst in fn.instructions():
             if inst in found and (memory or not isinstance(inst, (I.Store, I.CallBase))):
                 continue
-            verdict, writes = _verdict(inst, bad, memory, rules)
+            verdict, writes = _verdict(inst, bad, memory, rules, nonzero)
             if writes and not memory:
                 memory = changed = True
             if verdict and inst not in found:
                 found.add(inst)
                 changed = True
-    return NonFinite(fn, frozenset(found))
+    return NonFinite(fn, frozenset(found), nonzero)
 
 
-def _verdict(inst, bad, memory: bool, rules) -> tuple[bool, bool]:
+def _verdict(inst, bad, memory: bool, rules, nonzero) -> tuple[bool, bool]:
     """(whether ``inst``'s result can be non-finite, whether it may store a non-finite value
     into memory)."""
     op = inst.opcode
@@ -141,11 +165,56 @@ def _verdict(inst, bad, memory: bool, rules) -> tuple[bool, bool]:
         return any(bad(v) for v in operands if _carries_floats(v.type)), False
     if op in ("fdiv", "frem"):
         x, y = inst.operands
-        steady = isinstance(y, Constant) and not _constant_nonfinite(y) and not _zero(y)
+        if isinstance(y, Constant):
+            steady = not _constant_nonfinite(y) and not _zero(y)
+        else:
+            steady = op == "fdiv" and not bad(y) and nonzero(y, inst.parent)
         return not steady or bad(x), False
     if total(op):
         return any(bad(v) for v in inst.operands), False
     return True, False
+
+
+# fcmp predicates under which "true" means y == 0 (ordered or not) and "true" means y != 0
+_ZERO_WHEN_TRUE = frozenset({"oeq", "ueq"})
+_NONZERO_WHEN_TRUE = frozenset({"one", "une"})
+
+
+def _nonzero_divisors(fn):
+    """A test ``nonzero(y, block)``: whether ``y`` is nonzero wherever ``block`` runs, because
+    ``block`` is reached only through a branch edge on which ``fcmp y, 0.0`` said so."""
+    tree = dominators(fn)
+    facts: dict = {}     # block -> the value its only entry edge proves nonzero
+    for block in tree.idom:
+        preds = tree.preds.get(block, ())
+        if len(preds) != 1:
+            continue
+        term = preds[0].terminator
+        if not (isinstance(term, I.Branch) and term.is_conditional):
+            continue
+        cond, on_true, on_false = term.operands
+        if on_true is on_false or not isinstance(cond, I.Compare) or cond.opcode != "fcmp":
+            continue
+        a, b = cond.operands
+        y = a if _exactly_zero(b) else b if _exactly_zero(a) else None
+        if y is None or isinstance(y, Constant):
+            continue
+        if (cond.predicate in _ZERO_WHEN_TRUE and block is on_false) or \
+                (cond.predicate in _NONZERO_WHEN_TRUE and block is on_true):
+            facts[block] = y
+
+    def nonzero(y: Value, block) -> bool:
+        while block is not None:
+            if facts.get(block) is y:
+                return True
+            block = tree.idom.get(block)
+        return False
+
+    return nonzero
+
+
+def _exactly_zero(v: Value) -> bool:
+    return isinstance(v, ConstantFP) and v.value == 0.0
 
 
 def _zero(c: Constant) -> bool:

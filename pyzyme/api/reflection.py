@@ -96,7 +96,7 @@ def code_llvm(mode: Mode, f, *args, optimized: bool = False) -> str:
         raise UnsupportedError(f"{mode} mode is not implemented yet; use Reverse or "
                                f"ReverseWithPrimal")
     else:
-        text = _reverse_text(f, ret_activity, anns)
+        text = _reverse_text(mode, f, ret_activity, anns)
     if optimized:
         return compile_module(text).optimized_ir  # the plan compiled this text: cached
     return text
@@ -116,8 +116,9 @@ def _forward_text(f, ret_activity, anns) -> str:
     return plan.ir_text
 
 
-def _reverse_text(f, ret_activity, anns) -> str:
+def _reverse_text(mode: Mode, f, ret_activity, anns) -> str:
     calls = [ReverseArg(a, {}, i) for i, a in enumerate(anns)]
     plan = reverse_plan(dispatcher_of(f), [c.numba_type for c in calls],
-                        [c.kind for c in calls], ret_activity, distinct(calls))
+                        [c.kind for c in calls], ret_activity, distinct(calls),
+                        need_primal=mode.with_primal)   # the function autodiff would call
     return plan.ir_text

@@ -49,8 +49,12 @@ def guarded(partial: E.Expr, operands: Sequence[Value], result: Value, nonfinite
     (``nonfinite``, a :class:`pyzyme.analysis.finite.NonFinite`; None: strong zero is off)."""
     if nonfinite is None:
         return False
-    return may_be_nonfinite(
-        partial, lambda place: (result if place == "ret" else operands[place]) in nonfinite)
+
+    def value(place):
+        return result if place == "ret" else operands[place]
+
+    return may_be_nonfinite(partial, lambda place: value(place) in nonfinite,
+                            lambda place: nonfinite.nonzero(value(place), result.parent))
 
 
 def type_suffix(ty: T.Type) -> str:

@@ -67,7 +67,8 @@ def total(name: str) -> bool:
     return name[-1:] in ("f", "l") and name[:-1] in TOTAL
 
 
-def may_be_nonfinite(e: E.Expr, nonfinite: Callable[[int | str], bool]) -> bool:
+def may_be_nonfinite(e: E.Expr, nonfinite: Callable[[int | str], bool],
+                     nonzero: Callable[[int | str], bool] = lambda place: False) -> bool:
     """Whether rule expression ``e`` can be infinite or NaN.
 
     Parameters
@@ -77,6 +78,17 @@ def may_be_nonfinite(e: E.Expr, nonfinite: Callable[[int | str], bool]) -> bool:
     nonfinite
         Whether a placeholder can be non-finite: called with an operand's index for
         ``arg(i)`` and with ``"ret"`` for the result.
+    nonzero
+        Whether a placeholder is known to be nonzero where the partial is used (a division
+        by it has no pole there); by default none is.
+
+    Examples
+    --------
+    >>> from pyzyme.rules.expr import arg, ret
+    >>> may_be_nonfinite(-ret() / arg(1), lambda place: False)   # fdiv's partial in y
+    True
+    >>> may_be_nonfinite(-ret() / arg(1), lambda place: False, lambda place: place == 1)
+    False
     """
     if isinstance(e, E.Const):
         return not math.isfinite(e.value)
@@ -86,12 +98,22 @@ def may_be_nonfinite(e: E.Expr, nonfinite: Callable[[int | str], bool]) -> bool:
         return nonfinite("ret")
     name, operands = e.name, e.operands
     if name == "select":
-        return any(may_be_nonfinite(o, nonfinite) for o in operands[1:])
+        return any(may_be_nonfinite(o, nonfinite, nonzero) for o in operands[1:])
     if name == "fdiv":
-        divisor = operands[1]
-        if not (isinstance(divisor, E.Const) and divisor.value != 0.0
-                and math.isfinite(divisor.value)):
+        if not _pole_free(operands[1], nonzero):
             return True
     elif name not in _ARITHMETIC and not total(name):
         return True
-    return any(may_be_nonfinite(o, nonfinite) for o in operands)
+    return any(may_be_nonfinite(o, nonfinite, nonzero) for o in operands)
+
+
+def _pole_free(divisor: E.Expr, nonzero: Callable[[int | str], bool]) -> bool:
+    """Whether ``divisor`` is never zero: a nonzero constant, or a placeholder known nonzero
+    (its finiteness is asked of the operands, as for any other placeholder)."""
+    if isinstance(divisor, E.Const):
+        return divisor.value != 0.0 and math.isfinite(divisor.value)
+    if isinstance(divisor, E.Arg):
+        return nonzero(divisor.index)
+    if isinstance(divisor, E.Ret):
+        return nonzero("ret")
+    return False
