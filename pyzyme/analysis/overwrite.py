@@ -43,7 +43,7 @@ from pyzyme.ir.values import Argument, GlobalVariable, Null, Poison, Undef, Valu
 from pyzyme.rules import default_rules, spec
 
 __all__ = ["OverwriteResult", "analyze_overwrites", "identified_object", "underlying_object",
-           "underlying_objects", "may_alias", "PURE_INTRINSICS", "pure_call", "list_block_of",
+           "underlying_objects", "may_alias", "swapped_apart", "PURE_INTRINSICS", "pure_call", "list_block_of",
            "written_pointers"]
 
 # Intrinsics (by name, overload suffix left out) that read and write no memory and cannot
@@ -177,9 +177,58 @@ def underlying_objects(pointer: Value, limit: int = 32) -> list[Value] | None:
     return found
 
 
+def swapped_apart(a: Value, b: Value) -> bool:
+    """Whether ``a`` and ``b`` are phis of one block that always point into two different
+    identified objects: a time loop's two grids swapped after each step (``v, w = w, v``).
+
+    On every edge into the block the pair either swaps (``(b, a)``), stays, or starts as two
+    identified objects apart from each other (two allocations); by induction over the loop's
+    iterations the two never meet. Both are values of one run of the block, so the proof
+    holds wherever both are used.
+
+    Examples
+    --------
+    >>> from pyzyme.ir import parse_module
+    >>> m = parse_module('''
+    ... define void @f(i64 %n) {
+    ... entry:
+    ...   %a = alloca [8 x double]
+    ...   %b = alloca [8 x double]
+    ...   br label %loop
+    ... loop:
+    ...   %v = phi ptr [ %a, %entry ], [ %w, %loop ]
+    ...   %w = phi ptr [ %b, %entry ], [ %v, %loop ]
+    ...   %u = phi ptr [ %a, %entry ], [ %v, %loop ]
+    ...   %x = load double, ptr %v
+    ...   store double %x, ptr %w
+    ...   br label %loop
+    ... }''')
+    >>> v, w, u = m.get_function("f").blocks[1].instructions[:3]
+    >>> swapped_apart(v, w), may_alias(v, w), swapped_apart(v, u)
+    (True, False, False)
+    """
+    a, b = underlying_object(a), underlying_object(b)
+    if not (isinstance(a, I.Phi) and isinstance(b, I.Phi)) or a is b or a.parent is not b.parent:
+        return False
+    into_b = dict(zip(b.blocks, b.operands))
+    for va, block in a.incoming:
+        if block not in into_b:
+            return False
+        oa, ob = underlying_object(va), underlying_object(into_b[block])
+        if {oa, ob} == {a, b} and oa is not ob:
+            continue
+        if identified_object(oa) and identified_object(ob) and \
+                not _objects_may_alias(oa, ob):
+            continue
+        return False
+    return True
+
+
 def may_alias(a: Value, b: Value, apart=None) -> bool:
     """Whether pointers ``a`` and ``b`` may point into the same object; ``apart(oa, ob)``
     says of two objects that the caller knows them not to overlap."""
+    if swapped_apart(a, b):
+        return False
     objects_a, objects_b = underlying_objects(a), underlying_objects(b)
     if objects_a is None or objects_b is None:
         return True

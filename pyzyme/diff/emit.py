@@ -12,6 +12,7 @@ products of a seed and a partial need it, :meth:`Emitter.unless_zero` writes the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from pyzyme.errors import UnsupportedError
@@ -131,7 +132,7 @@ class Emitter:
         return self.call(opname, vals, name)
 
     def unless_zero(self, seed: Value, value: Value, otherwise: Value | None = None,
-                    name: str = "") -> Value:
+                    name: str = "", partial: Value | None = None) -> Value:
         """``value``, or ``otherwise`` (default 0) where ``seed`` is zero and ``value`` is
         NaN: a zero seed contributes nothing even through a partial that is infinite (strong
         zero).
@@ -141,9 +142,19 @@ class Emitter:
         ``__enzyme_*`` call) then differentiates the product, ``seed' * partial`` included,
         which a choice made on the seed alone drops wherever the seed is 0 (H v came out 0
         for (x0 x1 / x2) x3 at x3 = 0). The derivative's flags have no ``nnan``, so the test
-        for NaN stays."""
+        for NaN stays.
+
+        Given the ``partial`` that multiplies ``seed`` in ``value``, the test asks whether
+        the partial is infinite or NaN (what ``0 * partial`` is NaN for) instead of testing
+        the product: the same answer, but off the chain of dependent operations an adjoint
+        runs through (multiply, then select, instead of multiply, compare, and, select),
+        which is what bounds a reverse loop whose iterations are long."""
         b, zero = self.b, self.constant(0.0)
-        blocked = b.and_(b.fcmp("oeq", seed, zero), b.fcmp("uno", value, value))
+        if partial is None:
+            bad = b.fcmp("uno", value, value)
+        else:
+            bad = b.fcmp("ueq", self.call("fabs", [partial]), self.constant(math.inf))
+        blocked = b.and_(b.fcmp("oeq", seed, zero), bad)
         return b.select(blocked, zero if otherwise is None else otherwise, value, name=name)
 
     def fmuladd(self, a: Value, b: Value, c: Value, name: str = "") -> Value:

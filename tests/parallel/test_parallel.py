@@ -43,6 +43,7 @@ def _inputs():
         "array_methods": [("d", x), ("c", w)],
         "time_loop": [("d", x), ("d", np.zeros(N))],
         "time_loop_reduction": [("d", x), ("d", w)],
+        "swapped_grids": [("d", x)],
         "two_loops": [("d", x), ("d", w)],
         "allocation_in_body": [("d", x)],
         "branches": [("d", x)],
@@ -160,7 +161,7 @@ def test_corpus_against_serial_differences(name):
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
 
-@pytest.mark.parametrize("name", ["stencil", "gather", "gather_reduce", "lennard_jones",
+@pytest.mark.parametrize("name", ["stencil", "swapped_grids", "gather", "gather_reduce", "lennard_jones",
                                   "scatter_add", "numba_stencil"])
 def test_shared_adjoints_lose_no_update(name):
     """Iterations on different threads add into the same adjoints (a stencil's neighbours, a
@@ -243,6 +244,16 @@ def test_neighbours_add_atomically_only_near_their_rows_ends():
     their neighbours only, so an add is atomic only within one index of a row's ends."""
     ir = _reverse_ir("stencil")
     assert "atomicrmw fadd" in ir and "row.edge" in ir
+
+
+def test_grids_a_time_loop_swaps_are_told_apart():
+    """``v, w = w, v`` after each step: the stencil reads one grid and writes the other, two
+    allocations the loop's phis exchange, never the same one; so each iteration owns the
+    element of w it writes and adds its adjoint without an atomic (5 atomics before, when
+    the two grids could have been one array), and v's neighbours are added atomically only
+    near the rows' ends (the schedule's start set in the loop, not the 0 the entry stores)."""
+    ir = _reverse_ir("swapped_grids")
+    assert 0 < ir.count("atomicrmw fadd") <= 4 and "row.edge" in ir
 
 
 def test_arrays_every_iteration_reads_get_a_copy_per_task():

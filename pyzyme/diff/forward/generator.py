@@ -321,12 +321,15 @@ class ForwardGenerator:
                     # product rule sums as fused multiply-adds (LLVM fuses where the CPU
                     # has FMA): one rounding fewer, and one operation on a loop's tangent chain
                     summed = em.fmuladd(scale, dx, total)
-                    total = em.unless_zero(dx, summed, total) if guard else summed
+                    total = em.unless_zero(dx, summed, total, partial=scale) if guard \
+                        else summed
                     continue
                 else:
                     term = st.builder.fmul(scale, dx, em.flags)
                 if guard:
-                    term = em.unless_zero(dx, term)
+                    term = em.unless_zero(dx, term,
+                                          partial=None if _is_reciprocal(p) or scale is None
+                                          else scale)
                 total = term if total is None else st.builder.fadd(total, term, em.flags)
             if total is None:
                 total = em.constant(0.0)

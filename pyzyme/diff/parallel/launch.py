@@ -32,7 +32,9 @@ from itertools import combinations
 
 from pyzyme import naming
 from pyzyme.analysis.activity import Activity
-from pyzyme.analysis.overwrite import identified_object, may_alias, underlying_object
+from pyzyme.analysis.cfg import dominators
+from pyzyme.analysis.overwrite import (identified_object, may_alias, underlying_object,
+                                       underlying_objects)
 from pyzyme.analysis.parallel_access import dense_reads, owned_arrays
 from pyzyme.analysis.typetree import TypeTree
 from pyzyme.diff.memory_calls import free_function, malloc
@@ -285,8 +287,9 @@ def _first_index(row: spec.ParallelFor, schedules) -> int | None:
                     or call.args[row.scheduler_schedule] is not schedule:
                 continue
             starts = argument_slots(call.args[row.scheduler_starts], launch=call, word=True)
-            values = [u.operands[0] for uses in (starts or {}).values() for u in uses
-                      if isinstance(u, I.Store)]
+            # what reaches this call: two loops of a time step may share the slots
+            values = [v for uses in (starts or {}).values()
+                      for v in _reaching(call, [u for u in uses if isinstance(u, I.Store)])]
             unsigned = callee.name == row.unsigned_schedule
             if values and all(isinstance(v, ConstantInt) for v in values):
                 least = min(v.signed for v in values)
@@ -340,13 +343,21 @@ def _carries(cx, pointer: Value) -> bool:
 
 def _reaching(launch: I.CallBase, stores: list) -> list:
     """The values of ``stores`` (into one slot of the argument array) that ``launch`` may
-    read: the last one before it in its block, where there is one; else all of them (an
-    array several launches share, filled elsewhere)."""
+    read: the last one before it in its block, where there is one; else the one in a block
+    that dominates the launch where every other is in the entry block (which runs once,
+    first: a loop that sets the slot again before each launch); else all of them (an array
+    several launches share, filled elsewhere)."""
     block = launch.parent.instructions
     before = [s for s in stores if s.parent is launch.parent
               and block.index(s) < block.index(launch)]
     if before:
         return [max(before, key=block.index).operands[0]]
+    fn = launch.parent.parent
+    entry = fn.blocks[0]
+    later = [s for s in stores if s.parent is not entry]
+    if len(later) == 1 and later[0].parent is not launch.parent and \
+            dominators(fn).dominates(later[0].parent, launch.parent):
+        return [later[0].operands[0]]
     return [s.operands[0] for s in stores]
 
 
@@ -355,7 +366,11 @@ def _distinct(pointers) -> bool:
     different objects, each identified (an argument the caller marked ``noalias``, as the API
     does for arrays it found apart; a stack slot, as Numba passes a scalar; memory allocated
     here: :func:`~pyzyme.analysis.overwrite.identified_object`)."""
-    return all(identified_object(underlying_object(p)) for p in pointers) and \
+    def identified(p) -> bool:
+        objects = underlying_objects(p)    # through phis: the grids a time loop swaps
+        return bool(objects) and all(identified_object(o) for o in objects)
+
+    return all(identified(p) for p in pointers) and \
         not any(may_alias(a, b) for a, b in combinations(pointers, 2))
 
 

@@ -149,6 +149,7 @@ class ReverseAdjoints:
                 result = st.primal(inst)
                 if row.result_field is not None:
                     result = b.extractvalue(result, row.result_field)
+            partial = None
             if _is_reciprocal(p):
                 term = b.fdiv(d, em.expr(p.operands[1], args, result), em.flags)
             elif isinstance(p, ConstExpr):
@@ -156,10 +157,10 @@ class ReverseAdjoints:
                     b.fneg(d, em.flags) if p.value == -1.0
                     else b.fmul(em.constant(p.value), d, em.flags))
             else:
-                term = b.fmul(em.expr(p, args, result, naming.partial(inst.name, i)), d,
-                              em.flags)
+                partial = em.expr(p, args, result, naming.partial(inst.name, i))
+                term = b.fmul(partial, d, em.flags)
             if guarded(p, operands, inst, st.nonfinite):
-                term = em.unless_zero(d, term)
+                term = em.unless_zero(d, term, partial=partial)
             self.accumulate(st, operand, term)
 
     def _log_gradient(self, st: ReverseContext, inst: I.Instruction, d: Value) -> None:
