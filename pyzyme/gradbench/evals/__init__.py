@@ -8,6 +8,7 @@ Each module defines ``FUNCTIONS``: a dict from the function names the eval asks 
 EVALS = {
     "gmm": "pyzyme.gradbench.evals.gmm",
     "hello": "pyzyme.gradbench.evals.hello",
+    "kmeans": "pyzyme.gradbench.evals.kmeans",
     "llsq": "pyzyme.gradbench.evals.llsq",
     "lse": "pyzyme.gradbench.evals.lse",
 }
