@@ -42,7 +42,7 @@ from pyzyme.api.modes import (  # noqa: E402
 )
 from pyzyme.api.thunks import autodiff_thunk  # noqa: E402
 from pyzyme.api.reflection import code_llvm  # noqa: E402
-from pyzyme.api.second_order import hessian, hvp  # noqa: E402
+from pyzyme.api.second_order import hessian, hvp, hvp_and_gradient  # noqa: E402
 from pyzyme.options import set_options, set_runtime_activity  # noqa: E402
 
 __all__ = [
@@ -52,7 +52,7 @@ __all__ = [
     "DuplicatedNoNeed",
     "Forward", "ForwardWithPrimal", "Reverse", "ReverseHolomorphic", "ReverseSplitNoPrimal",
     "ReverseSplitWithPrimal", "ReverseWithPrimal",
-    "autodiff", "autodiff_thunk", "gradient", "jacobian", "hvp", "make_zero",
+    "autodiff", "autodiff_thunk", "gradient", "jacobian", "hvp", "hvp_and_gradient", "make_zero",
     "grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian",
     "code_llvm", "set_options", "set_runtime_activity",
 ]

@@ -138,12 +138,14 @@ def split_plan(dispatcher, primal_types: tuple, kinds: tuple, ret_activity):
         where(dispatcher))))
 
 
-def hvp_plan(dispatcher, xtype):
-    """The compiled Hessian-vector product of ``dispatcher`` (one array argument of type
-    ``xtype``, a float result)."""
-    key = ("hvp", dispatcher, xtype)
-    return CACHE.get(key, lambda: _persisted(dispatcher, (xtype,), key, lambda: build_hvp(
-        dispatcher, xtype, current_rules(), where(dispatcher))))
+def hvp_plan(dispatcher, xtype, const_types=()):
+    """The compiled Hessian-vector product of ``dispatcher`` (an array argument of type
+    ``xtype``, then constant arguments of ``const_types``; a float result)."""
+    const_types = tuple(const_types)
+    key = ("hvp", dispatcher, xtype, const_types)
+    return CACHE.get(key, lambda: _persisted(
+        dispatcher, (xtype, *const_types), key, lambda: build_hvp(
+            dispatcher, xtype, current_rules(), where(dispatcher), const_types)))
 
 
 def _persisted(dispatcher, primal_types, key: tuple, build):

@@ -26,13 +26,13 @@ from pyzyme.api.dispatchers import dispatcher_of
 from pyzyme.api.plans import hvp_plan
 from pyzyme.errors import PyzymeError, UnsupportedError
 
-__all__ = ["hvp", "hessian"]
+__all__ = ["hvp", "hvp_and_gradient", "hessian"]
 
 
-def _plan(f, x: np.ndarray):
-    """The compiled ``H v`` of ``f`` for arrays like ``x``
-    (:mod:`pyzyme.frontends.numba.derive.hvp`)."""
-    return hvp_plan(dispatcher_of(f), numba.typeof(x))
+def _plan(f, x: np.ndarray, args=()):
+    """The compiled ``H v`` of ``f`` for arrays like ``x`` and constant arguments like
+    ``args`` (:mod:`pyzyme.frontends.numba.derive.hvp`)."""
+    return hvp_plan(dispatcher_of(f), numba.typeof(x), tuple(numba.typeof(a) for a in args))
 
 
 def _as_input(x) -> np.ndarray:
@@ -52,15 +52,19 @@ def _refuse_complex(x) -> None:
                                "numbers pass the real and imaginary parts as one real array")
 
 
-def hvp(f, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+def hvp(f, x: np.ndarray, v: np.ndarray, *args) -> np.ndarray:
     """The Hessian of ``f`` at ``x`` times ``v``: forward mode over reverse mode.
 
     Parameters
     ----------
     f
-        An ``@njit`` (or plain Python) function of one float array returning a float.
+        An ``@njit`` (or plain Python) function of a float array (then, optionally, other
+        arguments) returning a float.
     x, v
         The point and the direction, arrays of the same shape.
+    *args
+        ``f``'s other arguments (data, sizes), held constant: the Hessian is with respect to
+        ``x`` only.
 
     Returns
     -------
@@ -72,16 +76,34 @@ def hvp(f, x: np.ndarray, v: np.ndarray) -> np.ndarray:
     >>> import numpy as np
     >>> hvp(lambda x: np.sum(x ** 3), np.array([1.0, 2.0]), np.array([1.0, 1.0]))
     array([ 6., 12.])
+    >>> hvp(lambda x, c: c * np.sum(x ** 3), np.array([1.0, 2.0]), np.array([1.0, 1.0]), 0.5)
+    array([3., 6.])
+    """
+    return hvp_and_gradient(f, x, v, *args)[0]
+
+
+def hvp_and_gradient(f, x: np.ndarray, v: np.ndarray, *args) -> tuple[np.ndarray, np.ndarray]:
+    """``(H(x) @ v, gradient of f at x)`` from one forward-over-reverse sweep: the gradient
+    is the primal of the forward sweep over it, so it comes at no extra cost (Enzyme.jl's
+    ``hvp_and_gradient!``). Arguments as :func:`hvp`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> hv, g = hvp_and_gradient(lambda x: np.sum(x ** 3), np.array([1.0, 2.0]),
+    ...                          np.array([1.0, 0.0]))
+    >>> hv, g
+    (array([6., 0.]), array([ 3., 12.]))
     """
     x = _as_input(x)
     _refuse_complex(v)
     v = np.require(v, np.float64, ("C", "W"))
     if v.shape != x.shape:
         raise PyzymeError(f"v has shape {v.shape}; x has shape {x.shape}")
-    plan = _plan(f, x)
-    hv = np.zeros_like(x)
-    plan.function(x, np.zeros_like(x), 1.0, v, hv)
-    return hv
+    plan = _plan(f, x, args)
+    hv, dx = np.zeros_like(x), np.zeros_like(x)
+    plan.function(x, *args, dx, 1.0, v, hv)
+    return hv, dx
 
 
 def hessian(f):

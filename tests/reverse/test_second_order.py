@@ -98,3 +98,33 @@ def test_hvp_through_a_callee_that_allocates():
               - gradient(Reverse, _calls_allocating_helper, x - eps * v)) / (2 * eps)
     np.testing.assert_allclose(hvp(_calls_allocating_helper, x, v), expect, rtol=1e-6,
                                atol=1e-8)
+
+
+@numba.njit
+def _weighted_fit(p, data, weights, scale):
+    # Parameters first, then data: hvp differentiates in p only.
+    s = 0.0
+    for i in range(data.shape[0]):
+        r = np.tanh(p[0] * data[i, 0] + p[1] * data[i, 1]) - p[2] * data[i, 1] ** 2
+        s += weights[i] * r * r
+    return scale * s + np.sum(p ** 4)
+
+
+def test_hvp_and_gradient_with_constant_arguments():
+    """hvp(f, x, v, *args): the Hessian in x of a function of parameters and data (kmeans'
+    Newton step needs it); before, hvp took a one-argument f only."""
+    from pyzyme import hvp_and_gradient
+    rng = np.random.default_rng(2)
+    data, weights = rng.normal(size=(9, 2)), rng.random(9)
+    p, v = np.array([0.4, -0.7, 0.3]), np.array([1.0, 0.5, -2.0])
+    eps = 1e-6
+    grad_at = lambda q: gradient(Reverse, _weighted_fit, q, data, weights, 0.5)[0]  # noqa: E731
+    expect = (grad_at(p + eps * v) - grad_at(p - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(hvp(_weighted_fit, p, v, data, weights, 0.5), expect,
+                               rtol=1e-6, atol=1e-8)
+    hv, g = hvp_and_gradient(_weighted_fit, p, v, data, weights, 0.5)
+    np.testing.assert_allclose(hv, expect, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(g, grad_at(p), rtol=1e-13, atol=1e-14)
+    # The constants are constants: another scale changes H v accordingly.
+    hv2 = hvp(_weighted_fit, p, v, data, weights, 1.0)
+    np.testing.assert_allclose(hv2 - 12 * p ** 2 * v, 2 * (hv - 12 * p ** 2 * v), rtol=1e-12)

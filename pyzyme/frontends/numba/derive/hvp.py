@@ -26,25 +26,29 @@ __all__ = ["HvpPlan", "build_hvp"]
 
 @dataclass(frozen=True)
 class HvpPlan:
-    """``function(x, dx, seed, v, hv)``: accumulates ``H v`` into ``hv`` (and the gradient
-    into ``dx``)."""
+    """``function(x, *consts, dx, seed, v, hv)``: accumulates ``H v`` into ``hv`` (and the
+    gradient into ``dx``); ``consts`` are the function's other arguments, not differentiated."""
 
     function: object
     ir_text: str
 
 
-def build_hvp(f, xtype, rules, where: str | None = None) -> HvpPlan:
-    """Compile the Hessian-vector product of ``f`` (one array argument, float result);
-    ``where`` names the user's function in errors."""
+def build_hvp(f, xtype, rules, where: str | None = None, const_types=()) -> HvpPlan:
+    """Compile the Hessian-vector product of ``f`` (an array argument of type ``xtype``, then
+    arguments of ``const_types`` held constant; a float result) with respect to its first
+    argument; ``where`` names the user's function in errors."""
     where = where or where_defined(f)
-    rm = reverse_module(f, (xtype,), [Activity.DUPLICATED], Activity.ACTIVE, True, rules,
-                        where=where)
+    const_types = tuple(const_types)
+    rm = reverse_module(f, (xtype, *const_types),
+                        [Activity.DUPLICATED] + [Activity.CONST] * len(const_types),
+                        Activity.ACTIVE, True, rules, where=where)
     module, abi = rm.module, rm.abi
     if hasattr(rules, "with_rule_bodies"):  # user rules: differentiate through their bodies
         module = rules.with_rule_bodies(module)
     grad_fn = module.get_function(rm.symbol)
     x_params = abi.args[0].params
-    n = len(x_params)
+    # The gradient's entry takes f's parameters (x's, then the constants'), then dx's.
+    n = sum(len(arg.params) for arg in abi.args)
     diff = set(differentiable(abi.args[0]))
     acts = [Activity.CONST] * len(grad_fn.args)
     extra = []
@@ -66,9 +70,10 @@ def build_hvp(f, xtype, rules, where: str | None = None) -> HvpPlan:
         return [symbol]
 
     nsig = rm.restype(*rm.args, xtype, xtype)
+    consts = [f"c{i}" for i in range(len(const_types))]
     built = pipeline.build(
         module, generate, what=f"{where} in forward mode over reverse mode (hvp)",
         rules=rules, name=f"pyzyme_hvp_{abi.function}",
         wrap=lambda compiled: njit_callable(compiled, symbol, nsig,
-                                            arg_names=["x", "dx", "seed", "v", "hv"]))
+                                            arg_names=["x", *consts, "dx", "seed", "v", "hv"]))
     return HvpPlan(built.wrapped, built.text)
