@@ -7,5 +7,6 @@ Each module defines ``FUNCTIONS``: a dict from the function names the eval asks 
 #: eval name -> the module that implements it
 EVALS = {
     "hello": "pyzyme.gradbench.evals.hello",
+    "det": "pyzyme.gradbench.evals.det",
     "ode": "pyzyme.gradbench.evals.ode",
 }
