@@ -8,5 +8,6 @@ Each module defines ``FUNCTIONS``: a dict from the function names the eval asks 
 EVALS = {
     "hello": "pyzyme.gradbench.evals.hello",
     "det": "pyzyme.gradbench.evals.det",
+    "lstm": "pyzyme.gradbench.evals.lstm",
     "ode": "pyzyme.gradbench.evals.ode",
 }
