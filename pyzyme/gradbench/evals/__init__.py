@@ -6,9 +6,12 @@ Each module defines ``FUNCTIONS``: a dict from the function names the eval asks 
 
 #: eval name -> the module that implements it
 EVALS = {
+    "det": "pyzyme.gradbench.evals.det",
     "gmm": "pyzyme.gradbench.evals.gmm",
     "hello": "pyzyme.gradbench.evals.hello",
     "kmeans": "pyzyme.gradbench.evals.kmeans",
     "llsq": "pyzyme.gradbench.evals.llsq",
     "lse": "pyzyme.gradbench.evals.lse",
+    "lstm": "pyzyme.gradbench.evals.lstm",
+    "ode": "pyzyme.gradbench.evals.ode",
 }
