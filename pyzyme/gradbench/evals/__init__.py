@@ -7,4 +7,5 @@ Each module defines ``FUNCTIONS``: a dict from the function names the eval asks 
 #: eval name -> the module that implements it
 EVALS = {
     "hello": "pyzyme.gradbench.evals.hello",
+    "particle": "pyzyme.gradbench.evals.particle",
 }
