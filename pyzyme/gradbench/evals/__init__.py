@@ -8,4 +8,5 @@ Each module defines ``FUNCTIONS``: a dict from the function names the eval asks 
 EVALS = {
     "hello": "pyzyme.gradbench.evals.hello",
     "particle": "pyzyme.gradbench.evals.particle",
+    "saddle": "pyzyme.gradbench.evals.saddle",
 }
