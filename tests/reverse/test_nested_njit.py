@@ -51,3 +51,28 @@ def test_derivative_through_a_derivative_called_by_address(inner, monkeypatch):
 
 def test_derivative_through_a_linked_derivative():
     _both_modes_match_differences(_outer(grad(numba.njit(_field))))
+
+
+@numba.njit
+def _inverse_distance(c, x0, x1):
+    return c / np.sqrt(x0 * x0 + x1 * x1)
+
+
+_INVERSE_DISTANCE_GRADIENT = grad(_inverse_distance, argnums=(1, 2))
+
+
+@numba.njit
+def _descend_in_a_loop(w):
+    x0, x1 = 1.0, 8.0
+    for _ in range(3):
+        g0, g1 = _INVERSE_DISTANCE_GRADIENT(w, x0, x1)
+        x0 -= g0
+        x1 -= g1
+    return x0 * x1
+
+
+def test_tuple_gradient_called_in_a_loop():
+    # The inner derivative's result ({status, d0, d1}) merges at the loop header with a
+    # constant; forward mode made its zero tangent with insertvalues after the function's
+    # last 'ret' (LLVM: 'instruction expected to be numbered'), not on the incoming edge.
+    _both_modes_match_differences(_descend_in_a_loop, w=0.5)
