@@ -30,10 +30,11 @@ def _landing(w):
 
 
 def test_potential_matches_numpy():
-    for w, x in [(0.0, [0.0, 8.0]), (0.3, [4.5, -1.0]), (-2.0, [12.0, 3.0])]:
-        charges, x = _charges(w), np.array(x)
-        assert particle.potential(charges, x) == pytest.approx(_potential(charges, x),
-                                                               rel=1e-14)
+    for w, x in [(0.0, (0.0, 8.0)), (0.3, (4.5, -1.0)), (-2.0, (12.0, 3.0))]:
+        charges = _charges(w)
+        expected = _potential(charges, np.array(x))
+        assert particle.potential(tuple(map(tuple, charges)), x) == pytest.approx(expected,
+                                                                                 rel=1e-14)
 
 
 @pytest.mark.parametrize("inner", ["r", "f"])

@@ -22,7 +22,9 @@ Examples
 import numba
 import numpy as np
 
-__all__ = ["argmin", "argmax"]
+from pyzyme import Duplicated, DuplicatedNoNeed, Forward, autodiff_thunk
+
+__all__ = ["argmin", "argmax", "forward_gradient"]
 
 _TOLERANCE = 1e-5
 
@@ -33,29 +35,43 @@ def descend(objective, gradient, x0, sign, fixed):
     at (sign 1: a minimum, -1: a maximum); ``gradient(x, *fixed)`` gives d objective / dx.
     ``fixed`` is a tuple (the functions are not packed with it: a tuple holding functions
     is Numba's experimental first-class function type)."""
+    n = x0.shape[0]
     x = x0.copy()
+    x_new = np.empty(n)
     fx = sign * objective(x, *fixed)
-    gx = sign * gradient(x, *fixed)
+    gx = gradient(x, *fixed)
     eta = 1e-5
     improved = 0
     while True:
-        if np.sqrt(np.sum(gx * gx)) <= _TOLERANCE:
+        if _norm(gx) <= _TOLERANCE:
             return x
         if improved == 10:
             eta *= 2.0
             improved = 0
             continue
-        x_new = x - eta * gx
-        if np.sqrt(np.sum((x - x_new) ** 2)) <= _TOLERANCE:
+        step = 0.0
+        for i in range(n):
+            x_new[i] = x[i] - eta * sign * gx[i]
+            step += (x[i] - x_new[i]) ** 2
+        if np.sqrt(step) <= _TOLERANCE:
             return x
         f_new = sign * objective(x_new, *fixed)
         if f_new < fx:
-            x, fx = x_new, f_new
-            gx = sign * gradient(x, *fixed)
+            x, x_new = x_new, x
+            fx = f_new
+            gx = gradient(x, *fixed)
             improved += 1
         else:
             eta /= 2.0
             improved = 0
+
+
+@numba.njit
+def _norm(v):
+    s = 0.0
+    for i in range(v.shape[0]):
+        s += v[i] * v[i]
+    return np.sqrt(s)
 
 
 @numba.njit
@@ -68,3 +84,24 @@ def argmin(objective, gradient, x0, fixed):
 def argmax(objective, gradient, x0, fixed):
     """Where gradient ascent from ``x0`` finds ``objective(x, *fixed)`` largest."""
     return descend(objective, gradient, x0, -1.0, fixed)
+
+
+def forward_gradient(f, *example):
+    """An ``@njit`` function ``gradient(x, *fixed)``: d f(x, *fixed) / dx by forward mode, one
+    tangent sweep per element of the float array ``x`` (as Enzyme's tool calls
+    ``__enzyme_fwddiff`` once per direction). ``example`` are arguments of ``f`` that fix its
+    types."""
+    x = example[0]
+    tangent = autodiff_thunk(Forward, f, DuplicatedNoNeed, Duplicated(x, np.zeros_like(x)),
+                             *example[1:])
+
+    @numba.njit
+    def gradient(x, *fixed):
+        g = np.empty(x.shape[0])
+        direction = np.zeros(x.shape[0])
+        for i in range(x.shape[0]):
+            direction[i] = 1.0
+            (g[i],) = tangent(Duplicated(x, direction), *fixed)
+            direction[i] = 0.0
+        return g
+    return gradient

@@ -6,12 +6,15 @@ Two unit charges sit at (10, 10 - w) and (10, 0); a particle leaves (0, 8) with 
 axis, where linear interpolation gives the crossing point x(t_f). Gradient descent
 (:mod:`~pyzyme.gradbench.evals.descent`) from the input ``w`` minimises x_0(t_f)^2.
 
+Points are pairs of floats, as GradBench's C++ ``Point``: the Euler loop allocates nothing.
+
 Nested AD, both levels by pyzyme: the force is the gradient of the potential with respect to
-the particle's position, taken inside the ``@njit`` Euler loop (``grad``: reverse mode, or
-``jacfwd``: forward mode), and the descent's derivative of x_0(t_f)^2 with respect to ``w``
-differentiates that loop, inner derivative included (``grad`` or ``jacfwd`` again). The four
-functions ``rr``, ``rf``, ``fr``, ``ff`` name the modes of the outer then the inner derivative;
-all four return the same ``w``.
+the particle's position, taken inside the ``@njit`` Euler loop (``grad``: reverse mode; or
+forward mode, a forward ``autodiff_thunk`` called once per coordinate, as Enzyme's tool calls
+``__enzyme_fwddiff``), and the descent's derivative of x_0(t_f)^2 with respect to ``w``
+differentiates that loop, inner derivatives included (``grad``, or a forward thunk, again).
+The four functions ``rr``, ``rf``, ``fr``, ``ff`` name the modes of the outer then the inner
+derivative; all four return the same ``w``.
 
 Examples
 --------
@@ -22,8 +25,8 @@ Examples
 import numba
 import numpy as np
 
-from pyzyme import grad, jacfwd
-from pyzyme.gradbench.evals.descent import argmin
+from pyzyme import Const, Duplicated, DuplicatedNoNeed, Forward, autodiff_thunk, grad
+from pyzyme.gradbench.evals.descent import argmin, forward_gradient
 from pyzyme.gradbench.protocol import Function
 
 __all__ = ["FUNCTIONS", "LANDING", "LANDING_GRADIENT", "potential"]
@@ -33,24 +36,28 @@ DT = 0.1
 
 @numba.njit
 def potential(charges, x):
-    """The potential at ``x`` (2 floats) of unit charges at the rows of ``charges``."""
+    """The potential at the point ``x`` of unit charges at the points ``charges``."""
     p = 0.0
-    for i in range(charges.shape[0]):
-        dx = x[0] - charges[i, 0]
-        dy = x[1] - charges[i, 1]
+    for c in charges:
+        dx = x[0] - c[0]
+        dy = x[1] - c[1]
         p += 1.0 / np.sqrt(dx * dx + dy * dy)
     return p
 
 
-_potential_jacobian = jacfwd(potential, argnums=1)
+_CHARGES = ((10.0, 10.0), (10.0, 0.0))
+_potential_tangent = autodiff_thunk(Forward, potential, DuplicatedNoNeed, Const(_CHARGES),
+                                   Duplicated((0.0, 8.0), (1.0, 0.0)))
 
 
 @numba.njit
 def _potential_gradient_forward(charges, x):
-    return _potential_jacobian(charges, x)[0]     # the one row of a float function's Jacobian
+    (dx,) = _potential_tangent(Const(charges), Duplicated(x, (1.0, 0.0)))
+    (dy,) = _potential_tangent(Const(charges), Duplicated(x, (0.0, 1.0)))
+    return dx, dy
 
 
-# inner mode -> d potential / d x
+# inner mode -> d potential / d x, a pair
 _POTENTIAL_GRADIENT = {"r": grad(potential, argnums=1), "f": _potential_gradient_forward}
 
 
@@ -58,17 +65,19 @@ def _landing(potential_gradient):
     @numba.njit
     def landing(w):
         """x_0(t_f)^2 for the control ``w[0]``: where the particle crosses the x axis."""
-        charges = np.array([[10.0, 10.0 - w[0]], [10.0, 0.0]])
-        x = np.array([0.0, 8.0])
-        xdot = np.array([0.75, 0.0])
+        charges = ((10.0, 10.0 - w[0]), (10.0, 0.0))
+        x0, x1 = 0.0, 8.0
+        v0, v1 = 0.75, 0.0
         while True:
-            xddot = -potential_gradient(charges, x)
-            x = x + DT * xdot
-            if x[1] <= 0.0:
-                dt_f = -x[1] / xdot[1]
-                x_f = x + dt_f * xdot
-                return x_f[0] * x_f[0]
-            xdot = xdot + DT * xddot
+            g0, g1 = potential_gradient(charges, (x0, x1))
+            x0 += DT * v0
+            x1 += DT * v1
+            if x1 <= 0.0:
+                dt_f = -x1 / v1
+                x_f = x0 + dt_f * v0
+                return x_f * x_f
+            v0 -= DT * g0            # the acceleration is the force, -grad p
+            v1 -= DT * g1
     return landing
 
 
@@ -76,18 +85,12 @@ def _landing(potential_gradient):
 LANDING = {mode: _landing(g) for mode, g in _POTENTIAL_GRADIENT.items()}
 
 
-def _forward_gradient(f):
-    jacobian = jacfwd(f)
-
-    @numba.njit
-    def gradient(w):
-        return jacobian(w)[0]     # the one row of a float function's Jacobian
-    return gradient
-
-
 #: outer mode + inner mode -> d x_0(t_f)^2 / d [w]
-LANDING_GRADIENT = {outer + inner: grad(LANDING[inner]) if outer == "r" else
-                    _forward_gradient(LANDING[inner]) for outer in "rf" for inner in "rf"}
+LANDING_GRADIENT = {
+    outer + inner: grad(LANDING[inner]) if outer == "r" else
+    forward_gradient(LANDING[inner], np.zeros(1))
+    for outer in "rf" for inner in "rf"
+}
 
 
 def _variant(name: str):

@@ -7,9 +7,10 @@ ascent over p2 from ``start``; then one more ascent from ``start`` finds the p2 
 f(p1, p2) at that p1. The output is p1 then p2.
 
 Nested AD, both levels by pyzyme: the ascent's gradient of f with respect to p2 (the inner
-derivative: ``grad``, reverse mode, or ``jacfwd``, forward mode), called inside the ``@njit``
+derivative: ``grad``, reverse mode, or forward mode, a forward ``autodiff_thunk`` called once
+per coordinate, as Enzyme's tool calls ``__enzyme_fwddiff``), called inside the ``@njit``
 ascent, and the descent's gradient of max_p2 f with respect to p1 (the outer derivative,
-``grad`` or ``jacfwd`` again), which differentiates the whole ascent, inner derivatives
+``grad`` or a forward thunk again), which differentiates the whole ascent, inner derivatives
 included. The functions ``rr``, ``rf``, ``fr``, ``ff`` name the modes of the outer then the
 inner derivative; the last ascent uses the inner one. All four give the same point.
 
@@ -22,8 +23,8 @@ Examples
 import numba
 import numpy as np
 
-from pyzyme import grad, jacfwd
-from pyzyme.gradbench.evals.descent import argmax, argmin
+from pyzyme import grad
+from pyzyme.gradbench.evals.descent import argmax, argmin, forward_gradient
 from pyzyme.gradbench.protocol import Function, to_json
 
 __all__ = ["FUNCTIONS", "ASCENT_GRADIENT", "MAX", "MAX_GRADIENT", "objective"]
@@ -40,17 +41,8 @@ def _ascended(p2, p1):
     return objective(p1, p2)      # f as a function of the point the inner ascent moves
 
 
-def _forward_gradient(f):
-    jacobian = jacfwd(f)
-
-    @numba.njit
-    def gradient(x, fixed):
-        return jacobian(x, fixed)[0]     # the one row of a float function's Jacobian
-    return gradient
-
-
 def _gradient(f, mode: str):
-    return grad(f) if mode == "r" else _forward_gradient(f)
+    return grad(f) if mode == "r" else forward_gradient(f, np.ones(2), np.ones(2))
 
 
 #: inner mode -> d f / d p2, as a function of (p2, p1)
