@@ -45,7 +45,7 @@ def potential(charges, x):
     return p
 
 
-_CHARGES = ((10.0, 10.0), (10.0, 0.0))
+_CHARGES = ((10.0, 10.0), (10.0, 0.0))       # example arguments: they fix the thunk's types
 _potential_tangent = autodiff_thunk(Forward, potential, DuplicatedNoNeed, Const(_CHARGES),
                                    Duplicated((0.0, 8.0), (1.0, 0.0)))
 
