@@ -149,6 +149,10 @@ class ForwardGenerator:
                 came = st.edges.get((block, old_phi.parent), st.values[block])
                 new_phi.add_incoming(st.value(value), came)
                 if dphis:
+                    # The zero tangent of an inactive aggregate is made by insertvalues:
+                    # they belong at the end of the incoming edge, not after the last block
+                    # generated.
+                    b.position_before(came.instructions[-1])
                     for lane, dphi in enumerate(dphis):
                         dphi.add_incoming(self._merged(st, old_phi, value, lane), came)
 

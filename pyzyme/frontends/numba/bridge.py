@@ -121,6 +121,17 @@ class NativeCall:
 # wrapper -> what it calls; weak keys, as the wrappers' callers own them
 _NATIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
+# address -> (compiled module, symbol) of each function @njit code calls through its address;
+# compiled modules live as long as the process (MCJIT cannot unload code), so do the entries
+_ADDRESSED: dict[int, tuple[CompiledModule, str]] = {}
+
+
+def addressed_function(address: int) -> tuple[CompiledModule, str] | None:
+    """``(compiled module, symbol)`` of the function that :func:`njit_callable` wrappers call at
+    ``address`` (a module too large to link into callers), or None: capture links its IR in
+    place of the address, so that an ``@njit`` caller of a derivative can be differentiated."""
+    return _ADDRESSED.get(address)
+
 
 def _full_signature(signature: Signature | str) -> Signature:
     argtypes, return_type = sigutils.normalize_signature(signature)
@@ -143,7 +154,9 @@ def _make_intrinsic(compiled: CompiledModule, symbol: str, sig: Signature, names
             # that linked it would optimize and generate its code again (seconds each). As a
             # dynamic address it also tells Numba not to cache the caller, whose machine code
             # would name an address of this process.
-            pointer = context.add_dynamic_addr(builder, compiled.address(symbol), symbol)
+            address = compiled.address(symbol)
+            _ADDRESSED[address] = (compiled, symbol)
+            pointer = context.add_dynamic_addr(builder, address, symbol)
         args = [context.cast(builder, v, a, f) for v, a, f in zip(args, call_sig.args, sig.args)]
         return emit(context, builder, symbol, sig, args, pointer)
 

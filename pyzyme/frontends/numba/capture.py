@@ -30,7 +30,7 @@ from numba.core.runtime import nrtdynmod, rtsys
 from numba.core.typing import Signature
 
 from pyzyme.errors import CaptureError, error_context
-from pyzyme.frontends.numba import hook, recapture
+from pyzyme.frontends.numba import bridge, hook, recapture
 from pyzyme.frontends.numba.abi import AbiMap
 from pyzyme.frontends.numba.helper_bodies import link_helper_bodies
 from pyzyme.runtime import modules, passes
@@ -320,17 +320,68 @@ def _linked_prelink_module(
     libraries = [lib for lib in _linked_libraries(root) if lib is not runtime]
     if runtime is not root:
         module.link_in(hook.prelink_module(runtime) or _fresh_runtime_module())
-    stale = []
-    for library in libraries:
-        part = hook.prelink_module(library)
-        if part is None:
-            stale.append(library.name)
-            part = library._get_module_for_linking().clone()
-        try:
-            module.link_in(modules.module_for_linking(_resolve_recursion(part)))
-        except RuntimeError as err:
-            raise CaptureError(f"cannot link the IR of library {library.name!r}: {err}") from None
+    stale: list[str] = []
+    seen = {id(root), id(runtime)}
+    while libraries:
+        for library in libraries:
+            seen.add(id(library))
+            _link_library(module, library, stale)
+        # Derivatives too large to link into their @njit callers are called through their
+        # address: their IR is linked in its place (and, in the next round, the derivatives
+        # they call so), so a derivative the captured code calls is differentiated in turn
+        # (nested AD), as one small enough to be linked is.
+        module, addressed = _resolve_addresses(module)
+        libraries = []
+        for library in addressed:
+            libraries += [lib for lib in [library, *_linked_libraries(library)]
+                          if id(lib) not in seen and lib is not runtime]
+        libraries = list({id(lib): lib for lib in libraries}.values())
     return module, tuple(stale)
+
+
+def _link_library(module: llvm.ModuleRef, library, stale: list[str]) -> None:
+    part = hook.prelink_module(library)
+    if part is None:
+        stale.append(library.name)
+        part = library._get_module_for_linking().clone()
+    try:
+        module.link_in(modules.module_for_linking(_resolve_recursion(part)))
+    except RuntimeError as err:
+        raise CaptureError(f"cannot link the IR of library {library.name!r}: {err}") from None
+
+
+# Numba's pointer to a function called through its address (BaseContext.add_dynamic_addr)
+_DYNAMIC_ADDRESS = re.compile(
+    r'^(@"?numba\.dynamic\.globals\.[0-9a-f]+"?) = linkonce global ptr '
+    r'inttoptr \(i64 (\d+) to ptr\)(?:, align \d+)?$', re.M)
+
+
+def _resolve_addresses(module: llvm.ModuleRef) -> tuple[llvm.ModuleRef, list]:
+    """``module`` with each pointer to a function of a module pyzyme compiled
+    (:func:`~pyzyme.frontends.numba.bridge.addressed_function`) given that function's name as
+    its constant value, and the libraries defining them, to link next: the optimizer then
+    turns the calls into direct ones, as :func:`_resolve_recursion` does for recursion."""
+    if not any(g.name.startswith("numba.dynamic.globals.") for g in module.global_variables):
+        return module, []
+    text = str(module)
+    declared = set(re.findall(r'^(?:define|declare)[^@\n]*@"?([^"(\s]+)"?\(', text, re.M))
+    libraries = {}
+
+    def resolve(match: re.Match) -> str:
+        found = bridge.addressed_function(int(match.group(2)))
+        if found is None:
+            return match.group(0)
+        compiled, symbol = found
+        libraries[id(compiled.library)] = compiled.library
+        decl = "" if symbol in declared else f'\ndeclare void @"{symbol}"()'
+        declared.add(symbol)
+        return f'{match.group(1)} = internal constant ptr @"{symbol}"{decl}'
+
+    text = _DYNAMIC_ADDRESS.sub(resolve, text)
+    if not libraries:
+        return module, []
+    return (modules.parse(text, what="module with derivatives called by address linked"),
+            list(libraries.values()))
 
 
 _UNRESOLVED = re.compile(

@@ -14,4 +14,6 @@ EVALS = {
     "lse": "pyzyme.gradbench.evals.lse",
     "lstm": "pyzyme.gradbench.evals.lstm",
     "ode": "pyzyme.gradbench.evals.ode",
+    "particle": "pyzyme.gradbench.evals.particle",
+    "saddle": "pyzyme.gradbench.evals.saddle",
 }
