@@ -183,8 +183,10 @@ def swapped_apart(a: Value, b: Value) -> bool:
 
     On every edge into the block the pair either swaps (``(b, a)``), stays, or starts as two
     identified objects apart from each other (two allocations); by induction over the loop's
-    iterations the two never meet. Both are values of one run of the block, so the proof
-    holds wherever both are used.
+    iterations the two never meet. The proof is about the two values of one run of the
+    block: one launch of a parallel loop given both. It is not :func:`may_alias`'s answer,
+    which also covers a pointer of one iteration against one of the next (``w`` after a
+    step is ``v`` before it): the overwrite analysis asks that.
 
     Examples
     --------
@@ -205,7 +207,7 @@ def swapped_apart(a: Value, b: Value) -> bool:
     ... }''')
     >>> v, w, u = m.get_function("f").blocks[1].instructions[:3]
     >>> swapped_apart(v, w), may_alias(v, w), swapped_apart(v, u)
-    (True, False, False)
+    (True, True, False)
     """
     a, b = underlying_object(a), underlying_object(b)
     if not (isinstance(a, I.Phi) and isinstance(b, I.Phi)) or a is b or a.parent is not b.parent:
@@ -227,8 +229,6 @@ def swapped_apart(a: Value, b: Value) -> bool:
 def may_alias(a: Value, b: Value, apart=None) -> bool:
     """Whether pointers ``a`` and ``b`` may point into the same object; ``apart(oa, ob)``
     says of two objects that the caller knows them not to overlap."""
-    if swapped_apart(a, b):
-        return False
     objects_a, objects_b = underlying_objects(a), underlying_objects(b)
     if objects_a is None or objects_b is None:
         return True

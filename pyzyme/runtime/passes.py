@@ -60,6 +60,84 @@ def ad_friendly(module: llvm.ModuleRef) -> None:
     cleanup.run(module, _plain_pass_builder())
 
 
+#: A function of at most this many instructions is inlined into its callers before
+#: differentiation whatever LLVM's cost model says (its O2 threshold, 225, leaves a 200-line
+#: helper a call: an LSTM layer, a stencil update), where the copies add at most
+#: :data:`INLINE_GROWTH` instructions. A call that stays a call costs its derivative a tape of
+#: its own per call (allocated, filled, freed) and what alias analysis loses at the boundary;
+#: inlined, the helper's values are taped per iteration of the caller's loop. (llvmlite 0.50
+#: keeps only the low 8 bits of ``PipelineTuningOptions.inlining_threshold``, so the
+#: threshold cannot simply be raised.)
+INLINE_LIMIT = 800
+INLINE_GROWTH = 8000
+
+
+def inline_small_functions(module: llvm.ModuleRef) -> list[str]:
+    """Mark ``alwaysinline`` the functions of ``module`` small enough to inline before
+    differentiation (:data:`INLINE_LIMIT`): defined here, not ``noinline`` (calls that must
+    stay calls), not recursive, and not copied into so many call sites that the module grows
+    by more than :data:`INLINE_GROWTH` instructions. Returns their names.
+
+    Examples
+    --------
+    >>> from pyzyme.runtime.modules import parse
+    >>> m = parse('''define internal double @sq(double %x) {
+    ...   %y = fmul double %x, %x
+    ...   ret double %y
+    ... }
+    ... define internal double @down(double %x) {
+    ...   %y = call double @down(double %x)
+    ...   ret double %y
+    ... }
+    ... define double @f(double %x) {
+    ...   %a = call double @sq(double %x)
+    ...   %b = call double @down(double %a)
+    ...   ret double %b
+    ... }''')
+    >>> inline_small_functions(m)
+    ['sq']
+    """
+    defined = {fn.name: fn for fn in module.functions if not fn.is_declaration}
+    size: dict = {}
+    calls: dict = {name: set() for name in defined}
+    sites: dict = dict.fromkeys(defined, 0)
+    for name, fn in defined.items():
+        count = 0
+        for block in fn.blocks:
+            for inst in block.instructions:
+                count += 1
+                if inst.opcode in ("call", "invoke"):
+                    callee = list(inst.operands)[-1].name
+                    if callee in defined:
+                        calls[name].add(callee)
+                        sites[callee] += 1
+        size[name] = count
+
+    def recursive(name: str) -> bool:
+        work, seen = list(calls[name]), set()
+        while work:
+            callee = work.pop()
+            if callee == name:
+                return True
+            if callee not in seen:
+                seen.add(callee)
+                work.extend(calls[callee])
+        return False
+
+    marked = []
+    for name, fn in defined.items():
+        attributes = " ".join(str(a) for a in fn.attributes)
+        if not sites[name] or "noinline" in attributes or "alwaysinline" in attributes:
+            continue
+        if size[name] > INLINE_LIMIT or size[name] * (sites[name] - 1) > INLINE_GROWTH:
+            continue
+        if recursive(name):
+            continue
+        fn.add_function_attribute("alwaysinline")
+        marked.append(name)
+    return marked
+
+
 def _no_unroll_no_vectorize(level: int) -> llvm.PipelineTuningOptions:
     pto = llvm.create_pipeline_tuning_options(speed_level=level)
     pto.loop_unrolling = False

@@ -33,8 +33,8 @@ from itertools import combinations
 from pyzyme import naming
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.cfg import dominators
-from pyzyme.analysis.overwrite import (identified_object, may_alias, underlying_object,
-                                       underlying_objects)
+from pyzyme.analysis.overwrite import (identified_object, may_alias, swapped_apart,
+                                       underlying_object, underlying_objects)
 from pyzyme.analysis.parallel_access import dense_reads, owned_arrays
 from pyzyme.analysis.typetree import TypeTree
 from pyzyme.diff.memory_calls import free_function, malloc
@@ -370,8 +370,10 @@ def _distinct(pointers) -> bool:
         objects = underlying_objects(p)    # through phis: the grids a time loop swaps
         return bool(objects) and all(identified_object(o) for o in objects)
 
+    # One launch gets both grids a time loop swaps (v, w = w, v): apart in that launch.
     return all(identified(p) for p in pointers) and \
-        not any(may_alias(a, b) for a, b in combinations(pointers, 2))
+        not any(may_alias(a, b) and not swapped_apart(a, b)
+                for a, b in combinations(pointers, 2))
 
 
 def _fill(cx, b: IRBuilder, inst, row, layout: _Layout, value, shadows,
