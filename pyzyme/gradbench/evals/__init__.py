@@ -10,6 +10,7 @@ EVALS = {
     "det": "pyzyme.gradbench.evals.det",
     "gmm": "pyzyme.gradbench.evals.gmm",
     "hello": "pyzyme.gradbench.evals.hello",
+    "ht": "pyzyme.gradbench.evals.ht",
     "kmeans": "pyzyme.gradbench.evals.kmeans",
     "llsq": "pyzyme.gradbench.evals.llsq",
     "lse": "pyzyme.gradbench.evals.lse",
