@@ -57,3 +57,43 @@ def test_temporaries_and_shadows_are_released():
     # argument per call); the derivative, with two arrays (x and its shadow), may leak those
     # and nothing it allocated itself.
     assert bad <= 2 * nested, (bad, nested)
+
+
+def test_counts_of_argument_arrays_are_not_deferred():
+    """A combined derivative makes the decrefs of the arrays it is passed where the primal
+    makes them: the caller holds those for the whole call, so nothing can free them before
+    the reverse sweep (deferring them cost a release list per call: a 15-input
+    reprojection residual's gradient ran 11.7x its primal, 10x without)."""
+    import math
+
+    import numba
+    import numpy as np
+
+    from pyzyme import Active, Const, Duplicated, Reverse, autodiff, code_llvm
+
+    @numba.njit
+    def rotate(r0, r1, pt):
+        t = r0 * r0 + r1 * r1
+        if t != 0.0:
+            c = math.cos(t)
+            return (pt[0] * c + r1 * pt[1], pt[1] * c - r0 * pt[0])
+        return (pt[0] + r1 * pt[1], pt[1] - r0 * pt[0])
+
+    @numba.njit
+    def inner(q, feat):      # its counts of q and feat survive Numba's pruning
+        x = rotate(q[0], q[1], (q[2] - q[3], q[3]))
+        return x[0] / x[1] - feat[0], x[1] - feat[1]
+
+    @numba.njit
+    def outer(q, feat):
+        a, b = inner(q, feat)
+        return a * b
+
+    q, feat = np.array([0.3, 0.7, 1.3, 2.1]), np.array([1.5, -0.5])
+    text = code_llvm(Reverse, outer, Active, Duplicated(q, np.zeros(4)), Const(feat))
+    assert "NRT_decref" in text and "pyzyme.defer_release" not in text
+    dq = np.zeros(4)
+    autodiff(Reverse, outer, Active, Duplicated(q, dq), Const(feat))
+    h = 1e-6
+    fd = [(outer(q + h * e, feat) - outer(q - h * e, feat)) / (2 * h) for e in np.eye(4)]
+    np.testing.assert_allclose(dq, fd, rtol=1e-7)

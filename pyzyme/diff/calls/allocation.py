@@ -21,7 +21,7 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import Constant, GlobalValue, const_int, const_null
+from pyzyme.ir.values import Argument, Constant, GlobalValue, const_int, const_null
 from pyzyme.rules import spec
 
 __all__ = ["allocation_forward", "allocation_augmented", "mirror_varied", "mirror_forward",
@@ -106,8 +106,14 @@ def mirror_augmented(cx, inst: I.Call, row: spec.Mirror) -> None:
     (on the primal and its shadow); reference counts and resizes of shadowed memory happen
     to the shadow too, a resize keeping the shadow's old block
     (:mod:`pyzyme.diff.calls.resize`)."""
-    if row.releases:
-        # Deferred until the reverse sweep is done with the memory.
+    if row.releases and not (row.refcount and not cx.sig.split
+                             and isinstance(inst.args[row.pointer_args[0]], Argument)):
+        # Deferred until the reverse sweep is done with the memory. Not a count of a handle
+        # the function is passed, in a combined derivative: the caller holds its reference
+        # (and the shadow's) for the whole call, so the count cannot fall to zero; made
+        # now, as its incref is, Numba's reference-count pruning cancels the pair, where a
+        # deferred one costs a release list per call (a small function called in a loop ran
+        # 10x its primal).
         at = row.pointer_args[0]
         shadow = cx.shadows.get(inst.args[at])
         call = _one_pointer_release(cx, inst, at)

@@ -6,9 +6,11 @@ Each module defines ``FUNCTIONS``: a dict from the function names the eval asks 
 
 #: eval name -> the module that implements it
 EVALS = {
+    "ba": "pyzyme.gradbench.evals.ba",
     "det": "pyzyme.gradbench.evals.det",
     "gmm": "pyzyme.gradbench.evals.gmm",
     "hello": "pyzyme.gradbench.evals.hello",
+    "ht": "pyzyme.gradbench.evals.ht",
     "kmeans": "pyzyme.gradbench.evals.kmeans",
     "llsq": "pyzyme.gradbench.evals.llsq",
     "lse": "pyzyme.gradbench.evals.lse",
