@@ -32,6 +32,11 @@ from pyzyme.rules import spec
 __all__ = ["ReverseValues", "ShiftInduction", "CountedSum", "shift_induction_of", "counted_sum_of",
            "incoming_value"]
 
+#: Opcodes whose adjoint reads none of its operands' values (only a select's condition).
+_PASSES_ADJOINTS = frozenset(("fadd", "fsub", "fneg", "phi", "select", "freeze",
+                              "insertvalue", "extractvalue"))
+
+
 class ReverseValues:
     """Makes forward values available in the reverse sweep (see the module docstring)."""
 
@@ -77,7 +82,8 @@ class ReverseValues:
         # Outside loops a stack slot costs nothing in the combined function; in a split pair
         # the reverse function gets its own arguments (and shadows: its result slot's seed),
         # so what is computed from them is computed again there rather than carried over.
-        if (loop is not None or st.sig.split) and self._can_recompute(st, fv):
+        if (loop is not None or st.sig.split) and self._can_recompute(st, fv) \
+                and not (loop is not None and self._keeps_comparison(st, fv, loop)):
             clone = fv.copy_with([self.avail(st, op) for op in fv.operands])
             return b.insert(clone, fv.name)
         if fv.opcode == "load":
@@ -99,6 +105,74 @@ class ReverseValues:
             st.caches[fv] = cache
             self._keep(st, fv, cache)
         return st.tape.load(b, cache, self._cache_index(st, b, cache), name=fv.name)
+
+    def _keeps_comparison(self, st: ReverseContext, fv: I.Instruction, loop) -> bool:
+        """Whether comparison ``fv`` (in ``loop``) is better cached than computed again: one
+        of the doubles it compares would be cached for it alone (not at hand here, and read
+        by nothing else of the reverse sweep), where the i1 takes one byte. ``min(closest,
+        distance)`` over centroids: the select's adjoint needs only the comparison's result,
+        and kmeans taped both distances per point and centroid (and, forward over reverse,
+        their tangents too)."""
+        if not _kept_comparison(fv):
+            return False
+        return any(not self._at_hand(st, op, loop, 4) and not self._reads_own_value(op)
+                   and not self._read_by_reverse(st, op, fv, set(), 8)
+                   for op in fv.operands)
+
+    def _reads_own_value(self, fv: Value) -> bool:
+        """Whether the adjoint of ``fv`` may read ``fv`` itself (a quotient, ``sqrt``: their
+        partials are written with the result); True where unsure."""
+        if isinstance(fv, I.CallBase):
+            callee = fv.called_function
+            row = self.rules.lookup(callee.name, "call") if callee is not None else None
+            if not isinstance(row, spec.Partials):
+                return True
+        else:
+            row = self.rules.lookup(fv.opcode, "opcode")
+            if not isinstance(row, spec.Partials):
+                return False
+        return any(p is not None and "ret" in p.placeholders() for p in row.partials)
+
+    def _at_hand(self, st: ReverseContext, fv: Value, loop, depth: int) -> bool:
+        """Whether forward value ``fv``, used in ``loop``, is available where the reverse
+        sweep is without a cache per iteration of ``loop`` (a constant, argument, induction
+        variable, something cached already or once per iteration of a loop around
+        ``loop``, or recomputed from such); False where unsure."""
+        if not isinstance(fv, I.Instruction) or fv in st.memo or fv in st.caches \
+                or ("exit", fv) in st.caches or fv in st.inductions:
+            return True
+        block = st.origin.get(fv.parent)
+        if block is None or st.current is None:
+            return False
+        own = self._varies_in(st, fv, st.loops.loop_of(block))
+        if own is None or (own is not loop and own.contains(loop.header)):
+            return True
+        if depth == 0 or isinstance(fv, I.Phi) or not own.contains(st.current) \
+                or not self._can_recompute(st, fv):
+            return False
+        return all(self._at_hand(st, op, loop, depth - 1) for op in fv.operands)
+
+    def _read_by_reverse(self, st: ReverseContext, fv: Value, skip, seen: set,
+                         depth: int) -> bool:
+        """Whether the reverse sweep may need forward value ``fv`` other than for ``skip``:
+        some use of it, other than stores of it and returns, is not one whose adjoint passes
+        adjoints through without reading its operands (a sum, a phi, a select's arm) or is
+        one whose own value may be needed; True where unsure. Other comparisons of ``fv`` do
+        not count: by the same rule they are cached too (``np.minimum`` compares twice, and
+        tests for NaN)."""
+        for user in fv.users:
+            if user is skip or user in seen:
+                continue
+            if isinstance(user, I.Store) and user.operands[1] is not fv or \
+                    isinstance(user, I.Ret) or _kept_comparison(user):
+                continue
+            if depth == 0 or user.opcode not in _PASSES_ADJOINTS or (
+                    isinstance(user, I.Select) and user.operands[0] is fv):
+                return True
+            seen.add(user)
+            if self._read_by_reverse(st, user, skip, seen, depth - 1):
+                return True
+        return False
 
     def _forwarded(self, st: ReverseContext, fv: I.Load) -> Value | None:
         """Load ``fv`` of what a loop before it stored (:mod:`pyzyme.analysis.forwarding`),
@@ -553,6 +627,11 @@ def _reached(loop, blocks) -> set:
         seen.add(block)
         todo.extend(block.successors)
     return seen
+
+
+def _kept_comparison(inst) -> bool:
+    """Whether ``inst`` is a comparison :meth:`ReverseValues._keeps_comparison` may cache."""
+    return inst.opcode in ("fcmp", "icmp") and inst.type == T.i1
 
 
 def shift_induction_of(loop, phi: I.Phi) -> ShiftInduction | None:
