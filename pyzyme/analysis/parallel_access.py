@@ -61,6 +61,35 @@ from pyzyme.ir.values import ConstantInt, Value
 __all__ = ["OwnedArrays", "owned_arrays", "dense_reads"]
 
 
+class _Product:
+    """The atom ``a * b`` of two values, ``b`` known on entry (a row index times a row
+    length: ``(i + d) * m`` in a 2-D array's address); equal to another of the same two."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a: Value, b: Value) -> None:
+        self.a, self.b = a, b
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Product) and other.a is self.a and other.b is self.b
+
+    def __hash__(self) -> int:
+        return hash((id(self.a), id(self.b)))
+
+
+def _order(atom) -> tuple:
+    return (id(atom.a), id(atom.b)) if isinstance(atom, _Product) else (id(atom), 0)
+
+
+@dataclass(frozen=True)
+class _Row:
+    """The stride of an array owned by rows: ``scale`` bytes times the run-time row length
+    ``length`` (a value known on entry)."""
+
+    length: Value
+    scale: int
+
+
 @dataclass(frozen=True)
 class _Address:
     """``root + const + sum(coef * atom)``, in bytes."""
@@ -83,18 +112,29 @@ class OwnedArrays:
     def owns(self, pointer: Value) -> bool:
         """Whether ``pointer`` points into an array one iteration owns."""
         found = self._root(pointer)
-        return found is not None and found[2] == 0
+        return found is not None and found[2] == 0 and not isinstance(found[1], _Row)
 
     def near_edges(self, pointer: Value):
         """For ``pointer`` into an array iterations share only with their neighbours (a
-        stencil's): ``(index, reach, first, last)``, the index and the bounds of its row
-        (the schedule's, inclusive), so that only an index within ``reach`` of either bound
-        shares bytes with another row's iterations; None for any other pointer."""
-        found = self._root(pointer)
-        if found is None or found[2] == 0 or found[0] not in self.bounds:
+        stencil's): ``(index, reach, first, last, column)``, the index and the bounds of its
+        row (the schedule's, inclusive), so that only an index within ``reach`` of either
+        bound shares bytes with another row's iterations; None for any other pointer.
+        ``column`` is None, or for an array owned by rows of a run-time length ``m``
+        ``(terms, const, m)``: the access stays in its row where ``0 <= sum(k * atom) +
+        const < m`` (``terms`` the ``(atom, k)`` pairs); elsewhere it is shared."""
+        address = _address(pointer, self.wraps)
+        found = None if address is None else self.roots.get(address.root)
+        if found is None or found[0] not in self.bounds:
             return None
-        index, _, reach = found
-        return (index, reach, *self.bounds[index])
+        index, stride, reach = found
+        if not isinstance(stride, _Row):
+            return None if reach == 0 else (index, reach, *self.bounds[index], None)
+        terms = dict(address.terms)
+        terms.pop(_Product(index, stride.length), None)
+        terms.pop(stride.length, None)
+        column = (tuple((atom, coef // stride.scale) for atom, coef in terms.items()),
+                  address.const // stride.scale, stride.length)
+        return (index, reach, *self.bounds[index], column)
 
     def _root(self, pointer: Value):
         address = _address(pointer, self.wraps)
@@ -104,6 +144,8 @@ class OwnedArrays:
         parts = []
         for root, (phi, stride, reach) in self.roots.items():
             near = f", shared within {reach} of its row's ends" if reach else ""
+            if isinstance(stride, _Row):
+                stride = f"{stride.scale}*{_ref(stride.length)}"
             parts.append(f"{_ref(root)} ({stride}*{_ref(phi)}{near})")
         return (f"owned by one iteration of {self.function.ref}: "
                 + (", ".join(parts) if parts else "nothing"))
@@ -222,10 +264,12 @@ def _owner(found: list, indices: set, entry):
             if index is not None:
                 return None
             index, stride = atom, coef
-    if index is None or stride == 0:
+    if index is None:
+        return _row_owner(found, indices, entry)
+    if stride == 0:
         return None
     rest = tuple((a, c) for a, c in first.terms if a is not index)
-    if not all(isinstance(a, Value) and _invariant(a, entry) for a, _ in rest):
+    if not all(_invariant(a, entry) for a, _ in rest):
         return None
     for address, _ in found:
         if address.terms != first.terms:
@@ -236,7 +280,36 @@ def _owner(found: list, indices: set, entry):
     return index, stride, -(-(high - low) // abs(stride)) - 1
 
 
-def _invariant(value: Value, entry) -> bool:
+def _row_owner(found: list, indices: set, entry):
+    """``(index, _Row(m, s), reach)`` where every address of ``found`` is ``s*(index + d)*m``
+    plus a column offset ``s*k`` (``m`` known on entry, ``d`` a constant, ``k`` anything, the
+    access at most ``s`` bytes): a C-ordered 2-D array's rows, ``index + d`` the row. Iteration
+    ``i`` keeps to rows ``i + d`` wherever ``0 <= k < m``, which the reverse sweep checks at run
+    time (:meth:`OwnedArrays.near_edges`); ``reach`` is the most two iterations' indices may
+    differ by and still touch one row."""
+    rows = [(atom, coef) for atom, coef in found[0][0].terms
+            if isinstance(atom, _Product) and atom.a in indices]
+    if len(rows) != 1 or rows[0][1] <= 0 or not _invariant(rows[0][0].b, entry):
+        return None
+    product, scale = rows[0]
+    index, length = product.a, product.b
+    offsets = []
+    for address, size in found:
+        terms = dict(address.terms)
+        if terms.pop(product, None) != scale or size > scale:
+            return None
+        shift = terms.pop(length, 0)
+        if shift % scale or address.const % scale or \
+                any(coef % scale or not isinstance(atom, Value) or atom in indices
+                    for atom, coef in terms.items()):
+            return None
+        offsets.append(shift // scale)
+    return index, _Row(length, scale), max(offsets) - min(offsets)
+
+
+def _invariant(value, entry) -> bool:
+    if isinstance(value, _Product):
+        return _invariant(value.a, entry) and _invariant(value.b, entry)
     parent = getattr(value, "parent", None)
     return not isinstance(value, I.Instruction) or parent is entry
 
@@ -295,7 +368,7 @@ def _address(pointer: Value, wraps=None, depth: int = 16) -> _Address | None:
                 terms[atom] = terms.get(atom, 0) + scale * coef
         pointer = base
     terms = {a: c for a, c in terms.items() if c != 0}
-    return _Address(pointer, const, tuple(sorted(terms.items(), key=lambda t: id(t[0]))))
+    return _Address(pointer, const, tuple(sorted(terms.items(), key=lambda t: _order(t[0]))))
 
 
 def _linear(value: Value, depth: int = 12, wraps=None):
@@ -325,7 +398,27 @@ def _linear(value: Value, depth: int = 12, wraps=None):
             factor = y.value if op == "mul" else 1 << y.value
             c, ts = _linear(x, depth - 1, wraps)
             return c * factor, {atom: coef * factor for atom, coef in ts.items()}
+        if op == "mul":
+            # (i + d) * m with m known on entry (a C-ordered array's row length):
+            # d * m + (i * m), so accesses to rows i - 1, i, i + 1 share the atom i * m
+            if not _on_entry(y) and _on_entry(x):
+                x, y = y, x
+            if _on_entry(y):
+                c, ts = _linear(x, depth - 1, wraps)
+                if all(isinstance(atom, Value) for atom in ts):
+                    terms = {_Product(atom, y): coef for atom, coef in ts.items()}
+                    if c:
+                        terms[y] = c
+                    return 0, terms
     return 0, {value: 1}
+
+
+def _on_entry(value: Value) -> bool:
+    """Whether ``value`` is an argument or made in its function's entry block."""
+    if not isinstance(value, I.Instruction):
+        return not isinstance(value, ConstantInt)
+    block = value.parent
+    return block is not None and block.parent is not None and block is block.parent.blocks[0]
 
 
 def dense_reads(root: Value) -> bool:
@@ -356,6 +449,8 @@ def dense_reads(root: Value) -> bool:
 def _dense_atom(atom: Value, entry) -> bool:
     """An index an address may hold for it to stay dense: a loop's phi, a value known on
     entry, or one computed from those by arithmetic (not read from memory)."""
+    if isinstance(atom, _Product):
+        return _dense_atom(atom.a, entry) and _dense_atom(atom.b, entry)
     for _ in range(16):
         if isinstance(atom, (I.Phi, ConstantInt)) or not isinstance(atom, I.Instruction) \
                 or atom.parent is entry:

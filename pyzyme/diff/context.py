@@ -377,7 +377,7 @@ class ReverseContext(_Generated):
 
     def near_row_edges(self, pointer: Value):
         """In the body of a parallel loop: for ``pointer`` into an array iterations share
-        only with their neighbours, ``(index, reach, first, last)`` (primal values; see
+        only with their neighbours, ``(index, reach, first, last, column)`` (primal values; see
         :meth:`~pyzyme.analysis.parallel_access.OwnedArrays.near_edges`): adjoints need an
         atomic add only within ``reach`` of the row's ends. None otherwise."""
         owned = self._owned_arrays()
@@ -436,11 +436,22 @@ class ReverseContext(_Generated):
         shared = self.threads_share()
         edge = self.near_row_edges(pointer)
         if edge is not None:
-            index, reach, first, last = edge
+            index, reach, first, last, column = edge
             i, lo, hi = self.primal(index), self.primal(first), self.primal(last)
             r = const_int(i.type, reach)
             near = b.or_(b.icmp("ult", b.sub(i, lo), r), b.icmp("ult", b.sub(hi, i), r),
                          name="row.edge")
+            if column is not None:
+                # a 2-D array's row: the access keeps to it where 0 <= column < length
+                terms, const, length = column
+                at = const_int(T.i64, const)
+                for atom, k in terms:
+                    v = self.primal(atom)
+                    v = b.sext(v, T.i64) if v.type != T.i64 else v
+                    at = b.add(at, v if k == 1 else b.mul(v, const_int(T.i64, k)))
+                n = self.primal(length)
+                n = b.sext(n, T.i64) if n.type != T.i64 else n
+                near = b.or_(near, b.icmp("uge", at, n), name="row.outside")
             shared = near if shared is None else b.and_(shared, near)
         if shared is None:
             atomic_add(b, ty, shadow, delta)

@@ -246,6 +246,14 @@ def test_neighbours_add_atomically_only_near_their_rows_ends():
     assert "atomicrmw fadd" in ir and "row.edge" in ir
 
 
+def test_rows_of_a_2d_array_are_owned():
+    """``out[i, j]`` from ``u[i - 1, j]``, ``u[i + 1, j]``, ...: each iteration writes its own
+    row and reads its neighbours' (an address ``8 * ((i + d) * m + j)``, m the run-time row
+    length): adds are atomic only near the rows' ends or where the column leaves the row."""
+    ir = _reverse_ir("stencil_2d")
+    assert "row.edge" in ir and "row.outside" in ir
+
+
 def test_grids_a_time_loop_swaps_are_told_apart():
     """``v, w = w, v`` after each step: the stencil reads one grid and writes the other, two
     allocations the loop's phis exchange, never the same one; so each iteration owns the
