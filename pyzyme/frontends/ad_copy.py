@@ -170,7 +170,7 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
     ref = parse(str(module), what="AD copy of the module")
     passes.strip_to(ref, targets + keep_calls)
     if optimize:
-        passes.ad_friendly(ref)
+        ref = passes.ad_friendly(ref)
     return ir.parse_module(str(ref))
 
 

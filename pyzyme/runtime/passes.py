@@ -21,7 +21,8 @@ import llvmlite.binding as llvm
 from numba.core import config as numba_config
 
 from pyzyme.runtime import target
-from pyzyme.runtime.modules import internalize_all_but
+from pyzyme.runtime.modules import internalize_all_but, parse
+from pyzyme.runtime.raising_blocks import mark_raising_stores
 
 
 def _run(module: llvm.ModuleRef, pto: llvm.PipelineTuningOptions) -> None:
@@ -29,13 +30,18 @@ def _run(module: llvm.ModuleRef, pto: llvm.PipelineTuningOptions) -> None:
     pb.getModulePassManager().run(module, pb)
 
 
-def ad_friendly(module: llvm.ModuleRef) -> None:
-    """Optimize ``module`` in place for differentiation: O2 without unrolling or vectorization.
+def ad_friendly(module: llvm.ModuleRef) -> llvm.ModuleRef:
+    """Optimize ``module`` for differentiation: O2 without unrolling or vectorization. Returns
+    the optimized module (``module`` itself, or a new one where raising blocks were marked).
 
     Numba's reference-count pruning runs as well: inlining brings ``NRT_incref``/``NRT_decref``
     pairs into one function where they cancel. It runs after a first O1 round too, because O2's
     jump threading and loop rotation split the blocks of a pair apart before pruning could see
-    them (an array allocated, filled in a loop and summed keeps two pairs otherwise).
+    them (an array allocated, filled in a loop and summed keeps two pairs otherwise). Before
+    each, the raising blocks whose mark inlining lost are marked again
+    (:mod:`~pyzyme.runtime.raising_blocks`): without, an array argument's pairs survive in any
+    function with an inlined callee that can raise, and its derivative mirrors them onto the
+    shadow.
 
     Examples
     --------
@@ -46,18 +52,19 @@ def ad_friendly(module: llvm.ModuleRef) -> None:
     ...   %y = load double, ptr %p
     ...   ret double %y
     ... }''')
-    >>> ad_friendly(m)
+    >>> m = ad_friendly(m)
     >>> "alloca" in str(m)
     False
     """
     for level in (1, 2):
         _run(module, _no_unroll_no_vectorize(level))
-        _prune_refcounts(module)
+        module = _prune_refcounts(module)
     cleanup = llvm.create_new_module_pass_manager()
     cleanup.add_simplify_cfg_pass()
     cleanup.add_global_dead_code_eliminate_pass()
     cleanup.add_strip_dead_prototype_pass()
     cleanup.run(module, _plain_pass_builder())
+    return module
 
 
 #: A function of at most this many instructions is inlined into its callers before
@@ -147,10 +154,17 @@ def _no_unroll_no_vectorize(level: int) -> llvm.PipelineTuningOptions:
     return pto
 
 
-def _prune_refcounts(module: llvm.ModuleRef) -> None:
+def _prune_refcounts(module: llvm.ModuleRef) -> llvm.ModuleRef:
+    """Run Numba's reference-count pruning on ``module`` (parsed again first where raising
+    blocks had to be marked); returns the pruned module."""
+    text = str(module)
+    marked = mark_raising_stores(text)
+    if marked != text:
+        module = parse(marked, what="module with its raising blocks marked")
     mpm = llvm.create_new_module_pass_manager()
     mpm.add_refprune_pass(llvm.RefPruneSubpasses.ALL)
     mpm.run(module, _plain_pass_builder())
+    return module
 
 
 def _plain_pass_builder() -> llvm.PassBuilder:

@@ -174,7 +174,7 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad",
             passes.strip_to(module, [symbol, *kept], keep_globals=_is_env_global)
             _inline_launch_wrappers(module)
             passes.inline_small_functions(module)
-            passes.ad_friendly(module)
+            module = passes.ad_friendly(module)
         else:
             module, stale = cres.library._get_module_for_linking().clone(), ()
             module.get_function(symbol).linkage = "external"
