@@ -45,6 +45,50 @@ owned by one iteration of @body: %x (8*%i), %y (8*%i, shared within 1 of its row
 >>> loads = [i for i in fn.blocks[1].instructions if i.opcode == "load"]
 >>> owned.owns(loads[0].pointer), owned.owns(loads[1].pointer)
 (True, False)
+
+A C-ordered 2-D array, ``x[i - 1, j]`` read and ``x[i, j]`` written, its row length ``%m`` a
+run-time value: iteration ``i`` keeps to rows ``i - 1`` and ``i`` as long as ``0 <= j < m``,
+which the reverse sweep checks where it adds (``near_edges`` gives the column ``j``):
+
+>>> m = parse_module('''
+... define void @rows(ptr %x, ptr %sched, i64 %m, i64 %n) {
+... entry:
+...   %start = load i64, ptr %sched
+...   %lastp = getelementptr i64, ptr %sched, i64 1
+...   %last = load i64, ptr %lastp
+...   br label %row
+... row:
+...   %i = phi i64 [ %start, %entry ], [ %i1, %next ]
+...   %up = add i64 %i, -1
+...   %r0 = mul i64 %up, %m
+...   %r1 = mul i64 %i, %m
+...   br label %col
+... col:
+...   %j = phi i64 [ 0, %row ], [ %j1, %col ]
+...   %a0 = add i64 %r0, %j
+...   %p0 = getelementptr double, ptr %x, i64 %a0
+...   %v = load double, ptr %p0
+...   %a1 = add i64 %r1, %j
+...   %p1 = getelementptr double, ptr %x, i64 %a1
+...   store double %v, ptr %p1
+...   %j1 = add i64 %j, 1
+...   %more = icmp slt i64 %j1, %n
+...   br i1 %more, label %col, label %next
+... next:
+...   %i1 = add i64 %i, 1
+...   %again = icmp sle i64 %i1, %last
+...   br i1 %again, label %row, label %exit
+... exit:
+...   ret void
+... }''')
+>>> fn = m.get_function("rows")
+>>> owned = owned_arrays(fn, [fn.args[1]])
+>>> print(owned)
+owned by one iteration of @rows: %x (8*%m*%i, shared within 1 of its row's ends)
+>>> read = fn.blocks[2].instructions[3]   # the load of x[i - 1, j]
+>>> index, reach, first, last, (column, const, length) = owned.near_edges(read.pointer)
+>>> index.ref, reach, [(atom.ref, k) for atom, k in column], const, length.ref
+('%i', 1, [('%j', 1)], 0, '%m')
 """
 
 from __future__ import annotations
