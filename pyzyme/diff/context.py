@@ -435,29 +435,35 @@ class ReverseContext(_Generated):
         b = self.rb
         shared = self.threads_share()
         edge = self.near_row_edges(pointer)
+        if shared is None and edge is None:
+            atomic_add(b, ty, shadow, delta)
+            return
+        atomic, own, done = (self.rev.append_block(name) for name in
+                             ("adjoint.shared", "adjoint.own", "adjoint.done"))
         if edge is not None:
+            # The primal values first, here, where they dominate what follows (a value made
+            # in the test's block would not); the test itself only where other threads run,
+            # so one thread pays a branch an add, as without it.
             index, reach, first, last, column = edge
             i, lo, hi = self.primal(index), self.primal(first), self.primal(last)
+            if column is not None:
+                terms, const, length = column
+                terms = [(self._as_i64(self.primal(atom)), k) for atom, k in terms]
+                length = self._as_i64(self.primal(length))
+            if shared is not None:
+                test = self.rev.append_block("adjoint.edge")
+                b.cbranch(shared, test, own)
+                b.position_at_end(test)
             r = const_int(i.type, reach)
             near = b.or_(b.icmp("ult", b.sub(i, lo), r), b.icmp("ult", b.sub(hi, i), r),
                          name="row.edge")
             if column is not None:
                 # a 2-D array's row: the access keeps to it where 0 <= column < length
-                terms, const, length = column
                 at = const_int(T.i64, const)
-                for atom, k in terms:
-                    v = self.primal(atom)
-                    v = b.sext(v, T.i64) if v.type != T.i64 else v
+                for v, k in terms:
                     at = b.add(at, v if k == 1 else b.mul(v, const_int(T.i64, k)))
-                n = self.primal(length)
-                n = b.sext(n, T.i64) if n.type != T.i64 else n
-                near = b.or_(near, b.icmp("uge", at, n), name="row.outside")
-            shared = near if shared is None else b.and_(shared, near)
-        if shared is None:
-            atomic_add(b, ty, shadow, delta)
-            return
-        atomic, own, done = (self.rev.append_block(name) for name in
-                             ("adjoint.shared", "adjoint.own", "adjoint.done"))
+                near = b.or_(near, b.icmp("uge", at, length), name="row.outside")
+            shared = near
         b.cbranch(shared, atomic, own)
         b.position_at_end(atomic)
         atomic_add(b, ty, shadow, delta)
@@ -467,6 +473,9 @@ class ReverseContext(_Generated):
                 align)
         b.br(done)
         b.position_at_end(done)
+
+    def _as_i64(self, v: Value) -> Value:
+        return self.rb.sext(v, T.i64) if v.type != T.i64 else v
 
     def threads_share(self):
         """In the reverse sweep of the body of a parallel loop: the ``i1`` that says whether
