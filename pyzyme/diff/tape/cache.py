@@ -8,7 +8,8 @@ on where it was computed:
   combined function, so the fast path costs nothing;
 - inside a loop: an array indexed by that loop's *iteration counter*, grown by doubling when
   the counter reaches its capacity, freed when the reverse sweep is done; the arrays of one
-  loop share one block (one allocation per loop and growth, not per cached value). A module global per
+  loop share one block (one allocation per loop and growth, not per cached value), except in
+  code a later round differentiates. A module global per
   loop remembers the largest capacity reached, where the next call starts (its arrays then
   come from :mod:`pyzyme.diff.tape.pool` at their final size, and are never copied).
 
@@ -129,9 +130,13 @@ class TapeCache:
         Where ``realloc`` and ``free`` are declared.
     scopes
         The module's :class:`~pyzyme.transforms.alias_scopes.ScopeTable` (tape accesses get a scope).
+    shared_blocks
+        Whether the caches of one loop share a block (:meth:`_regroup`); not in code a later
+        round differentiates (:func:`_groups`).
     """
 
-    def __init__(self, fwd_entry, rev_entry, module, scopes) -> None:
+    def __init__(self, fwd_entry, rev_entry, module, scopes, shared_blocks: bool = True) -> None:
+        self.shared_blocks = shared_blocks
         self.fwd_entry = fwd_entry
         self.rev_entry = rev_entry
         self.module = module
@@ -292,24 +297,32 @@ class TapeCache:
 
     def _regroup(self, b: IRBuilder, caches: list, capacity: Slot, newcap: Value) -> None:
         """At ``b``: give the caches of one loop room for ``newcap`` iterations each (at least
-        their present capacity), in one new block, their entries so far copied over; free the
-        old block. A loop's caches share one block (each array at a 16-byte aligned offset,
-        the first at its start): a recursive function caching five values per iteration made
-        five allocations a call, all alive until the reverse sweep (GradBench's det)."""
+        their present capacity), their entries so far copied over, and free their old blocks.
+        Caches of one kind share a block (:func:`_groups`; each array at a 16-byte aligned
+        offset, the first at its start): a recursive function caching five values per
+        iteration made five allocations a call, all alive until the reverse sweep
+        (GradBench's det)."""
         old_cap = b.load(T.i64, capacity.fwd)
         newcap = b.select(b.icmp("ult", newcap, old_cap), old_cap, newcap)
-        olds = [b.load(T.ptr, c.slot.fwd) for c in caches]
-        offsets, total = _segments(b, caches, newcap)
-        block = b.call(tape_realloc(self.module), [const_null(T.ptr), total], name="block")
-        news = [b.gep(T.i8, block, [at]) for at in offsets]
-        fresh = b.icmp("eq", olds[0], const_null(T.ptr))
-        for c, new, old in zip(caches, news, olds):
-            # Nothing to copy from a first block (no null source handed to memcpy even so).
-            memcpy(self.module, b, new, b.select(fresh, new, old),
-                   b.mul(old_cap, const_int(T.i64, sizeof(c.type))))
-        b.call(tape_free(self.module), [olds[0]])
-        for c, new in zip(caches, news):
-            b.store(new, c.slot.fwd)
+        realloc = tape_realloc(self.module)
+        for group in _groups(caches, self.shared_blocks):
+            if len(group) == 1:  # a block of its own, grown in place where it can be
+                c = group[0]
+                old = b.load(T.ptr, c.slot.fwd)
+                size = b.mul(newcap, const_int(T.i64, sizeof(c.type)))
+                b.store(b.call(realloc, [old, size]), c.slot.fwd)
+                continue
+            olds = [b.load(T.ptr, c.slot.fwd) for c in group]
+            offsets, total = _segments(b, group, newcap)
+            block = b.call(realloc, [const_null(T.ptr), total], name="block")
+            news = [b.gep(T.i8, block, [at]) for at in offsets]
+            for c, new, old in zip(group, news, olds):
+                # From a first block (null) nothing: llvm.memcpy of no bytes touches neither.
+                memcpy(self.module, b, new, old,
+                       b.mul(old_cap, const_int(T.i64, sizeof(c.type))))
+            b.call(tape_free(self.module), [olds[0]])
+            for c, new in zip(group, news):
+                b.store(new, c.slot.fwd)
         b.store(newcap, capacity.fwd)
 
     def free(self, b: IRBuilder, forward: bool = False) -> None:
@@ -318,8 +331,8 @@ class TapeCache:
         no reverse sweep follows."""
         free = tape_free(self.module)
         for state in [*self.loops.values(), *self.repeats.values()]:
-            if state.caches:  # one block per loop, at its first cache (see _regroup)
-                first = state.caches[0].slot
+            for group in _groups(state.caches, self.shared_blocks):  # at its first
+                first = group[0].slot
                 b.call(free, [b.load(T.ptr, first.fwd if forward else first.rev)])
         for s in self.stacks:
             base = b.gep(STACK, s.fwd if forward else s.rev,
@@ -527,6 +540,15 @@ def append_function(module, name: str, fields: Sequence[T.Type]):
     b.store(b.add(count, const_int(T.i64, 1)), field(1))
     b.ret_void()
     return fn
+
+
+def _groups(caches: list, shared: bool = True) -> list[list]:
+    """``caches`` (of one loop) in the groups that share a block: all of them, or with
+    ``shared`` false each alone. A later round (a third derivative, C's nested
+    ``__enzyme_autodiff``) differentiates a shared block as memory whose type is the same at
+    every offset, the arrays' offsets not being constants: floats and pointers in one block
+    conflict there, and its copies move bytes of no type it can tell."""
+    return [list(caches)] if shared and caches else [[c] for c in caches]
 
 
 def _segments(b: IRBuilder, caches: list, capacity: Value) -> tuple[list, Value]:
