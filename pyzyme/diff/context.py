@@ -236,6 +236,7 @@ class ReverseContext(_Generated):
     fidx: dict = field(default_factory=dict)           # loop -> forward iteration number
     rblocks: dict = field(default_factory=dict)        # primal block -> reverse block
     rev_args: dict = field(default_factory=dict)       # fwd argument -> rev argument
+    rev_fixed: dict = field(default_factory=dict)      # fwd value -> rev value made at entry
     adjoints: dict = field(default_factory=dict)       # primal value -> adjoint slot
     caches: dict = field(default_factory=dict)         # fwd value -> Cache
     memo: dict = field(default_factory=dict)           # fwd value -> its reverse value here

@@ -328,16 +328,18 @@ class Derivatives:
     options
         The :class:`~pyzyme.options.Options` derivatives are generated under (Enzyme's
         ``enzyme_runtime_activity`` is ``Options(runtime_activity=True)``).
+    later_round
+        Whether a later round differentiates the generated code (a nested derivative).
     """
 
-    def __init__(self, module, rules=None, options=None) -> None:
+    def __init__(self, module, rules=None, options=None, later_round: bool = False) -> None:
         from pyzyme.diff.forward.generator import ForwardGenerator
         from pyzyme.diff.reverse.generator import ReverseGenerator
 
         self.module = module
         self.rules = rules if rules is not None else c_rules(module)
         self._forward = ForwardGenerator(module, self.rules, options)
-        self._reverse = ReverseGenerator(module, self.rules, options)
+        self._reverse = ReverseGenerator(module, self.rules, options, later_round)
 
     def forward(self, fn, kinds: Sequence | None = None, width: int = 1, name=None):
         """The forward derivative of ``fn`` with ``width`` tangents per non-const argument."""

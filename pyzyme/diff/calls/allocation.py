@@ -106,14 +106,16 @@ def mirror_augmented(cx, inst: I.Call, row: spec.Mirror) -> None:
     (on the primal and its shadow); reference counts and resizes of shadowed memory happen
     to the shadow too, a resize keeping the shadow's old block
     (:mod:`pyzyme.diff.calls.resize`)."""
-    if row.releases and not (row.refcount and not cx.sig.split
-                             and isinstance(inst.args[row.pointer_args[0]], Argument)):
+    if row.releases and not (row.refcount and (not cx.sig.split or cx.sig.nested)
+                             and _passed_handle(inst.args[row.pointer_args[0]])):
         # Deferred until the reverse sweep is done with the memory. Not a count of a handle
-        # the function is passed, in a combined derivative: the caller holds its reference
-        # (and the shadow's) for the whole call, so the count cannot fall to zero; made
-        # now, as its incref is, Numba's reference-count pruning cancels the pair, where a
-        # deferred one costs a release list per call (a small function called in a loop ran
-        # 10x its primal).
+        # the function is passed, in a combined derivative or a callee's split pair: the
+        # caller holds its reference (and the shadow's) for the whole call, and a callee's
+        # caller holds it on until the outermost reverse sweep (its own decref is deferred,
+        # or it is a handle its caller holds), so the count cannot fall to zero; made now,
+        # as its incref is, Numba's reference-count pruning cancels the pair, where a
+        # deferred one costs a release-list entry per call (a small function called in a
+        # loop ran 10x its primal; a recursive one deferred 4 a call, GradBench's det).
         at = row.pointer_args[0]
         shadow = cx.shadows.get(inst.args[at])
         call = _one_pointer_release(cx, inst, at)
@@ -145,6 +147,24 @@ def mirror_reverse(cx, inst: I.Call, row: spec.Mirror) -> None:
     the others."""
     if inst in cx.resizes:
         resize.reverse(cx, inst)
+
+
+def _passed_handle(value) -> bool:
+    """Whether ``value`` is one of the function's parameters, whichever way phis and selects
+    merge them (Numba decrefs ``r if m == 1 else A`` at a shared return)."""
+    seen, work = set(), [value]
+    while work:
+        v = work.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if isinstance(v, I.Phi):
+            work.extend(inc for inc, _ in v.incoming)
+        elif isinstance(v, I.Select):
+            work.extend(v.operands[1:])
+        elif not isinstance(v, Argument):
+            return False
+    return True
 
 
 def _one_pointer_release(cx, inst: I.CallBase, at: int) -> I.Call:

@@ -326,6 +326,15 @@ def _heap_shadow(st: ReverseContext, inst: I.Alloca, count: Value | None = None)
     slot's shadow lives on the heap, released when the reverse sweep is done. ``count``: the
     forward sweep's element count of a variable-size slot (``alloca(n)``)."""
     b = st.fb
+    if count is None:
+        room = st.tape.shadow_room(b, sizeof(inst.allocated_type), inst.align)
+        if room is not None:  # in the tape's block, freed with it by the reverse function
+            fwd, rev = room
+            memset_zero(st.module, b, fwd, const_int(T.i64, max(1, sizeof(
+                inst.allocated_type))))
+            st.shadows[inst] = fwd
+            st.rev_fixed[fwd] = rev
+            return
     size = const_int(T.i64, max(1, sizeof(inst.allocated_type)))
     if count is not None:
         n = count if count.type == T.i64 else b.zext(count, T.i64)

@@ -77,10 +77,15 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         The rule table (:func:`pyzyme.rules.default_rules`).
     options
         What the derivatives are generated under (:class:`~pyzyme.options.Options`).
+    later_round
+        Whether a later round differentiates the generated code (C's nested derivatives):
+        the caches of a loop then keep a block each, whose type that round can tell.
     """
 
-    def __init__(self, module, rules: RuleTable, options: Options | None = None) -> None:
+    def __init__(self, module, rules: RuleTable, options: Options | None = None,
+                 later_round: bool = False) -> None:
         self.module = module
+        self.later_round = later_round
         self.rules = rules
         self.options = options if options is not None else Options()
         self.sum_flags = sum_flags(self.options)
@@ -200,7 +205,8 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
                 f"needs natural loops")
         fwd_entry = fwd.append_block("allocas")
         rev_entry = rev.append_block("allocas") if sig.split else fwd_entry
-        tape = TapeCache(fwd_entry, rev_entry, self.module, self.scopes)
+        tape = TapeCache(fwd_entry, rev_entry, self.module, self.scopes,
+                         shared_blocks=not self.later_round)
         # A nested pair defers into its caller's list, the augmented primal's last parameter.
         releases = Releases(tape, self.module, rev.name, fwd.args[-1] if sig.nested else None,
                             self.released_by_address)

@@ -46,6 +46,9 @@ class ReverseValues:
             return st.rev_args[fv]
         if not isinstance(fv, I.Instruction):
             return fv
+        v = st.rev_fixed.get(fv)  # made in the reverse function's entry (a tape room)
+        if v is not None:
+            return v
         v = st.memo.get(fv)
         if v is None:
             v = st.memo[fv] = self._materialize(st, fv)

@@ -7,7 +7,9 @@ on where it was computed:
 - outside every loop: one stack slot (``alloca``), which LLVM promotes to a register in the
   combined function, so the fast path costs nothing;
 - inside a loop: an array indexed by that loop's *iteration counter*, grown by doubling when
-  the counter reaches its capacity, freed when the reverse sweep is done. A module global per
+  the counter reaches its capacity, freed when the reverse sweep is done; the arrays of one
+  loop share one block (one allocation per loop and growth, not per cached value), except in
+  code a later round differentiates. A module global per
   loop remembers the largest capacity reached, where the next call starts (its arrays then
   come from :mod:`pyzyme.diff.tape.pool` at their final size, and are never copied).
 
@@ -28,7 +30,8 @@ over the same cells.
 
 In the combined function the slots are allocas of one function. In split mode the augmented
 primal and the reverse function each have their own allocas, and the slots travel between them
-in a heap block, the tape (see :meth:`TapeCache.pack` and :meth:`TapeCache.unpack`).
+in a heap block, the tape (see :meth:`TapeCache.pack` and :meth:`TapeCache.unpack`), which also
+holds the shadows of the augmented primal's stack slots (:meth:`TapeCache.shadow_room`).
 
 Examples
 --------
@@ -50,11 +53,16 @@ from pyzyme.analysis.cfg import block_label
 from pyzyme.analysis.layout import sizeof, struct_layout
 from pyzyme import naming
 from pyzyme.ir import IRBuilder, instructions as I, types as T
+from pyzyme.diff.memory_calls import memcpy
 from pyzyme.diff.tape.pool import tape_capacity, tape_free, tape_realloc
 from pyzyme.ir.values import Value, const_int, const_null
 
 __all__ = ["TapeCache", "Slot", "Cache", "STACK", "append_function"]
 
+#: Stack slots' shadows of at most this many bytes live in the tape's block (split mode).
+_SHADOW_ROOM = 256
+#: The alignment of tape blocks (malloc's), and of the room of each shadow in one.
+_BLOCK_ALIGN = 16
 #: A growable list: ``{ entries, count, capacity }`` (a stack of loop starts, kept as ptr).
 STACK = T.StructType([T.ptr, T.i64, T.i64])
 _PUSH = "pyzyme.push"
@@ -122,9 +130,13 @@ class TapeCache:
         Where ``realloc`` and ``free`` are declared.
     scopes
         The module's :class:`~pyzyme.transforms.alias_scopes.ScopeTable` (tape accesses get a scope).
+    shared_blocks
+        Whether the caches of one loop share a block (:meth:`_regroup`); not in code a later
+        round differentiates (:func:`_groups`).
     """
 
-    def __init__(self, fwd_entry, rev_entry, module, scopes) -> None:
+    def __init__(self, fwd_entry, rev_entry, module, scopes, shared_blocks: bool = True) -> None:
+        self.shared_blocks = shared_blocks
         self.fwd_entry = fwd_entry
         self.rev_entry = rev_entry
         self.module = module
@@ -135,6 +147,11 @@ class TapeCache:
         self.top_caches: list[Cache] = []
         self.stacks: list[Slot] = []
         self.repeats: dict = {}     # (loop, outer) -> _RepeatState
+        #: Split mode: the tape's block, allocated when the forward sweep starts, once a
+        #: stack slot's shadow lives in it (:meth:`shadow_room`); its first ``shadow_bytes``
+        #: hold those shadows.
+        self.block: I.Call | None = None
+        self.shadow_bytes = 0
 
     @property
     def split(self) -> bool:
@@ -254,12 +271,7 @@ class TapeCache:
             g = IRBuilder(grow)
             newcap = g.call(tape_capacity(self.module), [self._hint(label), cap],
                             name="capacity")
-            realloc = tape_realloc(self.module)
-            for c in caches:
-                old = g.load(T.ptr, c.slot.fwd)
-                size = g.mul(newcap, const_int(T.i64, sizeof(c.type)))
-                g.store(g.call(realloc, [old, size]), c.slot.fwd)
-            g.store(newcap, capacity.fwd)
+            self._regroup(g, caches, capacity, newcap)
             g.br(rest)
             b.position_at_end(rest)
         if not checks:
@@ -281,23 +293,55 @@ class TapeCache:
         state = self.loops.get(loop)
         if state is None or not state.caches:
             return
+        self._regroup(b, state.caches, state.capacity, total)
+
+    def _regroup(self, b: IRBuilder, caches: list, capacity: Slot, newcap: Value) -> None:
+        """At ``b``: give the caches of one loop room for ``newcap`` iterations each (at least
+        their present capacity), their entries so far copied over, and free their old blocks.
+        Caches of one kind share a block (:func:`_groups`; each array at a 16-byte aligned
+        offset, the first at its start): a recursive function caching five values per
+        iteration made five allocations a call, all alive until the reverse sweep
+        (GradBench's det)."""
+        old_cap = b.load(T.i64, capacity.fwd)
+        newcap = b.select(b.icmp("ult", newcap, old_cap), old_cap, newcap)
         realloc = tape_realloc(self.module)
-        for c in state.caches:
-            size = b.mul(total, const_int(T.i64, sizeof(c.type)))
-            b.store(b.call(realloc, [b.load(T.ptr, c.slot.fwd), size]), c.slot.fwd)
-        b.store(total, state.capacity.fwd)
+        for group in _groups(caches, self.shared_blocks):
+            if len(group) == 1:  # a block of its own, grown in place where it can be
+                c = group[0]
+                old = b.load(T.ptr, c.slot.fwd)
+                size = b.mul(newcap, const_int(T.i64, sizeof(c.type)))
+                b.store(b.call(realloc, [old, size]), c.slot.fwd)
+                continue
+            olds = [b.load(T.ptr, c.slot.fwd) for c in group]
+            offsets, total = _segments(b, group, newcap)
+            block = b.call(realloc, [const_null(T.ptr), total], name="block")
+            news = [b.gep(T.i8, block, [at]) for at in offsets]
+            for c, new, old in zip(group, news, olds):
+                # From a first block (null) nothing: llvm.memcpy of no bytes touches neither.
+                memcpy(self.module, b, new, old,
+                       b.mul(old_cap, const_int(T.i64, sizeof(c.type))))
+            b.call(tape_free(self.module), [olds[0]])
+            for c, new in zip(group, news):
+                b.store(new, c.slot.fwd)
+        b.store(newcap, capacity.fwd)
 
     def free(self, b: IRBuilder, forward: bool = False) -> None:
-        """Free every loop cache and stack: at the end of the reverse sweep, or (``forward``)
-        where the forward sweep gives up with an error and no reverse sweep follows."""
+        """Free every loop cache and stack, and a tape block holding shadows: at the end of
+        the reverse sweep, or (``forward``) where the forward sweep gives up with an error and
+        no reverse sweep follows."""
         free = tape_free(self.module)
         for state in [*self.loops.values(), *self.repeats.values()]:
-            for c in state.caches:
-                b.call(free, [b.load(T.ptr, c.slot.fwd if forward else c.slot.rev)])
+            for group in _groups(state.caches, self.shared_blocks):  # at its first
+                first = group[0].slot
+                b.call(free, [b.load(T.ptr, first.fwd if forward else first.rev)])
         for s in self.stacks:
             base = b.gep(STACK, s.fwd if forward else s.rev,
                          [const_int(T.i64, 0), const_int(T.i32, 0)])
             b.call(free, [b.load(T.ptr, base)])
+        if self.block is not None:
+            # The tape's own block (see shadow_room): the reverse function's last parameter.
+            tape = self.block if forward else self.rev_entry.parent.args[-1]
+            b.call(self.module.declare("free", T.FunctionType(T.void, [T.ptr])), [tape])
 
     # -- stacks --------------------------------------------------------------------------
     def stack(self, name: str) -> Slot:
@@ -335,22 +379,63 @@ class TapeCache:
         b.store(b.sub(b.load(T.i64, at), const_int(T.i64, 1)), at)
 
     # -- split mode --------------------------------------------------------------------
+    def shadow_room(self, b: IRBuilder, size: int, align: int | None) -> tuple | None:
+        """Split mode, at forward-sweep builder ``b``: ``size`` bytes of the tape's block for
+        the shadow of a stack slot, which must outlive the augmented primal's frame until its
+        reverse function is done (that function frees the block at its end): the pointer to
+        them in the forward function, and in the reverse function (made in its entry block,
+        from its tape parameter). None where the
+        slot is too big or too aligned for it (the caller allocates on its own). One block a
+        call instead of a block per slot and a deferred free of each: a recursive function
+        passing a stack slot for its recursive call's result made one more allocation and
+        one more release-list entry a call."""
+        if not self.split or size > _SHADOW_ROOM or (align or 1) > _BLOCK_ALIGN:
+            return None
+        if self.block is None:
+            at = IRBuilder()
+            at.position_before(self.fwd_entry.terminator)
+            malloc = self.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
+            # Its size is set once every slot is known (pack).
+            self.block = at.call(malloc, [const_int(T.i64, 0)], name="tape")
+        offset = self.shadow_bytes
+        self.shadow_bytes += -(-max(1, size) // _BLOCK_ALIGN) * _BLOCK_ALIGN
+        at = const_int(T.i64, offset)
+        rev = I.GetElementPtr(T.i8, self.rev_entry.parent.args[-1], [at], ("inbounds",))
+        rev.name = self.rev_entry.parent.unique_name("shadow.room")
+        self.rev_entry.insert(0, rev)
+        return b.gep(T.i8, self.block, [at], ("inbounds",)), rev
+
+    def _fields(self) -> list[T.Type]:
+        room = [T.ArrayType(self.shadow_bytes, T.i8)] if self.shadow_bytes else []
+        return room + [s.type for s in self.slots]
+
+    def _field(self, i: int) -> int:
+        """The field of the tape's type holding slot ``i``."""
+        return i + (1 if self.shadow_bytes else 0)
+
     def layout(self) -> T.StructType:
-        """The tape's type in split mode: one field per slot."""
-        return T.StructType([s.type for s in self.slots])
+        """The tape's type in split mode: the room of stack slots' shadows (if any), then one
+        field per slot."""
+        return T.StructType(self._fields())
 
     def size(self) -> int:
-        return struct_layout(self.layout())[1] if self.slots else 0
+        return struct_layout(self.layout())[1] if self._fields() else 0
 
     def pack(self, b: IRBuilder) -> Value:
-        """Forward function, at a return: copy every slot into a new heap tape."""
-        if not self.slots:
+        """Forward function, at a return: copy every slot into the tape (a new heap block,
+        or the one :meth:`shadow_room` allocated)."""
+        if not self._fields():
             return const_null(T.ptr)
-        malloc = self.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
-        tape = b.call(malloc, [const_int(T.i64, self.size())], name="tape")
+        size = const_int(T.i64, self.size())
+        if self.block is not None:
+            self.block.set_operand(1, size)  # operands: callee, then the size
+            tape = self.block
+        else:
+            malloc = self.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
+            tape = b.call(malloc, [size], name="tape")
         ty = self.layout()
         for i, s in enumerate(self.slots):
-            field_ptr = b.gep(ty, tape, [const_int(T.i64, 0), const_int(T.i32, i)])
+            field_ptr = b.gep(ty, tape, [const_int(T.i64, 0), const_int(T.i32, self._field(i))])
             b.store(b.load(s.type, s.fwd), field_ptr)
         return tape
 
@@ -361,8 +446,8 @@ class TapeCache:
         fn = self.module.add_function(name, T.FunctionType(T.i64, [T.ptr]), prefix="internal")
         fn.args[0].name = "tape"
         b = IRBuilder(fn.append_block("entry"))
-        ty = self.layout() if self.slots else None
-        index = {id(s): i for i, s in enumerate(self.slots)}
+        ty = self.layout() if self._fields() else None
+        index = {id(s): self._field(i) for i, s in enumerate(self.slots)}
 
         def field(slot, sub=None):
             path = [const_int(T.i64, 0), const_int(T.i32, index[id(slot)])]
@@ -373,9 +458,8 @@ class TapeCache:
         total = const_int(T.i64, self.size())
         for state in [*self.loops.values(), *self.repeats.values()]:
             if state.caches:
-                per = sum(sizeof(c.type) for c in state.caches)
                 cap = b.load(T.i64, field(state.capacity))
-                total = b.add(total, b.mul(cap, const_int(T.i64, per)))
+                total = b.add(total, _segments(b, state.caches, cap)[1])
         for stack, entry in [(s, 8) for s in self.stacks] + list(extra_lists):
             cap = b.load(T.i64, field(stack, 2))
             total = b.add(total, b.mul(cap, const_int(T.i64, entry)))
@@ -383,14 +467,16 @@ class TapeCache:
         return fn
 
     def unpack(self, b: IRBuilder, tape: Value) -> None:
-        """Reverse function, at its start: copy the tape into the slots and free it."""
+        """Reverse function, at its start: copy the tape into the slots and free it (at the
+        end, :meth:`free`, where shadows of stack slots live in it)."""
         if not self.slots:
             return
         ty = self.layout()
         for i, s in enumerate(self.slots):
-            field_ptr = b.gep(ty, tape, [const_int(T.i64, 0), const_int(T.i32, i)])
+            field_ptr = b.gep(ty, tape, [const_int(T.i64, 0), const_int(T.i32, self._field(i))])
             b.store(b.load(s.type, field_ptr), s.rev)
-        b.call(self.module.declare("free", T.FunctionType(T.void, [T.ptr])), [tape])
+        if self.block is None:
+            b.call(self.module.declare("free", T.FunctionType(T.void, [T.ptr])), [tape])
 
     # -- printing ----------------------------------------------------------------------
     def __str__(self) -> str:
@@ -454,6 +540,28 @@ def append_function(module, name: str, fields: Sequence[T.Type]):
     b.store(b.add(count, const_int(T.i64, 1)), field(1))
     b.ret_void()
     return fn
+
+
+def _groups(caches: list, shared: bool = True) -> list[list]:
+    """``caches`` (of one loop) in the groups that share a block: all of them, or with
+    ``shared`` false each alone. A later round (a third derivative, C's nested
+    ``__enzyme_autodiff``) differentiates a shared block as memory whose type is the same at
+    every offset, the arrays' offsets not being constants: floats and pointers in one block
+    conflict there, and its copies move bytes of no type it can tell."""
+    return [list(caches)] if shared and caches else [[c] for c in caches]
+
+
+def _segments(b: IRBuilder, caches: list, capacity: Value) -> tuple[list, Value]:
+    """The offsets of ``caches``' arrays of ``capacity`` entries in their loop's block, each
+    rounded up to 16 bytes (tape blocks are 16-byte aligned: see :func:`_heap_align`), and
+    the block's size."""
+    offsets, total = [], const_int(T.i64, 0)
+    for c in caches:
+        offsets.append(total)
+        size = b.mul(capacity, const_int(T.i64, sizeof(c.type)))
+        total = b.add(total, b.and_(b.add(size, const_int(T.i64, 15)),
+                                    const_int(T.i64, -16)))
+    return offsets, total
 
 
 def _heap_align(ty: T.Type) -> int | None:

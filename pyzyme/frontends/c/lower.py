@@ -168,7 +168,8 @@ def _lower_sites(program, text: str, sites, opt_level, last: bool) -> str:
         key = (site.runtime_activity, site.mode in FORWARD_MODES)
         if key not in derivs:
             derivs[key] = Derivatives(copy, forward_rules if key[1] else rules,
-                                      Options(runtime_activity=site.runtime_activity))
+                                      Options(runtime_activity=site.runtime_activity),
+                                      later_round=not last)
         try:
             if site.mode == "virtual":
                 virtual_shadows.build_virtual(site, copy, derivs[key], name, takers, pairs)
