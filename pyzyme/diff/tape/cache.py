@@ -303,7 +303,10 @@ class TapeCache:
         iteration made five allocations a call, all alive until the reverse sweep
         (GradBench's det)."""
         old_cap = b.load(T.i64, capacity.fwd)
-        newcap = b.select(b.icmp("ult", newcap, old_cap), old_cap, newcap)
+        if self.shared_blocks:
+            # (Blocks of their own keep the capacity asked for: a later round then sees that
+            # a loop whose trip count was reserved never grows its caches.)
+            newcap = b.select(b.icmp("ult", newcap, old_cap), old_cap, newcap)
         realloc = tape_realloc(self.module)
         for group in _groups(caches, self.shared_blocks):
             if len(group) == 1:  # a block of its own, grown in place where it can be
