@@ -24,7 +24,7 @@ from pyzyme.api.plans import CACHE, forward_plan, reverse_plan
 from pyzyme.api.wrappers import flat_wrapper
 from pyzyme.errors import UnsupportedError
 
-__all__ = ["autodiff", "reverse_sweep"]
+__all__ = ["autodiff", "reverse_sweep", "reverse_seeds", "reverse_result"]
 
 _RETURN_ACTIVITIES = (A.Const, A.Active, A.Duplicated, A.DuplicatedNoNeed, A.BatchDuplicated,
                       A.BatchDuplicatedNoNeed)
@@ -116,15 +116,15 @@ def reverse_sweep(mode: Mode, f, ret_activity, anns: list[A.Annotation], seed=No
     apart = distinct(calls)
     plan = reverse_plan(dispatcher, [c.numba_type for c in calls], [c.kind for c in calls],
                         ret_activity, apart, need_primal=mode.with_primal)
-    seeds = _reverse_seeds(mode, plan, dispatcher, seed)
+    seeds = reverse_seeds(mode, plan, dispatcher, seed)
     out = plan.function(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
                         *seeds)
     for c in calls:
         c.copy_back()
-    return _reverse_result(mode, plan, out, [c.kind is Activity.ACTIVE for c in calls])
+    return reverse_result(mode, plan, out, [c.kind is Activity.ACTIVE for c in calls])
 
 
-def _reverse_seeds(mode: Mode, plan, dispatcher, seed) -> tuple:
+def reverse_seeds(mode: Mode, plan, dispatcher, seed) -> tuple:
     """The seed arguments ``plan``'s derivative takes after the shadows."""
     if not plan.seeded:
         return ()
@@ -134,7 +134,7 @@ def _reverse_seeds(mode: Mode, plan, dispatcher, seed) -> tuple:
     return (_unit_seed(plan.restype) if seed is None else seed,)
 
 
-def _reverse_result(mode: Mode, plan, out, active: Sequence[bool]) -> tuple:
+def reverse_result(mode: Mode, plan, out, active: Sequence[bool]) -> tuple:
     """``autodiff``'s result from the tuple a reverse derivative returned: an adjoint for
     each ``active`` argument, None for the others, then the primal result if asked for."""
     parts = () if out is None else tuple(out)
@@ -157,12 +157,12 @@ def _reverse_call(mode: Mode, f, ret_activity, shape: CallShape):
     dispatcher = dispatcher_of(f)
     plan = reverse_plan(dispatcher, shape.types, kinds, ret_activity,
                         shape.distinct, need_primal=mode.with_primal)
-    seeds = _reverse_seeds(mode, plan, dispatcher, None)
+    seeds = reverse_seeds(mode, plan, dispatcher, None)
     active = [k is Activity.ACTIVE for k in kinds]
     function = plan.function
 
     def call(shape: CallShape) -> tuple:
-        return _reverse_result(mode, plan, function(*shape.primals, *shape.shadows, *seeds),
+        return reverse_result(mode, plan, function(*shape.primals, *shape.shadows, *seeds),
                                active)
     return call
 

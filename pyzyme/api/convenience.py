@@ -28,7 +28,11 @@ from pyzyme.api.args.make_zero import make_zero
 from pyzyme.api.args.pytree import to_numba
 from pyzyme.api.args.structured import active_tuple, is_real
 from pyzyme.api.args.trees import Node, leaf_annotation, rebuild, shadowed_in_place, tree
-from pyzyme.api.autodiff import autodiff, reverse_sweep
+from pyzyme.analysis.activity import Activity
+from pyzyme.api.args.call_shape import share_memory
+from pyzyme.api.args.typeof import argument_type, array_key
+from pyzyme.api.autodiff import autodiff, reverse_result, reverse_seeds, reverse_sweep
+from pyzyme.api.plans import CACHE, reverse_plan
 from pyzyme.api.dispatchers import check_float_result, dispatcher_of, result_type
 from pyzyme.api.modes import Forward, Mode, Reverse, ReverseWithPrimal
 from pyzyme.api.wrappers import flat_wrapper, row_wrapper
@@ -330,6 +334,10 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
     dispatcher = dispatcher_of(f)
     args = list(args)
     argnums = check_argnums(tuple(argnums), len(args), name)
+    if seed is None:
+        plain = _plain_call(dispatcher, args, argnums, name, need_value)
+        if plain is not None:
+            return plain
     trees: list[Node | None] = [None] * len(args)
     for i in argnums:
         value = args[i]
@@ -382,6 +390,69 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
                 got.append(payload)
         out.append(rebuild(trees[i], iter(got)) if containers else got[0])
     return value, tuple(out)
+
+
+def _plain_call(dispatcher, args: list, argnums: tuple, name: str, need_value: bool):
+    """:func:`reverse_call` for plain arguments (float arrays and floats differentiated,
+    arrays, floats and int64 ints held), without the trees containers need; from the second
+    call of a signature on, straight to the compiled derivative (``grad(f)(x)`` from Python
+    paid 15 us a call in annotations, call shapes and cache lookups). None for any other call
+    (then the general path runs)."""
+    signature, primals, arrays, duplicated = [], [], [], []
+    for i, value in enumerate(args):
+        kind = type(value)
+        if kind is np.ndarray:
+            if i in argnums and (value.dtype.kind not in "fc" or value.dtype.fields is not None):
+                return None
+            signature.append(array_key(value))
+            if value.size:
+                arrays.append(value)
+            if i in argnums:
+                duplicated.append(value)
+        elif kind is float or (kind is int and i not in argnums and -2 ** 63 <= value < 2 ** 63):
+            signature.append(kind)
+        else:
+            return None
+        primals.append(value)
+    distinct = not share_memory(arrays)
+    key = ("plain reverse call", dispatcher, argnums, need_value, tuple(signature), distinct)
+    call = CACHE.call(key)
+    if call is not None:
+        return call(primals, duplicated)
+    mode = ReverseWithPrimal if need_value else Reverse
+    anns = [(A.Duplicated(v, np.zeros_like(v)) if type(v) is np.ndarray else A.Active(v))
+            if i in argnums else A.Const(v) for i, v in enumerate(args)]
+    try:
+        swept = autodiff(mode, dispatcher, A.Active, *anns)
+    except UnsupportedError as err:
+        check_float_result(dispatcher, [_numba_type(a) for a in anns], name, err)
+        raise
+    CACHE.remember_call(key, _plain_reverse(mode, dispatcher, anns, argnums, distinct))
+    derivs = swept[0]
+    return (swept[1] if need_value else None,
+            tuple(anns[i].dval if type(args[i]) is np.ndarray else derivs[i] for i in argnums))
+
+
+def _plain_reverse(mode, dispatcher, anns: list, argnums: tuple, distinct: bool):
+    """The call :func:`_plain_call` makes from then on for arguments like ``anns``': the
+    derivative autodiff built for them, called with fresh zero shadows."""
+    kinds = [Activity.DUPLICATED if isinstance(a, A.Duplicated) else
+             Activity.ACTIVE if isinstance(a, A.Active) else Activity.CONST for a in anns]
+    plan = reverse_plan(dispatcher, [argument_type(a.val) for a in anns], kinds, A.Active,
+                        distinct, need_primal=mode.with_primal)
+    seeds = reverse_seeds(mode, plan, dispatcher, None)
+    active = [k is Activity.ACTIVE for k in kinds]
+    function = plan.function
+
+    def call(primals: list, duplicated: list):
+        shadows = [np.zeros_like(v) for v in duplicated]
+        derivs, *value = reverse_result(mode, plan, function(*primals, *shadows, *seeds),
+                                        active)
+        found = iter(shadows)
+        return (value[0] if value else None,
+                tuple(next(found) if kinds[i] is Activity.DUPLICATED else derivs[i]
+                      for i in argnums))
+    return call
 
 
 def _numba_type(ann):
