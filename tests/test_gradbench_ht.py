@@ -154,3 +154,12 @@ def test_jacobian_matches_finite_differences_and_reverse_mode(complicated):
         rows.append(np.concatenate([grads[1].sum(axis=0), grads[0]]) if complicated
                     else grads[0])
     np.testing.assert_allclose(J, np.array(rows), rtol=1e-10, atol=1e-12)
+
+
+def test_pose_of_a_model_with_fewer_bones_stays_in_its_array():
+    """ADBench's pose layout fills 25 rows whatever the model; a one-bone model (as in the
+    module's example) had them written past the end of its 4-row array, corrupting the heap
+    (Numba checks no bounds: a later malloc aborted the process)."""
+    from pyzyme.gradbench.evals.ht import to_pose_params
+    pose = to_pose_params(np.arange(26.0), 1)
+    assert pose.shape[0] >= 25 and pose[23, 0] == 25.0   # the last angle, theta[25]

@@ -109,7 +109,9 @@ def to_pose_params(theta, n_bones):
     """Row k: the 3 pose parameters of column k of ADBench's 3 x (bones + 3) matrix: global
     rotation, scale (1), global translation, then each bone's angles (5 fingers of 4 bones
     after the wrist, of which the first 3 are posed, the first of them in 2 angles)."""
-    pose = np.zeros((n_bones + 3, 3))
+    # ADBench's layout writes 25 rows (the wrist's, then 5 fingers of 4 bones) whatever the
+    # model: a model of fewer bones (a test's) must not have them written past its end
+    pose = np.zeros((max(n_bones + 3, 25), 3))
     for i in range(3):
         pose[0, i] = theta[i]
         pose[1, i] = 1.0
