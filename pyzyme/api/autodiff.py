@@ -24,7 +24,7 @@ from pyzyme.api.plans import CACHE, forward_plan, reverse_plan
 from pyzyme.api.wrappers import flat_wrapper
 from pyzyme.errors import UnsupportedError
 
-__all__ = ["autodiff", "reverse_sweep", "reverse_seeds", "reverse_result"]
+__all__ = ["autodiff", "reverse_sweep", "compiled_reverse"]
 
 _RETURN_ACTIVITIES = (A.Const, A.Active, A.Duplicated, A.DuplicatedNoNeed, A.BatchDuplicated,
                       A.BatchDuplicatedNoNeed)
@@ -116,15 +116,15 @@ def reverse_sweep(mode: Mode, f, ret_activity, anns: list[A.Annotation], seed=No
     apart = distinct(calls)
     plan = reverse_plan(dispatcher, [c.numba_type for c in calls], [c.kind for c in calls],
                         ret_activity, apart, need_primal=mode.with_primal)
-    seeds = reverse_seeds(mode, plan, dispatcher, seed)
+    seeds = _reverse_seeds(mode, plan, dispatcher, seed)
     out = plan.function(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
                         *seeds)
     for c in calls:
         c.copy_back()
-    return reverse_result(mode, plan, out, [c.kind is Activity.ACTIVE for c in calls])
+    return _reverse_result(mode, plan, out, [c.kind is Activity.ACTIVE for c in calls])
 
 
-def reverse_seeds(mode: Mode, plan, dispatcher, seed) -> tuple:
+def _reverse_seeds(mode: Mode, plan, dispatcher, seed) -> tuple:
     """The seed arguments ``plan``'s derivative takes after the shadows."""
     if not plan.seeded:
         return ()
@@ -134,7 +134,7 @@ def reverse_seeds(mode: Mode, plan, dispatcher, seed) -> tuple:
     return (_unit_seed(plan.restype) if seed is None else seed,)
 
 
-def reverse_result(mode: Mode, plan, out, active: Sequence[bool]) -> tuple:
+def _reverse_result(mode: Mode, plan, out, active: Sequence[bool]) -> tuple:
     """``autodiff``'s result from the tuple a reverse derivative returned: an adjoint for
     each ``active`` argument, None for the others, then the primal result if asked for."""
     parts = () if out is None else tuple(out)
@@ -153,18 +153,28 @@ _KINDS = {A.Const: Activity.CONST, A.Active: Activity.ACTIVE, A.Duplicated: Acti
 def _reverse_call(mode: Mode, f, ret_activity, shape: CallShape):
     """What :func:`_reverse` does for calls shaped like ``shape``, with everything that the
     shape decides done once: the derivative, its seeds, which arguments get adjoints."""
-    kinds = [_KINDS[cls] for cls in shape.classes]
+    run = compiled_reverse(mode, f, ret_activity, shape.classes, shape.types, shape.distinct)
+
+    def call(shape: CallShape) -> tuple:
+        return run(shape.primals, shape.shadows)
+    return call
+
+
+def compiled_reverse(mode: Mode, f, ret_activity, classes, types, distinct: bool):
+    """``run(primals, shadows)``: a call of the reverse derivative of ``f`` for arguments of
+    these annotation ``classes`` and Numba ``types`` (``distinct``: no two of their arrays
+    share memory), its seeds found once, giving :func:`autodiff`'s result."""
+    kinds = [_KINDS[cls] for cls in classes]
     dispatcher = dispatcher_of(f)
-    plan = reverse_plan(dispatcher, shape.types, kinds, ret_activity,
-                        shape.distinct, need_primal=mode.with_primal)
-    seeds = reverse_seeds(mode, plan, dispatcher, None)
+    plan = reverse_plan(dispatcher, types, kinds, ret_activity, distinct,
+                        need_primal=mode.with_primal)
+    seeds = _reverse_seeds(mode, plan, dispatcher, None)
     active = [k is Activity.ACTIVE for k in kinds]
     function = plan.function
 
-    def call(shape: CallShape) -> tuple:
-        return reverse_result(mode, plan, function(*shape.primals, *shape.shadows, *seeds),
-                               active)
-    return call
+    def run(primals, shadows) -> tuple:
+        return _reverse_result(mode, plan, function(*primals, *shadows, *seeds), active)
+    return run
 
 
 def _forward_call(mode: Mode, f, ret_activity, shape: CallShape):

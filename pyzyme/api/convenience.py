@@ -23,18 +23,17 @@ from numba.core import types
 from pyzyme.api import annotations as A
 from pyzyme.api.args import refusals as R
 from pyzyme.api.args.argnums import check_argnums
+from pyzyme.api.args.call_shape import share_memory
 from pyzyme.api.args.complex import is_complex, is_complex_array
 from pyzyme.api.args.make_zero import make_zero
 from pyzyme.api.args.pytree import to_numba
 from pyzyme.api.args.structured import active_tuple, is_real
 from pyzyme.api.args.trees import Node, leaf_annotation, rebuild, shadowed_in_place, tree
-from pyzyme.analysis.activity import Activity
-from pyzyme.api.args.call_shape import share_memory
 from pyzyme.api.args.typeof import argument_type, array_key
-from pyzyme.api.autodiff import autodiff, reverse_result, reverse_seeds, reverse_sweep
-from pyzyme.api.plans import CACHE, reverse_plan
+from pyzyme.api.autodiff import autodiff, compiled_reverse, reverse_sweep
 from pyzyme.api.dispatchers import check_float_result, dispatcher_of, result_type
 from pyzyme.api.modes import Forward, Mode, Reverse, ReverseWithPrimal
+from pyzyme.api.plans import CACHE
 from pyzyme.api.wrappers import flat_wrapper, row_wrapper
 from pyzyme.errors import PyzymeError, UnsupportedError
 
@@ -436,22 +435,16 @@ def _plain_call(dispatcher, args: list, argnums: tuple, name: str, need_value: b
 def _plain_reverse(mode, dispatcher, anns: list, argnums: tuple, distinct: bool):
     """The call :func:`_plain_call` makes from then on for arguments like ``anns``': the
     derivative autodiff built for them, called with fresh zero shadows."""
-    kinds = [Activity.DUPLICATED if isinstance(a, A.Duplicated) else
-             Activity.ACTIVE if isinstance(a, A.Active) else Activity.CONST for a in anns]
-    plan = reverse_plan(dispatcher, [argument_type(a.val) for a in anns], kinds, A.Active,
-                        distinct, need_primal=mode.with_primal)
-    seeds = reverse_seeds(mode, plan, dispatcher, None)
-    active = [k is Activity.ACTIVE for k in kinds]
-    function = plan.function
+    run = compiled_reverse(mode, dispatcher, A.Active, [type(a) for a in anns],
+                           [argument_type(a.val) for a in anns], distinct)
+    shadowed = [i for i, a in enumerate(anns) if isinstance(a, A.Duplicated)]
 
     def call(primals: list, duplicated: list):
-        shadows = [np.zeros_like(v) for v in duplicated]
-        derivs, *value = reverse_result(mode, plan, function(*primals, *shadows, *seeds),
-                                        active)
-        found = iter(shadows)
+        shadows = [np.zeros_like(v) for v in duplicated]     # in the arguments' order
+        derivs, *value = run(primals, shadows)
+        of = dict(zip(shadowed, shadows))
         return (value[0] if value else None,
-                tuple(next(found) if kinds[i] is Activity.DUPLICATED else derivs[i]
-                      for i in argnums))
+                tuple(of[i] if i in of else derivs[i] for i in argnums))
     return call
 
 

@@ -38,6 +38,22 @@ def test_repeated_calls_give_fresh_gradients():
     np.testing.assert_allclose(dx2, _expected(x, w, 2)[0], rtol=1e-14)
 
 
+def test_argnums_out_of_order():
+    """argnums=(1, 0): each gradient where its argument number says, every call (the second
+    call, made straight to the derivative, gave them swapped)."""
+    x, w = np.linspace(0.1, 1.0, 5), np.linspace(2.0, 3.0, 5)
+    g = pyzyme.grad(weighted, argnums=(1, 0))
+    for _ in range(3):
+        dw, dx = g(x, w, 3)
+        np.testing.assert_allclose(dx, _expected(x, w, 3)[0], rtol=1e-14)
+        np.testing.assert_allclose(dw, _expected(x, w, 3)[1], rtol=1e-14)
+    h = pyzyme.grad(lambda a, y: a * np.sum(y * y), argnums=(1, 0))
+    for _ in range(3):
+        dy, da = h(2.0, np.array([1.0, 3.0]))
+        assert da == 10.0
+        np.testing.assert_allclose(dy, [4.0, 12.0])
+
+
 def test_an_array_passed_twice():
     x = np.linspace(0.1, 1.0, 5)
     g = pyzyme.grad(weighted)
