@@ -53,7 +53,7 @@ from pyzyme.analysis.cfg import block_label
 from pyzyme.analysis.layout import sizeof, struct_layout
 from pyzyme import naming
 from pyzyme.ir import IRBuilder, instructions as I, types as T
-from pyzyme.diff.memory_calls import memcpy
+from pyzyme.diff.memory_calls import free as free_memory, malloc, memcpy
 from pyzyme.diff.tape.pool import tape_capacity, tape_free, tape_realloc
 from pyzyme.ir.values import Value, const_int, const_null
 
@@ -344,7 +344,7 @@ class TapeCache:
         if self.block is not None:
             # The tape's own block (see shadow_room): the reverse function's last parameter.
             tape = self.block if forward else self.rev_entry.parent.args[-1]
-            b.call(self.module.declare("free", T.FunctionType(T.void, [T.ptr])), [tape])
+            free_memory(self.module, b, tape)
 
     # -- stacks --------------------------------------------------------------------------
     def stack(self, name: str) -> Slot:
@@ -397,9 +397,8 @@ class TapeCache:
         if self.block is None:
             at = IRBuilder()
             at.position_before(self.fwd_entry.terminator)
-            malloc = self.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
             # Its size is set once every slot is known (pack).
-            self.block = at.call(malloc, [const_int(T.i64, 0)], name="tape")
+            self.block = malloc(self.module, at, const_int(T.i64, 0), "tape")
         offset = self.shadow_bytes
         self.shadow_bytes += -(-max(1, size) // _BLOCK_ALIGN) * _BLOCK_ALIGN
         at = const_int(T.i64, offset)
@@ -434,8 +433,7 @@ class TapeCache:
             self.block.set_operand(1, size)  # operands: callee, then the size
             tape = self.block
         else:
-            malloc = self.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
-            tape = b.call(malloc, [size], name="tape")
+            tape = malloc(self.module, b, size, "tape")
         ty = self.layout()
         for i, s in enumerate(self.slots):
             field_ptr = b.gep(ty, tape, [const_int(T.i64, 0), const_int(T.i32, self._field(i))])
@@ -479,7 +477,7 @@ class TapeCache:
             field_ptr = b.gep(ty, tape, [const_int(T.i64, 0), const_int(T.i32, self._field(i))])
             b.store(b.load(s.type, field_ptr), s.rev)
         if self.block is None:
-            b.call(self.module.declare("free", T.FunctionType(T.void, [T.ptr])), [tape])
+            free_memory(self.module, b, tape)
 
     # -- printing ----------------------------------------------------------------------
     def __str__(self) -> str:
@@ -562,8 +560,8 @@ def _segments(b: IRBuilder, caches: list, capacity: Value) -> tuple[list, Value]
     for c in caches:
         offsets.append(total)
         size = b.mul(capacity, const_int(T.i64, sizeof(c.type)))
-        total = b.add(total, b.and_(b.add(size, const_int(T.i64, 15)),
-                                    const_int(T.i64, -16)))
+        total = b.add(total, b.and_(b.add(size, const_int(T.i64, _BLOCK_ALIGN - 1)),
+                                    const_int(T.i64, -_BLOCK_ALIGN)))
     return offsets, total
 
 
