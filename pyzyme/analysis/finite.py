@@ -114,7 +114,7 @@ def _constant_nonfinite(c: Constant) -> bool:
     return not isinstance(c, ZeroInitializer)
 
 
-def nonfinite_values(fn, rules) -> NonFinite:
+def nonfinite_values(fn, rules, doms=None) -> NonFinite:
     """The values of ``fn`` that can be infinite or NaN (see the module docstring).
 
     Parameters
@@ -123,10 +123,12 @@ def nonfinite_values(fn, rules) -> NonFinite:
         A function with a body (:class:`pyzyme.ir.module.Function`).
     rules
         The rule table, which says what each call is (:func:`pyzyme.rules.default_rules`).
+    doms
+        ``fn``'s dominator tree, where the caller has it (:func:`~pyzyme.analysis.cfg.dominators`).
     """
     found: set = set()
     memory = False    # whether memory may hold a non-finite value the function stored
-    nonzero = _nonzero_divisors(fn)
+    nonzero = _nonzero_divisors(fn, doms or dominators(fn))
 
     def bad(v: Value) -> bool:
         if isinstance(v, Constant):
@@ -180,10 +182,10 @@ _ZERO_WHEN_TRUE = frozenset({"oeq", "ueq"})
 _NONZERO_WHEN_TRUE = frozenset({"one", "une"})
 
 
-def _nonzero_divisors(fn):
+def _nonzero_divisors(fn, tree):
     """A test ``nonzero(y, block)``: whether ``y`` is nonzero wherever ``block`` runs, because
-    ``block`` is reached only through a branch edge on which ``fcmp y, 0.0`` said so."""
-    tree = dominators(fn)
+    ``block`` is reached only through a branch edge on which ``fcmp y, 0.0`` said so (``tree``:
+    ``fn``'s dominator tree)."""
     facts: dict = {}     # block -> the value its only entry edge proves nonzero
     for block in tree.idom:
         preds = tree.preds.get(block, ())

@@ -367,8 +367,8 @@ class ReverseContext(_Generated):
             inner = underlying_object(obj.pointer)
             if self.allocation_row(inner) is not None:
                 obj = inner
-        return isinstance(obj, I.Alloca) or self.allocation_row(obj) is not None or self._owned(pointer) \
-            or self._slot_in(obj, "private")
+        return isinstance(obj, I.Alloca) or self.allocation_row(obj) is not None \
+            or self._owned(pointer) or self._slot_in(obj, "private")
 
     def _owned(self, pointer: Value) -> bool:
         """In the body of a parallel loop whose arrays do not overlap: whether ``pointer``

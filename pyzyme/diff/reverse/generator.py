@@ -217,7 +217,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         st.doms = dominators(fn)
         st.doomed = doomed
         if self.options.strong_zero:
-            st.nonfinite = nonfinite_values(fn, self.rules)
+            st.nonfinite = nonfinite_values(fn, self.rules, st.doms)
         st.runtime = runtime_values(fn, activity, st.where, self.options)
         self.tapes[rev] = tape
         nshadow = len(self._shadow_params(fn, sig))
