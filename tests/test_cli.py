@@ -142,3 +142,40 @@ def test_explain_names_the_file_line_and_column(tmp_path, capsys, source, where,
     err = capsys.readouterr().err
     assert err.startswith(f"pyzyme explain: error: {path}{where}"), err
     assert what in err and "Traceback" not in err
+
+
+def test_cc_without_ziglang_names_the_extra(tmp_path, monkeypatch, capsys):
+    from pyzyme.frontends.c import clang
+
+    monkeypatch.setattr(clang, "ziglang_available", lambda: False)
+    (tmp_path / "square.c").write_text(CUBE)
+    for command in ("cc", "run"):
+        assert main([command, str(tmp_path / "square.c"), "-o", str(tmp_path / "sq")]) == 1
+        err = capsys.readouterr().err
+        assert f"pyzyme {command}: error:" in err and "ziglang is not installed" in err
+        assert "pip install 'pyzyme[c]'" in err
+    assert not (tmp_path / "sq").exists()
+
+
+def test_cc_says_what_clang_is_doing_when_slow(tmp_path, capsys):
+    """Past the notice threshold (0 s here: every run counts as slow), ``pyzyme cc`` says
+    that clang is compiling, then linking, each line ended by its time."""
+    import re
+
+    import pyzyme
+    from pyzyme.frontends.c.clang import ziglang_available
+
+    if not ziglang_available():
+        pytest.skip("needs the 'ziglang' package")
+    (tmp_path / "cube.c").write_text(CUBE)
+    pyzyme.set_verbose(False, notice_after=0.0)
+    try:
+        assert main(["cc", str(tmp_path / "cube.c"), "-O2", "-o", str(tmp_path / "cube")]) == 0
+    finally:
+        pyzyme.set_verbose(False)
+    err = capsys.readouterr().err
+    assert re.search(r"^pyzyme: clang is compiling cube\.c \(.*\) \.\.\. done in [\d.]+ m?s\.$",
+                     err, re.M), err
+    assert re.search(r"^pyzyme: clang is linking .*cube \(.*\) \.\.\. done in [\d.]+ m?s\.$",
+                     err, re.M), err
+    assert subprocess.run([str(tmp_path / "cube")], check=False).returncode == 12
