@@ -15,7 +15,9 @@ from pyzyme.errors import (
     VerifyError,
 )
 
-from pyzyme._version import __version__  # noqa: E402
+from pyzyme._version import __version__, check_dependencies  # noqa: E402
+
+check_dependencies()  # another numba or llvmlite: an ImportError naming the supported versions
 
 import pyzyme.frontends.numba.hook  # noqa: E402,F401  installs the capture hook before Numba compiles anything
 
