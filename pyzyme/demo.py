@@ -194,7 +194,7 @@ def _time(seconds: float) -> str:
     """``"1.24 s"``, ``"56.6 ms"`` or ``"19.8 us"``."""
     if seconds >= 0.1:
         return f"{seconds:.2f} s"
-    if seconds >= 1e-4:
+    if seconds >= 1e-3:
         return f"{seconds * 1e3:.1f} ms"
     return f"{seconds * 1e6:.1f} us"
 

@@ -10,8 +10,9 @@ that was running) and logs one summary line. Nothing is printed unless asked:
 
 - :func:`set_verbose` (``pyzyme.set_verbose(True)``, or ``PYZYME_VERBOSE=1`` in the
   environment) sends the ``pyzyme`` logger's records to stderr: each build as it starts
-  (DEBUG) and its summary with the time of each stage when it ends (INFO); the logger is the standard library's
-  ``logging.getLogger("pyzyme")``, so an application's own logging configuration works too;
+  (DEBUG) and its summary with the time of each stage when it ends (INFO); the logger is the
+  standard library's ``logging.getLogger("pyzyme")``, so an application's own logging
+  configuration works too;
 - a build (or a tool run, :func:`notice_if_slow`) still running after ``notice_after`` seconds
   (2 by default) writes one line to stderr saying what it is doing, finished by its time when
   it ends; ``set_verbose(notice_after=None)`` or ``PYZYME_NOTICE=0`` turns this off.

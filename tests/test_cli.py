@@ -7,7 +7,6 @@ import io
 import struct
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
