@@ -65,18 +65,24 @@ def test_build_logs_each_stage(caplog, quiet):
     for stage in ("capture", "analyses", "transform", "LLVM optimization", "compile"):
         assert stage in seconds, line
     assert 0 < total <= wall + 0.01
-    assert sum(seconds.values()) == pytest.approx(total, abs=0.02)
+    # each figure rounded to 1 ms or 10 ms: the stages add up to the total within that
+    assert sum(seconds.values()) == pytest.approx(total, abs=0.05)
 
 
 def test_stages_count_each_second_once():
+    """A stage inside another counts in the inner one only: the two add up to the outer
+    block's time, however long the sleeps take on a loaded machine."""
     with progress.build("a test build") as record:
+        began = time.perf_counter()
         with progress.stage("transform"):
             time.sleep(0.02)
             with progress.stage("analyses"):
                 time.sleep(0.03)
-    assert record.stages["analyses"] == pytest.approx(0.03, abs=0.02)
-    assert record.stages["transform"] == pytest.approx(0.02, abs=0.02)
-    assert record.stages["analyses"] > record.stages["transform"] - 0.005
+        outer = time.perf_counter() - began
+    assert record.stages["analyses"] >= 0.03 and record.stages["transform"] >= 0.02
+    assert record.stages["transform"] + record.stages["analyses"] == pytest.approx(outer,
+                                                                                   abs=2e-3)
+    assert record.stages["transform"] < outer - 0.03
 
 
 def test_set_verbose_prints_to_stderr(capsys, quiet):
@@ -116,10 +122,13 @@ def test_notice_if_slow(capsys, quiet, monkeypatch):
     pyzyme.set_verbose(False, notice_after=0.01)
     with progress.notice_if_slow("pyzyme cc: clang is compiling f.c"):
         time.sleep(0.2)
-    with progress.notice_if_slow("pyzyme cc: quick"):
-        pass
     assert re.fullmatch(r"pyzyme cc: clang is compiling f\.c \.\.\. done in [\d.]+ m?s\.\n",
                         capsys.readouterr().err)
+    pyzyme.set_verbose(False, notice_after=30.0)
+    with progress.notice_if_slow("pyzyme cc: quick"):
+        pass
+    assert capsys.readouterr().err == ""
+    pyzyme.set_verbose(False, notice_after=0.01)
     monkeypatch.setenv("PYZYME_NOTICE", "0")
     with progress.notice_if_slow("pyzyme cc: clang is compiling f.c"):
         time.sleep(0.05)
