@@ -20,7 +20,7 @@ from typing import Any
 
 from numba.core.compiler_lock import global_compiler_lock
 
-from pyzyme import options
+from pyzyme import options, progress
 from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.custom_rules import rule_table
@@ -97,7 +97,7 @@ class DerivativeCache:
             with global_compiler_lock:
                 plan = self._plans.get(key)
                 if plan is None:
-                    with options.using(opts):
+                    with options.using(opts), progress.build(_describe(key)):
                         plan = self._plans[key] = build()
         return plan
 
@@ -111,6 +111,14 @@ CACHE = DerivativeCache()
 def current_rules():
     """pyzyme's rule table with the user's rules (:mod:`pyzyme.rules.custom`) in front."""
     return rule_table(default_rules(), REGISTRY)
+
+
+def _describe(key: tuple) -> str:
+    """What the plan under ``key`` is, for the progress log: ``"the reverse derivative of f
+    (f.py:3)"``."""
+    kind = {"hvp": "Hessian-vector product", "split": "split reverse derivative"}.get(
+        key[0], f"{key[0]} derivative")
+    return f"the {kind} of {where(key[1])}"
 
 
 def _result_activity(ret_activity) -> Activity | None:
