@@ -11,24 +11,40 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+#: Where pyzyme's documentation site is published (``make docs`` builds it into
+#: docs/_build/html). Errors that a page explains end with ``see {DOCS_URL}/<page>#<anchor>``;
+#: tests/test_docs_links.py checks that every such page and anchor exists in docs/.
+DOCS_URL = "https://pyzyme.readthedocs.io/en/latest"
+
 
 class PyzymeError(Exception):
     """Base class of every error pyzyme raises.
 
-    ``context`` holds ``(what, detail)`` pairs added by :func:`error_context`, innermost first.
+    ``context`` holds ``(what, detail)`` pairs added by :func:`error_context`, innermost first;
+    ``docs``, when a page of the documentation explains the error, its place in the site
+    (``"sharp-bits.html#temporary-storage"``), which the message ends with as a link.
     """
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None,
+                 docs: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.docs = docs
         self.context: list[tuple[str, str]] = []
+
+    @property
+    def docs_url(self) -> str | None:
+        """The address of the documentation that explains this error, if a page does."""
+        return f"{DOCS_URL}/{self.docs}" if self.docs else None
 
     def __str__(self) -> str:
         lines = [self.message]
         lines += [f"  in {what}: {detail}" for what, detail in self.context]
         if self.hint:
             lines.append(f"  hint: {self.hint}")
+        if self.docs:
+            lines.append(f"  see {self.docs_url}")
         return "\n".join(lines)
 
 

@@ -151,5 +151,7 @@ def check_float_result(dispatcher, argtypes, name: str, err: Exception | None = 
         check_complex_result(restype, fname)
     hint = ("" if restype == types.none else
             ": use jacobian or jacrev for array results, vjp for a cotangent")
+    docs = ("sharp-bits.html#integer-results"
+            if isinstance(restype, (types.Integer, types.Boolean)) else None)
     raise UnsupportedError(f"{name} needs a function returning a float; {fname} returns "
-                           f"{restype}{hint}") from err
+                           f"{restype}{hint}", docs=docs) from err
