@@ -55,3 +55,12 @@ def test_page_examples(page, monkeypatch):
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {page.name}"
     if ">>>" in text:
         assert result.attempted > 0
+
+
+@pytest.mark.skipif(not PAGES, reason="docs/ is not installed with the package")
+def test_api_reference_lists_every_public_name():
+    import pyzyme
+    text = (DOCS / "api.rst").read_text()
+    documented = set(re.findall(r"^\.\. auto\w+:: pyzyme\.(\w+)$", text, re.M))
+    missing = sorted(set(pyzyme.__all__) - documented)
+    assert not missing, f"docs/api.rst lacks {missing}"
