@@ -17,6 +17,7 @@ Examples
 the shadow of argument 1 is a read-only array, and reverse mode adds the derivative into
 it: it would be lost
   hint: pass a writeable array, e.g. np.zeros_like(x)
+  see https://pyzyme.readthedocs.io/en/latest/sharp-bits.html#read-only-arrays
 """
 
 from __future__ import annotations
