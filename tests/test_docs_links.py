@@ -36,7 +36,7 @@ def test_every_linked_page_and_anchor_exists():
         links.update(re.findall(r'"([a-z0-9-]+\.html(?:#[a-z0-9-]+)?)"', source.read_text()))
     assert {"sharp-bits.html#temporary-storage", "sharp-bits.html#runtime-activity",
             "sharp-bits.html#read-only-arrays", "sharp-bits.html#integer-results",
-            "mental-model.html#annotations"} <= links
+            "sharp-bits.html#unsupported-constructs", "mental-model.html#annotations"} <= links
     for link in links:
         page, _, anchor = link.partition("#")
         rst = DOCS / page.replace(".html", ".rst")
@@ -90,3 +90,12 @@ def test_active_array_error_links_the_annotations():
     with pytest.raises(UnsupportedError) as err:
         autodiff(Reverse, lambda v: np.sum(v), Active(np.ones(2)))
     assert str(err.value).splitlines()[-1] == _see("mental-model.html#annotations")
+
+
+def test_a_construct_without_derivative_links_its_section():
+    def singular_values(a):
+        return np.sum(np.linalg.svd(a)[1])
+    with pytest.raises(UnsupportedError) as err:
+        pyzyme.gradient(Reverse, singular_values, np.eye(2))
+    assert "np.linalg.svd" in str(err.value)
+    assert str(err.value).splitlines()[-1] == _see("sharp-bits.html#unsupported-constructs")
