@@ -53,4 +53,4 @@ docs-check: docs
 	$(PY) docs/check_site.py docs/_build/html
 
 clean:
-	rm -rf $(VENV) build *.egg-info docs/_build docs/gallery
+	rm -rf $(VENV) build *.egg-info docs/_build docs/gallery docs/sg_execution_times.rst
