@@ -20,7 +20,7 @@ from typing import Any
 
 from numba.core.compiler_lock import global_compiler_lock
 
-from pyzyme import options
+from pyzyme import settings
 from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.custom_rules import rule_table
@@ -43,8 +43,8 @@ class DerivativeCache:
     """Compiled derivatives by key; one instance serves the process (MCJIT keeps all code
     for the life of the process anyway, so there is nothing to evict).
 
-    Every key gets the current :class:`~pyzyme.options.Options` added, and the build runs with
-    that snapshot pinned (:func:`pyzyme.options.using`), so a derivative built under one
+    Every key gets the current :class:`~pyzyme.settings.Options` added, and the build runs with
+    that snapshot pinned (:func:`pyzyme.settings.using`), so a derivative built under one
     setting of ``set_runtime_activity`` is never returned under the other.
     """
 
@@ -56,15 +56,15 @@ class DerivativeCache:
     def call(self, key: tuple):
         """The call remembered under ``key`` (see :func:`pyzyme.autodiff`) for the current
         options and rules, or None."""
-        return self._calls.get((*key, options.current(), REGISTRY.generation))
+        return self._calls.get((*key, settings.current(), REGISTRY.generation))
 
     def remember_call(self, key: tuple, call) -> None:
-        self._calls[(*key, options.current(), REGISTRY.generation)] = call
+        self._calls[(*key, settings.current(), REGISTRY.generation)] = call
 
     def get(self, key: tuple, build):
         # A derivative is stale once a rule is registered after it was built, and is another
         # derivative under other options (runtime activity).
-        opts = options.current()
+        opts = settings.current()
         key = (*key, opts, REGISTRY.generation)
         plan = self._plans.get(key)
         if plan is None:
@@ -80,7 +80,7 @@ class DerivativeCache:
             with global_compiler_lock:
                 plan = self._plans.get(key)
                 if plan is None:
-                    with options.using(opts):
+                    with settings.using(opts):
                         plan = self._plans[key] = build()
         return plan
 
@@ -166,7 +166,7 @@ def _persisted(dispatcher, primal_types, key: tuple, build):
     try:
         disk_key = "\n".join([disk.environment(),
                               persist.function_identity(dispatcher, primal_types),
-                              repr(what), repr(options.current())])
+                              repr(what), repr(settings.current())])
         fingerprint = persist.ir_fingerprint(dispatcher, primal_types)
     except Exception as err:  # noqa: BLE001  (e.g. closure values Numba cannot pickle)
         warnings.warn(f"pyzyme cannot key the derivative of {dispatcher.py_func.__qualname__} "

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from numba.core import types
 
-from pyzyme import ir, options, pipeline
+from pyzyme import ir, pipeline, settings
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.layout import field_offset
 from pyzyme.diff.reverse.generator import ReverseGenerator, ReverseSignature
@@ -174,7 +174,7 @@ def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity |
     acts = native_activities(abi, kinds, carries)
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
-    pre_ad.ready(module, native, abi, distinct, options.current().interchange_loops)
+    pre_ad.ready(module, native, abi, distinct, settings.current().interchange_loops)
     return cap, abi, module, native, acts, ret_activity
 
 
@@ -182,7 +182,7 @@ def generate(cap, module, native, sig: ReverseSignature, rules, primal_types, wh
     """The generator and ``native``'s derivative for ``sig`` (type analysis seeded from the
     ABI), generated under :func:`pyzyme.pipeline.generate` (``what`` names the function and
     mode); an UnsupportedError gets the Python line of the call it names."""
-    gen = ReverseGenerator(module, rules, options.current())
+    gen = ReverseGenerator(module, rules, settings.current())
     gen.type_seeds[native] = seed_from_abi(cap.abi)
     gen.array_extents[native] = extents_from_abi(cap.abi)
     return gen, pipeline.generate(lambda: gen.derivative(native, sig), what,
@@ -210,7 +210,7 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence,
     sig = ReverseSignature(tuple(acts), status_return=True)
     symbol = symbol_name("rev", cap.text, repr((sig, [k.value for k in kinds], distinct,
                                                 activity_name(ret_activity), need_primal))
-                         + options.current().tag)
+                         + settings.current().tag)
     gen, rev = generate(cap, module, native, sig, rules, primal_types,
                         f"{where or where_defined(f)} in reverse mode")
     restype = abi.signature.return_type

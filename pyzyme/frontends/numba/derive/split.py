@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from numba.core import types
 
-from pyzyme import options, pipeline
+from pyzyme import pipeline, settings
 from pyzyme.analysis.activity import Activity
 from pyzyme.diff.reverse.generator import ReverseSignature
 from pyzyme.frontends.numba import njit_callable
@@ -76,7 +76,7 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence,
     seeded = ret_activity is Activity.ACTIVE
     base = symbol_name("split", cap.text,
                        repr((sig, tuple(k.value for k in kinds), activity_name(ret_activity)))
-                       + options.current().tag)
+                       + settings.current().tag)
     names = {"aug": f"{base}_aug", "rev": f"{base}_rev", "discard": f"{base}_discard",
              "bytes": f"{base}_bytes"}
     aug_restype = types.Tuple(([restype] if restype != types.none else []) + [types.uintp])
