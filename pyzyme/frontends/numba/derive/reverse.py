@@ -30,11 +30,16 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.frontends.numba import capture, njit_callable, pre_ad
 from pyzyme.frontends.numba.abi import llvm_str
 from pyzyme.frontends.numba.derive.forward import differentiable
-from pyzyme.frontends.numba.source_lines import add_source_line, where_defined
+from pyzyme.frontends.numba.source_lines import (add_source_line, outer_loop_lines,
+                                                 where_defined)
 from pyzyme.frontends.numba.typeseeds import extents_from_abi, seed_from_abi
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int, const_null
+from pyzyme import naming
+from pyzyme.diff.calls import checkpoint
 from pyzyme.naming import symbol_name
+from pyzyme.rules import default_rules
+from pyzyme.transforms.checkpoint_loops import checkpoint_loops
 
 __all__ = ["ReversePlan", "ReverseModule", "build_reverse", "reverse_module", "prepare",
            "generate", "native_activities", "activity_name", "adjoint_types", "value_type",
@@ -175,6 +180,13 @@ def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity |
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
     pre_ad.ready(module, native, abi, distinct, settings.current().interchange_loops)
+    budget = settings.current().tape_budget
+    if budget is not None:
+        lines = outer_loop_lines(f)
+        name = where_defined(f)
+        checkpoint_loops(module, native, budget, extents_from_abi(abi),
+                         lambda k: f"the loop at {lines[k]} (in {name})" if k < len(lines)
+                         else f"loop {k + 1} of {name}")
     return cap, abi, module, native, acts, ret_activity
 
 
@@ -185,9 +197,30 @@ def generate(cap, module, native, sig: ReverseSignature, rules, primal_types, wh
     gen = ReverseGenerator(module, rules, settings.current())
     gen.type_seeds[native] = seed_from_abi(cap.abi)
     gen.array_extents[native] = extents_from_abi(cap.abi)
-    return gen, pipeline.generate(lambda: gen.derivative(native, sig), what,
-                                  lambda err: add_source_line(err, cap.dispatcher,
-                                                              primal_types))
+    derivative = pipeline.generate(lambda: gen.derivative(native, sig), what,
+                                   lambda err: add_source_line(err, cap.dispatcher,
+                                                               primal_types))
+    _expand_checkpointed(module)
+    return gen, derivative
+
+
+def _expand_checkpointed(module) -> None:
+    """Calls of checkpointed loops (made under a tape budget) that the derivative left in
+    the primal code it keeps, replaced by the loops themselves."""
+    loop = module.get_function(naming.CHECKPOINT_FOR)
+    if loop is None:
+        return
+    row = default_rules().lookup(naming.CHECKPOINT_FOR, "call")
+    for call in [u for u in loop.users if isinstance(u, ir.instructions.CallBase)]:
+        args = row.step_args(call)
+        driver = checkpoint.primal_driver(module, call.args[row.step],
+                                          [a.type for a in args], row)
+        b = IRBuilder()
+        b.position_before(call)
+        b.call(driver, [call.args[row.start], call.args[row.count], *args])
+        call.erase()
+    if not loop.users:
+        module.remove(loop)
 
 
 def activity_name(activity: Activity) -> str:

@@ -1,0 +1,344 @@
+"""The outermost counted loops of an optimized function, turned into checkpointed loops.
+
+Under a tape budget (``Options.tape_budget``) the reverse sweep must not keep what every
+iteration of a long time loop needs. :func:`checkpoint_loops` rewrites each outermost loop
+whose trip count is known at its entry into a call of the checkpointed-loop intrinsic
+(:data:`pyzyme.naming.CHECKPOINT_FOR`, differentiated by :mod:`pyzyme.diff.calls.checkpoint`)
+over a *step*: a function of its own running one iteration. Optimized SSA carries values from
+one iteration to the next in header phis, not memory, so they become a state region of their
+own: a stack slot (``carried``) the step loads at its start and stores at its end, which also
+receives the values code after the loop uses. The loop's other inputs that are not pointers
+travel in a second slot (``inputs``; reverse mode passes derivatives between steps through
+memory only), pointers as the step's arguments. A snapshot is ``carried`` and every piece of
+memory the body writes (found with :func:`~pyzyme.analysis.overwrite.written_pointers`):
+contiguous array arguments (their extents are the frontend's facts) and stack slots; memory
+it only reads is not copied. The schedule is Revolve's (:mod:`pyzyme.transforms.revolve`),
+its snapshots as many as the budget allows once the sizes are known, at run time.
+
+Before the loop, the rewritten function checks that one iteration fits the budget (the
+driver's two states, one snapshot and the step derivative's reserve) and otherwise returns
+Numba's status -1 with :class:`~pyzyme.TapeBudgetError` set, naming the loop and the bytes
+one iteration needs. A loop that cannot be checkpointed (its exit is not its latch, its state
+holds pointers, it writes memory whose size is not known) raises
+:class:`~pyzyme.UnsupportedError` naming it: never a tape over the budget, silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyzyme import naming
+from pyzyme.analysis.layout import sizeof
+from pyzyme.analysis.loops import analyze_loops
+from pyzyme.analysis.overwrite import underlying_object, written_pointers
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import (Argument, ConstantAggregate, ConstantInt, const_c_string,
+                              const_int)
+from pyzyme.runtime.target import TAPE_BUDGET_ERROR_SYMBOL
+from pyzyme.transforms import revolve
+
+__all__ = ["checkpoint_loops", "Checkpointed", "RESERVE"]
+
+#: States of memory reserved for what one step's derivative keeps (its own tape: the values
+#: of an iteration that its reverse pass needs, about what the iteration writes).
+RESERVE = 2
+
+
+@dataclass
+class Checkpointed:
+    """One loop rewritten: where it is, and the bytes of a snapshot that do not depend on
+    sizes known only at run time (``carried``)."""
+
+    where: str
+    carried: int
+    regions: int
+
+    def __str__(self) -> str:
+        return (f"{self.where}: checkpointed (Revolve), a snapshot holds {self.carried} bytes "
+                f"of carried values and {self.regions} region(s) of memory the loop writes")
+
+
+def _i64(n: int):
+    return const_int(T.i64, n)
+
+
+def checkpoint_loops(module, fn, budget: int, extents: dict, where) -> list[Checkpointed]:
+    """Rewrite the outermost counted loops of ``fn`` (which returns Numba's i32 status) into
+    checkpointed loops under ``budget`` bytes. ``extents`` maps a parameter index to the
+    indices of the parameters whose product is its bytes (contiguous arrays); ``where(k)``
+    names the k-th outermost loop (its Python line) in errors."""
+    info = analyze_loops(fn)
+    done = []
+    for k, loop in enumerate(sorted(info.top, key=lambda lp: fn.blocks.index(lp.header))):
+        if not _worth(loop):
+            continue
+        done.append(_Rewrite(module, fn, loop, extents, where(k)).run(budget))
+    return done
+
+
+def _worth(loop) -> bool:
+    """A loop whose tape can grow with its trip count: it computes floats or writes memory."""
+    for block in loop.blocks:
+        for inst in block.instructions:
+            if inst.type.is_float:  # vectors of floats too
+                return True
+            if written_pointers(inst):
+                return True
+    return False
+
+
+class _Rewrite:
+    def __init__(self, module, fn, loop, extents: dict, where: str) -> None:
+        self.module, self.fn, self.loop, self.extents = module, fn, loop, extents
+        self.where = where
+        self.blocks = set(loop.blocks)
+
+    def refuse(self, why: str, hint: str) -> UnsupportedError:
+        return UnsupportedError(f"{self.where}: this loop cannot be checkpointed under "
+                                f"tape_budget: it {why}", hint=hint)
+
+    def inside(self, v) -> bool:
+        return isinstance(v, I.Instruction) and v.parent in self.blocks
+
+    # -- what the loop is made of -----------------------------------------------------------
+    def check_shape(self):
+        loop = self.loop
+        latch = loop.latches[0] if len(loop.latches) == 1 else None
+        count = loop.trip_count
+        if latch is None or loop.preheader is None or loop.exiting != [latch] \
+                or count is None or not count.exact or len(loop.exits) != 1:
+            raise self.refuse("has no trip count known when it starts, or leaves from "
+                              "more than one place (a break, a return, an exception)",
+                              hint="write it as a counted loop, for t in range(n), whose body "
+                                   "does not leave it; or build without tape_budget")
+        if not isinstance(latch.terminator, I.Branch):
+            raise self.refuse("ends in a switch", hint="build without tape_budget")
+        self.latch, self.count = latch, count
+        self.phis = [p for p in loop.header.instructions if isinstance(p, I.Phi)]
+        for p in self.phis:
+            if p.type.is_pointer:
+                raise self.refuse("carries a pointer from one iteration to the next (arrays "
+                                  "swapped between iterations)",
+                                  hint="copy the new state into the old array instead")
+
+    def live_ins(self) -> list:
+        found = []
+        for block in [b for b in self.fn.blocks if b in self.blocks]:
+            for inst in block.instructions:
+                if inst in self.phis:
+                    continue
+                for op in inst.operands:
+                    if (isinstance(op, Argument) or (isinstance(op, I.Instruction)
+                                                     and not self.inside(op))) \
+                            and op not in found:
+                        found.append(op)
+        return found
+
+    def live_outs(self) -> list:
+        return [inst for block in [b for b in self.fn.blocks if b in self.blocks]
+                for inst in block.instructions
+                if inst.has_result and any(isinstance(u, I.Instruction) and not self.inside(u)
+                                           for u in inst.users)]
+
+    def regions(self) -> list:
+        """``(object, extent)`` for each object the loop writes: extent a tuple of values
+        whose product is its bytes."""
+        found: dict = {}
+        for block in self.loop.blocks:
+            for inst in block.instructions:
+                for pointer in written_pointers(inst):
+                    obj = underlying_object(pointer)
+                    if obj in found or (isinstance(obj, I.Instruction) and self.inside(obj)):
+                        continue  # memory the iteration makes for itself
+                    found[obj] = self.extent(obj, inst)
+        return list(found.items())
+
+    def extent(self, obj, inst) -> tuple:
+        if isinstance(obj, Argument) and obj.index in self.extents:
+            return tuple(self.fn.args[i] for i in self.extents[obj.index])
+        if isinstance(obj, I.Alloca) and (obj.count is None or isinstance(obj.count,
+                                                                          ConstantInt)):
+            n = obj.count.value if obj.count is not None else 1
+            return (_i64(sizeof(obj.allocated_type) * n),)
+        raise self.refuse(f"writes memory whose size pyzyme does not know ({inst.opcode} "
+                          f"through {obj.ref if hasattr(obj, 'ref') else obj!r}: not a "
+                          f"contiguous array argument)",
+                          hint="pass the arrays the loop updates as contiguous arguments")
+
+    # -- the rewrite -----------------------------------------------------------------------
+    def run(self, budget: int) -> Checkpointed:
+        self.check_shape()
+        ins, outs, regions = self.live_ins(), self.live_outs(), self.regions()
+        pointers = [v for v in ins if v.type.is_pointer]
+        values = [v for v in ins if not v.type.is_pointer]
+        carried_ty = T.StructType([p.type for p in self.phis] + [v.type for v in outs])
+        inputs_ty = T.StructType([v.type for v in values] or [T.i64])
+        step = self.step(carried_ty, inputs_ty, pointers, values, outs)
+
+        fn, b0 = self.fn, IRBuilder(self.fn.blocks[0])
+        carried = b0.entry_alloca(carried_ty, 16, name="ckpt.carried")
+        inputs = b0.entry_alloca(inputs_ty, 16, name="ckpt.inputs")
+        block = fn.append_block(fn.unique_name("ckpt.loop"))
+        b = IRBuilder(block)
+        self.loop.preheader.terminator.replace_uses_of(self.loop.header, block)
+        for k, p in enumerate(self.phis):
+            init = next(v for v, blk in p.incoming if blk is self.loop.preheader)
+            b.store(init, b.gep(carried_ty, carried, [_i64(0), const_int(T.i32, k)]))
+        for k, v in enumerate(values):
+            b.store(v, b.gep(inputs_ty, inputs, [_i64(0), const_int(T.i32, k)]))
+        n = self.trip_count(b)
+        pairs = [(carried, _i64(sizeof(carried_ty)))]
+        for obj, extent in regions:
+            size = _i64(1)
+            for e in extent:
+                size = b.mul(size, e if e.type == T.i64 else b.sext(e, T.i64))
+            pairs.append((obj, size))
+        total = _i64(0)
+        for _, size in pairs:
+            total = b.add(total, size)
+        b = self.budget_check(b, budget, total)
+        scheme = revolve.scheme(self.module)
+        data = self.module.add_global(
+            self.module.unique_global_name("pyzyme.revolve.data"), T.ArrayType(2, T.i64),
+            ConstantAggregate(T.ArrayType(2, T.i64), [_i64(budget), _i64(RESERVE)]),
+            is_constant=True, prefix="internal")
+        loop_fn = self.module.declare(naming.CHECKPOINT_FOR,
+                                      T.FunctionType(T.void, [T.ptr], var_arg=True))
+        b.call(loop_fn, [step, _i64(0), n, scheme, data, _i64(len(pairs))]
+               + [v for pair in pairs for v in pair] + [carried, inputs] + pointers)
+        base = len(self.phis)
+        loaded = {v: b.load(v.type, b.gep(carried_ty, carried,
+                                          [_i64(0), const_int(T.i32, base + k)]))
+                  for k, v in enumerate(outs)}
+        exit_block, last = self.loop.exits[0], b.block
+        b.br(exit_block)
+        for inst in exit_block.instructions:
+            if isinstance(inst, I.Phi):
+                inst.blocks = [last if blk is self.latch else blk for blk in inst.blocks]
+        for v, new in loaded.items():
+            for u in list(v.users):
+                if isinstance(u, I.Instruction) and not self.inside(u) and u.parent is not None:
+                    u.replace_uses_of(v, new)
+        fn.remove_blocks([blk for blk in fn.blocks if blk in self.blocks])
+        return Checkpointed(self.where, sizeof(carried_ty), len(regions))
+
+    def trip_count(self, b: IRBuilder):
+        """The iterations of the rotated loop (at least one: it is entered)."""
+        c = self.count
+        start, bound, step = c.start, c.bound, c.step
+        if start.type != T.i64:
+            start, bound = b.sext(start, T.i64), b.sext(bound, T.i64)
+        distance = b.sub(bound, start)
+        pred = c.predicate
+        extra = 1 - int(c.uses_next)
+        if pred in ("sle", "ule", "sge", "uge"):
+            if abs(step) != 1:
+                raise self.refuse("counts with <= and a stride", hint="count with <")
+            extra += 1
+        if pred == "ne" or abs(step) == 1:
+            runs = b.sdiv(distance, _i64(step)) if abs(step) != 1 else (
+                distance if step == 1 else b.sub(_i64(0), distance))
+        else:  # ceil(distance / step)
+            adjust = step - 1 if step > 0 else step + 1
+            runs = b.sdiv(b.add(distance, _i64(adjust)), _i64(step))
+        runs = b.add(runs, _i64(extra))
+        return b.select(b.icmp("slt", runs, _i64(1)), _i64(1), runs, name="ckpt.steps")
+
+    def budget_check(self, b: IRBuilder, budget: int, total) -> IRBuilder:
+        """Past the check that one iteration fits ``budget``: else TapeBudgetError."""
+        fn = self.fn
+        need = b.add(b.mul(total, _i64(3 + RESERVE)),
+                     _i64(revolve.STATE_WORDS * 8 + revolve.SNAPSHOT_OVERHEAD),
+                     name="ckpt.need")
+        over = fn.append_block(fn.unique_name("ckpt.over"))
+        ok = fn.append_block(fn.unique_name("ckpt.fits"))
+        b.cbranch(b.icmp("ugt", need, _i64(budget)), over, ok)
+        ob = IRBuilder(over)
+        ob.call(self.raiser(), [self.message(), need, _i64(budget)])
+        ob.ret(const_int(fn.function_type.ret, -1))
+        return IRBuilder(ok)
+
+    def message(self):
+        """The error's format (``need`` and ``budget`` its two ``%lld``)."""
+        module = self.module
+        text = (f"{self.where.replace('%', '%%')}: one iteration of this checkpointed loop needs %lld bytes "
+                f"(its state, copied {3 + RESERVE} times: the driver's two copies, one "
+                f"snapshot, the step's own derivative), more than tape_budget (%lld bytes); "
+                f"raise tape_budget to at least that, or build without it")
+        return module.add_global(module.unique_global_name("pyzyme.ckpt.message"),
+                                 T.ArrayType(len(text.encode()) + 1, T.i8),
+                                 const_c_string(text), is_constant=True, prefix="private")
+
+    def raiser(self):
+        """``void raise(ptr format, i64 need, i64 budget)``: TapeBudgetError set as the
+        Python error (the GIL taken for it)."""
+        module = self.module
+        fn = module.get_function(naming.CHECKPOINT_BUDGET_ERROR)
+        if fn is not None:
+            return fn
+        fn = module.add_function(naming.CHECKPOINT_BUDGET_ERROR,
+                                 T.FunctionType(T.void, [T.ptr, T.i64, T.i64]),
+                                 prefix="internal", suffix="noinline cold")
+        cls = module.get_global(TAPE_BUDGET_ERROR_SYMBOL) or module.add_global(
+            TAPE_BUDGET_ERROR_SYMBOL, T.i8, None, prefix="external")
+        b = IRBuilder(fn.append_block("entry"))
+        gil = b.call(module.declare("PyGILState_Ensure", T.FunctionType(T.i32, [])), [])
+        b.call(module.declare("PyErr_Format",
+                              T.FunctionType(T.ptr, [T.ptr, T.ptr], var_arg=True)),
+               [cls, *fn.args])
+        b.call(module.declare("PyGILState_Release", T.FunctionType(T.void, [T.i32])), [gil])
+        b.ret_void()
+        return fn
+
+    def step(self, carried_ty, inputs_ty, pointers: list, values: list, outs: list):
+        """``void step(i64 k, ptr carried, ptr inputs, pointers...)``: one iteration."""
+        module = self.module
+        params = [T.i64, T.ptr, T.ptr] + [p.type for p in pointers]
+        step = module.add_function(
+            module.unique_global_name(naming.checkpoint_step(self.fn.name)),
+            T.FunctionType(T.void, params), prefix="internal")
+        _, carried, inputs, *args = step.args
+        step.args[0].name, carried.name, inputs.name = "k", "carried", "inputs"
+        entry = step.append_block("entry")
+        b = IRBuilder(entry)
+        mapping: dict = dict(zip(pointers, args))
+        for k, p in enumerate(self.phis):
+            mapping[p] = b.load(p.type, b.gep(carried_ty, carried,
+                                              [_i64(0), const_int(T.i32, k)]), name=p.name)
+        for k, v in enumerate(values):
+            mapping[v] = b.load(v.type, b.gep(inputs_ty, inputs,
+                                              [_i64(0), const_int(T.i32, k)]), name=v.name)
+        order = [blk for blk in self.fn.blocks if blk in self.blocks]
+        for block in order:
+            mapping[block] = step.append_block(block.name)
+        b.br(mapping[self.loop.header])
+        base = len(self.phis)
+        for block in order:
+            bb = IRBuilder(mapping[block])
+            for inst in block.instructions:
+                if inst in self.phis:
+                    continue
+                if inst is block.terminator and block is self.latch:
+                    for k, p in enumerate(self.phis):
+                        nxt = next(v for v, blk in p.incoming if blk is self.latch)
+                        bb.store(mapping.get(nxt, nxt), bb.gep(
+                            carried_ty, carried, [_i64(0), const_int(T.i32, k)]))
+                    for k, v in enumerate(outs):
+                        bb.store(mapping.get(v, v), bb.gep(
+                            carried_ty, carried, [_i64(0), const_int(T.i32, base + k)]))
+                    bb.ret_void()
+                    continue
+                copy = inst.copy_with([mapping.get(op, op) for op in inst.operands],
+                                      keep_metadata=True)
+                copy.metadata = [(kind, text) for kind, text in copy.metadata if kind != "dbg"]
+                if isinstance(copy, I.Phi):
+                    copy.blocks = [mapping[blk] for blk in copy.blocks]
+                mapping[inst] = bb.insert(copy, inst.name if inst.has_result else "")
+        for inst in step.instructions():  # operands defined later in block order
+            for i, op in enumerate(inst.operands):
+                if op in mapping and mapping[op] is not op:
+                    inst.set_operand(i, mapping[op])
+        return step
