@@ -1,0 +1,203 @@
+"""Reverse mode under a tape budget: the outermost counted loops checkpointed on Revolve's
+binomial schedule (pyzyme.transforms.checkpoint_loops, pyzyme.transforms.revolve)."""
+
+import ctypes
+
+import numpy as np
+import pytest
+from numba import njit
+
+import pyzyme
+from pyzyme import ir
+from pyzyme.runtime.jit import compile_module
+from pyzyme.transforms import revolve
+from pyzyme.transforms.revolve import Schedule
+
+
+@njit
+def lotka_volterra(p, u, n, h):
+    """RK4 of Lotka-Volterra, the state updated in place (LLVM keeps it in registers: header
+    phis, the carried state)."""
+    a, b, c, d = p[0], p[1], p[2], p[3]
+    for _ in range(n):
+        x, y = u[0], u[1]
+        k1x, k1y = a * x - b * x * y, c * x * y - d * y
+        x2, y2 = x + 0.5 * h * k1x, y + 0.5 * h * k1y
+        k2x, k2y = a * x2 - b * x2 * y2, c * x2 * y2 - d * y2
+        x3, y3 = x + 0.5 * h * k2x, y + 0.5 * h * k2y
+        k3x, k3y = a * x3 - b * x3 * y3, c * x3 * y3 - d * y3
+        x4, y4 = x + h * k3x, y + h * k3y
+        k4x, k4y = a * x4 - b * x4 * y4, c * x4 * y4 - d * y4
+        u[0] = x + h / 6.0 * (k1x + 2.0 * k2x + 2.0 * k3x + k4x)
+        u[1] = y + h / 6.0 * (k1y + 2.0 * k2y + 2.0 * k3y + k4y)
+    return u[0] * u[1]
+
+
+@njit
+def diffusion(u, n, k):
+    """An explicit 1-D diffusion stencil overwriting its state in place (memory the loop
+    writes: a region of the snapshot)."""
+    m = u.shape[0]
+    for _ in range(n):
+        left = u[0]
+        for i in range(1, m - 1):
+            new = u[i] + k * (left - 2.0 * u[i] + u[i + 1])
+            left = u[i]
+            u[i] = new
+    s = 0.0
+    for i in range(m):
+        s += u[i] * u[i]
+    return s
+
+
+P = np.array([1.5, 1.0, 1.0, 3.0])
+U0 = np.array([1.0, 1.0])
+
+
+def lv_gradient(budget, n=40, h=0.01, p=P):
+    dp, du, u = np.zeros(4), np.zeros(2), U0.copy()
+    with pyzyme.options(tape_budget=budget):
+        (r,) = pyzyme.autodiff(pyzyme.Reverse, lotka_volterra, pyzyme.Duplicated(p, dp),
+                               pyzyme.Duplicated(u, du), pyzyme.Const(n), pyzyme.Active(h))
+    return np.concatenate([dp, du, [r[3]]]), u
+
+
+STENCIL = np.sin(np.linspace(0.0, 3.0, 16))
+
+
+def diffusion_gradient(budget, n=30, k=0.2):
+    u, du = STENCIL.copy(), np.zeros(16)
+    with pyzyme.options(tape_budget=budget):
+        (r, value) = pyzyme.autodiff(pyzyme.ReverseWithPrimal, diffusion,
+                                     pyzyme.Duplicated(u, du), pyzyme.Const(n),
+                                     pyzyme.Active(k))
+    return np.concatenate([du, [r[2]]]), u, value
+
+
+def central(f, x, eps=1e-6):
+    out = np.zeros_like(x)
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e[i] = eps
+        out[i] = (f(x + e) - f(x - e)) / (2 * eps)
+    return out
+
+
+# LV's carried state: x, y, the counter, and the two values stored after the loop: 40 bytes,
+# so one iteration needs 5 * 40 + 112 = 312 bytes; 320 bytes leave room for 1 snapshot, 400
+# for 2.
+@pytest.mark.parametrize("budget", [320, 400, 1 << 20])
+def test_rk4_gradient_under_budget_matches_unbudgeted_and_differences(budget):
+    ref, u_ref = lv_gradient(None)
+    got, u = lv_gradient(budget)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(u, u_ref, rtol=1e-14)  # the primal's state as it ends
+    fd_p = central(lambda p: lotka_volterra.py_func(p, U0.copy(), 40, 0.01), P)
+    np.testing.assert_allclose(got[:4], fd_p, rtol=1e-6)
+    fd_h = central(lambda h: lotka_volterra.py_func(P, U0.copy(), 40, h[0]), np.array([0.01]))
+    np.testing.assert_allclose(got[6], fd_h[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("budget", [800, 1000, 2000])  # 1, 2 and 9 snapshots
+def test_stencil_overwriting_its_state_under_budget(budget):
+    ref, u_ref, v_ref = diffusion_gradient(None)
+    got, u, v = diffusion_gradient(budget)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(u, u_ref, rtol=1e-14)
+    assert v == pytest.approx(v_ref, rel=1e-14)
+    fd = central(lambda u0: diffusion.py_func(u0.copy(), 30, 0.2), STENCIL)
+    np.testing.assert_allclose(got[:16], fd, rtol=1e-6, atol=1e-9)
+    fd_k = central(lambda k: diffusion.py_func(STENCIL.copy(), 30, k[0]), np.array([0.2]))
+    np.testing.assert_allclose(got[16], fd_k[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 17])
+def test_short_loops_under_budget(n):
+    ref, _ = lv_gradient(None, n=n)
+    got, _ = lv_gradient(400, n=n)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+
+
+def test_iteration_over_budget_says_what_it_needs():
+    with pytest.raises(pyzyme.TapeBudgetError,
+                       match=r"test_checkpoint_budget.py:\d+ .*needs 312 bytes.*"
+                             r"tape_budget \(200 bytes\)"):
+        lv_gradient(200)
+
+
+def test_budget_is_part_of_the_cache_key():
+    got_small, _ = lv_gradient(320)
+    with pytest.raises(pyzyme.TapeBudgetError):
+        lv_gradient(300)   # not the derivative built for 320 bytes
+    got_none, _ = lv_gradient(None)
+    np.testing.assert_allclose(got_small, got_none, rtol=1e-12, atol=1e-14)
+
+
+def test_schedule_prints_its_snapshots_and_recomputation():
+    assert str(Schedule(1000, 10)) == (
+        "binomial checkpointing (Revolve): 1000 steps, 10 snapshots, each step run forward "
+        "at most 4 times; 3637 untaped step runs (recomputation factor 3.64), 715 stores, "
+        "999 restores")
+    assert str(Schedule(8, 8)).endswith("8 untaped step runs (recomputation factor 1.00), "
+                                        "7 stores, 7 restores")
+
+
+@pytest.mark.parametrize("steps,snaps", [(n, s) for s in (1, 2, 3, 5) for n in
+                                         (1, 2, 5, 9, 30, 100)])
+def test_schedule_reaches_revolves_optimum(steps, snaps):
+    """Forward steps: t*l - beta(s + 1, t - 1), the fewest any schedule with s snapshots
+    runs (Griewank & Walther); plus the one run at the first turn."""
+    from math import comb
+    t = Schedule(steps, snaps).repetitions
+    optimum = t * steps - (comb(snaps + t, t - 1) if t >= 1 else 0)
+    assert Schedule(steps, snaps).forward == optimum
+
+
+def _run_compiled_scheme(steps: int, snaps: int):
+    """The IR scheme driven through its actions from here: (the turns in order, forward steps,
+    stores, restores)."""
+    module = ir.Module()
+    prefix = f"pyzyme_test_revolve_{steps}_{snaps}"
+    revolve.scheme(module, prefix=prefix)
+    for fn in module.functions:
+        if fn.name.startswith(prefix):
+            fn.prefix = ""  # external, to be looked up
+    cm = compile_module(module, name="revolve_test")
+    names = {part: f"{prefix}.{part}" for part in ("init", "next", "finalize")}
+    init = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
+        cm.address(names["init"]))
+    nxt = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(cm.address(names["next"]))
+    fin = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(cm.address(names["finalize"]))
+    # Budget for exactly `snaps` snapshots of 8 bytes (the snapshots() formula).
+    nbytes = 8
+    budget = (2 + 2) * nbytes + revolve.STATE_WORDS * 8 + snaps * (nbytes + 8)
+    data = (ctypes.c_int64 * 2)(budget, 2)
+    state = init(ctypes.addressof(data), steps, nbytes)
+    action = (ctypes.c_int64 * 4)()
+    turns, forward, stores, restores, at = [], 0, 0, 0, 0
+    while True:
+        nxt(state, ctypes.addressof(action))
+        flag, it, start = action[0] & 0xFFFFFFFF, action[1], action[2]
+        if flag == 7:
+            break
+        if flag == 1:
+            stores += 1
+        elif flag == 2:
+            restores, at = restores + 1, it
+        elif flag == 3:
+            assert start == at
+            forward, at = forward + it - start, it
+        else:
+            assert at == it - 1 and flag == (4 if not turns else 5)
+            turns.append(it - 1)
+    fin(state)
+    return turns, forward, stores, restores
+
+
+@pytest.mark.parametrize("steps,snaps", [(1, 1), (7, 1), (10, 3), (100, 4), (57, 57)])
+def test_compiled_scheme_runs_the_printed_schedule(steps, snaps):
+    turns, forward, stores, restores = _run_compiled_scheme(steps, snaps)
+    assert turns == list(range(steps - 1, -1, -1))
+    sched = Schedule(steps, snaps)
+    assert (forward, stores) == (sched.forward, sched._run()[1])
+    assert restores == sched._run()[2]
