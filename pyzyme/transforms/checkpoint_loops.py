@@ -43,8 +43,9 @@ from pyzyme.transforms import revolve
 __all__ = ["checkpoint_loops", "Checkpointed", "RESERVE"]
 
 #: States of memory reserved for what one step's derivative keeps (its own tape: the values
-#: of an iteration that its reverse pass needs, about what the iteration writes).
-RESERVE = 2
+#: of an iteration that its reverse pass needs; a stencil's inner loop keeps about 3 doubles
+#: a cell of its 1-double state, measured).
+RESERVE = 3
 
 
 @dataclass
@@ -265,8 +266,8 @@ class _Rewrite:
         """The error's format (``need`` and ``budget`` its two ``%lld``)."""
         module = self.module
         text = (f"{self.where.replace('%', '%%')}: one iteration of this checkpointed loop needs %lld bytes "
-                f"(its state, copied {3 + RESERVE} times: the driver's two copies, one "
-                f"snapshot, the step's own derivative), more than tape_budget (%lld bytes); "
+                f"(its state, {3 + RESERVE} times: the driver's two copies, one snapshot, and "
+                f"{RESERVE} for the tape of the step's own derivative), more than tape_budget (%lld bytes); "
                 f"raise tape_budget to at least that, or build without it")
         return module.add_global(module.unique_global_name("pyzyme.ckpt.message"),
                                  T.ArrayType(len(text.encode()) + 1, T.i8),
