@@ -6,10 +6,11 @@ whose trip count is known at its entry into a call of the checkpointed-loop intr
 (:data:`pyzyme.naming.CHECKPOINT_FOR`, differentiated by :mod:`pyzyme.diff.calls.checkpoint`)
 over a *step*: a function of its own running one iteration. Optimized SSA carries values from
 one iteration to the next in header phis, not memory, so they become a state region of their
-own: a stack slot (``carried``) the step loads at its start and stores at its end, which also
-receives the values code after the loop uses. The loop's other inputs that are not pointers
-travel in a second slot (``inputs``; reverse mode passes derivatives between steps through
-memory only), pointers as the step's arguments. A snapshot is ``carried`` and every piece of
+own: a block of memory (``carried``) the step loads at its start and stores at its end, which
+also receives the values code after the loop uses. The loop's other inputs that are not
+pointers travel in a second block (``inputs``; reverse mode passes derivatives between steps
+through memory only), pointers as the step's arguments. Both are allocated on the heap, so that
+they outlive a split pair's forward thunk. A snapshot is ``carried`` and every piece of
 memory the body writes (found with :func:`~pyzyme.analysis.overwrite.written_pointers`):
 contiguous array arguments (their extents are the frontend's facts) and stack slots; memory
 it only reads is not copied. The schedule is Revolve's (:mod:`pyzyme.transforms.revolve`),
@@ -101,6 +102,8 @@ class _Rewrite:
         return UnsupportedError(f"{self.where}: this loop cannot be checkpointed under "
                                 f"tape_budget: it {why}", hint=hint)
 
+    # -- what the loop is made of -----------------------------------------------------------
+
     def inside(self, v) -> bool:
         return isinstance(v, I.Instruction) and v.parent in self.blocks
 
@@ -179,28 +182,32 @@ class _Rewrite:
         inputs_ty = T.StructType([v.type for v in values] or [T.i64])
         step = self.step(carried_ty, inputs_ty, pointers, values, outs)
 
-        fn, b0 = self.fn, IRBuilder(self.fn.blocks[0])
-        carried = b0.entry_alloca(carried_ty, 16, name="ckpt.carried")
-        inputs = b0.entry_alloca(inputs_ty, 16, name="ckpt.inputs")
+        fn = self.fn
         block = fn.append_block(fn.unique_name("ckpt.loop"))
         b = IRBuilder(block)
         self.loop.preheader.terminator.replace_uses_of(self.loop.header, block)
+        n = self.trip_count(b)
+        sizes = [_i64(sizeof(carried_ty))]
+        for obj, extent in regions:
+            size = _i64(1)
+            for e in extent:
+                size = b.mul(size, e if e.type == T.i64 else b.sext(e, T.i64))
+            sizes.append(size)
+        total = _i64(0)
+        for size in sizes:
+            total = b.add(total, size)
+        b = self.budget_check(b, budget, total)
+        # On the heap, not the stack: in split mode the reverse thunk runs after the forward
+        # thunk's frame is gone (the derivative frees them after its reverse sweep).
+        malloc = self.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
+        carried = b.call(malloc, [_i64(sizeof(carried_ty))], name="ckpt.carried")
+        inputs = b.call(malloc, [_i64(sizeof(inputs_ty))], name="ckpt.inputs")
         for k, p in enumerate(self.phis):
             init = next(v for v, blk in p.incoming if blk is self.loop.preheader)
             b.store(init, b.gep(carried_ty, carried, [_i64(0), const_int(T.i32, k)]))
         for k, v in enumerate(values):
             b.store(v, b.gep(inputs_ty, inputs, [_i64(0), const_int(T.i32, k)]))
-        n = self.trip_count(b)
-        pairs = [(carried, _i64(sizeof(carried_ty)))]
-        for obj, extent in regions:
-            size = _i64(1)
-            for e in extent:
-                size = b.mul(size, e if e.type == T.i64 else b.sext(e, T.i64))
-            pairs.append((obj, size))
-        total = _i64(0)
-        for _, size in pairs:
-            total = b.add(total, size)
-        b = self.budget_check(b, budget, total)
+        pairs = list(zip([carried] + [obj for obj, _ in regions], sizes))
         scheme = revolve.scheme(self.module)
         data = self.module.add_global(
             self.module.unique_global_name("pyzyme.revolve.data"), T.ArrayType(2, T.i64),
@@ -214,6 +221,9 @@ class _Rewrite:
         loaded = {v: b.load(v.type, b.gep(carried_ty, carried,
                                           [_i64(0), const_int(T.i32, base + k)]))
                   for k, v in enumerate(outs)}
+        free = self.module.declare("free", T.FunctionType(T.void, [T.ptr]))
+        b.call(free, [carried])
+        b.call(free, [inputs])
         exit_block, last = self.loop.exits[0], b.block
         b.br(exit_block)
         for inst in exit_block.instructions:

@@ -156,7 +156,8 @@ def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity |
             distinct: bool, rules=None):
     """Capture ``f`` and read off the activity of each native parameter: ``(capture, ABI map,
     module, native function, activities, return activity)``. Calls of functions with user
-    rules in ``rules`` stay calls."""
+    rules in ``rules`` stay calls. Under a tape budget the outermost loops are checkpointed
+    (:mod:`pyzyme.transforms.checkpoint_loops`)."""
     cap = capture(f, primal_types, keep_calls=getattr(rules, "keeps_call", None))
     abi = cap.abi
     fields = abi.result.fields
