@@ -36,6 +36,7 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
+from pyzyme.rules import default_rules, spec
 from pyzyme.ir.values import (Argument, ConstantAggregate, ConstantInt, const_c_string,
                               const_int)
 from pyzyme.runtime.target import TAPE_BUDGET_ERROR_SYMBOL
@@ -92,6 +93,25 @@ def _worth(loop) -> bool:
     return False
 
 
+def _allocated_extent(obj):
+    """The size arguments of the allocation ``obj`` is (``malloc``), or whose data it is (a
+    Numba array made before the loop: ``load ptr (meminfo + data offset)``); else None."""
+    base, offset = obj, None
+    if isinstance(obj, I.Load) and obj.type.is_pointer:
+        inner = obj.pointer
+        base = underlying_object(inner)
+        offset = 0
+        if isinstance(inner, I.GetElementPtr) and len(inner.operands) == 2:
+            offset = getattr(inner.operands[1], "value", None)
+    callee = base.called_function if isinstance(base, I.CallBase) else None
+    row = default_rules().lookup(callee.name, "call") if callee is not None else None
+    if not isinstance(row, spec.Allocation) or not row.size_args:
+        return None
+    if offset != row.data_offset:
+        return None
+    return tuple(base.args[i] for i in row.size_args)
+
+
 class _Rewrite:
     def __init__(self, module, fn, loop, extents: dict, where: str) -> None:
         self.module, self.fn, self.loop, self.extents = module, fn, loop, extents
@@ -122,11 +142,6 @@ class _Rewrite:
             raise self.refuse("ends in a switch", hint="build without tape_budget")
         self.latch, self.count = latch, count
         self.phis = [p for p in loop.header.instructions if isinstance(p, I.Phi)]
-        for p in self.phis:
-            if p.type.is_pointer:
-                raise self.refuse("carries a pointer from one iteration to the next (arrays "
-                                  "swapped between iterations)",
-                                  hint="copy the new state into the old array instead")
 
     def live_ins(self) -> list:
         found = []
@@ -167,6 +182,9 @@ class _Rewrite:
                                                                           ConstantInt)):
             n = obj.count.value if obj.count is not None else 1
             return (_i64(sizeof(obj.allocated_type) * n),)
+        found = _allocated_extent(obj)
+        if found is not None:
+            return found
         raise self.refuse(f"writes memory whose size pyzyme does not know ({inst.opcode} "
                           f"through {obj.ref if hasattr(obj, 'ref') else obj!r}: not a "
                           f"contiguous array argument)",
@@ -313,6 +331,8 @@ class _Rewrite:
             T.FunctionType(T.void, params), prefix="internal")
         _, carried, inputs, *args = step.args
         step.args[0].name, carried.name, inputs.name = "k", "carried", "inputs"
+        for k, a in enumerate(args):
+            a.name = f"p{k}"
         entry = step.append_block("entry")
         b = IRBuilder(entry)
         mapping: dict = dict(zip(pointers, args))

@@ -50,6 +50,24 @@ def diffusion(u, n, k):
     return s
 
 
+@njit(inline="never")
+def _rhs(u, out, a):
+    for i in range(u.shape[0]):
+        out[i] = -a * u[i] * u[i] + np.sin(u[i])
+
+
+@njit
+def euler(u, n, a, h):
+    """A time loop whose body calls another jitted function, with a work array made before
+    the loop (Numba's allocation: a region of the snapshot too)."""
+    f = np.empty_like(u)
+    for _ in range(n):
+        _rhs(u, f, a)
+        for i in range(u.shape[0]):
+            u[i] += h * f[i]
+    return np.sum(u * u)
+
+
 P = np.array([1.5, 1.0, 1.0, 3.0])
 U0 = np.array([1.0, 1.0])
 
@@ -116,6 +134,23 @@ def test_short_loops_under_budget(n):
     ref, _ = lv_gradient(None, n=n)
     got, _ = lv_gradient(400, n=n)
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+
+
+def euler_gradient(budget, n=25):
+    u, du = np.linspace(0.1, 1.0, 5), np.zeros(5)
+    with pyzyme.options(tape_budget=budget):
+        (r,) = pyzyme.autodiff(pyzyme.Reverse, euler, pyzyme.Duplicated(u, du),
+                               pyzyme.Const(n), pyzyme.Active(0.3), pyzyme.Active(0.01))
+    return np.concatenate([du, r[2:]])
+
+
+def test_body_calling_another_jitted_function_under_budget():
+    ref = euler_gradient(None)
+    got = euler_gradient(2000)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    x0 = np.linspace(0.1, 1.0, 5)
+    fd = central(lambda x: euler.py_func(x.copy(), 25, 0.3, 0.01), x0)
+    np.testing.assert_allclose(got[:5], fd, rtol=1e-6)
 
 
 def lv_split(budget, n=30, h=0.01):
