@@ -133,11 +133,13 @@ class _Rewrite:
         latch = loop.latches[0] if len(loop.latches) == 1 else None
         count = loop.trip_count
         if latch is None or loop.preheader is None or loop.exiting != [latch] \
-                or count is None or not count.exact or len(loop.exits) != 1:
-            raise self.refuse("has no trip count known when it starts, or leaves from "
-                              "more than one place (a break, a return, an exception)",
-                              hint="write it as a counted loop, for t in range(n), whose body "
-                                   "does not leave it; or build without tape_budget")
+                or len(loop.exits) != 1:
+            raise self.refuse("leaves from more than one place (a break, a return, an "
+                              "exception)",
+                              hint="write it so that only its test ends it (for t in range(n), "
+                                   "or while cond:); or build without tape_budget")
+        if count is not None and not count.exact:
+            count = None  # a while loop, as far as the schedule is concerned
         if not isinstance(latch.terminator, I.Branch):
             raise self.refuse("ends in a switch", hint="build without tape_budget")
         self.latch, self.count = latch, count
@@ -204,7 +206,7 @@ class _Rewrite:
         block = fn.append_block(fn.unique_name("ckpt.loop"))
         b = IRBuilder(block)
         self.loop.preheader.terminator.replace_uses_of(self.loop.header, block)
-        n = self.trip_count(b)
+        n = self.trip_count(b) if self.count is not None else _i64(-1)
         sizes = [_i64(sizeof(carried_ty))]
         for obj, extent in regions:
             size = _i64(1)
@@ -231,8 +233,9 @@ class _Rewrite:
             self.module.unique_global_name("pyzyme.revolve.data"), T.ArrayType(2, T.i64),
             ConstantAggregate(T.ArrayType(2, T.i64), [_i64(budget), _i64(RESERVE)]),
             is_constant=True, prefix="internal")
-        loop_fn = self.module.declare(naming.CHECKPOINT_FOR,
-                                      T.FunctionType(T.void, [T.ptr], var_arg=True))
+        loop_fn = self.module.declare(
+            naming.CHECKPOINT_FOR if self.count is not None else naming.CHECKPOINT_WHILE,
+            T.FunctionType(T.void, [T.ptr], var_arg=True))
         b.call(loop_fn, [step, _i64(0), n, scheme, data, _i64(len(pairs))]
                + [v for pair in pairs for v in pair] + [carried, inputs] + pointers)
         base = len(self.phis)
@@ -323,12 +326,14 @@ class _Rewrite:
         return fn
 
     def step(self, carried_ty, inputs_ty, pointers: list, values: list, outs: list):
-        """``void step(i64 k, ptr carried, ptr inputs, pointers...)``: one iteration."""
+        """``void step(i64 k, ptr carried, ptr inputs, pointers...)``: one iteration; a while
+        loop's returns an i32, nonzero to go on."""
         module = self.module
         params = [T.i64, T.ptr, T.ptr] + [p.type for p in pointers]
+        ret = T.void if self.count is not None else T.i32
         step = module.add_function(
             module.unique_global_name(naming.checkpoint_step(self.fn.name)),
-            T.FunctionType(T.void, params), prefix="internal")
+            T.FunctionType(ret, params), prefix="internal")
         _, carried, inputs, *args = step.args
         step.args[0].name, carried.name, inputs.name = "k", "carried", "inputs"
         for k, a in enumerate(args):
@@ -360,7 +365,14 @@ class _Rewrite:
                     for k, v in enumerate(outs):
                         bb.store(mapping.get(v, v), bb.gep(
                             carried_ty, carried, [_i64(0), const_int(T.i32, base + k)]))
-                    bb.ret_void()
+                    if self.count is not None:
+                        bb.ret_void()
+                        continue
+                    term = inst
+                    cond = mapping.get(term.operands[0], term.operands[0])
+                    if term.successors[0] is not self.loop.header:
+                        cond = bb.xor(cond, const_int(T.i1, 1))
+                    bb.ret(bb.zext(cond, T.i32))
                     continue
                 copy = inst.copy_with([mapping.get(op, op) for op in inst.operands],
                                       keep_metadata=True)

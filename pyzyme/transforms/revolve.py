@@ -36,8 +36,8 @@ _STORE, _RESTORE, _FORWARD, _FIRSTUTURN, _UTURN, _DONE = 1, 2, 3, 4, 5, 7
 _SCHEME = T.StructType([T.i32] + [T.ptr] * 9)
 # The state: i64 words, then one word a slot (the step it holds).
 (_N, _S, _BYTES, _CAPO, _FINE, _CHECK, _VALID, _FIRST, _STORAGE, _FORWARDS, _TURNS,
- _STORES, _RESTORES) = range(13)
-STATE_WORDS = 13
+ _STORES, _RESTORES, _GAP) = range(14)
+STATE_WORDS = 14
 #: Bytes a snapshot slot costs beyond the state it holds (the step it records).
 SNAPSHOT_OVERHEAD = 8
 
@@ -45,11 +45,14 @@ SNAPSHOT_OVERHEAD = 8
 def snapshots(budget: int, state_bytes: int, steps: int, reserve: int) -> int:
     """The snapshots a schedule of ``steps`` steps gets under ``budget`` bytes when a snapshot
     is ``state_bytes``: what is left after the driver's two slots and ``reserve`` states (what
-    one step's derivative keeps), at most one a step; 0 when not even one fits. The compiled
-    scheme computes the same (:func:`_snapshots_ir`)."""
+    one step's derivative keeps), at most one a step (``steps`` -1: not known yet, a while
+    loop); 0 when not even one fits. The compiled scheme computes the same
+    (:func:`_snapshots_ir`)."""
     room = budget - (2 + reserve) * state_bytes - STATE_WORDS * 8
     s = room // (state_bytes + SNAPSHOT_OVERHEAD) if room > 0 else 0
-    return max(min(s, steps), 1) if s >= 1 else 0
+    if steps >= 0:
+        s = min(s, steps)
+    return max(s, 1) if room >= state_bytes + SNAPSHOT_OVERHEAD else 0
 
 
 def _split(length: int, snaps: int) -> int:
@@ -67,7 +70,8 @@ def _split(length: int, snaps: int) -> int:
 class Schedule:
     """Revolve's schedule for ``steps`` steps with ``snapshots`` slots, as the compiled scheme
     runs it: ``forward`` steps run untaped (besides the ``steps`` differentiated), ``stores``
-    snapshots taken, ``restores`` made.
+    snapshots taken, ``restores`` made. ``online``: a while loop's, whose number of steps the
+    scheme learns only when the loop ends.
 
     Examples
     --------
@@ -78,11 +82,26 @@ class Schedule:
 
     steps: int
     snapshots: int
+    online: bool = False  # the number of steps known only when the loop ends
 
     def _run(self) -> tuple[int, int, int]:
         capo, fine, check, valid = 0, self.steps, -1, True
         held = [0] * max(self.snapshots, 1)
         forward = stores = restores = 0
+        if self.online:
+            gap = 1
+            while capo < self.steps:
+                if (check < 0 or held[check] != capo) and capo % gap == 0:
+                    if check + 1 >= self.snapshots:
+                        kept = [p for p in held[:check + 1] if p % (2 * gap) == 0]
+                        held[:len(kept)], check, gap = kept, len(kept) - 1, 2 * gap
+                    if capo % gap == 0 and check + 1 < self.snapshots:
+                        check += 1
+                        held[check], stores = capo, stores + 1
+                        continue
+                to = min((capo // gap + 1) * gap, self.steps)
+                capo, forward = to, forward + to - capo
+            valid = False
         while fine > 0:
             if not valid:
                 capo, valid, restores = held[check], True, restores + 1
@@ -121,8 +140,11 @@ class Schedule:
 
     def __str__(self) -> str:
         forward, stores, restores = self._run()
-        return (f"binomial checkpointing (Revolve): {self.steps} steps, {self.snapshots} "
-                f"snapshots, each step run forward at most {self.repetitions} times; "
+        kind = "online checkpointing, then binomial" if self.online else \
+            "binomial checkpointing (Revolve)"
+        bound = "" if self.online else \
+            f", each step run forward at most {self.repetitions} times"
+        return (f"{kind}: {self.steps} steps, {self.snapshots} snapshots{bound}; "
                 f"{forward + 1} untaped step runs (recomputation factor {self.factor:.2f}), "
                 f"{stores} stores, {restores} restores")
 
@@ -168,7 +190,8 @@ def _snapshots_ir(b: IRBuilder, budget, reserve, nbytes, steps):
     room = b.sub(budget, used)
     s = b.sdiv(room, b.add(nbytes, _i64(SNAPSHOT_OVERHEAD)))
     s = b.select(b.icmp("slt", room, _i64(0)), _i64(0), s)
-    s = b.select(b.icmp("slt", steps, s), steps, s)
+    capped = b.and_(b.icmp("sge", steps, _i64(0)), b.icmp("slt", steps, s))
+    s = b.select(capped, steps, s)
     return b.select(b.icmp("slt", s, _i64(1)), _i64(1), s)
 
 
@@ -187,7 +210,7 @@ def _init(module, name: str):
     for word, value in ((_N, steps), (_S, s), (_BYTES, nbytes), (_CAPO, _i64(0)),
                         (_FINE, steps), (_CHECK, _i64(-1)), (_VALID, _i64(1)),
                         (_FIRST, _i64(1)), (_FORWARDS, _i64(0)), (_TURNS, _i64(0)),
-                        (_STORES, _i64(0)), (_RESTORES, _i64(0))):
+                        (_STORES, _i64(0)), (_RESTORES, _i64(0)), (_GAP, _i64(1))):
         st.set(word, value)
     b.store(storage, st.at(_STORAGE), 8)
     b.ret(state)
@@ -199,9 +222,12 @@ def _next(module, name: str):
     state, out = fn.args
     blocks = {k: fn.append_block(k) for k in (
         "entry", "done", "live", "restore", "valid", "turn", "placed", "store", "advance",
-        "quadratic", "binomial", "grow", "split", "forward")}
+        "quadratic", "binomial", "grow", "split", "forward", "known")}
     b = IRBuilder(blocks["entry"])
     st = _State(b, state)
+    b.cbranch(b.icmp("slt", st.get(_N), _i64(0)), _online(module, fn, state, out, name),
+              blocks["known"])
+    b.position_at_end(blocks["known"])
     fine = st.get(_FINE, "fine")
     b.cbranch(b.icmp("sle", fine, _i64(0)), blocks["done"], blocks["live"])
     b.position_at_end(blocks["done"])
@@ -285,6 +311,102 @@ def _next(module, name: str):
     return fn
 
 
+def _online(module, fn, state, out, name: str):
+    """The block of ``next`` while the number of steps is not known (a while loop): a
+    snapshot every ``gap`` steps; when the slots are full, every other one is let go and the
+    gap doubles, so the snapshots stay spread over the steps run so far (after Stumm &
+    Walther's online checkpointing, in its simplest form: the binomial schedule takes over
+    between them once the loop has ended)."""
+    start = fn.append_block("online")
+    want, thin, stored, ahead = (fn.append_block(f"online.{k}")
+                                 for k in ("want", "thin", "store", "forward"))
+    b = IRBuilder(start)
+    st = _State(b, state)
+    capo = st.get(_CAPO, "capo")
+    check = st.get(_CHECK, "check")
+    top = st.get(st.slot(b.select(b.icmp("slt", check, _i64(0)), _i64(0), check)))
+    unsaved = b.or_(b.icmp("slt", check, _i64(0)), b.icmp("ne", top, capo))
+    on_mark = b.icmp("eq", b.urem(capo, st.get(_GAP)), _i64(0))
+    b.cbranch(b.and_(unsaved, on_mark), want, ahead)
+    b.position_at_end(want)
+    full = b.icmp("sge", b.add(check, _i64(1)), st.get(_S))
+    b.cbranch(full, thin, stored)
+    b.position_at_end(thin)
+    b.call(_thin(module, f"{name}.thin"), [state])
+    still = b.and_(b.icmp("eq", b.urem(capo, st.get(_GAP)), _i64(0)),
+                   b.icmp("slt", b.add(st.get(_CHECK), _i64(1)), st.get(_S)))
+    b.cbranch(still, stored, ahead)
+    b.position_at_end(stored)
+    slot = b.add(st.get(_CHECK), _i64(1), name="slot")
+    st.set(st.slot(slot), capo)
+    st.set(_CHECK, slot)
+    _act(b, out, _STORE, capo, capo, slot)
+    b.position_at_end(ahead)  # to the next mark; the driver stops where the loop ends
+    gap = st.get(_GAP)
+    to = b.mul(b.add(b.udiv(capo, gap), _i64(1)), gap, name="to")
+    st.set(_CAPO, to)
+    st.bump(_FORWARDS, b.sub(to, capo))
+    _act(b, out, _FORWARD, to, capo, _i64(0))
+    return start
+
+
+def _thin(module, name: str):
+    """``void thin(state)``: keep the snapshots at multiples of twice the gap (moved down to
+    the first slots, in order), and double the gap."""
+    fn = module.add_function(name, T.FunctionType(T.void, [T.ptr]), prefix="internal")
+    entry, loop, keep, move, kept, done = (fn.append_block(k) for k in (
+        "entry", "slot", "keep", "move", "kept", "done"))
+    b = IRBuilder(entry)
+    st = _State(b, fn.args[0])
+    check, gap2 = st.get(_CHECK), b.mul(st.get(_GAP), _i64(2))
+    nbytes, storage = st.get(_BYTES), b.load(T.ptr, st.at(_STORAGE), 8)
+    b.br(loop)
+    b.position_at_end(loop)
+    j, w = b.phi(T.i64, name="j"), b.phi(T.i64, name="w")
+    j.add_incoming(_i64(0), entry)
+    w.add_incoming(_i64(0), entry)
+    pos = st.get(st.slot(j))
+    next_w = b.add(w, _i64(1))
+    b.cbranch(b.icmp("eq", b.urem(pos, gap2), _i64(0)), keep, kept)
+    b.position_at_end(keep)
+    b.cbranch(b.icmp("ne", j, w), move, kept)
+    b.position_at_end(move)
+    memcpy = module.declare("llvm.memcpy.p0.p0.i64",
+                            T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
+    place = [b.gep(T.i8, storage, [b.mul(b.add(x, _i64(2)), nbytes)]) for x in (w, j)]
+    b.call(memcpy, [place[0], place[1], nbytes, const_int(T.i1, 0)])
+    st.set(st.slot(w), pos)
+    b.br(kept)
+    b.position_at_end(kept)
+    w1 = b.phi(T.i64, name="w1")
+    w1.add_incoming(w, loop)
+    w1.add_incoming(next_w, keep)
+    w1.add_incoming(next_w, move)
+    j1 = b.add(j, _i64(1))
+    j.add_incoming(j1, kept)
+    w.add_incoming(w1, kept)
+    b.cbranch(b.icmp("sle", j1, check), loop, done)
+    b.position_at_end(done)
+    st.set(_CHECK, b.sub(w1, _i64(1)))
+    st.set(_GAP, gap2)
+    b.ret_void()
+    return fn
+
+
+def _set_nsteps(module, name: str):
+    """``void set_nsteps(state, n)``: the loop ended after ``n`` steps; the state the driver
+    holds is the one after them, so the reverse part starts by restoring a snapshot."""
+    fn = module.add_function(name, T.FunctionType(T.void, [T.ptr, T.i64]), prefix="internal")
+    b = IRBuilder(fn.append_block("entry"))
+    st = _State(b, fn.args[0])
+    n = fn.args[1]
+    st.bump(_FORWARDS, b.sub(n, st.get(_CAPO)))  # the last FORWARD stopped at n
+    for word, value in ((_N, n), (_FINE, n), (_CAPO, n), (_VALID, _i64(0))):
+        st.set(word, value)
+    b.ret_void()
+    return fn
+
+
 def _copy(module, name: str, restore: bool):
     """``store`` (or ``restore``): the regions to (from) the slot's place in the storage."""
     fn = module.add_function(name, T.FunctionType(T.void, [T.ptr, T.i64, T.i64, T.ptr, T.i64]),
@@ -339,7 +461,8 @@ def scheme(module, prefix: str = "pyzyme.revolve"):
         return found
     fns = [_init(module, f"{prefix}.init"), _next(module, f"{prefix}.next"),
            _copy(module, f"{prefix}.store", False), _copy(module, f"{prefix}.restore", True),
-           None, _finalize(module, f"{prefix}.finalize"), None, None, None]
+           _set_nsteps(module, f"{prefix}.set_nsteps"), _finalize(module, f"{prefix}.finalize"),
+           None, None, None]
     value = ConstantAggregate(_SCHEME, [const_int(T.i32, 1)]
                               + [fn if fn is not None else const_null(T.ptr) for fn in fns])
     return module.add_global(prefix, _SCHEME, value, is_constant=True, prefix="internal")

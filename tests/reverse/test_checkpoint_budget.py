@@ -102,9 +102,9 @@ def central(f, x, eps=1e-6):
 
 
 # LV's carried state: x, y, the counter, and the two values stored after the loop: 40 bytes,
-# so one iteration needs 6 * 40 + 112 = 352 bytes; 360 bytes leave room for 1 snapshot, 400
+# so one iteration needs 6 * 40 + 120 = 360 bytes; 360 bytes leave room for 1 snapshot, 410
 # for 2.
-@pytest.mark.parametrize("budget", [360, 400, 1 << 20])
+@pytest.mark.parametrize("budget", [360, 410, 1 << 20])
 def test_rk4_gradient_under_budget_matches_unbudgeted_and_differences(budget):
     ref, u_ref = lv_gradient(None)
     got, u = lv_gradient(budget)
@@ -132,7 +132,7 @@ def test_stencil_overwriting_its_state_under_budget(budget):
 @pytest.mark.parametrize("n", [1, 2, 3, 17])
 def test_short_loops_under_budget(n):
     ref, _ = lv_gradient(None, n=n)
-    got, _ = lv_gradient(400, n=n)
+    got, _ = lv_gradient(410, n=n)
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
 
 
@@ -153,6 +153,42 @@ def test_body_calling_another_jitted_function_under_budget():
     np.testing.assert_allclose(got[:5], fd, rtol=1e-6)
 
 
+@njit
+def decay_until(u, tol, h):
+    """A while loop whose exit depends on the data: the online schedule."""
+    while u[0] > tol:
+        x, y = u[0], u[1]
+        u[0] = x - h * x * y
+        u[1] = y + h * x
+    return u[0] + u[1]
+
+
+def decay_gradient(budget, u0=(1.0, 0.5), h=0.01):
+    u, du = np.array(u0), np.zeros(2)
+    with pyzyme.options(tape_budget=budget):
+        (r,) = pyzyme.autodiff(pyzyme.Reverse, decay_until, pyzyme.Duplicated(u, du),
+                               pyzyme.Const(0.2), pyzyme.Active(h))
+    return np.concatenate([du, [r[2]]]), u
+
+
+@pytest.mark.parametrize("budget", [312, 400, 1 << 16])  # 1, 3 and all the snapshots
+def test_while_loop_with_data_dependent_exit_under_budget(budget):
+    ref, u_ref = decay_gradient(None)
+    got, u = decay_gradient(budget)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(u, u_ref, rtol=1e-14)
+    # Away from the exit's jumps the loop runs the same steps for nearby inputs.
+    fd = central(lambda h: decay_until.py_func(np.array([1.0, 0.5]), 0.2, h[0]),
+                 np.array([0.01]), eps=1e-9)
+    np.testing.assert_allclose(got[2], fd[0], rtol=1e-4)
+
+
+def test_online_schedule_prints():
+    assert str(Schedule(7, 3, online=True)) == (
+        "online checkpointing, then binomial: 7 steps, 3 snapshots; 13 untaped step runs "
+        "(recomputation factor 1.86), 7 stores, 7 restores")
+
+
 def lv_split(budget, n=30, h=0.01):
     dp, du, u = np.zeros(4), np.zeros(2), U0.copy()
     with pyzyme.options(tape_budget=budget):
@@ -171,7 +207,7 @@ def test_split_mode_under_budget():
     """The forward thunk's checkpoints (and the loop's carried state, on the heap) outlive it
     for the reverse thunk."""
     ref, primal_ref = lv_split(None)
-    got, primal = lv_split(400)
+    got, primal = lv_split(410)
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
     assert primal == pytest.approx(primal_ref, rel=1e-14)
     combined, _ = lv_gradient(None, n=30)
@@ -180,7 +216,7 @@ def test_split_mode_under_budget():
 
 def test_iteration_over_budget_says_what_it_needs():
     with pytest.raises(pyzyme.TapeBudgetError,
-                       match=r"test_checkpoint_budget.py:\d+ .*needs 352 bytes.*"
+                       match=r"test_checkpoint_budget.py:\d+ .*needs 360 bytes.*"
                              r"tape_budget \(200 bytes\)"):
         lv_gradient(200)
 
@@ -213,26 +249,31 @@ def test_schedule_reaches_revolves_optimum(steps, snaps):
     assert Schedule(steps, snaps).forward == optimum
 
 
-def _run_compiled_scheme(steps: int, snaps: int):
-    """The IR scheme driven through its actions from here: (the turns in order, forward steps,
-    stores, restores)."""
+def _run_compiled_scheme(steps: int, snaps: int, online: bool = False):
+    """The IR scheme driven through its actions from here as the driver would (``online``: a
+    while loop's, told the number of steps when its last step returns false): (the turns in
+    order, forward steps, stores, restores)."""
     module = ir.Module()
-    prefix = f"pyzyme_test_revolve_{steps}_{snaps}"
+    prefix = f"pyzyme_test_revolve_{steps}_{snaps}_{int(online)}"
     revolve.scheme(module, prefix=prefix)
     for fn in module.functions:
         if fn.name.startswith(prefix):
             fn.prefix = ""  # external, to be looked up
     cm = compile_module(module, name="revolve_test")
-    names = {part: f"{prefix}.{part}" for part in ("init", "next", "finalize")}
+    prefix = f"pyzyme_test_revolve_{steps}_{snaps}_{int(online)}"
+    names = {part: f"{prefix}.{part}" for part in ("init", "next", "finalize", "set_nsteps")}
     init = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
         cm.address(names["init"]))
     nxt = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(cm.address(names["next"]))
     fin = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(cm.address(names["finalize"]))
+    set_nsteps = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(
+        cm.address(names["set_nsteps"]))
     # Budget for exactly `snaps` snapshots of 8 bytes (the snapshots() formula).
     nbytes = 8
     budget = (2 + 2) * nbytes + revolve.STATE_WORDS * 8 + snaps * (nbytes + 8)
     data = (ctypes.c_int64 * 2)(budget, 2)
-    state = init(ctypes.addressof(data), steps, nbytes)
+    state = init(ctypes.addressof(data), -1 if online else steps, nbytes)
+    known = not online
     action = (ctypes.c_int64 * 4)()
     turns, forward, stores, restores, at = [], 0, 0, 0, 0
     while True:
@@ -246,6 +287,10 @@ def _run_compiled_scheme(steps: int, snaps: int):
             restores, at = restores + 1, it
         elif flag == 3:
             assert start == at
+            if not known and it >= steps:  # the loop's last step returns false
+                forward, at, known = forward + steps - start, steps, True
+                set_nsteps(state, steps)
+                continue
             forward, at = forward + it - start, it
         else:
             assert at == it - 1 and flag == (4 if not turns else 5)
@@ -254,11 +299,13 @@ def _run_compiled_scheme(steps: int, snaps: int):
     return turns, forward, stores, restores
 
 
-@pytest.mark.parametrize("steps,snaps", [(1, 1), (7, 1), (10, 3), (100, 4), (57, 57)])
-def test_compiled_scheme_runs_the_printed_schedule(steps, snaps):
-    turns, forward, stores, restores = _run_compiled_scheme(steps, snaps)
+@pytest.mark.parametrize("steps,snaps,online", [
+    (1, 1, False), (7, 1, False), (10, 3, False), (100, 4, False), (57, 57, False),
+    (1, 1, True), (9, 1, True), (10, 3, True), (100, 4, True), (33, 40, True)])
+def test_compiled_scheme_runs_the_printed_schedule(steps, snaps, online):
+    turns, forward, stores, restores = _run_compiled_scheme(steps, snaps, online)
     assert turns == list(range(steps - 1, -1, -1))
-    sched = Schedule(steps, snaps)
+    sched = Schedule(steps, snaps, online)
     assert (forward, stores) == (sched.forward, sched._run()[1])
     assert restores == sched._run()[2]
 

@@ -208,20 +208,21 @@ def generate(cap, module, native, sig: ReverseSignature, rules, primal_types, wh
 def _expand_checkpointed(module) -> None:
     """Calls of checkpointed loops (made under a tape budget) that the derivative left in
     the primal code it keeps, replaced by the loops themselves."""
-    loop = module.get_function(naming.CHECKPOINT_FOR)
-    if loop is None:
-        return
-    row = default_rules().lookup(naming.CHECKPOINT_FOR, "call")
-    for call in [u for u in loop.users if isinstance(u, ir.instructions.CallBase)]:
-        args = row.step_args(call)
-        driver = checkpoint.primal_driver(module, call.args[row.step],
-                                          [a.type for a in args], row)
-        b = IRBuilder()
-        b.position_before(call)
-        b.call(driver, [call.args[row.start], call.args[row.count], *args])
-        call.erase()
-    if not loop.users:
-        module.remove(loop)
+    for name in (naming.CHECKPOINT_FOR, naming.CHECKPOINT_WHILE):
+        loop = module.get_function(name)
+        if loop is None:
+            continue
+        row = default_rules().lookup(name, "call")
+        for call in [u for u in loop.users if isinstance(u, ir.instructions.CallBase)]:
+            args = row.step_args(call)
+            driver = checkpoint.primal_driver(module, call.args[row.step],
+                                              [a.type for a in args], row)
+            b = IRBuilder()
+            b.position_before(call)
+            b.call(driver, [call.args[row.start], call.args[row.count], *args])
+            call.erase()
+        if not loop.users:
+            module.remove(loop)
 
 
 def activity_name(activity: Activity) -> str:
