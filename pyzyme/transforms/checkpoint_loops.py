@@ -29,9 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyzyme import naming
+from pyzyme.analysis.cfg import reverse_post_order
 from pyzyme.analysis.layout import sizeof
 from pyzyme.analysis.loops import analyze_loops
-from pyzyme.analysis.overwrite import underlying_object, written_pointers
+from pyzyme.analysis.overwrite import underlying_object, underlying_objects, written_pointers
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -72,13 +73,13 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where) -> list[Chec
     """Rewrite the outermost counted loops of ``fn`` (which returns Numba's i32 status) into
     checkpointed loops under ``budget`` bytes. ``extents`` maps a parameter index to the
     indices of the parameters whose product is its bytes (contiguous arrays); ``where(k)``
-    names the k-th outermost loop (its Python line) in errors."""
+    names the k-th of ``total`` such loops (its Python line), as ``where(k, total)``."""
     info = analyze_loops(fn)
-    done = []
-    for k, loop in enumerate(sorted(info.top, key=lambda lp: fn.blocks.index(lp.header))):
-        if not _worth(loop):
-            continue
-        done.append(_Rewrite(module, fn, loop, extents, where(k)).run(budget))
+    order = {blk: k for k, blk in enumerate(reverse_post_order(fn))}  # the order they run in
+    loops = [lp for lp in sorted(info.top, key=lambda lp: order.get(lp.header, 0))
+             if _worth(lp)]
+    return [_Rewrite(module, fn, loop, extents, where(k, len(loops))).run(budget)
+            for k, loop in enumerate(loops)]
     return done
 
 
@@ -171,10 +172,16 @@ class _Rewrite:
         for block in self.loop.blocks:
             for inst in block.instructions:
                 for pointer in written_pointers(inst):
-                    obj = underlying_object(pointer)
-                    if obj in found or (isinstance(obj, I.Instruction) and self.inside(obj)):
-                        continue  # memory the iteration makes for itself
-                    found[obj] = self.extent(obj, inst)
+                    # Through phis: arrays swapped from one iteration to the next (v, w = w, v)
+                    # are each a region; the carried pointers say which is which.
+                    objects = underlying_objects(pointer)
+                    if objects is None:
+                        objects = [underlying_object(pointer)]
+                    for obj in objects:
+                        if obj in found or (isinstance(obj, I.Instruction)
+                                            and self.inside(obj)):
+                            continue  # memory the iteration makes for itself
+                        found[obj] = self.extent(obj, inst)
         return list(found.items())
 
     def extent(self, obj, inst) -> tuple:
@@ -193,21 +200,46 @@ class _Rewrite:
                           hint="pass the arrays the loop updates as contiguous arguments")
 
     # -- the rewrite -----------------------------------------------------------------------
+    def pointer_bases(self, outs: list) -> list:
+        """The objects the carried pointers (header phis, values used after the loop) point
+        into, each made before the loop: a carried pointer travels as (which of them, byte
+        offset), two integers, so that each step rebuilds it (and the derivative its shadow)
+        from a base it is passed, never from a pointer kept in memory, whose shadow no
+        snapshot would bring back."""
+        bases: list = []
+        carried = [p for p in self.phis if p.type.is_pointer]
+        values = [next(v for v, blk in p.incoming if blk is self.loop.preheader)
+                  for p in carried]
+        values += [next(v for v, blk in p.incoming if blk is self.latch) for p in carried]
+        values += [v for v in outs if v.type.is_pointer]
+        for v in values:
+            obj = underlying_object(v)
+            if obj in carried:
+                continue
+            if self.inside(obj):
+                raise self.refuse("carries a pointer it makes inside the loop",
+                                  hint="index the arrays the loop uses instead")
+            if obj not in bases:
+                bases.append(obj)
+        return bases
+
     def run(self, budget: int) -> Checkpointed:
         self.check_shape()
         ins, outs, regions = self.live_ins(), self.live_outs(), self.regions()
+        self.bases = self.pointer_bases(outs)
         pointers = [v for v in ins if v.type.is_pointer]
+        pointers += [v for v in self.bases if v not in pointers]
         values = [v for v in ins if not v.type.is_pointer]
-        carried_ty = T.StructType([p.type for p in self.phis] + [v.type for v in outs])
+        layout = _Layout(self.phis, outs)
         inputs_ty = T.StructType([v.type for v in values] or [T.i64])
-        step = self.step(carried_ty, inputs_ty, pointers, values, outs)
+        step = self.step(layout, inputs_ty, pointers, values, outs)
 
         fn = self.fn
         block = fn.append_block(fn.unique_name("ckpt.loop"))
         b = IRBuilder(block)
         self.loop.preheader.terminator.replace_uses_of(self.loop.header, block)
         n = self.trip_count(b) if self.count is not None else _i64(-1)
-        sizes = [_i64(sizeof(carried_ty))]
+        sizes = [_i64(sizeof(layout.type))]
         for obj, extent in regions:
             size = _i64(1)
             for e in extent:
@@ -220,11 +252,12 @@ class _Rewrite:
         # On the heap, not the stack: in split mode the reverse thunk runs after the forward
         # thunk's frame is gone (the derivative frees them after its reverse sweep).
         malloc = self.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
-        carried = b.call(malloc, [_i64(sizeof(carried_ty))], name="ckpt.carried")
+        carried = b.call(malloc, [_i64(sizeof(layout.type))], name="ckpt.carried")
         inputs = b.call(malloc, [_i64(sizeof(inputs_ty))], name="ckpt.inputs")
-        for k, p in enumerate(self.phis):
+        for p in self.phis:
             init = next(v for v, blk in p.incoming if blk is self.loop.preheader)
-            b.store(init, b.gep(carried_ty, carried, [_i64(0), const_int(T.i32, k)]))
+            layout.put(b, carried, ("phi", p), init,
+                       lambda bb, x: self.encode(bb, x, x, {}, self.bases))
         for k, v in enumerate(values):
             b.store(v, b.gep(inputs_ty, inputs, [_i64(0), const_int(T.i32, k)]))
         pairs = list(zip([carried] + [obj for obj, _ in regions], sizes))
@@ -238,10 +271,7 @@ class _Rewrite:
             T.FunctionType(T.void, [T.ptr], var_arg=True))
         b.call(loop_fn, [step, _i64(0), n, scheme, data, _i64(len(pairs))]
                + [v for pair in pairs for v in pair] + [carried, inputs] + pointers)
-        base = len(self.phis)
-        loaded = {v: b.load(v.type, b.gep(carried_ty, carried,
-                                          [_i64(0), const_int(T.i32, base + k)]))
-                  for k, v in enumerate(outs)}
+        loaded = {v: layout.get(b, carried, ("out", v), self.bases)[0] for v in outs}
         free = self.module.declare("free", T.FunctionType(T.void, [T.ptr]))
         b.call(free, [carried])
         b.call(free, [inputs])
@@ -255,7 +285,21 @@ class _Rewrite:
                 if isinstance(u, I.Instruction) and not self.inside(u) and u.parent is not None:
                     u.replace_uses_of(v, new)
         fn.remove_blocks([blk for blk in fn.blocks if blk in self.blocks])
-        return Checkpointed(self.where, sizeof(carried_ty), len(regions))
+        return Checkpointed(self.where, sizeof(layout.type), len(regions))
+
+    def encode(self, b: IRBuilder, value, here, known: dict, bases: list) -> tuple:
+        """(which base, byte offset) of pointer ``value`` of the loop's code, ``here`` where
+        ``b`` is; ``known`` maps a carried pointer phi to its (pointer, which, offset) there,
+        ``bases`` are the bases there."""
+        obj = underlying_object(value)
+        if obj in known:
+            at, which, offset = known[obj]
+            delta = b.sub(b.ptrtoint(here, T.i64), b.ptrtoint(at, T.i64))
+            # An index computed, not an integer moved from memory (which reverse mode would
+            # have to prove holds no float bits).
+            return b.add(which, _i64(0)), b.add(offset, delta)
+        k = self.bases.index(obj)
+        return _i64(k), b.sub(b.ptrtoint(here, T.i64), b.ptrtoint(bases[k], T.i64))
 
     def trip_count(self, b: IRBuilder):
         """The iterations of the rotated loop (at least one: it is entered)."""
@@ -325,7 +369,7 @@ class _Rewrite:
         b.ret_void()
         return fn
 
-    def step(self, carried_ty, inputs_ty, pointers: list, values: list, outs: list):
+    def step(self, layout, inputs_ty, pointers: list, values: list, outs: list):
         """``void step(i64 k, ptr carried, ptr inputs, pointers...)``: one iteration; a while
         loop's returns an i32, nonzero to go on."""
         module = self.module
@@ -341,9 +385,13 @@ class _Rewrite:
         entry = step.append_block("entry")
         b = IRBuilder(entry)
         mapping: dict = dict(zip(pointers, args))
-        for k, p in enumerate(self.phis):
-            mapping[p] = b.load(p.type, b.gep(carried_ty, carried,
-                                              [_i64(0), const_int(T.i32, k)]), name=p.name)
+        bases = [mapping[v] for v in self.bases]
+        known: dict = {}
+        for p in self.phis:
+            value, which, offset = layout.get(b, carried, ("phi", p), bases)
+            mapping[p] = value
+            if p.type.is_pointer:
+                known[p] = (value, which, offset)
         for k, v in enumerate(values):
             mapping[v] = b.load(v.type, b.gep(inputs_ty, inputs,
                                               [_i64(0), const_int(T.i32, k)]), name=v.name)
@@ -351,20 +399,23 @@ class _Rewrite:
         for block in order:
             mapping[block] = step.append_block(block.name)
         b.br(mapping[self.loop.header])
-        base = len(self.phis)
+
+        def encode(bb, x):
+            return self.encode(bb, x, mapping.get(x, x), known, bases)
+
         for block in order:
             bb = IRBuilder(mapping[block])
             for inst in block.instructions:
                 if inst in self.phis:
                     continue
                 if inst is block.terminator and block is self.latch:
-                    for k, p in enumerate(self.phis):
+                    for p in self.phis:
                         nxt = next(v for v, blk in p.incoming if blk is self.latch)
-                        bb.store(mapping.get(nxt, nxt), bb.gep(
-                            carried_ty, carried, [_i64(0), const_int(T.i32, k)]))
-                    for k, v in enumerate(outs):
-                        bb.store(mapping.get(v, v), bb.gep(
-                            carried_ty, carried, [_i64(0), const_int(T.i32, base + k)]))
+                        layout.put(bb, carried, ("phi", p), nxt if nxt.type.is_pointer
+                                   else mapping.get(nxt, nxt), encode)
+                    for v in outs:
+                        layout.put(bb, carried, ("out", v), v if v.type.is_pointer
+                                   else mapping.get(v, v), encode)
                     if self.count is not None:
                         bb.ret_void()
                         continue
@@ -385,3 +436,45 @@ class _Rewrite:
                 if op in mapping and mapping[op] is not op:
                     inst.set_operand(i, mapping[op])
         return step
+
+
+class _Layout:
+    """The carried block: a field for each carried value, a pointer as two i64 fields (which
+    of the loop's pointer bases, and the byte offset into it)."""
+
+    def __init__(self, phis: list, outs: list) -> None:
+        types: list = []
+        self.field: dict = {}
+        # A header phi code after the loop uses has two fields: its value on the next
+        # iteration and its value on the last one.
+        for key in [("phi", p) for p in phis] + [("out", v) for v in outs]:
+            self.field[key] = len(types)
+            types += [T.i64, T.i64] if key[1].type.is_pointer else [key[1].type]
+        self.type = T.StructType(types or [T.i64])
+
+    def _slot(self, b: IRBuilder, block, key, j: int = 0):
+        return b.gep(self.type, block, [_i64(0), const_int(T.i32, self.field[key] + j)])
+
+    def put(self, b: IRBuilder, block, key, value, encode) -> None:
+        """Store ``value`` as carried value ``key`` (``("phi", phi)`` or ``("out", value)``):
+        ``encode(b, pointer)`` gives a pointer's (which, offset)."""
+        v = key[1]
+        if not v.type.is_pointer:
+            b.store(value, self._slot(b, block, key))
+            return
+        which, offset = encode(b, value)
+        b.store(which, self._slot(b, block, key), 8)
+        b.store(offset, self._slot(b, block, key, 1), 8)
+
+    def get(self, b: IRBuilder, block, key, bases: list) -> tuple:
+        """(value, which, offset) of carried value ``key`` (which and offset None unless it
+        is a pointer, rebuilt from ``bases``)."""
+        v = key[1]
+        if not v.type.is_pointer:
+            return b.load(v.type, self._slot(b, block, key), name=v.name), None, None
+        which = b.load(T.i64, self._slot(b, block, key), 8)
+        offset = b.load(T.i64, self._slot(b, block, key, 1), 8)
+        base = bases[-1]
+        for k in range(len(bases) - 2, -1, -1):
+            base = b.select(b.icmp("eq", which, _i64(k)), bases[k], base)
+        return b.gep(T.i8, base, [offset], name=v.name), which, offset

@@ -186,9 +186,19 @@ def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity |
         lines = outer_loop_lines(f)
         name = where_defined(f)
         checkpoint_loops(module, native, budget, extents_from_abi(abi),
-                         lambda k: f"the loop at {lines[k]} (in {name})" if k < len(lines)
-                         else f"loop {k + 1} of {name}")
+                         lambda k, total: _loop_where(lines, name, k, total))
     return cap, abi, module, native, acts, ret_activity
+
+
+def _loop_where(lines: list, name: str, k: int, total: int) -> str:
+    """The k-th of ``total`` outermost loops LLVM kept in ``name``, by its Python line when
+    the function has as many outermost loops in its source (NumPy calls add loops of their
+    own, and then the source lines are the candidates)."""
+    if total == len(lines):
+        return f"the loop at {lines[k]} (in {name})"
+    if lines:
+        return f"loop {k + 1} of {total} in {name} (its loops are at {', '.join(lines)})"
+    return f"loop {k + 1} of {total} in {name}"
 
 
 def generate(cap, module, native, sig: ReverseSignature, rules, primal_types, what: str):
