@@ -69,17 +69,31 @@ def _i64(n: int):
     return const_int(T.i64, n)
 
 
-def checkpoint_loops(module, fn, budget: int, extents: dict, where) -> list[Checkpointed]:
+def checkpoint_loops(module, fn, budget: int, extents: dict, where,
+                     growth: dict | None = None) -> list[Checkpointed]:
     """Rewrite the outermost counted loops of ``fn`` (which returns Numba's i32 status) into
     checkpointed loops under ``budget`` bytes. ``extents`` maps a parameter index to the
     indices of the parameters whose product is its bytes (contiguous arrays); ``where(k)``
-    names the k-th of ``total`` such loops (its Python line), as ``where(k, total)``."""
+    names the k-th of ``total`` such loops (its Python line), as ``where(k, total)``.
+
+    ``growth`` (None: unknown, every loop is checkpointed) maps a loop's header name to how the
+    unbudgeted derivative's tape grows with it: ``(bytes an iteration caches, whether loops
+    inside it cache too)``. A loop whose tape does not grow is left alone; one whose
+    iterations cache a known number of bytes keeps its plain (taped) form too, run when its
+    trip count times that stays within half the budget (decided at run time)."""
     info = analyze_loops(fn)
     order = {blk: k for k, blk in enumerate(reverse_post_order(fn))}  # the order they run in
     loops = [lp for lp in sorted(info.top, key=lambda lp: order.get(lp.header, 0))
              if _worth(lp)]
-    return [_Rewrite(module, fn, loop, extents, where(k, len(loops))).run(budget)
-            for k, loop in enumerate(loops)]
+    done = []
+    for k, loop in enumerate(loops):
+        own, nested = (growth or {}).get(loop.header.name, (0, False)) if growth is not None \
+            else (None, True)
+        if own == 0 and not nested:
+            continue  # the unbudgeted tape does not grow with this loop
+        rewrite = _Rewrite(module, fn, loop, extents, where(k, len(loops)))
+        done.append(rewrite.run(budget, None if nested else own))
+    return done
     return done
 
 
@@ -223,7 +237,10 @@ class _Rewrite:
                 bases.append(obj)
         return bases
 
-    def run(self, budget: int) -> Checkpointed:
+    def run(self, budget: int, taped: int | None = None) -> Checkpointed:
+        """Rewrite the loop; with ``taped`` (the bytes its plain derivative caches an
+        iteration, for a counted loop), keep the plain loop for trip counts that keep that
+        within half the budget."""
         self.check_shape()
         ins, outs, regions = self.live_ins(), self.live_outs(), self.regions()
         self.bases = self.pointer_bases(outs)
@@ -235,10 +252,22 @@ class _Rewrite:
         step = self.step(layout, inputs_ty, pointers, values, outs)
 
         fn = self.fn
+        keep = taped is not None and self.count is not None
         block = fn.append_block(fn.unique_name("ckpt.loop"))
         b = IRBuilder(block)
-        self.loop.preheader.terminator.replace_uses_of(self.loop.header, block)
-        n = self.trip_count(b) if self.count is not None else _i64(-1)
+        if keep:  # choose, before the loop, between the plain loop and the checkpoints
+            choose = fn.append_block(fn.unique_name("ckpt.choose"))
+            self.loop.preheader.terminator.replace_uses_of(self.loop.header, choose)
+            for p in self.phis:
+                p.blocks = [choose if blk is self.loop.preheader else blk for blk in p.blocks]
+            cb = IRBuilder(choose)
+            n = self.trip_count(cb)
+            small = cb.icmp("ule", cb.mul(n, _i64(max(taped, 1))), _i64(budget // 2),
+                            name="ckpt.taped.fits")
+            cb.cbranch(small, self.loop.header, block)
+        else:
+            self.loop.preheader.terminator.replace_uses_of(self.loop.header, block)
+            n = self.trip_count(b) if self.count is not None else _i64(-1)
         sizes = [_i64(sizeof(layout.type))]
         for obj, extent in regions:
             size = _i64(1)
@@ -254,8 +283,9 @@ class _Rewrite:
         malloc = self.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
         carried = b.call(malloc, [_i64(sizeof(layout.type))], name="ckpt.carried")
         inputs = b.call(malloc, [_i64(sizeof(inputs_ty))], name="ckpt.inputs")
+        entered = choose if keep else self.loop.preheader
         for p in self.phis:
-            init = next(v for v, blk in p.incoming if blk is self.loop.preheader)
+            init = next(v for v, blk in p.incoming if blk is entered)
             layout.put(b, carried, ("phi", p), init,
                        lambda bb, x: self.encode(bb, x, x, {}, self.bases))
         for k, v in enumerate(values):
@@ -277,15 +307,40 @@ class _Rewrite:
         b.call(free, [inputs])
         exit_block, last = self.loop.exits[0], b.block
         b.br(exit_block)
-        for inst in exit_block.instructions:
-            if isinstance(inst, I.Phi):
-                inst.blocks = [last if blk is self.latch else blk for blk in inst.blocks]
-        for v, new in loaded.items():
-            for u in list(v.users):
-                if isinstance(u, I.Instruction) and not self.inside(u) and u.parent is not None:
-                    u.replace_uses_of(v, new)
-        fn.remove_blocks([blk for blk in fn.blocks if blk in self.blocks])
+        if keep:
+            self.merge_exit(exit_block, last, loaded)
+        else:
+            for inst in exit_block.instructions:
+                if isinstance(inst, I.Phi):
+                    inst.blocks = [last if blk is self.latch else blk for blk in inst.blocks]
+            for v, new in loaded.items():
+                for u in list(v.users):
+                    if isinstance(u, I.Instruction) and not self.inside(u) \
+                            and u.parent is not None:
+                        u.replace_uses_of(v, new)
+            fn.remove_blocks([blk for blk in fn.blocks if blk in self.blocks])
         return Checkpointed(self.where, sizeof(layout.type), len(regions))
+
+    def merge_exit(self, exit_block, last, loaded: dict) -> None:
+        """The exit reached from the plain loop (its latch) and from the checkpointed one
+        (``last``): its phis get the checkpointed loop's values, and a value of the loop used
+        after it otherwise gets a phi of its own there."""
+        phis = [i for i in exit_block.instructions if isinstance(i, I.Phi)]
+        for phi in phis:
+            value = next(v for v, blk in phi.incoming if blk is self.latch)
+            phi.add_incoming(loaded.get(value, value), last)
+        for v, new in loaded.items():
+            users = [u for u in v.users if isinstance(u, I.Instruction) and not self.inside(u)
+                     and u.parent is not None and u not in phis]
+            if not users:
+                continue
+            merged = I.Phi(v.type)
+            exit_block.insert(0, merged)
+            merged.name = self.fn.unique_name(f"{v.name or 'ckpt'}.merged")
+            merged.add_incoming(v, self.latch)
+            merged.add_incoming(new, last)
+            for u in users:
+                u.replace_uses_of(v, merged)
 
     def encode(self, b: IRBuilder, value, here, known: dict, bases: list) -> tuple:
         """(which base, byte offset) of pointer ``value`` of the loop's code, ``here`` where

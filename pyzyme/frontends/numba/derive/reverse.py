@@ -24,7 +24,7 @@ from numba.core import types
 
 from pyzyme import ir, pipeline, settings
 from pyzyme.analysis.activity import Activity
-from pyzyme.analysis.layout import field_offset
+from pyzyme.analysis.layout import field_offset, sizeof
 from pyzyme.diff.reverse.generator import ReverseGenerator, ReverseSignature
 from pyzyme.errors import UnsupportedError
 from pyzyme.frontends.numba import capture, njit_callable, pre_ad
@@ -185,9 +185,40 @@ def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity |
     if budget is not None:
         lines = outer_loop_lines(f)
         name = where_defined(f)
+        growth = _tape_growth(cap, abi, distinct, acts, rules)
         checkpoint_loops(module, native, budget, extents_from_abi(abi),
-                         lambda k, total: _loop_where(lines, name, k, total))
+                         lambda k, total: _loop_where(lines, name, k, total), growth)
     return cap, abi, module, native, acts, ret_activity
+
+
+def _tape_growth(cap, abi, distinct: bool, acts, rules) -> dict:
+    """How the unbudgeted derivative's tape grows with each loop (by header name): the bytes
+    it caches per iteration of that loop, and whether loops inside it cache too (then how much
+    an iteration keeps depends on their trip counts). Found by generating that derivative
+    once, on a copy of the captured function: the loops whose tape does not grow need no
+    checkpoints, and those whose per-iteration tape is known are checkpointed only when their
+    trip count would take it over the budget."""
+    module = ir.parse_module(cap.text)
+    native = module.get_function(cap.symbol)
+    pre_ad.ready(module, native, abi, distinct, settings.current().interchange_loops)
+    gen = ReverseGenerator(module, rules, settings.current())
+    gen.type_seeds[native] = seed_from_abi(abi)
+    gen.array_extents[native] = extents_from_abi(abi)
+    tape = gen.tapes[gen.derivative(native, ReverseSignature(tuple(acts), status_return=True))]
+    growth: dict = {}
+    for loop, state in tape.loops.items():
+        own = sum(sizeof(c.type) for c in state.caches)
+        growth[loop.header.name] = [own, False]
+    for (inner, outer), rep in tape.repeats.items():
+        if rep.caches:
+            growth.setdefault(outer.header.name, [0, False])[1] = True
+    for loop in tape.loops:
+        parent = loop.parent
+        while parent is not None:
+            if growth.get(loop.header.name, [0])[0]:
+                growth.setdefault(parent.header.name, [0, False])[1] = True
+            parent = parent.parent
+    return {name: tuple(v) for name, v in growth.items()}
 
 
 def _loop_where(lines: list, name: str, k: int, total: int) -> str:
