@@ -3,7 +3,9 @@
 
 - K4 Lotka-Volterra RK4 (``kernels.lotka_volterra``, its state in registers), 10^6 steps;
 - K5 1-D diffusion (``kernels.diffusion``, two arrays swapped every step), 1,000 cells x 10^5
-  steps.
+  steps: its unbudgeted tape keeps only the two pointers a step;
+- the same stencil overwriting one array in place, 1,000 cells x 10^5 steps: its unbudgeted
+  tape keeps the values each step overwrites (gigabytes).
 
 For each budget (``pyzyme.options(tape_budget=...)``) the table shows the peak extra memory of
 one gradient call (``_memory.py``: the resident set's high-water mark over the resident set
@@ -28,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+import numba
 import numpy as np
 
 import pyzyme
@@ -41,33 +44,58 @@ MiB = 1 << 20
 BUDGETS = [None, 64 * MiB, 16 * MiB, 4 * MiB]
 
 
+@numba.njit
+def diffusion_in_place(u, c, steps):
+    """K5's stencil overwriting its one array in place: its reverse sweep needs the values
+    each step overwrote, a tape of cells x steps values and more."""
+    n = u.shape[0]
+    v = u.copy()
+    for _ in range(steps):
+        left = v[0]
+        for i in range(1, n - 1):
+            new = v[i] + c * (left - 2.0 * v[i] + v[i + 1])
+            left = v[i]
+            v[i] = new
+    s = 0.0
+    for i in range(n):
+        s += v[i] * v[i]
+    return s
+
+
 def _cases(quick: bool) -> dict:
+    """name -> (title, steps, primal(steps), gradient(shadow, steps), shadow size)."""
     lv_steps = 10**5 if quick else 10**6
     cells, d_steps = 1000, (10**4 if quick else 10**5)
     p = np.array([1.5, 1.0, 3.0, 1.0])
     u = np.random.default_rng(2).standard_normal(cells)
+
+    def lv_grad(dp, steps):
+        return pyzyme.autodiff(pyzyme.Reverse, K.lotka_volterra, pyzyme.Active,
+                               pyzyme.Duplicated(p, dp), pyzyme.Const(1.0), pyzyme.Const(1.0),
+                               pyzyme.Const(1e-4), pyzyme.Const(steps))
+
+    def diffusion_grad(f):
+        return lambda du, steps: pyzyme.autodiff(pyzyme.Reverse, f, pyzyme.Active,
+                                                 pyzyme.Duplicated(u, du), pyzyme.Const(0.25),
+                                                 pyzyme.Const(steps))
+
     return {
         "lv": (f"K4 Lotka-Volterra RK4, {lv_steps:,} steps", lv_steps,
-               lambda: K.lotka_volterra(p, 1.0, 1.0, 1e-4, lv_steps),
-               lambda dp: pyzyme.autodiff(pyzyme.Reverse, K.lotka_volterra, pyzyme.Active,
-                                          pyzyme.Duplicated(p, dp), pyzyme.Const(1.0),
-                                          pyzyme.Const(1.0), pyzyme.Const(1e-4),
-                                          pyzyme.Const(lv_steps)),
-               4),
-        "diffusion": (f"K5 diffusion, {cells:,} cells x {d_steps:,} steps", d_steps,
-                      lambda: K.diffusion(u, 0.25, d_steps),
-                      lambda du: pyzyme.autodiff(pyzyme.Reverse, K.diffusion, pyzyme.Active,
-                                                 pyzyme.Duplicated(u, du), pyzyme.Const(0.25),
-                                                 pyzyme.Const(d_steps)),
-                      cells),
+               lambda steps: K.lotka_volterra(p, 1.0, 1.0, 1e-4, steps), lv_grad, 4),
+        "diffusion": (f"K5 diffusion (two arrays swapped), {cells:,} cells x {d_steps:,} steps",
+                      d_steps, lambda steps: K.diffusion(u, 0.25, steps),
+                      diffusion_grad(K.diffusion), cells),
+        "in_place": (f"diffusion in place, {cells:,} cells x {d_steps:,} steps", d_steps,
+                     lambda steps: diffusion_in_place(u, 0.25, steps),
+                     diffusion_grad(diffusion_in_place), cells),
     }
 
 
-def _grad(case, budget):
-    _, _, _, grad, size = case
+def _grad(case, budget, steps=None):
+    _, full, _, grad, size = case
     shadow = np.zeros(size)
     with pyzyme.options(tape_budget=budget):
-        grad(shadow)
+        grad(shadow, full if steps is None else steps)
     return shadow
 
 
@@ -83,8 +111,11 @@ def _state_bytes(case) -> int:
 
 
 def _child(name: str, budget: int | None, quick: bool) -> None:
+    """The peak of one gradient, warmed up (compiled, its tape pool primed) on 10 steps, so
+    that the tape a full call needs is new memory."""
     case = _cases(quick)[name]
-    print(json.dumps(_memory.peak_extra(lambda: _grad(case, budget))))
+    _grad(case, budget, 10)
+    print(json.dumps(_memory.peak_extra(lambda: _grad(case, budget), warm=False)))
 
 
 def _peak(name: str, budget, quick: bool) -> int | None:
@@ -98,13 +129,13 @@ def _peak(name: str, budget, quick: bool) -> int | None:
 
 
 def _ratio(case, budget, runs: int) -> float:
-    _, _, primal, _, _ = case
-    primal()
+    _, steps, primal, _, _ = case
+    primal(steps)
     _grad(case, budget)
     ratios = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        primal()
+        primal(steps)
         t1 = time.perf_counter()
         _grad(case, budget)
         t2 = time.perf_counter()
