@@ -14,7 +14,8 @@ freed memory back at once), the gradient's time over the Numba primal's (medians
 calls each, the primal timed before each gradient), the number of snapshots the budget gives
 and Revolve's recomputation factor for them (``pyzyme.transforms.revolve.Schedule``: untaped
 runs of a step, on average; 1.00 when every state is stored), and the largest relative
-difference from the unbudgeted gradient.
+difference from the unbudgeted gradient. A loop whose unbudgeted tape (here: the unbudgeted
+call's peak, an estimate) fits in half the budget runs as it is ("plain loop").
 
     python benchmarks/checkpoint.py [--quick] [--runs 3]
 """
@@ -146,7 +147,7 @@ def _ratio(case, budget, runs: int) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a tenth of the steps")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--child")
     ap.add_argument("--budget")
     args = ap.parse_args(argv)
@@ -160,13 +161,16 @@ def main(argv=None) -> int:
         title, steps = case[0], case[1]
         state = _state_bytes(case)
         reference = _grad(case, None)
+        tape = None
         for budget in BUDGETS:
             grad = _grad(case, budget)
             diff = float(np.max(np.abs(grad - reference) / (np.abs(reference) + 1e-300)))
             peak = _peak(name, budget, args.quick)
             ratio = _ratio(case, budget, args.runs)
             if budget is None:
-                snaps, factor = "-", "(tape)"
+                snaps, factor, tape = "-", "(tape)", peak
+            elif tape is not None and tape <= budget // 2:
+                snaps, factor = "-", "(tape fits: plain loop)"
             else:
                 s = snapshots(budget, state, steps, RESERVE)
                 snaps, factor = f"{s:,}", f"{Schedule(steps, s).factor:.2f}"

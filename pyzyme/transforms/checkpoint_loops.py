@@ -70,7 +70,7 @@ def _i64(n: int):
 
 
 def checkpoint_loops(module, fn, budget: int, extents: dict, where,
-                     growth: dict | None = None) -> list[Checkpointed]:
+                     growth: dict | None = None, stable: bool = True) -> list[Checkpointed]:
     """Rewrite the outermost counted loops of ``fn`` (which returns Numba's i32 status) into
     checkpointed loops under ``budget`` bytes. ``extents`` maps a parameter index to the
     indices of the parameters whose product is its bytes (contiguous arrays); ``where(k)``
@@ -80,7 +80,8 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
     unbudgeted derivative's tape grows with it: ``(bytes an iteration caches, whether loops
     inside it cache too)``. A loop whose tape does not grow is left alone; one whose
     iterations cache a known number of bytes keeps its plain (taped) form too, run when its
-    trip count times that stays within half the budget (decided at run time)."""
+    trip count times that stays within half the budget (decided at run time). ``stable``:
+    the arguments' memory does not change between the sweeps (false in split mode)."""
     info = analyze_loops(fn)
     order = {blk: k for k, blk in enumerate(reverse_post_order(fn))}  # the order they run in
     loops = [lp for lp in sorted(info.top, key=lambda lp: order.get(lp.header, 0))
@@ -92,6 +93,7 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
         if own == 0 and not nested:
             continue  # the unbudgeted tape does not grow with this loop
         rewrite = _Rewrite(module, fn, loop, extents, where(k, len(loops)))
+        rewrite.stable = stable
         done.append(rewrite.run(budget, None if nested else own))
     return done
     return done
@@ -179,24 +181,56 @@ class _Rewrite:
                 if inst.has_result and any(isinstance(u, I.Instruction) and not self.inside(u)
                                            for u in inst.users)]
 
-    def regions(self) -> list:
-        """``(object, extent)`` for each object the loop writes: extent a tuple of values
-        whose product is its bytes."""
+    def regions(self, stable: bool) -> list:
+        """``(object, extent)`` for each object the loop writes, and each it reads that may
+        change before the reverse sweep recomputes its steps (written after the loop by this
+        function; with ``stable`` false, any: a split pair's caller may change it between
+        the thunks): extent a tuple of values whose product is its bytes."""
         found: dict = {}
+
+        def add(pointer, inst) -> None:
+            # Through phis: arrays swapped from one iteration to the next (v, w = w, v) are
+            # each a region; the carried pointers say which is which.
+            objects = underlying_objects(pointer)
+            if objects is None:
+                objects = [underlying_object(pointer)]
+            for obj in objects:
+                if obj in found or (isinstance(obj, I.Instruction) and self.inside(obj)):
+                    continue  # memory the iteration makes for itself
+                found[obj] = self.extent(obj, inst)
+
         for block in self.loop.blocks:
             for inst in block.instructions:
                 for pointer in written_pointers(inst):
-                    # Through phis: arrays swapped from one iteration to the next (v, w = w, v)
-                    # are each a region; the carried pointers say which is which.
+                    add(pointer, inst)
+        changed = None if not stable else self.written_elsewhere()
+        for block in self.loop.blocks:
+            for inst in block.instructions:
+                if not isinstance(inst, I.Load):
+                    continue
+                objects = underlying_objects(inst.pointer) or [underlying_object(inst.pointer)]
+                if changed is None or any(o in changed for o in objects):
+                    if any(not (isinstance(o, I.Instruction) and self.inside(o))
+                           and o not in found for o in objects):
+                        add(inst.pointer, inst)
+        return list(found.items())
+
+    def written_elsewhere(self):
+        """The objects code outside the loop writes (None: some it writes cannot be told)."""
+        out: set = set()
+        for block in self.fn.blocks:
+            if block in self.blocks:
+                continue
+            for inst in block.instructions:
+                for pointer in written_pointers(inst):
+                    if underlying_object(pointer) is self.fn.args[0] and \
+                            isinstance(inst, I.Store):
+                        continue  # the result slot, which the loop does not read
                     objects = underlying_objects(pointer)
                     if objects is None:
-                        objects = [underlying_object(pointer)]
-                    for obj in objects:
-                        if obj in found or (isinstance(obj, I.Instruction)
-                                            and self.inside(obj)):
-                            continue  # memory the iteration makes for itself
-                        found[obj] = self.extent(obj, inst)
-        return list(found.items())
+                        return None
+                    out.update(objects)
+        return out
 
     def extent(self, obj, inst) -> tuple:
         if isinstance(obj, Argument) and obj.index in self.extents:
@@ -242,7 +276,7 @@ class _Rewrite:
         iteration, for a counted loop), keep the plain loop for trip counts that keep that
         within half the budget."""
         self.check_shape()
-        ins, outs, regions = self.live_ins(), self.live_outs(), self.regions()
+        ins, outs, regions = self.live_ins(), self.live_outs(), self.regions(self.stable)
         self.bases = self.pointer_bases(outs)
         pointers = [v for v in ins if v.type.is_pointer]
         pointers += [v for v in self.bases if v not in pointers]
@@ -395,10 +429,11 @@ class _Rewrite:
     def message(self):
         """The error's format (``need`` and ``budget`` its two ``%lld``)."""
         module = self.module
-        text = (f"{self.where.replace('%', '%%')}: one iteration of this checkpointed loop needs %lld bytes "
-                f"(its state, {3 + RESERVE} times: the driver's two copies, one snapshot, and "
-                f"{RESERVE} for the tape of the step's own derivative), more than tape_budget (%lld bytes); "
-                f"raise tape_budget to at least that, or build without it")
+        text = (f"{self.where.replace('%', '%%')}: one iteration of this checkpointed loop "
+                f"needs %lld bytes (its state, {3 + RESERVE} times: the driver's two copies, "
+                f"one snapshot, and {RESERVE} for the tape of the step's own derivative), more "
+                f"than tape_budget (%lld bytes); raise tape_budget to at least that, or build "
+                f"without it")
         return module.add_global(module.unique_global_name("pyzyme.ckpt.message"),
                                  T.ArrayType(len(text.encode()) + 1, T.i8),
                                  const_c_string(text), is_constant=True, prefix="private")

@@ -153,11 +153,12 @@ def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence,
 
 
 def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity | None,
-            distinct: bool, rules=None):
+            distinct: bool, rules=None, split: bool = False):
     """Capture ``f`` and read off the activity of each native parameter: ``(capture, ABI map,
     module, native function, activities, return activity)``. Calls of functions with user
     rules in ``rules`` stay calls. Under a tape budget the outermost loops are checkpointed
-    (:mod:`pyzyme.transforms.checkpoint_loops`)."""
+    (:mod:`pyzyme.transforms.checkpoint_loops`; ``split``: for a split pair, whose caller may
+    change the arguments between the thunks)."""
     cap = capture(f, primal_types, keep_calls=getattr(rules, "keeps_call", None))
     abi = cap.abi
     fields = abi.result.fields
@@ -187,7 +188,8 @@ def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity |
         name = where_defined(f)
         growth = _tape_growth(cap, abi, distinct, acts, rules)
         checkpoint_loops(module, native, budget, extents_from_abi(abi),
-                         lambda k, total: _loop_where(lines, name, k, total), growth)
+                         lambda k, total: _loop_where(lines, name, k, total), growth,
+                         stable=not split)
     return cap, abi, module, native, acts, ret_activity
 
 

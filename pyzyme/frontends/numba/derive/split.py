@@ -68,7 +68,8 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence,
     ``ret_activity`` as for :func:`~pyzyme.frontends.numba.derive.reverse.build_reverse`)."""
     primal_types, kinds = tuple(primal_types), roles(kinds)
     cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
-                                                           ret_activity, False, rules)
+                                                           ret_activity, False, rules,
+                                                           split=True)
     sig = ReverseSignature(tuple(acts), status_return=True, memory_stable=False, split=True)
     gen, pair = generate(cap, module, native, sig, rules, primal_types,
                          f"{where or where_defined(f)} in split reverse mode")
