@@ -45,6 +45,7 @@ from pyzyme.api.thunks import autodiff_thunk  # noqa: E402
 from pyzyme.api.reflection import code_llvm  # noqa: E402
 from pyzyme.api.second_order import hessian, hvp, hvp_and_gradient  # noqa: E402
 from pyzyme.settings import options, set_options, set_runtime_activity  # noqa: E402
+from pyzyme.rules.custom import checkpoint  # noqa: E402
 
 __all__ = [
     "ActivityError", "CaptureError", "FrontendError", "IRTypeError", "ParseError", "PyzymeError",
@@ -55,5 +56,5 @@ __all__ = [
     "ReverseSplitWithPrimal", "ReverseWithPrimal",
     "autodiff", "autodiff_thunk", "gradient", "jacobian", "hvp", "hvp_and_gradient", "make_zero",
     "grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian",
-    "code_llvm", "options", "set_options", "set_runtime_activity",
+    "code_llvm", "options", "set_options", "set_runtime_activity", "checkpoint",
 ]

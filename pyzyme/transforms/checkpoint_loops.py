@@ -134,6 +134,7 @@ class _Rewrite:
         self.module, self.fn, self.loop, self.extents = module, fn, loop, extents
         self.where = where
         self.blocks = set(loop.blocks)
+        self.opaque: set = set()   # pointers whose memory is no state (reference counts)
 
     def refuse(self, why: str, hint: str) -> UnsupportedError:
         return UnsupportedError(f"{self.where}: this loop cannot be checkpointed under "
@@ -197,6 +198,8 @@ class _Rewrite:
             for obj in objects:
                 if obj in found or (isinstance(obj, I.Instruction) and self.inside(obj)):
                     continue  # memory the iteration makes for itself
+                if (obj is self.fn.args[1] and len(self.fn.args) > 1) or obj in self.opaque:
+                    continue  # Numba's exception record (written only when raising), handles
                 found[obj] = self.extent(obj, inst)
 
         for block in self.loop.blocks:

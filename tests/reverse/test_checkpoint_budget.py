@@ -426,3 +426,39 @@ def test_measured_peak_keeps_within_the_budget(mmapped_blocks):
     measure sees it), the gradient under 1 MiB no more than that."""
     assert _peak_kib(None, 3000) > 16 << 10
     assert _peak_kib(1 << 20, 3000) <= (1 << 10) + 64
+
+
+@njit
+def _half_step(u, out, a):
+    for i in range(u.shape[0]):
+        out[i] = u[i] + 0.01 * (-a * u[i] * u[i] + np.sin(u[i]))
+
+
+@njit
+def leapfrog(u, v, a, n):
+    for _ in range(n):
+        _half_step(u, v, a)
+        _half_step(v, u, a)
+    return np.sum(u * u)
+
+
+def test_checkpoint_marks_a_function_recomputed_instead_of_taped():
+    """pyzyme.checkpoint(g): each call of g becomes a checkpointed loop of one step (a
+    snapshot of what it writes; its derivative run in the reverse sweep), with no budget."""
+    def grad():
+        u, du = np.linspace(0.1, 1.0, 5), np.zeros(5)
+        v, dv = np.zeros(5), np.zeros(5)
+        args = (pyzyme.Duplicated(u, du), pyzyme.Duplicated(v, dv), pyzyme.Active(0.3),
+                pyzyme.Const(20))
+        (r,) = pyzyme.autodiff(pyzyme.Reverse, leapfrog, *args)
+        code = pyzyme.code_llvm(pyzyme.Reverse, leapfrog, *args)
+        return np.concatenate([du, [r[2]]]), code
+    ref, code = grad()
+    assert "checkpointed.step" not in code
+    pyzyme.checkpoint(_half_step)
+    got, code = grad()
+    assert "checkpointed.step" in code
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    x0 = np.linspace(0.1, 1.0, 5)
+    fd = central(lambda x: leapfrog.py_func(x.copy(), np.zeros(5), 0.3, 20), x0)
+    np.testing.assert_allclose(got[:5], fd, rtol=1e-6)

@@ -39,6 +39,7 @@ from pyzyme import naming
 from pyzyme.diff.calls import checkpoint
 from pyzyme.naming import symbol_name
 from pyzyme.rules import default_rules
+from pyzyme.transforms.checkpoint_calls import checkpoint_calls
 from pyzyme.transforms.checkpoint_loops import checkpoint_loops
 
 __all__ = ["ReversePlan", "ReverseModule", "build_reverse", "reverse_module", "prepare",
@@ -183,6 +184,14 @@ def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity |
     native = module.get_function(cap.symbol)
     pre_ad.ready(module, native, abi, distinct, settings.current().interchange_loops)
     budget = settings.current().tape_budget
+    checkpointed = getattr(rules, "checkpointed", None)
+    if checkpointed is not None:
+        name = where_defined(f)
+        checkpoint_calls(module, native, checkpointed, budget, extents_from_abi(abi),
+                         lambda callee: f"a call of {callee} (marked pyzyme.checkpoint) in "
+                                        f"{name}", stable=not split,
+                         opaque=[p.index for arg in abi.args for p in arg.params
+                                 if p.field.endswith((".meminfo", ".parent"))])
     if budget is not None:
         lines = outer_loop_lines(f)
         name = where_defined(f)
