@@ -45,6 +45,7 @@ class _OneStep:
 class _CallRewrite(_Rewrite):
     def check_shape(self) -> None:
         self.latch, self.count, self.phis = self.loop.header, True, []
+        self.exit_block, self.error_targets = self.loop.exit, []
         call = self.loop.header.instructions[0]
         for arg in call.args:  # an array's MemInfo, passed for its reference count
             obj = underlying_object(arg)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyzyme import naming
-from pyzyme.analysis.cfg import reverse_post_order
+from pyzyme.analysis.cfg import error_only_blocks, reverse_post_order
 from pyzyme.analysis.layout import sizeof
 from pyzyme.analysis.loops import analyze_loops
 from pyzyme.analysis.overwrite import underlying_object, underlying_objects, written_pointers
@@ -150,18 +150,43 @@ class _Rewrite:
         loop = self.loop
         latch = loop.latches[0] if len(loop.latches) == 1 else None
         count = loop.trip_count
-        if latch is None or loop.preheader is None or loop.exiting != [latch] \
-                or len(loop.exits) != 1:
-            raise self.refuse("leaves from more than one place (a break, a return, an "
-                              "exception)",
+        # Exits into code that only raises (Numba's exception paths: a division by zero, an
+        # index out of bounds) end the computation: a step taking one records which and
+        # does nothing more, and the code after the loop takes it there.
+        failing = error_only_blocks(self.fn, True)
+        self.error_targets = [b for b in loop.exits if b in failing]
+        normal = [b for b in loop.exits if b not in failing]
+        if latch is None or loop.preheader is None or len(normal) != 1 \
+                or normal[0] not in latch.successors \
+                or any(s in normal for b in loop.exiting if b is not latch
+                       for s in b.successors):
+            raise self.refuse("leaves from more than one place (a break or a return)",
                               hint="write it so that only its test ends it (for t in range(n), "
                                    "or while cond:); or build without tape_budget")
-        if count is not None and not count.exact:
+        for target in self.error_targets:
+            self.check_error_target(target)
+        self.exit_block = normal[0]
+        if count is not None and count.exiting is not latch:
             count = None  # a while loop, as far as the schedule is concerned
         if not isinstance(latch.terminator, I.Branch):
             raise self.refuse("ends in a switch", hint="build without tape_budget")
         self.latch, self.count = latch, count
         self.phis = [p for p in loop.header.instructions if isinstance(p, I.Phi)]
+
+    def check_error_target(self, target) -> None:
+        """The code after an exception exit must not need the loop's values."""
+        for inst in target.instructions:
+            if isinstance(inst, I.Phi):
+                values = {v for v, blk in inst.incoming if blk in self.blocks}
+                if len(values) > 1 or any(self.inside(v) for v in values):
+                    break
+            elif any(self.inside(op) for op in inst.operands):
+                break
+        else:
+            return
+        raise self.refuse("raises an exception made from values of its iterations",
+                          hint="raise it with constant arguments, or build without "
+                               "tape_budget")
 
     def live_ins(self) -> list:
         found = []
@@ -284,7 +309,7 @@ class _Rewrite:
         pointers = [v for v in ins if v.type.is_pointer]
         pointers += [v for v in self.bases if v not in pointers]
         values = [v for v in ins if not v.type.is_pointer]
-        layout = _Layout(self.phis, outs)
+        layout = _Layout(self.phis, outs, bool(self.error_targets))
         inputs_ty = T.StructType([v.type for v in values] or [T.i64])
         step = self.step(layout, inputs_ty, pointers, values, outs)
 
@@ -327,6 +352,8 @@ class _Rewrite:
                        lambda bb, x: self.encode(bb, x, x, {}, self.bases))
         for k, v in enumerate(values):
             b.store(v, b.gep(inputs_ty, inputs, [_i64(0), const_int(T.i32, k)]))
+        if self.error_targets:
+            b.store(const_int(T.i32, 0), layout.failed(b, carried))
         pairs = list(zip([carried] + [obj for obj, _ in regions], sizes))
         scheme = revolve.scheme(self.module)
         data = self.module.add_global(
@@ -339,10 +366,13 @@ class _Rewrite:
         b.call(loop_fn, [step, _i64(0), n, scheme, data, _i64(len(pairs))]
                + [v for pair in pairs for v in pair] + [carried, inputs] + pointers)
         loaded = {v: layout.get(b, carried, ("out", v), self.bases)[0] for v in outs}
+        failed = b.load(T.i32, layout.failed(b, carried)) if self.error_targets else None
         free = self.module.declare("free", T.FunctionType(T.void, [T.ptr]))
         b.call(free, [carried])
         b.call(free, [inputs])
-        exit_block, last = self.loop.exits[0], b.block
+        if failed is not None:
+            b = self.dispatch_failures(b, failed, keep)
+        exit_block, last = self.exit_block, b.block
         b.br(exit_block)
         if keep:
             self.merge_exit(exit_block, last, loaded)
@@ -357,6 +387,26 @@ class _Rewrite:
                         u.replace_uses_of(v, new)
             fn.remove_blocks([blk for blk in fn.blocks if blk in self.blocks])
         return Checkpointed(self.where, sizeof(layout.type), len(regions))
+
+    def dispatch_failures(self, b: IRBuilder, failed, keep: bool) -> IRBuilder:
+        """Where a step took an exception exit, on to the code that raises it; the builder
+        for the rest (no step failed)."""
+        fn = self.fn
+        ok = fn.append_block(fn.unique_name("ckpt.ok"))
+        here = b.block
+        b.switch(failed, ok, [(const_int(T.i32, k + 1), target)
+                              for k, target in enumerate(self.error_targets)])
+        for target in self.error_targets:
+            for phi in [i for i in target.instructions if isinstance(i, I.Phi)]:
+                value = next(v for v, blk in phi.incoming if blk in self.blocks)
+                if not keep:  # the loop's blocks go
+                    kept = [(v, blk) for v, blk in phi.incoming if blk not in self.blocks]
+                    phi._unlink_operands()
+                    phi.operands, phi.blocks = [], []
+                    for v, blk in kept:
+                        phi.add_incoming(v, blk)
+                phi.add_incoming(value, here)
+        return IRBuilder(ok)
 
     def merge_exit(self, exit_block, last, loaded: dict) -> None:
         """The exit reached from the plain loop (its latch) and from the checkpointed one
@@ -491,7 +541,21 @@ class _Rewrite:
         order = [blk for blk in self.fn.blocks if blk in self.blocks]
         for block in order:
             mapping[block] = step.append_block(block.name)
-        b.br(mapping[self.loop.header])
+        if self.error_targets:
+            # A step after one that took an exception exit does nothing (a while loop's
+            # stops the loop); one taking such an exit records which.
+            stop = step.append_block("ckpt.failed.before")
+            failed = b.load(T.i32, layout.failed(b, carried), name="failed")
+            b.cbranch(b.icmp("ne", failed, const_int(T.i32, 0)), stop,
+                      mapping[self.loop.header])
+            self.step_return(IRBuilder(stop))
+            for k, target in enumerate(self.error_targets):
+                fail = mapping[target] = step.append_block(f"ckpt.failed.{k + 1}")
+                fb = IRBuilder(fail)
+                fb.store(const_int(T.i32, k + 1), layout.failed(fb, carried))
+                self.step_return(fb)
+        else:
+            b.br(mapping[self.loop.header])
 
         def encode(bb, x):
             return self.encode(bb, x, mapping.get(x, x), known, bases)
@@ -531,11 +595,22 @@ class _Rewrite:
         return step
 
 
+    def step_return(self, b: IRBuilder) -> None:
+        """A step's return that stops the loop (a while loop's false; a counted loop's
+        steps return nothing)."""
+        if self.count is not None:
+            b.ret_void()
+        else:
+            b.ret(const_int(T.i32, 0))
+
+
 class _Layout:
     """The carried block: a field for each carried value, a pointer as two i64 fields (which
     of the loop's pointer bases, and the byte offset into it)."""
 
-    def __init__(self, phis: list, outs: list) -> None:
+    FAILED = ("failed", None)
+
+    def __init__(self, phis: list, outs: list, failing: bool = False) -> None:
         types: list = []
         self.field: dict = {}
         # A header phi code after the loop uses has two fields: its value on the next
@@ -543,7 +618,14 @@ class _Layout:
         for key in [("phi", p) for p in phis] + [("out", v) for v in outs]:
             self.field[key] = len(types)
             types += [T.i64, T.i64] if key[1].type.is_pointer else [key[1].type]
+        if failing:  # 0, or 1 + which exception exit a step took
+            self.field[self.FAILED] = len(types)
+            types.append(T.i32)
         self.type = T.StructType(types or [T.i64])
+
+    def failed(self, b: IRBuilder, block):
+        """The pointer to the failed field."""
+        return self._slot(b, block, self.FAILED)
 
     def _slot(self, b: IRBuilder, block, key, j: int = 0):
         return b.gep(self.type, block, [_i64(0), const_int(T.i32, self.field[key] + j)])

@@ -462,3 +462,32 @@ def test_checkpoint_marks_a_function_recomputed_instead_of_taped():
     x0 = np.linspace(0.1, 1.0, 5)
     fd = central(lambda x: leapfrog.py_func(x.copy(), np.zeros(5), 0.3, 20), x0)
     np.testing.assert_allclose(got[:5], fd, rtol=1e-6)
+
+
+@njit
+def ratios(u, n, k):
+    """A division in the loop: Numba's check for zero is an exit of the loop that raises."""
+    for _ in range(n):
+        for i in range(1, u.shape[0]):
+            u[i] = u[i] + k * u[i - 1] / u[i]
+    return np.sum(u * u)
+
+
+def _ratios_gradient(budget, u0):
+    u, du = u0.copy(), np.zeros(6)
+    with pyzyme.options(tape_budget=budget):
+        (r,) = pyzyme.autodiff(pyzyme.Reverse, ratios, pyzyme.Duplicated(u, du),
+                               pyzyme.Const(20), pyzyme.Active(0.01))
+    return np.concatenate([du, [r[2]]])
+
+
+def test_loop_that_may_raise_under_budget():
+    u0 = np.linspace(1.0, 2.0, 6)
+    got = _ratios_gradient(600, u0)
+    np.testing.assert_allclose(got, _ratios_gradient(None, u0), rtol=1e-12, atol=1e-14)
+    fd = central(lambda x: ratios.py_func(x.copy(), 20, 0.01), u0)
+    np.testing.assert_allclose(got[:6], fd, rtol=1e-6)
+    bad = u0.copy()
+    bad[3] = 0.0
+    with pytest.raises(ZeroDivisionError):  # as the primal and the unbudgeted gradient raise
+        _ratios_gradient(600, bad)
