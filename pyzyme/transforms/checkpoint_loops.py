@@ -90,6 +90,7 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
     for k, loop in enumerate(loops):
         own, nested = (growth or {}).get(loop.header.name, (0, False)) if growth is not None \
             else (None, True)
+        nested = nested or _keeps_more(loop)
         if own == 0 and not nested:
             continue  # the unbudgeted tape does not grow with this loop
         rewrite = _Rewrite(module, fn, loop, extents, where(k, len(loops)))
@@ -97,6 +98,21 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
         done.append(rewrite.run(budget, None if nested else own))
     return done
     return done
+
+
+def _keeps_more(loop) -> bool:
+    """Whether an iteration may keep memory its loop's tape does not show: a call of a
+    function with a body (its derivative's tape, kept per iteration) or an allocation (its
+    shadow, kept until the reverse sweep)."""
+    for block in loop.blocks:
+        for inst in block.instructions:
+            callee = inst.called_function if isinstance(inst, I.CallBase) else None
+            if callee is None or callee.name.startswith("llvm."):
+                continue
+            if not callee.is_declaration or isinstance(
+                    default_rules().lookup(callee.name, "call"), spec.Allocation):
+                return True
+    return False
 
 
 def _worth(loop) -> bool:
