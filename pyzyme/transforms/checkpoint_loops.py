@@ -38,8 +38,8 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.rules import default_rules, spec
-from pyzyme.ir.values import (Argument, ConstantAggregate, ConstantInt, const_c_string,
-                              const_int)
+from pyzyme.ir.values import (Argument, ConstantAggregate, ConstantInt, GlobalVariable,
+                              const_c_string, const_int)
 from pyzyme.runtime.target import TAPE_BUDGET_ERROR_SYMBOL
 from pyzyme.transforms import revolve
 
@@ -241,6 +241,8 @@ class _Rewrite:
                     continue  # memory the iteration makes for itself
                 if (obj is self.fn.args[1] and len(self.fn.args) > 1) or obj in self.opaque:
                     continue  # Numba's exception record (written only when raising), handles
+                if isinstance(obj, GlobalVariable) and obj.is_constant:
+                    continue  # never changes
                 found[obj] = self.extent(obj, inst)
 
         for block in self.loop.blocks:
@@ -286,6 +288,9 @@ class _Rewrite:
         found = _allocated_extent(obj)
         if found is not None:
             return found
+        if isinstance(obj, GlobalVariable) and obj.value_type is not None \
+                and not obj.is_declaration:
+            return (_i64(sizeof(obj.value_type)),)
         raise self.refuse(f"writes memory whose size pyzyme does not know ({inst.opcode} "
                           f"through {obj.ref if hasattr(obj, 'ref') else obj!r}: not a "
                           f"contiguous array argument)",
