@@ -80,22 +80,28 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
     unbudgeted derivative's tape grows with it: ``(bytes an iteration caches, whether loops
     inside it cache too)``. A loop whose tape does not grow is left alone; one whose
     iterations cache a known number of bytes keeps its plain (taped) form too, run when its
-    trip count times that stays within half the budget (decided at run time). ``stable``:
+    trip count times that stays within its share of half the budget (decided at run time). ``stable``:
     the arguments' memory does not change between the sweeps (false in split mode)."""
     info = analyze_loops(fn)
     order = {blk: k for k, blk in enumerate(reverse_post_order(fn))}  # the order they run in
     loops = [lp for lp in sorted(info.top, key=lambda lp: order.get(lp.header, 0))
              if _worth(lp)]
-    done = []
+    plans = []
     for k, loop in enumerate(loops):
         own, nested = (growth or {}).get(loop.header.name, (0, False)) if growth is not None \
             else (None, True)
         nested = nested or _keeps_more(loop)
         if own == 0 and not nested:
             continue  # the unbudgeted tape does not grow with this loop
+        plans.append((k, loop, None if nested else own))
+    # The loops that may run plain share half the budget: their tapes add up.
+    plain = sum(1 for *_, own in plans if own is not None)
+    done = []
+    for k, loop, own in plans:
         rewrite = _Rewrite(module, fn, loop, extents, where(k, len(loops)))
         rewrite.stable = stable
-        done.append(rewrite.run(budget, None if nested else own))
+        rewrite.plain_share = budget // (2 * max(plain, 1))
+        done.append(rewrite.run(budget, own))
     return done
     return done
 
@@ -151,6 +157,7 @@ class _Rewrite:
         self.where = where
         self.blocks = set(loop.blocks)
         self.opaque: set = set()   # pointers whose memory is no state (reference counts)
+        self.plain_share = 0       # the bytes of plain tape this loop may keep (run)
 
     def refuse(self, why: str, hint: str) -> UnsupportedError:
         return UnsupportedError(f"{self.where}: this loop cannot be checkpointed under "
@@ -345,7 +352,7 @@ class _Rewrite:
                 p.blocks = [choose if blk is self.loop.preheader else blk for blk in p.blocks]
             cb = IRBuilder(choose)
             n = self.trip_count(cb)
-            small = cb.icmp("ule", cb.mul(n, _i64(max(taped, 1))), _i64(budget // 2),
+            small = cb.icmp("ule", cb.mul(n, _i64(max(taped, 1))), _i64(self.plain_share),
                             name="ckpt.taped.fits")
             cb.cbranch(small, self.loop.header, block)
         else:

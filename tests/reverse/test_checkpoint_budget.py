@@ -491,3 +491,12 @@ def test_loop_that_may_raise_under_budget():
     bad[3] = 0.0
     with pytest.raises(ZeroDivisionError):  # as the primal and the unbudgeted gradient raise
         _ratios_gradient(600, bad)
+
+
+def test_hvp_over_a_checkpointed_loop_refuses_clearly():
+    """Forward mode has no derivative of the snapshots: an error, never a wrong Hessian."""
+    def loss(u):
+        return diffusion(u, 50, 0.1 + 0.01 * u[0])  # nonlinear in u: the stencil tapes
+    with pyzyme.options(tape_budget=950):
+        with pytest.raises(pyzyme.UnsupportedError, match="without tape_budget"):
+            pyzyme.hvp(loss, STENCIL.copy(), np.ones(16))

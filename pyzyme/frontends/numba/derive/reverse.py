@@ -37,6 +37,7 @@ from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int, const_null
 from pyzyme import naming
 from pyzyme.diff.calls import checkpoint
+from pyzyme.ir.names import readable
 from pyzyme.naming import symbol_name
 from pyzyme.rules import default_rules
 from pyzyme.transforms.checkpoint_calls import checkpoint_calls
@@ -195,10 +196,11 @@ def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity |
     if budget is not None:
         lines = outer_loop_lines(f)
         name = where_defined(f)
-        growth = _tape_growth(cap, abi, distinct, acts, rules)
+        growth, growing = _tape_growth(cap, abi, distinct, acts, rules)
         checkpoint_loops(module, native, budget, extents_from_abi(abi),
                          lambda k, total: _loop_where(lines, name, k, total), growth,
                          stable=not split)
+        _refuse_growing_callees(native, growing, name)
     return cap, abi, module, native, acts, ret_activity
 
 
@@ -216,6 +218,7 @@ def _tape_growth(cap, abi, distinct: bool, acts, rules) -> dict:
     gen.type_seeds[native] = seed_from_abi(abi)
     gen.array_extents[native] = extents_from_abi(abi)
     tape = gen.tapes[gen.derivative(native, ReverseSignature(tuple(acts), status_return=True))]
+    growing = _growing_functions(module, gen.tapes.values())
     growth: dict = {}
     for loop, state in tape.loops.items():
         own = sum(sizeof(c.type) for c in state.caches)
@@ -229,7 +232,42 @@ def _tape_growth(cap, abi, distinct: bool, acts, rules) -> dict:
             if growth.get(loop.header.name, [0])[0]:
                 growth.setdefault(parent.header.name, [0, False])[1] = True
             parent = parent.parent
-    return {name: tuple(v) for name, v in growth.items()}
+    return {name: tuple(v) for name, v in growth.items()}, growing
+
+
+def _growing_functions(module, tapes) -> set:
+    """Names of the functions whose derivative's tape grows with a loop, in it or in a
+    function it calls."""
+    own = {loop.header.parent.name for tape in tapes for loop, state in tape.loops.items()
+           if state.caches}
+    own |= {outer.header.parent.name for tape in tapes
+            for (_, outer), rep in tape.repeats.items() if rep.caches}
+    calls = {fn.name: {i.called_function.name for i in fn.instructions()
+                       if isinstance(i, ir.instructions.CallBase) and i.called_function
+                       is not None} for fn in module.functions if not fn.is_declaration}
+    growing, changed = set(own), True
+    while changed:
+        changed = False
+        for name, callees in calls.items():
+            if name not in growing and callees & growing:
+                growing.add(name)
+                changed = True
+    return growing
+
+
+def _refuse_growing_callees(native, growing: set, name: str) -> None:
+    """Under a tape budget, a call (outside the loops checkpointed) of a function whose tape
+    grows with a loop of its own: pyzyme checkpoints the loops of the function it
+    differentiates, not those of what it calls, so that tape could pass the budget."""
+    for inst in native.instructions():
+        callee = inst.called_function if isinstance(inst, ir.instructions.CallBase) else None
+        if callee is not None and not callee.is_declaration and callee.name in growing:
+            raise UnsupportedError(
+                f"{name} calls {readable(callee.name)}, whose reverse-mode tape grows with a "
+                f"loop of its own: under tape_budget pyzyme checkpoints the loops of the "
+                f"function it differentiates, not those of the functions it calls",
+                hint="differentiate the function with the loop itself, or write the loop in "
+                     f"{name}; or build without tape_budget")
 
 
 def _loop_where(lines: list, name: str, k: int, total: int) -> str:
