@@ -500,3 +500,30 @@ def test_hvp_over_a_checkpointed_loop_refuses_clearly():
     with pyzyme.options(tape_budget=950):
         with pytest.raises(pyzyme.UnsupportedError, match="without tape_budget"):
             pyzyme.hvp(loss, STENCIL.copy(), np.ones(16))
+
+
+@njit
+def _recursive_sim(u, n, k, depth):
+    if depth > 0:  # recursion: LLVM cannot inline it into its caller
+        return _recursive_sim(u, n, k, depth - 1)
+    for _ in range(n):
+        left = u[0]
+        for i in range(1, u.shape[0] - 1):
+            new = u[i] + k * (left - 2.0 * u[i] + u[i + 1])
+            left = u[i]
+            u[i] = new
+    return np.sum(u * u)
+
+
+@njit
+def _calls_sim(u, n, k):
+    return _recursive_sim(u, n, k, 2)
+
+
+def test_time_loop_in_a_called_function_is_refused_not_taped_over_budget():
+    u, du = STENCIL.copy(), np.zeros(16)
+    with pyzyme.options(tape_budget=1500):
+        with pytest.raises(pyzyme.UnsupportedError, match="_recursive_sim, whose reverse-mode "
+                                                           "tape grows"):
+            pyzyme.autodiff(pyzyme.Reverse, _calls_sim, pyzyme.Duplicated(u, du),
+                            pyzyme.Const(30), pyzyme.Active(0.2))
