@@ -80,8 +80,9 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
     unbudgeted derivative's tape grows with it: ``(bytes an iteration caches, whether loops
     inside it cache too)``. A loop whose tape does not grow is left alone; one whose
     iterations cache a known number of bytes keeps its plain (taped) form too, run when its
-    trip count times that stays within its share of half the budget (decided at run time). ``stable``:
-    the arguments' memory does not change between the sweeps (false in split mode)."""
+    trip count times that stays within its share of half the budget (decided at run time).
+    ``stable``: the arguments' memory does not change between the sweeps (false in split
+    mode)."""
     info = analyze_loops(fn)
     order = {blk: k for k, blk in enumerate(reverse_post_order(fn))}  # the order they run in
     loops = [lp for lp in sorted(info.top, key=lambda lp: order.get(lp.header, 0))
