@@ -527,3 +527,27 @@ def test_time_loop_in_a_called_function_is_refused_not_taped_over_budget():
                                                            "tape grows"):
             pyzyme.autodiff(pyzyme.Reverse, _calls_sim, pyzyme.Duplicated(u, du),
                             pyzyme.Const(30), pyzyme.Active(0.2))
+
+
+@njit
+def _stencil_loss(k):
+    u = np.sin(np.linspace(0.0, 3.0, 16))
+    return diffusion(u, 30, k)
+
+
+def test_grad_called_from_njit_code_under_budget():
+    """The derivative an @njit caller gets is built under the options in force when its
+    caller compiles: the budget holds there too."""
+    with pyzyme.options(tape_budget=950):
+        dk = pyzyme.grad(_stencil_loss)
+
+        @njit
+        def caller(k):
+            return dk(k)
+        got = caller(0.2)
+        code = pyzyme.code_llvm(pyzyme.Reverse, _stencil_loss, pyzyme.Active(0.2))
+    assert "checkpointed.step" in code
+    ref = pyzyme.grad(_stencil_loss)(0.2)
+    assert got == pytest.approx(ref, rel=1e-12)
+    fd = central(lambda k: _stencil_loss.py_func(k[0]), np.array([0.2]))
+    assert got == pytest.approx(fd[0], rel=1e-6)
