@@ -87,6 +87,15 @@ class RecursionDepthError(PyzymeError, RecursionError):
     """
 
 
+class TapeBudgetError(PyzymeError, MemoryError):
+    """A reverse-mode derivative built under ``tape_budget`` cannot keep within it: one
+    iteration of a checkpointed loop needs more memory than the budget.
+
+    Raised by the derivative's native code when it sees the sizes of the loop's state; it
+    says how many bytes one iteration needs.
+    """
+
+
 class TypeAnalysisError(PyzymeError):
     """Type analysis found a conflict (a byte both float and integer) or cannot decide a type
     that differentiation needs."""

@@ -44,14 +44,14 @@ def test_page_examples(page, monkeypatch):
             pytest.skip(f"{page.name} documents {needed}, not in this pyzyme yet")
     monkeypatch.setenv("PYZYME_NOTICE", "0")
     monkeypatch.chdir(page.parent)
-    from pyzyme import options
-    before = options.current()  # a page may change the options; the next one gets them back
+    from pyzyme import settings
+    before = settings.current()  # a page may change the options; the next one gets them back
     try:
         result = doctest.testfile(str(page), module_relative=False, verbose=False, report=True,
                                   optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
                                   globs={"__name__": f"docs_{page.stem.replace('-', '_')}"})
     finally:
-        options.set_options(**{f.name: getattr(before, f.name) for f in fields(before)})
+        settings.set_options(**{f.name: getattr(before, f.name) for f in fields(before)})
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {page.name}"
     if ">>>" in text:
         assert result.attempted > 0

@@ -23,7 +23,7 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Argument, Value, const_null
-from pyzyme.options import Options
+from pyzyme.settings import Options
 from pyzyme.rules import default_rules
 from pyzyme.rules.spec import Mirror
 
