@@ -225,7 +225,13 @@ def _reverse_gradient(mode: Mode, f, x, chunk, out):
 
 
 def jacobian(mode: Mode, f, x, *, chunk: int | None = None, n_outs: int | None = None):
-    """The Jacobian of ``f`` at ``x``: a 2-D array of shape ``(n_out, n_in)``.
+    """The Jacobian of ``f`` at ``x``: an array of shape ``out.shape + x.shape`` (JAX's
+    convention).
+
+    ``out.shape`` is the shape of ``f(x)``: ``()`` for a float, ``(m,)`` for a tuple of ``m``
+    floats; ``x.shape`` is ``()`` for a float. So a vector map gives the ``(n_out, n_in)``
+    matrix, a float function of an array its gradient's shape, and a map from ``(2, 3)`` to
+    ``(2, 3)`` an array of shape ``(2, 3, 2, 3)`` with ``J[i, j, k, l] = d f[i, j] / d x[k, l]``.
 
     Forward mode takes one derivative call per ``chunk`` input elements; reverse mode one
     sweep per output element (``chunk`` does not change it). ``n_outs`` (reverse mode, 1-D
@@ -240,6 +246,10 @@ def jacobian(mode: Mode, f, x, *, chunk: int | None = None, n_outs: int | None =
     >>> jacobian(Reverse, lambda x: np.array([x[0] * x[1], x[1]]), np.array([2.0, 3.0]))
     array([[3., 2.],
            [0., 1.]])
+    >>> jacobian(Reverse, lambda x: x[0] * x[1], np.array([2.0, 3.0]))
+    array([3., 2.])
+    >>> jacobian(Forward, lambda x: x * x, np.ones((2, 3))).shape
+    (2, 3, 2, 3)
     """
     if not mode.is_forward:
         if mode.split or mode.holomorphic:
@@ -250,7 +260,7 @@ def jacobian(mode: Mode, f, x, *, chunk: int | None = None, n_outs: int | None =
 
 def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndarray:
     """The Jacobian of ``f(*args)`` with respect to ``args[argnum]``, by reverse mode: one
-    sweep per element of the result."""
+    sweep per element of the result; shape ``out.shape + x.shape``."""
     dispatcher = dispatcher_of(f)
     args = list(args)
     if not -len(args) <= argnum < len(args):
@@ -258,30 +268,31 @@ def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndar
     argnum %= len(args)
     x, is_array = _as_input(args[argnum])
     args[argnum] = x
-    n_in = x.size if is_array else 1
+    in_shape = x.shape if is_array else ()
     restype = result_type(dispatcher, [numba.typeof(a) for a in args])
     if isinstance(restype, types.Float):
         _, (grad,) = reverse_call(dispatcher, args, (argnum,), name="jacobian",
                                   need_value=False)
-        return np.asarray(grad, dtype=float).reshape(1, n_in)
+        return np.asarray(grad, dtype=float).reshape(in_shape)
     if isinstance(restype, types.BaseTuple) and len(restype) and all(
             isinstance(t, types.Float) for t in restype):
-        return _tuple_jacobian(dispatcher, args, argnum, len(restype), x, is_array)
+        return _tuple_jacobian(dispatcher, args, argnum, len(restype), x,
+                               is_array).reshape((len(restype),) + in_shape)
     if not (isinstance(restype, types.Array) and isinstance(restype.dtype, types.Float)):
         raise UnsupportedError(f"jacobian needs a function returning a float, a tuple of "
                                f"floats or a float array; {dispatcher.py_func.__qualname__} "
                                f"returns {restype}")
     if n_outs is None or restype.ndim != 1:
-        n = int(np.size(dispatcher(*args)))
+        out_shape = np.shape(dispatcher(*args))
+        n = int(np.prod(out_shape))
         if n_outs is not None and n_outs != n:
             raise PyzymeError(f"n_outs={n_outs}, but f returns {n} values")
     else:
         n = int(n_outs)
+        out_shape = (n,)
     row = row_wrapper(dispatcher, len(args), restype.ndim)
     return _sweep_rows(args, argnum, x, is_array, n, lambda anns, k: autodiff(
-        Reverse, row, A.Active, *anns, A.Const(k))[0])
-
-
+        Reverse, row, A.Active, *anns, A.Const(k))[0]).reshape(out_shape + in_shape)
 def _tuple_jacobian(dispatcher, args, argnum: int, n: int, x, is_array: bool) -> np.ndarray:
     """The Jacobian of a function returning ``n`` floats: one reverse sweep of the same
     compiled derivative per output, seeded with a one-hot tuple."""
@@ -309,14 +320,18 @@ def _sweep_rows(args, argnum: int, x, is_array: bool, n: int, sweep) -> np.ndarr
 
 
 def jacobian_of(f, args, argnum: int, chunk: int | None) -> np.ndarray:
-    """The Jacobian of ``f(*args)`` with respect to ``args[argnum]``, by forward mode."""
+    """The Jacobian of ``f(*args)`` with respect to ``args[argnum]``, by forward mode; shape
+    ``out.shape + x.shape``."""
     columns = list(forward_columns(f, args, argnum, chunk))
-    flat = [np.asarray(t, dtype=float).reshape(-1) for _, t in columns]
-    n_out = flat[0].size if flat else 0
-    jac = np.empty((n_out, len(flat)))
-    for i, col in enumerate(flat):
-        jac[:, i] = col
-    return jac
+    in_shape = np.shape(args[argnum])
+    if not columns:    # an empty input: no tangent to read the result's shape from
+        out_shape = np.shape(dispatcher_of(f)(*args))
+        return np.empty(out_shape + in_shape)
+    out_shape = np.shape(columns[0][1])
+    jac = np.empty((int(np.prod(out_shape)), len(columns)))
+    for i, (_, t) in enumerate(columns):
+        jac[:, i] = np.asarray(t, dtype=float).reshape(-1)
+    return jac.reshape(out_shape + in_shape)
 
 
 def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="grad",

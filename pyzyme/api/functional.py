@@ -149,8 +149,10 @@ def jacrev(f, argnums: int = 0):
     """A function computing the Jacobian of ``f`` with respect to argument ``argnums``, by
     reverse mode (one sweep per element of ``f``'s result).
 
-    The result is a 2-D array of shape ``(n_out, n_in)``, as :func:`jacfwd` gives; the
-    function can be called from Python and from other ``@njit`` code.
+    The Jacobian has shape ``out.shape + x.shape`` as in JAX (``out.shape`` is ``()`` for a
+    float result, ``(m,)`` for a tuple of ``m`` floats; ``x.shape`` is ``()`` for a float), as
+    :func:`jacfwd` gives; the function can be called from Python and from other ``@njit``
+    code.
 
     Examples
     --------
@@ -158,6 +160,11 @@ def jacrev(f, argnums: int = 0):
     >>> jacrev(lambda x: x * 2.0)(np.array([1.0, 2.0]))
     array([[2., 0.],
            [0., 2.]])
+    >>> jacrev(lambda x: np.sum(x * x))(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    array([[2., 4.],
+           [6., 8.]])
+    >>> jacrev(lambda x: x * x)(np.ones((2, 3))).shape
+    (2, 3, 2, 3)
     """
     if not isinstance(argnums, int) or isinstance(argnums, bool):
         raise PyzymeError("jacrev differentiates with respect to one positional argument")
@@ -184,9 +191,11 @@ def jvp(f, primals: Sequence, tangents: Sequence):
 
 
 def jacfwd(f, argnums: int = 0):
-    """A function computing the Jacobian of ``f`` with respect to argument ``argnums``.
+    """A function computing the Jacobian of ``f`` with respect to argument ``argnums``, by
+    forward mode (one derivative call per few input elements).
 
-    The function is ``@njit``-compiled: call it from Python or from other ``@njit`` code.
+    The Jacobian has shape ``out.shape + x.shape`` as in JAX: see :func:`jacrev`. The
+    function is ``@njit``-compiled: call it from Python or from other ``@njit`` code.
 
     Examples
     --------
@@ -194,6 +203,10 @@ def jacfwd(f, argnums: int = 0):
     >>> jacfwd(lambda x: x * 2.0)(np.array([1.0, 2.0]))
     array([[2., 0.],
            [0., 2.]])
+    >>> jacfwd(lambda t: (t, t * t))(3.0)
+    array([1., 6.])
+    >>> jacfwd(lambda x: x * x)(np.ones((2, 3))).shape
+    (2, 3, 2, 3)
     """
     if not isinstance(argnums, int):
         raise PyzymeError("jacfwd differentiates with respect to one positional argument")

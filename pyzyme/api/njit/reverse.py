@@ -209,6 +209,8 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         primals[argnum] = f"{x}f"
     array = kinds[argnum] is Activity.DUPLICATED
     n_in = f"{x}.size" if array else "1"
+    # the (n_out, n_in) matrix is built, then reshaped to out.shape + x.shape (JAX's shape)
+    in_shape = f"{x}.shape" if array else "()"
     if isinstance(restype, types.Float):
         rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds)
         shadows = []
@@ -219,7 +221,7 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
                              [names[i] for i in arrays], "    ")
         lines += [f"    J = np.empty((1, {n_in}))"]
         lines += ["    J[0, :] = s.reshape(-1)"] if array else ["    J[0, 0] = r[1]"]
-        lines += ["    return J"]
+        lines += [f"    return J.reshape({in_shape})"]
     elif isinstance(restype, types.Array) and isinstance(restype.dtype, types.Float):
         row = row_wrapper(dispatcher, len(argtypes), restype.ndim)
         row_types = list(primal_types) + [types.intp]
@@ -236,7 +238,7 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         lines += _call_lines(", ".join(primals + ["k"] + shadows + ["1.0"]),
                              [names[i] for i in arrays], "        ")
         lines += ["        J[k, :] = v"] if array else ["        J[k, 0] = r[1]"]
-        lines += ["    return J"]
+        lines += [f"    return J.reshape(y.shape + {in_shape})"]
     elif isinstance(restype, types.BaseTuple) and len(restype) and all(
             isinstance(t, types.Float) for t in restype):
         # one sweep per element of the tuple, seeded one-hot: the same compiled derivative
@@ -254,7 +256,7 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
             lines += _call_lines(", ".join(primals + shadows + [seed]),
                                  [names[i] for i in arrays], "    ")
             lines += [f"    J[{k}, :] = v"] if array else [f"    J[{k}, 0] = r[1]"]
-        lines += ["    return J"]
+        lines += [f"    return J.reshape(({m},) + {in_shape})"]
     else:
         raise UnsupportedError(f"jacrev needs a function returning a float, a tuple of floats "
                                f"or a float array; {dispatcher.py_func.__qualname__} returns "
