@@ -86,9 +86,27 @@ def argument_name(names, position: int) -> str:
     >>> argument_name(None, 2)
     'argument 2'
     """
-    if names is not None and 0 <= position < len(names):
+    if names and 0 <= position < len(names):
         return f"argument {names[position]!r} (position {position})"
     return f"argument {position}"
+
+
+class ArgumentName:
+    """:func:`argument_name` worked out only when a message is written (``str`` or an
+    f-string), so calls that raise nothing never look up the parameter names. ``names`` is
+    a sequence of names, None, or a callable returning one of them."""
+
+    __slots__ = ("_names", "_position")
+
+    def __init__(self, names, position: int) -> None:
+        self._names, self._position = names, position
+
+    def __str__(self) -> str:
+        names = self._names() if callable(self._names) else self._names
+        return argument_name(names, self._position)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 class RecursionDepthError(PyzymeError, RecursionError):

@@ -91,3 +91,37 @@ def test_a_differentiated_argument_passed_by_keyword_is_a_type_error():
     assert isinstance(err.value, pyzyme.PyzymeError)
     with pytest.raises(TypeError, match="unexpected keyword"):
         grad(lambda x: x * x)(2.0, z=1.0)
+
+
+# -- argument errors: TypeError / ValueError, naming the argument ------------------------------
+def scaled_first(x, y):
+    return x[0] * y
+
+
+@pytest.mark.parametrize("call, kind, message", [
+    (lambda: pyzyme.autodiff(Forward, scaled_first, pyzyme.Duplicated(np.ones(2), np.ones(3)),
+                             pyzyme.Const(2.0)),
+     ValueError, r"the shadow of argument 'x' \(position 0\) has shape \(3,\)"),
+    (lambda: pyzyme.autodiff(Reverse, scaled_first, pyzyme.Duplicated(np.ones(2), np.ones(3)),
+                             pyzyme.Active(2.0)),
+     ValueError, r"the shadow of argument 'x' \(position 0\) has shape \(3,\)"),
+    (lambda: pyzyme.autodiff(Forward, scaled_first, pyzyme.Const(np.ones(2)),
+                             pyzyme.Duplicated(2.0, "one")),
+     TypeError, r"the shadow of argument 'y' \(position 1\) must be a float"),
+    (lambda: pyzyme.autodiff(Forward, scaled_first, pyzyme.BatchDuplicated(
+        np.ones(2), (np.ones(2), np.ones(2, np.float32))), pyzyme.Const(2.0)),
+     ValueError, r"shadow 1 of argument 'x' \(position 0\) has shape \(2,\) and dtype float32"),
+    (lambda: grad(scaled_first)(np.arange(2), 3.0),
+     TypeError, r"argument 'x' \(position 0\) is an array of int64"),
+    (lambda: grad(scaled_first, argnums=2)(np.ones(2), 3.0), ValueError, "argnums=2"),
+    (lambda: grad(scaled_first, argnums="x"), TypeError, "argnums must be an int"),
+    (lambda: gradient(Reverse, lambda x: x[0], np.ones(2), out=np.zeros(3)),
+     ValueError, r"out must be an array of shape \(2,\)"),
+    (lambda: gradient(Forward, lambda x: x[0], np.ones(2), out=np.zeros(2)),
+     TypeError, "out= is for reverse mode"),
+], ids=["forward shape", "reverse shape", "float shadow", "batch lane", "int array",
+        "argnums range", "argnums type", "out shape", "out forward"])
+def test_argument_errors_are_type_or_value_errors_naming_the_argument(call, kind, message):
+    with pytest.raises(kind, match=message) as info:
+        call()
+    assert isinstance(info.value, pyzyme.PyzymeError)

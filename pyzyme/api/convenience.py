@@ -31,11 +31,22 @@ from pyzyme.api.args.structured import active_tuple, is_real
 from pyzyme.api.args.trees import Node, leaf_annotation, rebuild, shadowed_in_place, tree
 from pyzyme.api.args.typeof import argument_type, array_key
 from pyzyme.api.autodiff import autodiff, compiled_reverse, reverse_sweep
-from pyzyme.api.dispatchers import check_float_result, dispatcher_of, result_type
+from pyzyme.api.dispatchers import (
+    check_float_result,
+    dispatcher_of,
+    parameter_names,
+    result_type,
+)
 from pyzyme.api.modes import Forward, Mode, Reverse, ReverseWithPrimal
 from pyzyme.api.plans import CACHE
 from pyzyme.api.wrappers import flat_wrapper, row_wrapper
-from pyzyme.errors import PyzymeError, UnsupportedError
+from pyzyme.errors import (
+    ArgumentName,
+    ArgumentTypeError,
+    ArgumentValueError,
+    PyzymeError,
+    UnsupportedError,
+)
 
 __all__ = ["gradient", "jacobian", "jacobian_of", "forward_columns", "reverse_jacobian",
            "reverse_call", "make_zero", "DEFAULT_CHUNK"]
@@ -52,14 +63,15 @@ def _as_input(x: Any, complex_ok: bool = False) -> tuple[np.ndarray | float, boo
                 "a Jacobian with respect to a complex array is not supported: use gradient for a "
                 "real-valued function, or pass the real and imaginary parts as real arrays")
         if not np.issubdtype(x.dtype, np.floating):
-            raise PyzymeError(f"differentiate with respect to a floating array, not {x.dtype}")
+            raise ArgumentTypeError(f"differentiate with respect to a floating array, not "
+                                    f"{x.dtype}")
         return x, True
     if complex_ok and is_complex(x):
         return x, False
     if isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool):
         return float(x), False
-    raise UnsupportedError(f"gradient and jacobian take a float or a NumPy array, not "
-                           f"{type(x).__name__}")
+    raise ArgumentTypeError(f"gradient and jacobian take a float or a NumPy array, not "
+                            f"{type(x).__name__}")
 
 
 def forward_columns(f, args, argnum: int, chunk: int | None, unit=1.0,
@@ -153,7 +165,7 @@ def gradient(mode: Mode, f, x, *more, chunk: int | None = None, out=None):
     if not mode.is_forward:
         return _reverse_gradient(mode, f, x, chunk, out)
     if out is not None:
-        raise PyzymeError("out= is for reverse mode; forward mode returns a tuple")
+        raise ArgumentTypeError("out= is for reverse mode; forward mode returns a tuple")
     # A complex input is swept along its real and then its imaginary parts (seeds 1 and 1j);
     # the partials combine as reverse mode's do: df/dRe + i df/dIm.
     units = (1.0, 1j) if (is_complex(x) or is_complex_array(x)) else (1.0,)
@@ -180,14 +192,14 @@ def _check_reverse(mode: Mode, chunk) -> None:
     if mode.split or mode.holomorphic:
         raise UnsupportedError(f"gradient takes Reverse or ReverseWithPrimal, not {mode}")
     if chunk is not None:
-        raise PyzymeError("chunk= is for forward mode; reverse mode gets the whole gradient "
-                          "from one sweep")
+        raise ArgumentTypeError("chunk= is for forward mode; reverse mode gets the whole "
+                                "gradient from one sweep")
 
 
 def _gradients(mode: Mode, f, args: tuple, chunk, out):
     """``gradient`` of several arguments: one derivative per argument."""
     if out is not None:
-        raise PyzymeError("out= is for the gradient of one argument")
+        raise ArgumentTypeError("out= is for the gradient of one argument")
     if not mode.is_forward:
         _check_reverse(mode, chunk)
         value, grads = reverse_call(f, args, tuple(range(len(args))), name="gradient",
@@ -207,10 +219,11 @@ def _reverse_gradient(mode: Mode, f, x, chunk, out):
     else:
         x, is_array = _as_input(x, complex_ok=True)
         if not is_array:
-            raise PyzymeError("out= needs an array x (a float's derivative is returned)")
+            raise ArgumentTypeError("out= needs an array x (a float's derivative is "
+                                    "returned)")
         if not isinstance(out, np.ndarray) or out.shape != x.shape or out.dtype != x.dtype:
-            raise PyzymeError(f"out must be an array of shape {x.shape} and dtype {x.dtype}, "
-                              f"like x")
+            raise ArgumentValueError(f"out must be an array of shape {x.shape} and dtype "
+                                     f"{x.dtype}, like x")
         if not out.flags.writeable:
             raise R.read_only_shadow("out", "out")
         dispatcher = dispatcher_of(f)
@@ -264,7 +277,7 @@ def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndar
     dispatcher = dispatcher_of(f)
     args = list(args)
     if not -len(args) <= argnum < len(args):
-        raise PyzymeError(f"argnums={argnum}, but the call has {len(args)} arguments")
+        raise ArgumentValueError(f"argnums={argnum}, but the call has {len(args)} arguments")
     argnum %= len(args)
     x, is_array = _as_input(args[argnum])
     args[argnum] = x
@@ -286,7 +299,7 @@ def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndar
         out_shape = np.shape(dispatcher(*args))
         n = int(np.prod(out_shape))
         if n_outs is not None and n_outs != n:
-            raise PyzymeError(f"n_outs={n_outs}, but f returns {n} values")
+            raise ArgumentValueError(f"n_outs={n_outs}, but f returns {n} values")
     else:
         n = int(n_outs)
         out_shape = (n,)
@@ -353,19 +366,27 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
         if plain is not None:
             return plain
     trees: list[Node | None] = [None] * len(args)
+    names = [None]
+
+    def parameters():     # looked up only when a message names an argument
+        if names[0] is None:
+            names[0] = parameter_names(f) or []
+        return names[0]
+
     for i in argnums:
         value = args[i]
+        where = ArgumentName(parameters, i)
         if isinstance(value, np.ndarray) and value.dtype.kind not in "fc" \
                 and value.dtype.fields is None:
-            raise PyzymeError(f"{name}: argument {i} is an array of {value.dtype}; "
-                              f"differentiate with respect to a floating array")
-        trees[i] = tree(value, f"argument {i}")
+            raise ArgumentTypeError(f"{name}: {where} is an array of {value.dtype}; "
+                                    f"differentiate with respect to a floating array")
+        trees[i] = tree(value, where)
         if trees[i].kind == "leaf" and not (is_real(value) or is_complex(value)
                                             or isinstance(value, np.ndarray)
                                             or shadowed_in_place(value)):
-            R.check_passable(value, f"argument {i}")
+            R.check_passable(value, where)
             raise UnsupportedError(
-                f"{name}: argument {i} is a {type(value).__name__}; reverse mode "
+                f"{name}: {where} is a {type(value).__name__}; reverse mode "
                 f"differentiates with respect to floats, float arrays, records, jitclass "
                 f"instances, and tuples, namedtuples and lists of them")
     containers = any(t is not None and t.kind != "leaf" for t in trees)
@@ -373,7 +394,7 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
     readers: dict[int, list] = {}
     for i, (value, node) in enumerate(zip(args, trees)):
         if node is None:
-            anns.append(A.Const(to_numba(value, f"argument {i}")))
+            anns.append(A.Const(to_numba(value, ArgumentName(parameters, i))))
             continue
         readers[i] = []
         leaves = node.leaves() if containers else [node]

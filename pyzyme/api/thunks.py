@@ -29,13 +29,14 @@ Examples
 from __future__ import annotations
 
 import inspect
+from functools import partial
 from typing import Any
 
 from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.args.marshal import ReverseArg
 from pyzyme.api.autodiff import autodiff
-from pyzyme.api.dispatchers import dispatcher_of
+from pyzyme.api.dispatchers import dispatcher_of, parameter_names
 from pyzyme.api.modes import Mode
 from pyzyme.api.njit import annotations as njit_annotations  # noqa: F401  annotations inside @njit code
 from pyzyme.api.njit.overload import NjitObject, overloaded_njit
@@ -202,7 +203,8 @@ def _split(mode: Mode, f, ret_activity, examples) -> tuple:
         raise UnsupportedError(f"{ret_activity.__name__} results are not supported in split "
                                f"mode yet; use Active or Const")
     dispatcher = dispatcher_of(f)
-    probe = [ReverseArg(a, {}, i) for i, a in enumerate(examples)]
+    names = partial(parameter_names, f)
+    probe = [ReverseArg(a, {}, i, names) for i, a in enumerate(examples)]
     types_ = tuple(c.numba_type for c in probe)
     kinds = tuple(c.kind for c in probe)
     plan = split_plan(dispatcher, types_, kinds, ret_activity)

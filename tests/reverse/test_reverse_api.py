@@ -535,7 +535,7 @@ def test_non_contiguous_array_inside_njit_is_a_clear_error():
 
 
 def test_non_numeric_argument_is_an_error_not_a_zero_gradient():
-    with pytest.raises(pyzyme.UnsupportedError, match="argument 0 is a str"):
+    with pytest.raises(pyzyme.UnsupportedError, match="argument 's' .position 0. is a str"):
         grad(lambda s: 1.0)("x")
 
 

@@ -21,12 +21,12 @@ from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.args.argnums import check_argnums, normalize_argnums
 from pyzyme.api.args.complex import has_complex
+from pyzyme.api.args.structured import is_real
 from pyzyme.api.convenience import reverse_call, reverse_jacobian
 from pyzyme.api.dispatchers import dispatcher_of, result_type
 from pyzyme.api.njit.overlap import overlap
 from pyzyme.api.njit.overload import NjitObject, overloaded_njit
 from pyzyme.api.plans import reverse_plan
-from pyzyme.api.args.structured import is_real
 from pyzyme.api.wrappers import loss_wrapper, row_wrapper
 from pyzyme.errors import ArgumentTypeError, PyzymeError, UnsupportedError, argument_name
 
