@@ -20,7 +20,16 @@ test: install
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) tests/shards.py --jobs $(JOBS)
 
-demo: install
+# The demo needs pyzyme alone (numba, llvmlite, numpy): not the test extras (scipy, ziglang, ...)
+# unless make install has put them there already.
+DEMO_STAMP := $(VENV)/.installed-demo
+
+$(DEMO_STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	test $(STAMP) -nt pyproject.toml || $(PY) -m pip install --quiet -e .
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(PY) -m pyzyme demo
 
 bench: install

@@ -20,7 +20,7 @@ from typing import Any
 
 from numba.core.compiler_lock import global_compiler_lock
 
-from pyzyme import options
+from pyzyme import options, progress
 from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.custom_rules import rule_table
@@ -50,16 +50,33 @@ class DerivativeCache:
 
     def __init__(self) -> None:
         self._plans: dict[tuple, Any] = {}
-        self._calls: dict[tuple, Any] = {}   # calls of plain arguments, ready to make
+        # Calls of plain arguments, ready to make: per (options, rules' generation), the calls
+        # by key. ``_state`` is the last state looked up and its calls, one tuple so that
+        # threads under different options replace it whole: a call from Python then hashes
+        # neither the options nor the generation (half of what the lookup cost).
+        self._calls: dict[tuple, dict] = {}
+        self._state: tuple = (None, -1, {})
         self.disk = DiskCache()
+
+    def _current_calls(self) -> dict:
+        opts, generation = options.current(), REGISTRY.generation
+        state = self._state
+        if state[0] is opts and state[1] == generation:
+            return state[2]
+        calls = self._calls.setdefault((opts, generation), {})
+        self._state = (opts, generation, calls)
+        return calls
 
     def call(self, key: tuple):
         """The call remembered under ``key`` (see :func:`pyzyme.autodiff`) for the current
         options and rules, or None."""
-        return self._calls.get((*key, options.current(), REGISTRY.generation))
+        state = self._state   # _current_calls, inline: this runs on every call from Python
+        if state[0] is options.current() and state[1] == REGISTRY.generation:
+            return state[2].get(key)
+        return self._current_calls().get(key)
 
     def remember_call(self, key: tuple, call) -> None:
-        self._calls[(*key, options.current(), REGISTRY.generation)] = call
+        self._current_calls()[key] = call
 
     def get(self, key: tuple, build):
         # A derivative is stale once a rule is registered after it was built, and is another
@@ -80,7 +97,7 @@ class DerivativeCache:
             with global_compiler_lock:
                 plan = self._plans.get(key)
                 if plan is None:
-                    with options.using(opts):
+                    with options.using(opts), progress.build(_describe(key)):
                         plan = self._plans[key] = build()
         return plan
 
@@ -94,6 +111,14 @@ CACHE = DerivativeCache()
 def current_rules():
     """pyzyme's rule table with the user's rules (:mod:`pyzyme.rules.custom`) in front."""
     return rule_table(default_rules(), REGISTRY)
+
+
+def _describe(key: tuple) -> str:
+    """What the plan under ``key`` is, for the progress log: ``"the reverse derivative of f
+    (f.py:3)"``."""
+    kind = {"hvp": "Hessian-vector product", "split": "split reverse derivative"}.get(
+        key[0], f"{key[0]} derivative")
+    return f"the {kind} of {where(key[1])}"
 
 
 def _result_activity(ret_activity) -> Activity | None:

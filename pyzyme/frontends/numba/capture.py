@@ -33,6 +33,7 @@ from pyzyme.errors import CaptureError, error_context
 from pyzyme.frontends.numba import bridge, hook, recapture
 from pyzyme.frontends.numba.abi import AbiMap
 from pyzyme.frontends.numba.helper_bodies import link_helper_bodies
+from pyzyme.progress import stage
 from pyzyme.runtime import modules, passes
 
 PIPELINES = ("ad", "numba")
@@ -150,7 +151,7 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad",
     hook.require_installed()
     dispatcher = _as_dispatcher(f)
     name = dispatcher.py_func.__qualname__
-    with error_context("capturing Numba function", name):
+    with error_context("capturing Numba function", name), stage("capture"):
         argtypes, return_type = _signature_types(args, name)
         cres = _compile(dispatcher, argtypes, return_type, name)
         # Compiled (or linking code compiled) before pyzyme was imported, or loaded from Numba's
