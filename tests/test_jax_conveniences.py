@@ -190,3 +190,16 @@ def test_stop_gradient_result_is_a_writable_copy():
     assert y is not w
     np.testing.assert_array_equal(y, w)
     assert pyzyme.stop_gradient(2.5) == 2.5
+
+
+def test_has_aux_with_argnums_out_of_order_on_repeated_calls():
+    # from the second call on, the plain-argument fast path answers: the order must hold
+    def f(a, b, k):
+        return np.sum(a * b * b) * k, a[0]
+    a, b = np.array([0.5, -1.0]), np.array([2.0, 3.0])
+    g = grad(f, argnums=(1, 0), has_aux=True)
+    for _ in range(3):
+        (gb, ga), aux = g(a, b, 1.5)
+        np.testing.assert_allclose(gb, fd_grad(lambda v: f(a, v, 1.5)[0], b), **FD)
+        np.testing.assert_allclose(ga, fd_grad(lambda v: f(v, b, 1.5)[0], a), **FD)
+        assert aux == a[0]
