@@ -119,8 +119,18 @@ def scaled_first(x, y):
      ValueError, r"out must be an array of shape \(2,\)"),
     (lambda: gradient(Forward, lambda x: x[0], np.ones(2), out=np.zeros(2)),
      TypeError, "out= is for reverse mode"),
+    (lambda: pyzyme.autodiff(Forward, lambda t: t[0][0] * t[1], pyzyme.Duplicated(
+        (np.ones(2), 2.0), (np.zeros(2),))),
+     TypeError, r"the shadow of argument 't' \(position 0\) must be a tuple of 2 items"),
+    (lambda: pyzyme.vjp(lambda x: x * x, np.ones(3))[1](np.ones(2)),
+     ValueError, r"the cotangent has shape \(2,\)"),
+    (lambda: pyzyme.jvp(lambda x, y: x * y, (1.0, 2.0), (1.0,)),
+     ValueError, "one tangent per primal"),
+    (lambda: pyzyme.hvp(lambda x: np.sum(x ** 3), np.ones(3), np.ones(2)),
+     ValueError, r"v has shape \(2,\)"),
 ], ids=["forward shape", "reverse shape", "float shadow", "batch lane", "int array",
-        "argnums range", "argnums type", "out shape", "out forward"])
+        "argnums range", "argnums type", "out shape", "out forward", "tuple shadow",
+        "vjp cotangent", "jvp tangents", "hvp direction"])
 def test_argument_errors_are_type_or_value_errors_naming_the_argument(call, kind, message):
     with pytest.raises(kind, match=message) as info:
         call()

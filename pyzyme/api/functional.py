@@ -21,7 +21,7 @@ from pyzyme.api.modes import Forward
 from pyzyme.api.njit.jacobian import njit_jacobian
 from pyzyme.api.njit.reverse import ReverseFunction
 from pyzyme.api.wrappers import dotted_wrapper
-from pyzyme.errors import PyzymeError, UnsupportedError
+from pyzyme.errors import ArgumentTypeError, ArgumentValueError, UnsupportedError
 
 __all__ = ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev"]
 
@@ -128,15 +128,15 @@ def vjp(f, *primals):
                                        f"derivative")
             w = np.asarray(cotangent, dtype=value.dtype)
             if w.shape != value.shape:
-                raise PyzymeError(f"the cotangent has shape {w.shape}; f's result has shape "
-                                  f"{value.shape}")
+                raise ArgumentValueError(f"the cotangent has shape {w.shape}; f's result has shape "
+                                         f"{value.shape}")
             _, derivs = reverse_call(dotted_wrapper(dispatcher, n, w.ndim), (*primals, w), argnums,
                                      name="vjp", need_value=False)
         elif isinstance(value, (float, np.floating)):
             if not isinstance(cotangent, (int, float, np.integer, np.floating)) or \
                     isinstance(cotangent, bool):
-                raise PyzymeError(f"f returns a float, so the cotangent is a float, not "
-                                  f"{type(cotangent).__name__}")
+                raise ArgumentTypeError(f"f returns a float, so the cotangent is a float, not "
+                                        f"{type(cotangent).__name__}")
             _, derivs = reverse_call(dispatcher, primals, argnums, seed=float(cotangent),
                                      name="vjp", need_value=False)
         else:
@@ -183,7 +183,7 @@ def jacrev(f, argnums: int = 0):
     (2, 3, 2, 3)
     """
     if not isinstance(argnums, int) or isinstance(argnums, bool):
-        raise PyzymeError("jacrev differentiates with respect to one positional argument")
+        raise ArgumentTypeError("jacrev differentiates with respect to one positional argument")
     return ReverseFunction("jacrev", f, argnums)
 
 
@@ -198,8 +198,8 @@ def jvp(f, primals: Sequence, tangents: Sequence):
     """
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
-        raise PyzymeError(f"jvp needs one tangent per primal; got {len(primals)} primals and "
-                          f"{len(tangents)} tangents")
+        raise ArgumentValueError(f"jvp needs one tangent per primal; got {len(primals)} primals "
+                                 f"and {len(tangents)} tangents")
     args = [A.Duplicated(to_numba(p, f"primal {i}", lists=True),
                          to_numba(t, f"tangent {i}", lists=True))
             for i, (p, t) in enumerate(zip(primals, tangents))]
@@ -225,5 +225,5 @@ def jacfwd(f, argnums: int = 0):
     (2, 3, 2, 3)
     """
     if not isinstance(argnums, int):
-        raise PyzymeError("jacfwd differentiates with respect to one positional argument")
+        raise ArgumentTypeError("jacfwd differentiates with respect to one positional argument")
     return njit_jacobian(dispatcher_of(f), argnums)

@@ -145,7 +145,8 @@ class ForwardArg:
         elif S.is_structured(value):
             self.primal = value
             self.shadows = tuple(
-                S.shadow_of(value, s, lambda x, dx, i=i: self._array_shadow(x, dx, i))
+                S.shadow_of(value, s, lambda x, dx, i=i: self._array_shadow(x, dx, i),
+                            self._where)
                 for i, s in enumerate(ann.shadows))
         else:
             raise UnsupportedError(

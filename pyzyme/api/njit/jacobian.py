@@ -16,7 +16,7 @@ from numba.core import types
 from pyzyme.api import annotations as A
 from pyzyme.api.njit.overload import overloaded_njit
 from pyzyme.api.plans import forward_plan
-from pyzyme.errors import PyzymeError, UnsupportedError
+from pyzyme.errors import ArgumentValueError, UnsupportedError
 
 __all__ = ["njit_jacobian", "CHUNK"]
 
@@ -30,7 +30,7 @@ def njit_jacobian(dispatcher, argnum: int):
         raise UnsupportedError("jacfwd needs a function with a fixed list of positional "
                                "parameters")
     if not 0 <= argnum < len(params):
-        raise PyzymeError(f"argnums={argnum}, but the function has {len(params)} parameters")
+        raise ArgumentValueError(f"argnums={argnum}, but the function has {len(params)} parameters")
     names = [f"a{i}" for i in range(len(params))]
 
     def typer(*argtypes):

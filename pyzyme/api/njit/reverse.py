@@ -45,9 +45,9 @@ class ReverseFunction(NjitObject):
         self._kind = kind
         self._argnums, self._single = normalize_argnums(argnums, name)
         if kind == "jacrev" and not self._single:
-            raise PyzymeError("jacrev differentiates with respect to one positional argument")
+            raise ArgumentTypeError("jacrev differentiates with respect to one positional argument")
         if not isinstance(has_aux, bool):
-            raise PyzymeError(f"{name}: has_aux must be True or False, not {has_aux!r}")
+            raise ArgumentTypeError(f"{name}: has_aux must be True or False, not {has_aux!r}")
         self._has_aux = has_aux
         self._f = f
         self._dispatcher = dispatcher_of(f)
