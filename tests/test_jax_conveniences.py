@@ -202,6 +202,16 @@ def test_stop_gradient_result_is_a_writable_copy():
     assert pyzyme.stop_gradient(2.5) == 2.5
 
 
+def test_stop_gradient_of_a_complex_array():
+    # d/dRe + i d/dIm of sum(Re(a c)) with c = a held fixed: conj(c)
+    a = np.array([1.0 + 2.0j, 0.5 - 1.0j])
+    f = lambda a: np.sum((a * pyzyme.stop_gradient(a)).real)    # noqa: E731
+    np.testing.assert_allclose(gradient(Reverse, f, a), np.conj(a), rtol=1e-15)
+    np.testing.assert_allclose(gradient(Forward, f, a), np.conj(a), rtol=1e-15)
+    with pytest.raises(pyzyme.PyzymeError, match="cannot compile"):
+        grad(lambda z: (z * pyzyme.stop_gradient(z)).real)(1.0 + 2.0j)
+
+
 def test_has_aux_with_argnums_out_of_order_on_repeated_calls():
     # from the second call on, the plain-argument fast path answers: the order must hold
     def f(a, b, k):

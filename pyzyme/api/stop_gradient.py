@@ -5,7 +5,8 @@ constant: forward mode gives it a zero tangent, reverse mode a fresh zero shadow
 and sends nothing back into its argument. Rules rather than ``rules.inactive``: an inactive
 function may not return an array (its result's shadow would be left unset), and an array is
 what users most often hold fixed. An array comes back as a copy (fresh memory, so nothing
-written to it later reaches the argument), a float or complex number as itself.
+written to it later reaches the argument), a float as itself. (A complex scalar is refused:
+pyzyme's rules do not take one in reverse mode yet; a complex array is fine.)
 """
 
 from __future__ import annotations
@@ -37,9 +38,14 @@ def _zero_adjoint(x):
 
 
 def _check(x) -> None:
-    if not isinstance(x, (types.Array, types.Float, types.Integer, types.Complex)):
+    if isinstance(x, types.Complex):
+        # pyzyme's rules do not pass complex scalars to a reverse rule yet
         raise numba.core.errors.TypingError(
-            f"pyzyme.stop_gradient takes a float, a complex number or an array, not {x}")
+            "pyzyme.stop_gradient of a complex number is not supported yet: stop its real and "
+            "imaginary parts (stop_gradient(z.real) + 1j * stop_gradient(z.imag))")
+    if not isinstance(x, (types.Array, types.Float, types.Integer)):
+        raise numba.core.errors.TypingError(
+            f"pyzyme.stop_gradient takes a float or an array, not {x}")
 
 
 @overload(_detached)
@@ -90,16 +96,17 @@ def stop_gradient(x):
 
     Call it inside the function being differentiated (``@njit`` code, or a plain function
     pyzyme compiles), in forward and reverse mode, from Python entry points or from a
-    derivative called inside ``@njit`` code; from Python it returns ``x``.
+    derivative called inside ``@njit`` code; from Python it returns ``x``. Floats and arrays
+    (real or complex) are taken; a complex scalar is not yet (stop ``z.real`` and ``z.imag``).
 
     Parameters
     ----------
-    x : float, complex or ndarray
+    x : float or ndarray
         The value.
 
     Returns
     -------
-    float, complex or ndarray
+    float or ndarray
         The same value (a copy for an array), a constant to derivatives.
 
     Examples
