@@ -79,6 +79,52 @@ class ActivityError(PyzymeError):
     """An active value would be lost, e.g. stored into memory passed as ``Const``."""
 
 
+class ArgumentTypeError(PyzymeError, TypeError):
+    """An argument of the wrong kind for a pyzyme call (a string where a float array is
+    differentiated, an annotation where a value is expected): a ``TypeError`` too, as Python
+    users expect. The message names the argument (:func:`argument_name`)."""
+
+
+class ArgumentValueError(PyzymeError, ValueError):
+    """An argument of the right kind with a wrong value (a shadow whose shape differs from its
+    primal's, an ``argnums`` out of range): a ``ValueError`` too. The message names the
+    argument (:func:`argument_name`)."""
+
+
+def argument_name(names, position: int) -> str:
+    """How messages name argument ``position`` of a function whose parameters are ``names``
+    (None when unknown).
+
+    Examples
+    --------
+    >>> argument_name(["x", "y"], 1)
+    "argument 'y' (position 1)"
+    >>> argument_name(None, 2)
+    'argument 2'
+    """
+    if names and 0 <= position < len(names):
+        return f"argument {names[position]!r} (position {position})"
+    return f"argument {position}"
+
+
+class ArgumentName:
+    """:func:`argument_name` worked out only when a message is written (``str`` or an
+    f-string), so calls that raise nothing never look up the parameter names. ``names`` is
+    a sequence of names, None, or a callable returning one of them."""
+
+    __slots__ = ("_names", "_position")
+
+    def __init__(self, names, position: int) -> None:
+        self._names, self._position = names, position
+
+    def __str__(self) -> str:
+        names = self._names() if callable(self._names) else self._names
+        return argument_name(names, self._position)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
 class RecursionDepthError(PyzymeError, RecursionError):
     """A derivative of a recursive function recursed deeper than the stack it runs on allows.
 

@@ -44,7 +44,7 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.rules.custom import REGISTRY
 
 __all__ = ["njit_of", "dispatcher_of", "remember_wrapper", "where", "qualname", "result_type",
-           "check_float_result"]
+           "check_float_result", "parameter_names"]
 
 
 class _Made:
@@ -126,6 +126,20 @@ def where(dispatcher) -> str:
     code = getattr(py, "__code__", None)
     name = getattr(py, "__qualname__", repr(dispatcher))
     return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code else name
+
+
+def parameter_names(f) -> list[str] | None:
+    """The names of the positional parameters of the user's function ``f`` (a dispatcher or
+    a plain function), for messages naming an argument; None for a wrapper pyzyme wrote (its
+    parameters are not the user's) or a function without a signature."""
+    if f in _WRAPPED:
+        return None
+    py = getattr(f, "py_func", f)
+    try:
+        params = inspect.signature(py).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
 def qualname(dispatcher) -> str:
