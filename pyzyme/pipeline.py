@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pyzyme import options
+from pyzyme import settings
 from pyzyme.diff import side_stack
 from pyzyme.progress import stage
 from pyzyme.errors import UnsupportedError, error_context
@@ -93,7 +93,7 @@ def finish(module, entries: Iterable[str], *, rules, name: str,
     with stage("transform"):
         release_inlining(module, rules)
         internalize(module, entries)
-        side_stack.install(module, options.current().recursion_stack)
+        side_stack.install(module, settings.current().recursion_stack)
         text = str(module)
     compiled = compile_module(text, name=name)
     with stage("compile"):  # Numba compiles the wrapper, the derivative's machine code with it

@@ -38,6 +38,9 @@ def test_readme_reverse_example():
     fd = [(scope["loss"](p + h * e, d) - scope["loss"](p - h * e, d)) / (2 * h)
           for e in np.eye(2)]
     np.testing.assert_allclose(scope["g"](p, d), fd, rtol=1e-6)
+    assert scope["value"] == pytest.approx(scope["loss"](p, d), rel=1e-14)
+    assert scope["ratio"] == 2.0
+    np.testing.assert_allclose(scope["dp"], fd, rtol=1e-6)
     assert scope["sweeps"](np.array([2.2]), np.zeros(1), 3.3) == (None, pytest.approx(2.2))
     np.testing.assert_allclose(scope["hvp"](lambda q: np.sum(q ** 4), np.array([1.0, 2.0]),
                                             np.array([1.0, 0.0])), [12.0, 0.0])

@@ -9,6 +9,7 @@ calls it. A call of plain arguments whose derivative was called before goes stra
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from operator import itemgetter
 
 from pyzyme.analysis.activity import Activity
@@ -19,11 +20,11 @@ from pyzyme.api.args import structured as S
 from pyzyme.api.args.call_shape import CallShape, read_call
 from pyzyme.api.args.marshal import ForwardArg, ReverseArg, batch_width, distinct
 from pyzyme.api.args.trees import leaf_annotation, rebuild, tree
-from pyzyme.api.dispatchers import dispatcher_of, qualname
+from pyzyme.api.dispatchers import dispatcher_of, parameter_names, qualname
 from pyzyme.api.modes import Mode
 from pyzyme.api.plans import CACHE, forward_plan, reverse_plan
 from pyzyme.api.wrappers import flat_wrapper
-from pyzyme.errors import UnsupportedError
+from pyzyme.errors import ArgumentName, UnsupportedError
 
 __all__ = ["autodiff", "reverse_sweep", "compiled_reverse"]
 
@@ -119,7 +120,8 @@ def reverse_sweep(mode: Mode, f, ret_activity, anns: list[A.Annotation], seed=No
                                    "jitclass instances and tuples of floats")
         return _reverse_flattened(mode, f, ret_activity, anns)
     views: dict = {}
-    calls = [ReverseArg(a, views, i) for i, a in enumerate(anns)]
+    names = partial(parameter_names, f)     # looked up only when a message names an argument
+    calls = [ReverseArg(a, views, i, names) for i, a in enumerate(anns)]
     dispatcher = dispatcher_of(f)
     apart = distinct(calls)
     plan = reverse_plan(dispatcher, [c.numba_type for c in calls], [c.kind for c in calls],
@@ -300,7 +302,8 @@ def _unit_seed(numba_type):
 def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
     width = batch_width(anns, ret_activity)
     views: dict = {}
-    calls = [ForwardArg(a, views, i) for i, a in enumerate(anns)]
+    names = partial(parameter_names, f)     # looked up only when a message names an argument
+    calls = [ForwardArg(a, views, i, names) for i, a in enumerate(anns)]
     if ret_activity is None:
         ret_activity = A.Duplicated if width == 1 else A.BatchDuplicated
     if ret_activity is A.Active:
@@ -314,7 +317,7 @@ def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
                         apart)
     for i, c in enumerate(calls):
         if c.read_only and plan.may_write(i):
-            raise R.read_only_shadow(f"argument {i}", "forward")
+            raise R.read_only_shadow(ArgumentName(names, i), "forward")
     primals = [c.primal for c in calls]
     shadows = [s for c in calls for s in c.shadows]
     out = plan.function(*primals, *shadows)

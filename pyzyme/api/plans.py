@@ -20,7 +20,7 @@ from typing import Any
 
 from numba.core.compiler_lock import global_compiler_lock
 
-from pyzyme import options, progress
+from pyzyme import progress, settings
 from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.custom_rules import rule_table
@@ -43,8 +43,8 @@ class DerivativeCache:
     """Compiled derivatives by key; one instance serves the process (MCJIT keeps all code
     for the life of the process anyway, so there is nothing to evict).
 
-    Every key gets the current :class:`~pyzyme.options.Options` added, and the build runs with
-    that snapshot pinned (:func:`pyzyme.options.using`), so a derivative built under one
+    Every key gets the current :class:`~pyzyme.settings.Options` added, and the build runs with
+    that snapshot pinned (:func:`pyzyme.settings.using`), so a derivative built under one
     setting of ``set_runtime_activity`` is never returned under the other.
     """
 
@@ -59,7 +59,7 @@ class DerivativeCache:
         self.disk = DiskCache()
 
     def _current_calls(self) -> dict:
-        opts, generation = options.current(), REGISTRY.generation
+        opts, generation = settings.current(), REGISTRY.generation
         state = self._state
         if state[0] is opts and state[1] == generation:
             return state[2]
@@ -71,7 +71,7 @@ class DerivativeCache:
         """The call remembered under ``key`` (see :func:`pyzyme.autodiff`) for the current
         options and rules, or None."""
         state = self._state   # _current_calls, inline: this runs on every call from Python
-        if state[0] is options.current() and state[1] == REGISTRY.generation:
+        if state[0] is settings.current() and state[1] == REGISTRY.generation:
             return state[2].get(key)
         return self._current_calls().get(key)
 
@@ -81,7 +81,7 @@ class DerivativeCache:
     def get(self, key: tuple, build):
         # A derivative is stale once a rule is registered after it was built, and is another
         # derivative under other options (runtime activity).
-        opts = options.current()
+        opts = settings.current()
         key = (*key, opts, REGISTRY.generation)
         plan = self._plans.get(key)
         if plan is None:
@@ -97,7 +97,7 @@ class DerivativeCache:
             with global_compiler_lock:
                 plan = self._plans.get(key)
                 if plan is None:
-                    with options.using(opts), progress.build(_describe(key)):
+                    with settings.using(opts), progress.build(_describe(key)):
                         plan = self._plans[key] = build()
         return plan
 
@@ -191,7 +191,7 @@ def _persisted(dispatcher, primal_types, key: tuple, build):
     try:
         disk_key = "\n".join([disk.environment(),
                               persist.function_identity(dispatcher, primal_types),
-                              repr(what), repr(options.current())])
+                              repr(what), repr(settings.current())])
         fingerprint = persist.ir_fingerprint(dispatcher, primal_types)
     except Exception as err:  # noqa: BLE001  (e.g. closure values Numba cannot pickle)
         warnings.warn(f"pyzyme cannot key the derivative of {dispatcher.py_func.__qualname__} "

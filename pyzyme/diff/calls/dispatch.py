@@ -153,7 +153,8 @@ def forward_mode(cx, inst: I.CallBase) -> None:
             f"{cx.where} takes forward mode through the reverse-mode derivative of a "
             f"checkpointed loop (forward over reverse: @{readable(callee_.name)}); pyzyme "
             f"has no forward mode of its snapshots and schedule",
-            hint="take the forward-over-reverse derivative of the plain loop")
+            hint="take the forward-over-reverse derivative (hvp) of the plain loop: without "
+                 "tape_budget, and without pyzyme.checkpoint on the functions it calls")
     row = row_of(cx.rules, inst)
     handler_for(row, "forward", inst)(cx, inst, row)
 
