@@ -1,0 +1,395 @@
+"""Derivatives of MPI calls (:class:`~pyzyme.rules.spec.Mpi` rows): communication of shadows.
+
+Each rank runs its own derivative; the derivative's communication mirrors the program's
+(Moses et al., SC22). Forward mode sends each tangent alongside its value: the same call on the
+shadow buffers, with the same datatype. Reverse mode runs the calls' adjoints in the reverse
+order of the calls:
+
+- ``send(x -> r)``: receive the adjoint from ``r`` and add it into ``x_bar``;
+- ``recv(y <- r)``: send ``y_bar`` to ``r``, then zero it (``y`` was overwritten);
+- ``allreduce(x, y, sum)``: ``x_bar += allreduce(y_bar, sum)``; ``y_bar = 0``;
+- ``reduce(x, y, sum, root)``: ``x_bar += bcast(y_bar from root)``; the root's ``y_bar = 0``;
+- ``bcast(x, root)``: ``reduce(x_bar, sum, root)`` replaces the root's ``x_bar``; the others'
+  are zeroed;
+- ``gather(x, y, root)``: ``x_bar += scatter(y_bar from root)``; ``scatter``: the converse;
+- ``allgather(x, y)``: ``x_bar += (allreduce(y_bar, sum))[rank's part]``.
+
+Derivative messages carry the program's tag with :data:`~pyzyme.rules.mpi.SHADOW_TAG_BIT`
+set, so they never match a message of the program. The datatypes and reductions are the
+constants :mod:`pyzyme.rules.mpi` interprets; a call whose buffers hold integers carries no
+derivative and is copied as it is.
+"""
+
+from __future__ import annotations
+
+from pyzyme.diff.memory_calls import free, malloc, memcpy, memset_zero
+from pyzyme.errors import UnsupportedError
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import instructions as I
+from pyzyme.ir import types as T
+from pyzyme.ir.values import ConstantInt, const_int
+from pyzyme.rules.mpi import HANDLES, SHADOW_TAG_BIT
+
+__all__ = ["varied", "forward_mode", "augmented", "reverse"]
+
+_TYPES = {"f64": T.double, "f32": T.float}
+_STATUS_BYTES = 64   # room for any library's MPI_Status (MPICH: 20 bytes, Open MPI: 24)
+
+
+# -- what the call is -------------------------------------------------------------------------
+def _error(cx_or_where, inst: I.CallBase, why: str, hint: str) -> UnsupportedError:
+    where = cx_or_where if isinstance(cx_or_where, str) else cx_or_where.where
+    name = inst.called_function.name
+    err = UnsupportedError(f"{where} calls {name} (MPI), {why}: {inst}", hint=hint)
+    err.callee = name  # the Numba layer finds the Python line
+    return err
+
+
+def _handle(value) -> int | None:
+    return value.value & 0xFFFFFFFF if isinstance(value, ConstantInt) else None
+
+
+def _element(cx, inst: I.CallBase, index: int | None) -> T.Type | None:
+    """The float type of the elements the datatype at argument ``index`` describes; None for
+    integers (no derivative)."""
+    key = _handle(inst.args[index])
+    kind = HANDLES.datatypes.get(key) if key is not None else None
+    if kind is None or kind.startswith("c"):
+        what = "a datatype that is not a constant" if key is None else \
+            f"datatype {key:#x}" + (" (complex)" if kind else " (not a predefined one)")
+        raise _error(cx, inst, f"with {what}: its derivative is not written",
+                     "communicate float64 or float32 arrays (complex numbers as two floats)")
+    return _TYPES.get(kind)
+
+
+def _reduction(cx, inst: I.CallBase, row) -> str:
+    key = _handle(inst.args[row.reduction])
+    op = HANDLES.reductions.get(key) if key is not None else None
+    if op != "sum":
+        raise _error(cx, inst, f"reducing with {op or 'an unknown operation'}: only sums are "
+                     "differentiated", "reduce with numba_mpi.Operator.SUM")
+    return op
+
+
+def _check_peer_and_tag(cx, inst: I.CallBase, row) -> None:
+    peer = inst.args[row.peer]
+    if isinstance(peer, ConstantInt) and HANDLES.any_source is not None and \
+            peer.value == HANDLES.any_source:
+        raise _error(cx, inst, "from any source (MPI_ANY_SOURCE): its adjoint must know "
+                     "which rank to answer", "pass the source rank to numba_mpi.recv")
+    if row.tag is None:
+        return
+    tag = inst.args[row.tag]
+    if isinstance(tag, ConstantInt) and HANDLES.any_tag is not None and \
+            tag.value == HANDLES.any_tag:
+        raise _error(cx, inst, "with any tag (MPI_ANY_TAG)", "pass the tag to numba_mpi.recv")
+    if isinstance(tag, ConstantInt) and not 0 <= tag.value < SHADOW_TAG_BIT:
+        raise _error(cx, inst, f"with tag {tag.value}: the derivative's messages use the tags "
+                     f"from {SHADOW_TAG_BIT} up", f"use tags below {SHADOW_TAG_BIT}")
+
+
+def _float_type(cx, inst: I.CallBase, row) -> T.Type | None:
+    """The call's float element type, or None where it moves integers; the forms pyzyme has
+    no derivative for raise here, in every mode."""
+    if row.op == "unsupported":
+        raise _error(cx, inst, "whose derivative pyzyme does not have",
+                     "use send/recv, isend/irecv with wait, or the collectives allreduce, "
+                     "reduce, bcast, scatter, gather and allgather")
+    if row.op in ("isend", "irecv", "wait", "waitall", "test"):
+        raise _error(cx, inst, "a nonblocking operation, whose derivative is not written yet",
+                     "use the blocking numba_mpi.send and numba_mpi.recv")
+    ty = _element(cx, inst, row.datatype)
+    if ty is None:
+        return None
+    if row.out_datatype is not None and _element(cx, inst, row.out_datatype) != ty:
+        raise _error(cx, inst, "with different send and receive datatypes", "send floats")
+    if row.op in ("send", "recv"):
+        _check_peer_and_tag(cx, inst, row)
+    if row.reduction is not None:
+        _reduction(cx, inst, row)
+    return ty
+
+
+def varied(row, inst: I.CallBase, is_varied) -> bool:
+    """MPI calls return a status: never a derivative (their effects are on memory)."""
+    return False
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def _mpi(cx, name: str, params: list) -> object:
+    return cx.module.declare(name, T.FunctionType(T.i32, params))
+
+
+def _shadow_tag(b: IRBuilder, tag):
+    return b.or_(tag, const_int(tag.type, SHADOW_TAG_BIT))
+
+
+def _nbytes(b: IRBuilder, count, ty: T.Type):
+    return b.mul(b.sext(count, T.i64) if count.type != T.i64 else count,
+                 const_int(T.i64, ty.bits // 8))
+
+
+def _add_function(module, ty: T.Type):
+    """``pyzyme.mpi.add.<d|s>(dst, src, n)``: ``dst[i] += src[i]`` for ``i < n``, an internal
+    function of the module built once."""
+    name = f"pyzyme.mpi.add.{'d' if ty == T.double else 's'}"
+    fn = module.get_function(name)
+    if fn is not None:
+        return fn
+    fn = module.add_function(name, T.FunctionType(T.void, [T.ptr, T.ptr, T.i64]),
+                             prefix="internal")
+    dst, src, n = fn.args
+    b = IRBuilder(fn.append_block("entry"))
+    entry = b.block
+    loop, done = fn.append_block("loop"), fn.append_block("done")
+    zero = const_int(T.i64, 0)
+    b.cbranch(b.icmp("sgt", n, zero), loop, done)
+    b.position_at_end(loop)
+    i = b.phi(T.i64, name="i")
+    i.add_incoming(zero, entry)
+    at = b.gep(ty, dst, [i])
+    b.store(b.fadd(b.load(ty, at), b.load(ty, b.gep(ty, src, [i]))), at)
+    following = b.add(i, const_int(T.i64, 1))
+    i.add_incoming(following, loop)
+    b.cbranch(b.icmp("slt", following, n), loop, done)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
+
+
+def _accumulate(cx, b: IRBuilder, ty, dst, src, count) -> None:
+    b.call(_add_function(cx.module, ty), [dst, src, b.sext(count, T.i64)
+                                          if count.type != T.i64 else count])
+
+
+def _status(b: IRBuilder):
+    return b.entry_alloca(T.ArrayType(_STATUS_BYTES, T.i8), name="mpi.status")
+
+
+def _rank(cx, b: IRBuilder, comm, which: str = "MPI_Comm_rank"):
+    slot = b.entry_alloca(T.i32, name="mpi.rank")
+    b.call(_mpi(cx, which, [comm.type, T.ptr]), [comm, slot])
+    return b.load(T.i32, slot)
+
+
+def _only_root(b: IRBuilder, is_root, nbytes):
+    """``nbytes`` on the root, 0 elsewhere: a copy or fill that only the root makes, without
+    a branch in the reverse sweep."""
+    return b.select(is_root, nbytes, const_int(nbytes.type, 0))
+
+
+# -- forward mode -------------------------------------------------------------------------------
+def forward_mode(cx, inst: I.CallBase, row) -> None:
+    """The call, then the same call on the tangents of its buffers, lane by lane."""
+    new = cx.clone(inst)
+    ty = _float_type(cx, inst, row)
+    if ty is None:
+        return
+    b = cx.builder
+    args = list(new.args)
+    src = inst.args[row.buffer] if row.buffer is not None else None
+    out = inst.args[row.output] if row.output is not None else None
+    has_src = src is not None and src in cx.derivs
+    has_out = out is not None and out in cx.derivs
+    if row.op == "send" and not has_src or row.op == "recv" and not has_out:
+        return
+    if row.op not in ("send", "recv", "bcast") and not has_out:
+        return
+    for lane in range(cx.width):
+        call = list(args)
+        if row.op in ("send", "recv"):
+            call[row.buffer if row.op == "send" else row.output] = \
+                cx.derivs[src if row.op == "send" else out][lane]
+            call[row.tag] = _shadow_tag(b, args[row.tag])
+        elif row.op == "bcast":
+            if not has_src:
+                continue
+            call[row.buffer] = cx.derivs[src][lane]
+        elif not has_src:  # the result's tangent is zero, on every rank alike
+            count = args[row.out_count if row.out_count is not None else row.count]
+            memset_zero(cx.module, b, cx.derivs[out][lane], _nbytes(b, count, ty))
+            continue
+        else:
+            call[row.buffer] = cx.derivs[src][lane]
+            call[row.output] = cx.derivs[out][lane]
+        b.call(inst.called_function, call)
+
+
+# -- reverse mode -------------------------------------------------------------------------------
+def augmented(cx, inst: I.CallBase, row) -> None:
+    """Forward sweep: the call; its reverse is marked where a buffer has a shadow."""
+    cx.clone(inst)
+    ty = _float_type(cx, inst, row)
+    if ty is None:
+        return
+    shadowed = [inst.args[i] for i in (row.buffer, row.output) if i is not None
+                and inst.args[i] in cx.shadows]
+    if shadowed:
+        cx.rule_calls[inst] = ty
+
+
+def reverse(cx, inst: I.CallBase, row) -> None:
+    """The adjoint communication of the call (see the module's docstring)."""
+    ty = cx.rule_calls.get(inst)
+    if ty is None:
+        return
+    b = cx.rb
+    args = [cx.primal(a) if not isinstance(a, ConstantInt) else a for a in inst.args]
+    src = inst.args[row.buffer] if row.buffer is not None else None
+    out = inst.args[row.output] if row.output is not None else None
+    dsrc = cx.shadow(src) if src is not None and src in cx.shadows else None
+    dout = cx.shadow(out) if out is not None and out in cx.shadows else None
+    fn = _REVERSE.get(row.op)
+    if fn is None:
+        raise _error(cx, inst, f"whose reverse ({row.op}) is not written", "report this")
+    fn(cx, b, inst, row, ty, args, dsrc, dout)
+
+
+def _comm(args, row):
+    return args[row.comm]
+
+
+def _reverse_send(cx, b, inst, row, ty, args, dsrc, dout) -> None:
+    count, dt = args[row.count], args[row.datatype]
+    tmp = malloc(cx.module, b, _nbytes(b, count, ty), "mpi.adjoint")
+    recv = _mpi(cx, "MPI_Recv", [T.ptr, count.type, dt.type, args[row.peer].type,
+                                 args[row.tag].type, _comm(args, row).type, T.ptr])
+    b.call(recv, [tmp, count, dt, args[row.peer], _shadow_tag(b, args[row.tag]),
+                  _comm(args, row), _status(b)])
+    _accumulate(cx, b, ty, dsrc, tmp, count)
+    free(cx.module, b, tmp)
+
+
+def _reverse_recv(cx, b, inst, row, ty, args, dsrc, dout) -> None:
+    count, dt = args[row.count], args[row.datatype]
+    send = _mpi(cx, "MPI_Send", [T.ptr, count.type, dt.type, args[row.peer].type,
+                                 args[row.tag].type, _comm(args, row).type])
+    b.call(send, [dout, count, dt, args[row.peer], _shadow_tag(b, args[row.tag]),
+                  _comm(args, row)])
+    memset_zero(cx.module, b, dout, _nbytes(b, count, ty))
+
+
+def _reverse_allreduce(cx, b, inst, row, ty, args, dsrc, dout) -> None:
+    count, dt, op = args[row.count], args[row.datatype], args[row.reduction]
+    if dout is None:
+        return
+    nbytes = _nbytes(b, count, ty)
+    if dsrc is not None:
+        tmp = malloc(cx.module, b, nbytes, "mpi.adjoint")
+        fn = _mpi(cx, "MPI_Allreduce", [T.ptr, T.ptr, count.type, dt.type, op.type,
+                                        _comm(args, row).type])
+        b.call(fn, [dout, tmp, count, dt, op, _comm(args, row)])
+        _accumulate(cx, b, ty, dsrc, tmp, count)
+        free(cx.module, b, tmp)
+    memset_zero(cx.module, b, dout, nbytes)
+
+
+def _reverse_reduce(cx, b, inst, row, ty, args, dsrc, dout) -> None:
+    count, dt, root, comm = args[row.count], args[row.datatype], args[row.peer], \
+        _comm(args, row)
+    nbytes = _nbytes(b, count, ty)
+    is_root = b.icmp("eq", _rank(cx, b, comm), b.sext(root, T.i32)
+                     if root.type != T.i32 else root)
+    if dsrc is not None:
+        tmp = malloc(cx.module, b, nbytes, "mpi.adjoint")
+        if dout is not None:
+            memset_zero(cx.module, b, tmp, nbytes)
+            memcpy(cx.module, b, tmp, dout, _only_root(b, is_root, nbytes))
+        else:
+            memset_zero(cx.module, b, tmp, nbytes)
+        bcast = _mpi(cx, "MPI_Bcast", [T.ptr, count.type, dt.type, root.type, comm.type])
+        b.call(bcast, [tmp, count, dt, root, comm])
+        _accumulate(cx, b, ty, dsrc, tmp, count)
+        free(cx.module, b, tmp)
+    if dout is not None:
+        memset_zero(cx.module, b, dout, _only_root(b, is_root, nbytes))
+
+
+def _reverse_bcast(cx, b, inst, row, ty, args, dsrc, dout) -> None:
+    count, dt, root, comm = args[row.count], args[row.datatype], args[row.peer], \
+        _comm(args, row)
+    nbytes = _nbytes(b, count, ty)
+    tmp = malloc(cx.module, b, nbytes, "mpi.adjoint")
+    sum_op = next(k for k, v in HANDLES.reductions.items() if v == "sum")
+    reduce = _mpi(cx, "MPI_Reduce", [T.ptr, T.ptr, count.type, dt.type, T.i32, root.type,
+                                     comm.type])
+    b.call(reduce, [dsrc, tmp, count, dt, const_int(T.i32, _signed32(sum_op)), root, comm])
+    is_root = b.icmp("eq", _rank(cx, b, comm), root)
+    memset_zero(cx.module, b, dsrc, nbytes)
+    memcpy(cx.module, b, dsrc, tmp, _only_root(b, is_root, nbytes))
+    free(cx.module, b, tmp)
+
+
+def _signed32(value: int) -> int:
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _reverse_gather(cx, b, inst, row, ty, args, dsrc, dout) -> None:
+    """``gather(x (n), y (n * size at root), root)``: ``x_bar += scatter(y_bar)``."""
+    n, dt, m, rt = args[row.count], args[row.datatype], args[row.out_count], \
+        args[row.out_datatype]
+    root, comm = args[row.peer], _comm(args, row)
+    is_root = b.icmp("eq", _rank(cx, b, comm), root)
+    size = _rank(cx, b, comm, "MPI_Comm_size")
+    if dsrc is not None:
+        tmp = malloc(cx.module, b, _nbytes(b, n, ty), "mpi.adjoint")
+        zeros = None
+        if dout is None:
+            zeros = malloc(cx.module, b, _nbytes(b, b.mul(m, size), ty), "mpi.zeros")
+            memset_zero(cx.module, b, zeros, _nbytes(b, b.mul(m, size), ty))
+        scatter = _mpi(cx, "MPI_Scatter", [T.ptr, m.type, rt.type, T.ptr, n.type, dt.type,
+                                           root.type, comm.type])
+        b.call(scatter, [dout if dout is not None else zeros, m, rt, tmp, n, dt, root, comm])
+        _accumulate(cx, b, ty, dsrc, tmp, n)
+        free(cx.module, b, tmp)
+        if zeros is not None:
+            free(cx.module, b, zeros)
+    if dout is not None:
+        memset_zero(cx.module, b, dout, _only_root(b, is_root, _nbytes(b, b.mul(m, size), ty)))
+
+
+def _reverse_scatter(cx, b, inst, row, ty, args, dsrc, dout) -> None:
+    """``scatter(x (n * size at root), y (n), root)``: ``x_bar += gather(y_bar)`` at root."""
+    n, dt, m, rt = args[row.count], args[row.datatype], args[row.out_count], \
+        args[row.out_datatype]
+    root, comm = args[row.peer], _comm(args, row)
+    if dout is None:
+        return
+    size = _rank(cx, b, comm, "MPI_Comm_size")
+    total = _nbytes(b, b.mul(n, size), ty)
+    tmp = malloc(cx.module, b, total, "mpi.adjoint")
+    gather = _mpi(cx, "MPI_Gather", [T.ptr, m.type, rt.type, T.ptr, n.type, dt.type,
+                                     root.type, comm.type])
+    b.call(gather, [dout, m, rt, tmp, n, dt, root, comm])
+    if dsrc is not None:
+        is_root = b.icmp("eq", _rank(cx, b, comm), root)
+        _accumulate(cx, b, ty, dsrc, tmp, b.select(is_root, b.mul(n, size),
+                                                   const_int(n.type, 0)))
+    free(cx.module, b, tmp)
+    memset_zero(cx.module, b, dout, _nbytes(b, m, ty))
+
+
+def _reverse_allgather(cx, b, inst, row, ty, args, dsrc, dout) -> None:
+    """``allgather(x (n), y (n * size))``: ``x_bar += allreduce(y_bar)[rank * n:]``."""
+    n, dt, m = args[row.count], args[row.datatype], args[row.out_count]
+    comm = _comm(args, row)
+    if dout is None:
+        return
+    size = _rank(cx, b, comm, "MPI_Comm_size")
+    total = b.mul(m, size)
+    nbytes = _nbytes(b, total, ty)
+    if dsrc is not None:
+        tmp = malloc(cx.module, b, nbytes, "mpi.adjoint")
+        sum_op = next(k for k, v in HANDLES.reductions.items() if v == "sum")
+        fn = _mpi(cx, "MPI_Allreduce", [T.ptr, T.ptr, total.type, dt.type, T.i32, comm.type])
+        b.call(fn, [dout, tmp, total, dt, const_int(T.i32, _signed32(sum_op)), comm])
+        mine = b.gep(ty, tmp, [b.sext(b.mul(_rank(cx, b, comm), n), T.i64)])
+        _accumulate(cx, b, ty, dsrc, mine, n)
+        free(cx.module, b, tmp)
+    memset_zero(cx.module, b, dout, nbytes)
+
+
+_REVERSE = {"send": _reverse_send, "recv": _reverse_recv, "allreduce": _reverse_allreduce,
+            "reduce": _reverse_reduce, "bcast": _reverse_bcast, "gather": _reverse_gather,
+            "scatter": _reverse_scatter, "allgather": _reverse_allgather}
+
