@@ -92,6 +92,21 @@ def symbol_at(address: int) -> str | None:
     return found
 
 
+def _register_library(address: int) -> None:
+    """Make every MPI function with a row known to the JIT, from the library defining the one
+    at ``address``: a derivative calls some the program does not (a broadcast's adjoint is a
+    reduction)."""
+    info = _DlInfo()
+    if not _dladdr()(address, ctypes.byref(info)) or not info.dli_fname:
+        return
+    library = ctypes.CDLL(info.dli_fname.decode())
+    for row in mpi_rules.ROWS:
+        for name in row.names:
+            fn = getattr(library, name, None)
+            if fn is not None:
+                llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
+
+
 def _wanted(name: str) -> bool:
     return name in default_rules() or name.startswith("MPI_")
 
@@ -136,6 +151,8 @@ def name_foreign_calls(text: str) -> tuple[str, bool]:
             declarations.append(f'declare {match.group("ret")} @"{name}"({params})')
             declared.add(name)
             llvm.add_symbol(name, address)
+            if name.startswith("MPI_"):
+                _register_library(address)
         named.append(name)
         return f'{match.group("ret")} @"{name}"('
 
