@@ -16,6 +16,7 @@ import traceback
 import numba
 import numba_mpi as mpi
 import numpy as np
+from mpi4py import MPI
 
 from pyzyme import Active, Duplicated, DuplicatedNoNeed, Forward, Reverse, autodiff
 
@@ -149,10 +150,38 @@ def ring_serial(x):
     return loss
 
 
+# -- a halo received into a buffer of its own, filled by nothing else ------------------------
+@numba.njit
+def halo_buffer_mpi(x):
+    rank, size = mpi.rank(), mpi.size()
+    left = np.zeros(1)
+    if rank + 1 < size:
+        mpi.send(x[x.size - 1:], rank + 1, 4)
+    if rank > 0:
+        mpi.recv(left, rank - 1, 4)
+    loss = 0.0
+    for i in range(x.size):
+        loss += x[i] * x[i] * left[0]
+    return loss
+
+
+def halo_buffer_serial(x):
+    loss = 0.0
+    for r in range(1, x.size // 4):
+        for i in range(4):
+            loss += x[r * 4 + i] * x[r * 4 + i] * x[r * 4 - 1]
+    return loss
+
+
 # -- the checks ---------------------------------------------------------------------------------
 def _serial_gradient(serial, args, k):
     """The serial objective's gradient in argument ``k`` by pyzyme, and by central finite
-    differences."""
+    differences: worked out on rank 0 (one compilation, not one per rank) and broadcast."""
+    found = _serial_gradient_here(serial, args, k) if RANK == 0 else None
+    return MPI.COMM_WORLD.bcast(found, root=0)
+
+
+def _serial_gradient_here(serial, args, k):
     grads = [np.zeros_like(a) for a in args]
     autodiff(Reverse, numba.njit(serial), Active,
              *[Duplicated(a.copy(), g) for a, g in zip(args, grads)])
@@ -174,6 +203,7 @@ CASES = {
     "bcast": (bcast_mpi, bcast_serial, 2, (False, True)),
     "gather": (gather_mpi, gather_serial, 1, (True,)),
     "ring": (ring_mpi, ring_serial, 1, (True,)),
+    "halo_buffer": (halo_buffer_mpi, halo_buffer_serial, 1, (True,)),
 }
 
 
