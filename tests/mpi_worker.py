@@ -88,6 +88,39 @@ def diffusion_serial(u0, w):
     return float(np.sum(w * u[1:n + 1] ** 2))
 
 
+@numba.njit
+def diffusion_nb_mpi(u0, w):
+    """The same, with nonblocking sends and receives completed by one waitall per step."""
+    rank, size = mpi.rank(), mpi.size()
+    n = u0.size
+    u = np.zeros(n + 2)
+    u[1:n + 1] = u0
+    new = np.zeros(n + 2)
+    requests = np.zeros(4, dtype=mpi.RequestType)
+    for _ in range(3):
+        k = 0
+        if rank + 1 < size:
+            _, r = mpi.isend(u[n:n + 1], rank + 1, 1)
+            requests[k] = r[0]
+            _, r = mpi.irecv(u[n + 1:n + 2], rank + 1, 2)
+            requests[k + 1] = r[0]
+            k += 2
+        if rank > 0:
+            _, r = mpi.isend(u[1:2], rank - 1, 2)
+            requests[k] = r[0]
+            _, r = mpi.irecv(u[0:1], rank - 1, 1)
+            requests[k + 1] = r[0]
+            k += 2
+        mpi.waitall(requests[:k])
+        for i in range(1, n + 1):
+            new[i] = u[i] + 0.2 * (u[i - 1] - 2.0 * u[i] + u[i + 1]) + 0.1 * u[i] * u[i]
+        u[1:n + 1] = new[1:n + 1]
+    loss = 0.0
+    for i in range(n):
+        loss += w[i] * u[i + 1] * u[i + 1]
+    return loss
+
+
 # -- parameters broadcast from rank 0 ---------------------------------------------------------
 @numba.njit
 def bcast_mpi(p, x):
@@ -173,6 +206,22 @@ def halo_buffer_serial(x):
     return loss
 
 
+@numba.njit
+def ring_nb_mpi(x):
+    """The ring with isend, irecv and a wait for each."""
+    rank, size = mpi.rank(), mpi.size()
+    y = x * x
+    got = np.zeros(x.size)
+    _, sent = mpi.isend(y, (rank + 1) % size, 7)
+    _, received = mpi.irecv(got, (rank - 1) % size, 7)
+    mpi.wait(received)
+    mpi.wait(sent)
+    loss = 0.0
+    for i in range(x.size):
+        loss += got[i] * (rank + 1.0 + i) + x[i]
+    return loss
+
+
 # -- the checks ---------------------------------------------------------------------------------
 def _serial_gradient(serial, args, k):
     """The serial objective's gradient in argument ``k`` by pyzyme, and by central finite
@@ -203,6 +252,8 @@ CASES = {
     "bcast": (bcast_mpi, bcast_serial, 2, (False, True)),
     "gather": (gather_mpi, gather_serial, 1, (True,)),
     "ring": (ring_mpi, ring_serial, 1, (True,)),
+    "diffusion_nb": (diffusion_nb_mpi, diffusion_serial, 2, (True, True)),
+    "ring_nb": (ring_nb_mpi, ring_serial, 1, (True,)),
     "halo_buffer": (halo_buffer_mpi, halo_buffer_serial, 1, (True,)),
 }
 

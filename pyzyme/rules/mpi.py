@@ -29,19 +29,22 @@ class Handles:
     ``"int"``: integers carry no derivative); ``reductions`` a reduction (``MPI_Op``) to
     ``"sum"``, ``"max"``, ``"min"``, ``"prod"`` or another name; ``any_source`` and
     ``any_tag`` are the wildcards of a receive; ``tag_ub`` the largest tag the library
-    accepts."""
+    accepts; ``request_bytes`` the size of an ``MPI_Request`` and ``request_null`` the value
+    of ``MPI_REQUEST_NULL``."""
 
     datatypes: dict[int, str] = field(default_factory=dict)
     reductions: dict[int, str] = field(default_factory=dict)
     any_source: int | None = None
     any_tag: int | None = None
     tag_ub: int | None = None
+    request_bytes: int | None = None
+    request_null: int | None = None
 
     def update(self, other: Handles) -> None:
         """Take ``other``'s values (the library is the same for the whole process)."""
         self.datatypes.update(other.datatypes)
         self.reductions.update(other.reductions)
-        for name in ("any_source", "any_tag", "tag_ub"):
+        for name in ("any_source", "any_tag", "tag_ub", "request_bytes", "request_null"):
             if getattr(other, name) is not None:
                 setattr(self, name, getattr(other, name))
 

@@ -22,18 +22,18 @@ derivative and is copied as it is.
 
 from __future__ import annotations
 
-from pyzyme.diff.memory_calls import free, malloc, memcpy, memset_zero
+from pyzyme.diff.calls import mpi_kernels as kernels
+from pyzyme.diff.memory_calls import free, free_function, malloc, memcpy, memset_zero
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import ConstantInt, const_int
+from pyzyme.ir.values import ConstantInt, const_int, const_null
 from pyzyme.rules.mpi import HANDLES, SHADOW_TAG_BIT
 
 __all__ = ["varied", "forward_mode", "augmented", "reverse"]
 
 _TYPES = {"f64": T.double, "f32": T.float}
-_STATUS_BYTES = 64   # room for any library's MPI_Status (MPICH: 20 bytes, Open MPI: 24)
 
 
 # -- what the call is -------------------------------------------------------------------------
@@ -95,19 +95,25 @@ def _float_type(cx, inst: I.CallBase, row) -> T.Type | None:
         raise _error(cx, inst, "whose derivative pyzyme does not have",
                      "use send/recv, isend/irecv with wait, or the collectives allreduce, "
                      "reduce, bcast, scatter, gather and allgather")
-    if row.op in ("isend", "irecv", "wait", "waitall", "test"):
-        raise _error(cx, inst, "a nonblocking operation, whose derivative is not written yet",
-                     "use the blocking numba_mpi.send and numba_mpi.recv")
     ty = _element(cx, inst, row.datatype)
     if ty is None:
         return None
     if row.out_datatype is not None and _element(cx, inst, row.out_datatype) != ty:
         raise _error(cx, inst, "with different send and receive datatypes", "send floats")
-    if row.op in ("send", "recv"):
+    if row.op in _POINT_TO_POINT:
         _check_peer_and_tag(cx, inst, row)
     if row.reduction is not None:
         _reduction(cx, inst, row)
     return ty
+
+
+#: Calls whose two ends are different variables, maybe of different activity: both ends
+#: communicate derivatives whenever the data are floats (zeros from a buffer without one, and
+#: a derivative received for a buffer without one dropped), so that every derivative message
+#: has its receiver.
+_POINT_TO_POINT = ("send", "recv", "isend", "irecv")
+_REQUESTS = ("wait", "waitall", "test")
+_TYPES_KEY = ("mpi", "request types")   # in cx.rule_calls: those of the isend/irecv calls
 
 
 def varied(row, inst: I.CallBase, is_varied) -> bool:
@@ -116,59 +122,29 @@ def varied(row, inst: I.CallBase, is_varied) -> bool:
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _mpi(cx, name: str, params: list) -> object:
-    return cx.module.declare(name, T.FunctionType(T.i32, params))
+def _decl(cx, name: str, params: list):
+    return kernels.declare(cx.module, name, params)
 
 
 def _shadow_tag(b: IRBuilder, tag):
-    return b.or_(tag, const_int(tag.type, SHADOW_TAG_BIT))
+    return kernels.shadow_tag(b, tag)
 
 
 def _nbytes(b: IRBuilder, count, ty: T.Type):
-    return b.mul(b.sext(count, T.i64) if count.type != T.i64 else count,
-                 const_int(T.i64, ty.bits // 8))
-
-
-def _add_function(module, ty: T.Type):
-    """``pyzyme.mpi.add.<d|s>(dst, src, n)``: ``dst[i] += src[i]`` for ``i < n``, an internal
-    function of the module built once."""
-    name = f"pyzyme.mpi.add.{'d' if ty == T.double else 's'}"
-    fn = module.get_function(name)
-    if fn is not None:
-        return fn
-    fn = module.add_function(name, T.FunctionType(T.void, [T.ptr, T.ptr, T.i64]),
-                             prefix="internal")
-    dst, src, n = fn.args
-    b = IRBuilder(fn.append_block("entry"))
-    entry = b.block
-    loop, done = fn.append_block("loop"), fn.append_block("done")
-    zero = const_int(T.i64, 0)
-    b.cbranch(b.icmp("sgt", n, zero), loop, done)
-    b.position_at_end(loop)
-    i = b.phi(T.i64, name="i")
-    i.add_incoming(zero, entry)
-    at = b.gep(ty, dst, [i])
-    b.store(b.fadd(b.load(ty, at), b.load(ty, b.gep(ty, src, [i]))), at)
-    following = b.add(i, const_int(T.i64, 1))
-    i.add_incoming(following, loop)
-    b.cbranch(b.icmp("slt", following, n), loop, done)
-    b.position_at_end(done)
-    b.ret_void()
-    return fn
+    return kernels.nbytes(b, count, ty)
 
 
 def _accumulate(cx, b: IRBuilder, ty, dst, src, count) -> None:
-    b.call(_add_function(cx.module, ty), [dst, src, b.sext(count, T.i64)
-                                          if count.type != T.i64 else count])
+    kernels.accumulate(cx.module, b, ty, dst, src, count)
 
 
 def _status(b: IRBuilder):
-    return b.entry_alloca(T.ArrayType(_STATUS_BYTES, T.i8), name="mpi.status")
+    return kernels.status(b)
 
 
 def _rank(cx, b: IRBuilder, comm, which: str = "MPI_Comm_rank"):
     slot = b.entry_alloca(T.i32, name="mpi.rank")
-    b.call(_mpi(cx, which, [comm.type, T.ptr]), [comm, slot])
+    b.call(_decl(cx, which, [comm.type, T.ptr]), [comm, slot])
     return b.load(T.i32, slot)
 
 
@@ -181,6 +157,9 @@ def _only_root(b: IRBuilder, is_root, nbytes):
 # -- forward mode -------------------------------------------------------------------------------
 def forward_mode(cx, inst: I.CallBase, row) -> None:
     """The call, then the same call on the tangents of its buffers, lane by lane."""
+    if row.op in _REQUESTS:   # the tangents' requests: kept beside the program's
+        _forward_requests(cx, inst, row)
+        return
     new = cx.clone(inst)
     ty = _float_type(cx, inst, row)
     if ty is None:
@@ -191,19 +170,15 @@ def forward_mode(cx, inst: I.CallBase, row) -> None:
     out = inst.args[row.output] if row.output is not None else None
     has_src = src is not None and src in cx.derivs
     has_out = out is not None and out in cx.derivs
-    if row.op == "send" and not has_src or row.op == "recv" and not has_out:
+    if row.op in _POINT_TO_POINT:
+        _forward_point_to_point(cx, b, inst, row, ty, args, src if has_src else None,
+                                out if has_out else None)
         return
-    if row.op not in ("send", "recv", "bcast") and not has_out:
+    if not has_out:
         return
     for lane in range(cx.width):
         call = list(args)
-        if row.op in ("send", "recv"):
-            call[row.buffer if row.op == "send" else row.output] = \
-                cx.derivs[src if row.op == "send" else out][lane]
-            call[row.tag] = _shadow_tag(b, args[row.tag])
-        elif row.op == "bcast":
-            if not has_src:
-                continue
+        if row.op == "bcast":
             call[row.buffer] = cx.derivs[src][lane]
         elif not has_src:  # the result's tangent is zero, on every rank alike
             count = args[row.out_count if row.out_count is not None else row.count]
@@ -215,25 +190,125 @@ def forward_mode(cx, inst: I.CallBase, row) -> None:
         b.call(inst.called_function, call)
 
 
+def _scratch(cx, b: IRBuilder, count, ty):
+    """A zeroed heap buffer of ``count`` elements standing for a missing derivative."""
+    size = _nbytes(b, count, ty)
+    tmp = malloc(cx.module, b, size, "mpi.zeros")
+    memset_zero(cx.module, b, tmp, size)
+    return tmp
+
+
+def _forward_point_to_point(cx, b, inst, row, ty, args, src, out) -> None:
+    index = row.buffer if row.buffer is not None else row.output
+    buffer = src if row.buffer is not None else out
+    for lane in range(cx.width):
+        call = list(args)
+        call[row.tag] = _shadow_tag(b, args[row.tag])
+        scratch = None
+        if buffer is None:
+            scratch = call[index] = _scratch(cx, b, args[row.count], ty)
+        else:
+            call[index] = cx.derivs[buffer][lane]
+        if row.request is not None:   # the tangent's own request, waited for with the primal's
+            key = kernels.request_key(b, args[row.request])
+            call[row.request] = kernels.tangent_request_slot(cx.module, b, key, scratch)
+        b.call(inst.called_function, call)
+        if scratch is not None and row.request is None:
+            free(cx.module, b, scratch)
+
+
+def _forward_requests(cx, inst: I.CallBase, row) -> None:
+    """Before the program waits (or tests), the tangents' requests of the requests it waits
+    for are completed (a test completes them only where it completes the program's)."""
+    b = cx.builder
+    args = [cx.value(a) for a in inst.args]
+    if row.op == "wait":
+        kernels.complete_tangents(cx.module, b, args[row.request], const_int(T.i64, 1))
+        cx.clone(inst)
+    elif row.op == "waitall":
+        kernels.complete_tangents(cx.module, b, args[row.request],
+                                  kernels.as_i64(b, args[row.count]))
+        cx.clone(inst)
+    else:
+        key = kernels.request_key(b, args[row.request])
+        cx.clone(inst)
+        done = b.icmp("ne", b.load(T.i32, args[1]), const_int(T.i32, 0))
+        kernels.complete_tangent_if(cx.module, b, key, done)
+
+
 # -- reverse mode -------------------------------------------------------------------------------
 def augmented(cx, inst: I.CallBase, row) -> None:
-    """Forward sweep: the call; its reverse is marked where a buffer has a shadow."""
-    cx.clone(inst)
+    """Forward sweep: the call; its reverse is marked where a buffer has a shadow (or, for a
+    send or receive of floats, always)."""
+    if row.op in _REQUESTS:
+        _augmented_requests(cx, inst, row)
+        return
+    new = cx.clone(inst)
     ty = _float_type(cx, inst, row)
     if ty is None:
         return
     shadowed = [inst.args[i] for i in (row.buffer, row.output) if i is not None
                 and inst.args[i] in cx.shadows]
-    if shadowed:
-        cx.rule_calls[inst] = ty
+    if row.op in ("isend", "irecv"):
+        b = cx.fb
+        buffer = inst.args[row.buffer if row.op == "isend" else row.output]
+        if shadowed:
+            shadow = cx.shadows[buffer]
+        else:   # no derivative here: zeros sent, what comes back dropped
+            shadow = _scratch(cx, b, new.args[row.count], ty)
+            free_fn = free_function(cx.module)
+            cx.release_later(I.Call(free_fn, [shadow], free_fn.function_type), shadow,
+                             const_null(T.ptr))
+        # the wait's reverse starts the adjoint's requests with the types these calls use
+        cx.rule_calls[_TYPES_KEY] = _types(inst, row)
+        kind = kernels.SENT if row.op == "isend" else kernels.RECEIVED
+        cx.rule_calls[inst] = (ty, kernels.new_record(cx.module, b, new, row, kind, shadow, ty))
+    elif shadowed or row.op in _POINT_TO_POINT:
+        cx.rule_calls[inst] = (ty, None)
+
+
+def _types(inst: I.CallBase, row) -> tuple:
+    return tuple(inst.args[i].type for i in (row.count, row.datatype, row.peer, row.tag,
+                                             row.comm))
+
+
+def _augmented_requests(cx, inst: I.CallBase, row) -> None:
+    """The program's wait (or test): the records of the requests it completes are taken out
+    of the pending list and kept for the reverse sweep (read before the call, which resets
+    the requests)."""
+    b = cx.fb
+    args = [cx.fwd_value(a) for a in inst.args]
+    if row.op == "wait":
+        record = kernels.take(cx.module, b, kernels.request_key(b, args[row.request]))
+        cx.clone(inst)
+    elif row.op == "waitall":
+        record = kernels.take_all(cx.module, b, args[row.request], args[row.count])
+        cx.clone(inst)
+    else:
+        key = kernels.request_key(b, args[row.request])
+        cx.clone(inst)
+        done = b.icmp("ne", b.load(T.i32, args[1]), const_int(T.i32, 0))
+        record = b.select(done, kernels.take(cx.module, b, key), kernels.null())
+    cx.rule_calls[inst] = (None, record)
 
 
 def reverse(cx, inst: I.CallBase, row) -> None:
     """The adjoint communication of the call (see the module's docstring)."""
-    ty = cx.rule_calls.get(inst)
-    if ty is None:
-        return
+    ty, record = cx.rule_calls[inst]
     b = cx.rb
+    if row.op in _REQUESTS:
+        types = cx.rule_calls.get(_TYPES_KEY)
+        if types is None:   # no isend/irecv of floats in the function: nothing to start
+            return
+        if row.op == "waitall":
+            kernels.start_all(cx.module, b, cx.avail(record), cx.primal(inst.args[row.count]),
+                              types)
+        else:
+            kernels.start(cx.module, b, cx.avail(record), types)
+        return
+    if row.op in ("isend", "irecv"):
+        kernels.finish(cx.module, b, cx.avail(record), ty)
+        return
     args = [cx.primal(a) if not isinstance(a, ConstantInt) else a for a in inst.args]
     src = inst.args[row.buffer] if row.buffer is not None else None
     out = inst.args[row.output] if row.output is not None else None
@@ -252,21 +327,26 @@ def _comm(args, row):
 def _reverse_send(cx, b, inst, row, ty, args, dsrc, dout) -> None:
     count, dt = args[row.count], args[row.datatype]
     tmp = malloc(cx.module, b, _nbytes(b, count, ty), "mpi.adjoint")
-    recv = _mpi(cx, "MPI_Recv", [T.ptr, count.type, dt.type, args[row.peer].type,
+    recv = _decl(cx, "MPI_Recv", [T.ptr, count.type, dt.type, args[row.peer].type,
                                  args[row.tag].type, _comm(args, row).type, T.ptr])
     b.call(recv, [tmp, count, dt, args[row.peer], _shadow_tag(b, args[row.tag]),
                   _comm(args, row), _status(b)])
-    _accumulate(cx, b, ty, dsrc, tmp, count)
+    if dsrc is not None:   # else received only so that the message has its receiver
+        _accumulate(cx, b, ty, dsrc, tmp, count)
     free(cx.module, b, tmp)
 
 
 def _reverse_recv(cx, b, inst, row, ty, args, dsrc, dout) -> None:
     count, dt = args[row.count], args[row.datatype]
-    send = _mpi(cx, "MPI_Send", [T.ptr, count.type, dt.type, args[row.peer].type,
+    send = _decl(cx, "MPI_Send", [T.ptr, count.type, dt.type, args[row.peer].type,
                                  args[row.tag].type, _comm(args, row).type])
-    b.call(send, [dout, count, dt, args[row.peer], _shadow_tag(b, args[row.tag]),
-                  _comm(args, row)])
-    memset_zero(cx.module, b, dout, _nbytes(b, count, ty))
+    zeros = _scratch(cx, b, count, ty) if dout is None else None
+    b.call(send, [dout if zeros is None else zeros, count, dt, args[row.peer],
+                  _shadow_tag(b, args[row.tag]), _comm(args, row)])
+    if zeros is not None:
+        free(cx.module, b, zeros)
+    else:
+        memset_zero(cx.module, b, dout, _nbytes(b, count, ty))
 
 
 def _reverse_allreduce(cx, b, inst, row, ty, args, dsrc, dout) -> None:
@@ -276,7 +356,7 @@ def _reverse_allreduce(cx, b, inst, row, ty, args, dsrc, dout) -> None:
     nbytes = _nbytes(b, count, ty)
     if dsrc is not None:
         tmp = malloc(cx.module, b, nbytes, "mpi.adjoint")
-        fn = _mpi(cx, "MPI_Allreduce", [T.ptr, T.ptr, count.type, dt.type, op.type,
+        fn = _decl(cx, "MPI_Allreduce", [T.ptr, T.ptr, count.type, dt.type, op.type,
                                         _comm(args, row).type])
         b.call(fn, [dout, tmp, count, dt, op, _comm(args, row)])
         _accumulate(cx, b, ty, dsrc, tmp, count)
@@ -297,7 +377,7 @@ def _reverse_reduce(cx, b, inst, row, ty, args, dsrc, dout) -> None:
             memcpy(cx.module, b, tmp, dout, _only_root(b, is_root, nbytes))
         else:
             memset_zero(cx.module, b, tmp, nbytes)
-        bcast = _mpi(cx, "MPI_Bcast", [T.ptr, count.type, dt.type, root.type, comm.type])
+        bcast = _decl(cx, "MPI_Bcast", [T.ptr, count.type, dt.type, root.type, comm.type])
         b.call(bcast, [tmp, count, dt, root, comm])
         _accumulate(cx, b, ty, dsrc, tmp, count)
         free(cx.module, b, tmp)
@@ -311,7 +391,7 @@ def _reverse_bcast(cx, b, inst, row, ty, args, dsrc, dout) -> None:
     nbytes = _nbytes(b, count, ty)
     tmp = malloc(cx.module, b, nbytes, "mpi.adjoint")
     sum_op = next(k for k, v in HANDLES.reductions.items() if v == "sum")
-    reduce = _mpi(cx, "MPI_Reduce", [T.ptr, T.ptr, count.type, dt.type, T.i32, root.type,
+    reduce = _decl(cx, "MPI_Reduce", [T.ptr, T.ptr, count.type, dt.type, T.i32, root.type,
                                      comm.type])
     b.call(reduce, [dsrc, tmp, count, dt, const_int(T.i32, _signed32(sum_op)), root, comm])
     is_root = b.icmp("eq", _rank(cx, b, comm), root)
@@ -337,7 +417,7 @@ def _reverse_gather(cx, b, inst, row, ty, args, dsrc, dout) -> None:
         if dout is None:
             zeros = malloc(cx.module, b, _nbytes(b, b.mul(m, size), ty), "mpi.zeros")
             memset_zero(cx.module, b, zeros, _nbytes(b, b.mul(m, size), ty))
-        scatter = _mpi(cx, "MPI_Scatter", [T.ptr, m.type, rt.type, T.ptr, n.type, dt.type,
+        scatter = _decl(cx, "MPI_Scatter", [T.ptr, m.type, rt.type, T.ptr, n.type, dt.type,
                                            root.type, comm.type])
         b.call(scatter, [dout if dout is not None else zeros, m, rt, tmp, n, dt, root, comm])
         _accumulate(cx, b, ty, dsrc, tmp, n)
@@ -358,7 +438,7 @@ def _reverse_scatter(cx, b, inst, row, ty, args, dsrc, dout) -> None:
     size = _rank(cx, b, comm, "MPI_Comm_size")
     total = _nbytes(b, b.mul(n, size), ty)
     tmp = malloc(cx.module, b, total, "mpi.adjoint")
-    gather = _mpi(cx, "MPI_Gather", [T.ptr, m.type, rt.type, T.ptr, n.type, dt.type,
+    gather = _decl(cx, "MPI_Gather", [T.ptr, m.type, rt.type, T.ptr, n.type, dt.type,
                                      root.type, comm.type])
     b.call(gather, [dout, m, rt, tmp, n, dt, root, comm])
     if dsrc is not None:
@@ -381,7 +461,7 @@ def _reverse_allgather(cx, b, inst, row, ty, args, dsrc, dout) -> None:
     if dsrc is not None:
         tmp = malloc(cx.module, b, nbytes, "mpi.adjoint")
         sum_op = next(k for k, v in HANDLES.reductions.items() if v == "sum")
-        fn = _mpi(cx, "MPI_Allreduce", [T.ptr, T.ptr, total.type, dt.type, T.i32, comm.type])
+        fn = _decl(cx, "MPI_Allreduce", [T.ptr, T.ptr, total.type, dt.type, T.i32, comm.type])
         b.call(fn, [dout, tmp, total, dt, const_int(T.i32, _signed32(sum_op)), comm])
         mine = b.gep(ty, tmp, [b.sext(b.mul(_rank(cx, b, comm), n), T.i64)])
         _accumulate(cx, b, ty, dsrc, mine, n)

@@ -190,7 +190,9 @@ def _mpi_handles() -> dict[int, int]:
     reductions = {"SUM": "sum", "MAX": "max", "MIN": "min", "PROD": "prod",
                   "LAND": "land", "LOR": "lor", "BAND": "band", "BOR": "bor",
                   "MAXLOC": "maxloc", "MINLOC": "minloc"}
-    found = mpi_rules.Handles(any_source=int(MPI.ANY_SOURCE), any_tag=int(MPI.ANY_TAG))
+    found = mpi_rules.Handles(any_source=int(MPI.ANY_SOURCE), any_tag=int(MPI.ANY_TAG),
+                              request_bytes=int(MPI._sizeof(MPI.Request)),
+                              request_null=int(MPI._handleof(MPI.REQUEST_NULL)))
     addresses: dict[int, int] = {}
     for table, names in ((found.datatypes, datatypes), (found.reductions, reductions),
                          (None, {"COMM_WORLD": None})):
