@@ -222,6 +222,100 @@ def ring_nb_mpi(x):
     return loss
 
 
+# -- allreduce of max and min: the derivative goes to the rank holding the extremum -------------
+@numba.njit
+def extremum_mpi(x):
+    local = np.sin(x) * (mpi.rank() + 1.0)
+    top = np.zeros(x.size)
+    low = np.zeros(x.size)
+    mpi.allreduce(local, top, mpi.Operator.MAX)
+    mpi.allreduce(local, low, mpi.Operator.MIN)
+    if mpi.rank() != 0:
+        return 0.0
+    loss = 0.0
+    for i in range(x.size):
+        loss += (i + 1.0) * top[i] + low[i] * low[i]
+    return loss
+
+
+def extremum_serial(x):
+    size = x.size // 4
+    loss = 0.0
+    for i in range(4):
+        top = -1e300
+        low = 1e300
+        for r in range(size):
+            v = np.sin(x[r * 4 + i]) * (r + 1.0)
+            top = max(top, v)
+            low = min(low, v)
+        loss += (i + 1.0) * top + low * low
+    return loss
+
+
+# -- reduce to rank 0, scatter from rank 0, allgather -----------------------------------------
+@numba.njit
+def reduce_mpi(x):
+    y = x * x
+    total = np.zeros(x.size)
+    mpi.reduce(y, total, mpi.Operator.SUM, 0)
+    if mpi.rank() != 0:
+        return 0.0
+    loss = 0.0
+    for i in range(x.size):
+        loss += (i + 1.0) * total[i] * total[i]
+    return loss
+
+
+def reduce_serial(x):
+    loss = 0.0
+    for i in range(4):
+        total = 0.0
+        for r in range(x.size // 4):
+            total += x[r * 4 + i] * x[r * 4 + i]
+        loss += (i + 1.0) * total * total
+    return loss
+
+
+@numba.njit
+def scatter_mpi(x):
+    """``x``: the whole array, on rank 0 (the others' copies are not read)."""
+    y = x * x
+    part = np.zeros(4)
+    mpi.scatter(y, part, 4, 0)
+    loss = 0.0
+    for i in range(4):
+        loss += part[i] * (mpi.rank() + 1.0 + i)
+    return loss
+
+
+def scatter_serial(x):
+    loss = 0.0
+    for r in range(x.size // 4):
+        for i in range(4):
+            loss += x[r * 4 + i] * x[r * 4 + i] * (r + 1.0 + i)
+    return loss
+
+
+@numba.njit
+def allgather_mpi(x):
+    y = np.sin(x)
+    everything = np.zeros(x.size * mpi.size())
+    mpi.allgather(y, everything, x.size)
+    loss = 0.0
+    for i in range(everything.size):
+        loss += everything[i] * everything[i] * (i + 1.0) * (mpi.rank() + 1.0)
+    return loss
+
+
+def allgather_serial(x):
+    size = x.size // 4
+    loss = 0.0
+    for r in range(size):
+        for i in range(x.size):
+            loss += np.sin(x[i]) ** 2 * (i + 1.0) * (r + 1.0)
+    return loss
+
+
 # -- the checks ---------------------------------------------------------------------------------
 def _serial_gradient(serial, args, k):
     """The serial objective's gradient in argument ``k`` by pyzyme, and by central finite
@@ -254,19 +348,25 @@ CASES = {
     "ring": (ring_mpi, ring_serial, 1, (True,)),
     "diffusion_nb": (diffusion_nb_mpi, diffusion_serial, 2, (True, True)),
     "ring_nb": (ring_nb_mpi, ring_serial, 1, (True,)),
+    "extremum": (extremum_mpi, extremum_serial, 1, (True,)),
+    "reduce": (reduce_mpi, reduce_serial, 1, (True,)),
+    "scatter": (scatter_mpi, scatter_serial, 1, ("root",)),
+    "allgather": (allgather_mpi, allgather_serial, 1, (True,)),
     "halo_buffer": (halo_buffer_mpi, halo_buffer_serial, 1, (True,)),
 }
 
 
 def _globals(nargs, split, seed):
+    """The serial program's arguments: ``True`` (split over the ranks) and ``"root"`` (the
+    whole of it on rank 0) hold M per rank, ``False`` (parameters on rank 0) two."""
     rng = np.random.default_rng(seed)
     return [0.5 * rng.standard_normal(SIZE * M if s else 2) for s in split[:nargs]]
 
 
 def _local(args, split):
     """What each rank is handed: its slice of split arguments; rank 0's copy of the others
-    (the other ranks get zeros, which the broadcast replaces)."""
-    return [_part(a) if s else (a.copy() if RANK == 0 else np.zeros_like(a))
+    (the other ranks get zeros, which the broadcast or scatter replaces)."""
+    return [_part(a) if s is True else (a.copy() if RANK == 0 else np.zeros_like(a))
             for a, s in zip(args, split)]
 
 
@@ -286,10 +386,10 @@ def check(name: str) -> str:
     for k in range(nargs):
         grad, fd = _serial_gradient(serial, glob, k)
         # only rank 0's copy of an argument that is not split reaches the broadcast
-        mine = _part(grad) if split[k] else (grad if RANK == 0 else np.zeros_like(grad))
+        mine = _local([grad], [split[k]])[0]
         if not np.allclose(shadows[k], mine, rtol=1e-8, atol=1e-10):
             return f"reverse d/d{k}: {shadows[k]} != pyzyme serial {mine}"
-        fd_mine = _part(fd) if split[k] else (fd if RANK == 0 else np.zeros_like(fd))
+        fd_mine = _local([fd], [split[k]])[0]
         if not np.allclose(shadows[k], fd_mine, rtol=1e-5, atol=1e-6):
             return f"reverse d/d{k}: {shadows[k]} != finite differences {fd_mine}"
         directional += float(grad @ directions[k])

@@ -39,11 +39,15 @@ class Handles:
     tag_ub: int | None = None
     request_bytes: int | None = None
     request_null: int | None = None
+    #: Handles derivatives pass themselves, by their MPI name without ``MPI_``: ``SUM``,
+    #: ``MIN`` and ``INT32_T`` (max and min find the rank holding the extremum).
+    named: dict[str, int] = field(default_factory=dict)
 
     def update(self, other: Handles) -> None:
         """Take ``other``'s values (the library is the same for the whole process)."""
         self.datatypes.update(other.datatypes)
         self.reductions.update(other.reductions)
+        self.named.update(other.named)
         for name in ("any_source", "any_tag", "tag_ub", "request_bytes", "request_null"):
             if getattr(other, name) is not None:
                 setattr(self, name, getattr(other, name))

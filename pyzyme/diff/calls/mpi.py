@@ -65,10 +65,11 @@ def _element(cx, inst: I.CallBase, index: int | None) -> T.Type | None:
 def _reduction(cx, inst: I.CallBase, row) -> str:
     key = _handle(inst.args[row.reduction])
     op = HANDLES.reductions.get(key) if key is not None else None
-    if op != "sum":
-        raise _error(cx, inst, f"reducing with {op or 'an unknown operation'}: only sums are "
-                     "differentiated", "reduce with numba_mpi.Operator.SUM")
-    return op
+    if op == "sum" or op in ("max", "min") and row.op == "allreduce":
+        return op
+    raise _error(cx, inst, f"reducing with {op or 'an unknown operation'}: sums are "
+                 "differentiated, and the max and min of allreduce",
+                 "reduce with numba_mpi.Operator.SUM")
 
 
 def _check_peer_and_tag(cx, inst: I.CallBase, row) -> None:
@@ -176,6 +177,9 @@ def forward_mode(cx, inst: I.CallBase, row) -> None:
         return
     if not has_out:
         return
+    if row.reduction is not None and _reduction(cx, inst, row) != "sum":
+        _forward_extremum(cx, b, inst, row, ty, args, src if has_src else None, out)
+        return
     for lane in range(cx.width):
         call = list(args)
         if row.op == "bcast":
@@ -188,6 +192,37 @@ def forward_mode(cx, inst: I.CallBase, row) -> None:
             call[row.buffer] = cx.derivs[src][lane]
             call[row.output] = cx.derivs[out][lane]
         b.call(inst.called_function, call)
+
+
+def _owners(cx, b, inst, row, ty, args):
+    """Forward values ``args`` of an allreduce of max or min: who holds each extremum."""
+    comm = args[row.comm]
+    return kernels.owners(cx.module, b, ty, args[row.buffer], args[row.output],
+                          args[row.count], _rank(cx, b, comm), args[row.datatype].type,
+                          args[row.reduction].type, comm)
+
+
+def _sum_op(b: IRBuilder, ty: T.Type):
+    sum_op = kernels.handle("SUM", ty)
+    return b.inttoptr(sum_op, ty) if ty.is_pointer else sum_op
+
+
+def _forward_extremum(cx, b, inst, row, ty, args, src, out) -> None:
+    """``r = allreduce(x, max)``: ``dr = allreduce(dx where this rank holds the max, sum)``."""
+    count, comm = args[row.count], args[row.comm]
+    if src is None:
+        for lane in range(cx.width):
+            memset_zero(cx.module, b, cx.derivs[out][lane], _nbytes(b, count, ty))
+        return
+    winners = _owners(cx, b, inst, row, ty, args)
+    rank = _rank(cx, b, comm)
+    for lane in range(cx.width):
+        mine = _scratch(cx, b, count, ty)
+        kernels.add_owned(cx.module, b, ty, mine, cx.derivs[src][lane], winners, count, rank)
+        b.call(inst.called_function, [mine, cx.derivs[out][lane], count, args[row.datatype],
+                                      _sum_op(b, args[row.reduction].type), comm])
+        free(cx.module, b, mine)
+    free(cx.module, b, winners)
 
 
 def _scratch(cx, b: IRBuilder, count, ty):
@@ -256,15 +291,24 @@ def augmented(cx, inst: I.CallBase, row) -> None:
             shadow = cx.shadows[buffer]
         else:   # no derivative here: zeros sent, what comes back dropped
             shadow = _scratch(cx, b, new.args[row.count], ty)
-            free_fn = free_function(cx.module)
-            cx.release_later(I.Call(free_fn, [shadow], free_fn.function_type), shadow,
-                             const_null(T.ptr))
+            _free_later(cx, shadow)
         # the wait's reverse starts the adjoint's requests with the types these calls use
         cx.rule_calls[_TYPES_KEY] = _types(inst, row)
         kind = kernels.SENT if row.op == "isend" else kernels.RECEIVED
         cx.rule_calls[inst] = (ty, kernels.new_record(cx.module, b, new, row, kind, shadow, ty))
+    elif row.reduction is not None and _reduction(cx, inst, row) != "sum":
+        if inst.args[row.output] in cx.shadows:
+            winners = _owners(cx, cx.fb, inst, row, ty, list(new.args))
+            _free_later(cx, winners)
+            cx.rule_calls[inst] = (ty, winners)
     elif shadowed or row.op in _POINT_TO_POINT:
         cx.rule_calls[inst] = (ty, None)
+
+
+def _free_later(cx, pointer) -> None:
+    free_fn = free_function(cx.module)
+    cx.release_later(I.Call(free_fn, [pointer], free_fn.function_type), pointer,
+                     const_null(T.ptr))
 
 
 def _types(inst: I.CallBase, row) -> tuple:
@@ -314,10 +358,29 @@ def reverse(cx, inst: I.CallBase, row) -> None:
     out = inst.args[row.output] if row.output is not None else None
     dsrc = cx.shadow(src) if src is not None and src in cx.shadows else None
     dout = cx.shadow(out) if out is not None and out in cx.shadows else None
+    if record is not None:   # allreduce of max or min: who held each extremum
+        _reverse_extremum(cx, b, row, ty, args, dsrc, dout, cx.avail(record))
+        return
     fn = _REVERSE.get(row.op)
     if fn is None:
         raise _error(cx, inst, f"whose reverse ({row.op}) is not written", "report this")
     fn(cx, b, inst, row, ty, args, dsrc, dout)
+
+
+def _reverse_extremum(cx, b, row, ty, args, dsrc, dout, winners) -> None:
+    """``r = allreduce(x, max)``: ``x_bar += allreduce(r_bar, sum)`` where this rank held
+    the max; ``r_bar = 0``."""
+    count, comm = args[row.count], args[row.comm]
+    nbytes = _nbytes(b, count, ty)
+    if dsrc is not None:
+        tmp = malloc(cx.module, b, nbytes, "mpi.adjoint")
+        fn = _decl(cx, "MPI_Allreduce", [T.ptr, T.ptr, count.type, args[row.datatype].type,
+                                         args[row.reduction].type, comm.type])
+        b.call(fn, [dout, tmp, count, args[row.datatype],
+                    _sum_op(b, args[row.reduction].type), comm])
+        kernels.add_owned(cx.module, b, ty, dsrc, tmp, winners, count, _rank(cx, b, comm))
+        free(cx.module, b, tmp)
+    memset_zero(cx.module, b, dout, nbytes)
 
 
 def _comm(args, row):
@@ -390,18 +453,14 @@ def _reverse_bcast(cx, b, inst, row, ty, args, dsrc, dout) -> None:
         _comm(args, row)
     nbytes = _nbytes(b, count, ty)
     tmp = malloc(cx.module, b, nbytes, "mpi.adjoint")
-    sum_op = next(k for k, v in HANDLES.reductions.items() if v == "sum")
-    reduce = _decl(cx, "MPI_Reduce", [T.ptr, T.ptr, count.type, dt.type, T.i32, root.type,
+    op = args[row.comm]   # a handle's type
+    reduce = _decl(cx, "MPI_Reduce", [T.ptr, T.ptr, count.type, dt.type, op.type, root.type,
                                      comm.type])
-    b.call(reduce, [dsrc, tmp, count, dt, const_int(T.i32, _signed32(sum_op)), root, comm])
+    b.call(reduce, [dsrc, tmp, count, dt, _sum_op(b, op.type), root, comm])
     is_root = b.icmp("eq", _rank(cx, b, comm), root)
     memset_zero(cx.module, b, dsrc, nbytes)
     memcpy(cx.module, b, dsrc, tmp, _only_root(b, is_root, nbytes))
     free(cx.module, b, tmp)
-
-
-def _signed32(value: int) -> int:
-    return value - (1 << 32) if value >= 1 << 31 else value
 
 
 def _reverse_gather(cx, b, inst, row, ty, args, dsrc, dout) -> None:
@@ -460,9 +519,9 @@ def _reverse_allgather(cx, b, inst, row, ty, args, dsrc, dout) -> None:
     nbytes = _nbytes(b, total, ty)
     if dsrc is not None:
         tmp = malloc(cx.module, b, nbytes, "mpi.adjoint")
-        sum_op = next(k for k, v in HANDLES.reductions.items() if v == "sum")
-        fn = _decl(cx, "MPI_Allreduce", [T.ptr, T.ptr, total.type, dt.type, T.i32, comm.type])
-        b.call(fn, [dout, tmp, total, dt, const_int(T.i32, _signed32(sum_op)), comm])
+        fn = _decl(cx, "MPI_Allreduce", [T.ptr, T.ptr, total.type, dt.type, comm.type,
+                                         comm.type])
+        b.call(fn, [dout, tmp, total, dt, _sum_op(b, comm.type), comm])
         mine = b.gep(ty, tmp, [b.sext(b.mul(_rank(cx, b, comm), n), T.i64)])
         _accumulate(cx, b, ty, dsrc, mine, n)
         free(cx.module, b, tmp)

@@ -347,3 +347,65 @@ def complete_tangent_if(module, b: IRBuilder, key, done) -> None:
     """After the program tested its request of value ``key``: its tangent's request
     completed where the test says the program's did (``done``, an ``i1``)."""
     b.call(_complete_function(module), [b.select(done, key, const_int(T.i64, -1 << 62))])
+
+
+# -- max and min: the rank holding the extremum ---------------------------------------------
+def _signed32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def handle(name: str, ty: T.Type):
+    """The predefined handle ``MPI_<name>`` as a constant of type ``ty``."""
+    value = HANDLES.named[name]
+    if ty.is_pointer:
+        return const_int(T.i64, value)   # converted by the caller (Open MPI's handles)
+    return const_int(ty, _signed32(value) if ty.width == 32 else value)
+
+
+def owners(module, b: IRBuilder, ty: T.Type, x, r, count, rank, datatype_ty, op_ty, comm):
+    """For each of the ``count`` elements of ``r = allreduce(x, max or min)``: the lowest
+    rank whose ``x`` equals it (ties go to one rank, so the derivative is counted once), in
+    a heap array of ``i32`` (the caller frees it)."""
+    fn, fb = _function(module, f"pyzyme.mpi.candidates.{'d' if ty == T.double else 's'}",
+                       T.void, [T.ptr, T.ptr, T.ptr, T.i64, T.i32])
+    if fb is not None:
+        xs, rs, out, n, me = fn.args
+
+        def body(fb, i):
+            same = fb.fcmp("oeq", fb.load(ty, fb.gep(ty, xs, [i])),
+                           fb.load(ty, fb.gep(ty, rs, [i])))
+            fb.store(fb.select(same, me, const_int(T.i32, 2 ** 31 - 1)),
+                     fb.gep(T.i32, out, [i]))
+        _loop(fb, n, body)
+        fb.ret_void()
+    n = _i64(b, count)
+    size = b.mul(n, const_int(T.i64, 4))
+    candidates = malloc(module, b, size, "mpi.candidates")
+    winners = malloc(module, b, size, "mpi.owners")
+    b.call(fn, [x, r, candidates, n, rank])
+    int32, minimum = handle("INT32_T", datatype_ty), handle("MIN", op_ty)
+    if datatype_ty.is_pointer:
+        int32, minimum = b.inttoptr(int32, datatype_ty), b.inttoptr(minimum, op_ty)
+    allreduce = declare(module, "MPI_Allreduce", [T.ptr, T.ptr, count.type, datatype_ty,
+                                                  op_ty, comm.type])
+    b.call(allreduce, [candidates, winners, count, int32, minimum, comm])
+    free(module, b, candidates)
+    return winners
+
+
+def add_owned(module, b: IRBuilder, ty: T.Type, dst, src, winners, count, rank) -> None:
+    """``dst[i] += src[i]`` where this rank holds element ``i``'s extremum."""
+    fn, fb = _function(module, f"pyzyme.mpi.add_owned.{'d' if ty == T.double else 's'}",
+                       T.void, [T.ptr, T.ptr, T.ptr, T.i64, T.i32])
+    if fb is not None:
+        ds, ss, ws, n, me = fn.args
+
+        def body(fb, i):
+            at = fb.gep(ty, ds, [i])
+            mine = fb.icmp("eq", fb.load(T.i32, fb.gep(T.i32, ws, [i])), me)
+            add = fb.fadd(fb.load(ty, at), fb.load(ty, fb.gep(ty, ss, [i])))
+            fb.store(fb.select(mine, add, fb.load(ty, at)), at)
+        _loop(fb, n, body)
+        fb.ret_void()
+    b.call(fn, [dst, src, winners, _i64(b, count), rank])

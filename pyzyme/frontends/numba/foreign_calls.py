@@ -202,6 +202,8 @@ def _mpi_handles() -> dict[int, int]:
                 continue
             value = int(MPI._handleof(obj))
             addresses[int(MPI._addressof(obj))] = value
+            if attr in ("SUM", "MIN", "INT32_T"):
+                found.named[attr] = value
             if table is not None:
                 table[value & 0xFFFFFFFF] = meaning
     mpi_rules.HANDLES.update(found)
