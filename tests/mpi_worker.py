@@ -18,7 +18,8 @@ import numba_mpi as mpi
 import numpy as np
 from mpi4py import MPI
 
-from pyzyme import Active, Duplicated, DuplicatedNoNeed, Forward, Reverse, autodiff
+from pyzyme import (Active, Duplicated, DuplicatedNoNeed, Forward, Reverse,
+                    ReverseSplitWithPrimal, autodiff, autodiff_thunk)
 
 RANK, SIZE = mpi.rank(), mpi.size()
 M = 4           # elements per rank
@@ -316,6 +317,41 @@ def allgather_serial(x):
     return loss
 
 
+# -- what pyzyme refuses, naming the MPI call and its Python line -------------------------------
+@numba.njit
+def any_source_mpi(x):
+    y = np.zeros(x.size)
+    mpi.recv(y)  # ANY_SOURCE: refused
+    return y[0] * x[0]
+
+
+@numba.njit
+def sendrecv_mpi(x):
+    y = np.zeros(x.size)
+    mpi.sendrecv(x, 0, y, 0, 3, 3)  # no derivative: refused
+    return y[0] * x[0]
+
+
+def check_errors() -> str:
+    """Each refused program raises UnsupportedError naming the MPI call and the line."""
+    import inspect
+
+    from pyzyme import UnsupportedError
+    for fn, symbol in ((any_source_mpi, "MPI_Recv"), (sendrecv_mpi, "MPI_Sendrecv")):
+        lines, first = inspect.getsourcelines(fn.py_func)
+        line = first + next(i for i, text in enumerate(lines) if "refused" in text)
+        for mode, args in ((Reverse, (Active,)), (Forward, (DuplicatedNoNeed,))):
+            try:
+                autodiff(mode, fn, *args, Duplicated(np.ones(2), np.zeros(2)))
+            except UnsupportedError as err:
+                text = str(err)
+                if symbol not in text or f"mpi_worker.py:{line}" not in text:
+                    return f"{symbol} in {mode}: the error names no {symbol} or line: {text}"
+            else:
+                return f"{symbol} in {mode}: no error"
+    return ""
+
+
 # -- the checks ---------------------------------------------------------------------------------
 def _serial_gradient(serial, args, k):
     """The serial objective's gradient in argument ``k`` by pyzyme, and by central finite
@@ -370,7 +406,31 @@ def _local(args, split):
             for a, s in zip(args, split)]
 
 
+def check_split() -> str:
+    """Split mode (autodiff_thunk): the forward thunk runs the program and its requests'
+    records, the reverse thunk the adjoint communication; as combined mode."""
+    out = []
+    for dist in (diffusion_nb_mpi, ring_mpi):
+        nargs = 2 if dist is diffusion_nb_mpi else 1
+        local = _local(_globals(nargs, (True, True), 3), (True, True))
+        want = [np.zeros_like(a) for a in local]
+        autodiff(Reverse, dist, Active, *[Duplicated(a.copy(), s) for a, s in zip(local, want)])
+        got = [np.zeros_like(a) for a in local]
+        anns = [Duplicated(a.copy(), s) for a, s in zip(local, got)]
+        fwd, rev = autodiff_thunk(ReverseSplitWithPrimal, dist, Active, *anns)
+        tape, value, _ = fwd(*anns)
+        rev(*anns, 1.0, tape)
+        for w, g in zip(want, got):
+            if not np.allclose(w, g, rtol=1e-12, atol=1e-14):
+                out.append(f"{dist.py_func.__name__}: split {g} != combined {w}")
+    return "; ".join(out)
+
+
 def check(name: str) -> str:
+    if name == "errors":
+        return check_errors()
+    if name == "split":
+        return check_split()
     dist, serial, nargs, split = CASES[name]
     glob = _globals(nargs, split, 1)
     local = _local(glob, split)
@@ -404,7 +464,7 @@ def check(name: str) -> str:
 
 
 def main(names) -> None:
-    for name in names or CASES:
+    for name in names or [*CASES, "errors", "split"]:
         try:
             why = check(name)
         except Exception:  # noqa: BLE001 - reported to the test, which fails on it

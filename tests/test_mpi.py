@@ -64,7 +64,7 @@ def _assert_all_ok(results: dict) -> None:
 def test_two_ranks_match_the_serial_gradient():
     _assert_all_ok(_launch(2, ["dot", "diffusion", "diffusion_nb", "bcast", "gather", "ring",
                                "ring_nb", "halo_buffer", "extremum", "reduce", "scatter",
-                               "allgather"]))
+                               "allgather", "errors", "split"]))
 
 
 def test_three_ranks_match_the_serial_gradient():
