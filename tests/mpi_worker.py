@@ -4,8 +4,10 @@ Each case is a distributed program written with numba-mpi and the same computati
 serially. The objective is the sum of what the ranks return. Each rank checks its reverse-mode
 gradient against its slice of the serial program's pyzyme gradient and of its finite
 differences, and forward mode (the ranks' tangents summed) against the serial gradient along
-the same direction. One line per case and rank: ``OK <case> <rank>`` or ``FAIL <case> <rank>
-<why>``. Cases are picked by name on the command line (all when none is given).
+the same direction. One line per case and rank, in ``<folder>/rank-<rank>.txt``: ``OK <case>
+<rank> <seconds>`` or ``FAIL <case> <rank> <why>``.
+
+    mpiexec -n 2 python tests/mpi_worker.py <folder> [case ...]   (all cases when none given)
 """
 
 from __future__ import annotations
@@ -82,11 +84,18 @@ def diffusion_mpi(u0, w):
 def diffusion_serial(u0, w):
     n = u0.size
     u = np.zeros(n + 2)
-    u[1:n + 1] = u0
-    for _ in range(STEPS):
-        u[1:n + 1] = (u[1:n + 1] + NU * (u[:n] - 2.0 * u[1:n + 1] + u[2:])
-                      + 0.1 * u[1:n + 1] ** 2)
-    return float(np.sum(w * u[1:n + 1] ** 2))
+    new = np.zeros(n + 2)
+    for i in range(n):
+        u[i + 1] = u0[i]
+    for _ in range(3):
+        for i in range(1, n + 1):
+            new[i] = u[i] + 0.2 * (u[i - 1] - 2.0 * u[i] + u[i + 1]) + 0.1 * u[i] * u[i]
+        for i in range(1, n + 1):
+            u[i] = new[i]
+    loss = 0.0
+    for i in range(n):
+        loss += w[i] * u[i + 1] * u[i + 1]
+    return loss
 
 
 @numba.njit
@@ -353,6 +362,9 @@ def check_errors() -> str:
 
 
 # -- the checks ---------------------------------------------------------------------------------
+_JITTED: dict = {}   # serial program -> its @njit copy, compiled once
+
+
 def _serial_gradient(serial, args, k):
     """The serial objective's gradient in argument ``k`` by pyzyme, and by central finite
     differences: worked out on rank 0 (one compilation, not one per rank) and broadcast."""
@@ -362,7 +374,9 @@ def _serial_gradient(serial, args, k):
 
 def _serial_gradient_here(serial, args, k):
     grads = [np.zeros_like(a) for a in args]
-    autodiff(Reverse, numba.njit(serial), Active,
+    if serial not in _JITTED:
+        _JITTED[serial] = numba.njit(serial)
+    autodiff(Reverse, _JITTED[serial], Active,
              *[Duplicated(a.copy(), g) for a, g in zip(args, grads)])
     grad = grads[k]
     h, fd = 1e-6, np.zeros_like(args[k])
@@ -463,15 +477,22 @@ def check(name: str) -> str:
     return ""
 
 
-def main(names) -> None:
-    for name in names or [*CASES, "errors", "split"]:
-        try:
-            why = check(name)
-        except Exception:  # noqa: BLE001 - reported to the test, which fails on it
-            why = traceback.format_exc().replace("\n", " | ")
-        print(f"OK {name} {RANK}" if not why else f"FAIL {name} {RANK} {why}", flush=True)
+def main(out: str, names) -> None:
+    """Run the cases ``names`` (all when empty), writing this rank's lines to ``out``
+    (a folder: one file per rank, as the ranks' standard outputs interleave)."""
+    import time
+    with open(f"{out}/rank-{RANK}.txt", "w") as report:
+        for name in names or [*CASES, "errors", "split"]:
+            start = time.perf_counter()
+            try:
+                why = check(name)
+            except Exception:  # noqa: BLE001 - reported to the test, which fails on it
+                why = traceback.format_exc().replace("\n", " | ")
+            took = f"{time.perf_counter() - start:.1f}s"
+            print(f"OK {name} {RANK} {took}" if not why else f"FAIL {name} {RANK} {why}",
+                  file=report, flush=True)
     mpi.barrier()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main(sys.argv[1], sys.argv[2:])
