@@ -4,7 +4,7 @@ Users add their own with :func:`forward`, :func:`augmented_primal`, :func:`rever
 :func:`inactive` and :func:`inactive_noinline` (EnzymeRules; :mod:`pyzyme.rules.custom`).
 
 The rows live in :mod:`pyzyme.rules.arith` (opcodes), :mod:`pyzyme.rules.intrinsics` (LLVM
-intrinsics), :mod:`pyzyme.rules.libm` (C math functions) and :mod:`pyzyme.rules.runtime`
+intrinsics), :mod:`pyzyme.rules.libm` (C math functions), :mod:`pyzyme.rules.runtime`
 (allocation and reference counting) and :mod:`pyzyme.rules.mpi` (the MPI library);
 :func:`default_rules` puts them in one table.
 ``python -m pyzyme.rules`` prints its size.

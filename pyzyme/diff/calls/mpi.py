@@ -12,7 +12,16 @@ order of the calls:
 - ``bcast(x, root)``: ``reduce(x_bar, sum, root)`` replaces the root's ``x_bar``; the others'
   are zeroed;
 - ``gather(x, y, root)``: ``x_bar += scatter(y_bar from root)``; ``scatter``: the converse;
-- ``allgather(x, y)``: ``x_bar += (allreduce(y_bar, sum))[rank's part]``.
+- ``allgather(x, y)``: ``x_bar += (allreduce(y_bar, sum))[rank's part]``;
+- ``allreduce(x, y, max or min)``: ``x_bar += allreduce(y_bar, sum)`` on the lowest rank
+  holding each extremum (found in the forward sweep by an allreduce of candidate ranks);
+- ``isend``/``irecv`` ... ``wait``: the wait starts the adjoint's ``irecv``/``isend``, the
+  ``isend``/``irecv`` completes it (:mod:`~pyzyme.diff.calls.mpi_kernels` keeps the requests'
+  records); ``waitall`` and a ``test`` that completes likewise.
+
+Sends and receives of floats communicate derivatives at both ends whatever the activity of
+their buffers (zeros sent from a buffer without a derivative, what arrives for one dropped):
+the two ends are different variables, so only this keeps every derivative message matched.
 
 Derivative messages carry the program's tag with :data:`~pyzyme.rules.mpi.SHADOW_TAG_BIT`
 set, so they never match a message of the program. The datatypes and reductions are the
