@@ -202,6 +202,12 @@ def main(argv=None) -> int:
     if opts.worker == "volume":
         rank_volume(opts.cells, opts.steps)
         return 0
+    try:
+        import mpi4py  # noqa: F401
+        import numba_mpi  # noqa: F401
+    except Exception as err:  # noqa: BLE001 - no MPI stack: nothing to measure
+        print(f"skipped: no MPI stack ({err}); pip install -e '.[mpi]'")
+        return 0
     sizes = ["--cells", str(opts.cells), "--steps", str(opts.steps)]
     print(f"halo-exchange stencil: {opts.cells} cells, {opts.steps} steps; times in seconds "
           f"(best of {opts.repeat}, slowest rank)")
