@@ -440,7 +440,38 @@ def check_split() -> str:
     return "; ".join(out)
 
 
+def check_no_disk_cache() -> str:
+    """A derivative of code calling MPI through ctypes is not stored on disk (its handles and
+    symbols are this process's), as Numba stores no such code of its own."""
+    import glob
+    import os
+    import warnings
+
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__")
+    pattern = os.path.join(here, "*cached_dot*.pyzyme")
+    if RANK == 0:
+        for old in glob.glob(pattern):   # left by an older pyzyme
+            os.remove(old)
+    mpi.barrier()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # Numba: cannot cache ... dynamic globals
+
+        @numba.njit(cache=True)
+        def cached_dot(x):
+            total = np.zeros(1)
+            mpi.allreduce(np.sum(x * x), total)
+            return total[0]
+        dx = np.zeros(3)
+        autodiff(Reverse, cached_dot, Active, Duplicated(np.ones(3), dx))
+    if not np.allclose(dx, 2.0 * SIZE):
+        return f"gradient {dx} != {2.0 * SIZE}"
+    stored = glob.glob(pattern)
+    return f"stored on disk: {stored}" if stored else ""
+
+
 def check(name: str) -> str:
+    if name == "no_disk_cache":
+        return check_no_disk_cache()
     if name == "errors":
         return check_errors()
     if name == "split":
@@ -482,7 +513,7 @@ def main(out: str, names) -> None:
     (a folder: one file per rank, as the ranks' standard outputs interleave)."""
     import time
     with open(f"{out}/rank-{RANK}.txt", "w") as report:
-        for name in names or [*CASES, "errors", "split"]:
+        for name in names or [*CASES, "errors", "split", "no_disk_cache"]:
             start = time.perf_counter()
             try:
                 why = check(name)

@@ -65,7 +65,7 @@ def _assert_all_ok(results: dict) -> None:
 def test_two_ranks_match_the_serial_gradient(tmp_path):
     _assert_all_ok(_launch(2, tmp_path, [
         "dot", "diffusion", "diffusion_nb", "bcast", "gather", "ring", "ring_nb", "halo_buffer",
-        "extremum", "reduce", "scatter", "allgather", "errors", "split"]))
+        "extremum", "reduce", "scatter", "allgather", "errors", "split", "no_disk_cache"]))
 
 
 def test_three_ranks_match_the_serial_gradient(tmp_path):
