@@ -20,8 +20,9 @@ import numba_mpi as mpi
 import numpy as np
 from mpi4py import MPI
 
-from pyzyme import (Active, Duplicated, DuplicatedNoNeed, Forward, Reverse,
-                    ReverseSplitWithPrimal, autodiff, autodiff_thunk)
+from pyzyme import (Active, BatchDuplicated, BatchDuplicatedNoNeed, Duplicated,
+                    DuplicatedNoNeed, Forward, Reverse, ReverseSplitWithPrimal, autodiff,
+                    autodiff_thunk)
 
 RANK, SIZE = mpi.rank(), mpi.size()
 M = 4           # elements per rank
@@ -469,7 +470,21 @@ def check_no_disk_cache() -> str:
     return f"stored on disk: {stored}" if stored else ""
 
 
+def check_batch() -> str:
+    """Vector forward mode (BatchDuplicated): each lane's tangent message and request is its
+    own; the lanes equal one-direction forward mode."""
+    x = _local(_globals(1, (True,), 4), (True,))[0]
+    t1, t2 = np.ones_like(x), np.arange(x.size, dtype=float)
+    (both,) = autodiff(Forward, ring_nb_mpi, BatchDuplicatedNoNeed,
+                       BatchDuplicated(x.copy(), (t1.copy(), t2.copy())))
+    one = [autodiff(Forward, ring_nb_mpi, DuplicatedNoNeed, Duplicated(x.copy(), t.copy()))[0]
+           for t in (t1, t2)]
+    return "" if np.allclose(both, one, rtol=1e-12) else f"batch {both} != one by one {one}"
+
+
 def check(name: str) -> str:
+    if name == "batch":
+        return check_batch()
     if name == "no_disk_cache":
         return check_no_disk_cache()
     if name == "errors":
@@ -513,7 +528,7 @@ def main(out: str, names) -> None:
     (a folder: one file per rank, as the ranks' standard outputs interleave)."""
     import time
     with open(f"{out}/rank-{RANK}.txt", "w") as report:
-        for name in names or [*CASES, "errors", "split", "no_disk_cache"]:
+        for name in names or [*CASES, "errors", "split", "batch", "no_disk_cache"]:
             start = time.perf_counter()
             try:
                 why = check(name)

@@ -309,14 +309,16 @@ def tangent_request_slot(module, b: IRBuilder, key, scratch=None):
 
 
 def _complete_function(module):
-    """``pyzyme.mpi.complete(key)``: the tangent's request of the program's request ``key``
-    waited for, its record freed (nothing where there is none)."""
+    """``pyzyme.mpi.complete(key)``: the tangents' requests of the program's request ``key``
+    (one per lane of vector forward mode) waited for, their records freed."""
     fn, fb = _function(module, "pyzyme.mpi.complete", T.void, [T.i64])
     if fb is None:
         return fn
     (key,) = fn.args
+    loop, go, done = (fn.append_block(n) for n in ("loop", "go", "done"))
+    fb.br(loop)
+    fb.position_at_end(loop)
     rec = take(module, fb, key)
-    go, done = fn.append_block("go"), fn.append_block("done")
     fb.cbranch(fb.icmp("eq", rec, const_null(T.ptr)), done, go)
     fb.position_at_end(go)
     fb.call(declare(module, "MPI_Wait", [T.ptr, T.ptr]),
@@ -324,7 +326,7 @@ def _complete_function(module):
     fb.call(module.declare("free", T.FunctionType(T.void, [T.ptr])),
             [fb.inttoptr(_get(fb, rec, _TMP), T.ptr)])   # free(NULL) does nothing
     free(module, fb, rec)
-    fb.br(done)
+    fb.br(loop)
     fb.position_at_end(done)
     fb.ret_void()
     return fn
