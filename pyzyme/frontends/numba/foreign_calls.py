@@ -4,9 +4,9 @@ A ctypes function called from ``@njit`` code (how ``numba-mpi`` calls the MPI li
 call through a constant address in Numba's IR: ``call i32 inttoptr (i64 <address> to ptr)(...)``.
 The address is this process's, and says nothing to the rule table; the symbol it belongs to
 does. :func:`name_foreign_calls` asks the dynamic loader (``dladdr``) which exported symbol
-starts at each such address and, where the rule table has a row for it (or it is an MPI
-function, so that an error can name it), calls the symbol instead, declared with the call's
-types and known to the JIT at that address. MPICH exports each ``MPI_X`` as an alias of
+starts at each such address and, where it is an MPI function (with a row, or without one so
+that an error can name it), calls the symbol instead, declared with the call's types and
+known to the JIT at that address. MPICH exports each ``MPI_X`` as an alias of
 ``PMPI_X``; the name with a row wins.
 
 The same module's predefined MPI handles (a datatype, a reduction, ``MPI_COMM_WORLD``) are read
@@ -108,7 +108,10 @@ def _register_library(address: int) -> None:
 
 
 def _wanted(name: str) -> bool:
-    return name in default_rules() or name.startswith("MPI_")
+    # MPI's only: another C function called through ctypes keeps its address, and with it
+    # the refusal that asks for a custom rule (a libm spelling the loader happens to report
+    # would otherwise get a row by chance).
+    return name.startswith("MPI_")
 
 
 def _arg_types(text: str, start: int) -> list[str]:
