@@ -222,8 +222,7 @@ def main(argv=None) -> int:
     speed = float(rows[1]["primal"]) / float(rows[2]["primal"])
     gspeed = float(rows[1]["gradient"]) / float(rows[2]["gradient"])
     print(f"speedup 1 -> 2 ranks: primal {speed:.2f}x, gradient {gspeed:.2f}x")
-    print("bytes sent per rank (2 ranks): program's messages in the gradient's forward sweep, "
-          "derivative's in its reverse sweep")
+    print("bytes each rank sends (2 ranks) in the gradient's forward and reverse sweeps:")
     for line in _launch(2, [*sizes, "--worker", "volume"]).splitlines():
         if line.startswith("VOLUME"):
             f = _fields(line)
