@@ -253,6 +253,8 @@ def _forward_point_to_point(cx, b, inst, row, ty, args, src, out) -> None:
             scratch = call[index] = _scratch(cx, b, args[row.count], ty)
         else:
             call[index] = cx.derivs[buffer][lane]
+        if row.op == "recv":   # the tangent's status apart: the program's says what it got
+            call[-1] = _status(b)
         if row.request is not None:   # the tangent's own request, waited for with the primal's
             key = kernels.request_key(b, args[row.request])
             call[row.request] = kernels.tangent_request_slot(cx.module, b, key, scratch)
