@@ -20,7 +20,7 @@ import numba_mpi as mpi
 import numpy as np
 from mpi4py import MPI
 
-from pyzyme import (Active, BatchDuplicated, BatchDuplicatedNoNeed, Duplicated,
+from pyzyme import (Active, BatchDuplicated, BatchDuplicatedNoNeed, Const, Duplicated,
                     DuplicatedNoNeed, Forward, Reverse, ReverseSplitWithPrimal, autodiff,
                     autodiff_thunk)
 
@@ -470,6 +470,47 @@ def check_no_disk_cache() -> str:
     return f"stored on disk: {stored}" if stored else ""
 
 
+@numba.njit
+def mixed_mpi(x, c):
+    """Rank 0 reduces a constant (``c``, passed as Const), the others an active ``x``: two
+    call sites of one collective, of different activity."""
+    total = np.zeros(x.size)
+    if mpi.rank() == 0:
+        mpi.allreduce(c, total)
+    else:
+        mpi.allreduce(x * x, total)
+    loss = 0.0
+    for i in range(x.size):
+        loss += total[i] * x[i]
+    return loss
+
+
+def check_mixed() -> str:
+    """Every rank takes part in the adjoint of a collective whatever its activity (the ranks
+    that passed constants included): no rank waits on one that skipped it. Reverse and
+    forward mode against the gradient worked out by hand."""
+    rng = np.random.default_rng(5)
+    xs, c = rng.standard_normal((SIZE, M)), rng.standard_normal(M)
+    total = c + np.sum(xs[1:] ** 2, axis=0)
+    x = xs[RANK].copy()
+    dx = np.zeros(M)
+    autodiff(Reverse, mixed_mpi, Active, Duplicated(x.copy(), dx), Const(c))
+    # d/dx_r of sum_q total . x_q: total (own term) + 2 x_r * sum_q x_q (for r > 0)
+    want = total + (2.0 * x * np.sum(xs, axis=0) if RANK > 0 else 0.0)
+    if not np.allclose(dx, want, rtol=1e-10):
+        return f"reverse {dx} != {want}"
+    t = rng.standard_normal((SIZE, M))
+    (dvalue,) = autodiff(Forward, mixed_mpi, DuplicatedNoNeed, Duplicated(x.copy(), t[RANK]),
+                         Const(c))
+    summed = np.zeros(1)
+    mpi.allreduce(dvalue, summed)
+    grads = np.array([total + (2.0 * xs[r] * np.sum(xs, axis=0) if r > 0 else 0.0)
+                      for r in range(SIZE)])
+    if not np.isclose(summed[0], np.sum(grads * t), rtol=1e-10):
+        return f"forward {summed[0]} != {np.sum(grads * t)}"
+    return ""
+
+
 def check_batch() -> str:
     """Vector forward mode (BatchDuplicated): each lane's tangent message and request is its
     own; the lanes equal one-direction forward mode."""
@@ -483,6 +524,8 @@ def check_batch() -> str:
 
 
 def check(name: str) -> str:
+    if name == "mixed":
+        return check_mixed()
     if name == "batch":
         return check_batch()
     if name == "no_disk_cache":
@@ -528,7 +571,7 @@ def main(out: str, names) -> None:
     (a folder: one file per rank, as the ranks' standard outputs interleave)."""
     import time
     with open(f"{out}/rank-{RANK}.txt", "w") as report:
-        for name in names or [*CASES, "errors", "split", "batch", "no_disk_cache"]:
+        for name in names or [*CASES, "errors", "split", "batch", "mixed", "no_disk_cache"]:
             start = time.perf_counter()
             try:
                 why = check(name)

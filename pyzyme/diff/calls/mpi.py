@@ -37,7 +37,7 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import ConstantInt, const_int, const_null
+from pyzyme.ir.values import ConstantInt, Null, const_int, const_null
 from pyzyme.rules.mpi import HANDLES, SHADOW_TAG_BIT
 
 __all__ = ["varied", "forward_mode", "augmented", "reverse"]
@@ -184,23 +184,63 @@ def forward_mode(cx, inst: I.CallBase, row) -> None:
         _forward_point_to_point(cx, b, inst, row, ty, args, src if has_src else None,
                                 out if has_out else None)
         return
-    if not has_out:
-        return
-    if row.reduction is not None and _reduction(cx, inst, row) != "sum":
-        _forward_extremum(cx, b, inst, row, ty, args, src if has_src else None, out)
-        return
+    # A collective: every rank takes part in its tangent's, as in the program's (zeros from a
+    # buffer without a tangent, what arrives for one dropped), whatever each rank's activity.
+    extremum = row.reduction is not None and _reduction(cx, inst, row) != "sum"
+    winners = _owners(cx, b, inst, row, ty, args) if extremum else None
     for lane in range(cx.width):
-        call = list(args)
-        if row.op == "bcast":
-            call[row.buffer] = cx.derivs[src][lane]
-        elif not has_src:  # the result's tangent is zero, on every rank alike
-            count = args[row.out_count if row.out_count is not None else row.count]
-            memset_zero(cx.module, b, cx.derivs[out][lane], _nbytes(b, count, ty))
-            continue
+        buffers, scratch = _buffers(cx, b, row, ty, args,
+                                    cx.derivs[src][lane] if has_src else None,
+                                    cx.derivs[out][lane] if has_out else None)
+        if extremum:
+            _forward_extremum(cx, b, inst, row, ty, args, buffers, winners)
         else:
-            call[row.buffer] = cx.derivs[src][lane]
-            call[row.output] = cx.derivs[out][lane]
-        b.call(inst.called_function, call)
+            call = list(args)
+            for index, value in buffers.items():
+                call[index] = value
+            b.call(inst.called_function, call)
+        for tmp in scratch:
+            free(cx.module, b, tmp)
+    if winners is not None:
+        free(cx.module, b, winners)
+
+
+def _extent(cx, b, row, args, index: int):
+    """How many elements buffer argument ``index`` of a collective holds."""
+    per_rank = {"gather": row.output, "allgather": row.output, "scatter": row.buffer}
+    if index == row.output and row.out_count is not None:
+        count = args[row.out_count]
+    else:
+        count = args[row.count]
+    if per_rank.get(row.op) == index:
+        count = b.mul(count, _rank(cx, b, args[row.comm], "MPI_Comm_size"))
+    return count
+
+
+def _buffers(cx, b, row, ty, args, dsrc, dout, fwd=None) -> tuple[dict, list]:
+    """The derivative buffers of a collective by argument position, zeroed scratch standing
+    for the missing ones (returned too, to free). ``fwd``: the forward sweep's shadows by
+    position, where the buffers given are the reverse sweep's."""
+    fwd = fwd or {}
+    scratch = []
+    if row.op == "bcast":   # one buffer, sent and received
+        if dsrc is None:
+            dsrc = _scratch(cx, b, _extent(cx, b, row, args, row.buffer), ty)
+            scratch.append(dsrc)
+        else:
+            dsrc = _or_scratch(cx, b, dsrc, fwd.get(row.buffer, dsrc),
+                               _extent(cx, b, row, args, row.buffer), ty, scratch)
+        return {row.buffer: dsrc}, scratch
+    found = {}
+    for index, given in ((row.buffer, dsrc), (row.output, dout)):
+        if given is None:
+            given = _scratch(cx, b, _extent(cx, b, row, args, index), ty)
+            scratch.append(given)
+        else:
+            given = _or_scratch(cx, b, given, fwd.get(index, given),
+                                _extent(cx, b, row, args, index), ty, scratch)
+        found[index] = given
+    return found, scratch
 
 
 def _owners(cx, b, inst, row, ty, args):
@@ -216,22 +256,36 @@ def _sum_op(b: IRBuilder, ty: T.Type):
     return b.inttoptr(sum_op, ty) if ty.is_pointer else sum_op
 
 
-def _forward_extremum(cx, b, inst, row, ty, args, src, out) -> None:
+def _forward_extremum(cx, b, inst, row, ty, args, buffers, winners) -> None:
     """``r = allreduce(x, max)``: ``dr = allreduce(dx where this rank holds the max, sum)``."""
     count, comm = args[row.count], args[row.comm]
-    if src is None:
-        for lane in range(cx.width):
-            memset_zero(cx.module, b, cx.derivs[out][lane], _nbytes(b, count, ty))
-        return
-    winners = _owners(cx, b, inst, row, ty, args)
-    rank = _rank(cx, b, comm)
-    for lane in range(cx.width):
-        mine = _scratch(cx, b, count, ty)
-        kernels.add_owned(cx.module, b, ty, mine, cx.derivs[src][lane], winners, count, rank)
-        b.call(inst.called_function, [mine, cx.derivs[out][lane], count, args[row.datatype],
-                                      _sum_op(b, args[row.reduction].type), comm])
-        free(cx.module, b, mine)
-    free(cx.module, b, winners)
+    mine = _scratch(cx, b, count, ty)
+    kernels.add_owned(cx.module, b, ty, mine, buffers[row.buffer], winners, count,
+                      _rank(cx, b, comm))
+    b.call(inst.called_function, [mine, buffers[row.output], count, args[row.datatype],
+                                  _sum_op(b, args[row.reduction].type), comm])
+    free(cx.module, b, mine)
+
+
+def _maybe_null(fwd_shadow) -> bool:
+    """Whether a shadow may be null at run time: one merged (phi, select) from the shadows of
+    pointers some of which have none, as when LLVM merges two call sites of one MPI function
+    whose buffers differ in activity (a Const array on one rank, an active one on another)."""
+    v = fwd_shadow
+    while isinstance(v, I.Instruction) and v.opcode == "getelementptr":
+        v = v.operands[0]
+    return isinstance(v, Null) or (isinstance(v, I.Instruction) and
+                                   v.opcode in ("phi", "select"))
+
+
+def _or_scratch(cx, b: IRBuilder, shadow, fwd_shadow, count, ty, scratch: list):
+    """``shadow``, or where it may be null (:func:`_maybe_null`) a zeroed scratch buffer of
+    ``count`` elements in its place when it is (appended to ``scratch``, to free)."""
+    if not _maybe_null(fwd_shadow):
+        return shadow
+    zeros = _scratch(cx, b, count, ty)
+    scratch.append(zeros)
+    return b.select(b.icmp("eq", shadow, const_null(T.ptr)), zeros, shadow)
 
 
 def _scratch(cx, b: IRBuilder, count, ty):
@@ -252,7 +306,10 @@ def _forward_point_to_point(cx, b, inst, row, ty, args, src, out) -> None:
         if buffer is None:
             scratch = call[index] = _scratch(cx, b, args[row.count], ty)
         else:
-            call[index] = cx.derivs[buffer][lane]
+            held = []
+            call[index] = _or_scratch(cx, b, cx.derivs[buffer][lane], cx.derivs[buffer][lane],
+                                      args[row.count], ty, held)
+            scratch = held[0] if held else None
         if row.op == "recv":   # the tangent's status apart: the program's says what it got
             call[-1] = _status(b)
         if row.request is not None:   # the tangent's own request, waited for with the primal's
@@ -299,7 +356,11 @@ def augmented(cx, inst: I.CallBase, row) -> None:
         b = cx.fb
         buffer = inst.args[row.buffer if row.op == "isend" else row.output]
         if shadowed:
-            shadow = cx.shadows[buffer]
+            held = []
+            shadow = _or_scratch(cx, b, cx.shadows[buffer], cx.shadows[buffer],
+                                 new.args[row.count], ty, held)
+            for tmp in held:
+                _free_later(cx, tmp)
         else:   # no derivative here: zeros sent, what comes back dropped
             shadow = _scratch(cx, b, new.args[row.count], ty)
             _free_later(cx, shadow)
@@ -308,11 +369,10 @@ def augmented(cx, inst: I.CallBase, row) -> None:
         kind = kernels.SENT if row.op == "isend" else kernels.RECEIVED
         cx.rule_calls[inst] = (ty, kernels.new_record(cx.module, b, new, row, kind, shadow, ty))
     elif row.reduction is not None and _reduction(cx, inst, row) != "sum":
-        if inst.args[row.output] in cx.shadows:
-            winners = _owners(cx, cx.fb, inst, row, ty, list(new.args))
-            _free_later(cx, winners)
-            cx.rule_calls[inst] = (ty, winners)
-    elif shadowed or row.op in _POINT_TO_POINT:
+        winners = _owners(cx, cx.fb, inst, row, ty, list(new.args))
+        _free_later(cx, winners)
+        cx.rule_calls[inst] = (ty, winners)
+    else:   # every rank takes part in the adjoint, whatever its activity (see forward_mode)
         cx.rule_calls[inst] = (ty, None)
 
 
@@ -369,13 +429,25 @@ def reverse(cx, inst: I.CallBase, row) -> None:
     out = inst.args[row.output] if row.output is not None else None
     dsrc = cx.shadow(src) if src is not None and src in cx.shadows else None
     dout = cx.shadow(out) if out is not None and out in cx.shadows else None
+    scratch = []
+    fwd = {i: cx.shadows[inst.args[i]] for i in (row.buffer, row.output)
+           if i is not None and inst.args[i] in cx.shadows}
+    if row.op not in _POINT_TO_POINT:   # a collective: every rank takes part
+        buffers, scratch = _buffers(cx, b, row, ty, args, dsrc, dout, fwd)
+        dsrc, dout = buffers[row.buffer], buffers[row.output]
+    elif dsrc is not None:
+        dsrc = _or_scratch(cx, b, dsrc, fwd[row.buffer], args[row.count], ty, scratch)
+    elif dout is not None:
+        dout = _or_scratch(cx, b, dout, fwd[row.output], args[row.count], ty, scratch)
+    fn = _REVERSE.get(row.op)
     if record is not None:   # allreduce of max or min: who held each extremum
         _reverse_extremum(cx, b, row, ty, args, dsrc, dout, cx.avail(record))
-        return
-    fn = _REVERSE.get(row.op)
-    if fn is None:
+    elif fn is None:
         raise _error(cx, inst, f"whose reverse ({row.op}) is not written", "report this")
-    fn(cx, b, inst, row, ty, args, dsrc, dout)
+    else:
+        fn(cx, b, inst, row, ty, args, dsrc, dout)
+    for tmp in scratch:
+        free(cx.module, b, tmp)
 
 
 def _reverse_extremum(cx, b, row, ty, args, dsrc, dout, winners) -> None:
