@@ -362,6 +362,26 @@ def check_errors() -> str:
     return ""
 
 
+@numba.njit
+def ring_test_mpi(x):
+    """The ring, its receive tested before any rank has sent (the test cannot complete it: the
+    sends come after the barrier), then waited for."""
+    rank, size = mpi.rank(), mpi.size()
+    y = x * x
+    got = np.zeros(x.size)
+    _, received = mpi.irecv(got, (rank - 1) % size, 7)
+    _, done = mpi.test(received)
+    mpi.barrier()
+    _, sent = mpi.isend(y, (rank + 1) % size, 7)
+    if not done:
+        mpi.wait(received)
+    mpi.wait(sent)
+    loss = 0.0
+    for i in range(x.size):
+        loss += got[i] * (rank + 1.0 + i) + x[i]
+    return loss
+
+
 # -- the checks ---------------------------------------------------------------------------------
 _JITTED: dict = {}   # serial program -> its @njit copy, compiled once
 
@@ -399,6 +419,7 @@ CASES = {
     "ring": (ring_mpi, ring_serial, 1, (True,)),
     "diffusion_nb": (diffusion_nb_mpi, diffusion_serial, 2, (True, True)),
     "ring_nb": (ring_nb_mpi, ring_serial, 1, (True,)),
+    "ring_test": (ring_test_mpi, ring_serial, 1, (True,)),
     "extremum": (extremum_mpi, extremum_serial, 1, (True,)),
     "reduce": (reduce_mpi, reduce_serial, 1, (True,)),
     "scatter": (scatter_mpi, scatter_serial, 1, ("root",)),

@@ -66,7 +66,7 @@ def test_two_ranks_point_to_point(tmp_path):
     """Halo exchanges (blocking and nonblocking) and ring shifts, in reverse, forward, vector
     forward and split mode."""
     _assert_all_ok(_launch(2, tmp_path, ["diffusion", "diffusion_nb", "ring", "ring_nb",
-                                         "halo_buffer", "split", "batch"]))
+                                         "ring_test", "halo_buffer", "split", "batch"]))
 
 
 def test_two_ranks_collectives(tmp_path):

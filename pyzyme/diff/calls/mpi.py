@@ -341,8 +341,9 @@ def _forward_requests(cx, inst: I.CallBase, row) -> None:
 
 # -- reverse mode -------------------------------------------------------------------------------
 def augmented(cx, inst: I.CallBase, row) -> None:
-    """Forward sweep: the call; its reverse is marked where a buffer has a shadow (or, for a
-    send or receive of floats, always)."""
+    """Forward sweep: the call, and for a call of floats what its reverse needs (the record
+    of a nonblocking request, the ranks holding a max or min); every such call has a
+    reverse, whatever the activity of its buffers (see :func:`forward_mode`)."""
     if row.op in _REQUESTS:
         _augmented_requests(cx, inst, row)
         return
@@ -403,7 +404,8 @@ def _augmented_requests(cx, inst: I.CallBase, row) -> None:
         key = kernels.request_key(b, args[row.request])
         cx.clone(inst)
         done = b.icmp("ne", b.load(T.i32, args[1]), const_int(T.i32, 0))
-        record = b.select(done, kernels.take(cx.module, b, key), kernels.null())
+        # taken only where the test completed the request (no request has the other key)
+        record = kernels.take(cx.module, b, b.select(done, key, kernels.NO_KEY))
     cx.rule_calls[inst] = (None, record)
 
 

@@ -23,7 +23,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import const_int, const_null
 from pyzyme.rules.mpi import HANDLES, SHADOW_TAG_BIT
 
-__all__ = ["declare", "shadow_tag", "nbytes", "accumulate", "status", "RECORD_BYTES",
+__all__ = ["declare", "shadow_tag", "nbytes", "accumulate", "status", "RECORD_BYTES", "NO_KEY",
            "new_record", "take", "take_all", "start", "start_all", "finish"]
 
 _KEY, _NEXT, _SHADOW, _TMP, _COUNT, _DTYPE, _PEER, _TAG, _COMM, _KIND, _ELSIZE = \
@@ -33,6 +33,9 @@ _STATUS = 96          # its status
 STATUS_BYTES = 64     # room for any library's MPI_Status (MPICH: 20 bytes, Open MPI: 24)
 RECORD_BYTES = _STATUS + STATUS_BYTES
 SENT, RECEIVED = 1, 2
+#: A key no request has (handles are 32-bit integers or user-space addresses): looked up
+#: where a test did not complete its request, so that nothing is taken.
+NO_KEY = const_int(T.i64, -(1 << 62))
 _PENDING = "pyzyme.mpi.pending"
 
 
@@ -348,7 +351,7 @@ def complete_tangents(module, b: IRBuilder, requests, count) -> None:
 def complete_tangent_if(module, b: IRBuilder, key, done) -> None:
     """After the program tested its request of value ``key``: its tangent's request
     completed where the test says the program's did (``done``, an ``i1``)."""
-    b.call(_complete_function(module), [b.select(done, key, const_int(T.i64, -1 << 62))])
+    b.call(_complete_function(module), [b.select(done, key, NO_KEY)])
 
 
 # -- max and min: the rank holding the extremum ---------------------------------------------
