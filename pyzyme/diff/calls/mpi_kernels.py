@@ -267,7 +267,8 @@ def finish(module, b: IRBuilder, rec, ty: T.Type) -> None:
     fn, fb = _function(module, name, T.void, [T.ptr])
     if fb is not None:
         (r,) = fn.args
-        sent, received, done = (fn.append_block(n) for n in ("sent", "received", "done"))
+        sent, add, received, done = (fn.append_block(n) for n in ("sent", "add", "received",
+                                                                  "done"))
         wait = declare(module, "MPI_Wait", [T.ptr, T.ptr])
         fb.call(wait, [_field(fb, r, _REQUEST), _field(fb, r, _STATUS)])
         shadow = fb.inttoptr(_get(fb, r, _SHADOW), T.ptr)
@@ -275,6 +276,9 @@ def finish(module, b: IRBuilder, rec, ty: T.Type) -> None:
         fb.cbranch(fb.icmp("eq", _get(fb, r, _KIND), const_int(T.i64, SENT)), sent, received)
         fb.position_at_end(sent)
         tmp = fb.inttoptr(_get(fb, r, _TMP), T.ptr)
+        # no adjoint started (the program never completed its request): nothing to add
+        fb.cbranch(fb.icmp("eq", tmp, const_null(T.ptr)), done, add)
+        fb.position_at_end(add)
         accumulate(module, fb, ty, shadow, tmp, count)
         free(module, fb, tmp)
         fb.br(done)
