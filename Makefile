@@ -9,7 +9,8 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	# the MPI extra where its wheels install (tests/test_mpi.py skips, saying why, elsewhere)
+	$(PY) -m pip install --quiet -e '.[test,mpi]' || $(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
 # The suite as shards (tests/shards.py): short pytest processes, JOBS at a time, so that the

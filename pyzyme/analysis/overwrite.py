@@ -274,7 +274,7 @@ def written_pointers(inst: I.Instruction) -> list[Value]:
         row = _runtime_row(name) if name else None
         if isinstance(row, spec.Allocation) or (isinstance(row, spec.Mirror) and row.refcount):
             return []  # a reference count writes only the count; the caller holds one
-        if isinstance(row, spec.Blas):
+        if isinstance(row, (spec.Blas, spec.Mpi)):
             return [inst.args[i] for i in row.writes]  # BLAS and LAPACK write their results
         if isinstance(row, spec.Inactive) and row.writes is not None:
             return [inst.args[i] for i in row.writes]

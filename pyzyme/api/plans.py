@@ -184,7 +184,8 @@ def _persisted(dispatcher, primal_types, key: tuple, build):
     used.
     """
     location = persist.cache_location(dispatcher)
-    if location is None or REGISTRY.functions():
+    if location is None or REGISTRY.functions() or \
+            persist.process_bound(dispatcher, primal_types):
         return build()
     disk = CACHE.disk
     what = _stable(tuple(k for k in key if k is not dispatcher))
@@ -206,6 +207,8 @@ def _persisted(dispatcher, primal_types, key: tuple, build):
             return plan
         disk.reject()
     plan = build()
+    if persist.process_bound(dispatcher, primal_types):   # compiled by build() just now
+        return plan
     try:
         fingerprint = fingerprint or persist.ir_fingerprint(dispatcher, primal_types)
         payload = (persist.plan_state(plan), fingerprint)

@@ -30,7 +30,7 @@ from numba.core.runtime import nrtdynmod, rtsys
 from numba.core.typing import Signature
 
 from pyzyme.errors import CaptureError, error_context
-from pyzyme.frontends.numba import bridge, hook, recapture
+from pyzyme.frontends.numba import bridge, foreign_calls, hook, recapture
 from pyzyme.frontends.numba.abi import AbiMap
 from pyzyme.frontends.numba.helper_bodies import link_helper_bodies
 from pyzyme.progress import stage
@@ -176,6 +176,10 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad",
             _inline_launch_wrappers(module)
             passes.inline_small_functions(module)
             module = passes.ad_friendly(module)
+            # ctypes calls (numba-mpi's MPI calls) named by symbol, their handles folded
+            text, renamed = foreign_calls.name_foreign_calls(str(module))
+            if renamed:
+                module = passes.ad_friendly(modules.parse(text, what=f"{name} with named calls"))
         else:
             module, stale = cres.library._get_module_for_linking().clone(), ()
             module.get_function(symbol).linkage = "external"

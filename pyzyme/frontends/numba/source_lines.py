@@ -85,6 +85,11 @@ def _walk(cres, sources: frozenset, found: list, seen: set) -> None:
                 if "objmode" in sources:
                     found.append(Found("objmode", loc.filename, loc.line))
             elif isinstance(fty, types.Dispatcher):
+                # an @njit library function the user called by name (numba_mpi.recv)
+                name = _dotted(getattr(fty.dispatcher, "py_func", None))
+                if name in sources:
+                    found.append(Found(name, loc.filename, loc.line))
+                    continue
                 sig = calltypes.get(expr)
                 callee = getattr(fty.dispatcher, "overloads", {})
                 if sig is not None:
