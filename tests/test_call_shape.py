@@ -5,11 +5,12 @@ else must take the general path, which gives the same results and raises the sam
 import numba
 import numpy as np
 import pytest
+import pyzyme
 
 from pyzyme import (Active, Const, Duplicated, DuplicatedNoNeed, Forward, ForwardWithPrimal,
                     Reverse, ReverseWithPrimal, autodiff)
 from pyzyme.api.annotations import BatchDuplicated
-from pyzyme.api.args.call_shape import call_shape
+from pyzyme.api.args.call_shape import call_shape, share_memory
 from pyzyme.errors import PyzymeError, UnsupportedError
 
 
@@ -113,3 +114,42 @@ def test_errors_are_raised_on_every_call():
             autodiff(Reverse, weighted, Const(x), Const(x), Duplicated(1.0, 0.0), Const(1))
         with pytest.raises(UnsupportedError, match="Active"):
             autodiff(Forward, weighted, Const(x), Const(x), Active(1.0), Const(1))
+
+
+def test_memory_shared_between_arrays_is_found_whoever_owns_it():
+    a, b = np.arange(8.0), np.arange(8.0)
+    assert not share_memory([a, b])                 # each owns its data: no pair asked
+    assert share_memory([a, a])                     # one array twice
+    assert share_memory([a, b, a[2:5]])             # a view of an owner
+    assert share_memory([a[1:4], b, a[3:]])         # two views of one array, overlapping
+    assert not share_memory([a[:4], a[4:], b])      # two views of one array, apart
+    # groups: arrays of one group (an argument and its shadow) are not checked against each
+    # other, only against the other groups'
+    assert not share_memory([a, a[:2], b], groups=[0, 0, 1])
+    assert share_memory([a, b, a[:2]], groups=[0, 1, 2])
+
+
+@numba.njit
+def dot_of(x, y):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i] * y[i]
+    return s
+
+
+def test_grad_of_one_array_passed_twice_is_not_taken_as_two():
+    """The plain path's key says whether the arrays are apart: the derivative compiled for
+    apart arrays (noalias) is never called with one array twice or with overlapping views."""
+    g = pyzyme.grad(dot_of, argnums=(0, 1))
+    a, b = np.arange(1.0, 6.0), np.arange(2.0, 7.0)
+    for _ in range(2):
+        ga, gb = g(a, b)
+        np.testing.assert_allclose(ga, b)
+        np.testing.assert_allclose(gb, a)
+        ga, gb = g(a, a)
+        np.testing.assert_allclose(ga, a)
+        np.testing.assert_allclose(gb, a)
+        whole = np.arange(1.0, 7.0)
+        ga, gb = g(whole[:5], whole[1:])
+        np.testing.assert_allclose(ga, whole[1:])
+        np.testing.assert_allclose(gb, whole[:5])

@@ -49,7 +49,7 @@ from pyzyme.errors import (
 )
 
 __all__ = ["gradient", "jacobian", "jacobian_of", "forward_columns", "reverse_jacobian",
-           "reverse_call", "make_zero", "DEFAULT_CHUNK"]
+           "reverse_call", "plain_call", "make_zero", "DEFAULT_CHUNK"]
 
 DEFAULT_CHUNK = 8
 
@@ -362,7 +362,7 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
     args = list(args)
     argnums = check_argnums(tuple(argnums), len(args), name)
     if seed is None:
-        plain = _plain_call(dispatcher, args, argnums, name, need_value)
+        plain = plain_call(dispatcher, args, argnums, name, need_value)
         if plain is not None:
             return plain
     trees: list[Node | None] = [None] * len(args)
@@ -427,35 +427,36 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
     return value, tuple(out)
 
 
-def _plain_call(dispatcher, args: list, argnums: tuple, name: str, need_value: bool):
-    """:func:`reverse_call` for plain arguments (float arrays and floats differentiated,
+def plain_call(dispatcher, args: list, argnums: tuple, name: str, need_value: bool):
+    """:func:`reverse_call` for plain arguments (``argnums`` checked against them) (float arrays and floats differentiated,
     arrays, floats and int64 ints held), without the trees containers need; from the second
     call of a signature on, straight to the compiled derivative (``grad(f)(x)`` from Python
     paid 15 us a call in annotations, call shapes and cache lookups). None for any other call
     (then the general path runs)."""
-    signature, primals, arrays, duplicated = [], [], [], []
-    for i, value in enumerate(args):
+    signature, arrays = [], []
+    for value in args:
         kind = type(value)
-        if kind is np.ndarray:
-            if i in argnums and (value.dtype.kind not in "fc" or value.dtype.fields is not None):
-                return None
+        if kind is _NDARRAY:
             signature.append(array_key(value))
             if value.size:
                 arrays.append(value)
-            if i in argnums:
-                duplicated.append(value)
-        elif kind is float or (kind is int and i not in argnums and -2 ** 63 <= value < 2 ** 63):
+        elif kind is float or (kind is int and -2 ** 63 <= value < 2 ** 63):
             signature.append(kind)
         else:
             return None
-        primals.append(value)
-    distinct = not share_memory(arrays)
+    distinct = len(arrays) < 2 or not share_memory(arrays)
     key = ("plain reverse call", dispatcher, argnums, need_value, tuple(signature), distinct)
     call = CACHE.call(key)
     if call is not None:
-        return call(primals, duplicated)
+        return call(args)
+    # What a signature decides (the same on every later call with it) is checked once, here.
+    for i in argnums:
+        value = args[i]
+        if type(value) is int or (type(value) is _NDARRAY and (
+                value.dtype.kind not in "fc" or value.dtype.fields is not None)):
+            return None
     mode = ReverseWithPrimal if need_value else Reverse
-    anns = [(A.Duplicated(v, np.zeros_like(v)) if type(v) is np.ndarray else A.Active(v))
+    anns = [(A.Duplicated(v, np.zeros_like(v)) if type(v) is _NDARRAY else A.Active(v))
             if i in argnums else A.Const(v) for i, v in enumerate(args)]
     try:
         swept = autodiff(mode, dispatcher, A.Active, *anns)
@@ -465,22 +466,32 @@ def _plain_call(dispatcher, args: list, argnums: tuple, name: str, need_value: b
     CACHE.remember_call(key, _plain_reverse(mode, dispatcher, anns, argnums, distinct))
     derivs = swept[0]
     return (swept[1] if need_value else None,
-            tuple(anns[i].dval if type(args[i]) is np.ndarray else derivs[i] for i in argnums))
+            tuple(anns[i].dval if type(args[i]) is _NDARRAY else derivs[i] for i in argnums))
+
+
+_NDARRAY = np.ndarray
 
 
 def _plain_reverse(mode, dispatcher, anns: list, argnums: tuple, distinct: bool):
-    """The call :func:`_plain_call` makes from then on for arguments like ``anns``': the
+    """The call :func:`plain_call` makes from then on for arguments like ``anns``': the
     derivative autodiff built for them, called with fresh zero shadows."""
     run = compiled_reverse(mode, dispatcher, A.Active, [type(a) for a in anns],
                            [argument_type(a.val) for a in anns], distinct)
     shadowed = [i for i, a in enumerate(anns) if isinstance(a, A.Duplicated)]
+    # A C-contiguous array's zero shadow is np.zeros of its shape (np.zeros_like, which
+    # also keeps other layouts, costs a microsecond more).
+    contiguous = [anns[i].val.flags.c_contiguous for i in shadowed]
+    # Each derivative asked for: a shadow (the k-th made), or an adjoint autodiff returns.
+    places = [(True, shadowed.index(i)) if i in shadowed else (False, i) for i in argnums]
+    with_value = mode.with_primal
 
-    def call(primals: list, duplicated: list):
-        shadows = [np.zeros_like(v) for v in duplicated]     # in the arguments' order
-        derivs, *value = run(primals, shadows)
-        of = dict(zip(shadowed, shadows))
-        return (value[0] if value else None,
-                tuple(of[i] if i in of else derivs[i] for i in argnums))
+    def call(args) -> tuple:
+        shadows = [np.zeros(args[i].shape, args[i].dtype) if c else np.zeros_like(args[i])
+                   for i, c in zip(shadowed, contiguous)]
+        out = run(args, shadows)
+        derivs = out[0]
+        return (out[1] if with_value else None,
+                tuple(shadows[k] if shadow else derivs[k] for shadow, k in places))
     return call
 
 

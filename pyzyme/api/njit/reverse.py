@@ -22,7 +22,7 @@ from pyzyme.api import annotations as A
 from pyzyme.api.args.argnums import check_argnums, normalize_argnums
 from pyzyme.api.args.complex import has_complex
 from pyzyme.api.args.structured import is_real
-from pyzyme.api.convenience import reverse_call, reverse_jacobian
+from pyzyme.api.convenience import plain_call, reverse_call, reverse_jacobian
 from pyzyme.api.dispatchers import dispatcher_of, result_type
 from pyzyme.api.njit.overlap import overlap
 from pyzyme.api.njit.overload import NjitObject, overloaded_njit
@@ -49,6 +49,8 @@ class ReverseFunction(NjitObject):
         if not isinstance(has_aux, bool):
             raise ArgumentTypeError(f"{name}: has_aux must be True or False, not {has_aux!r}")
         self._has_aux = has_aux
+        # argnums checked, by number of arguments, for calls that may take the plain path
+        self._plain: dict[int, tuple] = {}
         self._f = f
         self._dispatcher = dispatcher_of(f)
         self._signature = inspect.signature(self._dispatcher.py_func)
@@ -64,8 +66,19 @@ class ReverseFunction(NjitObject):
         return f"<pyzyme {self.__name__}>"
 
     def __call__(self, *args, **kwargs):
+        if not kwargs:   # the call from Python an optimizer loop makes: straight to the derivative
+            argnums = self._plain.get(len(args))
+            if argnums is not None:
+                got = plain_call(self._dispatcher, args, argnums, self._kind,
+                                 self._kind == "value_and_grad")
+                if got is not None:
+                    value, derivs = got
+                    result = derivs[0] if self._single else derivs
+                    return (value, result) if self._kind == "value_and_grad" else result
         if kwargs or len(args) < self._positional:
             args = self._bind(args, kwargs)
+        elif self._kind != "jacrev" and not self._has_aux:
+            self._plain[len(args)] = check_argnums(self._argnums, len(args), self._kind)
         if self._kind == "jacrev":
             return reverse_jacobian(self._dispatcher, args, self._argnums[0])
         if self._has_aux:
