@@ -1,0 +1,519 @@
+"""A Numba kernel as a differentiable PyTorch operation: :func:`wrap`.
+
+``wrap(f)`` registers ``f`` with ``torch.library`` as custom operations (one set per pattern
+of argument kinds: tensor, int, float, bool), each with its autograd formula and a fake
+implementation for shapes, so ``f`` composes with ``backward()``, ``torch.autograd.grad``,
+``gradcheck`` / ``gradgradcheck`` and ``torch.compile`` (no graph break) like a built-in op:
+
+- ``primal``: ``f`` itself, on the tensors' memory seen as NumPy arrays (no copy for CPU
+  tensors in C order; others are made contiguous first);
+- ``vjp``: the vector-Jacobian product, one combined reverse sweep of pyzyme's
+  :func:`~pyzyme.autodiff` (of ``f`` for a float result, of the sum of each result's dot
+  product with its cotangent otherwise: :func:`pyzyme.api.wrappers.weighted_wrapper`). The
+  combined sweep runs the primal again; split mode would keep a tape from the forward call
+  instead, at twice the cost of a combined sweep on loop kernels (DESIGN.md), and the tape
+  would have to live in a tensor for torch.compile;
+- ``hvp``: the second derivative, for double backward, through :func:`pyzyme.hvp_and_gradient`
+  (forward over reverse): kernels returning a float whose first argument is the one float
+  array differentiated.
+
+Arguments: float64/float32 tensors are differentiable (a 0-d tensor is passed to the kernel as
+a Python float, its gradient comes back as a 0-d tensor); integer and bool tensors, Python
+ints, floats and bools are passed as they are and carry no derivative. Results: floats, ints,
+arrays and tuples of them, as tensors (a float as a 0-d tensor).
+
+Importing :mod:`pyzyme` never imports torch; this module does, and is imported by its user.
+
+Examples
+--------
+>>> import numpy as np, torch
+>>> import pyzyme.torch
+>>> def energy(x, k):
+...     s = 0.0
+...     for i in range(x.shape[0] - 1):
+...         s += k * (x[i + 1] - x[i]) ** 2
+...     return s
+>>> op = pyzyme.torch.wrap(energy)
+>>> x = torch.tensor([0.0, 1.0, 3.0], dtype=torch.float64, requires_grad=True)
+>>> y = op(x, 0.5)
+>>> y.backward()
+>>> y.item(), x.grad.tolist()
+(2.5, [-1.0, -1.0, 2.0])
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import torch
+from numba.core import types
+
+import pyzyme.frontends.numba.hook  # noqa: F401  the capture hook, before Numba compiles f
+from pyzyme.api import annotations as A
+from pyzyme.api.args.call_shape import call_shape
+from pyzyme.api.autodiff import autodiff, compiled_reverse
+from pyzyme.api.dispatchers import dispatcher_of, qualname, result_type, where
+from pyzyme.api.modes import Reverse
+from pyzyme.api.second_order import hvp_and_gradient
+from pyzyme.api.wrappers import weighted_wrapper
+from pyzyme.errors import PyzymeError, UnsupportedError
+from pyzyme.naming import framework_op
+
+__all__ = ["wrap", "Wrapped"]
+
+_NAMESPACE = "pyzyme"
+_FLOATS = (torch.float64, torch.float32)
+_OTHER = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
+_SCALARS = {bool: "bool", int: "int", float: "float"}   # Python scalar -> schema type
+_NUMBER = itertools.count()   # one per wrap(): torch refuses an operation's name twice
+
+
+def wrap(f, fake: Callable | None = None) -> Wrapped:
+    """``f`` (an ``@njit`` kernel or a plain Python function) as a function of torch tensors
+    with autograd, usable under ``torch.compile``.
+
+    Parameters
+    ----------
+    f
+        The kernel. It reads its array arguments and returns new values: floats, ints,
+        arrays, or a tuple of them (it must not write into its arguments, which are the
+        tensors' own memory).
+    fake
+        Optional: ``fake(*args)`` returns empty tensors shaped like ``f``'s results (as
+        ``torch.library.register_fake`` functions do), for ``torch.compile``, which traces
+        with tensors that hold no data. Without it, the shapes are those of the last call with
+        inputs of the same shapes, or, before any, those ``f`` gives on inputs of ones (the
+        first real call checks that they agree; pass ``fake`` where a result's shape depends
+        on the inputs' values, or where ``f`` cannot run on ones).
+
+    Returns
+    -------
+    Wrapped
+        ``wrapped(*args)``: ``f``'s result as tensors. Float tensors among ``args`` carry
+        derivatives (reverse mode, and double backward through :func:`pyzyme.hvp` where the
+        kernel returns a float and its first argument is the one differentiated array).
+
+    Examples
+    --------
+    >>> import torch
+    >>> square = wrap(lambda x: x * x)
+    >>> x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    >>> torch.autograd.grad(square(x).sum(), x)[0]
+    tensor([2., 4.], dtype=torch.float64)
+    """
+    return Wrapped(f, fake)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What ``f`` returns for arguments of some types: ``parts``, one per result (the result
+    itself when ``single``, else each item of its tuple), each ``"s"`` (a float), an int ``d``
+    (a ``d``-d float array) or ``"-"`` (an int, a bool, an integer array: no derivative)."""
+
+    single: bool
+    parts: tuple
+
+    @property
+    def scalar(self) -> bool:
+        """Whether the result is one float (reverse mode then seeds it directly)."""
+        return self.single and self.parts == ("s",)
+
+
+class Wrapped:
+    """What :func:`wrap` returns: ``f`` on tensors, registered as torch operations on first
+    use for each pattern of argument kinds."""
+
+    def __init__(self, f, fake: Callable | None) -> None:
+        self.dispatcher = dispatcher_of(f)
+        self.fake = fake
+        self.__name__ = getattr(f, "__name__", "wrapped")
+        self.__doc__ = getattr(f, "__doc__", None)
+        self._number = next(_NUMBER)
+        self._ops: dict[tuple, _Ops] = {}
+        self._layouts: dict[tuple, _Layout] = {}
+        self._shapes: dict[tuple, list] = {}    # input shapes and scalars -> result (shape, dtype)
+        self._guessed: set[tuple] = set()       # the keys of _shapes found by running on ones
+        self._lock = threading.Lock()
+        _WRAPPED[self._number] = self
+
+    def __repr__(self) -> str:
+        return f"<pyzyme.torch.wrap of {where(self.dispatcher)}>"
+
+    def __call__(self, *args):
+        pattern = tuple(_kind(a, i, self) for i, a in enumerate(args))
+        ops = self._ops.get(pattern)
+        if ops is None:
+            with self._lock:
+                ops = self._ops.get(pattern) or _Ops(self, pattern)
+                self._ops[pattern] = ops
+        outs = ops.primal(*args)
+        key = tuple((a.dtype, a.dim()) if isinstance(a, torch.Tensor) else type(a)
+                    for a in args)
+        if _returns_one(self._number, key):
+            return outs[0]
+        return tuple(outs)
+
+    # What f returns -------------------------------------------------------------------------
+
+    def layout(self, args: Sequence) -> _Layout:
+        """The parts of ``f``'s result for arguments like ``args`` (from Numba's types)."""
+        argtypes = tuple(_numba_type(a) for a in args)
+        got = self._layouts.get(argtypes)
+        if got is None:
+            got = self._layouts[argtypes] = self._layout_of(result_type(self.dispatcher,
+                                                                        argtypes))
+        return got
+
+    def _layout_of(self, restype) -> _Layout:
+        if isinstance(restype, types.BaseTuple):
+            return _Layout(False, tuple(self._part(t) for t in restype.types))
+        return _Layout(True, (self._part(restype),))
+
+    def _part(self, t) -> str | int:
+        if isinstance(t, types.Float):
+            return "s"
+        if isinstance(t, types.Array) and isinstance(t.dtype, types.Float):
+            return t.ndim
+        if isinstance(t, (types.Integer, types.Boolean)) or (
+                isinstance(t, types.Array) and isinstance(t.dtype, (types.Integer,
+                                                                    types.Boolean))):
+            return "-"
+        raise UnsupportedError(f"pyzyme.torch.wrap: {where(self.dispatcher)} returns {t}; a "
+                               f"wrapped kernel returns floats, ints, arrays or a flat tuple "
+                               f"of them")
+
+    # Result shapes for fake tensors ---------------------------------------------------------
+
+    def _shape_key(self, args) -> tuple:
+        return tuple((tuple(int(s) for s in a.shape), a.dtype) if isinstance(a, torch.Tensor)
+                     else a for a in args)
+
+    def fake_results(self, args) -> list:
+        """Empty tensors shaped like ``f``'s results on ``args`` (fake tensors, no data)."""
+        if self.fake is not None:
+            out = self.fake(*args)
+            return list(out) if isinstance(out, (tuple, list)) else [out]
+        key = self._shape_key(args)
+        shapes = self._shapes.get(key)
+        if shapes is None:
+            shapes = self._guess_shapes(args, key)
+        return [torch.empty(shape, dtype=dtype) for shape, dtype in shapes]
+
+    def _guess_shapes(self, args, key) -> list:
+        values = [_ones(a) if isinstance(a, torch.Tensor) else a for a in args]
+        try:
+            out = self.dispatcher(*values)
+        except Exception as e:
+            raise PyzymeError(
+                f"pyzyme.torch.wrap: torch.compile traces {where(self.dispatcher)} without "
+                f"data, and the shapes of its results were not known: running it on inputs "
+                f"of ones to find them raised {type(e).__name__}: {e}",
+                hint="pass wrap(f, fake=...) returning empty tensors of the results' shapes, "
+                     "or call the wrapped function once outside torch.compile") from e
+        items = out if not self.layout(args).single else (out,)
+        shapes = [_result_meta(v) for v in items]
+        self._shapes[key] = shapes
+        self._guessed.add(key)
+        return shapes
+
+    def remember_shapes(self, args, tensors: list) -> None:
+        """Keep the shapes of a real call's results; refuse those a guess got wrong (the
+        graph torch.compile made was laid out for the guess)."""
+        key = self._shape_key(args)
+        shapes = [(tuple(t.shape), t.dtype) for t in tensors]
+        if key in self._guessed and self._shapes.get(key) != shapes:
+            raise PyzymeError(
+                f"pyzyme.torch.wrap: {where(self.dispatcher)} returned results of shapes "
+                f"{[s for s, _ in shapes]}, not the {[s for s, _ in self._shapes[key]]} it "
+                f"gave on inputs of ones, for which torch.compile laid out its graph",
+                hint="pass wrap(f, fake=...) returning empty tensors of the results' shapes")
+        self._shapes[key] = shapes
+
+
+class _Ops:
+    """The torch operations of one wrapped kernel for one pattern of argument kinds."""
+
+    def __init__(self, wrapped: Wrapped, pattern: tuple) -> None:
+        self.wrapped, self.pattern = wrapped, pattern
+        self.tensors = [i for i, k in enumerate(pattern) if k == "Tensor"]
+        py = wrapped.dispatcher.py_func
+        inputs = (py.__module__, py.__qualname__, str(wrapped._number), ",".join(pattern))
+        name = py.__qualname__
+        params = ", ".join(f"{k} a{i}" for i, k in enumerate(pattern))
+        extra = ", " if params else ""
+        self.primal = _define(framework_op(name, "primal", *inputs),
+                              f"({params}) -> Tensor[]", self._primal, self._primal_fake)
+        self.vjp = _define(framework_op(name, "vjp", *inputs),
+                           f"({params}{extra}Tensor[] cotangents, bool[] mask) -> Tensor[]",
+                           self._vjp, self._vjp_fake)
+        self.hvp = _define(framework_op(name, "hvp", *inputs),
+                           f"({params}{extra}Tensor w, Tensor v) -> Tensor[]",
+                           self._hvp, self._hvp_fake)
+        self.primal.register_autograd(self._primal_backward, setup_context=self._primal_setup)
+        self.vjp.register_autograd(self._vjp_backward, setup_context=self._vjp_setup)
+
+    # primal ---------------------------------------------------------------------------------
+
+    def _primal(self, *args) -> list:
+        wrapped = self.wrapped
+        values = [_numpy(a, i, wrapped) if isinstance(a, torch.Tensor) else a
+                  for i, a in enumerate(args)]
+        out = wrapped.dispatcher(*values)
+        items = (out,) if wrapped.layout(args).single else out
+        arrays = [v for v in values if isinstance(v, np.ndarray)]
+        tensors = [_tensor(v, arrays) for v in items]
+        wrapped.remember_shapes(args, tensors)
+        return tensors
+
+    def _primal_fake(self, *args) -> list:
+        self.wrapped.layout(args)   # Numba's errors (typing f) at trace time
+        return self.wrapped.fake_results(args)
+
+    def _primal_setup(self, ctx, inputs, output) -> None:
+        ctx.save_for_backward(*[inputs[i] for i in self.tensors])
+        ctx.scalars = [None if isinstance(a, torch.Tensor) else a for a in inputs]
+        ctx.results = [(o.shape, o.dtype) for o in output]
+        # The derivative is built here, so that what pyzyme cannot differentiate is said at
+        # the forward call (and by torch.compile, when it traces), not at backward().
+        mask = [i in self.tensors and inputs[i].requires_grad and inputs[i].is_floating_point()
+                for i in range(len(inputs))]
+        if any(mask):
+            self._prepare(inputs, mask)
+
+    def _primal_backward(self, ctx, grads):
+        args = _inputs(ctx, self.tensors)
+        mask = [bool(n) and i in self.tensors and args[i].is_floating_point()
+                for i, n in enumerate(ctx.needs_input_grad)]
+        cotangents = [g if g is not None else torch.zeros(shape, dtype=dtype)
+                      for g, (shape, dtype) in zip(grads, ctx.results)]
+        got = iter(self.vjp(*args, cotangents, mask))
+        return tuple(next(got) if mask[i] else (next(got), None)[1] if i in self.tensors
+                     else None for i in range(len(args)))
+
+    # vjp ------------------------------------------------------------------------------------
+
+    def _annotations(self, layout: _Layout, values: list, mask, weights: list):
+        """``autodiff``'s target and arguments for the vector-Jacobian product of the kernel
+        at ``values`` (what it receives) with the cotangents ``weights`` (floats and arrays),
+        and the shadows (None for an Active float) the gradients are read from."""
+        anns, shadows = [], {}
+        for i, value in enumerate(values):
+            if not mask[i]:
+                anns.append(A.Const(value))
+            elif isinstance(value, np.ndarray):
+                shadows[i] = np.zeros_like(value)   # pyzyme zeroes the shadows, not the user
+                anns.append(A.Duplicated(value, shadows[i]))
+            else:
+                anns.append(A.Active(value))
+                shadows[i] = None
+        if layout.scalar:
+            return self.wrapped.dispatcher, anns, shadows
+        target = weighted_wrapper(self.wrapped.dispatcher, len(values), layout.parts,
+                                  layout.single)
+        anns += [A.Const(w) for part, w in zip(layout.parts, weights) if part != "-"]
+        return target, anns, shadows
+
+    def _prepare(self, args, mask) -> None:
+        """Build the derivative that :meth:`_vjp` calls for arguments like ``args`` (tensors
+        that may be fake: only their types are read)."""
+        layout = self.wrapped.layout(args)
+        values = [_ones(a) if isinstance(a, torch.Tensor) else a for a in args]
+        weights = [1.0 if part == "s" else np.ones((1,) * part) if isinstance(part, int)
+                   else None for part in layout.parts]
+        target, anns, _ = self._annotations(layout, values, mask, weights)
+        shape = call_shape(anns)
+        if shape is not None:
+            compiled_reverse(Reverse, target, A.Active, shape.classes, shape.types,
+                             shape.distinct)
+
+    def _vjp(self, *args) -> list:
+        *args, cotangents, mask = args
+        wrapped = self.wrapped
+        layout = wrapped.layout(args)
+        values = [_numpy(a, i, wrapped) if isinstance(a, torch.Tensor) else a
+                  for i, a in enumerate(args)]
+        weights = [w.item() if part == "s" else None if part == "-" else
+                   _numpy(w.to(torch.float64), -1, wrapped)
+                   for part, w in zip(layout.parts, cotangents)]
+        target, anns, shadows = self._annotations(layout, values, mask, weights)
+        derivs = autodiff(Reverse, target, A.Active, *anns)[0]
+        scale = weights[0] if layout.scalar else 1.0
+        grads = {}
+        for i, shadow in shadows.items():
+            if shadow is None:
+                grads[i] = torch.tensor(derivs[i] * scale, dtype=args[i].dtype)
+            else:
+                grads[i] = torch.from_numpy(shadow if scale == 1.0 else shadow * scale)
+        return [grads[i] if i in grads else args[i].new_empty(0) for i in self.tensors]
+
+    def _vjp_fake(self, *args) -> list:
+        *args, cotangents, mask = args
+        self._prepare(args, mask)
+        return [torch.empty_like(args[i]) if mask[i] else args[i].new_empty(0)
+                for i in self.tensors]
+
+    def _vjp_setup(self, ctx, inputs, output) -> None:
+        *args, cotangents, mask = inputs
+        ctx.save_for_backward(*[args[i] for i in self.tensors], *cotangents)
+        ctx.scalars = [None if isinstance(a, torch.Tensor) else a for a in args]
+        ctx.mask = mask
+
+    def _vjp_backward(self, ctx, grads):
+        saved = ctx.saved_tensors
+        args = _inputs(ctx, self.tensors, saved[:len(self.tensors)])
+        cotangents = saved[len(self.tensors):]
+        x = self._second_order_argument(args, ctx.mask)
+        v = grads[self.tensors.index(x)]
+        if v is None:
+            return (None,) * (len(args) + 2)
+        dx, dw = self.hvp(*args, cotangents[0], v)
+        return tuple(dx if i == x else None for i in range(len(args))) + ([dw], None)
+
+    def _second_order_argument(self, args, mask) -> int:
+        """The argument double backward differentiates again (the first, the only one the
+        first derivative was taken of), or a clear error where pyzyme.hvp does not apply."""
+        wrapped = self.wrapped
+        taken = [i for i, m in enumerate(mask) if m]
+        if wrapped.layout(args).scalar and taken == [0] and args[0].ndim >= 1:
+            return 0
+        raise UnsupportedError(
+            f"pyzyme.torch.wrap: double backward through {where(wrapped.dispatcher)} is taken "
+            f"by pyzyme.hvp, which needs a kernel returning a float whose first argument is "
+            f"the one float array differentiated (here the derivative was taken of arguments "
+            f"{taken})",
+            hint="differentiate once, or write the kernel as f(x, *constants) of one array x")
+
+    # hvp ------------------------------------------------------------------------------------
+
+    def _hvp(self, *args) -> list:
+        *args, w, v = args
+        wrapped = self.wrapped
+        values = [_numpy(a, i, wrapped) if isinstance(a, torch.Tensor) else a
+                  for i, a in enumerate(args)]
+        x = values[0]
+        hv, g = hvp_and_gradient(wrapped.dispatcher, x, _numpy(v.contiguous(), -1, wrapped),
+                                 *values[1:])
+        scale = w.item()
+        dx = torch.from_numpy(hv).mul_(scale).to(args[0].dtype)
+        dw = torch.tensor(float(np.vdot(g, v.detach().numpy())), dtype=w.dtype)
+        return [dx, dw]
+
+    def _hvp_fake(self, *args) -> list:
+        *args, w, v = args
+        return [torch.empty_like(args[0]), torch.empty_like(w)]
+
+
+_WRAPPED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   # number -> Wrapped
+
+
+@torch.compiler.assume_constant_result
+def _returns_one(number: int, key: tuple) -> bool:
+    """Whether wrapped kernel ``number`` returns one value (not a tuple) for arguments whose
+    (dtype, dimensions) or Python type are ``key``: asked of Numba, which torch.compile must
+    not trace (it takes the answer as a constant of the graph)."""
+    args = [torch.empty((1,) * k[1], dtype=k[0]) if isinstance(k, tuple) else k()
+            for k in key]
+    return _WRAPPED[number].layout(args).single
+
+
+def _define(name: str, schema: str, impl, fake):
+    """A torch custom operation ``pyzyme::name`` with its CPU implementation and fake."""
+    op = torch.library.custom_op(f"{_NAMESPACE}::{name}", impl, mutates_args=(),
+                                 device_types="cpu", schema=schema)
+    op.register_fake(fake)
+    return op
+
+
+def _inputs(ctx, tensors: list, saved=None) -> list:
+    """The arguments of a call, from what setup_context kept."""
+    args = list(ctx.scalars)
+    for i, t in zip(tensors, ctx.saved_tensors if saved is None else saved):
+        args[i] = t
+    return args
+
+
+def _kind(a, i: int, wrapped: Wrapped) -> str:
+    """The schema type of argument ``i``."""
+    if isinstance(a, torch.Tensor):
+        if a.dtype not in _FLOATS and a.dtype not in _OTHER:
+            raise UnsupportedError(f"pyzyme.torch.wrap: argument {i} of "
+                                   f"{where(wrapped.dispatcher)} is a tensor of {a.dtype}; "
+                                   f"kernels take float64, float32, integer and bool tensors")
+        return "Tensor"
+    kind = _SCALARS.get(type(a))
+    if kind is None:
+        raise UnsupportedError(f"pyzyme.torch.wrap: argument {i} of {where(wrapped.dispatcher)}"
+                               f" is a {type(a).__name__}; a wrapped kernel takes tensors, "
+                               f"ints, floats and bools")
+    return kind
+
+
+def _numba_type(a):
+    """The Numba type of what the kernel receives for argument ``a``."""
+    if isinstance(a, torch.Tensor):
+        dtype = numba.from_dtype(_NUMPY[a.dtype])
+        if a.ndim == 0:
+            return types.float64 if a.is_floating_point() else \
+                types.boolean if a.dtype == torch.bool else types.int64
+        return types.Array(dtype, a.ndim, "C")
+    return numba.typeof(a)
+
+
+_NUMPY = {torch.float64: np.float64, torch.float32: np.float32, torch.int64: np.int64,
+          torch.int32: np.int32, torch.int16: np.int16, torch.int8: np.int8,
+          torch.uint8: np.uint8, torch.bool: np.bool_}
+
+
+def _numpy(t: torch.Tensor, i: int, wrapped: Wrapped):
+    """What the kernel receives for tensor ``t``: its memory as a NumPy array (copied only
+    where it is not in C order), or a Python scalar for a 0-d tensor."""
+    if t.device.type != "cpu":
+        raise UnsupportedError(f"pyzyme.torch.wrap: argument {i} of {where(wrapped.dispatcher)} "
+                               f"is on {t.device}; the kernels run on the CPU",
+                               hint="move the tensor with .cpu() before the call")
+    t = t.detach()
+    if t.ndim == 0:
+        return t.item()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return t.resolve_neg().resolve_conj().numpy()
+
+
+def _ones(t: torch.Tensor):
+    """An input of ones shaped like (fake) tensor ``t``, to run the kernel on."""
+    if t.ndim == 0:
+        return 1.0 if t.is_floating_point() else True if t.dtype == torch.bool else 1
+    return np.ones(tuple(int(s) for s in t.shape), dtype=_NUMPY[t.dtype])
+
+
+def _result_meta(v) -> tuple:
+    """``(shape, dtype)`` of the tensor a kernel's result ``v`` becomes."""
+    if isinstance(v, np.ndarray):
+        return v.shape, torch.from_numpy(np.empty(0, v.dtype)).dtype
+    return (), _scalar_dtype(v)
+
+
+def _scalar_dtype(v):
+    if isinstance(v, (bool, np.bool_)):
+        return torch.bool
+    if isinstance(v, (np.float32,)):
+        return torch.float32
+    if isinstance(v, (float, np.floating)):
+        return torch.float64
+    return torch.int64
+
+
+def _tensor(v, inputs: list) -> torch.Tensor:
+    """A kernel's result ``v`` as a tensor: an array's memory as it is, unless it is an
+    argument's (torch's operations return new tensors, never views of their inputs)."""
+    if isinstance(v, np.ndarray):
+        if any(np.may_share_memory(v, a) for a in inputs):
+            v = v.copy()
+        return torch.from_numpy(v)
+    return torch.tensor(v, dtype=_scalar_dtype(v))
