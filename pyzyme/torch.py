@@ -146,18 +146,28 @@ class Wrapped:
         return f"<pyzyme.torch.wrap of {where(self.dispatcher)}>"
 
     def __call__(self, *args):
-        pattern = tuple(_kind(a, i, self) for i, a in enumerate(args))
-        ops = self._ops.get(pattern)
-        if ops is None:
-            with self._lock:
-                ops = self._ops.get(pattern) or _Ops(self, pattern)
-                self._ops[pattern] = ops
-        outs = ops.primal(*args)
+        # Plain enough for torch.compile to trace: what needs Numba or registers operations
+        # is in _resolve, whose answer it takes as a constant.
         key = tuple((a.dtype, a.dim()) if isinstance(a, torch.Tensor) else type(a)
                     for a in args)
-        if _returns_one(self._number, key):
+        single, pattern = _resolve(self._number, key)
+        outs = self._ops[pattern].primal(*args)
+        if single:
             return outs[0]
         return tuple(outs)
+
+    def resolve(self, key: tuple) -> tuple[bool, tuple]:
+        """For arguments whose (dtype, dimensions) or Python type are ``key``: whether ``f``
+        returns one value (not a tuple), and the pattern of argument kinds whose operations
+        (registered here, once) take them."""
+        pattern = tuple(_kind(k, i, self) for i, k in enumerate(key))
+        if pattern not in self._ops:
+            with self._lock:
+                if pattern not in self._ops:
+                    self._ops[pattern] = _Ops(self, pattern)
+        args = [torch.empty((1,) * k[1], dtype=k[0]) if isinstance(k, tuple) else k()
+                for k in key]
+        return self.layout(args).single, pattern
 
     # What f returns -------------------------------------------------------------------------
 
@@ -413,13 +423,10 @@ _WRAPPED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   # number
 
 
 @torch.compiler.assume_constant_result
-def _returns_one(number: int, key: tuple) -> bool:
-    """Whether wrapped kernel ``number`` returns one value (not a tuple) for arguments whose
-    (dtype, dimensions) or Python type are ``key``: asked of Numba, which torch.compile must
-    not trace (it takes the answer as a constant of the graph)."""
-    args = [torch.empty((1,) * k[1], dtype=k[0]) if isinstance(k, tuple) else k()
-            for k in key]
-    return _WRAPPED[number].layout(args).single
+def _resolve(number: int, key: tuple) -> tuple[bool, tuple]:
+    """:meth:`Wrapped.resolve` of wrapped kernel ``number``: asks Numba and registers
+    operations, which torch.compile must not trace (it takes the answer as a constant)."""
+    return _WRAPPED[number].resolve(key)
 
 
 def _define(name: str, schema: str, impl, fake):
@@ -438,19 +445,19 @@ def _inputs(ctx, tensors: list, saved=None) -> list:
     return args
 
 
-def _kind(a, i: int, wrapped: Wrapped) -> str:
-    """The schema type of argument ``i``."""
-    if isinstance(a, torch.Tensor):
-        if a.dtype not in _FLOATS and a.dtype not in _OTHER:
+def _kind(k, i: int, wrapped: Wrapped) -> str:
+    """The schema type of argument ``i``, whose (dtype, dimensions) or type is ``k``."""
+    if isinstance(k, tuple):
+        if k[0] not in _FLOATS and k[0] not in _OTHER:
             raise UnsupportedError(f"pyzyme.torch.wrap: argument {i} of "
-                                   f"{where(wrapped.dispatcher)} is a tensor of {a.dtype}; "
+                                   f"{where(wrapped.dispatcher)} is a tensor of {k[0]}; "
                                    f"kernels take float64, float32, integer and bool tensors")
         return "Tensor"
-    kind = _SCALARS.get(type(a))
+    kind = _SCALARS.get(k)
     if kind is None:
         raise UnsupportedError(f"pyzyme.torch.wrap: argument {i} of {where(wrapped.dispatcher)}"
-                               f" is a {type(a).__name__}; a wrapped kernel takes tensors, "
-                               f"ints, floats and bools")
+                               f" is a {k.__name__}; a wrapped kernel takes tensors, ints, "
+                               f"floats and bools")
     return kind
 
 
