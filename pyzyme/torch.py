@@ -58,7 +58,7 @@ import pyzyme.frontends.numba.hook  # noqa: F401  the capture hook, before Numba
 from pyzyme.api import annotations as A
 from pyzyme.api.args.call_shape import call_shape
 from pyzyme.api.autodiff import autodiff, compiled_reverse
-from pyzyme.api.dispatchers import dispatcher_of, qualname, result_type, where
+from pyzyme.api.dispatchers import dispatcher_of, result_type, where
 from pyzyme.api.modes import Reverse
 from pyzyme.api.second_order import hvp_and_gradient
 from pyzyme.api.wrappers import weighted_wrapper
@@ -253,7 +253,8 @@ class _Ops:
         self.wrapped, self.pattern = wrapped, pattern
         self.tensors = [i for i, k in enumerate(pattern) if k == "Tensor"]
         py = wrapped.dispatcher.py_func
-        inputs = (py.__module__, py.__qualname__, str(wrapped._number), ",".join(pattern))
+        inputs = (str(py.__module__), py.__qualname__, str(wrapped._number),
+                  ",".join(pattern))
         name = py.__qualname__
         params = ", ".join(f"{k} a{i}" for i, k in enumerate(pattern))
         extra = ", " if params else ""
