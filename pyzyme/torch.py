@@ -43,6 +43,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import weakref
@@ -246,6 +247,26 @@ class Wrapped:
         self._shapes[key] = shapes
 
 
+def _said_in_full(method):
+    """``method``, its pyzyme errors raised again with their context and hint in the message:
+    torch.compile reports an error raised while it traces by the error's repr (no cause
+    chained), which for a pyzyme error is its message alone, without the kernel's Python
+    line. The error keeps its class."""
+    @functools.wraps(method)
+    def run(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except PyzymeError as e:
+            if not e.context and not e.hint:
+                raise
+            try:
+                again = type(e)(str(e))
+            except TypeError:   # a class whose constructor takes more (ParseError)
+                again = PyzymeError(str(e))
+            raise again from e
+    return run
+
+
 class _Ops:
     """The torch operations of one wrapped kernel for one pattern of argument kinds."""
 
@@ -282,10 +303,12 @@ class _Ops:
         wrapped.remember_shapes(args, tensors)
         return tensors
 
+    @_said_in_full
     def _primal_fake(self, *args) -> list:
         self.wrapped.layout(args)   # Numba's errors (typing f) at trace time
         return self.wrapped.fake_results(args)
 
+    @_said_in_full
     def _primal_setup(self, ctx, inputs, output) -> None:
         ctx.save_for_backward(*[inputs[i] for i in self.tensors])
         ctx.scalars = [None if isinstance(a, torch.Tensor) else a for a in inputs]
@@ -303,9 +326,8 @@ class _Ops:
                 for i, n in enumerate(ctx.needs_input_grad)]
         cotangents = [g if g is not None else torch.zeros(shape, dtype=dtype)
                       for g, (shape, dtype) in zip(grads, ctx.results)]
-        got = iter(self.vjp(*args, cotangents, mask))
-        return tuple(next(got) if mask[i] else (next(got), None)[1] if i in self.tensors
-                     else None for i in range(len(args)))
+        grads = dict(zip(self.tensors, self.vjp(*args, cotangents, mask)))
+        return tuple(grads[i] if mask[i] else None for i in range(len(args)))
 
     # vjp ------------------------------------------------------------------------------------
 
@@ -363,6 +385,7 @@ class _Ops:
                 grads[i] = torch.from_numpy(shadow if scale == 1.0 else shadow * scale)
         return [grads[i] if i in grads else args[i].new_empty(0) for i in self.tensors]
 
+    @_said_in_full
     def _vjp_fake(self, *args) -> list:
         *args, cotangents, mask = args
         self._prepare(args, mask)
@@ -424,6 +447,7 @@ _WRAPPED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   # number
 
 
 @torch.compiler.assume_constant_result
+@_said_in_full
 def _resolve(number: int, key: tuple) -> tuple[bool, tuple]:
     """:meth:`Wrapped.resolve` of wrapped kernel ``number``: asks Numba and registers
     operations, which torch.compile must not trace (it takes the answer as a constant)."""
@@ -431,9 +455,10 @@ def _resolve(number: int, key: tuple) -> tuple[bool, tuple]:
 
 
 def _define(name: str, schema: str, impl, fake):
-    """A torch custom operation ``pyzyme::name`` with its CPU implementation and fake."""
-    op = torch.library.custom_op(f"{_NAMESPACE}::{name}", impl, mutates_args=(),
-                                 device_types="cpu", schema=schema)
+    """A torch custom operation ``pyzyme::name`` with its implementation and fake. The
+    implementation is registered for every device, so that a tensor on a GPU meets pyzyme's
+    error (the kernels run on the CPU), not torch's "no kernel"."""
+    op = torch.library.custom_op(f"{_NAMESPACE}::{name}", impl, mutates_args=(), schema=schema)
     op.register_fake(fake)
     return op
 

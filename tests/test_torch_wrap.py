@@ -307,6 +307,19 @@ def test_pyzyme_errors_name_the_kernel_at_the_forward_call():
     assert g.item() == pytest.approx(5 * 1.2 ** 4, rel=1e-12)
 
 
+def test_pyzyme_errors_name_the_kernel_under_torch_compile():
+    op = pt.wrap(_tmp_power)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, tmp: op(x, tmp, 5) * 2.0, fullgraph=True,
+                             backend="aot_eager")
+    x = torch.tensor([1.2], dtype=F64, requires_grad=True)
+    # torch.compile raises its own error, which shows the pyzyme error's repr: that names the
+    # kernel and its file and line, as the error's str does
+    where = r"ActivityError.*_tmp_power \(\S*test_torch_wrap\.py:\d+\)"
+    with pytest.raises(Exception, match=where):
+        compiled(x, torch.zeros(1, dtype=F64))
+
+
 def test_each_wrap_registers_operations_of_its_own():
     a, b = pt.wrap(lambda x: 2.0 * x), pt.wrap(lambda x: 3.0 * x)   # same name: <lambda>
     x = torch.ones(2, dtype=F64)
