@@ -137,6 +137,7 @@ class Wrapped:
         self.__doc__ = getattr(f, "__doc__", None)
         self._number = next(_NUMBER)
         self._ops: dict[tuple, _Ops] = {}
+        self._resolved: dict[tuple, tuple] = {}
         self._layouts: dict[tuple, _Layout] = {}
         self._shapes: dict[tuple, list] = {}    # input shapes and scalars -> result (shape, dtype)
         self._guessed: set[tuple] = set()       # the keys of _shapes found by running on ones
@@ -149,36 +150,38 @@ class Wrapped:
     def __call__(self, *args):
         # Plain enough for torch.compile to trace: what needs Numba or registers operations
         # is in _resolve, whose answer it takes as a constant.
-        key = tuple((a.dtype, a.dim()) if isinstance(a, torch.Tensor) else type(a)
-                    for a in args)
-        single, pattern = _resolve(self._number, key)
+        single, pattern = _resolve(self._number, _key(args))
         outs = self._ops[pattern].primal(*args)
         if single:
             return outs[0]
         return tuple(outs)
 
     def resolve(self, key: tuple) -> tuple[bool, tuple]:
-        """For arguments whose (dtype, dimensions) or Python type are ``key``: whether ``f``
-        returns one value (not a tuple), and the pattern of argument kinds whose operations
-        (registered here, once) take them."""
-        pattern = tuple(_kind(k, i, self) for i, k in enumerate(key))
-        if pattern not in self._ops:
+        """For arguments of :func:`_key` ``key``: whether ``f`` returns one value (not a
+        tuple), and the pattern of argument kinds whose operations (registered here, once)
+        take them."""
+        got = self._resolved.get(key)
+        if got is None:
+            pattern = tuple(_kind(k, i, self) for i, k in enumerate(key))
             with self._lock:
                 if pattern not in self._ops:
                     self._ops[pattern] = _Ops(self, pattern)
-        args = [torch.empty((1,) * k[1], dtype=k[0]) if isinstance(k, tuple) else k()
-                for k in key]
-        return self.layout(args).single, pattern
+            got = self._resolved[key] = (self.layout_of(key).single, pattern)
+        return got
 
     # What f returns -------------------------------------------------------------------------
 
     def layout(self, args: Sequence) -> _Layout:
-        """The parts of ``f``'s result for arguments like ``args`` (from Numba's types)."""
-        argtypes = tuple(_numba_type(a) for a in args)
-        got = self._layouts.get(argtypes)
+        """The parts of ``f``'s result for arguments like ``args``."""
+        return self.layout_of(_key(args))
+
+    def layout_of(self, key: tuple) -> _Layout:
+        """The parts of ``f``'s result for arguments of :func:`_key` ``key`` (from the type
+        Numba infers for it)."""
+        got = self._layouts.get(key)
         if got is None:
-            got = self._layouts[argtypes] = self._layout_of(result_type(self.dispatcher,
-                                                                        argtypes))
+            argtypes = tuple(_numba_type(k) for k in key)
+            got = self._layouts[key] = self._layout_of(result_type(self.dispatcher, argtypes))
         return got
 
     def _layout_of(self, restype) -> _Layout:
@@ -273,6 +276,7 @@ class _Ops:
     def __init__(self, wrapped: Wrapped, pattern: tuple) -> None:
         self.wrapped, self.pattern = wrapped, pattern
         self.tensors = [i for i, k in enumerate(pattern) if k == "Tensor"]
+        self._prepared: set[tuple] = set()   # (argument key, mask) whose vjp is built
         py = wrapped.dispatcher.py_func
         inputs = (str(py.__module__), py.__qualname__, str(wrapped._number),
                   ",".join(pattern))
@@ -355,6 +359,9 @@ class _Ops:
     def _prepare(self, args, mask) -> None:
         """Build the derivative that :meth:`_vjp` calls for arguments like ``args`` (tensors
         that may be fake: only their types are read)."""
+        key = (_key(args), tuple(mask))
+        if key in self._prepared:
+            return
         layout = self.wrapped.layout(args)
         values = [_ones(a) if isinstance(a, torch.Tensor) else a for a in args]
         weights = [1.0 if part == "s" else np.ones((1,) * part) if isinstance(part, int)
@@ -364,6 +371,7 @@ class _Ops:
         if shape is not None:
             compiled_reverse(Reverse, target, A.Active, shape.classes, shape.types,
                              shape.distinct)
+        self._prepared.add(key)
 
     def _vjp(self, *args) -> list:
         *args, cotangents, mask = args
@@ -487,15 +495,21 @@ def _kind(k, i: int, wrapped: Wrapped) -> str:
     return kind
 
 
-def _numba_type(a):
-    """The Numba type of what the kernel receives for argument ``a``."""
-    if isinstance(a, torch.Tensor):
-        dtype = numba.from_dtype(_NUMPY[a.dtype])
-        if a.ndim == 0:
-            return types.float64 if a.is_floating_point() else \
-                types.boolean if a.dtype == torch.bool else types.int64
-        return types.Array(dtype, a.ndim, "C")
-    return numba.typeof(a)
+def _key(args) -> tuple:
+    """What decides the kernel's Numba types for ``args``: (dtype, dimensions) of a tensor,
+    the type of anything else."""
+    return tuple((a.dtype, a.dim()) if isinstance(a, torch.Tensor) else type(a) for a in args)
+
+
+def _numba_type(k):
+    """The Numba type of what the kernel receives for an argument of :func:`_key` ``k``."""
+    if isinstance(k, tuple):
+        dtype, ndim = k
+        if ndim == 0:   # passed as a Python scalar
+            return types.float64 if dtype in _FLOATS else \
+                types.boolean if dtype == torch.bool else types.int64
+        return types.Array(numba.from_dtype(_NUMPY[dtype]), ndim, "C")
+    return numba.typeof(k())
 
 
 _NUMPY = {torch.float64: np.float64, torch.float32: np.float32, torch.int64: np.int64,
