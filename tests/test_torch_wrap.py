@@ -223,6 +223,21 @@ def test_a_non_contiguous_tensor_is_read_in_its_own_order():
     torch.testing.assert_close(g, want)
 
 
+def _poke(x):
+    x[0, 0] = 5.0          # a kernel may not write its arguments: here it shows whose memory
+    return x.sum()
+
+
+def test_tensors_are_passed_without_a_copy_where_their_layout_allows():
+    op = pt.wrap(_poke)
+    x = torch.zeros(2, 3, dtype=F64)
+    op(x)
+    assert x[0, 0].item() == 5.0            # C order: the kernel had the tensor's memory
+    y = torch.zeros(3, 2, dtype=F64).t()
+    op(y)
+    assert y[0, 0].item() == 0.0            # Fortran order: a C-ordered copy
+
+
 # Second order -------------------------------------------------------------------------------
 
 
