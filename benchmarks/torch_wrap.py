@@ -22,13 +22,19 @@ both rows train the same model from the same start, so they agree to rounding.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import numba
 import numpy as np
-import torch
 
-import pyzyme.torch
+try:
+    import torch
+except ImportError:   # an optional peer, as in the other scripts
+    print("PyTorch is not installed (pip install pyzyme[torch]): skipped")
+    sys.exit(0)
+
+import pyzyme.torch  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 
