@@ -8,8 +8,14 @@ and compares the end state with a target. Rows:
   cells), its gradient pyzyme's reverse mode, called by autograd;
 - ``torch``: the same solver in torch, vectorized over samples and cells, a Python loop over
   time steps (as a torch user writes it; autograd records every step);
-- with ``--compile``, both again inside ``torch.compile`` of the training step (inductor; the
-  torch solver's loop is unrolled into the graph, so its compile takes long).
+- with ``--compile``, the wrapped kernel again with the model and loss under
+  ``torch.compile(fullgraph=True)`` (inductor; Adam's step stays eager); with
+  ``--compile-torch`` the torch solver too: its loop is unrolled into the graph, its compile
+  takes minutes, and g++ 12 failed on inductor's C++ for it here (an internal compiler
+  error), which the row then reports.
+
+``--threads`` sets torch's threads (inductor's OpenMP kernels slow down by 40x when two threads
+share two cores with other work; the Numba kernel and its derivative run on one thread).
 
 Each row gives the first step's time (Numba's compile and pyzyme's derivative build, or
 torch.compile's), then the median time per training step (forward, backward, Adam) over
@@ -17,6 +23,7 @@ torch.compile's), then the median time per training step (forward, backward, Ada
 both rows train the same model from the same start, so they agree to rounding.
 
     python benchmarks/torch_wrap.py [--batch 8] [--width 128] [--steps 200] [--iters 30]
+                                    [--threads N] [--compile] [--compile-torch]
 """
 
 from __future__ import annotations
@@ -82,16 +89,19 @@ def _train(solver, opts, compile_step: bool):
     z = torch.randn(opts.batch, 16, generator=g)
     target = torch.sin(torch.linspace(0, np.pi, opts.width)).expand(opts.batch, -1)
 
+    def loss_of():
+        return ((model(z) - target) ** 2).mean()
+
+    if compile_step:   # the model and loss, forward and backward; Adam stays eager
+        torch._dynamo.reset()
+        loss_of = torch.compile(loss_of, fullgraph=True)
+
     def step():
         optimizer.zero_grad()
-        loss = ((model(z) - target) ** 2).mean()
+        loss = loss_of()
         loss.backward()
         optimizer.step()
         return loss
-
-    if compile_step:
-        torch._dynamo.reset()
-        step = torch.compile(step)
     start = time.perf_counter()
     step()
     first = time.perf_counter() - start
@@ -110,14 +120,21 @@ def main(argv=None) -> None:
     parser.add_argument("--width", type=int, default=128)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
     parser.add_argument("--compile", action="store_true",
-                        help="also time the training step under torch.compile (inductor)")
+                        help="also the wrapped kernel's model under torch.compile (inductor)")
+    parser.add_argument("--compile-torch", action="store_true",
+                        help="also the torch solver's model under torch.compile (minutes)")
     opts = parser.parse_args(argv)
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
     rows = [("torch (vectorized, loop over steps)", diffuse_torch, False),
             ("pyzyme.torch.wrap(diffuse)", pyzyme.torch.wrap(diffuse), False)]
     if opts.compile:
-        rows += [("torch.compile: pyzyme.torch.wrap(diffuse)", pyzyme.torch.wrap(diffuse), True),
-                 ("torch.compile: torch", diffuse_torch, True)]
+        rows.append(("torch.compile: pyzyme.torch.wrap(diffuse)", pyzyme.torch.wrap(diffuse),
+                     True))
+    if opts.compile_torch:
+        rows.append(("torch.compile: torch", diffuse_torch, True))
     print(f"Training step of an MLP whose loss runs a heat-equation solver: batch "
           f"{opts.batch}, {opts.width} cells, {opts.steps} steps; median of {opts.iters} "
           f"steps; torch {torch.__version__}, {torch.get_num_threads()} threads")
