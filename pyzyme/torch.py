@@ -54,6 +54,7 @@ import numba
 import numpy as np
 import torch
 from numba.core import types
+from torch.autograd import forward_ad
 
 import pyzyme.frontends.numba.hook  # noqa: F401  the capture hook, before Numba compiles f
 from pyzyme.api import annotations as A
@@ -298,6 +299,7 @@ class _Ops:
 
     def _primal(self, *args) -> list:
         wrapped = self.wrapped
+        _refuse_forward_ad(wrapped, "result")
         values = [_numpy(a, i, wrapped) if isinstance(a, torch.Tensor) else a
                   for i, a in enumerate(args)]
         out = wrapped.dispatcher(*values)
@@ -376,6 +378,7 @@ class _Ops:
     def _vjp(self, *args) -> list:
         *args, cotangents, mask = args
         wrapped = self.wrapped
+        _refuse_forward_ad(wrapped, "gradient")
         layout = wrapped.layout(args)
         values = [_numpy(a, i, wrapped) if isinstance(a, torch.Tensor) else a
                   for i, a in enumerate(args)]
@@ -436,6 +439,7 @@ class _Ops:
     def _hvp(self, *args) -> list:
         *args, w, v = args
         wrapped = self.wrapped
+        _refuse_forward_ad(wrapped, "second derivative")
         values = [_numpy(a, i, wrapped) if isinstance(a, torch.Tensor) else a
                   for i, a in enumerate(args)]
         x = values[0]
@@ -460,6 +464,23 @@ def _resolve(number: int, key: tuple) -> tuple[bool, tuple]:
     """:meth:`Wrapped.resolve` of wrapped kernel ``number``: asks Numba and registers
     operations, which torch.compile must not trace (it takes the answer as a constant)."""
     return _WRAPPED[number].resolve(key)
+
+
+def _refuse_forward_ad(wrapped: Wrapped, part: str) -> None:
+    """Raise where a forward-mode derivative is being taken (``torch.func.jvp``, ``jacfwd``,
+    ``hessian``, ``torch.autograd.forward_ad``): torch.library has no forward-mode formula to
+    register for a Python operation, and gives its results a zero tangent (or none) instead of
+    an error, a silently wrong derivative. Inside the operation only this says so: under
+    ``torch.func.jvp`` the tensors it receives are no longer dual."""
+    if forward_ad._current_level >= 0:
+        raise UnsupportedError(
+            f"pyzyme.torch.wrap: forward-mode AD (torch.func.jvp, jacfwd, hessian, "
+            f"torch.autograd.forward_ad) reached the {part} of {where(wrapped.dispatcher)}; "
+            f"PyTorch takes no forward-mode formula for a Python custom operation, and would "
+            f"give it a zero tangent",
+            hint="differentiate with backward() or torch.autograd.grad (torch.func's "
+                 "transforms do not reach a Python custom operation either), or call "
+                 "pyzyme.autodiff(Forward, ...) on NumPy arrays")
 
 
 def _define(name: str, schema: str, impl, fake):

@@ -264,6 +264,18 @@ def test_double_backward_outside_hvp_is_a_clear_error():
         torch.autograd.grad(g.sum(), u)
 
 
+def test_forward_mode_is_an_error_not_a_zero_tangent():
+    # torch.library gives a Python operation a zero tangent under forward mode (no formula)
+    op = WRAPPED["chain_energy"]
+    x, t = torch.rand(5, dtype=F64), torch.ones(5, dtype=F64)
+    with pytest.raises(pyzyme.UnsupportedError, match="forward-mode AD.*chain_energy"):
+        torch.func.jvp(lambda x: op(x, 0.5), (x,), (t,))
+    import torch.autograd.forward_ad as fwAD
+    with fwAD.dual_level(), pytest.raises(pyzyme.UnsupportedError, match="forward-mode"):
+        op(fwAD.make_dual(x, t), 0.5)
+    op(x, 0.5)   # outside forward mode, as before
+
+
 # Arguments without derivatives --------------------------------------------------------------
 
 
