@@ -84,8 +84,8 @@ def wrap(f, fake: Callable | None = None) -> Wrapped:
     ----------
     f
         The kernel. It reads its array arguments and returns new values: floats, ints,
-        arrays, or a tuple of them (it must not write into its arguments, which are the
-        tensors' own memory).
+        arrays, or a tuple of them. It must not write into its arguments, which are the
+        tensors' own memory (the first call of each kind of arguments checks it).
     fake
         Optional: ``fake(*args)`` returns empty tensors shaped like ``f``'s results (as
         ``torch.library.register_fake`` functions do), for ``torch.compile``, which traces
@@ -278,6 +278,7 @@ class _Ops:
         self.wrapped, self.pattern = wrapped, pattern
         self.tensors = [i for i, k in enumerate(pattern) if k == "Tensor"]
         self._prepared: set[tuple] = set()   # (argument key, mask) whose vjp is built
+        self._checked: set[tuple] = set()    # argument keys whose first call wrote nothing
         py = wrapped.dispatcher.py_func
         inputs = (str(py.__module__), py.__qualname__, str(wrapped._number),
                   ",".join(pattern))
@@ -302,12 +303,32 @@ class _Ops:
         _refuse_forward_ad(wrapped, "result")
         values = [_numpy(a, i, wrapped) if isinstance(a, torch.Tensor) else a
                   for i, a in enumerate(args)]
-        out = wrapped.dispatcher(*values)
+        key = _key(args)
+        if key in self._checked:
+            out = wrapped.dispatcher(*values)
+        else:
+            out = self._first_call(values)
+            self._checked.add(key)
         items = (out,) if wrapped.layout(args).single else out
         arrays = [v for v in values if isinstance(v, np.ndarray)]
         tensors = [_tensor(v, arrays) for v in items]
         wrapped.remember_shapes(args, tensors)
         return tensors
+
+    def _first_call(self, values: list):
+        """The kernel's result on ``values``, refusing a kernel that wrote into an argument:
+        autograd keeps the arguments for backward(), whose derivative would then start from
+        what the kernel left there (checked on the first call of each argument key)."""
+        before = [v.copy() if isinstance(v, np.ndarray) else None for v in values]
+        out = self.wrapped.dispatcher(*values)
+        for i, (v, b) in enumerate(zip(values, before)):
+            if b is not None and not np.array_equal(v, b, equal_nan=v.dtype.kind == "f"):
+                raise UnsupportedError(
+                    f"pyzyme.torch.wrap: {where(self.wrapped.dispatcher)} wrote into its "
+                    f"argument {i}, a tensor's memory; a wrapped kernel must leave its "
+                    f"arguments as they were (autograd keeps them for backward())",
+                    hint="write into a copy made in the kernel (u = u.copy())")
+        return out
 
     @_said_in_full
     def _primal_fake(self, *args) -> list:
