@@ -14,8 +14,7 @@ implementation for shapes, so ``f`` composes with ``backward()``, ``torch.autogr
   instead, at twice the cost of a combined sweep on loop kernels (DESIGN.md), and the tape
   would have to live in a tensor for torch.compile;
 - ``hvp``: the second derivative, for double backward, through :func:`pyzyme.hvp_and_gradient`
-  (forward over reverse): kernels returning a float whose first argument is the one float
-  array differentiated.
+  (forward over reverse): kernels returning a float, one float array differentiated.
 
 Arguments: float64/float32 tensors are differentiable (a 0-d tensor is passed to the kernel as
 a Python float, its gradient comes back as a 0-d tensor); integer and bool tensors, Python
@@ -63,7 +62,7 @@ from pyzyme.api.autodiff import autodiff, compiled_reverse
 from pyzyme.api.dispatchers import dispatcher_of, result_type, where
 from pyzyme.api.modes import Reverse
 from pyzyme.api.second_order import hvp_and_gradient
-from pyzyme.api.wrappers import weighted_wrapper
+from pyzyme.api.wrappers import moved_wrapper, weighted_wrapper
 from pyzyme.errors import PyzymeError, UnsupportedError
 from pyzyme.naming import framework_op
 
@@ -99,7 +98,7 @@ def wrap(f, fake: Callable | None = None) -> Wrapped:
     Wrapped
         ``wrapped(*args)``: ``f``'s result as tensors. Float tensors among ``args`` carry
         derivatives (reverse mode, and double backward through :func:`pyzyme.hvp` where the
-        kernel returns a float and its first argument is the one differentiated array).
+        kernel returns a float and one float array is differentiated).
 
     Examples
     --------
@@ -291,7 +290,7 @@ class _Ops:
                            f"({params}{extra}Tensor[] cotangents, bool[] mask) -> Tensor[]",
                            self._vjp, self._vjp_fake)
         self.hvp = _define(framework_op(name, "hvp", *inputs),
-                           f"({params}{extra}Tensor w, Tensor v) -> Tensor[]",
+                           f"({params}{extra}Tensor w, Tensor v, int x) -> Tensor[]",
                            self._hvp, self._hvp_fake)
         self.primal.register_autograd(self._primal_backward, setup_context=self._primal_setup)
         self.vjp.register_autograd(self._vjp_backward, setup_context=self._vjp_setup)
@@ -438,7 +437,7 @@ class _Ops:
         v = grads[self.tensors.index(x)]
         if v is None:
             return (None,) * (len(args) + 2)
-        dx, dw = self.hvp(*args, cotangents[0], v)
+        dx, dw = self.hvp(*args, cotangents[0], v, x)
         return tuple(dx if i == x else None for i in range(len(args))) + ([dw], None)
 
     def _second_order_argument(self, args, mask) -> int:
@@ -446,34 +445,35 @@ class _Ops:
         first derivative was taken of), or a clear error where pyzyme.hvp does not apply."""
         wrapped = self.wrapped
         taken = [i for i, m in enumerate(mask) if m]
-        if wrapped.layout(args).scalar and taken == [0] and args[0].ndim >= 1:
-            return 0
+        if wrapped.layout(args).scalar and len(taken) == 1 and args[taken[0]].ndim >= 1:
+            return taken[0]
         raise UnsupportedError(
             f"pyzyme.torch.wrap: double backward through {where(wrapped.dispatcher)} is taken "
-            f"by pyzyme.hvp, which needs a kernel returning a float whose first argument is "
-            f"the one float array differentiated (here the derivative was taken of arguments "
-            f"{taken})",
-            hint="differentiate once, or write the kernel as f(x, *constants) of one array x")
+            f"by pyzyme.hvp, which needs a kernel returning a float and one float array "
+            f"differentiated (here the derivative was taken of arguments {taken})",
+            hint="differentiate once, or pass the other arguments without requires_grad")
 
     # hvp ------------------------------------------------------------------------------------
 
     def _hvp(self, *args) -> list:
-        *args, w, v = args
+        """``[w H v, <gradient, v>]`` for argument ``x``, the one differentiated: the
+        derivatives of ``w * gradient`` (the vjp's result) along ``v``."""
+        *args, w, v, x = args
         wrapped = self.wrapped
         _refuse_forward_ad(wrapped, "second derivative")
         values = [_numpy(a, i, wrapped) if isinstance(a, torch.Tensor) else a
                   for i, a in enumerate(args)]
-        x = values[0]
-        hv, g = hvp_and_gradient(wrapped.dispatcher, x, _numpy(v.contiguous(), -1, wrapped),
-                                 *values[1:])
-        scale = w.item()
-        dx = torch.from_numpy(hv).mul_(scale).to(args[0].dtype)
+        target = wrapped.dispatcher if x == 0 else \
+            moved_wrapper(wrapped.dispatcher, len(values), x)
+        hv, g = hvp_and_gradient(target, values[x], _numpy(v.contiguous(), -1, wrapped),
+                                 *values[:x], *values[x + 1:])
+        dx = torch.from_numpy(hv).mul_(w.item()).to(args[x].dtype)
         dw = torch.tensor(float(np.vdot(g, v.detach().numpy())), dtype=w.dtype)
         return [dx, dw]
 
     def _hvp_fake(self, *args) -> list:
-        *args, w, v = args
-        return [torch.empty_like(args[0]), torch.empty_like(w)]
+        *args, w, v, x = args
+        return [torch.empty_like(args[x]), torch.empty_like(w)]
 
 
 _WRAPPED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   # number -> Wrapped

@@ -258,6 +258,20 @@ def test_double_backward_gives_the_hessian_vector_product():
         chain_energy, x.detach().numpy(), v.numpy(), 0.7))
 
 
+def _weighted_energy(w, x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += w[i] * math.cos(x[i]) * x[i] ** 2
+    return s
+
+
+def test_gradgradcheck_of_a_second_argument():
+    w = torch.rand(5, dtype=F64)
+    x = torch.rand(5, dtype=F64, requires_grad=True)
+    op = pt.wrap(_weighted_energy)
+    assert torch.autograd.gradgradcheck(lambda x: op(w, x), (x,))
+
+
 def test_double_backward_outside_hvp_is_a_clear_error():
     u, k, n = _inputs("diffuse")
     (g,) = torch.autograd.grad(WRAPPED["diffuse"](u, k, n).sum(), u, create_graph=True)

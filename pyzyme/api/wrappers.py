@@ -20,7 +20,7 @@ from numba.core.compiler_lock import global_compiler_lock
 from pyzyme.api.args.trees import tree_key
 from pyzyme.api.dispatchers import remember_wrapper
 
-__all__ = ["row_wrapper", "dotted_wrapper", "weighted_wrapper", "flat_wrapper"]
+__all__ = ["row_wrapper", "dotted_wrapper", "weighted_wrapper", "moved_wrapper", "flat_wrapper"]
 
 _WRAPPERS: dict[tuple, Any] = {}
 
@@ -133,6 +133,24 @@ def weighted_wrapper(dispatcher, nargs: int, parts: tuple, single: bool):
     source = "\n".join(lines) + "\n"
     return _cached_wrapper(("weighted", dispatcher, nargs, tuple(parts), single), source,
                            {"f": dispatcher}, "weighted", "the vector-Jacobian product")
+
+
+def moved_wrapper(dispatcher, nargs: int, position: int):
+    """``moved(a_position, a0, ...)``: ``f`` with its argument ``position`` taken first, for
+    what differentiates with respect to a first argument (:func:`pyzyme.hvp`).
+
+    Examples
+    --------
+    >>> import numba
+    >>> f = numba.njit(lambda a, b, c: a - 10 * b + 100 * c)
+    >>> moved_wrapper(f, 3, 2)(1.0, 2.0, 3.0)   # f(2.0, 3.0, 1.0)
+    72.0
+    """
+    rest = [f"a{i}" for i in range(nargs) if i != position]
+    args = ", ".join(f"a{i}" for i in range(nargs))
+    source = f"def moved({', '.join([f'a{position}', *rest])}):\n    return f({args})\n"
+    return _cached_wrapper(("moved", dispatcher, nargs, position), source, {"f": dispatcher},
+                           "moved", f"argument {position} first")
 
 
 def flat_wrapper(dispatcher, trees: Sequence[Any]):
