@@ -1,7 +1,10 @@
-"""Collection for the whole tree (tests/conftest.py has the suite's fixtures)."""
+"""The package's doctests need its optional frameworks: a bridge whose framework is not
+installed (``pip install pyzyme[torch]``, ``pyzyme[jax]``) is not collected (its tests in
+tests/ skip themselves)."""
 
 import importlib.util
 
-# pyzyme/torch.py imports torch, an optional extra (pyzyme[torch]; `make test` installs it):
-# without it, its doctests are not collected (tests/test_torch_wrap.py skips itself).
-collect_ignore = [] if importlib.util.find_spec("torch") else ["pyzyme/torch.py"]
+_BRIDGES = {"torch": "pyzyme/torch.py", "jax": "pyzyme/jax"}   # framework -> its bridge
+
+collect_ignore = [path for framework, path in _BRIDGES.items()
+                  if importlib.util.find_spec(framework) is None]
