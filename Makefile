@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench clean
+.PHONY: install test demo bench docs docs-check clean
 
 install: $(STAMP)
 
@@ -12,7 +12,8 @@ install: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	# the MPI extra where its wheels install (tests/test_mpi.py skips, saying why, elsewhere)
+	$(PY) -m pip install --quiet -e '.[test,mpi]' || $(PY) -m pip install --quiet -e '.[test]'
 	$(PY) -m pip install --quiet 'torch==2.13.0'
 	touch $(STAMP)
 
@@ -24,11 +25,37 @@ test: install
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) tests/shards.py --jobs $(JOBS)
 
-demo: install
+# The demo needs pyzyme alone (numba, llvmlite, numpy): not the test extras (scipy, ziglang, ...)
+# unless make install has put them there already.
+DEMO_STAMP := $(VENV)/.installed-demo
+
+$(DEMO_STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	test $(STAMP) -nt pyproject.toml || $(PY) -m pip install --quiet -e .
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(PY) -m pyzyme demo
 
 bench: install
 	$(PY) benchmarks/run_all.py
 
+# The documentation site, built into docs/_build/html (open docs/_build/html/index.html): Sphinx
+# with warnings as errors; the gallery's examples run as it builds (docs/examples/plot_*.py).
+DOCS_STAMP := $(VENV)/.installed-docs
+
+$(DOCS_STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(PY) -m sphinx -b html -W --keep-going -q docs docs/_build/html
+
+# Every page of the built site loaded in headless Chromium (apt-get install chromium): it
+# renders, its local assets load, the gallery's images load, the search finds "gradient".
+docs-check: docs
+	$(PY) docs/check_site.py docs/_build/html
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info docs/_build docs/gallery docs/sg_execution_times.rst

@@ -21,7 +21,7 @@ import statistics
 import numpy as np
 
 import pyzyme
-from pyzyme.options import Options, using
+from pyzyme.settings import Options, using
 
 import kernels as K  # noqa: F401 - after pyzyme, whose capture hook must be in place first
 import reverse as R

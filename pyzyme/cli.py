@@ -1,140 +1,19 @@
 """The ``pyzyme`` command line: ``pyzyme demo``, ``pyzyme explain FILE.py:FUNCTION``,
 ``pyzyme opt IN.ll -o OUT.ll`` (or IN.bc), ``pyzyme cc FILE.c [flags] -o PROG``,
-``pyzyme run FILE.c``."""
+``pyzyme run FILE.c``, ``pyzyme --version``. The help texts are plain text, kept here."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 
 
-def demo(out=sys.stdout) -> int:
-    """Capture a Numba function, show its IR, and measure pyzyme's round trip of it."""
-    import numpy as np
+def demo(out=None, plot_path: str = "pyzyme-demo.png") -> int:
+    """``pyzyme demo``: see :mod:`pyzyme.demo`."""
+    from pyzyme.demo import run
 
-    import llvmlite.binding as llvm
-    import numba
-
-    from pyzyme import ir
-    from pyzyme.frontends.numba import capture
-
-    @numba.njit
-    def taylor_exp(x, terms):
-        """exp(x) as a Taylor series: a loop with a dynamic trip count."""
-        total = 0.0
-        term = 1.0
-        for i in range(1, terms + 1):
-            total += term
-            term *= x / i
-        return total
-
-    @numba.njit
-    def weighted_norm(w, v):
-        s = 0.0
-        for i in range(v.shape[0]):
-            s += w[i] * v[i] * v[i]
-        return np.sqrt(s)
-
-    def say(text: str = "") -> None:
-        print(text, file=out)
-
-    say("pyzyme demo: capture Numba's optimized LLVM IR and round-trip it through pyzyme.ir")
-    for fn, args in ((taylor_exp, (1.5, 20)), (weighted_norm, (np.ones(4), np.arange(4.0)))):
-        cap = capture(fn, args)
-        say()
-        say(f"== {fn.__name__}{cap.signature}  ->  native symbol @{cap.symbol[:60]}...")
-        say(str(cap.abi))
-        t0 = time.perf_counter()
-        module = ir.parse_module(cap.text)
-        t1 = time.perf_counter()
-        printed = str(module)
-        t2 = time.perf_counter()
-        llvm.parse_assembly(printed).verify()
-        fixed = str(ir.parse_module(printed)) == printed
-        native = module.get_function(cap.symbol)
-        say()
-        say(str(native))
-        n_lines = cap.text.count("\n")
-        n_inst = sum(1 for f in module.functions for _ in f.instructions())
-        say()
-        say(f"  {n_lines} lines, {len(module.functions)} functions, {n_inst} instructions; "
-            f"parse {(t1 - t0) * 1e3:.2f} ms, print {(t2 - t1) * 1e3:.2f} ms; "
-            f"LLVM verifies the printed module; fixed point: {fixed}")
-        say(f"  Numba says {fn.__name__}{args if len(str(args)) < 40 else '(...)'} = "
-            f"{fn(*args)!r}")
-    _forward_demo(taylor_exp, weighted_norm, say)
-    _reverse_demo(say)
-    return 0
-
-
-def _reverse_demo(say) -> None:
-    """Reverse mode: one sweep gives the whole gradient, checked against finite differences."""
-    import numpy as np
-    import numba
-
-    from pyzyme import Active, Const, Duplicated, Reverse, autodiff
-
-    @numba.njit
-    def taylor_log(x, n):
-        """sum x**i / i for i < n: -log(1 - x) as n grows."""
-        s = 0.0
-        for i in range(1, n):
-            s += x ** i / i
-        return s
-
-    @numba.njit
-    def energy(u, c):
-        """A 1-D chain of springs: a loop reading neighbours, a nonlinear term."""
-        e = 0.0
-        for i in range(u.shape[0] - 1):
-            d = u[i + 1] - u[i]
-            e += c * d * d + np.cos(u[i])
-        return e
-
-    say()
-    say("== reverse mode")
-    (dx, _), = autodiff(Reverse, taylor_log, Active, Active(0.5), Const(10**6))
-    say(f"  d/dx sum(x**i / i, i < 10**6) at x = 0.5: {dx!r}  (1 / (1 - x) = 2)")
-    u = np.linspace(0.0, 1.0, 8) ** 2
-    du = np.zeros_like(u)
-    (_, dc), = autodiff(Reverse, energy, Active, Duplicated(u, du), Active(3.0))
-    h = 1e-6
-    fd = np.array([(energy(u + h * e, 3.0) - energy(u - h * e, 3.0)) / (2 * h)
-                   for e in np.eye(u.size)])
-    say(f"  gradient of energy(u, c) in u, one reverse sweep: {np.round(du, 8)}")
-    say(f"    central differences:                           {np.round(fd, 8)}")
-    say(f"  d energy / dc = {dc!r}")
-
-
-def _forward_demo(taylor_exp, weighted_norm, say) -> None:
-    """Forward mode on the two functions above, checked against finite differences."""
-    import math
-
-    import numpy as np
-
-    from pyzyme import Const, Duplicated, Forward, autodiff, gradient
-    from pyzyme.api.plans import CACHE
-
-    say()
-    say("== forward mode")
-    x, h = 1.5, 1e-6
-    value, dvalue = autodiff(Forward, taylor_exp, Duplicated, Duplicated(x, 1.0), Const(20))
-    fd = (taylor_exp(x + h, 20) - taylor_exp(x - h, 20)) / (2 * h)
-    say(f"  d/dx taylor_exp(x, 20) at x = {x}: {dvalue!r}")
-    say(f"    central differences give {fd:.10f}; exp(x) = {math.exp(x):.10f}")
-    w, v = np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.5, -1.0, 2.0, 0.25])
-    grad = gradient(Forward, lambda vv: weighted_norm(w, vv), v)
-    exact = w * v / weighted_norm(w, v)
-    say(f"  gradient(Forward, v -> weighted_norm(w, v)) = {np.round(grad, 12)}")
-    say(f"    exact w * v / norm = {np.round(exact, 12)}")
-    plan = next(p for k, p in CACHE._plans.items() if k[1] is taylor_exp)
-    text = plan.ir_text
-    start = text.index(f"define i32 @{plan.symbol}")
-    say()
-    say("  the derivative pyzyme generated for taylor_exp (before LLVM optimizes it):")
-    say(text[start:text.index("\n}", start) + 2])
+    return run(sys.stdout if out is None else out, plot_path)
 
 
 def explain_command(target: str, arg_spec: str | None = None, const: Sequence[str] = (),
@@ -286,17 +165,91 @@ def opt_command(path: str, output: str | None, level: int | None, err=None) -> i
     return 0
 
 
+#: ``pyzyme --help``: what pyzyme is, then each command (argparse lists them).
+DESCRIPTION = """\
+pyzyme differentiates optimized LLVM IR, as Enzyme does. From Python, import pyzyme and
+differentiate Numba (@njit) functions with pyzyme.grad, pyzyme.autodiff and the other functions
+the README describes. These commands show what pyzyme does, explain how it sees a function,
+and differentiate C and C++ programs that call Enzyme's __enzyme_autodiff."""
+
+EPILOG = """\
+examples:
+  pyzyme demo
+  pyzyme explain examples/taylor.py:taylor_log --args "float64, int64"
+  pyzyme cc square.c -O2 -o square && ./square
+  pyzyme opt square.ll -o square_ad.ll
+
+Run "pyzyme COMMAND --help" for the options of each command."""
+
+EXPLAIN = """\
+Print each LLVM IR instruction of a Numba function with its activity (whether a derivative
+flows through it), its type tree and the Python source line it came from: what to read when an
+ActivityError is not obvious.
+
+FILE.py is imported as a module under its own name, so its "if __name__ == '__main__':" block
+does not run, and FUNCTION is taken from it: an @njit function or a plain Python one. Without
+--args, the function's first compiled signature is used, which exists if the file called the
+function or declared signatures in @njit."""
+
+ARGS_HELP = """the argument types in Numba's syntax, as in an @njit signature: "float64[::1], \
+int64". float64[::1] is a C-contiguous array (what np.ones(3) is), float64[:] an array of any \
+layout, float64[:, ::1] a 2-D array, UniTuple(float64, 2) a pair of floats."""
+
+CC = """\
+usage: pyzyme cc FILE... [-o OUTPUT] [-O0|-O1|-O2|-O3] [-shared] [clang flags]
+
+Compile C or C++ sources that call Enzyme's functions (__enzyme_autodiff, __enzyme_fwddiff,
+__enzyme_augmentfwd and __enzyme_reverse, ...) into a program, as clang with Enzyme's plugin
+does: clang (from the ziglang package, pip install 'pyzyme[c]') compiles each file to LLVM IR,
+pyzyme replaces each __enzyme_* call by the derivative it asks for, and clang links the result.
+
+arguments:
+  FILE...        C (.c) or C++ (.cc, .cpp, .cxx) sources, or LLVM IR (.ll text, .bc bitcode).
+
+options:
+  -o OUTPUT      The program (or library) to write; a.out by default (a.so with -shared).
+  -O0 ... -O3    The optimization level of the sources and the program (default -O0). The
+                 derivatives are optimized at -O2 at least, since Enzyme differentiates
+                 optimized code.
+  -shared        Build a shared library instead of a program.
+  -l, -L, -Wl,..., -static, -pthread, -rdynamic
+                 Passed to the link step only.
+  other flags    Passed to clang for each source: -I DIR, -D NAME=VALUE, -std=c++17, -g, ...
+                 (-c, -S and -emit-llvm are refused: for IR, use pyzyme opt.)
+
+Enzyme's headers are on the include path: <enzyme/enzyme> and <enzyme/utils> (C++),
+<enzyme/checkpoint.h> and <enzyme/fixed_point.h>.
+
+example:
+  pyzyme cc square.c -O2 -o square && ./square"""
+
+RUN = """\
+usage: pyzyme run FILE... [-O0|-O1|-O2|-O3] [clang flags] [--] [PROGRAM ARGUMENTS]
+
+Compile C or C++ sources that call Enzyme's functions as "pyzyme cc" does, then run the
+program's main in this process (JIT-compiled; a C++ program is linked and run instead).
+Arguments after the last source file (or after --) are the program's own. The exit status is
+the program's.
+
+example:
+  pyzyme run square.c"""
+
+
 def c_command(command: str, args: Sequence[str], err=None) -> int:
     """``pyzyme cc FILE.c... [clang flags] -o PROG`` and ``pyzyme run FILE.c [args]``."""
     from pyzyme.errors import PyzymeError
     from pyzyme.frontends.c import driver as c_driver
 
     err = sys.stderr if err is None else err
-    if not args or args[0] in ("-h", "--help"):
-        print(f"usage: pyzyme {command} FILE.c|FILE.cpp|FILE.ll|FILE.bc... [clang flags] "
-              + ("[-o PROGRAM] [-shared]" if command == "cc" else "[-- program arguments]"),
-              file=err)
-        return 2 if not args else 0
+    text = CC if command == "cc" else RUN
+    if not args:
+        print(text.split("\n\n")[0], file=err)
+        print(f"pyzyme {command}: error: no source file given; pyzyme {command} --help explains "
+              f"the options", file=err)
+        return 2
+    if args[0] in ("-h", "--help"):
+        print(text)
+        return 0
     try:
         inv = c_driver.parse_invocation(args, run=command == "run")
         if command == "cc":
@@ -309,40 +262,67 @@ def c_command(command: str, args: Sequence[str], err=None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``pyzyme`` command with the arguments ``argv`` (default: ``sys.argv[1:]``);
+    returns its exit status."""
+    from pyzyme._version import __version__
+
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("cc", "run"):  # clang's flags: not argparse's to read
         return c_command(argv[0], argv[1:])
-    parser = argparse.ArgumentParser(prog="pyzyme", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="capture a Numba function and show its IR round trip")
+    parser = argparse.ArgumentParser(prog="pyzyme", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=_versions(__version__))
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    dm = sub.add_parser(
+        "demo", help="Show a gradient of Numba code, checked, timed and used to fit a curve.",
+        description="Differentiate a small Numba function with pyzyme.grad, check the "
+                    "gradient against central differences, time it, and fit the function's "
+                    "parameters to data by gradient descent; a PNG plot of the fit is written.")
+    dm.add_argument("--plot", default="pyzyme-demo.png", metavar="PATH",
+                    help="where to write the plot (default: pyzyme-demo.png in the current "
+                         "directory)")
     ex = sub.add_parser(
-        "explain", help="print each IR instruction of a Numba function with its activity, "
-                        "type tree and Python source line",
-        description=explain_command.__doc__.split("\n\n")[1].strip().replace("``", ""))
-    ex.add_argument("target", metavar="FILE.py:FUNCTION")
-    ex.add_argument("--args", dest="arg_spec", metavar="SPEC",
-                    help='argument types in Numba syntax, e.g. "float64[::1], float64"')
+        "explain", help="Print how pyzyme sees a Numba function, instruction by instruction.",
+        description=EXPLAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ex.add_argument("target", metavar="FILE.py:FUNCTION",
+                    help="the Python file and the function in it")
+    ex.add_argument("--args", dest="arg_spec", metavar="SPEC", help=ARGS_HELP)
     ex.add_argument("--const", default="", metavar="NAMES",
-                    help="comma-separated float arguments to treat as constants")
-    op = sub.add_parser("opt", help="replace the __enzyme_* calls of an LLVM IR module by "
-                                     "derivatives")
+                    help="float arguments to treat as constants, by name, separated by commas")
+    op = sub.add_parser(
+        "opt", help="Replace the __enzyme_* calls of an LLVM IR module by derivatives.",
+        description="Read an LLVM IR module (text, or the bitcode of clang -c -emit-llvm), "
+                    "replace each __enzyme_* call in it by the derivative it asks for, and "
+                    "write the module as text: what Enzyme's opt plugin does.")
     op.add_argument("input", metavar="IN.ll", help="LLVM IR text or bitcode (- for standard "
                                                    "input)")
     op.add_argument("-o", dest="output", metavar="OUT.ll", help="where to write (default: "
                                                                  "standard output)")
     op.add_argument("--opt-level", type=int, default=2, choices=(0, 1, 2, 3),
-                    help="optimisation level of the generated code (default 2)")
-    sub.add_parser("cc", help="compile C/C++ with __enzyme_* calls into a program: "
-                              "pyzyme cc FILE.c [clang flags] -o PROG")
-    sub.add_parser("run", help="JIT-run a C program with __enzyme_* calls: pyzyme run FILE.c")
+                    help="the optimization level of the generated code (default 2)")
+    sub.add_parser("cc", help="Compile C or C++ that calls __enzyme_autodiff into a program.",
+                   add_help=False)
+    sub.add_parser("run", help="Compile and run a C program that calls __enzyme_autodiff.",
+                   add_help=False)
     args = parser.parse_args(argv)
     if args.command == "opt":
         return opt_command(args.input, args.output, args.opt_level)
     if args.command == "demo":
-        return demo()
+        return demo(plot_path=args.plot)
     if args.command == "explain":
         return explain_command(args.target, args.arg_spec, args.const.split(","))
     return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+def _versions(version: str) -> str:
+    """``pyzyme 0.1.0 (numba 0.68.0, llvmlite 0.50.0, Python 3.11.7)``."""
+    import platform
+
+    import llvmlite
+    import numba
+
+    return (f"pyzyme {version} (numba {numba.__version__}, llvmlite {llvmlite.__version__}, "
+            f"Python {platform.python_version()})")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,24 +11,40 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+#: Where pyzyme's documentation site is published (``make docs`` builds it into
+#: docs/_build/html). Errors that a page explains end with ``see {DOCS_URL}/<page>#<anchor>``;
+#: tests/test_docs_links.py checks that every such page and anchor exists in docs/.
+DOCS_URL = "https://pyzyme.readthedocs.io/en/latest"
+
 
 class PyzymeError(Exception):
     """Base class of every error pyzyme raises.
 
-    ``context`` holds ``(what, detail)`` pairs added by :func:`error_context`, innermost first.
+    ``context`` holds ``(what, detail)`` pairs added by :func:`error_context`, innermost first;
+    ``docs``, when a page of the documentation explains the error, its place in the site
+    (``"sharp-bits.html#temporary-storage"``), which the message ends with as a link.
     """
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None,
+                 docs: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.docs = docs
         self.context: list[tuple[str, str]] = []
+
+    @property
+    def docs_url(self) -> str | None:
+        """The address of the documentation that explains this error, if a page does."""
+        return f"{DOCS_URL}/{self.docs}" if self.docs else None
 
     def __str__(self) -> str:
         lines = [self.message]
         lines += [f"  in {what}: {detail}" for what, detail in self.context]
         if self.hint:
             lines.append(f"  hint: {self.hint}")
+        if self.docs:
+            lines.append(f"  see {self.docs_url}")
         return "\n".join(lines)
 
 
@@ -63,11 +79,66 @@ class ActivityError(PyzymeError):
     """An active value would be lost, e.g. stored into memory passed as ``Const``."""
 
 
+class ArgumentTypeError(PyzymeError, TypeError):
+    """An argument of the wrong kind for a pyzyme call (a string where a float array is
+    differentiated, an annotation where a value is expected): a ``TypeError`` too, as Python
+    users expect. The message names the argument (:func:`argument_name`)."""
+
+
+class ArgumentValueError(PyzymeError, ValueError):
+    """An argument of the right kind with a wrong value (a shadow whose shape differs from its
+    primal's, an ``argnums`` out of range): a ``ValueError`` too. The message names the
+    argument (:func:`argument_name`)."""
+
+
+def argument_name(names, position: int) -> str:
+    """How messages name argument ``position`` of a function whose parameters are ``names``
+    (None when unknown).
+
+    Examples
+    --------
+    >>> argument_name(["x", "y"], 1)
+    "argument 'y' (position 1)"
+    >>> argument_name(None, 2)
+    'argument 2'
+    """
+    if names and 0 <= position < len(names):
+        return f"argument {names[position]!r} (position {position})"
+    return f"argument {position}"
+
+
+class ArgumentName:
+    """:func:`argument_name` worked out only when a message is written (``str`` or an
+    f-string), so calls that raise nothing never look up the parameter names. ``names`` is
+    a sequence of names, None, or a callable returning one of them."""
+
+    __slots__ = ("_names", "_position")
+
+    def __init__(self, names, position: int) -> None:
+        self._names, self._position = names, position
+
+    def __str__(self) -> str:
+        names = self._names() if callable(self._names) else self._names
+        return argument_name(names, self._position)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
 class RecursionDepthError(PyzymeError, RecursionError):
     """A derivative of a recursive function recursed deeper than the stack it runs on allows.
 
     Raised by the derivative's native code when it runs out of stack (instead of crashing the
     process); it names the function and the depth reached.
+    """
+
+
+class TapeBudgetError(PyzymeError, MemoryError):
+    """A reverse-mode derivative built under ``tape_budget`` cannot keep within it: one
+    iteration of a checkpointed loop needs more memory than the budget.
+
+    Raised by the derivative's native code when it sees the sizes of the loop's state; it
+    says how many bytes one iteration needs.
     """
 
 

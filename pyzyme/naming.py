@@ -22,6 +22,7 @@ __all__ = ["symbol_name", "forward_function", "tangent", "shadow_param", "partia
            "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
            "repeated", "repeat_base", "moved", "parallel_body",
            "PARALLEL_BODY", "PARALLEL_CONSTANT", "CHECKPOINT_FOR", "CHECKPOINT_WHILE",
+           "CHECKPOINT_BUDGET_ERROR",
            "checkpoint_driver", "is_checkpoint_sweep", "checkpoint_step", "FIXED_POINT",
            "fixed_point_driver", "fixed_point_step", "framework_op"]
 
@@ -194,6 +195,11 @@ CHECKPOINT_FOR = "pyzyme.checkpoint_for"
 CHECKPOINT_WHILE = "pyzyme.checkpoint_while"
 
 
+#: Sets :class:`~pyzyme.TapeBudgetError` for a loop checkpointed under a tape budget whose
+#: iteration does not fit it (:mod:`pyzyme.transforms.checkpoint_loops`); inactive.
+CHECKPOINT_BUDGET_ERROR = "pyzyme.checkpoint.over_budget"
+
+
 def checkpoint_driver(step: str, sweep: str, loop: str = CHECKPOINT_FOR) -> str:
     """What runs a checkpointed loop (``loop``: :data:`CHECKPOINT_FOR` or
     :data:`CHECKPOINT_WHILE`) of ``step`` (:mod:`pyzyme.diff.calls.checkpoint`): ``sweep`` is
@@ -210,7 +216,7 @@ def is_checkpoint_sweep(name: str) -> bool:
 
 def checkpoint_step(function: str) -> str:
     """One iteration of a checkpointed loop of ``function``, outlined as the loop's step
-    (:mod:`pyzyme.frontends.c.loop_annotations`)."""
+    (:mod:`pyzyme.frontends.c.loop_annotations`, :mod:`pyzyme.transforms.checkpoint_loops`)."""
     return f"{function}.checkpointed.step"
 
 

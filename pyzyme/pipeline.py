@@ -50,8 +50,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pyzyme import options
+from pyzyme import settings
 from pyzyme.diff import side_stack
+from pyzyme.progress import stage
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.runtime import compile_module
 
@@ -76,7 +77,7 @@ def generate(make: Callable[[], T], what: str,
     (file.py:3) in reverse mode"``); ``on_error`` may add to an UnsupportedError before it
     propagates."""
     try:
-        with error_context("differentiating", what):
+        with error_context("differentiating", what), stage("transform"):
             return make()
     except UnsupportedError as err:
         if on_error is not None:
@@ -89,12 +90,15 @@ def finish(module, entries: Iterable[str], *, rules, name: str,
     """Steps 2 to 7 for ``module``, whose functions ``entries`` (by name) are its entry points:
     release inlining, internalize, side stacks, print, compile (as ``name``), ``wrap``."""
     entries = set(entries)
-    release_inlining(module, rules)
-    internalize(module, entries)
-    side_stack.install(module, options.current().recursion_stack)
-    text = str(module)
+    with stage("transform"):
+        release_inlining(module, rules)
+        internalize(module, entries)
+        side_stack.install(module, settings.current().recursion_stack)
+        text = str(module)
     compiled = compile_module(text, name=name)
-    return Built(text, compiled, wrap(compiled))
+    with stage("compile"):  # Numba compiles the wrapper, the derivative's machine code with it
+        wrapped = wrap(compiled)
+    return Built(text, compiled, wrapped)
 
 
 def build(module, make: Callable[[], Iterable[str]], *, what: str, rules, name: str,

@@ -72,3 +72,7 @@ def nrt_stats():
     yield rtsys.get_allocation_stats
     if not was_enabled:
         _nrt_python.memsys_disable_stats()
+
+
+# run by tests/test_mpi.py under mpiexec, not a module to import
+collect_ignore = ["mpi_worker.py"]

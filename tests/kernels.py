@@ -3,7 +3,7 @@
 import numba
 import numpy as np
 
-from pyzyme.options import Options, using
+from pyzyme.settings import Options, using
 
 
 @numba.njit

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Scripts that tests launch in processes of their own (under mpiexec): not modules to import.
+WORKERS = ("mpi_worker.py",)
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
 
 
@@ -50,7 +52,8 @@ def main(argv=None) -> int:
     tests = sorted((ROOT / "tests").rglob("test_*.py"))
     # the other modules of tests/ hold doctests too (pytest's --doctest-modules reads them)
     rest = [p for p in (ROOT / "tests").rglob("*.py")
-            if not p.name.startswith("test_") and p.name not in ("conftest.py", "__init__.py")]
+            if not p.name.startswith("test_")
+            and p.name not in ("conftest.py", "__init__.py", *WORKERS)]
     groups = deal(tests, opts.shards) + [["pyzyme"] + [str(p) for p in rest]]
     base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args]
     pending = list(enumerate(groups))

@@ -120,9 +120,9 @@ def test_without_ziglang(monkeypatch: pytest.MonkeyPatch) -> None:
         lambda name, *a: None if name == "ziglang" else real(name, *a),
     )
     assert not ziglang_available()
-    with pytest.raises(FrontendError, match="needs the 'ziglang' package") as info:
+    with pytest.raises(FrontendError, match="ziglang is not installed") as info:
         compile_to_ir(SQUARE)
-    assert "pip install ziglang" in str(info.value)
+    assert "pip install 'pyzyme[c]'" in str(info.value)
 
 
 def test_compiler_that_cannot_run() -> None:

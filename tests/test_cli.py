@@ -1,5 +1,6 @@
-"""The command line: ``python -m pyzyme demo`` shows a captured function's IR and its round trip;
-the files ``opt``, ``cc``, ``run`` and ``explain`` read (bitcode, or what they refuse by name)."""
+"""The command line: ``python -m pyzyme demo`` shows a gradient, checked, timed and used; the
+files ``opt``, ``cc``, ``run`` and ``explain`` read (bitcode, or what they refuse by name);
+``--help`` and ``--version``."""
 
 import ctypes
 import io
@@ -12,26 +13,57 @@ import pytest
 from pyzyme.cli import demo, main
 
 
-def test_demo_shows_ir_and_round_trip():
+def test_demo_fits_one_screen(tmp_path):
+    """``pyzyme demo``: the user's code and the grad call, the gradient next to central
+    differences (checked here against differences of our own), the times, and the plot it
+    writes, in at most 40 lines."""
+    import re
+
+    import numpy as np
+
+    from pyzyme import _png
+    from pyzyme.demo import loss
+
     out = io.StringIO()
-    assert demo(out) == 0
+    plot = tmp_path / "fit.png"
+    assert demo(out, str(plot)) == 0
     text = out.getvalue()
-    assert "define noundef range(i32 0, 2) i32 @" in text or "define noundef i32 @" in text
-    assert text.count("fixed point: True") == 2
-    assert "LLVM verifies the printed module" in text
-    assert "arg 1 v: array(float64, 1d, C) [array]" in text
-    assert "taylor_exp(1.5, 20) = 4.48168907033806" in text
+    lines = text.splitlines()
+    assert len(lines) <= 40, text
+    assert "    @numba.njit" in lines
+    assert any(ln.startswith("    def loss(p, t, y):") for ln in lines)
+    assert any(ln.startswith("    grad_loss = pyzyme.grad(loss)") for ln in lines)
+
+    def numbers(prefix):
+        line = next(ln for ln in lines if ln.startswith(prefix))
+        inside = line.split("[", 1)[1].split("]", 1)[0]
+        return np.array([float(v) for v in inside.split(",")])
+    g, fd = numbers("    pyzyme.grad  "), numbers("    central differences  [")
+    rng = np.random.default_rng(0)
+    t = np.linspace(0.0, 10.0, 400)
+    y = np.exp(-0.3 * t) * np.cos(2.0 * t) + 0.05 * rng.standard_normal(t.size)
+    p, h = np.array([0.6, 0.1, 1.7]), 1e-6
+    ours = [(loss(p + h * e, t, y) - loss(p - h * e, t, y)) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(g, ours, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(fd, ours, rtol=1e-9, atol=1e-12)
+    for prefix in ("    loss(p, t, y)  ", "    grad_loss(p, t, y)  ", "    central differences  ",
+                   "    first call of grad_loss  "):
+        assert any(re.match(re.escape(prefix) + r" *[\d.]+ (us|ms|s)\b", ln) for ln in lines), \
+            prefix
+    fitted = numbers("    fit(p, t, y, ")
+    np.testing.assert_allclose(fitted, [1.0, 0.3, 2.0], atol=0.03)
+    assert f"{plot}" in text
+    width, height, pixels = _png.read(str(plot))
+    assert (width, height) == (640, 360)
+    colours = {c for row in pixels for c in row}
+    assert {_png.RED, _png.BLUE, _png.GREY} <= colours
 
 
-def test_demo_shows_a_forward_derivative():
-    out = io.StringIO()
-    demo(out)
-    text = out.getvalue()
-    assert "== forward mode" in text
-    line = next(ln for ln in text.splitlines() if "d/dx taylor_exp(x, 20) at x = 1.5:" in ln)
-    assert abs(float(line.rsplit(":", 1)[1]) - 4.481689070338) < 1e-9
-    assert "define i32 @__pyzyme_fwd_" in text
-    assert "%\".148'\" = fdiv double %\"arg.x'\"" in text or "fdiv double %\"arg.x'\"" in text
+def test_demo_command_line(tmp_path, capsys):
+    """``pyzyme demo --plot PATH``, as ``make demo`` runs it (``python -m pyzyme demo``)."""
+    assert main(["demo", "--plot", str(tmp_path / "p.png")]) == 0
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "grad_loss = pyzyme.grad(loss)" in capsys.readouterr().out
 
 
 # -- files the subcommands read: bitcode, and what is neither bitcode nor IR text ----------------
@@ -142,3 +174,87 @@ def test_explain_names_the_file_line_and_column(tmp_path, capsys, source, where,
     err = capsys.readouterr().err
     assert err.startswith(f"pyzyme explain: error: {path}{where}"), err
     assert what in err and "Traceback" not in err
+
+
+def test_cc_without_ziglang_names_the_extra(tmp_path, monkeypatch, capsys):
+    from pyzyme.frontends.c import clang
+
+    monkeypatch.setattr(clang, "ziglang_available", lambda: False)
+    (tmp_path / "square.c").write_text(CUBE)
+    for command in ("cc", "run"):
+        assert main([command, str(tmp_path / "square.c"), "-o", str(tmp_path / "sq")]) == 1
+        err = capsys.readouterr().err
+        assert f"pyzyme {command}: error:" in err and "ziglang is not installed" in err
+        assert "pip install 'pyzyme[c]'" in err
+    assert not (tmp_path / "sq").exists()
+
+
+def test_cc_says_what_clang_is_doing_when_slow(tmp_path, capsys):
+    """Past the notice threshold (0 s here: every run counts as slow), ``pyzyme cc`` says
+    that clang is compiling, then linking, each line ended by its time."""
+    import re
+
+    import pyzyme
+    from pyzyme.frontends.c.clang import ziglang_available
+
+    if not ziglang_available():
+        pytest.skip("needs the 'ziglang' package")
+    (tmp_path / "cube.c").write_text(CUBE)
+    pyzyme.set_verbose(False, notice_after=0.0)
+    try:
+        assert main(["cc", str(tmp_path / "cube.c"), "-O2", "-o", str(tmp_path / "cube")]) == 0
+    finally:
+        pyzyme.set_verbose(False)
+    err = capsys.readouterr().err
+    assert re.search(r"^pyzyme: clang is compiling cube\.c \(.*\) \.\.\. done in [\d.]+ m?s\.$",
+                     err, re.M), err
+    assert re.search(r"^pyzyme: clang is linking .*cube \(.*\) \.\.\. done in [\d.]+ m?s\.$",
+                     err, re.M), err
+    assert subprocess.run([str(tmp_path / "cube")], check=False).returncode == 12
+
+
+def test_version(capsys):
+    import llvmlite
+    import numba
+
+    import pyzyme
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == (
+        f"pyzyme {pyzyme.__version__} (numba {numba.__version__}, llvmlite "
+        f"{llvmlite.__version__}, Python {sys.version.split()[0]})")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["explain", "--help"], ["opt", "--help"],
+                                  ["demo", "--help"], ["cc", "--help"], ["run", "--help"]])
+def test_help_reads_as_plain_text(argv, capsys):
+    """No reStructuredText markup, and each paragraph of prose ends a sentence (a description
+    cut at its first line ended with a comma)."""
+    import re
+
+    try:
+        assert main(argv) == 0
+    except SystemExit as e:
+        assert e.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: pyzyme")
+    for markup in ("``", ":mod:", ":func:", ":class:", "\n.. "):
+        assert markup not in text, (markup, text)
+    prose = [p for p in text.split("\n\n")[1:]
+             if not p.startswith(("usage", "positional", "options", "arguments", "examples",
+                                  "example", "  "))]
+    assert prose, text
+    for paragraph in prose:
+        assert re.search(r"[.)]$", paragraph.strip()), paragraph
+
+
+def test_cc_help_explains_its_options(capsys):
+    assert main(["cc", "--help"]) == 0
+    text = capsys.readouterr().out
+    for option in ("-o OUTPUT", "-O0 ... -O3", "-shared", "-Wl,", "-I DIR", "FILE..."):
+        assert option in text, option
+    assert "pip install 'pyzyme[c]'" in text
+    assert main(["cc"]) == 2
+    assert "pyzyme cc --help" in capsys.readouterr().err

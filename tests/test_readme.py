@@ -38,6 +38,9 @@ def test_readme_reverse_example():
     fd = [(scope["loss"](p + h * e, d) - scope["loss"](p - h * e, d)) / (2 * h)
           for e in np.eye(2)]
     np.testing.assert_allclose(scope["g"](p, d), fd, rtol=1e-6)
+    assert scope["value"] == pytest.approx(scope["loss"](p, d), rel=1e-14)
+    assert scope["ratio"] == 2.0
+    np.testing.assert_allclose(scope["dp"], fd, rtol=1e-6)
     assert scope["sweeps"](np.array([2.2]), np.zeros(1), 3.3) == (None, pytest.approx(2.2))
     np.testing.assert_allclose(scope["hvp"](lambda q: np.sum(q ** 4), np.array([1.0, 2.0]),
                                             np.array([1.0, 0.0])), [12.0, 0.0])
@@ -88,3 +91,22 @@ def test_readme_structures_example():
     np.testing.assert_array_equal(g.b, [2.0])
     assert (scope["shadow"].val, scope["shadow"].next.val) == (4.0, 2.0)
     assert scope["shadow"].next.next is None
+
+
+@pytest.mark.skipif(not README.exists(), reason="README.md is not installed with the package")
+def test_readme_explain_command(monkeypatch, capsys):
+    """The README's ``pyzyme explain`` line, run as written from the checkout's root."""
+    import shlex
+
+    from pyzyme.cli import main
+
+    blocks = re.findall(r"```sh\n(.*?)```", README.read_text(), re.S)
+    line = next(ln for b in blocks for ln in b.splitlines() if ln.startswith("pyzyme explain "))
+    words = shlex.split(line.split("#")[0])
+    assert words[0] == "pyzyme" and "--args" in words
+    monkeypatch.chdir(README.parent)
+    assert main(words[1:]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert out.startswith("taylor_log(float64, int64) -> float64  (")
+    assert "reverse-mode activity: x active, n const; result active" in out
+    assert re.search(r"call double @llvm\.pow\.f64\(double %arg\.x, .*active +line \d+", out)

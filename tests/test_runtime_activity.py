@@ -23,7 +23,7 @@ from pyzyme import (
 from pyzyme.analysis.activity import Activity, analyze_activity
 from pyzyme.analysis.runtime_activity import analyze_runtime_activity
 from pyzyme.ir import parse_module
-from pyzyme.options import Options, current
+from pyzyme.settings import Options, current
 
 
 @pytest.fixture(autouse=True)

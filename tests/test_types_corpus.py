@@ -637,7 +637,8 @@ def _fd_jacobian(f, x):
         down.flat[i] -= h
         call = (lambda v: njit_of(f)(v)) if x.ndim else (lambda v: njit_of(f)(float(v)))
         cols.append((np.array(call(up)) - np.array(call(down))) / (2 * h))
-    return np.array(cols).T
+    out_shape = np.array(call(x)).shape
+    return np.array(cols).T.reshape(out_shape + x.shape)     # JAX's out.shape + in.shape
 
 
 @pytest.mark.parametrize("f, x", [(polar, np.array([1.5, 0.4])),

@@ -48,6 +48,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir.opcodes import (ADDRESS_DERIVING, FROM_INTEGER, INTEGER_RESULT, MERGES, PURE,
                                READ_MODIFY_WRITE, WHOLE_MERGES)
 from pyzyme.ir.values import Value
+from pyzyme.progress import timed
 
 __all__ = ["Activity", "ActivityResult", "analyze_activity", "can_carry_derivative",
            "contains_type", "receives_varied"]
@@ -124,6 +125,7 @@ class ActivityResult:
         return "\n".join(lines)
 
 
+@timed("analyses")
 def analyze_activity(fn, params: Sequence[Activity],
                      call_policy: CallPolicy | None = None,
                      allocation_policy: Callable[[I.Instruction], bool] | None = None,

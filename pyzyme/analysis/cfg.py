@@ -38,6 +38,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
 from pyzyme.ir.opcodes import EXITS  # terminators that leave the function
+from pyzyme.progress import timed
 
 __all__ = ["DominatorTree", "block_label", "dominators", "post_dominators", "error_only_blocks",
            "reverse_post_order", "exit_blocks"]
@@ -208,6 +209,7 @@ def _idoms(nodes: list, preds: dict) -> dict:
     return idom
 
 
+@timed("analyses")
 def dominators(fn) -> DominatorTree:
     """The dominator tree of the blocks of ``fn`` reachable from its entry."""
     order = reverse_post_order(fn)
@@ -221,6 +223,7 @@ def dominators(fn) -> DominatorTree:
     return tree
 
 
+@timed("analyses")
 def post_dominators(fn) -> DominatorTree:
     """The post-dominator tree of the reachable blocks of ``fn``, rooted at a virtual exit.
 

@@ -67,6 +67,7 @@ from pyzyme.ir.values import (Argument, Constant, ConstantAggregate, ConstantFP,
                               Value, ZeroInitializer)
 from pyzyme.rules import spec
 from pyzyme.rules.finite import total
+from pyzyme.progress import timed
 
 __all__ = ["NonFinite", "nonfinite_values"]
 
@@ -114,6 +115,7 @@ def _constant_nonfinite(c: Constant) -> bool:
     return not isinstance(c, ZeroInitializer)
 
 
+@timed("analyses")
 def nonfinite_values(fn, rules, doms=None) -> NonFinite:
     """The values of ``fn`` that can be infinite or NaN (see the module docstring).
 

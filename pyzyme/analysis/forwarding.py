@@ -72,6 +72,7 @@ from pyzyme.analysis.overwrite import may_alias, pure_call, written_pointers
 from pyzyme.ir import instructions as I
 from pyzyme.ir.opcodes import PURE
 from pyzyme.ir.values import ConstantInt, Value
+from pyzyme.progress import timed
 
 __all__ = ["Forwarded", "StoreForwarding", "store_forwarding"]
 
@@ -113,6 +114,7 @@ class StoreForwarding:
         return "\n".join(lines)
 
 
+@timed("analyses")
 def store_forwarding(fn, loops: LoopInfo | None = None, doms=None) -> StoreForwarding:
     """The loads of ``fn`` whose value a store in a loop before them can give.
 

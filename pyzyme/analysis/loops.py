@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pyzyme.analysis.cfg import DominatorTree, block_label, dominators, reverse_post_order
 from pyzyme.ir import instructions as I
 from pyzyme.ir.values import ConstantInt, Value
+from pyzyme.progress import timed
 
 __all__ = ["InductionVariable", "Loop", "LoopInfo", "TripCount", "analyze_loops"]
 
@@ -202,6 +203,7 @@ class LoopInfo:
         return "\n".join(lines)
 
 
+@timed("analyses")
 def analyze_loops(fn, doms: DominatorTree | None = None) -> LoopInfo:
     """Find the natural loops of ``fn`` and describe each.
 

@@ -41,6 +41,7 @@ from pyzyme.ir.opcodes import ADDRESS_CASTS, READ_MODIFY_WRITE
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
 from pyzyme.ir.values import Argument, GlobalVariable, Null, Poison, Undef, Value
 from pyzyme.rules import default_rules, spec
+from pyzyme.progress import timed
 
 __all__ = ["OverwriteResult", "analyze_overwrites", "identified_object", "underlying_object",
            "underlying_objects", "may_alias", "swapped_apart", "PURE_INTRINSICS", "pure_call",
@@ -273,7 +274,7 @@ def written_pointers(inst: I.Instruction) -> list[Value]:
         row = _runtime_row(name) if name else None
         if isinstance(row, spec.Allocation) or (isinstance(row, spec.Mirror) and row.refcount):
             return []  # a reference count writes only the count; the caller holds one
-        if isinstance(row, spec.Blas):
+        if isinstance(row, (spec.Blas, spec.Mpi)):
             return [inst.args[i] for i in row.writes]  # BLAS and LAPACK write their results
         if isinstance(row, spec.Inactive) and row.writes is not None:
             return [inst.args[i] for i in row.writes]
@@ -332,6 +333,7 @@ class OverwriteResult:
         return "\n".join(lines)
 
 
+@timed("analyses")
 def analyze_overwrites(fn, apart=None) -> OverwriteResult:
     """Find, for every load of ``fn``, whether memory it read may be written after it.
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pyzyme.analysis.activity import ActivityResult, contains_type
 from pyzyme.ir.opcodes import MERGES, READ_MODIFY_WRITE, STRUCTURAL
 from pyzyme.ir.values import Null, Poison, Undef, Value, ZeroInitializer
+from pyzyme.progress import timed
 
 __all__ = ["RuntimeActivity", "analyze_runtime_activity"]
 
@@ -70,6 +71,7 @@ class RuntimeActivity:
     needs: list = field(default_factory=list)
 
 
+@timed("analyses")
 def analyze_runtime_activity(fn, activity: ActivityResult) -> RuntimeActivity:
     """The values of ``fn`` whose activity is decided at run time, given its activity.
 

@@ -78,6 +78,7 @@ from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed value
 from pyzyme.rules import default_rules, spec
 from pyzyme.rules.runtime import MEMINFO_LAYOUT
 from pyzyme.rules.table import RuleTable
+from pyzyme.progress import timed
 
 __all__ = [
     "KnownCall", "TypeResults", "analyze_types", "to_memory", "to_value", "ENZYME_HINTS",
@@ -332,6 +333,7 @@ def _constant_tree(value: V.Value) -> TypeTree:
 
 
 # ------------------------------------------------------------------------------ the analysis
+@timed("analyses")
 def analyze_types(fn, arg_trees: Mapping[int, TypeTree] | Sequence[TypeTree | None] = (), *,
                   return_tree: TypeTree | None = None,
                   known_calls: Mapping[str, KnownCall] | None = None,

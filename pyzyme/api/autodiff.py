@@ -8,21 +8,23 @@ calls it. A call of plain arguments whose derivative was called before goes stra
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
+from functools import partial
+from operator import itemgetter
 
 from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.args import complex as C
 from pyzyme.api.args import refusals as R
 from pyzyme.api.args import structured as S
-from pyzyme.api.args.call_shape import CallShape, call_shape
+from pyzyme.api.args.call_shape import CallShape, read_call
 from pyzyme.api.args.marshal import ForwardArg, ReverseArg, batch_width, distinct
 from pyzyme.api.args.trees import leaf_annotation, rebuild, tree
-from pyzyme.api.dispatchers import dispatcher_of, qualname
+from pyzyme.api.dispatchers import dispatcher_of, parameter_names, qualname
 from pyzyme.api.modes import Mode
 from pyzyme.api.plans import CACHE, forward_plan, reverse_plan
 from pyzyme.api.wrappers import flat_wrapper
-from pyzyme.errors import UnsupportedError
+from pyzyme.errors import ArgumentName, UnsupportedError
 
 __all__ = ["autodiff", "reverse_sweep", "compiled_reverse"]
 
@@ -64,6 +66,18 @@ def autodiff(mode: Mode, f, *args) -> tuple:
         ret_activity, args = args[0], args[1:]
         if ret_activity not in _RETURN_ACTIVITIES:
             raise TypeError(f"{ret_activity.__name__} is not a return activity")
+    if not (mode.split or mode.holomorphic):
+        # A call of plain arguments whose derivative was called before goes straight to it.
+        read = read_call(args)
+        if read is not None:
+            key = (mode.name, f, ret_activity, read[0], read[1])   # a name hashes fastest
+            try:
+                call = CACHE.call(key)
+            except TypeError:   # an unhashable f: the general path, every time
+                read = None
+            else:
+                if call is not None:
+                    return call(read[2], read[3])
     anns = [A.annotate(a) for a in args]
     if mode.split:
         raise UnsupportedError(f"autodiff does not take the split mode {mode}: call "
@@ -72,15 +86,10 @@ def autodiff(mode: Mode, f, *args) -> tuple:
                                f"ReverseWithPrimal")
     if mode.holomorphic:
         return _holomorphic(mode, f, ret_activity, anns)
-    shape = call_shape(anns) if isinstance(f, Hashable) else None
-    if shape is None:
+    if read is None:
         return _forward(mode, f, ret_activity, anns) if mode.is_forward else \
             reverse_sweep(mode, f, ret_activity, anns)
-    # A call of plain arguments whose derivative was called before goes straight to it.
-    key = (mode, f, ret_activity, shape.key, shape.distinct)
-    call = CACHE.call(key)
-    if call is not None:
-        return call(shape)
+    shape = CallShape(*read)
     if mode.is_forward:
         result = _forward(mode, f, ret_activity, anns)
         CACHE.remember_call(key, _forward_call(mode, f, ret_activity, shape))
@@ -111,7 +120,8 @@ def reverse_sweep(mode: Mode, f, ret_activity, anns: list[A.Annotation], seed=No
                                    "jitclass instances and tuples of floats")
         return _reverse_flattened(mode, f, ret_activity, anns)
     views: dict = {}
-    calls = [ReverseArg(a, views, i) for i, a in enumerate(anns)]
+    names = partial(parameter_names, f)     # looked up only when a message names an argument
+    calls = [ReverseArg(a, views, i, names) for i, a in enumerate(anns)]
     dispatcher = dispatcher_of(f)
     apart = distinct(calls)
     plan = reverse_plan(dispatcher, [c.numba_type for c in calls], [c.kind for c in calls],
@@ -152,12 +162,9 @@ _KINDS = {A.Const: Activity.CONST, A.Active: Activity.ACTIVE, A.Duplicated: Acti
 
 def _reverse_call(mode: Mode, f, ret_activity, shape: CallShape):
     """What :func:`_reverse` does for calls shaped like ``shape``, with everything that the
-    shape decides done once: the derivative, its seeds, which arguments get adjoints."""
-    run = compiled_reverse(mode, f, ret_activity, shape.classes, shape.types, shape.distinct)
-
-    def call(shape: CallShape) -> tuple:
-        return run(shape.primals, shape.shadows)
-    return call
+    shape decides done once: the derivative, its seeds, which arguments get adjoints; called
+    with the call's primals and shadows."""
+    return compiled_reverse(mode, f, ret_activity, shape.classes, shape.types, shape.distinct)
 
 
 def compiled_reverse(mode: Mode, f, ret_activity, classes, types, distinct: bool):
@@ -169,27 +176,55 @@ def compiled_reverse(mode: Mode, f, ret_activity, classes, types, distinct: bool
     plan = reverse_plan(dispatcher, types, kinds, ret_activity, distinct,
                         need_primal=mode.with_primal)
     seeds = _reverse_seeds(mode, plan, dispatcher, None)
-    active = [k is Activity.ACTIVE for k in kinds]
     function = plan.function
-
-    def run(primals, shadows) -> tuple:
-        return _reverse_result(mode, plan, function(*primals, *shadows, *seeds), active)
+    # What _reverse_result does, worked out once: the derivative returns the primal result
+    # (if it returns one) and then the active arguments' adjoints; the adjoints go to their
+    # arguments' places, None (the slot past the end) to the others'.
+    first = 1 if plan.returns_primal else 0
+    n_active = sum(k is Activity.ACTIVE for k in kinds)
+    places, p = [], first
+    for k in kinds:
+        places.append(p if k is Activity.ACTIVE else first + n_active)
+        p += k is Activity.ACTIVE
+    if mode.with_primal:
+        def run(primals, shadows) -> tuple:
+            parts = (*(function(*primals, *shadows, *seeds) or ()), None)
+            return (pick(parts), parts[0] if first else None)
+    elif places == [0]:   # one argument, Active: the most common call
+        def run(primals, shadows) -> tuple:
+            return (function(*primals, *shadows, *seeds)[:1],)
+    else:
+        def run(primals, shadows) -> tuple:
+            return (pick((*(function(*primals, *shadows, *seeds) or ()), None)),)
+    pick = _picker(places)
     return run
+
+
+def _picker(places: list[int]):
+    """``parts -> tuple(parts[p] for p in places)``, at C speed."""
+    if len(places) > 1:
+        return itemgetter(*places)
+    if places:
+        place = places[0]
+        return lambda parts: (parts[place],)
+    return lambda parts: ()
 
 
 def _forward_call(mode: Mode, f, ret_activity, shape: CallShape):
     """What :func:`_forward` does for calls shaped like ``shape`` (one tangent each), with
-    the derivative found once."""
+    the derivative found once; called with the call's primals and shadows."""
     ret_activity = ret_activity or A.Duplicated
     plan = forward_plan(dispatcher_of(f), shape.types,
                         [cls is not A.Const for cls in shape.classes], ret_activity, 1,
                         mode.with_primal or ret_activity.needs_primal, shape.distinct)
     function = plan.function
-
-    def call(shape: CallShape) -> tuple:
-        return _forward_result(mode, ret_activity, plan,
-                               function(*shape.primals, *shape.shadows))
-    return call
+    if not plan.returns_tangent or ret_activity not in (A.Duplicated, A.DuplicatedNoNeed):
+        return lambda primals, shadows: _forward_result(mode, ret_activity, plan,
+                                                        function(*primals, *shadows))
+    # One tangent: what _forward_result gives, without its questions each call.
+    if ret_activity.needs_primal or mode.with_primal:
+        return lambda primals, shadows: function(*primals, *shadows)[:2]
+    return lambda primals, shadows: function(*primals, *shadows)[1:2]
 
 
 def _holomorphic(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
@@ -267,7 +302,8 @@ def _unit_seed(numba_type):
 def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
     width = batch_width(anns, ret_activity)
     views: dict = {}
-    calls = [ForwardArg(a, views, i) for i, a in enumerate(anns)]
+    names = partial(parameter_names, f)     # looked up only when a message names an argument
+    calls = [ForwardArg(a, views, i, names) for i, a in enumerate(anns)]
     if ret_activity is None:
         ret_activity = A.Duplicated if width == 1 else A.BatchDuplicated
     if ret_activity is A.Active:
@@ -281,7 +317,7 @@ def _forward(mode: Mode, f, ret_activity, anns: list[A.Annotation]) -> tuple:
                         apart)
     for i, c in enumerate(calls):
         if c.read_only and plan.may_write(i):
-            raise R.read_only_shadow(f"argument {i}", "forward")
+            raise R.read_only_shadow(ArgumentName(names, i), "forward")
     primals = [c.primal for c in calls]
     shadows = [s for c in calls for s in c.shadows]
     out = plan.function(*primals, *shadows)

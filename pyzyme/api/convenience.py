@@ -31,11 +31,22 @@ from pyzyme.api.args.structured import active_tuple, is_real
 from pyzyme.api.args.trees import Node, leaf_annotation, rebuild, shadowed_in_place, tree
 from pyzyme.api.args.typeof import argument_type, array_key
 from pyzyme.api.autodiff import autodiff, compiled_reverse, reverse_sweep
-from pyzyme.api.dispatchers import check_float_result, dispatcher_of, result_type
+from pyzyme.api.dispatchers import (
+    check_float_result,
+    dispatcher_of,
+    parameter_names,
+    result_type,
+)
 from pyzyme.api.modes import Forward, Mode, Reverse, ReverseWithPrimal
 from pyzyme.api.plans import CACHE
 from pyzyme.api.wrappers import flat_wrapper, row_wrapper
-from pyzyme.errors import PyzymeError, UnsupportedError
+from pyzyme.errors import (
+    ArgumentName,
+    ArgumentTypeError,
+    ArgumentValueError,
+    PyzymeError,
+    UnsupportedError,
+)
 
 __all__ = ["gradient", "jacobian", "jacobian_of", "forward_columns", "reverse_jacobian",
            "reverse_call", "make_zero", "DEFAULT_CHUNK"]
@@ -52,14 +63,15 @@ def _as_input(x: Any, complex_ok: bool = False) -> tuple[np.ndarray | float, boo
                 "a Jacobian with respect to a complex array is not supported: use gradient for a "
                 "real-valued function, or pass the real and imaginary parts as real arrays")
         if not np.issubdtype(x.dtype, np.floating):
-            raise PyzymeError(f"differentiate with respect to a floating array, not {x.dtype}")
+            raise ArgumentTypeError(f"differentiate with respect to a floating array, not "
+                                    f"{x.dtype}")
         return x, True
     if complex_ok and is_complex(x):
         return x, False
     if isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool):
         return float(x), False
-    raise UnsupportedError(f"gradient and jacobian take a float or a NumPy array, not "
-                           f"{type(x).__name__}")
+    raise ArgumentTypeError(f"gradient and jacobian take a float or a NumPy array, not "
+                            f"{type(x).__name__}")
 
 
 def forward_columns(f, args, argnum: int, chunk: int | None, unit=1.0,
@@ -153,7 +165,7 @@ def gradient(mode: Mode, f, x, *more, chunk: int | None = None, out=None):
     if not mode.is_forward:
         return _reverse_gradient(mode, f, x, chunk, out)
     if out is not None:
-        raise PyzymeError("out= is for reverse mode; forward mode returns a tuple")
+        raise ArgumentTypeError("out= is for reverse mode; forward mode returns a tuple")
     # A complex input is swept along its real and then its imaginary parts (seeds 1 and 1j);
     # the partials combine as reverse mode's do: df/dRe + i df/dIm.
     units = (1.0, 1j) if (is_complex(x) or is_complex_array(x)) else (1.0,)
@@ -180,14 +192,14 @@ def _check_reverse(mode: Mode, chunk) -> None:
     if mode.split or mode.holomorphic:
         raise UnsupportedError(f"gradient takes Reverse or ReverseWithPrimal, not {mode}")
     if chunk is not None:
-        raise PyzymeError("chunk= is for forward mode; reverse mode gets the whole gradient "
-                          "from one sweep")
+        raise ArgumentTypeError("chunk= is for forward mode; reverse mode gets the whole "
+                                "gradient from one sweep")
 
 
 def _gradients(mode: Mode, f, args: tuple, chunk, out):
     """``gradient`` of several arguments: one derivative per argument."""
     if out is not None:
-        raise PyzymeError("out= is for the gradient of one argument")
+        raise ArgumentTypeError("out= is for the gradient of one argument")
     if not mode.is_forward:
         _check_reverse(mode, chunk)
         value, grads = reverse_call(f, args, tuple(range(len(args))), name="gradient",
@@ -207,10 +219,11 @@ def _reverse_gradient(mode: Mode, f, x, chunk, out):
     else:
         x, is_array = _as_input(x, complex_ok=True)
         if not is_array:
-            raise PyzymeError("out= needs an array x (a float's derivative is returned)")
+            raise ArgumentTypeError("out= needs an array x (a float's derivative is "
+                                    "returned)")
         if not isinstance(out, np.ndarray) or out.shape != x.shape or out.dtype != x.dtype:
-            raise PyzymeError(f"out must be an array of shape {x.shape} and dtype {x.dtype}, "
-                              f"like x")
+            raise ArgumentValueError(f"out must be an array of shape {x.shape} and dtype "
+                                     f"{x.dtype}, like x")
         if not out.flags.writeable:
             raise R.read_only_shadow("out", "out")
         dispatcher = dispatcher_of(f)
@@ -225,7 +238,13 @@ def _reverse_gradient(mode: Mode, f, x, chunk, out):
 
 
 def jacobian(mode: Mode, f, x, *, chunk: int | None = None, n_outs: int | None = None):
-    """The Jacobian of ``f`` at ``x``: a 2-D array of shape ``(n_out, n_in)``.
+    """The Jacobian of ``f`` at ``x``: an array of shape ``out.shape + x.shape`` (JAX's
+    convention).
+
+    ``out.shape`` is the shape of ``f(x)``: ``()`` for a float, ``(m,)`` for a tuple of ``m``
+    floats; ``x.shape`` is ``()`` for a float. So a vector map gives the ``(n_out, n_in)``
+    matrix, a float function of an array its gradient's shape, and a map from ``(2, 3)`` to
+    ``(2, 3)`` an array of shape ``(2, 3, 2, 3)`` with ``J[i, j, k, l] = d f[i, j] / d x[k, l]``.
 
     Forward mode takes one derivative call per ``chunk`` input elements; reverse mode one
     sweep per output element (``chunk`` does not change it). ``n_outs`` (reverse mode, 1-D
@@ -240,6 +259,10 @@ def jacobian(mode: Mode, f, x, *, chunk: int | None = None, n_outs: int | None =
     >>> jacobian(Reverse, lambda x: np.array([x[0] * x[1], x[1]]), np.array([2.0, 3.0]))
     array([[3., 2.],
            [0., 1.]])
+    >>> jacobian(Reverse, lambda x: x[0] * x[1], np.array([2.0, 3.0]))
+    array([3., 2.])
+    >>> jacobian(Forward, lambda x: x * x, np.ones((2, 3))).shape
+    (2, 3, 2, 3)
     """
     if not mode.is_forward:
         if mode.split or mode.holomorphic:
@@ -250,38 +273,39 @@ def jacobian(mode: Mode, f, x, *, chunk: int | None = None, n_outs: int | None =
 
 def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndarray:
     """The Jacobian of ``f(*args)`` with respect to ``args[argnum]``, by reverse mode: one
-    sweep per element of the result."""
+    sweep per element of the result; shape ``out.shape + x.shape``."""
     dispatcher = dispatcher_of(f)
     args = list(args)
     if not -len(args) <= argnum < len(args):
-        raise PyzymeError(f"argnums={argnum}, but the call has {len(args)} arguments")
+        raise ArgumentValueError(f"argnums={argnum}, but the call has {len(args)} arguments")
     argnum %= len(args)
     x, is_array = _as_input(args[argnum])
     args[argnum] = x
-    n_in = x.size if is_array else 1
+    in_shape = x.shape if is_array else ()
     restype = result_type(dispatcher, [numba.typeof(a) for a in args])
     if isinstance(restype, types.Float):
         _, (grad,) = reverse_call(dispatcher, args, (argnum,), name="jacobian",
                                   need_value=False)
-        return np.asarray(grad, dtype=float).reshape(1, n_in)
+        return np.asarray(grad, dtype=float).reshape(in_shape)
     if isinstance(restype, types.BaseTuple) and len(restype) and all(
             isinstance(t, types.Float) for t in restype):
-        return _tuple_jacobian(dispatcher, args, argnum, len(restype), x, is_array)
+        return _tuple_jacobian(dispatcher, args, argnum, len(restype), x,
+                               is_array).reshape((len(restype),) + in_shape)
     if not (isinstance(restype, types.Array) and isinstance(restype.dtype, types.Float)):
         raise UnsupportedError(f"jacobian needs a function returning a float, a tuple of "
                                f"floats or a float array; {dispatcher.py_func.__qualname__} "
                                f"returns {restype}")
     if n_outs is None or restype.ndim != 1:
-        n = int(np.size(dispatcher(*args)))
+        out_shape = np.shape(dispatcher(*args))
+        n = int(np.prod(out_shape))
         if n_outs is not None and n_outs != n:
-            raise PyzymeError(f"n_outs={n_outs}, but f returns {n} values")
+            raise ArgumentValueError(f"n_outs={n_outs}, but f returns {n} values")
     else:
         n = int(n_outs)
+        out_shape = (n,)
     row = row_wrapper(dispatcher, len(args), restype.ndim)
     return _sweep_rows(args, argnum, x, is_array, n, lambda anns, k: autodiff(
-        Reverse, row, A.Active, *anns, A.Const(k))[0])
-
-
+        Reverse, row, A.Active, *anns, A.Const(k))[0]).reshape(out_shape + in_shape)
 def _tuple_jacobian(dispatcher, args, argnum: int, n: int, x, is_array: bool) -> np.ndarray:
     """The Jacobian of a function returning ``n`` floats: one reverse sweep of the same
     compiled derivative per output, seeded with a one-hot tuple."""
@@ -309,14 +333,18 @@ def _sweep_rows(args, argnum: int, x, is_array: bool, n: int, sweep) -> np.ndarr
 
 
 def jacobian_of(f, args, argnum: int, chunk: int | None) -> np.ndarray:
-    """The Jacobian of ``f(*args)`` with respect to ``args[argnum]``, by forward mode."""
+    """The Jacobian of ``f(*args)`` with respect to ``args[argnum]``, by forward mode; shape
+    ``out.shape + x.shape``."""
     columns = list(forward_columns(f, args, argnum, chunk))
-    flat = [np.asarray(t, dtype=float).reshape(-1) for _, t in columns]
-    n_out = flat[0].size if flat else 0
-    jac = np.empty((n_out, len(flat)))
-    for i, col in enumerate(flat):
-        jac[:, i] = col
-    return jac
+    in_shape = np.shape(args[argnum])
+    if not columns:    # an empty input: no tangent to read the result's shape from
+        out_shape = np.shape(dispatcher_of(f)(*args))
+        return np.empty(out_shape + in_shape)
+    out_shape = np.shape(columns[0][1])
+    jac = np.empty((int(np.prod(out_shape)), len(columns)))
+    for i, (_, t) in enumerate(columns):
+        jac[:, i] = np.asarray(t, dtype=float).reshape(-1)
+    return jac.reshape(out_shape + in_shape)
 
 
 def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="grad",
@@ -338,19 +366,27 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
         if plain is not None:
             return plain
     trees: list[Node | None] = [None] * len(args)
+    names = [None]
+
+    def parameters():     # looked up only when a message names an argument
+        if names[0] is None:
+            names[0] = parameter_names(f) or []
+        return names[0]
+
     for i in argnums:
         value = args[i]
+        where = ArgumentName(parameters, i)
         if isinstance(value, np.ndarray) and value.dtype.kind not in "fc" \
                 and value.dtype.fields is None:
-            raise PyzymeError(f"{name}: argument {i} is an array of {value.dtype}; "
-                              f"differentiate with respect to a floating array")
-        trees[i] = tree(value, f"argument {i}")
+            raise ArgumentTypeError(f"{name}: {where} is an array of {value.dtype}; "
+                                    f"differentiate with respect to a floating array")
+        trees[i] = tree(value, where)
         if trees[i].kind == "leaf" and not (is_real(value) or is_complex(value)
                                             or isinstance(value, np.ndarray)
                                             or shadowed_in_place(value)):
-            R.check_passable(value, f"argument {i}")
+            R.check_passable(value, where)
             raise UnsupportedError(
-                f"{name}: argument {i} is a {type(value).__name__}; reverse mode "
+                f"{name}: {where} is a {type(value).__name__}; reverse mode "
                 f"differentiates with respect to floats, float arrays, records, jitclass "
                 f"instances, and tuples, namedtuples and lists of them")
     containers = any(t is not None and t.kind != "leaf" for t in trees)
@@ -358,7 +394,7 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
     readers: dict[int, list] = {}
     for i, (value, node) in enumerate(zip(args, trees)):
         if node is None:
-            anns.append(A.Const(to_numba(value, f"argument {i}")))
+            anns.append(A.Const(to_numba(value, ArgumentName(parameters, i))))
             continue
         readers[i] = []
         leaves = node.leaves() if containers else [node]

@@ -92,7 +92,13 @@ class UserRuleTable:
 
     def keeps_call(self, name: str) -> bool:
         """Whether calls of ``name`` must stay calls (capture asks)."""
-        return self._row(name) is not None
+        return self._row(name) is not None or self.checkpointed(name)
+
+    def checkpointed(self, name: str) -> bool:
+        """Whether ``name`` is a native symbol of a function marked ``pyzyme.checkpoint``,
+        whose calls reverse mode recomputes instead of taping."""
+        entry = _entry_of(self, name)
+        return entry is not None and entry.checkpoint
 
     def releases_inlining(self, name: str) -> bool:
         """Whether the function ``name``, kept ``noinline`` by capture only so that the
@@ -110,6 +116,8 @@ class UserRuleTable:
         if count != self._seen:
             self._seen = count
             for entry in self.entries:
+                if entry.checkpoint:
+                    continue  # no rule: its body is differentiated, its calls checkpointed
                 for argtypes, cres in list(entry.function.overloads.items()):
                     symbol = cres.fndesc.llvm_func_name
                     if symbol not in self._rows:

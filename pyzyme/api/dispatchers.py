@@ -44,7 +44,7 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.rules.custom import REGISTRY
 
 __all__ = ["njit_of", "dispatcher_of", "remember_wrapper", "where", "qualname", "result_type",
-           "check_float_result"]
+           "check_float_result", "parameter_names"]
 
 
 class _Made:
@@ -128,6 +128,20 @@ def where(dispatcher) -> str:
     return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code else name
 
 
+def parameter_names(f) -> list[str] | None:
+    """The names of the positional parameters of the user's function ``f`` (a dispatcher or
+    a plain function), for messages naming an argument; None for a wrapper pyzyme wrote (its
+    parameters are not the user's) or a function without a signature."""
+    if f in _WRAPPED:
+        return None
+    py = getattr(f, "py_func", f)
+    try:
+        params = inspect.signature(py).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
 def qualname(dispatcher) -> str:
     """The qualified name of the Python function behind ``dispatcher``."""
     return getattr(getattr(dispatcher, "py_func", dispatcher), "__qualname__", repr(dispatcher))
@@ -151,5 +165,7 @@ def check_float_result(dispatcher, argtypes, name: str, err: Exception | None = 
         check_complex_result(restype, fname)
     hint = ("" if restype == types.none else
             ": use jacobian or jacrev for array results, vjp for a cotangent")
+    docs = ("sharp-bits.html#integer-results"
+            if isinstance(restype, (types.Integer, types.Boolean)) else None)
     raise UnsupportedError(f"{name} needs a function returning a float; {fname} returns "
-                           f"{restype}{hint}") from err
+                           f"{restype}{hint}", docs=docs) from err

@@ -20,7 +20,7 @@ from typing import Any
 
 from numba.core.compiler_lock import global_compiler_lock
 
-from pyzyme import options
+from pyzyme import progress, settings
 from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.custom_rules import rule_table
@@ -43,28 +43,45 @@ class DerivativeCache:
     """Compiled derivatives by key; one instance serves the process (MCJIT keeps all code
     for the life of the process anyway, so there is nothing to evict).
 
-    Every key gets the current :class:`~pyzyme.options.Options` added, and the build runs with
-    that snapshot pinned (:func:`pyzyme.options.using`), so a derivative built under one
+    Every key gets the current :class:`~pyzyme.settings.Options` added, and the build runs with
+    that snapshot pinned (:func:`pyzyme.settings.using`), so a derivative built under one
     setting of ``set_runtime_activity`` is never returned under the other.
     """
 
     def __init__(self) -> None:
         self._plans: dict[tuple, Any] = {}
-        self._calls: dict[tuple, Any] = {}   # calls of plain arguments, ready to make
+        # Calls of plain arguments, ready to make: per (options, rules' generation), the calls
+        # by key. ``_state`` is the last state looked up and its calls, one tuple so that
+        # threads under different options replace it whole: a call from Python then hashes
+        # neither the options nor the generation (half of what the lookup cost).
+        self._calls: dict[tuple, dict] = {}
+        self._state: tuple = (None, -1, {})
         self.disk = DiskCache()
+
+    def _current_calls(self) -> dict:
+        opts, generation = settings.current(), REGISTRY.generation
+        state = self._state
+        if state[0] is opts and state[1] == generation:
+            return state[2]
+        calls = self._calls.setdefault((opts, generation), {})
+        self._state = (opts, generation, calls)
+        return calls
 
     def call(self, key: tuple):
         """The call remembered under ``key`` (see :func:`pyzyme.autodiff`) for the current
         options and rules, or None."""
-        return self._calls.get((*key, options.current(), REGISTRY.generation))
+        state = self._state   # _current_calls, inline: this runs on every call from Python
+        if state[0] is settings.current() and state[1] == REGISTRY.generation:
+            return state[2].get(key)
+        return self._current_calls().get(key)
 
     def remember_call(self, key: tuple, call) -> None:
-        self._calls[(*key, options.current(), REGISTRY.generation)] = call
+        self._current_calls()[key] = call
 
     def get(self, key: tuple, build):
         # A derivative is stale once a rule is registered after it was built, and is another
         # derivative under other options (runtime activity).
-        opts = options.current()
+        opts = settings.current()
         key = (*key, opts, REGISTRY.generation)
         plan = self._plans.get(key)
         if plan is None:
@@ -80,7 +97,7 @@ class DerivativeCache:
             with global_compiler_lock:
                 plan = self._plans.get(key)
                 if plan is None:
-                    with options.using(opts):
+                    with settings.using(opts), progress.build(_describe(key)):
                         plan = self._plans[key] = build()
         return plan
 
@@ -94,6 +111,14 @@ CACHE = DerivativeCache()
 def current_rules():
     """pyzyme's rule table with the user's rules (:mod:`pyzyme.rules.custom`) in front."""
     return rule_table(default_rules(), REGISTRY)
+
+
+def _describe(key: tuple) -> str:
+    """What the plan under ``key`` is, for the progress log: ``"the reverse derivative of f
+    (f.py:3)"``."""
+    kind = {"hvp": "Hessian-vector product", "split": "split reverse derivative"}.get(
+        key[0], f"{key[0]} derivative")
+    return f"the {kind} of {where(key[1])}"
 
 
 def _result_activity(ret_activity) -> Activity | None:
@@ -159,14 +184,15 @@ def _persisted(dispatcher, primal_types, key: tuple, build):
     used.
     """
     location = persist.cache_location(dispatcher)
-    if location is None or REGISTRY.functions():
+    if location is None or REGISTRY.functions() or \
+            persist.process_bound(dispatcher, primal_types):
         return build()
     disk = CACHE.disk
     what = _stable(tuple(k for k in key if k is not dispatcher))
     try:
         disk_key = "\n".join([disk.environment(),
                               persist.function_identity(dispatcher, primal_types),
-                              repr(what), repr(options.current())])
+                              repr(what), repr(settings.current())])
         fingerprint = persist.ir_fingerprint(dispatcher, primal_types)
     except Exception as err:  # noqa: BLE001  (e.g. closure values Numba cannot pickle)
         warnings.warn(f"pyzyme cannot key the derivative of {dispatcher.py_func.__qualname__} "
@@ -181,6 +207,8 @@ def _persisted(dispatcher, primal_types, key: tuple, build):
             return plan
         disk.reject()
     plan = build()
+    if persist.process_bound(dispatcher, primal_types):   # compiled by build() just now
+        return plan
     try:
         fingerprint = fingerprint or persist.ir_fingerprint(dispatcher, primal_types)
         payload = (persist.plan_state(plan), fingerprint)

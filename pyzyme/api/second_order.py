@@ -24,7 +24,7 @@ import numpy as np
 
 from pyzyme.api.dispatchers import dispatcher_of
 from pyzyme.api.plans import hvp_plan
-from pyzyme.errors import PyzymeError, UnsupportedError
+from pyzyme.errors import ArgumentTypeError, ArgumentValueError, UnsupportedError
 
 __all__ = ["hvp", "hvp_and_gradient", "hessian"]
 
@@ -41,7 +41,7 @@ def _as_input(x) -> np.ndarray:
     # a read-only x is copied, as v is, rather than refused; neither is written.
     x = np.require(x, np.float64, ("C", "W"))
     if x.ndim == 0:
-        raise PyzymeError("hvp and hessian take an array x; wrap a scalar in np.array([x])")
+        raise ArgumentTypeError("hvp and hessian take an array x; wrap a scalar in np.array([x])")
     return x
 
 
@@ -99,7 +99,7 @@ def hvp_and_gradient(f, x: np.ndarray, v: np.ndarray, *args) -> tuple[np.ndarray
     _refuse_complex(v)
     v = np.require(v, np.float64, ("C", "W"))
     if v.shape != x.shape:
-        raise PyzymeError(f"v has shape {v.shape}; x has shape {x.shape}")
+        raise ArgumentValueError(f"v has shape {v.shape}; x has shape {x.shape}")
     plan = _plan(f, x, args)
     hv, dx = np.zeros_like(x), np.zeros_like(x)
     plan.function(x, *args, dx, 1.0, v, hv)

@@ -29,13 +29,14 @@ Examples
 from __future__ import annotations
 
 import inspect
+from functools import partial
 from typing import Any
 
 from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.args.marshal import ReverseArg
 from pyzyme.api.autodiff import autodiff
-from pyzyme.api.dispatchers import dispatcher_of
+from pyzyme.api.dispatchers import dispatcher_of, parameter_names
 from pyzyme.api.modes import Mode
 from pyzyme.api.njit import annotations as njit_annotations  # noqa: F401  annotations inside @njit code
 from pyzyme.api.njit.overload import NjitObject, overloaded_njit
@@ -46,7 +47,7 @@ from pyzyme.api.njit.thunks import (
     split_reverse_implementation,
 )
 from pyzyme.api.plans import split_plan
-from pyzyme.errors import PyzymeError, UnsupportedError
+from pyzyme.errors import ArgumentTypeError, UnsupportedError
 
 __all__ = ["autodiff_thunk", "Tape", "ForwardThunk", "SplitForward", "SplitReverse"]
 
@@ -114,9 +115,9 @@ def _convert(plan, call_args) -> list:
     calls = [ReverseArg(A.annotate(a), {}, i) for i, a in enumerate(call_args)]
     got = tuple(c.numba_type for c in calls), tuple(c.kind for c in calls)
     if got != (plan.primal_types, plan.kinds):
-        raise PyzymeError(f"the thunks were made for arguments "
-                          f"{[(k.value, t) for k, t in zip(plan.kinds, plan.primal_types)]}; "
-                          f"got {[(k.value, t) for k, t in zip(got[1], got[0])]}")
+        made = [(k.value, t) for k, t in zip(plan.kinds, plan.primal_types)]
+        raise ArgumentTypeError(f"the thunks were made for arguments {made}; got "
+                                f"{[(k.value, t) for k, t in zip(got[1], got[0])]}")
     return calls
 
 
@@ -161,19 +162,19 @@ class SplitReverse(NjitObject):
     def __call__(self, *call_args):
         plan = self.plan
         if not call_args or not isinstance(call_args[-1], Tape):
-            raise PyzymeError("the reverse thunk takes the arguments, then the seed of an "
-                              "Active result, then the tape from the forward thunk")
+            raise ArgumentTypeError("the reverse thunk takes the arguments, then the seed of an "
+                                    "Active result, then the tape from the forward thunk")
         tape = call_args[-1]
         rest = call_args[:-1]
         seeds = ()
         if plan.seeded:
             if len(rest) != len(plan.kinds) + 1:
-                raise PyzymeError("the result is Active: pass its seed (e.g. 1.0) before the "
-                                  "tape")
+                raise ArgumentTypeError("the result is Active: pass its seed (e.g. 1.0) before "
+                                        "the tape")
             seeds, rest = (rest[-1],), rest[:-1]
         elif len(rest) != len(plan.kinds):
-            raise PyzymeError(f"expected {len(plan.kinds)} arguments and the tape; got "
-                              f"{len(rest)} arguments")
+            raise ArgumentTypeError(f"expected {len(plan.kinds)} arguments and the tape; got "
+                                    f"{len(rest)} arguments")
         calls = _convert(plan, rest)
         address = tape.take(plan)
         out = plan.reverse(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
@@ -202,7 +203,8 @@ def _split(mode: Mode, f, ret_activity, examples) -> tuple:
         raise UnsupportedError(f"{ret_activity.__name__} results are not supported in split "
                                f"mode yet; use Active or Const")
     dispatcher = dispatcher_of(f)
-    probe = [ReverseArg(a, {}, i) for i, a in enumerate(examples)]
+    names = partial(parameter_names, f)
+    probe = [ReverseArg(a, {}, i, names) for i, a in enumerate(examples)]
     types_ = tuple(c.numba_type for c in probe)
     kinds = tuple(c.kind for c in probe)
     plan = split_plan(dispatcher, types_, kinds, ret_activity)

@@ -2,11 +2,12 @@
 
 Reverse mode seeds a float result, and takes its arguments flat. Functions returning arrays,
 or taking containers, are differentiated through wrappers written here: ``row`` returns one
-element of the result (a row of the Jacobian per reverse sweep), ``dotted`` the result's dot
-product with a cotangent (a vector-Jacobian product in one sweep), ``flat`` takes a
-container's leaves as parameters (:mod:`pyzyme.api.args.trees`). Each wrapper is registered
-as standing for the user's function (:func:`pyzyme.api.dispatchers.remember_wrapper`), so
-errors name that function and its line.
+element of the result (a row of the Jacobian per reverse sweep), ``loss`` the first of a
+``(loss, aux)`` pair, ``dotted`` the result's dot product with a cotangent (a
+vector-Jacobian product in one sweep), ``flat`` takes a container's leaves as parameters
+(:mod:`pyzyme.api.args.trees`). Each wrapper is registered as standing for the user's
+function (:func:`pyzyme.api.dispatchers.remember_wrapper`), so errors name that function and
+its line.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from numba.core.compiler_lock import global_compiler_lock
 from pyzyme.api.args.trees import tree_key
 from pyzyme.api.dispatchers import remember_wrapper
 
-__all__ = ["row_wrapper", "dotted_wrapper", "weighted_wrapper", "moved_wrapper", "flat_wrapper"]
+__all__ = ["row_wrapper", "dotted_wrapper", "weighted_wrapper", "moved_wrapper", "flat_wrapper",
+           "loss_wrapper"]
 
 _WRAPPERS: dict[tuple, Any] = {}
 
@@ -69,6 +71,15 @@ def row_wrapper(dispatcher, nargs: int, ndim: int):
     source = "\n".join(lines) + "\n"
     return _cached_wrapper(("row", dispatcher, nargs, ndim), source, {"f": dispatcher}, "row",
                            "a row of the result")
+
+
+def loss_wrapper(dispatcher, nargs: int):
+    """``loss(a0, ...)``: the first element of ``f(a0, ...)``, which returns ``(loss, aux)``
+    (what ``grad(f, has_aux=True)`` differentiates)."""
+    args = ", ".join(f"a{i}" for i in range(nargs))
+    source = f"def loss({args}):\n    return f({args})[0]\n"
+    return _cached_wrapper(("loss", dispatcher, nargs), source, {"f": dispatcher}, "loss",
+                           "the loss without its auxiliary data")
 
 
 def dotted_wrapper(dispatcher, nargs: int, ndim: int):

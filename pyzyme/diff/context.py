@@ -102,7 +102,7 @@ class _Generated:
 
     @property
     def options(self):
-        """What the derivative is generated under (:class:`~pyzyme.options.Options`)."""
+        """What the derivative is generated under (:class:`~pyzyme.settings.Options`)."""
         return self.generator.options
 
     def allocation_row(self, value: Value):

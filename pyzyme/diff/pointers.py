@@ -47,4 +47,5 @@ def no_shadow_error(where: str, inst, pointer) -> ActivityError:
         f"{inst}",
         hint="pass the array (or temporary buffer) it writes to as Duplicated, not Const, so "
              "its derivative has somewhere to go; if the write only records values (logging), "
-             "mark the @njit function making it with pyzyme.rules.inactive")
+             "mark the @njit function making it with pyzyme.rules.inactive",
+        docs="sharp-bits.html#temporary-storage")

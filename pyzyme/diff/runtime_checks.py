@@ -23,7 +23,7 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Argument, Value, const_null
-from pyzyme.options import Options
+from pyzyme.settings import Options
 from pyzyme.rules import default_rules
 from pyzyme.rules.spec import Mirror
 
@@ -54,7 +54,7 @@ def _error(where: str, ra) -> ActivityError:
         f"is known only at run time: {_show(merge)}; {_show(use)}",
         hint="call pyzyme.set_runtime_activity(True), so loads and stores check at run time "
              "whether a pointer's shadow is its primal (a little slower), or pass that "
-             "argument as Duplicated")
+             "argument as Duplicated", docs="sharp-bits.html#runtime-activity")
 
 
 def _show(inst) -> str:

@@ -73,7 +73,7 @@ _RESERVE, _OVERFLOW = "pyzyme.side_stack.reserve", "pyzyme.side_stack.overflow"
 _MESSAGE = ("the derivative of %s recursed %zd calls deep, beyond the %zd MiB stack that "
             "pyzyme runs derivatives of recursive functions on\n"
             "  hint: write the recursion as a loop (pyzyme keeps a loop's tape on the heap), or "
-            "build the derivative under pyzyme.options.using(pyzyme.options.Options("
+            "build the derivative under pyzyme.settings.using(pyzyme.settings.Options("
             "recursion_stack=NBYTES)) with a larger power of two")
 # Linux's mmap flags, the same on x86-64 and AArch64.
 _PROT_RW, _MAP_FLAGS = 3, 0x02 | 0x20 | 0x4000  # MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE

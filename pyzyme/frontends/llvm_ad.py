@@ -326,7 +326,7 @@ class Derivatives:
     rules
         The rule table; by default :func:`c_rules` of the module.
     options
-        The :class:`~pyzyme.options.Options` derivatives are generated under (Enzyme's
+        The :class:`~pyzyme.settings.Options` derivatives are generated under (Enzyme's
         ``enzyme_runtime_activity`` is ``Options(runtime_activity=True)``).
     later_round
         Whether a later round differentiates the generated code (a nested derivative).

@@ -4,8 +4,9 @@ Users add their own with :func:`forward`, :func:`augmented_primal`, :func:`rever
 :func:`inactive` and :func:`inactive_noinline` (EnzymeRules; :mod:`pyzyme.rules.custom`).
 
 The rows live in :mod:`pyzyme.rules.arith` (opcodes), :mod:`pyzyme.rules.intrinsics` (LLVM
-intrinsics), :mod:`pyzyme.rules.libm` (C math functions) and :mod:`pyzyme.rules.runtime`
-(allocation and reference counting); :func:`default_rules` puts them in one table.
+intrinsics), :mod:`pyzyme.rules.libm` (C math functions), :mod:`pyzyme.rules.runtime`
+(allocation and reference counting) and :mod:`pyzyme.rules.mpi` (the MPI library);
+:func:`default_rules` puts them in one table.
 ``python -m pyzyme.rules`` prints its size.
 
 >>> rules = default_rules()
@@ -20,7 +21,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from pyzyme.errors import RuleError
-from pyzyme.rules import arith, intrinsics, libm, runtime
+from pyzyme.rules import arith, intrinsics, libm, mpi, runtime
 from pyzyme.rules.custom import (
     REGISTRY,
     Config,
@@ -51,4 +52,5 @@ def default_rules() -> RuleTable:
     ValueError
         If two row modules claim the same name (a bug in pyzyme).
     """
-    return RuleTable(arith.ROWS + intrinsics.ROWS + libm.ROWS + runtime.ROWS).freeze()
+    return RuleTable(arith.ROWS + intrinsics.ROWS + libm.ROWS + runtime.ROWS
+                     + mpi.ROWS).freeze()

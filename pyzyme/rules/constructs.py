@@ -153,6 +153,40 @@ CONSTRUCTS: tuple[Construct, ...] = (
 )
 
 
+_MPI_ADVICE = ("use the numba-mpi calls pyzyme differentiates (pyzyme.rules.mpi): send/recv "
+               "with a source and tag, isend/irecv with wait/waitall/test, allreduce, reduce, "
+               "bcast, scatter, gather, allgather")
+
+
+def _mpi(symbol: str, *functions: str) -> Construct:
+    """The MPI function ``symbol`` as numba-mpi's ``functions`` (``module.name``, below
+    ``numba_mpi.api``) call it."""
+    uses = tuple(Use(f"numba_mpi.api.{f}", f"numba_mpi.{f.split('.')[-1]}", _MPI_ADVICE)
+                 for f in functions)
+    what = f"{symbol} ({', '.join(u.what for u in uses)})"
+    return Construct((symbol,), what, f"has no derivative in pyzyme: it calls @{{symbol}}",
+                     _MPI_ADVICE, uses, supported=True)
+
+
+# numba-mpi's functions (numba_mpi/api/*.py) and the MPI functions they call through ctypes
+# (named by symbol by pyzyme.frontends.numba.foreign_calls).
+CONSTRUCTS += (
+    _mpi("MPI_Send", "send.send"), _mpi("MPI_Recv", "recv.recv"),
+    _mpi("MPI_Isend", "isend.isend"), _mpi("MPI_Irecv", "irecv.irecv"),
+    _mpi("MPI_Wait", "requests.wait"),
+    _mpi("MPI_Waitall", "requests.waitall", "requests._waitall_array_impl"),
+    _mpi("MPI_Test", "requests.test"),
+    _mpi("MPI_Waitany", "requests.waitany", "requests._waitany_array_impl"),
+    _mpi("MPI_Testall", "requests.testall", "requests._testall_array_impl"),
+    _mpi("MPI_Testany", "requests.testany", "requests._testany_array_impl"),
+    _mpi("MPI_Allreduce", "allreduce.allreduce"), _mpi("MPI_Reduce", "reduce.reduce"),
+    _mpi("MPI_Bcast", "bcast.bcast", "bcast.impl_ndarray"),
+    _mpi("MPI_Scatter", "scatter_gather.scatter"), _mpi("MPI_Gather", "scatter_gather.gather"),
+    _mpi("MPI_Allgather", "scatter_gather.allgather"),
+    _mpi("MPI_Sendrecv", "sendrecv.sendrecv"),
+)
+
+
 def construct_of(symbol: str) -> Construct | None:
     """The row naming ``symbol``, or None (a symbol pyzyme has no user-level name for)."""
     return next((c for c in CONSTRUCTS if c.matches(symbol)), None)

@@ -56,7 +56,7 @@ from typing import Any
 from pyzyme.errors import PyzymeError
 
 __all__ = ["Config", "FunctionRules", "Registry", "REGISTRY", "forward", "augmented_primal",
-           "reverse", "inactive", "inactive_noinline"]
+           "reverse", "inactive", "inactive_noinline", "checkpoint"]
 
 Config = namedtuple("Config", "needs_primal needs_shadow width overwritten")
 Config.__doc__ = """What a rule is asked to compute (EnzymeRules' ``config``).
@@ -78,9 +78,12 @@ class FunctionRules:
     reverse: Callable | None = None
     inactive: bool = False
     noinline: bool = False
+    checkpoint: bool = False   # recomputed in the reverse sweep instead of taped
 
     def __str__(self) -> str:
         name = getattr(getattr(self.function, "py_func", self.function), "__qualname__", "?")
+        if self.checkpoint:
+            return f"{name}: checkpointed"
         if self.inactive:
             return f"{name}: inactive{' (noinline)' if self.noinline else ''}"
         given = [k for k in RULE_KINDS if getattr(self, k) is not None]
@@ -182,4 +185,14 @@ def inactive(f):
 def inactive_noinline(f):
     """As :func:`inactive`, and ``f`` is never inlined into the derivative; returns ``f``."""
     REGISTRY.update(f, inactive=True, noinline=True)
+    return f
+
+
+def checkpoint(f):
+    """Mark ``@njit`` function ``f`` so that reverse mode recomputes each call of it in the
+    reverse sweep instead of taping what the call computes (as ``jax.checkpoint``): the
+    derivative keeps a snapshot of the memory the call writes (and reads, where later code
+    changes it) and the call's inputs, runs the call untaped in the forward sweep, and runs
+    its forward and reverse passes together in the reverse sweep. Returns ``f``."""
+    REGISTRY.update(f, checkpoint=True)
     return f

@@ -1,6 +1,6 @@
 """Which operations keep finite values finite, and which partials can be infinite or NaN.
 
-Strong zero (:class:`pyzyme.options.Options`) makes a zero adjoint or tangent contribute
+Strong zero (:class:`pyzyme.settings.Options`) makes a zero adjoint or tangent contribute
 nothing even through an infinite partial: ``0 * (0.5 / sqrt(0))`` is NaN by IEEE rules, but
 the derivative of a branch that was skipped must not poison the rest. The guard costs a compare
 and a select, so derivative code pays it only where the partial can be non-finite. That needs

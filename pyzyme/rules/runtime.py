@@ -67,6 +67,8 @@ ROWS = (
                 unsigned_schedule="do_scheduling_unsigned"),
     # A checkpointed time loop (C: __enzyme_checkpoint_for of <enzyme/checkpoint.h>).
     CheckpointLoop((naming.CHECKPOINT_FOR,), "runtime"),
+    Inactive((naming.CHECKPOINT_BUDGET_ERROR,), "runtime",
+             reason="sets the Python error of a checkpointed loop over its tape budget"),
     # ... and a checkpointed while loop (__enzyme_checkpoint_while).
     CheckpointLoop((naming.CHECKPOINT_WHILE,), "runtime", until_false=True),
     # A fixed-point iteration (C: __enzyme_fixed_point of <enzyme/fixed_point.h>).

@@ -37,6 +37,8 @@ a width and the activity of each operand.
   derivative at the state it converged to (:mod:`pyzyme.diff.calls.fixed_point`).
 - :class:`GradientLog`: a function of the module the reverse sweep calls with each arithmetic
   result's adjoint (Enzyme's ``enzymeLogGrad`` hook).
+- :class:`Mpi`: a call of the MPI library (``MPI_Send``, ``MPI_Allreduce``, ...): its
+  derivative is communication of shadows, mirrored (:mod:`pyzyme.diff.calls.mpi`).
 - :class:`Registered`: derivatives a C/C++ module registers for one of its functions, Enzyme's
   way (``__enzyme_register_gradient_*``): plain LLVM functions of the same module, called by
   :mod:`pyzyme.diff.calls.registered`.
@@ -50,7 +52,7 @@ from pyzyme.rules.expr import Expr
 
 __all__ = ["KINDS", "Row", "Partials", "Linear", "Memory", "Allocation", "Mirror", "Inactive",
            "Reduction", "Masked", "Blas", "Custom", "Registered", "ParallelFor",
-           "CheckpointLoop", "GradientLog", "FixedPoint"]
+           "CheckpointLoop", "GradientLog", "FixedPoint", "Mpi"]
 
 KINDS = ("opcode", "intrinsic", "libm", "runtime", "custom")
 
@@ -355,3 +357,31 @@ class GradientLog(Row):
     of each floating-point result a :class:`Partials` row differentiates, as Enzyme calls a
     program's ``enzymeLogGrad``: ``void hook(double adjoint, const char *opcode, const char
     *callee, const char *module, const char *function, unsigned block, unsigned index)``."""
+
+
+@dataclass(frozen=True)
+class Mpi(Row):
+    """A call of the MPI library whose derivative is more communication, of the shadows
+    (:mod:`pyzyme.diff.calls.mpi`). ``op`` names the operation (``"send"``, ``"recv"``,
+    ``"isend"``, ``"irecv"``, ``"wait"``, ``"waitall"``, ``"test"``, ``"allreduce"``,
+    ``"reduce"``, ``"bcast"``, ``"scatter"``, ``"gather"``, ``"allgather"``, or
+    ``"unsupported"``: a call pyzyme names in its error). The other fields are the positions
+    of the call's arguments (None: the call has none): the buffer sent (``buffer``) and the one
+    received into (``output``; the same for ``bcast``), the element count and datatype of
+    each, the peer (destination, source or root), tag, communicator, request, and the
+    reduction (``MPI_Op``). ``writes``: the pointers the call writes through (buffers,
+    requests, statuses, flags), and nothing else."""
+
+    op: str = ""
+    buffer: int | None = None
+    output: int | None = None
+    count: int | None = None
+    datatype: int | None = None
+    out_count: int | None = None
+    out_datatype: int | None = None
+    peer: int | None = None
+    tag: int | None = None
+    comm: int | None = None
+    request: int | None = None
+    reduction: int | None = None
+    writes: tuple[int, ...] = ()

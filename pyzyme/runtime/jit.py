@@ -22,6 +22,7 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.core.runtime import rtsys
 
 from pyzyme.errors import PyzymeError, VerifyError, error_context
+from pyzyme.progress import stage
 from pyzyme.runtime import modules, passes, target
 
 # Numba's runtime linker creates these globals for recursive calls and resolves them itself.
@@ -124,10 +125,11 @@ class _PyzymeLibrary(numba_codegen.JITCodeLibrary):
     def get_pointer_to_function(self, name: str) -> int:
         if getattr(self, "_pyzyme_code_pending", False):
             self._pyzyme_code_pending = False
-            cleanup = self._codegen._add_module(self._final_module)
-            if cleanup:
-                weakref.finalize(self, cleanup)
-            self._finalize_specific()
+            with stage("compile"):
+                cleanup = self._codegen._add_module(self._final_module)
+                if cleanup:
+                    weakref.finalize(self, cleanup)
+                self._finalize_specific()
         return super().get_pointer_to_function(name)
 
 
@@ -319,7 +321,8 @@ def _compile(text: str, opt: int, name: str, *, tag: str) -> CompiledModule:
     # Numba links its runtime into every library so NRT_incref/NRT_decref can be inlined.
     library.add_linking_library(rtsys.library)
     library.add_llvm_module(ll_module)
-    library.finalize()
+    with stage("LLVM optimization"):
+        library.finalize()
     _COMPILED.pending.update(dict.fromkeys(defined, library))
     return CompiledModule(library=library, functions=functions, opt=opt)
 

@@ -21,7 +21,7 @@ from numba.core import config as numba_config
 from numba.core.registry import cpu_target
 from numba.core.runtime import rtsys
 
-from pyzyme.errors import RecursionDepthError
+from pyzyme.errors import RecursionDepthError, TapeBudgetError
 
 #: The symbol under which generated code finds :class:`~pyzyme.RecursionDepthError` (the class
 #: object itself), to raise it from native code. Defined on import (it touches only llvmlite's
@@ -29,6 +29,10 @@ from pyzyme.errors import RecursionDepthError
 #: cache of an ``@njit`` caller holds such code too.
 RECURSION_ERROR_SYMBOL = "pyzyme.RecursionDepthError"
 llvm.add_symbol(RECURSION_ERROR_SYMBOL, id(RecursionDepthError))
+#: ... and :class:`~pyzyme.TapeBudgetError`, raised by a checkpointed loop whose iteration
+#: does not fit the tape budget (:mod:`pyzyme.transforms.checkpoint_loops`).
+TAPE_BUDGET_ERROR_SYMBOL = "pyzyme.TapeBudgetError"
+llvm.add_symbol(TAPE_BUDGET_ERROR_SYMBOL, id(TapeBudgetError))
 
 
 def numba_codegen_instance() -> numba_codegen.JITCPUCodegen:

@@ -9,7 +9,7 @@ import pytest
 
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Forward, Reverse
-from pyzyme.options import Options, using
+from pyzyme.settings import Options, using
 
 
 @numba.njit

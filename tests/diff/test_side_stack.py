@@ -113,7 +113,7 @@ def test_wrapped_code_says_when_its_stack_runs_out_and_runs_on():
 
 @pytest.mark.parametrize("nbytes", [3 << 20, 1 << 19, 0, 2.0 ** 24])
 def test_the_stack_size_is_a_power_of_two_of_at_least_one_mebibyte(nbytes):
-    from pyzyme.options import Options
+    from pyzyme.settings import Options
 
     with pytest.raises(ValueError, match="power of two of at least 1 MiB"):
         Options(recursion_stack=nbytes)

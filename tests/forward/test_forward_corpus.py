@@ -202,15 +202,16 @@ def test_jacobian_forward(name, f, x, chunk):
     np.testing.assert_allclose(jac, expected, **fd.F64_TOL)
 
 
-def test_jacobian_of_2d_input_is_flattened_in_c_order():
+def test_jacobian_of_2d_input_has_shape_out_plus_in():
     a = mat(2, 3, 64)
 
     def f(a):
         return np.array([a[0, 0] * a[1, 2], a[0, 1] + a[1, 0] ** 2])
 
     jac = jacobian(Forward, f, a.copy(), chunk=4)
-    assert jac.shape == (2, 6)
-    np.testing.assert_allclose(jac, _fd_gradient(lambda v: f(v.reshape(2, 3)), a.ravel()),
+    assert jac.shape == (2, 2, 3)     # JAX's out.shape + in.shape
+    np.testing.assert_allclose(jac.reshape(2, 6),
+                               _fd_gradient(lambda v: f(v.reshape(2, 3)), a.ravel()),
                                **fd.F64_TOL)
 
 

@@ -26,7 +26,7 @@ _DEEP = textwrap.dedent(f"""
     from numba import float64, int64
     from pyzyme import (Active, Const, Duplicated, Forward, Reverse, ReverseSplitWithPrimal,
                         autodiff, autodiff_thunk)
-    from pyzyme.options import Options, using
+    from pyzyme.settings import Options, using
 
     @numba.njit(float64(float64, int64))
     def power(x, n):            # x ** n, a multiplication a level

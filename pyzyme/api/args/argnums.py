@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyzyme.errors import PyzymeError
+from pyzyme.errors import ArgumentTypeError, ArgumentValueError
 
 __all__ = ["normalize_argnums", "check_argnums"]
 
@@ -24,10 +24,11 @@ def normalize_argnums(argnums, name: str) -> tuple[tuple[int, ...], bool]:
     if isinstance(argnums, (tuple, list)) and argnums and all(
             isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in argnums):
         if len(set(argnums)) != len(argnums):
-            raise PyzymeError(f"{name}: argnums={tuple(argnums)} names an argument twice")
+            raise ArgumentValueError(f"{name}: argnums={tuple(argnums)} names an argument "
+                                     f"twice")
         return tuple(int(a) for a in argnums), False
-    raise PyzymeError(f"{name}: argnums must be an int or a non-empty tuple of ints, got "
-                      f"{argnums!r}")
+    raise ArgumentTypeError(f"{name}: argnums must be an int or a non-empty tuple of ints, "
+                            f"got {argnums!r}")
 
 
 def check_argnums(argnums: tuple[int, ...], nargs: int, name: str) -> tuple[int, ...]:
@@ -35,6 +36,7 @@ def check_argnums(argnums: tuple[int, ...], nargs: int, name: str) -> tuple[int,
     out = []
     for a in argnums:
         if not -nargs <= a < nargs:
-            raise PyzymeError(f"{name}: argnums={a}, but the call has {nargs} arguments")
+            raise ArgumentValueError(f"{name}: argnums={a}, but the call has {nargs} "
+                                     f"arguments")
         out.append(a % nargs)
     return tuple(out)

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from pyzyme.errors import PyzymeError, UnsupportedError
+from pyzyme.errors import ArgumentTypeError, UnsupportedError
 
 __all__ = ["is_complex", "is_complex_array", "complex_shadow", "has_complex", "holomorphic_seed",
            "check_complex_result", "check_holomorphic_argument", "conjugate_in_place"]
@@ -60,8 +60,8 @@ def complex_shadow(primal, shadow) -> Any:
     ok = isinstance(shadow, (int, float, complex, np.number)) and not isinstance(
         shadow, (bool, np.bool_))
     if not ok:
-        raise PyzymeError(f"the shadow of a complex number must be a number, got "
-                          f"{type(shadow).__name__}")
+        raise ArgumentTypeError(f"the shadow of a complex number must be a number, got "
+                                f"{type(shadow).__name__}")
     return type(primal)(shadow)
 
 

@@ -21,7 +21,12 @@ from pyzyme.api.args import refusals as R
 from pyzyme.api.args import structured as S
 from pyzyme.api.args.call_shape import share_memory
 from pyzyme.api.args.typeof import argument_type
-from pyzyme.errors import PyzymeError, UnsupportedError
+from pyzyme.errors import (
+    ArgumentName,
+    ArgumentTypeError,
+    ArgumentValueError,
+    UnsupportedError,
+)
 
 __all__ = ["ForwardArg", "ReverseArg", "distinct", "batch_width"]
 
@@ -35,11 +40,12 @@ def distinct(calls) -> bool:
 
 
 class ReverseArg:
-    """One argument (at ``position``) as the reverse derivative takes it."""
+    """One argument (at ``position``) as the reverse derivative takes it; ``names``: the
+    function's parameter names (or a callable giving them), for messages."""
 
-    def __init__(self, ann: A.Annotation, views: dict, position: int) -> None:
+    def __init__(self, ann: A.Annotation, views: dict, position: int, names=None) -> None:
         value = ann.val
-        where = f"argument {position}"
+        where = ArgumentName(names, position)
         R.check_passable(value, where)
         if isinstance(ann, A.Const):
             self.kind, self.primal, self.shadows, self._fwd = Activity.CONST, value, (), None
@@ -66,7 +72,7 @@ class ReverseArg:
                     "arrays then get fresh shadows, given back in its derivative)")
             if R.has_read_only_part(ann.dval):
                 raise R.read_only_shadow(where, "reverse")
-            self._fwd = ForwardArg(ann, views, position)
+            self._fwd = ForwardArg(ann, views, position, names)
             self.kind, self.primal, self.shadows = Activity.DUPLICATED, value, self._fwd.shadows
         else:
             raise UnsupportedError(f"{type(ann).__name__} is not a reverse-mode activity")
@@ -87,33 +93,36 @@ def batch_width(anns: Sequence[A.Annotation], ret_activity) -> int:
                                    f"pass Duplicated(value, tangent)")
     widths = {len(a.shadows) for a in anns if isinstance(a, A.BatchDuplicated)}
     if len(widths) > 1:
-        raise PyzymeError(f"all BatchDuplicated arguments of one call need the same number of "
-                          f"shadows; got widths {sorted(widths)}")
+        raise ArgumentValueError(f"all BatchDuplicated arguments of one call need the same "
+                                 f"number of shadows; got widths {sorted(widths)}")
     width = widths.pop() if widths else 1
     single = [a for a in anns if isinstance(a, A.Duplicated)]
     if widths or any(isinstance(a, A.BatchDuplicated) for a in anns):
         if single and width > 1:
-            raise PyzymeError(
+            raise ArgumentTypeError(
                 f"Duplicated arguments (one shadow) cannot be mixed with BatchDuplicated ones "
                 f"({width} shadows): give every differentiated argument {width} shadows")
         if ret_activity in (A.Duplicated, A.DuplicatedNoNeed) and width > 1:
-            raise PyzymeError(f"the arguments carry {width} shadows each, so the result has "
-                              f"{width} tangents: use BatchDuplicated or BatchDuplicatedNoNeed "
-                              f"as the return activity")
+            raise ArgumentTypeError(f"the arguments carry {width} shadows each, so the result "
+                                    f"has {width} tangents: use BatchDuplicated or "
+                                    f"BatchDuplicatedNoNeed as the return activity")
     return width
+
 
 class ForwardArg:
     """One argument (at ``position``) as the compiled derivative takes it: the primal, its
     shadows laid out exactly like it (same shape, dtype and strides), and how to return
     tangents to the user. ``read_only``: a shadow is (or holds) a read-only array, which the
-    derivative may only read."""
+    derivative may only read. ``names``: the function's parameter names (or a callable
+    giving them), for messages."""
 
-    def __init__(self, ann: A.Annotation, views: dict, position: int) -> None:
+    def __init__(self, ann: A.Annotation, views: dict, position: int, names=None) -> None:
         self.annotation = ann
         self._copies: list[tuple[np.ndarray, np.ndarray]] = []
         self._views = views
+        self._where = where = ArgumentName(names, position)
         value = ann.val
-        R.check_passable(value, f"argument {position}")
+        R.check_passable(value, where)
         self.read_only = any(R.has_read_only_part(s) for s in ann.shadows)
         if isinstance(ann, A.Const):
             self.primal, self.shadows = value, ()
@@ -123,18 +132,21 @@ class ForwardArg:
                                  for i, s in enumerate(ann.shadows))
         elif S.is_real(value):
             self.primal = float(value)
-            self.shadows = tuple(_real_shadow(s) for s in ann.shadows)
+            self.shadows = tuple(_real_shadow(s, self._shadow_of(i))
+                                 for i, s in enumerate(ann.shadows))
         elif C.is_complex(value):
             self.primal = value
             self.shadows = tuple(C.complex_shadow(value, s) for s in ann.shadows)
         elif S.all_real(value):
             self.primal = S.active_tuple(value)
-            self.shadows = tuple(S.rebuild_like(value, _tuple_shadow(s, len(value)))
-                                 for s in ann.shadows)
+            self.shadows = tuple(S.rebuild_like(value, _tuple_shadow(s, len(value),
+                                                                     self._shadow_of(i)))
+                                 for i, s in enumerate(ann.shadows))
         elif S.is_structured(value):
             self.primal = value
             self.shadows = tuple(
-                S.shadow_of(value, s, lambda x, dx, i=i: self._array_shadow(x, dx, i))
+                S.shadow_of(value, s, lambda x, dx, i=i: self._array_shadow(x, dx, i),
+                            self._where)
                 for i, s in enumerate(ann.shadows))
         else:
             raise UnsupportedError(
@@ -142,17 +154,23 @@ class ForwardArg:
                 f"mode yet; pass floats or NumPy arrays")
         self.numba_type = argument_type(self.primal)
 
+    def _shadow_of(self, lane: int) -> str:
+        """How messages name shadow ``lane`` of this argument."""
+        batch = isinstance(self.annotation, A.BatchDuplicated)
+        return f"shadow {lane} of {self._where}" if batch else f"the shadow of {self._where}"
+
     def _array_shadow(self, x: np.ndarray, dx, lane: int) -> np.ndarray:
         if not isinstance(dx, np.ndarray):
-            raise PyzymeError(f"the shadow of an array must be an array, got "
-                              f"{type(dx).__name__}")
+            raise ArgumentTypeError(f"{self._shadow_of(lane)} must be an array like its "
+                                    f"primal, not {type(dx).__name__}")
         if dx.shape != x.shape or dx.dtype != x.dtype:
-            raise PyzymeError(f"shadow {lane} has shape {dx.shape} and dtype {dx.dtype}; the "
-                              f"primal has shape {x.shape} and dtype {x.dtype}")
+            raise ArgumentValueError(f"{self._shadow_of(lane)} has shape {dx.shape} and dtype "
+                                     f"{dx.dtype}; the primal has shape {x.shape} and dtype "
+                                     f"{x.dtype}", hint="pass np.zeros_like(x)")
         if dx.size and np.may_share_memory(x, dx):
-            raise PyzymeError("a shadow shares memory with its primal array: tangents would "
-                              "overwrite the values they are tangents of; pass a separate "
-                              "array (np.zeros_like(x))")
+            raise ArgumentValueError(f"{self._shadow_of(lane)} shares memory with its primal "
+                                     f"array: tangents would overwrite the values they are "
+                                     f"tangents of; pass a separate array (np.zeros_like(x))")
         if dx.strides == x.strides and dx.flags.writeable and dx.flags.aligned:
             return dx
         # Shadow addresses are computed like primal ones, so the shadow needs the primal's
@@ -177,16 +195,17 @@ class ForwardArg:
         self._copies.clear()
 
 
-def _real_shadow(s) -> float:
+def _real_shadow(s, what: str) -> float:
     if not S.is_real(s):
-        raise PyzymeError(f"the shadow of a float must be a float, got {type(s).__name__}")
+        raise ArgumentTypeError(f"{what} must be a float, like its primal, not "
+                                f"{type(s).__name__}")
     return float(s)
 
 
-def _tuple_shadow(s, n: int) -> tuple:
+def _tuple_shadow(s, n: int, what: str) -> tuple:
     if not (isinstance(s, tuple) and len(s) == n and all(S.is_real(v) for v in s)):
-        raise PyzymeError(f"the shadow of a tuple of {n} floats must be a tuple of {n} floats, "
-                          f"got {s!r}")
+        raise ArgumentTypeError(f"{what} must be a tuple of {n} floats, like its primal, not "
+                                f"{s!r}")
     return tuple(float(v) for v in s)
 
 

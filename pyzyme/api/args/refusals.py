@@ -17,6 +17,7 @@ Examples
 the shadow of argument 1 is a read-only array, and reverse mode adds the derivative into
 it: it would be lost
   hint: pass a writeable array, e.g. np.zeros_like(x)
+  see https://pyzyme.readthedocs.io/en/latest/sharp-bits.html#read-only-arrays
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ def read_only_shadow(where: str, mode: str) -> ActivityError:
     read-only ``out=`` array of ``gradient``."""
     subject = "gradient's out= array" if mode == "out" else f"the shadow of {where}"
     return ActivityError(f"{subject} is a read-only array, and {_WHY[mode]}",
-                         hint="pass a writeable array, e.g. np.zeros_like(x)")
+                         hint="pass a writeable array, e.g. np.zeros_like(x)",
+                         docs="sharp-bits.html#read-only-arrays")
 
 
 def has_read_only_part(shadow: Any) -> bool:
@@ -76,11 +78,13 @@ def active_not_immutable(where: str, type_name: str, array: bool) -> Unsupported
             f"tuples of floats); an array is mutable, so reverse mode adds its derivative into "
             f"a shadow array",
             hint="pass Duplicated(x, dx) with dx = np.zeros_like(x) (dx receives df/dx), or "
-                 "call gradient(Reverse, f, x)")
+                 "call gradient(Reverse, f, x)",
+            docs="mental-model.html#annotations")
     return UnsupportedError(
         f"{where} is Active({type_name}): Active is for immutable values (floats, complex, "
         f"tuples of floats)",
-        hint="pass arrays, records and jitclass instances as Duplicated(x, make_zero(x))")
+        hint="pass arrays, records and jitclass instances as Duplicated(x, make_zero(x))",
+        docs="mental-model.html#annotations")
 
 
 def check_passable(value: Any, where: str) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pyzyme.errors import PyzymeError, UnsupportedError
+from pyzyme.errors import ArgumentTypeError, ArgumentValueError, UnsupportedError
 
 __all__ = ["is_jitclass", "is_structured", "is_real", "all_real", "shadow_of", "has_float_leaf",
            "active_tuple", "needs_flattening", "rebuild_like", "keep_non_float", "reachable_arrays"]
@@ -85,8 +85,8 @@ def needs_flattening(value: Any) -> bool:
 def shadow_of(value: Any, shadow: Any, array_shadow: Callable, where: str = "the argument"):
     """The shadow of a structured ``value`` as the derivative takes it, leaf by leaf.
 
-    ``array_shadow(x, dx)`` lays out the shadow of an array leaf. Raises PyzymeError when the
-    shadow's structure differs from the primal's.
+    ``array_shadow(x, dx)`` lays out the shadow of an array leaf. Raises ArgumentTypeError when
+    the shadow's structure differs from the primal's.
 
     Examples
     --------
@@ -95,8 +95,8 @@ def shadow_of(value: Any, shadow: Any, array_shadow: Callable, where: str = "the
     """
     if isinstance(value, tuple):
         if not isinstance(shadow, tuple) or len(shadow) != len(value):
-            raise PyzymeError(f"the shadow of {where} must be a tuple of {len(value)} items "
-                              f"like it, got {shadow!r}")
+            raise ArgumentTypeError(f"the shadow of {where} must be a tuple of {len(value)} "
+                                    f"items like it, got {shadow!r}")
         items = [shadow_of(v, s, array_shadow, f"{where}[{i}]")
                  for i, (v, s) in enumerate(zip(value, shadow))]
         return rebuild_like(value, items)
@@ -104,27 +104,28 @@ def shadow_of(value: Any, shadow: Any, array_shadow: Callable, where: str = "the
         return array_shadow(value, shadow)
     if isinstance(value, (float, np.floating)):
         if not is_real(shadow):
-            raise PyzymeError(f"the shadow of {where} (a float) must be a float, got "
-                              f"{type(shadow).__name__}")
+            raise ArgumentTypeError(f"the shadow of {where} (a float) must be a float, got "
+                                    f"{type(shadow).__name__}")
         return type(value)(shadow) if isinstance(value, np.float32) else float(shadow)
     if isinstance(value, np.void):
         if not isinstance(shadow, np.void) or shadow.dtype != value.dtype:
-            raise PyzymeError(f"the shadow of {where} (a record of dtype {value.dtype}) must be "
-                              f"a record of the same dtype, e.g. make_zero(x); got {shadow!r}")
+            raise ArgumentTypeError(f"the shadow of {where} (a record of dtype {value.dtype}) "
+                                    f"must be a record of the same dtype, e.g. make_zero(x); "
+                                    f"got {shadow!r}")
         if _same_record(value, shadow):
-            raise PyzymeError(f"the shadow of {where} is the record itself; pass a separate "
-                              f"one (make_zero(x))")
+            raise ArgumentValueError(f"the shadow of {where} is the record itself; pass a "
+                                     f"separate one (make_zero(x))")
         return shadow
     if is_jitclass(value):
         import numba
 
         if numba.typeof(shadow) != numba.typeof(value):
-            raise PyzymeError(f"the shadow of {where} (a {type(value).__name__}) must be an "
-                              f"instance of the same jitclass, e.g. make_zero(x); got "
-                              f"{type(shadow).__name__}")
+            raise ArgumentTypeError(f"the shadow of {where} (a {type(value).__name__}) must be an "
+                                    f"instance of the same jitclass, e.g. make_zero(x); got "
+                                    f"{type(shadow).__name__}")
         if shadow is value or _same_instance(value, shadow):
-            raise PyzymeError(f"the shadow of {where} is the instance itself; pass a separate "
-                              f"one (make_zero(x))")
+            raise ArgumentValueError(f"the shadow of {where} is the instance itself; pass a "
+                                     f"separate one (make_zero(x))")
         return shadow
     if isinstance(value, (bool, np.bool_, int, np.integer, str, type(None))):
         return value  # no derivative: the shadow carries the primal's value through

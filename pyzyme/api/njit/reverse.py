@@ -21,13 +21,14 @@ from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.args.argnums import check_argnums, normalize_argnums
 from pyzyme.api.args.complex import has_complex
+from pyzyme.api.args.structured import is_real
 from pyzyme.api.convenience import reverse_call, reverse_jacobian
 from pyzyme.api.dispatchers import dispatcher_of, result_type
 from pyzyme.api.njit.overlap import overlap
 from pyzyme.api.njit.overload import NjitObject, overloaded_njit
 from pyzyme.api.plans import reverse_plan
-from pyzyme.api.wrappers import row_wrapper
-from pyzyme.errors import PyzymeError, UnsupportedError
+from pyzyme.api.wrappers import loss_wrapper, row_wrapper
+from pyzyme.errors import ArgumentTypeError, PyzymeError, UnsupportedError, argument_name
 
 __all__ = ["ReverseFunction"]
 
@@ -38,15 +39,22 @@ class ReverseFunction(NjitObject):
     arguments, callable from Python and from ``@njit`` code (with float, int and ndarray
     arguments there)."""
 
-    def __init__(self, kind: str, f, argnums) -> None:
+    def __init__(self, kind: str, f, argnums, has_aux: bool = False) -> None:
         super().__init__()
         name = {"grad": "grad", "value_and_grad": "value_and_grad", "jacrev": "jacrev"}[kind]
         self._kind = kind
         self._argnums, self._single = normalize_argnums(argnums, name)
         if kind == "jacrev" and not self._single:
-            raise PyzymeError("jacrev differentiates with respect to one positional argument")
+            raise ArgumentTypeError("jacrev differentiates with respect to one positional argument")
+        if not isinstance(has_aux, bool):
+            raise ArgumentTypeError(f"{name}: has_aux must be True or False, not {has_aux!r}")
+        self._has_aux = has_aux
         self._f = f
         self._dispatcher = dispatcher_of(f)
+        self._signature = inspect.signature(self._dispatcher.py_func)
+        # fewer arguments than this: f's defaults fill the rest (the derivative takes them all)
+        self._positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                               for p in self._signature.parameters.values())
         self.__wrapped__ = f
         self.__name__ = f"{name}({getattr(f, '__name__', 'f')})"
         self.__qualname__ = self.__name__
@@ -55,15 +63,56 @@ class ReverseFunction(NjitObject):
     def __repr__(self) -> str:
         return f"<pyzyme {self.__name__}>"
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs or len(args) < self._positional:
+            args = self._bind(args, kwargs)
         if self._kind == "jacrev":
             return reverse_jacobian(self._dispatcher, args, self._argnums[0])
+        if self._has_aux:
+            return self._call_with_aux(args)
         value, derivs = reverse_call(self._dispatcher, args, self._argnums, name=self._kind,
                                      need_value=self._kind == "value_and_grad")
         result = derivs[0] if self._single else derivs
         if self._kind == "value_and_grad":
             return value, result
         return result
+
+    def _call_with_aux(self, args: tuple):
+        """``f`` returns ``(loss, aux)``: one primal call gives both, one reverse sweep of the
+        loss alone the gradient."""
+        out = self._dispatcher(*args)
+        if not (isinstance(out, tuple) and len(out) == 2 and is_real(out[0])):
+            raise PyzymeError(f"{self._kind}(has_aux=True) needs a function returning "
+                              f"(loss, aux) with a float loss; "
+                              f"{self._dispatcher.py_func.__qualname__} returns "
+                              f"{type(out).__name__}"
+                              + (f" of {len(out)}" if isinstance(out, tuple) else ""))
+        _, derivs = reverse_call(loss_wrapper(self._dispatcher, len(args)), args,
+                                 self._argnums, name=self._kind, need_value=False)
+        result = derivs[0] if self._single else derivs
+        if self._kind == "value_and_grad":
+            return out, result
+        return result, out[1]
+
+    def _bind(self, args: tuple, kwargs: dict) -> tuple:
+        """``args`` with ``kwargs`` put in their places in ``f``'s parameters (its defaults
+        filling the rest), as Python would call ``f``; keyword arguments are constants."""
+        params = list(self._signature.parameters)
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as err:
+            raise ArgumentTypeError(f"{self.__name__}: {err}") from None
+        bound.apply_defaults()
+        if bound.kwargs:
+            raise ArgumentTypeError(f"{self.__name__}: keyword arguments beyond f's "
+                                    f"parameters ({', '.join(bound.kwargs)}) are not passed")
+        n = len(bound.args)
+        for i in check_argnums(self._argnums, n, self._kind):
+            if i >= len(args):
+                raise ArgumentTypeError(
+                    f"{self.__name__}: {argument_name(params, i)} is differentiated "
+                    f"(argnums), so pass it by position, not by keyword or default")
+        return bound.args
 
     def _make_njit(self):
         return _njit_function(self)
@@ -78,6 +127,8 @@ _DOCS = {
 
 
 def _njit_function(obj: ReverseFunction):
+    """The ``@njit`` function standing for ``obj`` in ``@njit`` code (positional
+    arguments)."""
     dispatcher = obj._dispatcher
     params = list(inspect.signature(dispatcher.py_func).parameters.values())
     if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
@@ -90,7 +141,7 @@ def _njit_function(obj: ReverseFunction):
         if obj._kind == "jacrev":
             return _jacrev_implementation(dispatcher, argtypes, argnums[0], names)
         return _grad_implementation(dispatcher, argtypes, argnums, obj._single,
-                                    obj._kind == "value_and_grad", names)
+                                    obj._kind == "value_and_grad", names, obj._has_aux)
 
     return overloaded_njit(obj._kind, names, typer)
 
@@ -152,14 +203,23 @@ def _call_lines(args: str, arrays: Sequence[str], indent: str) -> list[str]:
 
 
 def _grad_implementation(dispatcher, argtypes, argnums, single: bool, with_value: bool,
-                         names: list[str]):
+                         names: list[str], has_aux: bool = False):
     name = "value_and_grad" if with_value else "grad"
     kinds, primal_types = _roles(argtypes, argnums, name)
     restype = result_type(dispatcher, primal_types)
-    if not isinstance(restype, types.Float):
+    target = dispatcher
+    if has_aux:
+        if not (isinstance(restype, types.BaseTuple) and len(restype) == 2
+                and isinstance(restype[0], types.Float)):
+            raise UnsupportedError(f"{name}(has_aux=True) needs a function returning (loss, "
+                                   f"aux) with a float loss; "
+                                   f"{dispatcher.py_func.__qualname__} returns {restype}")
+        target = loss_wrapper(dispatcher, len(argtypes))
+    elif not isinstance(restype, types.Float):
         raise UnsupportedError(f"{name} needs a function returning a float; "
                                f"{dispatcher.py_func.__qualname__} returns {restype}")
-    rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds, need_primal=with_value)
+    rev_d, rev_n, arrays = _plans(target, primal_types, kinds,
+                                  need_primal=with_value and not has_aux)
     lines = [f"def impl({', '.join(names)}):"]
     primals = []
     for i, (t, kind) in enumerate(zip(argtypes, kinds)):
@@ -184,11 +244,24 @@ def _grad_implementation(dispatcher, argtypes, argnums, single: bool, with_value
             results[i] = f"s{i}"
     grads = results[argnums[0]] if single else \
         "(" + "".join(results[i] + ", " for i in argnums) + ")"
-    lines.append(f"    return (r[0], {grads})" if with_value else f"    return {grads}")
-    scope = {"np": np, "rev_d": rev_d.function, "_overlap": overlap,
+    if has_aux:     # the primal call gives the loss and aux; the sweep differentiates the loss
+        lines.append(f"    out = f({', '.join(names)})")
+        lines.append(f"    return (out, {grads})" if with_value else
+                     f"    return ({grads}, out[1])")
+    else:
+        lines.append(f"    return (r[0], {grads})" if with_value else f"    return {grads}")
+    scope = {"np": np, "rev_d": rev_d.function, "_overlap": overlap, "f": dispatcher,
              "rev_n": rev_n.function if rev_n is not None else None}
     exec("\n".join(lines) + "\n", scope)
     return scope["impl"]
+
+
+def _row(matrix: str, row: str, vector: str, indent: str) -> list[str]:
+    """Source lines setting row ``row`` of ``matrix`` to the 1-D ``vector``, element by element:
+    Numba compiles ``matrix[row, :] = vector``'s shape check for seconds (2.1 s of CPU more
+    than this loop, in every process that first compiles one)."""
+    return [f"{indent}w = {vector}", f"{indent}for j in range(w.size):",
+            f"{indent}    {matrix}[{row}, j] = w[j]"]
 
 
 def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
@@ -209,6 +282,8 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         primals[argnum] = f"{x}f"
     array = kinds[argnum] is Activity.DUPLICATED
     n_in = f"{x}.size" if array else "1"
+    # the (n_out, n_in) matrix is built, then reshaped to out.shape + x.shape (JAX's shape)
+    in_shape = f"{x}.shape" if array else "()"
     if isinstance(restype, types.Float):
         rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds)
         shadows = []
@@ -218,8 +293,8 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         lines += _call_lines(", ".join(primals + shadows + ["1.0"]),
                              [names[i] for i in arrays], "    ")
         lines += [f"    J = np.empty((1, {n_in}))"]
-        lines += ["    J[0, :] = s.reshape(-1)"] if array else ["    J[0, 0] = r[1]"]
-        lines += ["    return J"]
+        lines += _row("J", "0", "s.reshape(-1)", "    ") if array else ["    J[0, 0] = r[1]"]
+        lines += [f"    return J.reshape({in_shape})"]
     elif isinstance(restype, types.Array) and isinstance(restype.dtype, types.Float):
         row = row_wrapper(dispatcher, len(argtypes), restype.ndim)
         row_types = list(primal_types) + [types.intp]
@@ -235,8 +310,8 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
             lines += ["        v[:] = 0.0"]
         lines += _call_lines(", ".join(primals + ["k"] + shadows + ["1.0"]),
                              [names[i] for i in arrays], "        ")
-        lines += ["        J[k, :] = v"] if array else ["        J[k, 0] = r[1]"]
-        lines += ["    return J"]
+        lines += _row("J", "k", "v", "        ") if array else ["        J[k, 0] = r[1]"]
+        lines += [f"    return J.reshape(y.shape + {in_shape})"]
     elif isinstance(restype, types.BaseTuple) and len(restype) and all(
             isinstance(t, types.Float) for t in restype):
         # one sweep per element of the tuple, seeded one-hot: the same compiled derivative
@@ -253,8 +328,8 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
                 lines += ["    v[:] = 0.0"]
             lines += _call_lines(", ".join(primals + shadows + [seed]),
                                  [names[i] for i in arrays], "    ")
-            lines += [f"    J[{k}, :] = v"] if array else [f"    J[{k}, 0] = r[1]"]
-        lines += ["    return J"]
+            lines += _row("J", str(k), "v", "    ") if array else [f"    J[{k}, 0] = r[1]"]
+        lines += [f"    return J.reshape(({m},) + {in_shape})"]
     else:
         raise UnsupportedError(f"jacrev needs a function returning a float, a tuple of floats "
                                f"or a float array; {dispatcher.py_func.__qualname__} returns "

@@ -132,7 +132,7 @@ def unknown_callee(where: str, callee, call: I.CallBase | None = None) -> Unsupp
             hint="build without the assembly (for Eigen: -DEIGEN_DONT_VECTORIZE), or give "
                  "the function that contains it a custom derivative")
     message, hint = unknown_call_message(name, where)
-    err = UnsupportedError(message, hint=hint)
+    err = UnsupportedError(message, hint=hint, docs="sharp-bits.html#unsupported-constructs")
     err.callee = name
     err.unknown_call = (name, where)
     return err

@@ -39,7 +39,8 @@ def forward_mode(cx, inst: I.Call, row: spec.Memory) -> None:
         if sshadow is not None:
             raise ActivityError(f"{cx.where} copies active memory into memory that has no "
                                 f"shadow: {inst}",
-                                hint="pass the destination buffer as Duplicated")
+                                hint="pass the destination buffer as Duplicated",
+                                docs="sharp-bits.html#temporary-storage")
         return
     length, volatile = new.args[2], new.args[3]
     for k in range(cx.width):
@@ -131,7 +132,8 @@ def _forward_copy(cx, inst: I.Call, new: I.Call) -> None:
     if dst not in cx.shadows:
         if src in cx.shadows and elty is not None:
             raise ActivityError(f"{cx.where} copies active memory into memory that has no "
-                                f"shadow: {inst}", hint="pass the destination as Duplicated")
+                                f"shadow: {inst}", hint="pass the destination as Duplicated",
+                                docs="sharp-bits.html#temporary-storage")
         return
     if elty is None:  # pointers and integers: the shadow structure follows the primal
         source = cx.shadows.get(src)

@@ -27,6 +27,7 @@ from pyzyme.diff.calls import (
     fixed_point,
     custom,
     inactive,
+    mpi,
     registered,
     vector,
 )
@@ -153,7 +154,8 @@ def forward_mode(cx, inst: I.CallBase) -> None:
             f"{cx.where} takes forward mode through the reverse-mode derivative of a "
             f"checkpointed loop (forward over reverse: @{readable(callee_.name)}); pyzyme "
             f"has no forward mode of its snapshots and schedule",
-            hint="take the forward-over-reverse derivative of the plain loop")
+            hint="take the forward-over-reverse derivative (hvp) of the plain loop: without "
+                 "tape_budget, and without pyzyme.checkpoint on the functions it calls")
     row = row_of(cx.rules, inst)
     handler_for(row, "forward", inst)(cx, inst, row)
 
@@ -189,7 +191,7 @@ def reverse_sweep(cx, inst: I.CallBase) -> None:
 #: Rows whose reverse adds into shadow memory by code of its own (a BLAS call, a user's
 #: rule, a masked gather's scatter): in the body of a parallel loop other threads would add
 #: into the same memory at the same time.
-_SERIAL_ONLY = (spec.Blas, spec.Custom, spec.Registered, spec.Masked)
+_SERIAL_ONLY = (spec.Blas, spec.Custom, spec.Registered, spec.Masked, spec.Mpi)
 
 
 def _private_operands(cx, inst: I.CallBase, row) -> bool:
@@ -364,6 +366,9 @@ RULES: dict[type | None, CallRule] = {
     spec.ParallelFor: CallRule(parallel.varied, False, parallel.forward_mode,
                                parallel.augmented, parallel.reverse),
     # A call of the gradient log itself (the program's enzymeLogGrad) only logs.
+    # MPI: the communication of shadows (a status returned; buffers written).
+    spec.Mpi: CallRule(mpi.varied, False, mpi.forward_mode, mpi.augmented,
+                       _when_kept(mpi.reverse)),
     spec.GradientLog: CallRule(_never, False, _clone, _clone, _nothing),
     spec.CheckpointLoop: CallRule(checkpoint.varied, False, checkpoint.forward_mode,
                                   checkpoint.augmented, checkpoint.reverse),

@@ -33,7 +33,7 @@ from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.ir import instructions as I, types as T
 from pyzyme.ir.names import readable
 from pyzyme.ir.opcodes import OPCODES
-from pyzyme.options import Options
+from pyzyme.settings import Options
 from pyzyme.ir.values import Undef, Value, const_int
 from pyzyme.rules import default_rules, spec
 from pyzyme.rules.expr import Const as ConstExpr
@@ -53,7 +53,7 @@ class ForwardGenerator:
     rules
         The rule table (:func:`pyzyme.rules.default_rules`).
     options
-        What the derivatives are generated under (:class:`~pyzyme.options.Options`).
+        What the derivatives are generated under (:class:`~pyzyme.settings.Options`).
     """
 
     def __init__(self, module, rules: RuleTable, options: Options | None = None) -> None:

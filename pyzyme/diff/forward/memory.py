@@ -110,7 +110,8 @@ def atomicrmw(cx, inst: I.AtomicRMW, new: I.AtomicRMW) -> None:
     if shadows is None:
         if value in cx.activity.varied:
             raise ActivityError(f"{cx.where} updates memory that has no shadow with an "
-                                f"active value: {inst}")
+                                f"active value: {inst}",
+                                docs="sharp-bits.html#temporary-storage")
         return
     if value.type.is_float or inst.operation in ("fadd", "fsub", "fmax", "fmin"):
         if inst.operation not in ("fadd", "fsub", "xchg"):

@@ -300,7 +300,7 @@ def sum_flags(options) -> tuple[str, ...]:
     into one (``x_bar += a[j] * y_bar[j]``), a reduction that only vectorizes reassociated.
     The primal's own arithmetic keeps its order and flags.
 
-    >>> from pyzyme.options import Options
+    >>> from pyzyme.settings import Options
     >>> sum_flags(Options()), sum_flags(Options(reassociate_adjoints=False))
     (('reassoc', 'nsz'), ('nsz',))
     """

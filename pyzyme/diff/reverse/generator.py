@@ -59,7 +59,7 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.names import readable
-from pyzyme.options import Options
+from pyzyme.settings import Options
 from pyzyme.rules import spec
 from pyzyme.rules.table import RuleTable
 
@@ -76,7 +76,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
     rules
         The rule table (:func:`pyzyme.rules.default_rules`).
     options
-        What the derivatives are generated under (:class:`~pyzyme.options.Options`).
+        What the derivatives are generated under (:class:`~pyzyme.settings.Options`).
     later_round
         Whether a later round differentiates the generated code (C's nested derivatives):
         the caches of a loop then keep a block each, whose type that round can tell.

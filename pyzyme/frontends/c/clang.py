@@ -20,8 +20,10 @@ from typing import Literal
 
 from pyzyme.errors import FrontendError
 from pyzyme.frontends import ir_files
+from pyzyme.progress import notice_if_slow
 
-__all__ = ["compile_to_ir", "preprocess", "normalize_ir", "ziglang_available"]
+__all__ = ["compile_to_ir", "preprocess", "normalize_ir", "ziglang_available", "require_ziglang",
+           "INSTALL_HINT"]
 
 Lang = Literal["c", "c++"]
 
@@ -51,6 +53,22 @@ def ziglang_available() -> bool:
     True
     """
     return importlib.util.find_spec("ziglang") is not None
+
+
+#: What to install for the C/C++ frontend: the extra that brings ``ziglang``.
+INSTALL_HINT = "pip install 'pyzyme[c]'  (the ziglang package, which bundles clang 22)"
+
+
+def require_ziglang() -> None:
+    """Raise :class:`~pyzyme.FrontendError` naming ``pip install 'pyzyme[c]'`` when the
+    ``ziglang`` package is missing."""
+    if not ziglang_available():
+        raise FrontendError(
+            "the C/C++ frontend needs clang 22, which the 'ziglang' package bundles, and "
+            "ziglang is not installed",
+            hint=f"{INSTALL_HINT}; from Python, compile_to_ir(..., compiler=['clang-22']) "
+                 f"uses a clang 22 of your own",
+        )
 
 
 def compile_to_ir(
@@ -143,11 +161,7 @@ def preprocess(path: str | os.PathLike[str], lang: Lang, extra_args: Sequence[st
 
 def _zig(lang: Lang) -> list[str]:
     """The command that runs zig's clang for ``lang``."""
-    if not ziglang_available():
-        raise FrontendError(
-            "the C/C++ frontend needs the 'ziglang' package, which bundles clang 22",
-            hint="pip install ziglang  (or pass compiler=['clang-22'])",
-        )
+    require_ziglang()
     return [sys.executable, "-m", "ziglang", "cc" if lang == "c" else "c++", *_zig_cpu_flag()]
 
 
@@ -171,9 +185,11 @@ def _run(source, path: Path | None, lang: Lang, compiler: Sequence[str], flags: 
         out = Path(tmp) / "output.ll"
         cmd = [*compiler, "-x", lang, *flags, arg, "-o", str(out)]
         try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False
-            )
+            with notice_if_slow(f"pyzyme: clang is compiling {what} (zig's first run builds "
+                                f"its caches, once, for a minute or so)"):
+                proc = subprocess.run(
+                    cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False
+                )
         except FileNotFoundError as err:
             raise FrontendError(f"cannot run the compiler {compiler[0]!r}: {err}") from None
         except subprocess.TimeoutExpired:

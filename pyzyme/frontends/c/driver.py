@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyzyme.errors import FrontendError, UnsupportedError
+from pyzyme.progress import notice_if_slow
 
 __all__ = ["AD_FLAGS", "INCLUDE_DIR", "Invocation", "parse_invocation", "compile_source",
            "source_to_ir", "cc", "run"]
@@ -188,6 +189,9 @@ def _refuse_unknown_enzyme_attributes(warnings: list[str]) -> None:
 
 
 def _compiler(cxx: bool) -> list[str]:
+    from pyzyme.frontends.c.clang import require_ziglang
+
+    require_ziglang()
     return [sys.executable, "-m", "ziglang", "c++" if cxx else "cc"]
 
 
@@ -202,7 +206,9 @@ def cc(inv: Invocation, workdir: str | None = None) -> Path:
             lls.append(str(ll))
         cmd = [*_compiler(inv.cxx), inv.opt, "-Wno-override-module", *lls,
                *inv.link_flags, "-lm", "-o", str(output)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        with notice_if_slow(f"pyzyme: clang is linking {output} (zig's first run builds "
+                            f"its C library, once, for a minute or so)"):
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise FrontendError(f"linking {output} failed:\n{proc.stderr.strip()}",
                                 hint=" ".join(cmd))

@@ -57,7 +57,7 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import ZeroInitializer, const_int
 from pyzyme.rules.table import RuleTable
-from pyzyme.options import Options
+from pyzyme.settings import Options
 from pyzyme.rules.spec import GradientLog
 
 __all__ = ["lower", "copy_with_rules"]

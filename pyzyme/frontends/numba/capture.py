@@ -30,9 +30,10 @@ from numba.core.runtime import nrtdynmod, rtsys
 from numba.core.typing import Signature
 
 from pyzyme.errors import CaptureError, error_context
-from pyzyme.frontends.numba import bridge, hook, recapture
+from pyzyme.frontends.numba import bridge, foreign_calls, hook, recapture
 from pyzyme.frontends.numba.abi import AbiMap
 from pyzyme.frontends.numba.helper_bodies import link_helper_bodies
+from pyzyme.progress import stage
 from pyzyme.runtime import modules, passes
 
 PIPELINES = ("ad", "numba")
@@ -150,7 +151,7 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad",
     hook.require_installed()
     dispatcher = _as_dispatcher(f)
     name = dispatcher.py_func.__qualname__
-    with error_context("capturing Numba function", name):
+    with error_context("capturing Numba function", name), stage("capture"):
         argtypes, return_type = _signature_types(args, name)
         cres = _compile(dispatcher, argtypes, return_type, name)
         # Compiled (or linking code compiled) before pyzyme was imported, or loaded from Numba's
@@ -175,6 +176,10 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad",
             _inline_launch_wrappers(module)
             passes.inline_small_functions(module)
             module = passes.ad_friendly(module)
+            # ctypes calls (numba-mpi's MPI calls) named by symbol, their handles folded
+            text, renamed = foreign_calls.name_foreign_calls(str(module))
+            if renamed:
+                module = passes.ad_friendly(modules.parse(text, what=f"{name} with named calls"))
         else:
             module, stale = cres.library._get_module_for_linking().clone(), ()
             module.get_function(symbol).linkage = "external"

@@ -36,10 +36,11 @@ import llvmlite.binding as llvm
 import numba
 from numba.core import codegen as numba_codegen
 
+from pyzyme._version import SUPPORTED
 from pyzyme.errors import CaptureError
 from pyzyme.runtime.modules import module_for_linking
 
-SUPPORTED_NUMBA = "0.68"
+SUPPORTED_NUMBA = ".".join(map(str, SUPPORTED["numba"]))
 
 # (owner, attribute, leading parameter names) of every Numba function or method pyzyme calls or
 # wraps: the hook, capture and recapture, the AbiMap, the runtime and the @njit bridge. Owners

@@ -207,6 +207,15 @@ def ir_fingerprint(dispatcher, primal_types: Sequence) -> str | None:
     return digest.hexdigest()
 
 
+def process_bound(dispatcher, primal_types: Sequence) -> bool:
+    """Whether ``dispatcher``'s code at ``primal_types`` calls into this process through
+    addresses (ctypes functions, as numba-mpi calls MPI: Numba's "dynamic globals"). Numba
+    does not cache such code; nor does pyzyme its derivatives, whose MPI handles and symbols
+    are this process's."""
+    cres = dispatcher.overloads.get(tuple(primal_types))
+    return cres is not None and bool(getattr(cres.library, "has_dynamic_globals", False))
+
+
 def wrapper_state(wrapper) -> tuple:
     """An :func:`~pyzyme.frontends.numba.njit_callable` wrapper as plain data for
     :func:`rebuild_wrapper`, stored so that loading it compiles no Python (the first Numba

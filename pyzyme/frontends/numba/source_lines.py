@@ -23,7 +23,8 @@ from numba.core import ir, types
 from pyzyme.errors import UnsupportedError
 from pyzyme.rules.constructs import construct_of, unknown_call_message
 
-__all__ = ["Found", "find_uses", "line_of_call", "add_source_line", "where_defined"]
+__all__ = ["Found", "find_uses", "line_of_call", "add_source_line", "where_defined",
+           "outer_loop_lines"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,11 @@ def _walk(cres, sources: frozenset, found: list, seen: set) -> None:
                 if "objmode" in sources:
                     found.append(Found("objmode", loc.filename, loc.line))
             elif isinstance(fty, types.Dispatcher):
+                # an @njit library function the user called by name (numba_mpi.recv)
+                name = _dotted(getattr(fty.dispatcher, "py_func", None))
+                if name in sources:
+                    found.append(Found(name, loc.filename, loc.line))
+                    continue
                 sig = calltypes.get(expr)
                 callee = getattr(fty.dispatcher, "overloads", {})
                 if sig is not None:
@@ -149,6 +155,35 @@ def where_defined(f) -> str:
     code = getattr(py, "__code__", None)
     name = getattr(py, "__qualname__", repr(f))
     return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code else name
+
+
+def outer_loop_lines(f) -> list[str]:
+    """``file:line`` of each outermost ``for``/``while`` loop of the Python function behind
+    ``f``, in source order (empty when its source cannot be read): what names a loop that LLVM
+    kept in the same order."""
+    import ast
+    import inspect
+    import textwrap
+
+    py = getattr(f, "py_func", f)
+    try:
+        lines, first = inspect.getsourcelines(py)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    found: list[int] = []
+
+    def visit(node) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.For, ast.While)):
+                found.append(child.lineno + first - 1)
+            elif not isinstance(child, (ast.FunctionDef, ast.Lambda, ast.ClassDef)):
+                visit(child)
+
+    for top in tree.body:
+        visit(top)
+    filename = py.__code__.co_filename
+    return [f"{filename}:{line}" for line in sorted(found)]
 
 
 def add_source_line(err: UnsupportedError, dispatcher, argtypes) -> None:

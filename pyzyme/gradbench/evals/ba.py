@@ -116,8 +116,12 @@ def jacobian(cams, X, w, obs, feats, rows, cols, vals):
     k = 0
     for i in range(p):
         cam, pt = obs[i, 0], obs[i, 1]
-        q[0:N_CAM] = cams[cam]
-        q[N_CAM:N_CAM + 3] = X[pt]
+        # Element by element: Numba compiles an array-to-slice assignment's shape check for
+        # seconds, longer than the rest of this function.
+        for j in range(N_CAM):
+            q[j] = cams[cam, j]
+        for j in range(3):
+            q[N_CAM + j] = X[pt, j]
         q[N_CAM + 3] = w[i]
         J = observation_jacobian(q, feats[i])
         for r in range(2):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from numba.core import types
 
-from pyzyme import ir, options, pipeline
+from pyzyme import ir, pipeline, settings
 from pyzyme.analysis.activity import Activity
 from pyzyme.diff.forward.generator import ExtraParam, ForwardGenerator, ForwardSignature
 from pyzyme.errors import UnsupportedError
@@ -153,7 +153,7 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
     written = written_arguments(abi, native)
-    opts = options.current()
+    opts = settings.current()
     pre_ad.ready(module, native, abi, distinct, opts.interchange_loops)
     restype = abi.signature.return_type
     drop_primal = not need_primal and ret_differentiated and isinstance(restype, types.Float)

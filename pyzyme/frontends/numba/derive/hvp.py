@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyzyme import ir, options, pipeline
+from pyzyme import ir, pipeline, settings
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.layout import sizeof
 from pyzyme.diff.forward.generator import ExtraParam, ForwardGenerator, ForwardSignature
@@ -66,7 +66,7 @@ def build_hvp(f, xtype, rules, where: str | None = None, const_types=()) -> HvpP
     symbol = symbol_name("hvp", rm.symbol, repr(sig))
 
     def generate():
-        ForwardGenerator(module, rules, options.current()).derivative(grad_fn, sig, name=symbol)
+        ForwardGenerator(module, rules, settings.current()).derivative(grad_fn, sig, name=symbol)
         return [symbol]
 
     nsig = rm.restype(*rm.args, xtype, xtype)

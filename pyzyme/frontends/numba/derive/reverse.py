@@ -22,19 +22,26 @@ from dataclasses import dataclass
 
 from numba.core import types
 
-from pyzyme import ir, options, pipeline
+from pyzyme import ir, pipeline, settings
 from pyzyme.analysis.activity import Activity
-from pyzyme.analysis.layout import field_offset
+from pyzyme.analysis.layout import field_offset, sizeof
 from pyzyme.diff.reverse.generator import ReverseGenerator, ReverseSignature
 from pyzyme.errors import UnsupportedError
 from pyzyme.frontends.numba import capture, njit_callable, pre_ad
 from pyzyme.frontends.numba.abi import llvm_str
 from pyzyme.frontends.numba.derive.forward import differentiable
-from pyzyme.frontends.numba.source_lines import add_source_line, where_defined
+from pyzyme.frontends.numba.source_lines import (add_source_line, outer_loop_lines,
+                                                 where_defined)
 from pyzyme.frontends.numba.typeseeds import extents_from_abi, seed_from_abi
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int, const_null
+from pyzyme import naming
+from pyzyme.diff.calls import checkpoint
+from pyzyme.ir.names import readable
 from pyzyme.naming import symbol_name
+from pyzyme.rules import default_rules
+from pyzyme.transforms.checkpoint_calls import checkpoint_calls
+from pyzyme.transforms.checkpoint_loops import checkpoint_loops
 
 __all__ = ["ReversePlan", "ReverseModule", "build_reverse", "reverse_module", "prepare",
            "generate", "native_activities", "activity_name", "adjoint_types", "value_type",
@@ -148,10 +155,12 @@ def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence,
 
 
 def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity | None,
-            distinct: bool, rules=None):
+            distinct: bool, rules=None, split: bool = False):
     """Capture ``f`` and read off the activity of each native parameter: ``(capture, ABI map,
     module, native function, activities, return activity)``. Calls of functions with user
-    rules in ``rules`` stay calls."""
+    rules in ``rules`` stay calls. Under a tape budget the outermost loops are checkpointed
+    (:mod:`pyzyme.transforms.checkpoint_loops`; ``split``: for a split pair, whose caller may
+    change the arguments between the thunks)."""
     cap = capture(f, primal_types, keep_calls=getattr(rules, "keeps_call", None))
     abi = cap.abi
     fields = abi.result.fields
@@ -174,20 +183,136 @@ def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity |
     acts = native_activities(abi, kinds, carries)
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
-    pre_ad.ready(module, native, abi, distinct, options.current().interchange_loops)
+    pre_ad.ready(module, native, abi, distinct, settings.current().interchange_loops)
+    budget = settings.current().tape_budget
+    checkpointed = getattr(rules, "checkpointed", None)
+    if checkpointed is not None:
+        name = where_defined(f)
+        checkpoint_calls(module, native, checkpointed, budget, extents_from_abi(abi),
+                         lambda callee: f"a call of {callee} (marked pyzyme.checkpoint) in "
+                                        f"{name}", stable=not split,
+                         opaque=[p.index for arg in abi.args for p in arg.params
+                                 if p.field.endswith((".meminfo", ".parent"))])
+    if budget is not None:
+        lines = outer_loop_lines(f)
+        name = where_defined(f)
+        growth, growing = _tape_growth(cap, abi, distinct, acts, rules)
+        checkpoint_loops(module, native, budget, extents_from_abi(abi),
+                         lambda k, total: _loop_where(lines, name, k, total), growth,
+                         stable=not split)
+        _refuse_growing_callees(native, growing, name)
     return cap, abi, module, native, acts, ret_activity
+
+
+def _tape_growth(cap, abi, distinct: bool, acts, rules) -> dict:
+    """How the unbudgeted derivative's tape grows with each loop (by header name): the bytes
+    it caches per iteration of that loop, and whether loops inside it cache too (then how much
+    an iteration keeps depends on their trip counts). Found by generating that derivative
+    once, on a copy of the captured function: the loops whose tape does not grow need no
+    checkpoints, and those whose per-iteration tape is known are checkpointed only when their
+    trip count would take it over the budget."""
+    module = ir.parse_module(cap.text)
+    native = module.get_function(cap.symbol)
+    pre_ad.ready(module, native, abi, distinct, settings.current().interchange_loops)
+    gen = ReverseGenerator(module, rules, settings.current())
+    gen.type_seeds[native] = seed_from_abi(abi)
+    gen.array_extents[native] = extents_from_abi(abi)
+    tape = gen.tapes[gen.derivative(native, ReverseSignature(tuple(acts), status_return=True))]
+    growing = _growing_functions(module, gen.tapes.values())
+    growth: dict = {}
+    for loop, state in tape.loops.items():
+        own = sum(sizeof(c.type) for c in state.caches)
+        growth[loop.header.name] = [own, False]
+    for (inner, outer), rep in tape.repeats.items():
+        if rep.caches:
+            growth.setdefault(outer.header.name, [0, False])[1] = True
+    for loop in tape.loops:
+        parent = loop.parent
+        while parent is not None:
+            if growth.get(loop.header.name, [0])[0]:
+                growth.setdefault(parent.header.name, [0, False])[1] = True
+            parent = parent.parent
+    return {name: tuple(v) for name, v in growth.items()}, growing
+
+
+def _growing_functions(module, tapes) -> set:
+    """Names of the functions whose derivative's tape grows with a loop, in it or in a
+    function it calls."""
+    own = {loop.header.parent.name for tape in tapes for loop, state in tape.loops.items()
+           if state.caches}
+    own |= {outer.header.parent.name for tape in tapes
+            for (_, outer), rep in tape.repeats.items() if rep.caches}
+    calls = {fn.name: {i.called_function.name for i in fn.instructions()
+                       if isinstance(i, ir.instructions.CallBase) and i.called_function
+                       is not None} for fn in module.functions if not fn.is_declaration}
+    growing, changed = set(own), True
+    while changed:
+        changed = False
+        for name, callees in calls.items():
+            if name not in growing and callees & growing:
+                growing.add(name)
+                changed = True
+    return growing
+
+
+def _refuse_growing_callees(native, growing: set, name: str) -> None:
+    """Under a tape budget, a call (outside the loops checkpointed) of a function whose tape
+    grows with a loop of its own: pyzyme checkpoints the loops of the function it
+    differentiates, not those of what it calls, so that tape could pass the budget."""
+    for inst in native.instructions():
+        callee = inst.called_function if isinstance(inst, ir.instructions.CallBase) else None
+        if callee is not None and not callee.is_declaration and callee.name in growing:
+            raise UnsupportedError(
+                f"{name} calls {readable(callee.name)}, whose reverse-mode tape grows with a "
+                f"loop of its own: under tape_budget pyzyme checkpoints the loops of the "
+                f"function it differentiates, not those of the functions it calls",
+                hint="differentiate the function with the loop itself, or write the loop in "
+                     f"{name}; or build without tape_budget")
+
+
+def _loop_where(lines: list, name: str, k: int, total: int) -> str:
+    """The k-th of ``total`` outermost loops LLVM kept in ``name``, by its Python line when
+    the function has as many outermost loops in its source (NumPy calls add loops of their
+    own, and then the source lines are the candidates)."""
+    if total == len(lines):
+        return f"the loop at {lines[k]} (in {name})"
+    if lines:
+        return f"loop {k + 1} of {total} in {name} (its loops are at {', '.join(lines)})"
+    return f"loop {k + 1} of {total} in {name}"
 
 
 def generate(cap, module, native, sig: ReverseSignature, rules, primal_types, what: str):
     """The generator and ``native``'s derivative for ``sig`` (type analysis seeded from the
     ABI), generated under :func:`pyzyme.pipeline.generate` (``what`` names the function and
     mode); an UnsupportedError gets the Python line of the call it names."""
-    gen = ReverseGenerator(module, rules, options.current())
+    gen = ReverseGenerator(module, rules, settings.current())
     gen.type_seeds[native] = seed_from_abi(cap.abi)
     gen.array_extents[native] = extents_from_abi(cap.abi)
-    return gen, pipeline.generate(lambda: gen.derivative(native, sig), what,
-                                  lambda err: add_source_line(err, cap.dispatcher,
-                                                              primal_types))
+    derivative = pipeline.generate(lambda: gen.derivative(native, sig), what,
+                                   lambda err: add_source_line(err, cap.dispatcher,
+                                                               primal_types))
+    _expand_checkpointed(module)
+    return gen, derivative
+
+
+def _expand_checkpointed(module) -> None:
+    """Calls of checkpointed loops (made under a tape budget) that the derivative left in
+    the primal code it keeps, replaced by the loops themselves."""
+    for name in (naming.CHECKPOINT_FOR, naming.CHECKPOINT_WHILE):
+        loop = module.get_function(name)
+        if loop is None:
+            continue
+        row = default_rules().lookup(name, "call")
+        for call in [u for u in loop.users if isinstance(u, ir.instructions.CallBase)]:
+            args = row.step_args(call)
+            driver = checkpoint.primal_driver(module, call.args[row.step],
+                                              [a.type for a in args], row)
+            b = IRBuilder()
+            b.position_before(call)
+            b.call(driver, [call.args[row.start], call.args[row.count], *args])
+            call.erase()
+        if not loop.users:
+            module.remove(loop)
 
 
 def activity_name(activity: Activity) -> str:
@@ -210,7 +335,7 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence,
     sig = ReverseSignature(tuple(acts), status_return=True)
     symbol = symbol_name("rev", cap.text, repr((sig, [k.value for k in kinds], distinct,
                                                 activity_name(ret_activity), need_primal))
-                         + options.current().tag)
+                         + settings.current().tag)
     gen, rev = generate(cap, module, native, sig, rules, primal_types,
                         f"{where or where_defined(f)} in reverse mode")
     restype = abi.signature.return_type

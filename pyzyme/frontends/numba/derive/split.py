@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from numba.core import types
 
-from pyzyme import options, pipeline
+from pyzyme import pipeline, settings
 from pyzyme.analysis.activity import Activity
 from pyzyme.diff.reverse.generator import ReverseSignature
 from pyzyme.frontends.numba import njit_callable
@@ -68,7 +68,8 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence,
     ``ret_activity`` as for :func:`~pyzyme.frontends.numba.derive.reverse.build_reverse`)."""
     primal_types, kinds = tuple(primal_types), roles(kinds)
     cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
-                                                           ret_activity, False, rules)
+                                                           ret_activity, False, rules,
+                                                           split=True)
     sig = ReverseSignature(tuple(acts), status_return=True, memory_stable=False, split=True)
     gen, pair = generate(cap, module, native, sig, rules, primal_types,
                          f"{where or where_defined(f)} in split reverse mode")
@@ -76,7 +77,7 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence,
     seeded = ret_activity is Activity.ACTIVE
     base = symbol_name("split", cap.text,
                        repr((sig, tuple(k.value for k in kinds), activity_name(ret_activity)))
-                       + options.current().tag)
+                       + settings.current().tag)
     names = {"aug": f"{base}_aug", "rev": f"{base}_rev", "discard": f"{base}_discard",
              "bytes": f"{base}_bytes"}
     aug_restype = types.Tuple(([restype] if restype != types.none else []) + [types.uintp])

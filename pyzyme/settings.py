@@ -13,7 +13,7 @@ False
 >>> pyzyme.set_runtime_activity(True)
 >>> current()
 Options(runtime_activity=True, distribute_loops=True, interchange_loops=True, \
-reassociate_adjoints=True, strong_zero=True, recursion_stack=268435456)
+reassociate_adjoints=True, strong_zero=True, recursion_stack=268435456, tape_budget=None)
 >>> pyzyme.set_runtime_activity(False)
 """
 
@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-__all__ = ["Options", "current", "set_options", "set_runtime_activity", "using"]
+__all__ = ["Options", "current", "options", "set_options", "set_runtime_activity", "using"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,14 @@ class Options:
         depths the primal reaches. Recursion deeper than it allows raises
         :class:`~pyzyme.RecursionDepthError`. Default 256 MiB: 32 times Linux's default
         stack.
+    tape_budget
+        Bytes (None: no limit) that a reverse-mode derivative may hold for its sweeps: the
+        outermost counted loops of the function are checkpointed
+        (:mod:`pyzyme.transforms.checkpoint_loops`): the reverse sweep keeps snapshots of
+        their carried state as many as the budget allows, on Revolve's binomial schedule, and
+        recomputes the steps between them instead of taping every step. A derivative whose
+        single loop iteration needs more than the budget raises
+        :class:`~pyzyme.TapeBudgetError` saying how much one iteration needs.
     """
 
     runtime_activity: bool = False
@@ -88,8 +96,14 @@ class Options:
     reassociate_adjoints: bool = True
     strong_zero: bool = True
     recursion_stack: int = 256 << 20
+    tape_budget: int | None = None
 
     def __post_init__(self) -> None:
+        budget = self.tape_budget
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)
+                                   or budget <= 0):
+            raise ValueError(f"tape_budget must be a positive number of bytes or None; "
+                             f"got {budget!r}")
         n = self.recursion_stack
         if not isinstance(n, int) or n < 1 << 20 or n & (n - 1):
             raise ValueError(f"recursion_stack must be a power of two of at least 1 MiB "
@@ -128,6 +142,43 @@ def using(options: Options) -> Iterator[Options]:
         _active.reset(token)
 
 
+def _changed(base: Options, settings: dict) -> Options:
+    """``base`` with ``settings`` (fields of :class:`Options`) changed, each checked."""
+    fields = Options.__dataclass_fields__
+    changes = {}
+    for name, value in settings.items():
+        if name not in fields:
+            raise TypeError(f"no option {name!r}; the options are {', '.join(sorted(fields))}")
+        if isinstance(fields[name].default, bool):
+            if not isinstance(value, (bool, int)):
+                raise TypeError(f"option {name} takes True or False, got {value!r}")
+            value = bool(value)
+        changes[name] = value
+    return replace(base, **changes)
+
+
+@contextlib.contextmanager
+def options(**settings) -> Iterator[Options]:
+    """Build the derivatives asked for inside the ``with`` block under ``settings`` (fields
+    of :class:`Options`, the others as they are now), for the current thread (or task).
+
+    Derivatives are cached under the options they were built with, so a derivative asked for
+    inside the block is built (or found) under the block's options, one asked for after it
+    under the options then in force.
+
+    Examples
+    --------
+    >>> import pyzyme
+    >>> with pyzyme.options(tape_budget=16 << 20) as opts:
+    ...     opts.tape_budget
+    16777216
+    >>> pyzyme.settings.current().tape_budget is None
+    True
+    """
+    with using(_changed(current(), settings)) as pinned:
+        yield pinned
+
+
 def set_runtime_activity(flag: bool = True) -> None:
     """Turn run-time activity checks on or off for derivatives built from now on (default
     off); derivatives built under the other setting stay cached under it.
@@ -161,7 +212,7 @@ def set_runtime_activity(flag: bool = True) -> None:
         _default[0] = replace(_default[0], runtime_activity=bool(flag))
 
 
-def set_options(**settings: bool) -> None:
+def set_options(**settings) -> None:
     """Change the options derivatives built from now on are generated under (the fields of
     :class:`Options`); derivatives built under other settings stay cached under them.
 
@@ -169,7 +220,8 @@ def set_options(**settings: bool) -> None:
     ----------
     **settings
         ``strong_zero``, ``runtime_activity``, ``distribute_loops``, ``interchange_loops``,
-        ``reassociate_adjoints``: True or False; ``recursion_stack``: bytes (a power of two).
+        ``reassociate_adjoints``: True or False; ``recursion_stack``: bytes (a power of two);
+        ``tape_budget``: bytes, or None for no limit.
 
     Examples
     --------
@@ -184,16 +236,5 @@ def set_options(**settings: bool) -> None:
     ((nan,),)
     >>> pyzyme.set_options(strong_zero=True)
     """
-    fields = Options.__dataclass_fields__
-    changes = {}
-    for name, value in settings.items():
-        if name not in fields:
-            raise TypeError(f"set_options: no option {name!r}; the options are "
-                            f"{', '.join(sorted(fields))}")
-        if isinstance(fields[name].default, bool):
-            if not isinstance(value, (bool, int)):
-                raise TypeError(f"set_options: {name} takes True or False, got {value!r}")
-            value = bool(value)
-        changes[name] = value
     with _lock:
-        _default[0] = replace(_default[0], **changes)
+        _default[0] = _changed(_default[0], settings)

@@ -1,0 +1,468 @@
+"""Binomial checkpointing (Revolve) as IR that pyzyme generates: a scheme a compiled derivative
+runs with no Python and no C compiler on the path.
+
+Griewank & Walther (Revolve, ACM TOMS 2000): with ``s`` snapshots, ``l`` steps can be
+reversed running each step forward at most ``t`` times, ``t`` the least with
+``beta(s, t) = C(s + t, s) >= l``, and the fewest forward steps any schedule with ``s``
+snapshots needs is ``t*l - beta(s + 1, t - 1)``. A schedule reaching that count stores the
+state at the start of the range, runs ``m`` steps forward, reverses the last ``l - m`` steps
+with one snapshot fewer and then the first ``m`` with all of them; it does so exactly when
+``max(l - beta(s-1, t), beta(s, t-2)) <= m <= min(beta(s, t-1), l - beta(s-1, t-1))``
+(the two parts then need ``t`` and ``t - 1`` runs a step, and Pascal's rule adds their counts
+up to the optimum). The scheme takes the upper end.
+
+The scheme is written as the state machine Enzyme's ``EnzymeCheckpointScheme`` protocol asks
+for (``init``, ``next_action``, ``store``, ``restore``, ``finalize``; the driver that carries
+the actions out is :mod:`pyzyme.diff.calls.checkpoint`): its state is the range still to be
+reversed (``capo`` .. ``fine``), the stack of slots in use with the step each holds, and
+whether the working state is the one at ``capo`` (after a turn it is not: the step's
+derivative ran it forward). :class:`Schedule` runs the same machine in Python, to print a
+schedule and count its steps (and to test the IR against).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import comb
+
+from pyzyme.ir import IRBuilder
+from pyzyme.ir import types as T
+from pyzyme.ir.values import ConstantAggregate, const_int, const_null
+
+__all__ = ["Schedule", "snapshots", "scheme", "SNAPSHOT_OVERHEAD", "STATE_WORDS"]
+
+# Actions (EnzymeCkptAction.flag) and the scheme struct's layout (<enzyme/checkpoint.h>).
+_STORE, _RESTORE, _FORWARD, _FIRSTUTURN, _UTURN, _DONE = 1, 2, 3, 4, 5, 7
+_SCHEME = T.StructType([T.i32] + [T.ptr] * 9)
+# The state: i64 words, then one word a slot (the step it holds).
+(_N, _S, _BYTES, _CAPO, _FINE, _CHECK, _VALID, _FIRST, _STORAGE, _FORWARDS, _TURNS,
+ _STORES, _RESTORES, _GAP) = range(14)
+STATE_WORDS = 14
+#: Bytes a snapshot slot costs beyond the state it holds (the step it records).
+SNAPSHOT_OVERHEAD = 8
+
+
+def snapshots(budget: int, state_bytes: int, steps: int, reserve: int) -> int:
+    """The snapshots a schedule of ``steps`` steps gets under ``budget`` bytes when a snapshot
+    is ``state_bytes``: what is left after the driver's two slots and ``reserve`` states (what
+    one step's derivative keeps), at most one a step (``steps`` -1: not known yet, a while
+    loop); 0 when not even one fits. The compiled scheme computes the same
+    (:func:`_snapshots_ir`)."""
+    room = budget - (2 + reserve) * state_bytes - STATE_WORDS * 8
+    s = room // (state_bytes + SNAPSHOT_OVERHEAD) if room > 0 else 0
+    if steps >= 0:
+        s = min(s, steps)
+    return max(s, 1) if room >= state_bytes + SNAPSHOT_OVERHEAD else 0
+
+
+def _split(length: int, snaps: int) -> int:
+    """Steps to run before the next snapshot (``snaps`` >= 2, ``length`` >= 2)."""
+    t, beta = 0, 1
+    while beta < length:
+        t += 1
+        beta = beta * (snaps + t) // t
+    upper = beta * t // (snaps + t)                 # beta(s, t-1)
+    right = upper * snaps // (snaps + t - 1)        # beta(s-1, t-1)
+    return min(upper, length - right)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Revolve's schedule for ``steps`` steps with ``snapshots`` slots, as the compiled scheme
+    runs it: ``forward`` steps run untaped (besides the ``steps`` differentiated), ``stores``
+    snapshots taken, ``restores`` made. ``online``: a while loop's, whose number of steps the
+    scheme learns only when the loop ends.
+
+    Examples
+    --------
+    >>> print(Schedule(1000, 10))
+    binomial checkpointing (Revolve): 1000 steps, 10 snapshots, each step run forward at most \
+4 times; 3637 untaped step runs (recomputation factor 3.64), 715 stores, 999 restores
+    """
+
+    steps: int
+    snapshots: int
+    online: bool = False  # the number of steps known only when the loop ends
+
+    def _run(self) -> tuple[int, int, int]:
+        capo, fine, check, valid = 0, self.steps, -1, True
+        held = [0] * max(self.snapshots, 1)
+        forward = stores = restores = 0
+        if self.online:
+            gap = 1
+            while capo < self.steps:
+                if (check < 0 or held[check] != capo) and capo % gap == 0:
+                    if check + 1 >= self.snapshots:
+                        kept = [p for p in held[:check + 1] if p % (2 * gap) == 0]
+                        held[:len(kept)], check, gap = kept, len(kept) - 1, 2 * gap
+                    if capo % gap == 0 and check + 1 < self.snapshots:
+                        check += 1
+                        held[check], stores = capo, stores + 1
+                        continue
+                to = min((capo // gap + 1) * gap, self.steps)
+                capo, forward = to, forward + to - capo
+            valid = False
+        while fine > 0:
+            if not valid:
+                capo, valid, restores = held[check], True, restores + 1
+            elif fine - capo == 1:
+                fine, valid = fine - 1, False
+                if check >= 0 and held[check] == fine:
+                    check -= 1
+            elif check < 0 or held[check] != capo:
+                check += 1
+                held[check], stores = capo, stores + 1
+            else:
+                left = self.snapshots - check
+                m = fine - capo - 1 if left == 1 else _split(fine - capo, left)
+                capo, forward = capo + m, forward + m
+        return forward, stores, restores
+
+    @property
+    def repetitions(self) -> int:
+        """``t``: the most times a step runs forward."""
+        t = 0
+        while comb(self.snapshots + t, t) < self.steps:
+            t += 1
+        return t
+
+    @property
+    def forward(self) -> int:
+        """Steps the scheme's FORWARD actions run (the forward sweep's included)."""
+        return self._run()[0]
+
+    @property
+    def factor(self) -> float:
+        """The recomputation factor: untaped runs of a step, on average (1.0 when every state
+        is stored); the forward sweep's own runs included, as the step run at the first turn
+        (to leave the state the loop ends with), the steps' derivatives not."""
+        return (self.forward + 1) / self.steps if self.steps else 1.0
+
+    def __str__(self) -> str:
+        forward, stores, restores = self._run()
+        kind = "online checkpointing, then binomial" if self.online else \
+            "binomial checkpointing (Revolve)"
+        bound = "" if self.online else \
+            f", each step run forward at most {self.repetitions} times"
+        return (f"{kind}: {self.steps} steps, {self.snapshots} snapshots{bound}; "
+                f"{forward + 1} untaped step runs (recomputation factor {self.factor:.2f}), "
+                f"{stores} stores, {restores} restores")
+
+
+# -- the scheme as IR ------------------------------------------------------------------------
+def _i64(n: int):
+    return const_int(T.i64, n)
+
+
+class _State:
+    """Loads and stores of the scheme's state words at ``b``."""
+
+    def __init__(self, b: IRBuilder, state) -> None:
+        self.b, self.state = b, state
+
+    def at(self, word):
+        word = _i64(word) if isinstance(word, int) else word
+        return self.b.gep(T.i64, self.state, [word])
+
+    def get(self, word, name: str = ""):
+        return self.b.load(T.i64, self.at(word), 8, name=name)
+
+    def set(self, word, value) -> None:
+        self.b.store(value, self.at(word), 8)
+
+    def bump(self, word, by) -> None:
+        self.set(word, self.b.add(self.get(word), by))
+
+    def slot(self, index):
+        return self.b.add(index, _i64(STATE_WORDS))
+
+
+def _act(b: IRBuilder, out, flag: int, iteration, start, slot) -> None:
+    b.store(const_int(T.i32, flag), out, 8)
+    for k, v in ((1, iteration), (2, start), (3, slot)):
+        b.store(v, b.gep(T.i8, out, [_i64(8 * k)]), 8)
+    b.ret_void()
+
+
+def _snapshots_ir(b: IRBuilder, budget, reserve, nbytes, steps):
+    """:func:`snapshots` in IR (budget and reserve i64 values)."""
+    used = b.add(b.mul(b.add(reserve, _i64(2)), nbytes), _i64(STATE_WORDS * 8))
+    room = b.sub(budget, used)
+    s = b.sdiv(room, b.add(nbytes, _i64(SNAPSHOT_OVERHEAD)))
+    s = b.select(b.icmp("slt", room, _i64(0)), _i64(0), s)
+    capped = b.and_(b.icmp("sge", steps, _i64(0)), b.icmp("slt", steps, s))
+    s = b.select(capped, steps, s)
+    return b.select(b.icmp("slt", s, _i64(1)), _i64(1), s)
+
+
+def _init(module, name: str):
+    fn = module.add_function(name, T.FunctionType(T.ptr, [T.ptr, T.i64, T.i64]),
+                             prefix="internal")
+    data, steps, nbytes = fn.args
+    b = IRBuilder(fn.append_block("entry"))
+    budget = b.load(T.i64, data, 8, name="budget")
+    reserve = b.load(T.i64, b.gep(T.i8, data, [_i64(8)]), 8, name="reserve")
+    s = _snapshots_ir(b, budget, reserve, nbytes, steps)
+    malloc = module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
+    state = b.call(malloc, [b.mul(b.add(s, _i64(STATE_WORDS)), _i64(8))], name="state")
+    st = _State(b, state)
+    storage = b.call(malloc, [b.mul(b.add(s, _i64(2)), nbytes)], name="storage")
+    for word, value in ((_N, steps), (_S, s), (_BYTES, nbytes), (_CAPO, _i64(0)),
+                        (_FINE, steps), (_CHECK, _i64(-1)), (_VALID, _i64(1)),
+                        (_FIRST, _i64(1)), (_FORWARDS, _i64(0)), (_TURNS, _i64(0)),
+                        (_STORES, _i64(0)), (_RESTORES, _i64(0)), (_GAP, _i64(1))):
+        st.set(word, value)
+    b.store(storage, st.at(_STORAGE), 8)
+    b.ret(state)
+    return fn
+
+
+def _next(module, name: str):
+    fn = module.add_function(name, T.FunctionType(T.void, [T.ptr, T.ptr]), prefix="internal")
+    state, out = fn.args
+    blocks = {k: fn.append_block(k) for k in (
+        "entry", "done", "live", "restore", "valid", "turn", "placed", "store", "advance",
+        "quadratic", "binomial", "grow", "split", "forward", "known")}
+    b = IRBuilder(blocks["entry"])
+    st = _State(b, state)
+    b.cbranch(b.icmp("slt", st.get(_N), _i64(0)), _online(module, fn, state, out, name),
+              blocks["known"])
+    b.position_at_end(blocks["known"])
+    fine = st.get(_FINE, "fine")
+    b.cbranch(b.icmp("sle", fine, _i64(0)), blocks["done"], blocks["live"])
+    b.position_at_end(blocks["done"])
+    _act(b, out, _DONE, _i64(0), _i64(0), _i64(0))
+
+    b.position_at_end(blocks["live"])
+    b.cbranch(b.icmp("eq", st.get(_VALID), _i64(0)), blocks["restore"], blocks["valid"])
+    b.position_at_end(blocks["restore"])  # the working state is lost: back to the top slot
+    check = st.get(_CHECK, "check")
+    held = st.get(st.slot(check), "held")
+    st.set(_CAPO, held)
+    st.set(_VALID, _i64(1))
+    _act(b, out, _RESTORE, held, held, check)
+
+    b.position_at_end(blocks["valid"])
+    capo = st.get(_CAPO, "capo")
+    length = b.sub(fine, capo, name="length")
+    b.cbranch(b.icmp("eq", length, _i64(1)), blocks["turn"], blocks["placed"])
+    b.position_at_end(blocks["turn"])  # the last step of the range: differentiate it
+    first = st.get(_FIRST)
+    flag = b.select(b.icmp("ne", first, _i64(0)), const_int(T.i32, _FIRSTUTURN),
+                    const_int(T.i32, _UTURN))
+    st.set(_FIRST, _i64(0))
+    st.set(_FINE, capo)
+    st.set(_VALID, _i64(0))
+    st.bump(_TURNS, _i64(1))
+    check = st.get(_CHECK)
+    top = st.get(st.slot(b.select(b.icmp("slt", check, _i64(0)), _i64(0), check)))
+    done_with = b.and_(b.icmp("sge", check, _i64(0)), b.icmp("eq", top, capo))
+    st.set(_CHECK, b.select(done_with, b.sub(check, _i64(1)), check))
+    b.store(flag, out, 8)
+    for k, v in ((1, fine), (2, capo), (3, _i64(0))):
+        b.store(v, b.gep(T.i8, out, [_i64(8 * k)]), 8)
+    b.ret_void()
+
+    b.position_at_end(blocks["placed"])  # is the state at capo in the top slot?
+    check = st.get(_CHECK, "check")
+    top = st.get(st.slot(b.select(b.icmp("slt", check, _i64(0)), _i64(0), check)))
+    unsaved = b.or_(b.icmp("slt", check, _i64(0)), b.icmp("ne", top, capo))
+    b.cbranch(unsaved, blocks["store"], blocks["advance"])
+    b.position_at_end(blocks["store"])
+    slot = b.add(check, _i64(1), name="slot")
+    st.set(st.slot(slot), capo)
+    st.set(_CHECK, slot)
+    _act(b, out, _STORE, capo, capo, slot)
+
+    b.position_at_end(blocks["advance"])
+    snaps = b.sub(st.get(_S), check, name="snaps")  # the top slot's and the free ones
+    b.cbranch(b.icmp("eq", snaps, _i64(1)), blocks["quadratic"], blocks["binomial"])
+    b.position_at_end(blocks["quadratic"])  # no free slot: up to the range's last step
+    quadratic = b.sub(length, _i64(1))
+    b.br(blocks["forward"])
+
+    b.position_at_end(blocks["binomial"])
+    b.br(blocks["grow"])
+    b.position_at_end(blocks["grow"])  # t and beta(s, t), the least t with beta >= length
+    t = b.phi(T.i64, name="t")
+    beta = b.phi(T.i64, name="beta")
+    t.add_incoming(_i64(0), blocks["binomial"])
+    beta.add_incoming(_i64(1), blocks["binomial"])
+    t1 = b.add(t, _i64(1))
+    beta1 = b.udiv(b.mul(beta, b.add(snaps, t1)), t1)
+    t.add_incoming(t1, blocks["grow"])
+    beta.add_incoming(beta1, blocks["grow"])
+    b.cbranch(b.icmp("slt", beta1, length), blocks["grow"], blocks["split"])
+    b.position_at_end(blocks["split"])
+    upper = b.udiv(b.mul(beta1, t1), b.add(snaps, t1), name="upper")
+    right = b.udiv(b.mul(upper, snaps), b.sub(b.add(snaps, t1), _i64(1)))
+    rest = b.sub(length, right)
+    binomial = b.select(b.icmp("slt", upper, rest), upper, rest)
+    b.br(blocks["forward"])
+
+    b.position_at_end(blocks["forward"])
+    m = b.phi(T.i64, name="m")
+    m.add_incoming(quadratic, blocks["quadratic"])
+    m.add_incoming(binomial, blocks["split"])
+    to = b.add(capo, m, name="to")
+    st.set(_CAPO, to)
+    st.bump(_FORWARDS, m)
+    _act(b, out, _FORWARD, to, capo, _i64(0))
+    return fn
+
+
+def _online(module, fn, state, out, name: str):
+    """The block of ``next`` while the number of steps is not known (a while loop): a
+    snapshot every ``gap`` steps; when the slots are full, every other one is let go and the
+    gap doubles, so the snapshots stay spread over the steps run so far (after Stumm &
+    Walther's online checkpointing, in its simplest form: the binomial schedule takes over
+    between them once the loop has ended)."""
+    start = fn.append_block("online")
+    want, thin, stored, ahead = (fn.append_block(f"online.{k}")
+                                 for k in ("want", "thin", "store", "forward"))
+    b = IRBuilder(start)
+    st = _State(b, state)
+    capo = st.get(_CAPO, "capo")
+    check = st.get(_CHECK, "check")
+    top = st.get(st.slot(b.select(b.icmp("slt", check, _i64(0)), _i64(0), check)))
+    unsaved = b.or_(b.icmp("slt", check, _i64(0)), b.icmp("ne", top, capo))
+    on_mark = b.icmp("eq", b.urem(capo, st.get(_GAP)), _i64(0))
+    b.cbranch(b.and_(unsaved, on_mark), want, ahead)
+    b.position_at_end(want)
+    full = b.icmp("sge", b.add(check, _i64(1)), st.get(_S))
+    b.cbranch(full, thin, stored)
+    b.position_at_end(thin)
+    b.call(_thin(module, f"{name}.thin"), [state])
+    still = b.and_(b.icmp("eq", b.urem(capo, st.get(_GAP)), _i64(0)),
+                   b.icmp("slt", b.add(st.get(_CHECK), _i64(1)), st.get(_S)))
+    b.cbranch(still, stored, ahead)
+    b.position_at_end(stored)
+    slot = b.add(st.get(_CHECK), _i64(1), name="slot")
+    st.set(st.slot(slot), capo)
+    st.set(_CHECK, slot)
+    _act(b, out, _STORE, capo, capo, slot)
+    b.position_at_end(ahead)  # to the next mark; the driver stops where the loop ends
+    gap = st.get(_GAP)
+    to = b.mul(b.add(b.udiv(capo, gap), _i64(1)), gap, name="to")
+    st.set(_CAPO, to)
+    st.bump(_FORWARDS, b.sub(to, capo))
+    _act(b, out, _FORWARD, to, capo, _i64(0))
+    return start
+
+
+def _thin(module, name: str):
+    """``void thin(state)``: keep the snapshots at multiples of twice the gap (moved down to
+    the first slots, in order), and double the gap."""
+    fn = module.add_function(name, T.FunctionType(T.void, [T.ptr]), prefix="internal")
+    entry, loop, keep, move, kept, done = (fn.append_block(k) for k in (
+        "entry", "slot", "keep", "move", "kept", "done"))
+    b = IRBuilder(entry)
+    st = _State(b, fn.args[0])
+    check, gap2 = st.get(_CHECK), b.mul(st.get(_GAP), _i64(2))
+    nbytes, storage = st.get(_BYTES), b.load(T.ptr, st.at(_STORAGE), 8)
+    b.br(loop)
+    b.position_at_end(loop)
+    j, w = b.phi(T.i64, name="j"), b.phi(T.i64, name="w")
+    j.add_incoming(_i64(0), entry)
+    w.add_incoming(_i64(0), entry)
+    pos = st.get(st.slot(j))
+    next_w = b.add(w, _i64(1))
+    b.cbranch(b.icmp("eq", b.urem(pos, gap2), _i64(0)), keep, kept)
+    b.position_at_end(keep)
+    b.cbranch(b.icmp("ne", j, w), move, kept)
+    b.position_at_end(move)
+    memcpy = module.declare("llvm.memcpy.p0.p0.i64",
+                            T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
+    place = [b.gep(T.i8, storage, [b.mul(b.add(x, _i64(2)), nbytes)]) for x in (w, j)]
+    b.call(memcpy, [place[0], place[1], nbytes, const_int(T.i1, 0)])
+    st.set(st.slot(w), pos)
+    b.br(kept)
+    b.position_at_end(kept)
+    w1 = b.phi(T.i64, name="w1")
+    w1.add_incoming(w, loop)
+    w1.add_incoming(next_w, keep)
+    w1.add_incoming(next_w, move)
+    j1 = b.add(j, _i64(1))
+    j.add_incoming(j1, kept)
+    w.add_incoming(w1, kept)
+    b.cbranch(b.icmp("sle", j1, check), loop, done)
+    b.position_at_end(done)
+    st.set(_CHECK, b.sub(w1, _i64(1)))
+    st.set(_GAP, gap2)
+    b.ret_void()
+    return fn
+
+
+def _set_nsteps(module, name: str):
+    """``void set_nsteps(state, n)``: the loop ended after ``n`` steps; the state the driver
+    holds is the one after them, so the reverse part starts by restoring a snapshot."""
+    fn = module.add_function(name, T.FunctionType(T.void, [T.ptr, T.i64]), prefix="internal")
+    b = IRBuilder(fn.append_block("entry"))
+    st = _State(b, fn.args[0])
+    n = fn.args[1]
+    st.bump(_FORWARDS, b.sub(n, st.get(_CAPO)))  # the last FORWARD stopped at n
+    for word, value in ((_N, n), (_FINE, n), (_CAPO, n), (_VALID, _i64(0))):
+        st.set(word, value)
+    b.ret_void()
+    return fn
+
+
+def _copy(module, name: str, restore: bool):
+    """``store`` (or ``restore``): the regions to (from) the slot's place in the storage."""
+    fn = module.add_function(name, T.FunctionType(T.void, [T.ptr, T.i64, T.i64, T.ptr, T.i64]),
+                             prefix="internal")
+    state, slot, _step, regions, count = fn.args
+    entry, loop, done = (fn.append_block(n) for n in ("entry", "region", "copied"))
+    b = IRBuilder(entry)
+    st = _State(b, state)
+    nbytes = st.get(_BYTES)
+    storage = b.load(T.ptr, st.at(_STORAGE), 8)
+    place = b.gep(T.i8, storage, [b.mul(b.add(slot, _i64(2)), nbytes)], name="place")
+    st.bump(_RESTORES if restore else _STORES, _i64(1))
+    b.cbranch(b.icmp("sgt", count, _i64(0)), loop, done)
+    b.position_at_end(loop)
+    k = b.phi(T.i64, name="k")
+    offset = b.phi(T.i64, name="offset")
+    k.add_incoming(_i64(0), entry)
+    offset.add_incoming(_i64(0), entry)
+    region = b.gep(T.i8, regions, [b.mul(k, _i64(24))])
+    pointer = b.load(T.ptr, region, 8)
+    size = b.load(T.i64, b.gep(T.i8, region, [_i64(8)]), 8)
+    saved = b.gep(T.i8, place, [offset])
+    memcpy = module.declare("llvm.memcpy.p0.p0.i64",
+                            T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
+    dst, src = (pointer, saved) if restore else (saved, pointer)
+    b.call(memcpy, [dst, src, size, const_int(T.i1, 0)])
+    k1 = b.add(k, _i64(1))
+    k.add_incoming(k1, loop)
+    offset.add_incoming(b.add(offset, size), loop)
+    b.cbranch(b.icmp("slt", k1, count), loop, done)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
+
+
+def _finalize(module, name: str):
+    fn = module.add_function(name, T.FunctionType(T.void, [T.ptr]), prefix="internal")
+    b = IRBuilder(fn.append_block("entry"))
+    free = module.declare("free", T.FunctionType(T.void, [T.ptr]))
+    b.call(free, [b.load(T.ptr, b.gep(T.i64, fn.args[0], [_i64(_STORAGE)]), 8)])
+    b.call(free, [fn.args[0]])
+    b.ret_void()
+    return fn
+
+
+def scheme(module, prefix: str = "pyzyme.revolve"):
+    """The Revolve scheme of ``module`` (made once): a constant ``EnzymeCheckpointScheme``
+    whose functions are defined in the module. Its ``data`` is two i64: the budget in bytes
+    and the states one step's derivative is reserved (see :func:`snapshots`)."""
+    found = module.get_global(prefix)
+    if found is not None:
+        return found
+    fns = [_init(module, f"{prefix}.init"), _next(module, f"{prefix}.next"),
+           _copy(module, f"{prefix}.store", False), _copy(module, f"{prefix}.restore", True),
+           _set_nsteps(module, f"{prefix}.set_nsteps"), _finalize(module, f"{prefix}.finalize"),
+           None, None, None]
+    value = ConstantAggregate(_SCHEME, [const_int(T.i32, 1)]
+                              + [fn if fn is not None else const_null(T.ptr) for fn in fns])
+    return module.add_global(prefix, _SCHEME, value, is_constant=True, prefix="internal")

@@ -1,0 +1,584 @@
+"""Reverse mode under a tape budget: the outermost counted loops checkpointed on Revolve's
+binomial schedule (pyzyme.transforms.checkpoint_loops, pyzyme.transforms.revolve)."""
+
+import ctypes
+
+import numpy as np
+import pytest
+from numba import njit
+
+import pyzyme
+from pyzyme import ir
+from pyzyme.runtime.jit import compile_module
+from pyzyme.transforms import revolve
+from pyzyme.transforms.revolve import Schedule
+
+
+@njit
+def lotka_volterra(p, u, n, h):
+    """RK4 of Lotka-Volterra, the state updated in place (LLVM keeps it in registers: header
+    phis, the carried state)."""
+    a, b, c, d = p[0], p[1], p[2], p[3]
+    for _ in range(n):
+        x, y = u[0], u[1]
+        k1x, k1y = a * x - b * x * y, c * x * y - d * y
+        x2, y2 = x + 0.5 * h * k1x, y + 0.5 * h * k1y
+        k2x, k2y = a * x2 - b * x2 * y2, c * x2 * y2 - d * y2
+        x3, y3 = x + 0.5 * h * k2x, y + 0.5 * h * k2y
+        k3x, k3y = a * x3 - b * x3 * y3, c * x3 * y3 - d * y3
+        x4, y4 = x + h * k3x, y + h * k3y
+        k4x, k4y = a * x4 - b * x4 * y4, c * x4 * y4 - d * y4
+        u[0] = x + h / 6.0 * (k1x + 2.0 * k2x + 2.0 * k3x + k4x)
+        u[1] = y + h / 6.0 * (k1y + 2.0 * k2y + 2.0 * k3y + k4y)
+    return u[0] * u[1]
+
+
+@njit
+def diffusion(u, n, k):
+    """An explicit 1-D diffusion stencil overwriting its state in place (memory the loop
+    writes: a region of the snapshot)."""
+    m = u.shape[0]
+    for _ in range(n):
+        left = u[0]
+        for i in range(1, m - 1):
+            new = u[i] + k * (left - 2.0 * u[i] + u[i + 1])
+            left = u[i]
+            u[i] = new
+    s = 0.0
+    for i in range(m):
+        s += u[i] * u[i]
+    return s
+
+
+@njit(inline="never")
+def _rhs(u, out, a):
+    for i in range(u.shape[0]):
+        out[i] = -a * u[i] * u[i] + np.sin(u[i])
+
+
+@njit
+def euler(u, n, a, h):
+    """A time loop whose body calls another jitted function, with a work array made before
+    the loop (Numba's allocation: a region of the snapshot too)."""
+    f = np.empty_like(u)
+    for _ in range(n):
+        _rhs(u, f, a)
+        for i in range(u.shape[0]):
+            u[i] += h * f[i]
+    return np.sum(u * u)
+
+
+@njit
+def double_buffered(u, c, steps):
+    """A stencil writing into a second array and swapping the two (v, w = w, v): carried
+    pointers, both arrays regions of the snapshot, and the last step's array used after the
+    loop (a header phi used after it)."""
+    n = u.shape[0]
+    v = u.copy()
+    w = np.empty_like(u)
+    for _ in range(steps):
+        w[0] = v[0]
+        w[n - 1] = v[n - 1]
+        for i in range(1, n - 1):
+            w[i] = v[i] + c * (v[i - 1] - 2.0 * v[i] + v[i + 1])
+        v, w = w, v
+    s = 0.0
+    for i in range(n):
+        s += v[i] * v[i]
+    return s
+
+
+P = np.array([1.5, 1.0, 1.0, 3.0])
+U0 = np.array([1.0, 1.0])
+
+
+def lv_gradient(budget, n=40, h=0.01, p=P):
+    dp, du, u = np.zeros(4), np.zeros(2), U0.copy()
+    with pyzyme.options(tape_budget=budget):
+        (r,) = pyzyme.autodiff(pyzyme.Reverse, lotka_volterra, pyzyme.Duplicated(p, dp),
+                               pyzyme.Duplicated(u, du), pyzyme.Const(n), pyzyme.Active(h))
+    return np.concatenate([dp, du, [r[3]]]), u
+
+
+STENCIL = np.sin(np.linspace(0.0, 3.0, 16))
+
+
+def diffusion_gradient(budget, n=30, k=0.2):
+    u, du = STENCIL.copy(), np.zeros(16)
+    with pyzyme.options(tape_budget=budget):
+        (r, value) = pyzyme.autodiff(pyzyme.ReverseWithPrimal, diffusion,
+                                     pyzyme.Duplicated(u, du), pyzyme.Const(n),
+                                     pyzyme.Active(k))
+    return np.concatenate([du, [r[2]]]), u, value
+
+
+def central(f, x, eps=1e-6):
+    out = np.zeros_like(x)
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e[i] = eps
+        out[i] = (f(x + e) - f(x - e)) / (2 * eps)
+    return out
+
+
+# LV's carried state: x, y, the counter, and the two values stored after the loop: 40 bytes,
+# so one iteration needs 6 * 40 + 120 = 360 bytes; 360 bytes leave room for 1 snapshot, 410
+# for 2.
+@pytest.mark.parametrize("budget", [360, 410, 1 << 20])
+def test_rk4_gradient_under_budget_matches_unbudgeted_and_differences(budget):
+    ref, u_ref = lv_gradient(None)
+    got, u = lv_gradient(budget)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(u, u_ref, rtol=1e-14)  # the primal's state as it ends
+    fd_p = central(lambda p: lotka_volterra.py_func(p, U0.copy(), 40, 0.01), P)
+    np.testing.assert_allclose(got[:4], fd_p, rtol=1e-6)
+    fd_h = central(lambda h: lotka_volterra.py_func(P, U0.copy(), 40, h[0]), np.array([0.01]))
+    np.testing.assert_allclose(got[6], fd_h[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("budget", [950, 1200, 2000])  # 1, 2 and 8 snapshots
+def test_stencil_overwriting_its_state_under_budget(budget):
+    ref, u_ref, v_ref = diffusion_gradient(None)
+    got, u, v = diffusion_gradient(budget)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(u, u_ref, rtol=1e-14)
+    assert v == pytest.approx(v_ref, rel=1e-14)
+    fd = central(lambda u0: diffusion.py_func(u0.copy(), 30, 0.2), STENCIL)
+    np.testing.assert_allclose(got[:16], fd, rtol=1e-6, atol=1e-9)
+    fd_k = central(lambda k: diffusion.py_func(STENCIL.copy(), 30, k[0]), np.array([0.2]))
+    np.testing.assert_allclose(got[16], fd_k[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 17])
+def test_short_loops_under_budget(n):
+    """The stencil's inner loop tapes, so its time loop is checkpointed whatever its count."""
+    ref, u_ref, v_ref = diffusion_gradient(None, n=n)
+    got, u, v = diffusion_gradient(950, n=n)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(u, u_ref, rtol=1e-14)
+
+
+def euler_gradient(budget, n=25):
+    u, du = np.linspace(0.1, 1.0, 5), np.zeros(5)
+    with pyzyme.options(tape_budget=budget):
+        (r,) = pyzyme.autodiff(pyzyme.Reverse, euler, pyzyme.Duplicated(u, du),
+                               pyzyme.Const(n), pyzyme.Active(0.3), pyzyme.Active(0.01))
+    return np.concatenate([du, r[2:]])
+
+
+def test_body_calling_another_jitted_function_under_budget():
+    ref = euler_gradient(None)
+    got = euler_gradient(2000)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    x0 = np.linspace(0.1, 1.0, 5)
+    fd = central(lambda x: euler.py_func(x.copy(), 25, 0.3, 0.01), x0)
+    np.testing.assert_allclose(got[:5], fd, rtol=1e-6)
+
+
+@njit
+def decay_until(u, tol, h):
+    """A while loop whose exit depends on the data: the online schedule."""
+    while u[0] > tol:
+        x, y = u[0], u[1]
+        u[0] = x - h * x * y
+        u[1] = y + h * x
+    return u[0] + u[1]
+
+
+def decay_gradient(budget, u0=(1.0, 0.5), h=0.01):
+    u, du = np.array(u0), np.zeros(2)
+    with pyzyme.options(tape_budget=budget):
+        (r,) = pyzyme.autodiff(pyzyme.Reverse, decay_until, pyzyme.Duplicated(u, du),
+                               pyzyme.Const(0.2), pyzyme.Active(h))
+    return np.concatenate([du, [r[2]]]), u
+
+
+@pytest.mark.parametrize("budget", [312, 400, 1 << 16])  # 1, 3 and all the snapshots
+def test_while_loop_with_data_dependent_exit_under_budget(budget):
+    ref, u_ref = decay_gradient(None)
+    got, u = decay_gradient(budget)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(u, u_ref, rtol=1e-14)
+    # Away from the exit's jumps the loop runs the same steps for nearby inputs.
+    fd = central(lambda h: decay_until.py_func(np.array([1.0, 0.5]), 0.2, h[0]),
+                 np.array([0.01]), eps=1e-9)
+    np.testing.assert_allclose(got[2], fd[0], rtol=1e-4)
+
+
+def test_online_schedule_prints():
+    assert str(Schedule(7, 3, online=True)) == (
+        "online checkpointing, then binomial: 7 steps, 3 snapshots; 13 untaped step runs "
+        "(recomputation factor 1.86), 7 stores, 7 restores")
+
+
+@pytest.mark.parametrize("steps", [2, 100, 151])
+def test_double_buffered_stencil_under_budget(steps):
+    """Its unbudgeted tape keeps 16 bytes a step (the two pointers): 2 steps stay plain under
+    the budget, 100 and 151 are checkpointed."""
+    u0 = np.sin(np.linspace(0.0, 3.0, 10))
+
+    def grad(budget):
+        u, du = u0.copy(), np.zeros(10)
+        with pyzyme.options(tape_budget=budget):
+            (r, value) = pyzyme.autodiff(pyzyme.ReverseWithPrimal, double_buffered,
+                                         pyzyme.Duplicated(u, du), pyzyme.Const(0.25),
+                                         pyzyme.Const(steps))
+        return du, value
+    ref, v_ref = grad(None)
+    got, value = grad(2400)   # two arrays of 80 bytes: 2 snapshots, 1200 bytes of plain tape
+    assert value == pytest.approx(double_buffered.py_func(u0.copy(), 0.25, steps), rel=1e-14)
+    assert value == pytest.approx(v_ref, rel=1e-14)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    fd = central(lambda x: double_buffered.py_func(x.copy(), 0.25, steps), u0)
+    np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-9)
+
+
+def lv_split(budget, n=30, h=0.01):
+    dp, du, u = np.zeros(4), np.zeros(2), U0.copy()
+    with pyzyme.options(tape_budget=budget):
+        fwd, rev = pyzyme.autodiff_thunk(pyzyme.ReverseSplitWithPrimal, lotka_volterra,
+                                         pyzyme.Active, pyzyme.Duplicated(P, dp),
+                                         pyzyme.Duplicated(u, du), pyzyme.Const(n),
+                                         pyzyme.Active(h))
+        args = (pyzyme.Duplicated(P, dp), pyzyme.Duplicated(u, du), pyzyme.Const(n),
+                pyzyme.Active(h))
+        tape, primal, _ = fwd(*args)
+        ((*_, dh),) = rev(*args, 1.0, tape)
+    return np.concatenate([dp, du, [dh]]), primal
+
+
+def test_split_mode_under_budget():
+    """The forward thunk's checkpoints (and the loop's carried state, on the heap) outlive it
+    for the reverse thunk."""
+    ref, primal_ref = lv_split(None)
+    got, primal = lv_split(700)  # the state and p (split mode snapshots what it reads)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    assert primal == pytest.approx(primal_ref, rel=1e-14)
+    combined, _ = lv_gradient(None, n=30)
+    np.testing.assert_allclose(got, combined, rtol=1e-12, atol=1e-14)
+
+
+@njit
+def overwritten_after(u, p, n):
+    for _ in range(n):
+        for i in range(u.shape[0]):
+            u[i] = u[i] * p[i] + np.sin(u[i])
+    s = np.sum(u * p)
+    p[:] = 0.0          # the loop read p: its recomputed steps must see p as it was
+    return s
+
+
+def test_memory_the_loop_reads_and_code_after_it_overwrites():
+    """The loop's snapshots hold p too, although the loop only reads it (without: the
+    reverse sweep recomputed the steps with p zeroed, a silently wrong gradient)."""
+    def grad(budget):
+        u, du = np.linspace(0.1, 1.0, 4), np.zeros(4)
+        p, dp = np.linspace(0.5, 0.9, 4), np.zeros(4)
+        with pyzyme.options(tape_budget=budget):
+            pyzyme.autodiff(pyzyme.Reverse, overwritten_after, pyzyme.Duplicated(u, du),
+                            pyzyme.Duplicated(p, dp), pyzyme.Const(30))
+        return np.concatenate([du, dp])
+    np.testing.assert_allclose(grad(1000), grad(None), rtol=1e-12, atol=1e-300)
+    p0 = np.linspace(0.5, 0.9, 4)
+    fd = central(lambda p: overwritten_after.py_func(np.linspace(0.1, 1.0, 4), p.copy(), 30), p0)
+    np.testing.assert_allclose(grad(1000)[4:], fd, rtol=1e-6)
+
+
+def test_iteration_over_budget_says_what_it_needs():
+    with pytest.raises(pyzyme.TapeBudgetError,
+                       match=r"test_checkpoint_budget.py:\d+ .*needs 360 bytes.*"
+                             r"tape_budget \(200 bytes\)"):
+        lv_gradient(200)
+
+
+def test_budget_is_part_of_the_cache_key():
+    got_small, _ = lv_gradient(360)
+    with pytest.raises(pyzyme.TapeBudgetError):
+        lv_gradient(300)   # not the derivative built for 360 bytes
+    got_none, _ = lv_gradient(None)
+    np.testing.assert_allclose(got_small, got_none, rtol=1e-12, atol=1e-14)
+
+
+def test_schedule_prints_its_snapshots_and_recomputation():
+    assert str(Schedule(1000, 10)) == (
+        "binomial checkpointing (Revolve): 1000 steps, 10 snapshots, each step run forward "
+        "at most 4 times; 3637 untaped step runs (recomputation factor 3.64), 715 stores, "
+        "999 restores")
+    assert str(Schedule(8, 8)).endswith("8 untaped step runs (recomputation factor 1.00), "
+                                        "7 stores, 7 restores")
+
+
+@pytest.mark.parametrize("steps,snaps", [(n, s) for s in (1, 2, 3, 5) for n in
+                                         (1, 2, 5, 9, 30, 100)])
+def test_schedule_reaches_revolves_optimum(steps, snaps):
+    """Forward steps: t*l - beta(s + 1, t - 1), the fewest any schedule with s snapshots
+    runs (Griewank & Walther); plus the one run at the first turn."""
+    from math import comb
+    t = Schedule(steps, snaps).repetitions
+    optimum = t * steps - (comb(snaps + t, t - 1) if t >= 1 else 0)
+    assert Schedule(steps, snaps).forward == optimum
+
+
+def _run_compiled_scheme(steps: int, snaps: int, online: bool = False):
+    """The IR scheme driven through its actions from here as the driver would (``online``: a
+    while loop's, told the number of steps when its last step returns false): (the turns in
+    order, forward steps, stores, restores)."""
+    module = ir.Module()
+    prefix = f"pyzyme_test_revolve_{steps}_{snaps}_{int(online)}"
+    revolve.scheme(module, prefix=prefix)
+    for fn in module.functions:
+        if fn.name.startswith(prefix):
+            fn.prefix = ""  # external, to be looked up
+    cm = compile_module(module, name="revolve_test")
+    prefix = f"pyzyme_test_revolve_{steps}_{snaps}_{int(online)}"
+    names = {part: f"{prefix}.{part}" for part in ("init", "next", "finalize", "set_nsteps")}
+    init = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
+        cm.address(names["init"]))
+    nxt = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(cm.address(names["next"]))
+    fin = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(cm.address(names["finalize"]))
+    set_nsteps = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(
+        cm.address(names["set_nsteps"]))
+    # Budget for exactly `snaps` snapshots of 8 bytes (the snapshots() formula).
+    nbytes = 8
+    budget = (2 + 2) * nbytes + revolve.STATE_WORDS * 8 + snaps * (nbytes + 8)
+    data = (ctypes.c_int64 * 2)(budget, 2)
+    state = init(ctypes.addressof(data), -1 if online else steps, nbytes)
+    known = not online
+    action = (ctypes.c_int64 * 4)()
+    turns, forward, stores, restores, at = [], 0, 0, 0, 0
+    while True:
+        nxt(state, ctypes.addressof(action))
+        flag, it, start = action[0] & 0xFFFFFFFF, action[1], action[2]
+        if flag == 7:
+            break
+        if flag == 1:
+            stores += 1
+        elif flag == 2:
+            restores, at = restores + 1, it
+        elif flag == 3:
+            assert start == at
+            if not known and it >= steps:  # the loop's last step returns false
+                forward, at, known = forward + steps - start, steps, True
+                set_nsteps(state, steps)
+                continue
+            forward, at = forward + it - start, it
+        else:
+            assert at == it - 1 and flag == (4 if not turns else 5)
+            turns.append(it - 1)
+    fin(state)
+    return turns, forward, stores, restores
+
+
+@pytest.mark.parametrize("steps,snaps,online", [
+    (1, 1, False), (7, 1, False), (10, 3, False), (100, 4, False), (57, 57, False),
+    (1, 1, True), (9, 1, True), (10, 3, True), (100, 4, True), (33, 40, True)])
+def test_compiled_scheme_runs_the_printed_schedule(steps, snaps, online):
+    turns, forward, stores, restores = _run_compiled_scheme(steps, snaps, online)
+    assert turns == list(range(steps - 1, -1, -1))
+    sched = Schedule(steps, snaps, online)
+    assert (forward, stores) == (sched.forward, sched._run()[1])
+    assert restores == sched._run()[2]
+
+
+def _kib(field: str) -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(field))
+
+
+def _peak_kib(budget, steps: int, cells: int = 1000) -> int:
+    """Growth of the resident memory's peak over one gradient of ``steps`` steps (built and
+    warmed up first with 2 steps, so that only the run's own allocations count)."""
+    def grad(n):
+        u, du = np.sin(np.linspace(0.0, 3.0, cells)), np.zeros(cells)
+        pyzyme.autodiff(pyzyme.Reverse, diffusion, pyzyme.Duplicated(u, du), pyzyme.Const(n),
+                        pyzyme.Active(0.2))
+        return du
+    with pyzyme.options(tape_budget=budget):
+        grad(2)
+        libc = ctypes.CDLL(None)
+        libc.malloc_trim(0)
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")  # VmHWM := VmRSS
+        base = _kib("VmRSS")
+        grad(steps)
+        return _kib("VmHWM") - base
+
+
+@pytest.fixture
+def mmapped_blocks():
+    """Blocks of 64 KiB and more come from (and go back to) mmap, so the resident peak
+    follows what is allocated (glibc's defaults are restored afterwards)."""
+    import sys
+    if not sys.platform.startswith("linux"):
+        pytest.skip("measures /proc/self/status")
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "mallopt"):
+        pytest.skip("not glibc")
+    libc.mallopt(-3, 64 << 10)   # M_MMAP_THRESHOLD
+    libc.mallopt(-1, 64 << 10)   # M_TRIM_THRESHOLD
+    yield
+    libc.mallopt(-3, 128 << 10)
+    libc.mallopt(-1, 128 << 10)
+
+
+def test_measured_peak_keeps_within_the_budget(mmapped_blocks):
+    """1,000 cells for 3,000 steps: the unbudgeted gradient's tape takes tens of MiB (the
+    measure sees it), the gradient under 1 MiB no more than that."""
+    assert _peak_kib(None, 3000) > 16 << 10
+    assert _peak_kib(1 << 20, 3000) <= (1 << 10) + 64
+
+
+@njit
+def _half_step(u, out, a):
+    for i in range(u.shape[0]):
+        out[i] = u[i] + 0.01 * (-a * u[i] * u[i] + np.sin(u[i]))
+
+
+@njit
+def leapfrog(u, v, a, n):
+    for _ in range(n):
+        _half_step(u, v, a)
+        _half_step(v, u, a)
+    return np.sum(u * u)
+
+
+def test_checkpoint_marks_a_function_recomputed_instead_of_taped():
+    """pyzyme.checkpoint(g): each call of g becomes a checkpointed loop of one step (a
+    snapshot of what it writes; its derivative run in the reverse sweep), with no budget."""
+    def grad():
+        u, du = np.linspace(0.1, 1.0, 5), np.zeros(5)
+        v, dv = np.zeros(5), np.zeros(5)
+        args = (pyzyme.Duplicated(u, du), pyzyme.Duplicated(v, dv), pyzyme.Active(0.3),
+                pyzyme.Const(20))
+        (r,) = pyzyme.autodiff(pyzyme.Reverse, leapfrog, *args)
+        code = pyzyme.code_llvm(pyzyme.Reverse, leapfrog, *args)
+        return np.concatenate([du, [r[2]]]), code
+    ref, code = grad()
+    assert "checkpointed.step" not in code
+    pyzyme.checkpoint(_half_step)
+    got, code = grad()
+    assert "checkpointed.step" in code
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    x0 = np.linspace(0.1, 1.0, 5)
+    fd = central(lambda x: leapfrog.py_func(x.copy(), np.zeros(5), 0.3, 20), x0)
+    np.testing.assert_allclose(got[:5], fd, rtol=1e-6)
+
+
+@njit
+def ratios(u, n, k):
+    """A division in the loop: Numba's check for zero is an exit of the loop that raises."""
+    for _ in range(n):
+        for i in range(1, u.shape[0]):
+            u[i] = u[i] + k * u[i - 1] / u[i]
+    return np.sum(u * u)
+
+
+def _ratios_gradient(budget, u0):
+    u, du = u0.copy(), np.zeros(6)
+    with pyzyme.options(tape_budget=budget):
+        (r,) = pyzyme.autodiff(pyzyme.Reverse, ratios, pyzyme.Duplicated(u, du),
+                               pyzyme.Const(20), pyzyme.Active(0.01))
+    return np.concatenate([du, [r[2]]])
+
+
+def test_loop_that_may_raise_under_budget():
+    u0 = np.linspace(1.0, 2.0, 6)
+    got = _ratios_gradient(600, u0)
+    np.testing.assert_allclose(got, _ratios_gradient(None, u0), rtol=1e-12, atol=1e-14)
+    fd = central(lambda x: ratios.py_func(x.copy(), 20, 0.01), u0)
+    np.testing.assert_allclose(got[:6], fd, rtol=1e-6)
+    bad = u0.copy()
+    bad[3] = 0.0
+    with pytest.raises(ZeroDivisionError):  # as the primal and the unbudgeted gradient raise
+        _ratios_gradient(600, bad)
+
+
+def test_hvp_over_a_checkpointed_loop_refuses_clearly():
+    """Forward mode has no derivative of the snapshots: an error, never a wrong Hessian."""
+    def loss(u):
+        return diffusion(u, 50, 0.1 + 0.01 * u[0])  # nonlinear in u: the stencil tapes
+    with pyzyme.options(tape_budget=950):
+        with pytest.raises(pyzyme.UnsupportedError, match="without tape_budget"):
+            pyzyme.hvp(loss, STENCIL.copy(), np.ones(16))
+
+
+@njit
+def _recursive_sim(u, n, k, depth):
+    if depth > 0:  # recursion: LLVM cannot inline it into its caller
+        return _recursive_sim(u, n, k, depth - 1)
+    for _ in range(n):
+        left = u[0]
+        for i in range(1, u.shape[0] - 1):
+            new = u[i] + k * (left - 2.0 * u[i] + u[i + 1])
+            left = u[i]
+            u[i] = new
+    return np.sum(u * u)
+
+
+@njit
+def _calls_sim(u, n, k):
+    return _recursive_sim(u, n, k, 2)
+
+
+def test_time_loop_in_a_called_function_is_refused_not_taped_over_budget():
+    u, du = STENCIL.copy(), np.zeros(16)
+    with pyzyme.options(tape_budget=1500):
+        with pytest.raises(pyzyme.UnsupportedError, match="_recursive_sim, whose reverse-mode "
+                                                           "tape grows"):
+            pyzyme.autodiff(pyzyme.Reverse, _calls_sim, pyzyme.Duplicated(u, du),
+                            pyzyme.Const(30), pyzyme.Active(0.2))
+
+
+@njit
+def _stencil_loss(k):
+    u = np.sin(np.linspace(0.0, 3.0, 16))
+    return diffusion(u, 30, k)
+
+
+def test_grad_called_from_njit_code_under_budget():
+    """The derivative an @njit caller gets is built under the options in force when its
+    caller compiles: the budget holds there too."""
+    with pyzyme.options(tape_budget=950):
+        dk = pyzyme.grad(_stencil_loss)
+
+        @njit
+        def caller(k):
+            return dk(k)
+        got = caller(0.2)
+        code = pyzyme.code_llvm(pyzyme.Reverse, _stencil_loss, pyzyme.Active(0.2))
+    assert "checkpointed.step" in code
+    ref = pyzyme.grad(_stencil_loss)(0.2)
+    assert got == pytest.approx(ref, rel=1e-12)
+    fd = central(lambda k: _stencil_loss.py_func(k[0]), np.array([0.2]))
+    assert got == pytest.approx(fd[0], rel=1e-6)
+
+
+@njit
+def _strided(u, a, b, s, k):
+    for t in range(a, b, s):
+        left = u[0]
+        for i in range(1, u.shape[0] - 1):
+            new = u[i] + k * (left - 2.0 * u[i] + u[i + 1]) + 1e-3 * t
+            left = u[i]
+            u[i] = new
+    return np.sum(u * u)
+
+
+@pytest.mark.parametrize("a,b,s", [(3, 20, 2), (3, 21, 2), (0, 7, 3), (5, 6, 2), (-4, 9, 5),
+                                   (20, 3, -3), (21, 3, -2), (7, -9, -4)])
+def test_trip_counts_of_strided_ranges(a, b, s):
+    """The checkpointed loop runs as many steps as the loop did (its trip count computed
+    from the induction's start, stride and bound): the primal and gradient agree."""
+    def grad(budget):
+        u, du = np.sin(np.linspace(0.0, 3.0, 8)), np.zeros(8)
+        with pyzyme.options(tape_budget=budget):
+            (r, value) = pyzyme.autodiff(pyzyme.ReverseWithPrimal, _strided,
+                                         pyzyme.Duplicated(u, du), pyzyme.Const(a),
+                                         pyzyme.Const(b), pyzyme.Const(s), pyzyme.Active(0.2))
+        return np.concatenate([du, [r[4]]]), value
+    got, value = grad(700)
+    ref, v_ref = grad(None)
+    assert value == pytest.approx(_strided.py_func(np.sin(np.linspace(0.0, 3.0, 8)), a, b, s,
+                                                   0.2), rel=1e-13)
+    assert value == pytest.approx(v_ref, rel=1e-14)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
