@@ -6,11 +6,15 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# PyTorch too, so that tests/test_torch_wrap.py runs (pyzyme[torch]). Pinned: 2.13.0 is the
+# release whose CPU-only wheel this kind of machine keeps (pip's find-links), which pip takes
+# for this pin; an unpinned torch is PyPI's CUDA build, several GB for nothing here.
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# the MPI extra where its wheels install (tests/test_mpi.py skips, saying why, elsewhere)
 	$(PY) -m pip install --quiet -e '.[test,mpi]' || $(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet 'torch==2.13.0'
 	touch $(STAMP)
 
 # The suite as shards (tests/shards.py): short pytest processes, JOBS at a time, so that the

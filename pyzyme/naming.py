@@ -24,7 +24,7 @@ __all__ = ["symbol_name", "forward_function", "tangent", "shadow_param", "partia
            "PARALLEL_BODY", "PARALLEL_CONSTANT", "CHECKPOINT_FOR", "CHECKPOINT_WHILE",
            "CHECKPOINT_BUDGET_ERROR",
            "checkpoint_driver", "is_checkpoint_sweep", "checkpoint_step", "FIXED_POINT",
-           "fixed_point_driver", "fixed_point_step"]
+           "fixed_point_driver", "fixed_point_step", "framework_op"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -278,3 +278,24 @@ def symbol_name(kind: str, *inputs: str) -> str:
         digest.update(len(data).to_bytes(8, "little"))
         digest.update(data)
     return f"{PREFIX}_{kind}_{digest.hexdigest()[:20]}"
+
+
+def framework_op(function: str, part: str, *inputs: str) -> str:
+    """The name of the operation ``part`` (``primal``, ``vjp``, ``hvp``) that a framework
+    bridge (:mod:`pyzyme.torch`) registers for the user's function ``function``: the function's
+    name, letters, digits and underscores only, then a hash of ``inputs`` (what makes this
+    registration different from every other in the process: a framework refuses a name twice).
+
+    Examples
+    --------
+    >>> framework_op("Model.<locals>.diffuse", "vjp", "module", "0")
+    'Model_locals_diffuse_vjp_4beb3407fab4'
+    >>> framework_op("<lambda>", "primal", "a") != framework_op("<lambda>", "primal", "b")
+    True
+    """
+    if not re.fullmatch(r"[a-z]+", part):
+        raise ValueError(f"operation part must be lowercase letters; got {part!r}")
+    stem = re.sub(r"\W+", "_", function).strip("_")[:40] or "f"
+    if stem[0].isdigit():
+        stem = "f" + stem
+    return f"{stem}_{part}_{symbol_name(part, *inputs)[-12:]}"

@@ -21,7 +21,8 @@ from numba.core.compiler_lock import global_compiler_lock
 from pyzyme.api.args.trees import tree_key
 from pyzyme.api.dispatchers import remember_wrapper
 
-__all__ = ["row_wrapper", "dotted_wrapper", "flat_wrapper", "loss_wrapper"]
+__all__ = ["row_wrapper", "dotted_wrapper", "weighted_wrapper", "moved_wrapper", "flat_wrapper",
+           "loss_wrapper"]
 
 _WRAPPERS: dict[tuple, Any] = {}
 
@@ -99,6 +100,68 @@ def dotted_wrapper(dispatcher, nargs: int, ndim: int):
     source = "\n".join(lines) + "\n"
     return _cached_wrapper(("dotted", dispatcher, nargs, ndim), source, {"f": dispatcher},
                            "dotted", "the vector-Jacobian product")
+
+
+def weighted_wrapper(dispatcher, nargs: int, parts: tuple, single: bool):
+    """``weighted(a0, ..., w0, w1, ...)``: the sum over the float parts of ``f(a0, ...)`` of
+    each part's dot product with its weight: the gradient is the vector-Jacobian product with
+    the weights, for a result of several parts in one sweep.
+
+    ``parts`` says for each part of the result (the result itself when ``single``, else each
+    item of the tuple it returns) what it is: ``"s"`` a float, an int ``d`` a ``d``-d float
+    array, ``"-"`` anything without a derivative (no weight is passed for it).
+
+    Examples
+    --------
+    >>> import numba, numpy as np
+    >>> f = numba.njit(lambda x: (x.sum(), 2 * x, 3))
+    >>> w = weighted_wrapper(f, 1, ("s", 1, "-"), False)
+    >>> float(w(np.array([1.0, 2.0]), 10.0, np.array([1.0, -1.0])))
+    28.0
+    """
+    args = ", ".join(f"a{i}" for i in range(nargs))
+    weights = [f"w{k}" for k, part in enumerate(parts) if part != "-"]
+    lines = [f"def weighted({', '.join([*([args] if args else []), *weights])}):",
+             f"    y = f({args})", "    s = 0.0"]
+    for k, part in enumerate(parts):
+        y = "y" if single else f"y[{k}]"
+        if part == "-":
+            continue
+        if part == "s":
+            lines.append(f"    s += {y} * w{k}")
+            continue
+        lines += [f"    y{k} = {y}",
+                  f"    if y{k}.shape != w{k}.shape:",
+                  f"        raise ValueError('the cotangent of result {k} does not have its "
+                  f"shape')"]
+        indent = "    "
+        for d in range(part):
+            lines.append(f"{indent}for i{d} in range(y{k}.shape[{d}]):")
+            indent += "    "
+        index = ", ".join(f"i{d}" for d in range(part)) or "()"
+        lines.append(f"{indent}s += y{k}[{index}] * w{k}[{index}]")
+    lines.append("    return s")
+    source = "\n".join(lines) + "\n"
+    return _cached_wrapper(("weighted", dispatcher, nargs, tuple(parts), single), source,
+                           {"f": dispatcher}, "weighted", "the vector-Jacobian product")
+
+
+def moved_wrapper(dispatcher, nargs: int, position: int):
+    """``moved(a_position, a0, ...)``: ``f`` with its argument ``position`` taken first, for
+    what differentiates with respect to a first argument (:func:`pyzyme.hvp`).
+
+    Examples
+    --------
+    >>> import numba
+    >>> f = numba.njit(lambda a, b, c: a - 10 * b + 100 * c)
+    >>> moved_wrapper(f, 3, 2)(1.0, 2.0, 3.0)   # f(2.0, 3.0, 1.0)
+    72.0
+    """
+    rest = [f"a{i}" for i in range(nargs) if i != position]
+    args = ", ".join(f"a{i}" for i in range(nargs))
+    source = f"def moved({', '.join([f'a{position}', *rest])}):\n    return f({args})\n"
+    return _cached_wrapper(("moved", dispatcher, nargs, position), source, {"f": dispatcher},
+                           "moved", f"argument {position} first")
 
 
 def flat_wrapper(dispatcher, trees: Sequence[Any]):
