@@ -9,7 +9,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,jax]'
 	touch $(STAMP)
 
 # The suite as shards (tests/shards.py): short pytest processes, JOBS at a time, so that the

@@ -1,0 +1,124 @@
+"""XLA FFI handlers for kernels: native functions, compiled by Numba, that XLA calls on CPU.
+
+A handler is ``XLA_FFI_Error* handler(XLA_FFI_CallFrame*)`` (XLA's FFI C ABI, ``c_api.h`` of
+the headers shipped in ``jax.ffi.include_dir()``). XLA calls it once with the metadata
+extension in the call frame, to learn the FFI version it was written for, then once per
+execution; it reads the data pointer of each argument and result buffer and calls the
+kernel's ``store`` on arrays over them, without copying. Shapes are fixed when the handler is
+made (one handler per kernel and shapes), so nothing is decoded but the pointers, and no
+Python runs on the call path.
+
+The offsets below are those of the structs in ``c_api.h`` (FFI API 0.3, jaxlib 0.10) on a
+64-bit target; a later layout would come with a new major version of the API, which XLA checks
+against the version the handler reports.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import numba
+import numpy as np
+from numba import carray, types
+from numba.core.compiler_lock import global_compiler_lock
+from numba.extending import intrinsic
+
+from pyzyme.jax.kernels import Kernel
+
+__all__ = ["target_name"]
+
+# c_api.h, in 8-byte words: XLA_FFI_CallFrame {struct_size, extension_start, api, ctx,
+# stage (an enum, padded), args {struct_size, extension_start, size, types, args},
+# rets {struct_size, extension_start, size, types, rets}, attrs {...}, future}
+_FRAME_WORDS, _EXTENSION, _STAGE_INT32, _ARGS, _RETS = 20, 1, 8, 9, 14
+# XLA_FFI_Buffer {struct_size, extension_start, dtype (padded), data, rank, dims}
+_BUFFER_WORDS, _DATA = 6, 3
+# XLA_FFI_Extension_Base {struct_size, type (padded), next}, then the Metadata extension's
+# XLA_FFI_Metadata* metadata; XLA_FFI_Metadata {struct_size, api_version {struct_size,
+# extension_start, int major, int minor}, uint32 traits, type id}
+_EXTENSION_TYPE, _METADATA, _METADATA_EXTENSION = 1, 3, 1
+_EXECUTE = 3                   # XLA_FFI_ExecutionStage_EXECUTE
+_API_MAJOR, _API_MINOR = 0, 3  # XLA_FFI_API_MAJOR / MINOR of the headers these follow
+_VERSION_STRUCT_SIZE = 28      # XLA_FFI_Api_Version_STRUCT_SIZE: up to minor_version
+
+
+@intrinsic
+def _pointer(typingctx, address):
+    """The address (an int64 read out of an XLA struct) as a ``void*``."""
+    sig = types.voidptr(types.int64)
+
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
+    return sig, codegen
+
+
+_HANDLER = """\
+def handler(frame):
+    words = carray(frame, {frame_words}, np.int64)
+    if words[{extension}] != 0:
+        ext = carray(_pointer(words[{extension}]), 4, np.int64)
+        if (ext[1] & 0xffffffff) == {metadata_extension}:
+            meta = carray(_pointer(ext[{metadata}]), 6, np.int64)
+            meta32 = carray(_pointer(ext[{metadata}]), 12, np.int32)
+            meta[1] = {version_size}
+            meta[2] = 0
+            meta32[6] = {major}
+            meta32[7] = {minor}
+            meta32[8] = 0
+            return _pointer(0)
+    if carray(frame, {frame_words} * 2, np.int32)[{stage}] != {execute}:
+        return _pointer(0)
+    args = carray(_pointer(words[{args}]), {nargs}, np.int64)
+    rets = carray(_pointer(words[{rets}]), {nrets}, np.int64)
+{decode}
+    store({call})
+    return _pointer(0)
+"""
+
+_TARGETS: dict[int, tuple[str, object]] = {}
+_COUNT = itertools.count()
+
+
+def _buffer(table: str, i: int, shape: tuple, dtype: np.dtype) -> str:
+    header = f"carray(_pointer({table}[{i}]), {_BUFFER_WORDS}, np.int64)[{_DATA}]"
+    return f"carray(_pointer({header}), {shape or (1,)!r}, np.{dtype.name})"
+
+
+def _handler_source(kernel: Kernel) -> str:
+    decode, call = [], []
+    for i, s in enumerate(kernel.ins):
+        decode.append(f"    a{i} = {_buffer('args', i, s.shape, s.dtype)}"
+                      + ("" if s.shape else "[0]"))
+        call.append(f"a{i}")
+    for j, s in enumerate(kernel.outs):
+        decode.append(f"    o{j} = {_buffer('rets', j, s.shape, s.dtype)}")
+        call.append(f"o{j}")
+    return _HANDLER.format(
+        frame_words=_FRAME_WORDS, extension=_EXTENSION, metadata_extension=_METADATA_EXTENSION,
+        metadata=_METADATA, version_size=_VERSION_STRUCT_SIZE, major=_API_MAJOR,
+        minor=_API_MINOR, stage=_STAGE_INT32, execute=_EXECUTE, args=_ARGS, rets=_RETS,
+        nargs=max(len(kernel.ins), 1), nrets=max(len(kernel.outs), 1),
+        decode="\n".join(decode), call=", ".join(call))
+
+
+def target_name(kernel: Kernel) -> str:
+    """The FFI target that runs ``kernel`` on CPU, its handler compiled and registered with
+    XLA on first use (once per kernel)."""
+    made = _TARGETS.get(id(kernel))
+    if made is None:
+        with global_compiler_lock:
+            made = _TARGETS.get(id(kernel))
+            if made is None:
+                scope = {"np": np, "carray": carray, "_pointer": _pointer,
+                         "store": kernel.store}
+                exec(compile(_handler_source(kernel), f"<pyzyme.jax: handler of {kernel.name}>",
+                             "exec"), scope)  # noqa: S102  (our own source)
+                handler = numba.cfunc(types.voidptr(types.voidptr))(scope["handler"])
+                name = f"pyzyme_{next(_COUNT)}"
+                jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(handler.ctypes),
+                                            platform="cpu")
+                # The kernel is kept with its handler: XLA holds the address, so neither
+                # may go while the process can still call it.
+                made = _TARGETS[id(kernel)] = (name, (handler, kernel))
+    return made[0]
