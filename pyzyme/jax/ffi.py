@@ -73,6 +73,7 @@ def handler(frame):
     rets = carray(_pointer(words[{rets}]), {nrets}, np.int64)
 {decode}
     store({call})
+{back}
     return _pointer(0)
 """
 
@@ -86,20 +87,32 @@ def _buffer(table: str, i: int, shape: tuple, dtype: np.dtype) -> str:
 
 
 def _handler_source(kernel: Kernel) -> str:
-    decode, call = [], []
+    # Arrays over XLA's buffers have no NRT meminfo. pyzyme's second derivatives (forward
+    # over forward or reverse) crash when a shadow they are passed has none, so from the
+    # second order on, the buffers are copied into arrays Numba allocates (and results
+    # copied back); first-order kernels and the user's kernel work on XLA's buffers directly.
+    copy = kernel.order >= 2
+    decode, call, back = [], [], []
     for i, s in enumerate(kernel.ins):
-        decode.append(f"    a{i} = {_buffer('args', i, s.shape, s.dtype)}"
-                      + ("" if s.shape else "[0]"))
+        buffer = _buffer("args", i, s.shape, s.dtype)
+        decode.append(f"    a{i} = {buffer}" + ("[0]" if not s.shape else
+                                                  ".copy()" if copy else ""))
         call.append(f"a{i}")
     for j, s in enumerate(kernel.outs):
-        decode.append(f"    o{j} = {_buffer('rets', j, s.shape, s.dtype)}")
+        buffer = _buffer("rets", j, s.shape, s.dtype)
+        if copy:
+            decode += [f"    r{j} = {buffer}", f"    o{j} = np.empty_like(r{j})"]
+            back.append(f"    r{j}[...] = o{j}")
+        else:
+            decode.append(f"    o{j} = {buffer}")
         call.append(f"o{j}")
+    decode_after = "\n".join(back)
     return _HANDLER.format(
         frame_words=_FRAME_WORDS, extension=_EXTENSION, metadata_extension=_METADATA_EXTENSION,
         metadata=_METADATA, version_size=_VERSION_STRUCT_SIZE, major=_API_MAJOR,
         minor=_API_MINOR, stage=_STAGE_INT32, execute=_EXECUTE, args=_ARGS, rets=_RETS,
         nargs=max(len(kernel.ins), 1), nrets=max(len(kernel.outs), 1),
-        decode="\n".join(decode), call=", ".join(call))
+        decode="\n".join(decode), call=", ".join(call), back=decode_after)
 
 
 def target_name(kernel: Kernel) -> str:

@@ -78,11 +78,15 @@ class Kernel:
     """
 
     def __init__(self, make_store, ins: Sequence[Spec], outs: Sequence[Spec], py, name: str,
-                 linear=None) -> None:
+                 linear=None, batch=None) -> None:
         self._make_store = make_store
         self._store = None
         self.ins, self.outs = tuple(ins), tuple(outs)
         self.py, self.name, self.linear = py, name, linear
+        self.batch = batch        # (inner kernel, n, mask) of a batched kernel
+        #: how many derivatives deep: 0 for the user's kernel, 2 for a Hessian's
+        self.order = 0 if linear is None and batch is None else \
+            (linear[1].order + 1 if linear is not None else batch[0].order)
         self._derived: dict[tuple, Kernel] = {}
 
     def __repr__(self) -> str:
@@ -119,9 +123,21 @@ class Kernel:
         mask = tuple(mask)
         _check_mask(self, mask)
         tangents = [s for s, m in zip(self.ins, mask) if m]
+        if self.batch is not None:
+            return self._derive(("forward", mask), lambda: self._batched_forward(mask))
         return self._derive(("forward", mask), lambda: Kernel(
             lambda: _forward_store(self, mask), (*self.ins, *tangents), self.outs, self.py,
             f"{self.name}.fwd", ("forward", self, mask)))
+
+    def _batched_forward(self, mask: tuple) -> Kernel:
+        """The forward derivative of a batched kernel: the inner kernel's, batched (a
+        tangent is batched where its input is), rather than a derivative of the loop."""
+        inner, n, bmask = self.batch
+        tangents = [b for b, m in zip(bmask, mask) if m]
+        forward = inner.forward(mask)
+        batched = forward.batched(n, (*bmask, *tangents))
+        return Kernel(batched._make_store, batched.ins, batched.outs, self.py,
+                      f"{self.name}.fwd", ("forward", self, mask), batched.batch)
 
     def reverse(self, mask: Sequence[bool]) -> Kernel:
         """``(ins..., cotangents of the outputs...) -> cotangents of the ins in mask``."""
@@ -142,7 +158,7 @@ class Kernel:
         ins = [spec(s) if m else s for s, m in zip(self.ins, mask)]
         return self._derive(("batched", n, mask), lambda: Kernel(
             lambda: _batched_store(self, n, mask), ins, [spec(s) for s in self.outs], self.py,
-            f"{self.name}.vmap{n}"))
+            f"{self.name}.vmap{n}", batch=(self, n, mask)))
 
 
 def _check_mask(kernel: Kernel, mask: tuple) -> None:
@@ -185,16 +201,29 @@ def _names(prefix: str, n: int) -> list[str]:
     return [f"{prefix}{i}" for i in range(n)]
 
 
+def _shadowed(k: Kernel, mask: tuple) -> list[bool]:
+    """Which inputs get a shadow: those in ``mask``, and every other float array, with a
+    zero shadow of its own (a kernel may merge pointers to an input it does not
+    differentiate and to memory it does, e.g. Numba's copy through a temporary when two
+    arrays may overlap; with a shadow on each, activity is known without run-time checks)."""
+    return [m or bool(s.shape) and np.issubdtype(s.dtype, np.floating)
+            for s, m in zip(k.ins, mask)]
+
+
 def _forward_store(k: Kernel, mask: tuple):
     """``fwd(a..., t..., u...)``: ``u`` = the tangents of ``k``'s outputs for tangents ``t``
     of the inputs in ``mask``, by pyzyme's forward mode of ``k.store``."""
-    plan = forward_plan(k.store, k.signature(), (*mask, *[True] * len(k.outs)), A.Const, 1,
-                        False, False)
+    shadowed = _shadowed(k, mask)
+    plan = forward_plan(k.store, k.signature(), (*shadowed, *[True] * len(k.outs)), A.Const,
+                        1, False, False)
     a, o, u = _names("a", len(k.ins)), _names("o", len(k.outs)), _names("u", len(k.outs))
     t = [f"t{i}" for i, m in enumerate(mask) if m]
     lines = [f"def fwd({', '.join(a + t + u)}):"]
     lines += [f"    o{j} = {s.empty()}" for j, s in enumerate(k.outs)]
-    lines.append(f"    derivative({', '.join(a + o + t + u)})")
+    lines += [f"    t{i} = np.zeros_like(a{i})" for i, (m, z) in enumerate(zip(mask, shadowed))
+              if z and not m]
+    tangents = [f"t{i}" for i, z in enumerate(shadowed) if z]
+    lines.append(f"    derivative({', '.join(a + o + tangents + u)})")
     return _njit("\n".join(lines) + "\n", "fwd", {"derivative": plan.function}, k.py,
                  "forward mode")
 
@@ -204,18 +233,23 @@ def _reverse_store(k: Kernel, mask: tuple):
     cotangents ``c`` of ``k``'s outputs, by pyzyme's reverse mode of ``k.store``. The
     shadows of array inputs are zeroed here, the cotangents copied (the sweep consumes
     them, and JAX's buffers are read-only)."""
-    kinds = [(Activity.ACTIVE if not s.shape else Activity.DUPLICATED) if m else Activity.CONST
-             for s, m in zip(k.ins, mask)]
+    shadowed = _shadowed(k, mask)
+    kinds = [(Activity.ACTIVE if not s.shape else Activity.DUPLICATED) if m else
+             Activity.DUPLICATED if z else Activity.CONST
+             for s, m, z in zip(k.ins, mask, shadowed)]
     plan = reverse_plan(k.store, k.signature(), [*kinds, *[Activity.DUPLICATED] * len(k.outs)],
                         A.Const, False, need_primal=False)
     a, o, c = _names("a", len(k.ins)), _names("o", len(k.outs)), _names("c", len(k.outs))
     g = [f"g{i}" for i, m in enumerate(mask) if m]
     lines = [f"def rev({', '.join(a + c + g)}):"]
+    lines += [f"    g{i} = np.zeros_like(a{i})" for i, (m, z) in enumerate(zip(mask, shadowed))
+              if z and not m]
     for j, s in enumerate(k.outs):
         lines += [f"    o{j} = {s.empty()}", f"    d{j} = {s.empty()}",
                   f"    d{j}[{'0' if not s.shape else '...'}] = c{j}"]
-    shadows = [f"g{i}" for i, kind in enumerate(kinds) if kind is Activity.DUPLICATED]
-    lines += [f"    {x}[...] = 0.0" for x in shadows]
+    duplicated = [i for i, kind in enumerate(kinds) if kind is Activity.DUPLICATED]
+    shadows = [f"g{i}" for i in duplicated]
+    lines += [f"    {x}[...] = 0.0" for x, i in zip(shadows, duplicated) if mask[i]]
     call = f"derivative({', '.join(a + o + shadows + _names('d', len(k.outs)))})"
     actives = [i for i, kind in enumerate(kinds) if kind is Activity.ACTIVE]
     lines.append(f"    r = {call}" if actives else f"    {call}")

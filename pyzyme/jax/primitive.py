@@ -115,6 +115,11 @@ def _transpose(cts, *args, kernel: Kernel):
 def _batch(args, dims, *, kernel: Kernel):
     sizes = {a.shape[d] for a, d in zip(args, dims) if d is not None}
     (size,) = sizes
+    if size == 1:
+        # One row (jacrev of a scalar result): the kernel itself, no loop to compile.
+        outs = kernel_p.bind(*[a if d is None else jnp.squeeze(a, d)
+                               for a, d in zip(args, dims)], kernel=kernel)
+        return [o[None] for o in outs], [0] * len(outs)
     moved = [a if d is None else jnp.moveaxis(a, d, 0)
              for a, d in zip(args, dims)]
     mask = tuple(d is not None for d in dims)
