@@ -8,7 +8,14 @@ through an FFI custom call whose handler is native code compiled from the kernel
 runs pyzyme's forward mode, its ``vjp``/``grad`` (the transpose of the forward derivative)
 pyzyme's reverse mode, ``hessian`` (``jacfwd`` of ``jacrev``) pyzyme's forward mode over its
 reverse mode, ``vmap`` the kernel (or derivative) in a loop over the batch; each is compiled
-once per shapes and dtypes (:mod:`pyzyme.jax.kernels`).
+once per shapes and dtypes (:mod:`pyzyme.jax.kernels`), when JAX first lowers a call of it.
+
+What it does not do (yet): devices other than the CPU (the FFI target is registered for
+``cpu``); reverse mode over reverse mode (``jacrev(jacrev(g))``, refused with
+``UnsupportedError``: ``jax.hessian`` is forward over reverse); a tape kept between JAX's
+forward and backward passes (the backward pass runs pyzyme's combined reverse derivative,
+which recomputes the primal); ``vmap`` by pyzyme's vector forward mode (it is a loop, also for
+``jacfwd``'s batch of tangents).
 
 Examples
 --------
