@@ -15,14 +15,20 @@ the largest difference between the two losses and gradients.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
-import jax
-import jax.numpy as jnp
 import numba
 import numpy as np
 
-import pyzyme.jax
+try:
+    import jax
+    import jax.numpy as jnp
+except ImportError:
+    print("JAX is not installed (pip install pyzyme[jax]): nothing to measure")
+    sys.exit(0)
+
+import pyzyme.jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
