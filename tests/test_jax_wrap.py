@@ -380,3 +380,17 @@ def test_readme_example_matches_the_solver_in_jax():
         return jnp.mean((heat_jax(u0, 0.4 * jax.nn.sigmoid(w), 50) - target) ** 2)
     u0 = scope["u0"]
     close(scope["g"], jax.grad(loss)(jnp.zeros(16), u0, 0.5 * u0))
+
+
+@numba.njit
+def refuses_negative(x):
+    if x[0] < 0:
+        raise ValueError("negative")
+    return x * 2.0
+
+
+def test_an_exception_in_the_kernel_is_an_error_of_the_jax_call_not_garbage():
+    wrapped = pyzyme.jax.wrap(refuses_negative, lambda x: x)
+    close(jax.jit(wrapped)(jnp.ones(3)), 2.0 * jnp.ones(3))
+    with pytest.raises(Exception, match="raised an exception inside an XLA computation"):
+        jax.block_until_ready(jax.jit(wrapped)(-jnp.ones(3)))

@@ -15,12 +15,15 @@ against the version the handler reports.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 
 import jax
 import numba
 import numpy as np
+from llvmlite import ir as llvm_ir
 from numba import carray, types
+from numba.core import cgutils
 from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import intrinsic
 
@@ -39,6 +42,10 @@ _BUFFER_WORDS, _DATA = 6, 3
 # extension_start, int major, int minor}, uint32 traits, type id}
 _EXTENSION_TYPE, _METADATA, _METADATA_EXTENSION = 1, 3, 1
 _EXECUTE = 3                   # XLA_FFI_ExecutionStage_EXECUTE
+# XLA_FFI_Api {struct_size, extension_start, api_version (3 words), internal_api,
+# XLA_FFI_Error_Create, ...}; XLA_FFI_Error_Create_Args {struct_size, extension_start,
+# message, errc}, its STRUCT_SIZE up to errc
+_API, _ERROR_CREATE, _ERROR_ARGS_SIZE, _ERROR_INTERNAL = 2, 6, 28, 13
 _API_MAJOR, _API_MINOR = 0, 3  # XLA_FFI_API_MAJOR / MINOR of the headers these follow
 _VERSION_STRUCT_SIZE = 28      # XLA_FFI_Api_Version_STRUCT_SIZE: up to minor_version
 
@@ -50,6 +57,27 @@ def _pointer(typingctx, address):
 
     def codegen(context, builder, sig, args):
         return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
+    return sig, codegen
+
+
+@intrinsic
+def _error(typingctx, api, message):
+    """``api->XLA_FFI_Error_Create({message, INTERNAL})``: the error a handler returns, made
+    by XLA (which copies the message) through the API table it passed in the call frame."""
+    sig = types.voidptr(types.int64, types.int64)
+
+    def codegen(context, builder, sig, args):
+        i64 = llvm_ir.IntType(64)
+        ptr = context.get_value_type(types.voidptr)
+        fields = cgutils.alloca_once(builder, llvm_ir.ArrayType(i64, 4))
+        for k, value in enumerate([llvm_ir.Constant(i64, _ERROR_ARGS_SIZE),
+                                   llvm_ir.Constant(i64, 0), args[1],
+                                   llvm_ir.Constant(i64, _ERROR_INTERNAL)]):
+            builder.store(value, cgutils.gep_inbounds(builder, fields, 0, k))
+        table = builder.inttoptr(args[0], i64.as_pointer())
+        slot = builder.load(cgutils.gep_inbounds(builder, table, _ERROR_CREATE))
+        create = builder.inttoptr(slot, llvm_ir.FunctionType(ptr, [ptr]).as_pointer())
+        return builder.call(create, [builder.bitcast(fields, ptr)])
     return sig, codegen
 
 
@@ -72,7 +100,10 @@ def handler(frame):
     args = carray(_pointer(words[{args}]), {nargs}, np.int64)
     rets = carray(_pointer(words[{rets}]), {nrets}, np.int64)
 {decode}
-    store({call})
+    try:
+        store({call})
+    except Exception:  # noqa: BLE001  (the message is the user's kernel's, to see outside jit)
+        return _error(words[{api}], {message})
 {back}
     return _pointer(0)
 """
@@ -86,7 +117,7 @@ def _buffer(table: str, i: int, shape: tuple, dtype: np.dtype) -> str:
     return f"carray(_pointer({header}), {shape or (1,)!r}, np.{dtype.name})"
 
 
-def _handler_source(kernel: Kernel) -> str:
+def _handler_source(kernel: Kernel, message: int) -> str:
     # Arrays over XLA's buffers have no NRT meminfo. pyzyme's second derivatives (forward
     # over forward or reverse) crash when a shadow they are passed has none, so from the
     # second order on, the buffers are copied into arrays Numba allocates (and results
@@ -112,7 +143,8 @@ def _handler_source(kernel: Kernel) -> str:
         metadata=_METADATA, version_size=_VERSION_STRUCT_SIZE, major=_API_MAJOR,
         minor=_API_MINOR, stage=_STAGE_INT32, execute=_EXECUTE, args=_ARGS, rets=_RETS,
         nargs=max(len(kernel.ins), 1), nrets=max(len(kernel.outs), 1),
-        decode="\n".join(decode), call=", ".join(call), back=decode_after)
+        decode="\n".join(decode), call=", ".join(call), back=decode_after, api=_API,
+        message=message)
 
 
 def target_name(kernel: Kernel) -> str:
@@ -123,15 +155,19 @@ def target_name(kernel: Kernel) -> str:
         with global_compiler_lock:
             made = _TARGETS.get(id(kernel))
             if made is None:
-                scope = {"np": np, "carray": carray, "_pointer": _pointer,
+                message = ctypes.create_string_buffer(
+                    f"pyzyme.jax: {kernel.name} raised an exception inside an XLA computation; "
+                    f"call it on the same arguments outside JAX to see it".encode())
+                scope = {"np": np, "carray": carray, "_pointer": _pointer, "_error": _error,
                          "store": kernel.store}
-                exec(compile(_handler_source(kernel), f"<pyzyme.jax: handler of {kernel.name}>",
-                             "exec"), scope)  # noqa: S102  (our own source)
+                source = _handler_source(kernel, ctypes.addressof(message))
+                exec(compile(source, f"<pyzyme.jax: handler of {kernel.name}>", "exec"),
+                     scope)  # noqa: S102  (our own source)
                 handler = numba.cfunc(types.voidptr(types.voidptr))(scope["handler"])
                 name = f"pyzyme_{next(_COUNT)}"
                 jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(handler.ctypes),
                                             platform="cpu")
-                # The kernel is kept with its handler: XLA holds the address, so neither
-                # may go while the process can still call it.
-                made = _TARGETS[id(kernel)] = (name, (handler, kernel))
+                # The kernel and the error message are kept with the handler: XLA holds
+                # its address, so none may go while the process can still call it.
+                made = _TARGETS[id(kernel)] = (name, (handler, kernel, message))
     return made[0]
