@@ -394,3 +394,14 @@ def test_an_exception_in_the_kernel_is_an_error_of_the_jax_call_not_garbage():
     close(jax.jit(wrapped)(jnp.ones(3)), 2.0 * jnp.ones(3))
     with pytest.raises(Exception, match="raised an exception inside an XLA computation"):
         jax.block_until_ready(jax.jit(wrapped)(-jnp.ones(3)))
+
+
+@numba.njit
+def returns_a_shorter_array(x):
+    return x[:2] * 2.0
+
+
+def test_a_result_of_another_shape_than_declared_is_an_error():
+    wrapped = pyzyme.jax.wrap(returns_a_shorter_array, lambda x: x)
+    with pytest.raises(Exception, match="raised an exception inside an XLA computation"):
+        jax.block_until_ready(jax.jit(wrapped)(jnp.ones(3)))

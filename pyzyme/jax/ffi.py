@@ -27,7 +27,7 @@ from numba.core import cgutils
 from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import intrinsic
 
-from pyzyme.jax.kernels import Kernel
+from pyzyme.jax.kernels import Kernel, loop
 
 __all__ = ["target_name"]
 
@@ -126,14 +126,17 @@ def _handler_source(kernel: Kernel, message: int) -> str:
     decode, call, back = [], [], []
     for i, s in enumerate(kernel.ins):
         buffer = _buffer("args", i, s.shape, s.dtype)
-        decode.append(f"    a{i} = {buffer}" + ("[0]" if not s.shape else
-                                                  ".copy()" if copy else ""))
+        if copy and s.shape:
+            decode += [f"    b{i} = {buffer}", f"    a{i} = np.empty_like(b{i})"]
+            decode += loop(s.shape, f"a{i}[{{i}}] = b{i}[{{i}}]")
+        else:
+            decode.append(f"    a{i} = {buffer}" + ("" if s.shape else "[0]"))
         call.append(f"a{i}")
     for j, s in enumerate(kernel.outs):
         buffer = _buffer("rets", j, s.shape, s.dtype)
         if copy:
             decode += [f"    r{j} = {buffer}", f"    o{j} = np.empty_like(r{j})"]
-            back.append(f"    r{j}[...] = o{j}")
+            back += loop(s.shape or (1,), f"r{j}[{{i}}] = o{j}[{{i}}]")
         else:
             decode.append(f"    o{j} = {buffer}")
         call.append(f"o{j}")

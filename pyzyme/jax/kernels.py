@@ -37,7 +37,7 @@ from pyzyme.api import annotations as A
 from pyzyme.api.dispatchers import dispatcher_of, remember_wrapper
 from pyzyme.api.plans import forward_plan, reverse_plan
 
-__all__ = ["Spec", "Kernel", "user_kernel"]
+__all__ = ["Spec", "Kernel", "user_kernel", "loop"]
 
 
 @dataclass(frozen=True)
@@ -192,9 +192,25 @@ def user_kernel(f, ins: Sequence[Spec], outs: Sequence[Spec], tuple_result: bool
         lines = [f"def store({', '.join(args + outs_)}):", f"    r = f({', '.join(args)})"]
         for j, spec in enumerate(outs):
             value = f"r[{j}]" if tuple_result else "r"
-            lines.append(f"    o{j}[0] = {value}" if not spec.shape else f"    o{j}[...] = {value}")
+            if not spec.shape:
+                lines.append(f"    o{j}[0] = {value}")
+                continue
+            # Numba's own copy (it checks the shape); an element loop here made pyzyme's
+            # forward mode over the reverse derivative meet a tape reallocation it refuses.
+            lines.append(f"    o{j}[...] = {value}")
         return _njit("\n".join(lines) + "\n", "store", {"f": dispatcher}, py, "results stored")
     return Kernel(make, ins, outs, py, getattr(py, "__qualname__", "kernel"))
+
+
+def loop(shape: tuple, body: str, indent: str = "    ") -> list[str]:
+    """Source lines running ``body`` for every index of ``shape`` (``{i}`` in it: the index).
+
+    Element by element, with the shape written in: Numba compiles this in a fraction of the
+    time it takes for ``a[...] = b`` (whose broadcasting it types and lowers in general), and
+    ``b`` may have any layout."""
+    lines = [f"{indent}{'    ' * d}for i{d} in range({n}):" for d, n in enumerate(shape)]
+    index = ", ".join(f"i{d}" for d in range(len(shape)))
+    return lines + [f"{indent}{'    ' * len(shape)}{body.format(i=index)}"]
 
 
 def _names(prefix: str, n: int) -> list[str]:
@@ -245,11 +261,14 @@ def _reverse_store(k: Kernel, mask: tuple):
     lines += [f"    g{i} = np.zeros_like(a{i})" for i, (m, z) in enumerate(zip(mask, shadowed))
               if z and not m]
     for j, s in enumerate(k.outs):
-        lines += [f"    o{j} = {s.empty()}", f"    d{j} = {s.empty()}",
-                  f"    d{j}[{'0' if not s.shape else '...'}] = c{j}"]
+        lines += [f"    o{j} = {s.empty()}", f"    d{j} = {s.empty()}"]
+        lines += loop(s.shape, f"d{j}[{{i}}] = c{j}[{{i}}]") if s.shape else \
+            [f"    d{j}[0] = c{j}"]
     duplicated = [i for i, kind in enumerate(kinds) if kind is Activity.DUPLICATED]
     shadows = [f"g{i}" for i in duplicated]
-    lines += [f"    {x}[...] = 0.0" for x, i in zip(shadows, duplicated) if mask[i]]
+    for x, i in zip(shadows, duplicated):
+        if mask[i]:
+            lines += loop(k.ins[i].shape, f"{x}[{{i}}] = 0.0")
     call = f"derivative({', '.join(a + o + shadows + _names('d', len(k.outs)))})"
     actives = [i for i, kind in enumerate(kinds) if kind is Activity.ACTIVE]
     lines.append(f"    r = {call}" if actives else f"    {call}")
