@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# the MPI extra where its wheels install (tests/test_mpi.py skips, saying why, elsewhere)
-	$(PY) -m pip install --quiet -e '.[test,mpi]' || $(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,jax,mpi]' || $(PY) -m pip install --quiet -e '.[test,jax]'
 	$(PY) -m pip install --quiet 'torch==2.13.0'
 	touch $(STAMP)
 
