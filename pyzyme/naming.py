@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-__all__ = ["symbol_name", "forward_function", "tangent", "shadow_param", "partial", "reverse_function",
+__all__ = ["symbol_name", "linked_original", "forward_function", "tangent", "shadow_param", "partial", "reverse_function",
            "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
            "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
@@ -249,6 +249,18 @@ def fixed_point_driver(step: str, sweep: str) -> str:
 # and the JIT's one-definition-per-symbol rule both need.
 
 PREFIX = "__pyzyme"
+
+
+def linked_original(name: str) -> str:
+    """The name a function had before LLVM's linker renamed it ``NAME.N`` (two modules that
+    each define an internal ``NAME`` meet in one: each copy keeps its code); ``name`` itself
+    otherwise.
+
+    >>> linked_original("pyzyme.tape_realloc.1"), linked_original("NRT_incref")
+    ('pyzyme.tape_realloc', 'NRT_incref')
+    """
+    base, dot, suffix = name.rpartition(".")
+    return base if dot and suffix.isdigit() else name
 
 
 def symbol_name(kind: str, *inputs: str) -> str:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
+from pyzyme.naming import linked_original
 from pyzyme.rules.expr import call  # noqa: F401 - used by the doctest above
 from pyzyme.rules.spec import Row
 
@@ -133,6 +134,16 @@ class RuleTable:
         row = rows.get(name)
         if row is None and name.startswith("llvm."):
             row = rows.get(intrinsic_base(name))
+        if row is None:
+            # A runtime function defined in each module that uses it (Numba's NRT_incref,
+            # the tape pool's functions) is renamed NAME.N by the linker where two such
+            # modules meet, as when two derivatives are linked into one @njit caller: the
+            # copy is the same function.
+            original = linked_original(name)
+            if original != name:
+                copied = rows.get(original)
+                if copied is not None and copied.kind == "runtime":
+                    row = copied
         return row
 
     def rows(self) -> Iterator[Row]:

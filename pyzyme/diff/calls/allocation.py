@@ -17,6 +17,7 @@ from functools import reduce
 from pyzyme import naming
 from pyzyme.diff.calls import resize
 from pyzyme.diff.memory_calls import memset_zero, with_args
+from pyzyme.diff.tape.pool import REALLOC_NAME
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -125,6 +126,14 @@ def mirror_augmented(cx, inst: I.Call, row: spec.Mirror) -> None:
     new = cx.clone(inst)
     varied = [i for i, a in enumerate(inst.args) if a in cx.shadows]
     if not varied:
+        if row.allocates and inst in cx.activity.varied and _tape_pool_call(inst):
+            # A tape of a reverse-mode derivative the function calls, holding active values:
+            # their adjoints would need the derivative's own reverse sweep differentiated.
+            raise UnsupportedError(
+                f"{cx.where} calls a reverse-mode derivative (grad, value_and_grad, jacrev or "
+                f"vjp inside @njit code) whose tape holds active values: reverse mode over it is "
+                f"not supported yet; differentiate it in forward mode (jacfwd of the gradient, "
+                f"or pyzyme.hvp)")
         return
     if inst.type.is_pointer:
         if row.size_offset is not None and varied == [0]:
@@ -140,6 +149,12 @@ def mirror_augmented(cx, inst: I.Call, row: spec.Mirror) -> None:
         args = list(new.args)
         args[i] = cx.shadows[inst.args[i]]
         cx.fb.insert(with_args(new, args))
+
+
+def _tape_pool_call(inst: I.CallBase) -> bool:
+    """Whether ``inst`` calls the tape pool's allocator (or a linker's copy of it)."""
+    fn = inst.called_function
+    return fn is not None and naming.linked_original(fn.name) == REALLOC_NAME
 
 
 def mirror_reverse(cx, inst: I.Call, row: spec.Mirror) -> None:

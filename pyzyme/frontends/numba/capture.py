@@ -29,7 +29,9 @@ from numba.core.errors import NumbaError
 from numba.core.runtime import nrtdynmod, rtsys
 from numba.core.typing import Signature
 
+from pyzyme.diff.tape.pool import CAPACITY_NAME, FREE_NAME, REALLOC_NAME
 from pyzyme.errors import CaptureError, error_context
+from pyzyme.naming import linked_original
 from pyzyme.frontends.numba import bridge, foreign_calls, hook, recapture
 from pyzyme.frontends.numba.abi import AbiMap
 from pyzyme.frontends.numba.helper_bodies import link_helper_bodies
@@ -37,6 +39,7 @@ from pyzyme.progress import stage
 from pyzyme.runtime import modules, passes
 
 PIPELINES = ("ad", "numba")
+POOL_FUNCTIONS = frozenset((REALLOC_NAME, FREE_NAME, CAPACITY_NAME))
 
 # Numba's environment pointers: ``common global ptr null`` definitions filled in by name when the
 # library is loaded (JITCPUCodegen.set_env). The captured module must refer to the filled one.
@@ -172,7 +175,12 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad",
                 module = _no_inline(module, kept)
             # Kept functions stay visible so no pass rewrites their signature (dead argument
             # elimination, constant propagation into them): their calls must match the ABI.
-            passes.strip_to(module, [symbol, *kept], keep_globals=_is_env_global)
+            # So do the tape pool's functions of a derivative this code calls (grad inside
+            # @njit code): forward mode over it mirrors their calls by their rows' operands,
+            # which constant propagation would otherwise remove (tape_realloc(null, 64) became
+            # tape_realloc()).
+            pooled = _visible_pool_functions(module)
+            passes.strip_to(module, [symbol, *kept, *pooled], keep_globals=_is_env_global)
             _inline_launch_wrappers(module)
             passes.inline_small_functions(module)
             module = passes.ad_friendly(module)
@@ -215,6 +223,17 @@ def _restore_names(module: llvm.ModuleRef, root: str) -> None:
         if original is not None and original not in present and fn.name != root:
             present.add(original)
             fn.name = original
+
+
+def _visible_pool_functions(module: llvm.ModuleRef) -> list[str]:
+    """The tape pool's functions that ``module`` defines (linked in with a derivative), made
+    external so that no pass rewrites their signatures; their names."""
+    names = []
+    for fn in module.functions:
+        if not fn.is_declaration and linked_original(fn.name) in POOL_FUNCTIONS:
+            fn.linkage = "external"
+            names.append(fn.name)
+    return names
 
 
 def _kept_calls(module: llvm.ModuleRef, keep_calls, root: str) -> list[str]:
