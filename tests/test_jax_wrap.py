@@ -268,12 +268,7 @@ def test_jacobians_match_jax(case, jacobian):
     close(got, transform(case.reference, argnums=argnums)(*case.args))
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(c, marks=pytest.mark.skip(
-        reason="pyzyme core bug: forward mode over the reverse derivative of a kernel that "
-               "allocates a temporary corrupts the heap (free(): invalid pointer); "
-               "pyzyme.hvp of the same kernel is right")) if c.name == "with_temporary" else c
-    for c in CASES], ids=IDS)
+@pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_hessian_is_forward_over_reverse_and_matches_jax(case):
     # with respect to every float argument, as the other tests differentiate (so that they
     # share the reverse derivative: compiling derivatives is what these tests spend on)
