@@ -179,13 +179,12 @@ def _persisted(dispatcher, primal_types, key: tuple, build):
     disk). ``key`` is the plan's in-memory key (mode, types, activities, ...): all of it but
     the dispatcher goes into the disk key, written the same way in every process.
 
-    The key holds no identity of custom rules: while any rule is registered (they may apply
+    The key holds no identity of custom rules: while any user rule is registered (they may apply
     to a callee, and a rule's code is not part of the function's identity) the disk is not
     used.
     """
     location = persist.cache_location(dispatcher)
-    if location is None or REGISTRY.functions() or \
-            persist.process_bound(dispatcher, primal_types):
+    if location is None or _user_rules() or persist.process_bound(dispatcher, primal_types):
         return build()
     disk = CACHE.disk
     what = _stable(tuple(k for k in key if k is not dispatcher))
@@ -219,6 +218,15 @@ def _persisted(dispatcher, primal_types, key: tuple, build):
         return plan
     disk.store(path, disk_key, payload, dumps=persist.state_bytes)
     return plan
+
+
+def _user_rules() -> bool:
+    """Whether rules registered by the user exist. pyzyme's own (``stop_gradient``'s,
+    registered as pyzyme is imported) are part of pyzyme's version, which the disk key holds:
+    counted, they kept every derivative off the disk."""
+    return any(not getattr(getattr(r.function, "py_func", r.function), "__module__",
+                           "").startswith("pyzyme.")
+               for r in REGISTRY.functions())
 
 
 def _stable(value):

@@ -51,6 +51,7 @@ def _error(cx_or_where, inst: I.CallBase, why: str, hint: str) -> UnsupportedErr
     name = inst.called_function.name
     err = UnsupportedError(f"{where} calls {name} (MPI), {why}: {inst}", hint=hint)
     err.callee = name  # the Numba layer finds the Python line
+    err.mpi_call = (name, where)  # the C frontend words it for C programs
     return err
 
 

@@ -112,7 +112,8 @@ def reword_unknown_call(err, program, site) -> None:
     """Word ``err`` again for a C program when it is the error for a call without a derivative
     (``err.unknown_call``): the lines of ``program`` making the call from ``site``'s function
     first, a BLAS or LAPACK routine named as such, and advice for C."""
-    unknown = getattr(err, "unknown_call", None)
+    # An MPI call's refusal (pyzyme.diff.calls.mpi): its rows are for numba-mpi programs
+    unknown = getattr(err, "unknown_call", None) or getattr(err, "mpi_call", None)
     if unknown is None:
         return
     callee, where = unknown
@@ -135,10 +136,10 @@ def reword_unknown_call(err, program, site) -> None:
                     f"__enzyme_register_derivative_{callee}), or pass the arguments that "
                     f"reach it as enzyme_const")
     elif mpi_routine(callee):
-        err.message = (f"{at}{callee}, an MPI routine, has no derivative: pyzyme has no rules "
-                       f"for MPI, so the derivatives it would carry between ranks cannot be "
-                       f"formed (an argument of the call in {where} carries a derivative)"
-                       f"{also}")
+        err.message = (f"{at}{callee}, an MPI routine, has no derivative: pyzyme differentiates "
+                       f"MPI calls only in numba-mpi programs (pyzyme.rules.mpi), so the "
+                       f"derivatives it would carry between ranks cannot be formed (an argument "
+                       f"of the call in {where} carries a derivative){also}")
         err.hint = (f"differentiate each rank's own computation and communicate its "
                     f"derivatives with the same MPI calls outside __enzyme_*, register a "
                     f"derivative for {callee} (__enzyme_register_gradient_{callee} or "
