@@ -190,7 +190,7 @@ def compiled_reverse(mode: Mode, f, ret_activity, classes, types, distinct: bool
         def run(primals, shadows) -> tuple:
             parts = (*(function(*primals, *shadows, *seeds) or ()), None)
             return (pick(parts), parts[0] if first else None)
-    elif places == [0]:   # one argument, Active: the most common call
+    elif kinds == [Activity.ACTIVE] and not first:   # one Active argument: the commonest call
         def run(primals, shadows) -> tuple:
             return (function(*primals, *shadows, *seeds)[:1],)
     else:
