@@ -186,6 +186,7 @@ def compiled_reverse(mode: Mode, f, ret_activity, classes, types, distinct: bool
     for k in kinds:
         places.append(p if k is Activity.ACTIVE else first + n_active)
         p += k is Activity.ACTIVE
+    pick = _picker(places)
     if mode.with_primal:
         def run(primals, shadows) -> tuple:
             parts = (*(function(*primals, *shadows, *seeds) or ()), None)
@@ -196,7 +197,6 @@ def compiled_reverse(mode: Mode, f, ret_activity, classes, types, distinct: bool
     else:
         def run(primals, shadows) -> tuple:
             return (pick((*(function(*primals, *shadows, *seeds) or ()), None)),)
-    pick = _picker(places)
     return run
 
 

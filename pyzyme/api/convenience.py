@@ -427,6 +427,9 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
     return value, tuple(out)
 
 
+_NDARRAY = np.ndarray   # read once: plain_call runs on every call from Python
+
+
 def plain_call(dispatcher, args: list, argnums: tuple, name: str, need_value: bool):
     """:func:`reverse_call` for plain arguments (``argnums`` checked against them) (float arrays and floats differentiated,
     arrays, floats and int64 ints held), without the trees containers need; from the second
@@ -467,9 +470,6 @@ def plain_call(dispatcher, args: list, argnums: tuple, name: str, need_value: bo
     derivs = swept[0]
     return (swept[1] if need_value else None,
             tuple(anns[i].dval if type(args[i]) is _NDARRAY else derivs[i] for i in argnums))
-
-
-_NDARRAY = np.ndarray
 
 
 def _plain_reverse(mode, dispatcher, anns: list, argnums: tuple, distinct: bool):

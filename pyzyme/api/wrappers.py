@@ -89,17 +89,21 @@ def dotted_wrapper(dispatcher, nargs: int, ndim: int):
     lines = [f"def dotted({args + ', ' if args else ''}w):", f"    y = f({args})",
              "    if y.shape != w.shape:",
              "        raise ValueError('vjp: the cotangent does not have the shape of the result')",
-             "    s = 0.0"]
-    indent = "    "
-    for d in range(ndim):
-        lines.append(f"{indent}for i{d} in range(y.shape[{d}]):")
-        indent += "    "
-    index = ", ".join(f"i{d}" for d in range(ndim)) or "()"
-    lines.append(f"{indent}s += y[{index}] * w[{index}]")
-    lines.append("    return s")
+             "    s = 0.0", *_dot_lines("y", "w", ndim), "    return s"]
     source = "\n".join(lines) + "\n"
     return _cached_wrapper(("dotted", dispatcher, nargs, ndim), source, {"f": dispatcher},
                            "dotted", "the vector-Jacobian product")
+
+
+def _dot_lines(y: str, w: str, ndim: int) -> list[str]:
+    """Source lines adding the dot product of the ``ndim``-d arrays ``y`` and ``w`` (same
+    shape) to ``s``: one loop per dimension."""
+    lines, indent = [], "    "
+    for d in range(ndim):
+        lines.append(f"{indent}for i{d} in range({y}.shape[{d}]):")
+        indent += "    "
+    index = ", ".join(f"i{d}" for d in range(ndim)) or "()"
+    return [*lines, f"{indent}s += {y}[{index}] * {w}[{index}]"]
 
 
 def weighted_wrapper(dispatcher, nargs: int, parts: tuple, single: bool):
@@ -134,12 +138,7 @@ def weighted_wrapper(dispatcher, nargs: int, parts: tuple, single: bool):
                   f"    if y{k}.shape != w{k}.shape:",
                   f"        raise ValueError('the cotangent of result {k} does not have its "
                   f"shape')"]
-        indent = "    "
-        for d in range(part):
-            lines.append(f"{indent}for i{d} in range(y{k}.shape[{d}]):")
-            indent += "    "
-        index = ", ".join(f"i{d}" for d in range(part)) or "()"
-        lines.append(f"{indent}s += y{k}[{index}] * w{k}[{index}]")
+        lines += _dot_lines(f"y{k}", f"w{k}", part)
     lines.append("    return s")
     source = "\n".join(lines) + "\n"
     return _cached_wrapper(("weighted", dispatcher, nargs, tuple(parts), single), source,

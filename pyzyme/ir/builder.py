@@ -76,6 +76,21 @@ class IRBuilder:
         self.index += 1
         return inst
 
+    def insert_copy(self, inst: I.Instruction, mapping: dict, operands=None, *,
+                    debug: bool = True) -> I.Instruction:
+        """Insert a copy of ``inst`` (from another function) whose operands are ``operands``
+        (default: ``inst``'s, through ``mapping``) and whose phi blocks are their images in
+        ``mapping``; without ``debug``, its ``!dbg`` location is dropped (the source
+        function's debug scopes are not the new one's). Operands defined later in block
+        order are set by :func:`resolve_later_operands` once every copy exists."""
+        ops = [mapping.get(op, op) for op in inst.operands] if operands is None else operands
+        copy = inst.copy_with(ops, keep_metadata=True)
+        if not debug:
+            copy.metadata = [(kind, text) for kind, text in copy.metadata if kind != "dbg"]
+        if isinstance(copy, I.Phi):
+            copy.blocks = [mapping[block] for block in copy.blocks]
+        return self.insert(copy, inst.name if inst.has_result else "")
+
     # -- arithmetic ---------------------------------------------------------------------
     def binop(self, opcode: str, a: Value, b: Value, flags: Sequence[str] = (),
               name: str = "") -> I.BinaryOp:
@@ -325,3 +340,12 @@ def _function_type_of(callee: Value) -> T.FunctionType:
     if fnty is None:
         raise IRTypeError(f"call: the type of {callee.ref} is unknown; pass function_type")
     return fnty
+
+
+def resolve_later_operands(copies, mapping: dict) -> None:
+    """Give the instructions ``copies`` (made by :meth:`IRBuilder.insert_copy`) the images in
+    ``mapping`` of operands that were copied after them (phis, loops' back edges)."""
+    for inst in copies:
+        for i, op in enumerate(inst.operands):
+            if op in mapping and mapping[op] is not op:
+                inst.set_operand(i, mapping[op])

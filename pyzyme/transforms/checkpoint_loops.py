@@ -35,6 +35,7 @@ from pyzyme.analysis.loops import analyze_loops
 from pyzyme.analysis.overwrite import underlying_object, underlying_objects, written_pointers
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
+from pyzyme.ir.builder import resolve_later_operands
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.rules import default_rules, spec
@@ -611,16 +612,8 @@ class _Rewrite:
                         cond = bb.xor(cond, const_int(T.i1, 1))
                     bb.ret(bb.zext(cond, T.i32))
                     continue
-                copy = inst.copy_with([mapping.get(op, op) for op in inst.operands],
-                                      keep_metadata=True)
-                copy.metadata = [(kind, text) for kind, text in copy.metadata if kind != "dbg"]
-                if isinstance(copy, I.Phi):
-                    copy.blocks = [mapping[blk] for blk in copy.blocks]
-                mapping[inst] = bb.insert(copy, inst.name if inst.has_result else "")
-        for inst in step.instructions():  # operands defined later in block order
-            for i, op in enumerate(inst.operands):
-                if op in mapping and mapping[op] is not op:
-                    inst.set_operand(i, mapping[op])
+                mapping[inst] = bb.insert_copy(inst, mapping, debug=False)
+        resolve_later_operands(step.instructions(), mapping)
         return step
 
 

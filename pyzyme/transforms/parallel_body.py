@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
+from pyzyme.ir.builder import resolve_later_operands
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Value, const_int
@@ -161,16 +162,10 @@ def split_arguments(module, body, inactive: frozenset, broadcast: frozenset = fr
             ops = [mapping.get(op, op) for op in inst.operands]
             if inst in redirected and isinstance(inst, I.Load):
                 ops[0] = _rebased(b, inst.pointer, body.args[0], cargs)
-            copy = inst.copy_with(ops, keep_metadata=True)
-            if isinstance(copy, I.Phi):
-                copy.blocks = [mapping[block] for block in copy.blocks]
-            copy = b.insert(copy, inst.name if inst.has_result else "")
+            copy = b.insert_copy(inst, mapping, ops)
             mapping[inst] = copy
             copies.append(copy)
-    for copy in copies:  # operands defined later in block order (phis, loops)
-        for i, op in enumerate(copy.operands):
-            if op in mapping and mapping[op] is not op:
-                copy.set_operand(i, mapping[op])
+    resolve_later_operands(copies, mapping)
     return new
 
 

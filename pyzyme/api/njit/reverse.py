@@ -66,25 +66,24 @@ class ReverseFunction(NjitObject):
         return f"<pyzyme {self.__name__}>"
 
     def __call__(self, *args, **kwargs):
+        got = None
         if not kwargs:   # the call from Python an optimizer loop makes: straight to the derivative
             argnums = self._plain.get(len(args))
             if argnums is not None:
                 got = plain_call(self._dispatcher, args, argnums, self._kind,
                                  self._kind == "value_and_grad")
-                if got is not None:
-                    value, derivs = got
-                    result = derivs[0] if self._single else derivs
-                    return (value, result) if self._kind == "value_and_grad" else result
-        if kwargs or len(args) < self._positional:
-            args = self._bind(args, kwargs)
-        elif self._kind != "jacrev" and not self._has_aux:
-            self._plain[len(args)] = check_argnums(self._argnums, len(args), self._kind)
-        if self._kind == "jacrev":
-            return reverse_jacobian(self._dispatcher, args, self._argnums[0])
-        if self._has_aux:
-            return self._call_with_aux(args)
-        value, derivs = reverse_call(self._dispatcher, args, self._argnums, name=self._kind,
-                                     need_value=self._kind == "value_and_grad")
+        if got is None:
+            if kwargs or len(args) < self._positional:
+                args = self._bind(args, kwargs)
+            elif self._kind != "jacrev" and not self._has_aux:
+                self._plain[len(args)] = check_argnums(self._argnums, len(args), self._kind)
+            if self._kind == "jacrev":
+                return reverse_jacobian(self._dispatcher, args, self._argnums[0])
+            if self._has_aux:
+                return self._call_with_aux(args)
+            got = reverse_call(self._dispatcher, args, self._argnums, name=self._kind,
+                               need_value=self._kind == "value_and_grad")
+        value, derivs = got
         result = derivs[0] if self._single else derivs
         if self._kind == "value_and_grad":
             return value, result

@@ -22,6 +22,7 @@ from pyzyme.analysis.overwrite import underlying_object, written_pointers
 from pyzyme.errors import UnsupportedError
 from pyzyme.frontends.c.enzyme_calls import source_location
 from pyzyme.ir import IRBuilder
+from pyzyme.ir.builder import resolve_later_operands
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Argument, ConstantInt
@@ -189,17 +190,8 @@ class LoopOutliner:
                 if inst is block.terminator and block in ends:
                     ends[block](bb, inst)
                     continue
-                ops = [mapping.get(op, op) for op in inst.operands]
-                copy = inst.copy_with(ops, keep_metadata=True)
-                # The caller's debug scopes are not the step's.
-                copy.metadata = [(kind, text) for kind, text in copy.metadata if kind != "dbg"]
-                if isinstance(copy, I.Phi):
-                    copy.blocks = [mapping[blk] for blk in copy.blocks]
-                mapping[inst] = bb.insert(copy, inst.name if inst.has_result else "")
-        for inst in step.instructions():  # operands defined later in block order
-            for i, op in enumerate(inst.operands):
-                if op in mapping and mapping[op] is not op:
-                    inst.set_operand(i, mapping[op])
+                mapping[inst] = bb.insert_copy(inst, mapping, debug=False)
+        resolve_later_operands(step.instructions(), mapping)
 
     def remove_loop(self, keep=()) -> None:
         """Removes the loop's blocks from the caller, but for ``keep``."""
