@@ -79,3 +79,22 @@ def test_two_ranks(tmp_path):
 def test_three_ranks_match_the_serial_gradient(tmp_path):
     # a rank with a neighbour on each side (a halo exchange), and a root with two others
     _assert_all_ok(_launch(3, tmp_path, ["diffusion", "scatter"]))
+
+
+@pytest.mark.parametrize("mode, kind", [("reverse", "nonblocking"), ("forward", "blocking")])
+def test_a_derivative_lost_between_ranks_stops_the_program(mode, kind):
+    """Rank 0 sends data with a derivative; rank 1 receives it into an argument passed Const.
+    Rank 1 cannot know at compile time that the data is active, so the derivative checks at
+    run time (forward: a tangent that is not zero arrives for a buffer without one; reverse:
+    the adjoint rank 1 sends back is marked as missing) and stops every rank with
+    MPI_Abort, saying what to do, instead of returning a gradient without rank 1's part.
+    (tests/mpi_lost_worker.py has all four of send/recv, isend/irecv x both modes.)"""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    run = subprocess.run([_mpiexec(), "-n", "2", sys.executable,
+                          str(WORKER.with_name("mpi_lost_worker.py")), mode, kind],
+                         capture_output=True, text=True, timeout=120, env=env, cwd=root)
+    said = run.stdout + run.stderr
+    assert run.returncode != 0, said
+    assert "would be lost" in said and "Pass the receive buffer Duplicated" in said, said

@@ -68,6 +68,8 @@ ROWS = (
     Inactive(("MPI_Wtime", "MPI_Wtick"), "runtime", reason="the clock", writes=()),
     Inactive(("MPI_Barrier",), "runtime",
              reason="a barrier moves no data (its reverse needs none)", writes=()),
+    # a derivative calls it too: where a derivative would be lost between two ranks
+    Inactive(("MPI_Abort",), "runtime", reason="stops every rank: no data", writes=()),
     # MPI_Send(buf, count, datatype, dest, tag, comm)
     Mpi(("MPI_Send",), "runtime", op="send", buffer=0, count=1, datatype=2, peer=3, tag=4,
         comm=5),

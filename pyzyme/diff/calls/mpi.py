@@ -200,6 +200,11 @@ def forward_mode(cx, inst: I.CallBase, row) -> None:
             for index, value in buffers.items():
                 call[index] = value
             b.call(inst.called_function, call)
+        into = row.buffer if row.op == "bcast" else row.output
+        if into is not None and any(buffers.get(into) is t for t in scratch):   # dropped
+            kernels.check_dropped(cx.module, b, ty, buffers[into],
+                                  _extent(cx, b, row, args, into), args[row.comm],
+                                  _lost_text(cx, inst, "dropped"))
         for tmp in scratch:
             free(cx.module, b, tmp)
     if winners is not None:
@@ -268,6 +273,28 @@ def _forward_extremum(cx, b, inst, row, ty, args, buffers, winners) -> None:
     free(cx.module, b, mine)
 
 
+def _lost_text(cx, inst: I.CallBase, kind: str) -> str:
+    """What a rank prints before it stops the program, where a derivative would be lost
+    between two ranks whose buffers differ in activity."""
+    name = inst.called_function.name
+    if kind == "dropped":
+        what = ("received data whose tangent is not zero into a receive buffer without a "
+                "derivative (an argument passed Const, or memory pyzyme found inactive): the "
+                "tangent would be lost")
+    else:
+        what = ("sent data that has a derivative to a rank that received it into a buffer "
+                "without one (an argument passed Const there, or memory pyzyme found "
+                "inactive): that rank's part of the gradient would be lost")
+    return (f"pyzyme: {cx.where} ({name}) {what}. Pass the receive buffer Duplicated (or "
+            f"let it be a temporary of the function) on every rank.\n")
+
+
+def _site_check(cx, inst: I.CallBase, row, ty, args, kind: str):
+    """:func:`~pyzyme.diff.calls.mpi_kernels.site_check` for this call site."""
+    return kernels.site_check(cx.module, kind, ty, args[row.comm].type,
+                              _lost_text(cx, inst, kind))
+
+
 def _maybe_null(fwd_shadow) -> bool:
     """Whether a shadow may be null at run time: one merged (phi, select) from the shadows of
     pointers some of which have none, as when LLVM merges two call sites of one MPI function
@@ -313,10 +340,17 @@ def _forward_point_to_point(cx, b, inst, row, ty, args, src, out) -> None:
             scratch = held[0] if held else None
         if row.op == "recv":   # the tangent's status apart: the program's says what it got
             call[-1] = _status(b)
+        receives = row.op in ("recv", "irecv") and scratch is not None
         if row.request is not None:   # the tangent's own request, waited for with the primal's
             key = kernels.request_key(b, args[row.request])
-            call[row.request] = kernels.tangent_request_slot(cx.module, b, key, scratch)
+            check = (_site_check(cx, inst, row, ty, args, "dropped"), args[row.count],
+                     args[row.comm]) if receives else None
+            call[row.request] = kernels.tangent_request_slot(cx.module, b, key, scratch,
+                                                             check)
         b.call(inst.called_function, call)
+        if receives and row.request is None:
+            kernels.check_dropped(cx.module, b, ty, scratch, args[row.count], args[row.comm],
+                                  _lost_text(cx, inst, "dropped"))
         if scratch is not None and row.request is None:
             free(cx.module, b, scratch)
 
@@ -357,19 +391,31 @@ def augmented(cx, inst: I.CallBase, row) -> None:
     if row.op in ("isend", "irecv"):
         b = cx.fb
         buffer = inst.args[row.buffer if row.op == "isend" else row.output]
+        check = None
         if shadowed:
             held = []
             shadow = _or_scratch(cx, b, cx.shadows[buffer], cx.shadows[buffer],
                                  new.args[row.count], ty, held)
             for tmp in held:
                 _free_later(cx, tmp)
+            if row.op == "isend":   # the adjoint that comes back is checked where it is kept
+                check = _site_check(cx, inst, row, ty, new.args, "marker")
+                if held:
+                    check = b.select(b.icmp("eq", cx.shadows[buffer], const_null(T.ptr)),
+                                     const_null(T.ptr), check)
+            missing = held
         else:   # no derivative here: zeros sent, what comes back dropped
             shadow = _scratch(cx, b, new.args[row.count], ty)
             _free_later(cx, shadow)
+            missing = [shadow]
+        if row.op == "irecv":   # what this rank sends back for a buffer without a derivative
+            for tmp in missing:
+                kernels.mark_missing(cx.module, b, ty, tmp, new.args[row.count])
         # the wait's reverse starts the adjoint's requests with the types these calls use
         cx.rule_calls[_TYPES_KEY] = _types(inst, row)
         kind = kernels.SENT if row.op == "isend" else kernels.RECEIVED
-        cx.rule_calls[inst] = (ty, kernels.new_record(cx.module, b, new, row, kind, shadow, ty))
+        cx.rule_calls[inst] = (ty, kernels.new_record(cx.module, b, new, row, kind, shadow, ty,
+                                                      check))
     elif row.reduction is not None and _reduction(cx, inst, row) != "sum":
         winners = _owners(cx, cx.fb, inst, row, ty, list(new.args))
         _free_later(cx, winners)
@@ -439,14 +485,23 @@ def reverse(cx, inst: I.CallBase, row) -> None:
         buffers, scratch = _buffers(cx, b, row, ty, args, dsrc, dout, fwd)
         dsrc, dout = buffers[row.buffer], buffers[row.output]
     elif dsrc is not None:
+        real = dsrc
         dsrc = _or_scratch(cx, b, dsrc, fwd[row.buffer], args[row.count], ty, scratch)
+        # the count checked for the receiver's marker: none where this shadow is a stand-in
+        checked = args[row.count] if not scratch else b.select(
+            b.icmp("eq", real, const_null(T.ptr)), const_int(args[row.count].type, 0),
+            args[row.count])
     elif dout is not None:
         dout = _or_scratch(cx, b, dout, fwd[row.output], args[row.count], ty, scratch)
+        for tmp in scratch:   # sent back in place of a missing shadow
+            kernels.mark_missing(cx.module, b, ty, tmp, args[row.count])
     fn = _REVERSE.get(row.op)
     if record is not None:   # allreduce of max or min: who held each extremum
         _reverse_extremum(cx, b, row, ty, args, dsrc, dout, cx.avail(record))
     elif fn is None:
         raise _error(cx, inst, f"whose reverse ({row.op}) is not written", "report this")
+    elif row.op == "send" and dsrc is not None:
+        _reverse_send(cx, b, inst, row, ty, args, dsrc, dout, checked)
     else:
         fn(cx, b, inst, row, ty, args, dsrc, dout)
     for tmp in scratch:
@@ -473,7 +528,7 @@ def _comm(args, row):
     return args[row.comm]
 
 
-def _reverse_send(cx, b, inst, row, ty, args, dsrc, dout) -> None:
+def _reverse_send(cx, b, inst, row, ty, args, dsrc, dout, checked=None) -> None:
     count, dt = args[row.count], args[row.datatype]
     tmp = malloc(cx.module, b, _nbytes(b, count, ty), "mpi.adjoint")
     recv = _decl(cx, "MPI_Recv", [T.ptr, count.type, dt.type, args[row.peer].type,
@@ -481,6 +536,8 @@ def _reverse_send(cx, b, inst, row, ty, args, dsrc, dout) -> None:
     b.call(recv, [tmp, count, dt, args[row.peer], _shadow_tag(b, args[row.tag]),
                   _comm(args, row), _status(b)])
     if dsrc is not None:   # else received only so that the message has its receiver
+        kernels.check_marker(cx.module, b, ty, tmp, count if checked is None else checked,
+                             _comm(args, row), _lost_text(cx, inst, "marker"))
         _accumulate(cx, b, ty, dsrc, tmp, count)
     free(cx.module, b, tmp)
 
@@ -490,6 +547,8 @@ def _reverse_recv(cx, b, inst, row, ty, args, dsrc, dout) -> None:
     send = _decl(cx, "MPI_Send", [T.ptr, count.type, dt.type, args[row.peer].type,
                                  args[row.tag].type, _comm(args, row).type])
     zeros = _scratch(cx, b, count, ty) if dout is None else None
+    if zeros is not None:   # the sender finds that no derivative comes back for its data
+        kernels.mark_missing(cx.module, b, ty, zeros, count)
     b.call(send, [dout if zeros is None else zeros, count, dt, args[row.peer],
                   _shadow_tag(b, args[row.tag]), _comm(args, row)])
     if zeros is not None:

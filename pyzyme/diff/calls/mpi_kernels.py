@@ -20,16 +20,18 @@ from __future__ import annotations
 from pyzyme.diff.memory_calls import free, malloc, memset_zero
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import types as T
-from pyzyme.ir.values import const_int, const_null
+from pyzyme.ir.values import const_c_string, const_float, const_int, const_null
 from pyzyme.rules.mpi import HANDLES, SHADOW_TAG_BIT
 
 __all__ = ["declare", "shadow_tag", "nbytes", "accumulate", "status", "RECORD_BYTES", "NO_KEY",
-           "new_record", "take", "take_all", "start", "start_all", "finish"]
+           "new_record", "take", "take_all", "start", "start_all", "finish", "MARKER",
+           "check_dropped", "mark_missing", "check_marker", "site_check"]
 
 _KEY, _NEXT, _SHADOW, _TMP, _COUNT, _DTYPE, _PEER, _TAG, _COMM, _KIND, _ELSIZE = \
     (8 * i for i in range(11))
-_REQUEST = 88         # the adjoint's own request (MPI_Request: at most 8 bytes)
-_STATUS = 96          # its status
+_CHECK = 88           # a checker of what arrives (see site_check), or null
+_REQUEST = 96         # the adjoint's own request (MPI_Request: at most 8 bytes)
+_STATUS = 104         # its status
 STATUS_BYTES = 64     # room for any library's MPI_Status (MPICH: 20 bytes, Open MPI: 24)
 RECORD_BYTES = _STATUS + STATUS_BYTES
 SENT, RECEIVED = 1, 2
@@ -147,9 +149,10 @@ def request_key(b: IRBuilder, request):
         if _request_type() != T.i64 else b.load(T.i64, request)
 
 
-def new_record(module, b: IRBuilder, call, row, kind: int, shadow, ty: T.Type):
+def new_record(module, b: IRBuilder, call, row, kind: int, shadow, ty: T.Type, check=None):
     """After the program's ``isend``/``irecv`` ``call`` (its copy in the forward sweep): a
-    record of it, added to the pending list under its request's value; returned."""
+    record of it, added to the pending list under its request's value; returned. ``check``:
+    a :func:`site_check` run on the adjoint that arrives for a send (a pointer, maybe null)."""
     rec = malloc(module, b, const_int(T.i64, RECORD_BYTES), "mpi.record")
     args = call.args
     fields = {_KEY: request_key(b, args[row.request]), _SHADOW: _i64(b, shadow),
@@ -157,7 +160,8 @@ def new_record(module, b: IRBuilder, call, row, kind: int, shadow, ty: T.Type):
               _DTYPE: _i64(b, args[row.datatype]), _PEER: _i64(b, args[row.peer]),
               _TAG: _i64(b, shadow_tag(b, args[row.tag])), _COMM: _i64(b, args[row.comm]),
               _KIND: const_int(T.i64, kind), _ELSIZE: const_int(T.i64, ty.bits // 8),
-              _REQUEST: const_int(T.i64, HANDLES.request_null or 0)}
+              _REQUEST: const_int(T.i64, HANDLES.request_null or 0),
+              _CHECK: _i64(b, check) if check is not None else const_int(T.i64, 0)}
     for offset, value in fields.items():
         b.store(value, _field(b, rec, offset))
     head = _pending(module)
@@ -279,6 +283,7 @@ def finish(module, b: IRBuilder, rec, ty: T.Type) -> None:
         # no adjoint started (the program never completed its request): nothing to add
         fb.cbranch(fb.icmp("eq", tmp, const_null(T.ptr)), done, add)
         fb.position_at_end(add)
+        _run_check(module, fb, r, tmp)
         accumulate(module, fb, ty, shadow, tmp, count)
         free(module, fb, tmp)
         fb.br(done)
@@ -301,12 +306,19 @@ def null():
     return const_null(T.ptr)
 
 
-def tangent_request_slot(module, b: IRBuilder, key, scratch=None):
+def tangent_request_slot(module, b: IRBuilder, key, scratch=None, check=None):
     """Forward mode, after the program's ``isend``/``irecv`` of request value ``key``: a
     record in the pending list under ``key``, whose request slot (returned) the tangent's
-    call fills; ``scratch``, a buffer standing for a missing tangent, is freed with it."""
+    call fills; ``scratch``, a buffer standing for a missing tangent, is freed with it, after
+    ``check`` (``(site_check, count, comm)``, for a receive) looked at what arrived in it."""
     rec = malloc(module, b, const_int(T.i64, RECORD_BYTES), "mpi.tangent")
     b.store(key, _field(b, rec, _KEY))
+    checker, count, comm = check if check is not None else (None, None, None)
+    b.store(_i64(b, checker) if checker is not None else const_int(T.i64, 0),
+            _field(b, rec, _CHECK))
+    if checker is not None:
+        b.store(_i64(b, count), _field(b, rec, _COUNT))
+        b.store(_i64(b, comm), _field(b, rec, _COMM))
     b.store(_i64(b, scratch) if scratch is not None else const_int(T.i64, 0),
             _field(b, rec, _TMP))
     head = _pending(module)
@@ -330,6 +342,7 @@ def _complete_function(module):
     fb.position_at_end(go)
     fb.call(declare(module, "MPI_Wait", [T.ptr, T.ptr]),
             [_field(fb, rec, _REQUEST), _field(fb, rec, _STATUS)])
+    _run_check(module, fb, rec, fb.inttoptr(_get(fb, rec, _TMP), T.ptr))
     fb.call(module.declare("free", T.FunctionType(T.void, [T.ptr])),
             [fb.inttoptr(_get(fb, rec, _TMP), T.ptr)])   # free(NULL) does nothing
     free(module, fb, rec)
@@ -418,3 +431,141 @@ def add_owned(module, b: IRBuilder, ty: T.Type, dst, src, winners, count, rank) 
         _loop(fb, n, body)
         fb.ret_void()
     b.call(fn, [dst, src, winners, _i64(b, count), rank])
+
+
+# -- derivatives that would be lost: a receive buffer without one --------------------------
+#: The first element of the adjoint a rank sends back for a receive buffer it keeps no
+#: derivative of (a signaling NaN with a payload no arithmetic makes): the sender, whose data
+#: has a derivative, finds it and stops the program instead of adding nothing.
+MARKER = {64: 0x7FF0_7A79_6D65_0001, 32: 0x7F87_A791}
+
+
+def _stop_function(module, name: str, params: list, find):
+    """``name(*params, comm, text, length)``: where ``find(b, *params)`` (an ``i1``) holds, the
+    message ``text`` on stderr and ``MPI_Abort(comm, 1)``: the other ranks would wait forever
+    on a rank raising alone."""
+    fn, fb = _function(module, name, T.void, params)
+    if fb is None:
+        return fn
+    *values, comm, text, length = fn.args
+    stop, done = fn.append_block("stop"), fn.append_block("done")
+    found = find(fb, *values)
+    fb.cbranch(found, stop, done)
+    fb.position_at_end(stop)
+    fb.call(module.declare("write", T.FunctionType(T.i64, [T.i32, T.ptr, T.i64])),
+            [const_int(T.i32, 2), text, length])
+    fb.call(declare(module, "MPI_Abort", [comm.type, T.i32]), [comm, const_int(T.i32, 1)])
+    fb.call(module.declare("abort", T.FunctionType(T.void, [])), [])
+    fb.unreachable()
+    fb.position_at_end(done)
+    fb.ret_void()
+    return fn
+
+
+def _message(module, b: IRBuilder, text: str):
+    string = const_c_string(text)
+    glob = module.add_global(module.unique_global_name("pyzyme.mpi.lost.text"), string.type,
+                             string, is_constant=True, prefix="private unnamed_addr")
+    return [glob, const_int(T.i64, len(text.encode()))]
+
+
+def _suffix(ty: T.Type, comm) -> str:
+    return f"{'d' if ty == T.double else 's'}.{comm.type}"
+
+
+def check_dropped(module, b: IRBuilder, ty: T.Type, buf, count, comm, text: str) -> None:
+    """Forward mode, where a tangent arrived in ``buf`` (``count`` elements) for a buffer that
+    has none: stop with ``text`` unless every element is zero (dropping zeros loses nothing)."""
+    def find(fb, p, n):
+        fn = fb.block.parent
+        loop, after = fn.append_block("loop"), fn.append_block("after")
+        entry = fb.block
+        fb.cbranch(fb.icmp("sgt", n, const_int(T.i64, 0)), loop, after)
+        fb.position_at_end(loop)
+        i = fb.phi(T.i64, name="i")
+        i.add_incoming(const_int(T.i64, 0), entry)
+        seen = fb.phi(T.i1, name="seen")
+        seen.add_incoming(const_int(T.i1, 0), entry)
+        here = fb.fcmp("une", fb.load(ty, fb.gep(ty, p, [i])), const_float(ty, 0.0))
+        now = fb.or_(seen, here)
+        following = fb.add(i, const_int(T.i64, 1))
+        i.add_incoming(following, loop)
+        seen.add_incoming(now, loop)
+        fb.cbranch(fb.icmp("slt", following, n), loop, after)
+        fb.position_at_end(after)
+        result = fb.phi(T.i1, name="nonzero")
+        result.add_incoming(const_int(T.i1, 0), entry)
+        result.add_incoming(now, loop)
+        return result
+    fn = _stop_function(module, f"pyzyme.mpi.dropped.{_suffix(ty, comm)}",
+                        [T.ptr, T.i64, comm.type, T.ptr, T.i64], find)
+    b.call(fn, [buf, _i64(b, count), comm, *_message(module, b, text)])
+
+
+def mark_missing(module, b: IRBuilder, ty: T.Type, buf, count) -> None:
+    """``buf`` (``count`` elements, zeroed) stands for a receive buffer's missing adjoint: its
+    first element becomes :data:`MARKER`, which :func:`check_marker` finds at the sender."""
+    fn, fb = _function(module, f"pyzyme.mpi.mark.{'d' if ty == T.double else 's'}", T.void,
+                       [T.ptr, T.i64])
+    if fb is not None:
+        p, n = fn.args
+        put, done = fn.append_block("put"), fn.append_block("done")
+        fb.cbranch(fb.icmp("sgt", n, const_int(T.i64, 0)), put, done)
+        fb.position_at_end(put)
+        bits = T.IntType(ty.bits)
+        fb.store(const_int(bits, MARKER[ty.bits]), p)
+        fb.br(done)
+        fb.position_at_end(done)
+        fb.ret_void()
+    b.call(fn, [buf, _i64(b, count)])
+
+
+def check_marker(module, b: IRBuilder, ty: T.Type, buf, count, comm, text: str) -> None:
+    """Reverse sweep, where the adjoint of data this rank sent arrived in ``buf``: stop with
+    ``text`` if the receiver kept no derivative of it (:func:`mark_missing`)."""
+    bits = T.IntType(ty.bits)
+
+    def find(fb, p, n):
+        fn = fb.block.parent
+        look, after = fn.append_block("look"), fn.append_block("after")
+        entry = fb.block
+        fb.cbranch(fb.icmp("sgt", n, const_int(T.i64, 0)), look, after)
+        fb.position_at_end(look)
+        marked = fb.icmp("eq", fb.load(bits, p), const_int(bits, MARKER[ty.bits]))
+        fb.br(after)
+        fb.position_at_end(after)
+        result = fb.phi(T.i1, name="marked")
+        result.add_incoming(const_int(T.i1, 0), entry)
+        result.add_incoming(marked, look)
+        return result
+    fn = _stop_function(module, f"pyzyme.mpi.unmatched.{_suffix(ty, comm)}",
+                        [T.ptr, T.i64, comm.type, T.ptr, T.i64], find)
+    b.call(fn, [buf, _i64(b, count), comm, *_message(module, b, text)])
+
+
+def site_check(module, kind: str, ty: T.Type, comm_type: T.Type, text: str):
+    """A function ``void(ptr record, ptr buffer)`` running :func:`check_dropped`
+    (``kind="dropped"``) or :func:`check_marker` (``"marker"``) on ``buffer`` with the count and
+    communicator of ``record``: what a nonblocking request's completion calls, where the
+    request's datatype and call site are no longer known."""
+    fn = module.add_function(module.unique_global_name(f"pyzyme.mpi.check.{kind}"),
+                             T.FunctionType(T.void, [T.ptr, T.ptr]), prefix="internal")
+    rec, buf = fn.args
+    fb = IRBuilder(fn.append_block("entry"))
+    count, comm = _get(fb, rec, _COUNT), _as(fb, _get(fb, rec, _COMM), comm_type)
+    (check_dropped if kind == "dropped" else check_marker)(module, fb, ty, buf, count, comm,
+                                                           text)
+    fb.ret_void()
+    return fn
+
+
+def _run_check(module, b: IRBuilder, rec, buf) -> None:
+    """The :func:`site_check` of record ``rec`` on ``buf``, where it has one."""
+    fn = b.block.parent
+    run, done = fn.append_block("check"), fn.append_block("checked")
+    checker = b.inttoptr(_get(b, rec, _CHECK), T.ptr)
+    b.cbranch(b.icmp("eq", checker, const_null(T.ptr)), done, run)
+    b.position_at_end(run)
+    b.call(checker, [rec, buf], function_type=T.FunctionType(T.void, [T.ptr, T.ptr]))
+    b.br(done)
+    b.position_at_end(done)
