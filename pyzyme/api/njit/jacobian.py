@@ -15,6 +15,7 @@ from numba.core import types
 
 from pyzyme.api import annotations as A
 from pyzyme.api.njit.overload import overloaded_njit
+from pyzyme.api.njit.zeros import zeros_like
 from pyzyme.api.plans import forward_plan
 from pyzyme.errors import ArgumentValueError, UnsupportedError
 
@@ -66,7 +67,7 @@ def _implementation(dispatcher, argtypes, argnum: int, names: list[str]):
                                f"{restype[0]}")
     source = (_tuple_source(names, argnum, width, array, outs) if outs else
               _source(names, argnum, width, array, vector))
-    scope = {"np": np, "fwd": plan.function, "f": dispatcher}
+    scope = {"np": np, "zeros_like": zeros_like, "fwd": plan.function, "f": dispatcher}
     exec(source, scope)
     return scope["impl"]
 
@@ -91,7 +92,7 @@ def _source(names: list[str], argnum: int, width: int, array: bool, vector: int)
     lines += [f"    n = {x}.size"]
     if vector:   # an empty input: no tangent to read the result's shape from
         lines += ["    if n == 0:", f"        return np.empty(f({args}).shape + {x}.shape)"]
-    lines += [f"    s{k} = np.zeros_like({x})\n    v{k} = s{k}.reshape(-1)" for k in lanes]
+    lines += [f"    s{k} = zeros_like({x})\n    v{k} = s{k}.reshape(-1)" for k in lanes]
     lines += ["    J = np.empty((1, n))" if not vector else
               f"    J = np.empty((0, n))\n    shape = {(0,) * vector}",
               f"    for start in range(0, n, {width}):"]
@@ -128,7 +129,7 @@ def _tuple_source(names: list[str], argnum: int, width: int, array: bool, outs: 
     lanes = range(width)
     shadows = ", ".join(f"s{k}" for k in lanes)
     lines += [f"    n = {x}.size", f"    J = np.empty(({outs}, n))"]
-    lines += [f"    s{k} = np.zeros_like({x})\n    v{k} = s{k}.reshape(-1)" for k in lanes]
+    lines += [f"    s{k} = zeros_like({x})\n    v{k} = s{k}.reshape(-1)" for k in lanes]
     lines += [f"    for start in range(0, n, {width}):"]
     lines += [f"        if start + {k} < n:\n            v{k}[start + {k}] = 1.0" for k in lanes]
     lines += [f"        r = fwd({args}, {shadows})"]

@@ -26,6 +26,7 @@ from pyzyme.api.convenience import plain_call, reverse_call, reverse_jacobian
 from pyzyme.api.dispatchers import dispatcher_of, result_type
 from pyzyme.api.njit.overlap import overlap
 from pyzyme.api.njit.overload import NjitObject, overloaded_njit
+from pyzyme.api.njit.zeros import zeros_like
 from pyzyme.api.plans import reverse_plan
 from pyzyme.api.wrappers import loss_wrapper, row_wrapper
 from pyzyme.errors import ArgumentTypeError, PyzymeError, UnsupportedError, argument_name
@@ -243,7 +244,7 @@ def _grad_implementation(dispatcher, argtypes, argnums, single: bool, with_value
     shadows = []
     for i, kind in enumerate(kinds):
         if kind is Activity.DUPLICATED:
-            lines.append(f"    s{i} = np.zeros_like({names[i]})")
+            lines.append(f"    s{i} = zeros_like({names[i]})")
             shadows.append(f"s{i}")
     call = ", ".join(primals + shadows + ["1.0"])
     lines += _call_lines(call, [names[i] for i in arrays], "    ")
@@ -262,7 +263,8 @@ def _grad_implementation(dispatcher, argtypes, argnums, single: bool, with_value
                      f"    return ({grads}, out[1])")
     else:
         lines.append(f"    return (r[0], {grads})" if with_value else f"    return {grads}")
-    scope = {"np": np, "rev_d": rev_d.function, "_overlap": overlap, "f": dispatcher,
+    scope = {"np": np, "zeros_like": zeros_like, "rev_d": rev_d.function, "_overlap": overlap,
+             "f": dispatcher,
              "rev_n": rev_n.function if rev_n is not None else None}
     exec("\n".join(lines) + "\n", scope)
     return scope["impl"]
@@ -300,7 +302,7 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds)
         shadows = []
         if array:
-            lines += [f"    s = np.zeros_like({x})"]
+            lines += [f"    s = zeros_like({x})"]
             shadows = ["s"]
         lines += _call_lines(", ".join(primals + shadows + ["1.0"]),
                              [names[i] for i in arrays], "    ")
@@ -315,7 +317,7 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
                   f"    J = np.empty((n, {n_in}))"]
         shadows = []
         if array:
-            lines += [f"    s = np.zeros_like({x})", "    v = s.reshape(-1)"]
+            lines += [f"    s = zeros_like({x})", "    v = s.reshape(-1)"]
             shadows = ["s"]
         lines += ["    for k in range(n):"]
         if array:
@@ -332,7 +334,7 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         lines += [f"    J = np.empty(({m}, {n_in}))"]
         shadows = []
         if array:
-            lines += [f"    s = np.zeros_like({x})", "    v = s.reshape(-1)"]
+            lines += [f"    s = zeros_like({x})", "    v = s.reshape(-1)"]
             shadows = ["s"]
         for k in range(m):
             seed = "(" + "".join("1.0, " if i == k else "0.0, " for i in range(m)) + ")"
@@ -346,7 +348,8 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         raise UnsupportedError(f"jacrev needs a function returning a float, a tuple of floats "
                                f"or a float array; {dispatcher.py_func.__qualname__} returns "
                                f"{restype}")
-    scope = {"np": np, "f": dispatcher, "rev_d": rev_d.function, "_overlap": overlap,
+    scope = {"np": np, "zeros_like": zeros_like, "f": dispatcher, "rev_d": rev_d.function,
+             "_overlap": overlap,
              "rev_n": rev_n.function if rev_n is not None else None}
     exec("\n".join(lines) + "\n", scope)
     return scope["impl"]
