@@ -41,7 +41,7 @@ def readme_blocks(lang: str = "python") -> list[str]:
 def docs_blocks(lang: str = "python") -> list[tuple[str, str]]:
     """Every ``.. code-block:: lang`` of docs/*.rst as ``(page name, dedented code)``."""
     return [(page.name, textwrap.dedent(code).strip("\n") + "\n")
-            for page in sorted(DOCS.glob("*.rst"))
+            for page in sorted(DOCS.glob("*.rst")) if not page.name.startswith("sg_")
             for fence, code in _CODE_BLOCK.findall(page.read_text()) if fence == lang]
 
 

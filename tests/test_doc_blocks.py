@@ -83,10 +83,11 @@ def test_every_readme_block_is_run_by_a_test():
 @pytest.mark.skipif(not DOCS.exists(), reason="docs/ is not installed with the package")
 def test_every_docs_code_block_is_run_by_a_test():
     problems = []
-    for page in sorted(DOCS.glob("*.rst")):
-        text = page.read_text()
+    for page in sorted(p for p in DOCS.glob("*.rst") if not p.name.startswith("sg_")):
+        text = page.read_text()                          # (sg_: made by the gallery's build)
         for line in re.findall(r"^.*::[ \t]*$", text, re.M):
             # a paragraph's literal block, or code in a directive that tests cannot see
+            line = line.strip()
             if not line.startswith(".. ") or re.match(r"\.\. (code|sourcecode|highlight)::",
                                                       line):
                 problems.append(f"{page.name}: {line!r}: write code as >>> or .. code-block::")
