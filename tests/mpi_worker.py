@@ -23,6 +23,7 @@ from mpi4py import MPI
 from pyzyme import (Active, BatchDuplicated, BatchDuplicatedNoNeed, Const, Duplicated,
                     DuplicatedNoNeed, Forward, Reverse, ReverseSplitWithPrimal, autodiff,
                     autodiff_thunk)
+from tests.doc_blocks import docs_block, readme_block, run_block
 
 RANK, SIZE = mpi.rank(), mpi.size()
 M = 4           # elements per rank
@@ -544,7 +545,41 @@ def check_batch() -> str:
     return "" if np.allclose(both, one, rtol=1e-12) else f"batch {both} != one by one {one}"
 
 
+def check_readme_halo() -> str:
+    """README.md's halo.py, run as its shell block says (two ranks), prints what it shows."""
+    import contextlib
+    import io
+    shown = readme_block("mpiexec -n 2 python halo.py", "sh")
+    if SIZE != 2:
+        return f"README's halo.py output is shown for mpiexec -n 2, not {SIZE} ranks"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        scope = run_block(readme_block("numba_mpi as mpi"), name="README.md halo.py")
+    want = [line for line in shown.splitlines() if line.startswith(f"# {RANK} [")]
+    numbers = [float(v) for v in want[0].split("[")[1].split("]")[0].split()]
+    if not np.allclose(scope["du"], numbers, rtol=1e-7, atol=1e-8):
+        return f"README's halo.py gives du = {scope['du']}, the README shows {numbers}"
+    if not printed.getvalue().startswith(f"{RANK} ["):
+        return f"README's halo.py printed {printed.getvalue()!r}"
+    return ""
+
+
+def check_docs_dot() -> str:
+    """docs/mpi.rst's dot.py (launched as its shell block says): each rank's slice of the
+    gradient of (x . y)**2, whose rank 0 returns it, is 2 (x . y) times its slice of y."""
+    assert docs_block("mpi.rst", "mpiexec -n", "sh").split()[:3] == ["mpiexec", "-n", "2"]
+    scope = run_block(docs_block("mpi.rst", "def dot_mpi"), name="docs/mpi.rst dot.py")
+    total = np.zeros(1)
+    mpi.allreduce(float(scope["x"] @ scope["y"]), total)
+    want = 2.0 * total[0] * scope["y"]
+    return "" if np.allclose(scope["dx"], want, rtol=1e-12) else f"dx {scope['dx']} != {want}"
+
+
 def check(name: str) -> str:
+    if name == "readme_halo":
+        return check_readme_halo()
+    if name == "docs_dot":
+        return check_docs_dot()
     if name == "mixed":
         return check_mixed()
     if name == "batch":
@@ -592,7 +627,8 @@ def main(out: str, names) -> None:
     (a folder: one file per rank, as the ranks' standard outputs interleave)."""
     import time
     with open(f"{out}/rank-{RANK}.txt", "w") as report:
-        for name in names or [*CASES, "errors", "split", "batch", "mixed", "no_disk_cache"]:
+        for name in names or [*CASES, "errors", "split", "batch", "mixed", "no_disk_cache",
+                              "readme_halo", "docs_dot"]:
             start = time.perf_counter()
             try:
                 why = check(name)

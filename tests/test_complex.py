@@ -394,28 +394,10 @@ def test_complex_arguments_seed_type_analysis_as_floats():
 
 # -- the README's example ---------------------------------------------------------------------
 def test_readme_complex_example():
-    import re
-    from pathlib import Path
-
-    readme = Path(__file__).resolve().parent.parent / "README.md"
-    if not readme.exists():
-        pytest.skip("README.md is not installed with the package")
-    block = next(b for b in re.findall(r"```python\n(.*?)```", readme.read_text(), re.S)
-                 if "ReverseHolomorphic" in b)
-    lines = [line.split("#")[0].rstrip() for line in block.splitlines()]
-    scope: dict = {}
-    results = []
-    for line in lines:
-        if line.startswith(("autodiff(", "gradient(")):
-            results.append(eval(line, scope))           # noqa: S307 (the README's own code)
-        elif line:
-            exec(line, scope)                           # noqa: S102
-    assert results[0] == (((2 + 4j),),)
-    assert results[1] == (((-9 + 12j),),)
-    assert results[2] == ((-11 - 2j), (-12 - 9j))
-    np.testing.assert_allclose(results[3], [2 + 4j, 6 - 2j], rtol=1e-15)
-    for line in ("(((2+4j),),)", "(((-9+12j),),)", "((-11-2j), (-12-9j))", "[2.+4.j, 6.-2.j]"):
-        assert line in block
+    from tests.doc_blocks import readme_block, run_block
+    block = readme_block("ReverseHolomorphic")
+    assert block.count("# ->") == 4
+    run_block(block, rel=1e-15)     # (2+4j, -9+12j, ...): what each line's comment shows
 
 
 # -- split mode --------------------------------------------------------------------------------

@@ -353,15 +353,8 @@ def test_a_result_spec_that_is_not_shape_dtype_structs_is_refused():
 
 
 def test_readme_example_matches_the_solver_in_jax():
-    import re
-    from pathlib import Path
-    readme = Path(__file__).resolve().parent.parent / "README.md"
-    if not readme.exists():
-        pytest.skip("README.md is not installed with the package")
-    block = next(b for b in re.findall(r"```python\n(.*?)```", readme.read_text(), re.S)
-                 if "pyzyme.jax.wrap" in b)
-    scope: dict = {}
-    exec(compile(block, "README.md", "exec"), scope)
+    from tests.doc_blocks import readme_block, run_block
+    scope = run_block(readme_block("pyzyme.jax.wrap"))
 
     def heat_jax(u0, kappa, steps):
         u = u0

@@ -141,14 +141,24 @@ def _pyzyme(*args, cwd=None):
 
 @needs_zig
 def test_readme_example_through_cc_and_run(tmp_path):
-    """The README's C example (the seed's square(x) -> 6.28), compiled by pyzyme cc."""
-    exe = tmp_path / "square"
-    build = _pyzyme("cc", str(SQUARE), "-O2", "-o", str(exe))
-    assert build.returncode == 0, build.stderr
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False)
-    assert proc.returncode == 0 and "square'(3.140000) = 6.280000" in proc.stdout
-    ran = _pyzyme("run", str(SQUARE))
-    assert ran.returncode == 0 and "= 6.280000" in ran.stdout, ran.stderr
+    """The README's C example (the seed's square(x) -> 6.28), which docs/c-cpp.rst shows too,
+    built and run by the README's command line as written, printing what its comment shows."""
+    import shlex
+
+    from tests.doc_blocks import DOCS, docs_block, readme_block
+    source = readme_block("__enzyme_autodiff((void*)square", "c")
+    line = readme_block("pyzyme cc square.c", "sh").strip()
+    docs = docs_block("c-cpp.rst", "pyzyme cc square.c", "sh")
+    assert (DOCS / "snippets" / "square.c").read_text() == source
+    assert " ".join(line.split()) in [" ".join(ln.split()) for ln in docs.splitlines()]
+    command, shown = (part.strip() for part in line.split("#", 1))
+    (tmp_path / "square.c").write_text(source)
+    pyzyme = " ".join(map(shlex.quote, [sys.executable, "-m", "pyzyme"]))
+    proc = subprocess.run(command.replace("pyzyme", pyzyme, 1), shell=True,  # noqa: S602
+                          capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == shown + "\n", proc.stderr
+    ran = _pyzyme("run", str(tmp_path / "square.c"))
+    assert ran.returncode == 0 and ran.stdout == shown + "\n", ran.stderr
 
 
 @needs_zig

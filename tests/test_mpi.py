@@ -68,12 +68,14 @@ def test_two_ranks(tmp_path):
     these tests cost), every case: halo exchanges (blocking and nonblocking) and ring shifts,
     in reverse, forward, vector forward and split mode; allreduce (sum, max, min), reduce,
     bcast, scatter, gather, allgather; a collective whose buffers differ in activity between
-    ranks; the calls pyzyme refuses; no derivative of MPI code stored on disk."""
+    ranks; the calls pyzyme refuses; no derivative of MPI code stored on disk; README.md's
+    halo.py and docs/mpi.rst's dot.py, as their pages show them."""
     _assert_all_ok(_launch(2, tmp_path, ["diffusion", "diffusion_nb", "ring", "ring_nb",
                                          "ring_test", "halo_buffer", "split", "batch",
                                          "dot", "bcast", "gather", "extremum", "reduce",
                                          "scatter", "allgather", "mixed", "errors",
-                                         "no_disk_cache"], timeout=400))
+                                         "no_disk_cache", "readme_halo", "docs_dot"],
+                                 timeout=400))
 
 
 def test_three_ranks_match_the_serial_gradient(tmp_path):

@@ -2,9 +2,6 @@
 one run and Const memory on another is refused when the option is off, and differentiated
 correctly on both runs when it is on (the seed's ``runtimeActivity!``)."""
 
-import re
-from pathlib import Path
-
 import numba
 import numpy as np
 import pytest
@@ -24,6 +21,7 @@ from pyzyme.analysis.activity import Activity, analyze_activity
 from pyzyme.analysis.runtime_activity import analyze_runtime_activity
 from pyzyme.ir import parse_module
 from pyzyme.settings import Options, current
+from tests.doc_blocks import readme_block, run_block
 
 
 @pytest.fixture(autouse=True)
@@ -187,15 +185,7 @@ def test_set_runtime_activity_rejects_non_booleans():
         pyzyme.set_runtime_activity("yes")
 
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-
-
-@pytest.mark.skipif(not README.exists(), reason="README.md is not installed with the package")
 def test_readme_runtime_activity_example():
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-              if "set_runtime_activity" in b]
-    assert len(blocks) == 1
-    scope: dict = {}
-    exec(compile(blocks[0], "README.md", "exec"), scope)
+    scope = run_block(readme_block("set_runtime_activity"))
     np.testing.assert_allclose(scope["dx"], [0.0, 1.0])
     assert current().runtime_activity is False  # the example turns it off again

@@ -12,7 +12,6 @@ import math
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numba
 import numpy as np
@@ -431,23 +430,24 @@ def test_compiled_with_inductor():
         torch.testing.assert_close(g, w)
 
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-
-
-@pytest.mark.skipif(not README.exists(), reason="README.md is not installed with the package")
 def test_readme_example():
-    text = README.read_text()
-    section = text[text.index("## Use a Numba kernel in a PyTorch model"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    assert "for _ in range(200):" in code and "from 0.57 to under 1e-6" in code
-    scope: dict = {}
-    exec(compile(code.replace("range(200)", "range(5)"), "README.md", "exec"), scope)
-    raw_k, loss_fn = scope["raw_k"], scope["loss_fn"]
+    """The README's training loop, run as written (200 steps of Adam, about a second): the loss
+    falls from 0.57 to under 1e-6 as its last comment says, and the kernel's gradient is the
+    one of the same solver written in torch."""
+    from tests.doc_blocks import readme_block, run_block
+    code = readme_block("pyzyme.torch.wrap")
+    assert "for _ in range(200):" in code and "# loss falls from 0.57 to under 1e-6" in code
+    scope = run_block(code)
+    assert scope["loss"].item() < 1e-6
+    raw_k, loss_fn, z, target = scope["raw_k"], scope["loss_fn"], scope["z"], scope["target"]
     (g,) = torch.autograd.grad(loss_fn(), raw_k)
-    u0, target = scope["net"](scope["z"]).detach(), scope["target"]
+    u0 = scope["net"](z).detach()
 
-    def reference(raw_k):
+    def reference(raw_k, u0):
         return ((diffuse_torch(u0, 0.4 * torch.sigmoid(raw_k), 50) - target) ** 2).mean()
-    (want,) = torch.autograd.grad(reference(raw_k), raw_k)
+    (want,) = torch.autograd.grad(reference(raw_k, u0), raw_k)
     torch.testing.assert_close(g, want)
-    assert scope["loss"].item() < 0.57   # 5 steps of Adam from 0.57
+    torch.manual_seed(0)            # the untrained model the example starts from
+    net = torch.nn.Linear(8, 32, dtype=torch.float64)
+    first = reference(torch.zeros((), dtype=torch.float64), net(z).detach()).item()
+    assert round(first, 2) == 0.57
