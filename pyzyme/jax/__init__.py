@@ -57,8 +57,9 @@ def wrap(f, result_shape_dtypes, *, nondiff_argnums: Sequence[int] = ()) -> Call
     f
         An ``@njit`` function (or a plain Python function, compiled with ``numba.njit``)
         taking scalars and arrays and returning a scalar, an array or a tuple of them. A 0-d
-        JAX array is passed to ``f`` as a scalar, any other as a C-contiguous NumPy array;
-        ``f`` must not write its arguments.
+        JAX array is passed to ``f`` as a scalar, any other as a C-contiguous NumPy array
+        over JAX's buffer, or a copy of it where ``f`` may write that argument (JAX arrays
+        never change).
     result_shape_dtypes
         As for ``jax.pure_callback``: a ``jax.ShapeDtypeStruct`` (``f`` returns one value), a
         tuple or list of them (``f`` returns a tuple), or a callable taking the arguments'

@@ -36,6 +36,7 @@ from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.dispatchers import dispatcher_of, remember_wrapper
 from pyzyme.api.plans import forward_plan, reverse_plan
+from pyzyme.frontends.numba.written import compiled_writes
 
 __all__ = ["Spec", "Kernel", "user_kernel", "loop"]
 
@@ -189,7 +190,13 @@ def user_kernel(f, ins: Sequence[Spec], outs: Sequence[Spec], tuple_result: bool
     def make():
         args = [f"a{i}" for i in range(len(ins))]
         outs_ = [f"o{j}" for j in range(len(outs))]
-        lines = [f"def store({', '.join(args + outs_)}):", f"    r = f({', '.join(args)})"]
+        lines = [f"def store({', '.join(args + outs_)}):"]
+        # JAX's buffers never change: an argument f may write (LLVM could not show it only
+        # reads it) is a copy, made here, so its derivatives see the copy too
+        writes = compiled_writes(dispatcher, tuple(s.numba_type() for s in ins))
+        lines += [f"    a{i} = a{i}.copy()" for i, (s, w) in enumerate(zip(ins, writes))
+                  if w and s.shape]
+        lines.append(f"    r = f({', '.join(args)})")
         for j, spec in enumerate(outs):
             value = f"r[{j}]" if tuple_result else "r"
             if not spec.shape:

@@ -25,12 +25,12 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.frontends.numba import capture, njit_callable, pre_ad
 from pyzyme.frontends.numba.abi import AbiMap, ArgAbi
 from pyzyme.frontends.numba.source_lines import add_source_line, where_defined
+from pyzyme.frontends.numba.written import written_arguments
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import const_int
 from pyzyme.naming import symbol_name
 
-__all__ = ["ForwardPlan", "build_forward", "differentiable", "forward_signature",
-           "written_arguments"]
+__all__ = ["ForwardPlan", "build_forward", "differentiable", "forward_signature"]
 
 
 @dataclass(frozen=True)
@@ -48,31 +48,6 @@ class ForwardPlan:
         """Whether the derivative may write the shadows of argument ``position`` (as the
         function may write the argument); a plan that does not say is taken to write all."""
         return self.written is None or self.written[position]
-
-
-def written_arguments(abi: AbiMap, native) -> tuple[bool, ...]:
-    """Per argument of ``native``: whether it may write the values the argument holds (the
-    data of its arrays, its records), and so its shadows receive output tangents. LLVM's
-    ``readonly`` and ``readnone`` on a pointer parameter (inferred when Numba's IR was
-    optimized) say it cannot write through it; reference counts written through MemInfo
-    pointers are no values. A jitclass instance reaches arrays through pointers loaded from
-    its fields, which no parameter attribute covers, so it counts as written."""
-    def written(arg: ArgAbi) -> bool:
-        if _holds_instance(arg.numba_type):
-            return True
-        return any(not {"readonly", "readnone"} & set(native.args[p.index].attrs.split())
-                   for p in arg.params
-                   if p.llvm_type == "ptr" and isinstance(p.numba_type,
-                                                          (types.CPointer, types.Record)))
-    return tuple(written(arg) for arg in abi.args)
-
-
-def _holds_instance(ty) -> bool:
-    if isinstance(ty, types.BaseTuple):
-        return any(_holds_instance(t) for t in ty)
-    if isinstance(ty, types.Optional):
-        return _holds_instance(ty.type)
-    return isinstance(ty, types.ClassInstanceType)
 
 
 def differentiable(arg: ArgAbi) -> list[int]:
@@ -152,7 +127,7 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     sig = forward_signature(abi, shadowed, width, ret_differentiated)
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
-    written = written_arguments(abi, native)
+    written = written_arguments(abi, lambda i: native.args[i].attrs)
     opts = settings.current()
     pre_ad.ready(module, native, abi, distinct, opts.interchange_loops)
     restype = abi.signature.return_type
