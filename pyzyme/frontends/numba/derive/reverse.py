@@ -155,12 +155,13 @@ def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence,
 
 
 def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity | None,
-            distinct: bool, rules=None, split: bool = False):
+            distinct: bool, rules=None, split: bool = False, tangents: int = 0):
     """Capture ``f`` and read off the activity of each native parameter: ``(capture, ABI map,
     module, native function, activities, return activity)``. Calls of functions with user
     rules in ``rules`` stay calls. Under a tape budget the outermost loops are checkpointed
     (:mod:`pyzyme.transforms.checkpoint_loops`; ``split``: for a split pair, whose caller may
-    change the arguments between the thunks)."""
+    change the arguments between the thunks; ``tangents``: the directions forward mode will
+    take through the derivative, whose tangents the budget holds too)."""
     cap = capture(f, primal_types, keep_calls=getattr(rules, "keeps_call", None))
     abi = cap.abi
     fields = abi.result.fields
@@ -199,7 +200,7 @@ def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity |
         growth, growing = _tape_growth(cap, abi, distinct, acts, rules)
         checkpoint_loops(module, native, budget, extents_from_abi(abi),
                          lambda k, total: _loop_where(lines, name, k, total), growth,
-                         stable=not split)
+                         stable=not split, tangents=tangents)
         _refuse_growing_callees(native, growing, name)
     return cap, abi, module, native, acts, ret_activity
 
@@ -327,14 +328,18 @@ def adjoint_types(abi, kinds: Sequence[Activity]) -> list:
 
 def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence,
                    ret_activity: Activity | None, distinct: bool, rules,
-                   need_primal: bool = True, where: str | None = None) -> ReverseModule:
-    """The IR of :func:`build_reverse`'s derivative, not yet compiled."""
+                   need_primal: bool = True, where: str | None = None,
+                   tangents: int = 0) -> ReverseModule:
+    """The IR of :func:`build_reverse`'s derivative, not yet compiled (``tangents``: the
+    directions forward mode will take through it, as :func:`prepare`'s)."""
     primal_types, kinds = tuple(primal_types), roles(kinds)
     cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
-                                                           ret_activity, distinct, rules)
+                                                           ret_activity, distinct, rules,
+                                                           tangents=tangents)
     sig = ReverseSignature(tuple(acts), status_return=True)
     symbol = symbol_name("rev", cap.text, repr((sig, [k.value for k in kinds], distinct,
-                                                activity_name(ret_activity), need_primal))
+                                                activity_name(ret_activity), need_primal,
+                                                tangents))
                          + settings.current().tag)
     gen, rev = generate(cap, module, native, sig, rules, primal_types,
                         f"{where or where_defined(f)} in reverse mode")
