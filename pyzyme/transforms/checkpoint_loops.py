@@ -178,6 +178,8 @@ class _Rewrite:
         self.own_inits: list = []  # the constants stored into them before the loop
         self.error_targets: list = []  # exits into code that only raises (check_shape)
         self.error_edges: list = []    # (exiting block, target) into those (check_shape)
+        self.break_edges: list = []    # the other edges out but the test's (check_shape)
+        self.exit_edges: list = []     # both, each a code of its own
         self.copies = 1            # of each state: the values, then each direction's tangents
 
     def refuse(self, why: str, hint: str) -> UnsupportedError:
@@ -199,38 +201,47 @@ class _Rewrite:
         # does nothing more, and the code after the loop takes it there.
         failing = error_only_blocks(self.fn, True)
         self.error_targets = [b for b in loop.exits if b in failing]
-        normal = [b for b in loop.exits if b not in failing]
-        if latch is None or loop.preheader is None or len(normal) != 1 \
-                or normal[0] not in latch.successors \
-                or any(s in normal for b in loop.exiting if b is not latch
-                       for s in b.successors):
-            raise self.refuse("leaves from more than one place (a break or a return)",
-                              hint="write it so that only its test ends it (for t in range(n), "
-                                   "or while cond:); or build without tape_budget")
-        # Each edge into an exception exit is a code of its own: the code after the loop
-        # takes the edge the step took, so the exit's phis get that edge's value.
+        ends = [s for s in (latch.successors if latch is not None else ())
+                if s not in self.blocks]
+        if latch is None or loop.preheader is None or len(ends) != 1 or ends[0] in failing:
+            raise self.refuse("does not end at its test (its last block leaves it only by "
+                              "a break or a return)",
+                              hint="write it so that its test ends it (for t in range(n), "
+                                   "or while cond:), with a break inside if need be; or "
+                                   "build without tape_budget")
+        # Each edge into an exception exit, and each other way out (a break, a return), is
+        # a code of its own: the code after the loop takes the edge the step took, so the
+        # phis where it leads get that edge's value.
         self.error_edges = [(e, target) for target in self.error_targets
                             for e in dict.fromkeys(target.predecessors) if e in self.blocks]
-        self.exit_block = normal[0]
-        if count is not None and count.exiting is not latch:
-            count = None  # a while loop, as far as the schedule is concerned
+        self.break_edges = [(e, target) for e in loop.exiting if e is not latch
+                            for target in dict.fromkeys(e.successors)
+                            if target not in self.blocks and target not in failing]
+        self.exit_edges = self.error_edges + self.break_edges
+        self.exit_block = ends[0]
+        if count is not None and (count.exiting is not latch or self.break_edges):
+            count = None  # a while loop (its steps known at its end): the online schedule
         if not isinstance(latch.terminator, I.Branch):
             raise self.refuse("ends in a switch", hint="build without tape_budget")
         self.latch, self.count = latch, count
         self.phis = [p for p in loop.header.instructions if isinstance(p, I.Phi)]
 
-    def error_outs(self, outs: list) -> dict:
-        """For each edge into an exception exit, the values of the loop that code after it
-        uses (a parallel region's report of its thread count, a message's arguments): the
-        step taking it stores them as it stores the values code after the loop uses."""
-        failing = error_only_blocks(self.fn, True)
-        used = [v for v in outs if any(isinstance(u, I.Instruction) and not self.inside(u)
-                                       and u.parent in failing for u in v.users)]
-        if not used:
+    def exit_outs(self, outs: list) -> dict:
+        """For each edge out of the loop but its test's, the values of the loop that code
+        after it may use (after an exception exit: a parallel region's report of its thread
+        count, a message's arguments): the step taking it stores them as it stores the
+        values code after the loop uses."""
+        if not self.exit_edges:
             return {}
+        failing = error_only_blocks(self.fn, True)
+        raising = [v for v in outs if any(isinstance(u, I.Instruction) and not self.inside(u)
+                                          and u.parent in failing for u in v.users)]
         dom = dominators(self.fn)
-        return {edge: [v for v in used if dom.dominates(v.parent, edge[0])]
-                for edge in self.error_edges}
+        found = {edge: [v for v in raising if dom.dominates(v.parent, edge[0])]
+                 for edge in self.error_edges}
+        found.update({edge: [v for v in outs if dom.dominates(v.parent, edge[0])]
+                      for edge in self.break_edges})
+        return {edge: values for edge, values in found.items() if values}
 
     def live_ins(self) -> list:
         found = []
@@ -443,8 +454,8 @@ class _Rewrite:
                      if g.operands[0] not in made and g.operands[0] not in pointers]
         pointers += [v for v in self.bases if v not in pointers]
         values = [v for v in ins if not v.type.is_pointer]
-        layout = CarriedLayout(self.phis, outs, bool(self.error_targets))
-        self.raised = self.error_outs(outs)
+        layout = CarriedLayout(self.phis, outs, bool(self.exit_edges))
+        self.raised = self.exit_outs(outs)
         inputs_ty = T.StructType([v.type for v in values] or [T.i64])
         step = self.step(layout, inputs_ty, pointers, values, outs)
 
@@ -489,7 +500,7 @@ class _Rewrite:
                        lambda bb, x: self.encode(bb, x, x, {}, self.bases))
         for k, v in enumerate(values):
             b.store(v, b.gep(inputs_ty, inputs, [_i64(0), const_int(T.i32, k)]))
-        if self.error_targets:
+        if self.exit_edges:
             b.store(const_int(T.i32, 0), layout.failed(b, carried))
         pairs = list(zip([carried] + [obj for obj, _ in regions], sizes))
         scheme = revolve.scheme(self.module)
@@ -503,7 +514,7 @@ class _Rewrite:
         b.call(loop_fn, [step, _i64(0), n, scheme, data, _i64(len(pairs))]
                + [v for pair in pairs for v in pair] + [carried, inputs] + pointers)
         loaded = {v: layout.get(b, carried, ("out", v), self.bases)[0] for v in outs}
-        failed = b.load(T.i32, layout.failed(b, carried)) if self.error_targets else None
+        failed = b.load(T.i32, layout.failed(b, carried)) if self.exit_edges else None
         free = self.module.declare("free", T.FunctionType(T.void, [T.ptr]))
         b.call(free, [carried])
         b.call(free, [inputs])
@@ -526,28 +537,29 @@ class _Rewrite:
         return Checkpointed(self.where, sizeof(layout.type), len(regions))
 
     def dispatch_failures(self, b: IRBuilder, failed, keep: bool, loaded: dict) -> IRBuilder:
-        """Where a step took an edge into an exception exit, on to the code that raises it,
-        through a block of that edge's own (the exit's phis get the value they had on it:
-        one of the loop's, ``loaded`` after it); the builder for the rest (no step
-        failed)."""
+        """Where a step took an edge out of the loop other than its test's (into an
+        exception exit, a break), on to where it leads, through a block of that edge's own
+        (the phis there get the value they had on it: one of the loop's, ``loaded`` after
+        it); the builder for the rest (the loop ended at its test)."""
         fn = self.fn
         ok = fn.append_block(fn.unique_name("ckpt.ok"))
         edges = []
-        for k, (exiting, target) in enumerate(self.error_edges):
+        for k, (exiting, target) in enumerate(self.exit_edges):
             edge = fn.append_block(fn.unique_name(f"ckpt.raise.{k + 1}"))
             IRBuilder(edge).br(target)
             edges.append(edge)
         b.switch(failed, ok, [(const_int(T.i32, k + 1), edge) for k, edge in enumerate(edges)])
-        for target in self.error_targets:
+        for target in dict.fromkeys(t for _, t in self.exit_edges):
             for phi in [i for i in target.instructions if isinstance(i, I.Phi)]:
                 values = {blk: v for v, blk in phi.incoming}
-                if not keep:  # the loop's blocks go
-                    kept = [(v, blk) for v, blk in phi.incoming if blk not in self.blocks]
+                if not keep:  # the loop's blocks go (its test's edge: see run)
+                    kept = [(v, blk) for v, blk in phi.incoming
+                            if blk not in self.blocks or blk is self.latch]
                     phi._unlink_operands()
                     phi.operands, phi.blocks = [], []
                     for v, blk in kept:
                         phi.add_incoming(v, blk)
-                for (exiting, t), edge in zip(self.error_edges, edges):
+                for (exiting, t), edge in zip(self.exit_edges, edges):
                     if t is target:
                         value = values[exiting]
                         phi.add_incoming(loaded.get(value, value), edge)
@@ -695,16 +707,17 @@ class _Rewrite:
         order = [blk for blk in self.fn.blocks if blk in self.blocks]
         for block in order:
             mapping[block] = step.append_block(block.name)
-        if self.error_targets:
-            # A step after one that took an exception exit does nothing (a while loop's
-            # stops the loop); one taking such an exit records which.
+        if self.exit_edges:
+            # A step after one that left the loop other than by its test (an exception, a
+            # break) does nothing (a while loop's stops the loop); one leaving so records
+            # which edge it took.
             stop = step.append_block("ckpt.failed.before")
             failed = b.load(T.i32, layout.failed(b, carried), name="failed")
             b.cbranch(b.icmp("ne", failed, const_int(T.i32, 0)), stop,
                       mapping[self.loop.header])
             self.step_return(IRBuilder(stop))
             fails = {}
-            for k, edge in enumerate(self.error_edges):
+            for k, edge in enumerate(self.exit_edges):
                 fail = fails[edge] = step.append_block(f"ckpt.failed.{k + 1}")
                 fb = IRBuilder(fail)
                 fb.store(const_int(T.i32, k + 1), layout.failed(fb, carried))
@@ -716,7 +729,7 @@ class _Rewrite:
 
         for block in order:
             bb = IRBuilder(mapping[block])
-            for exiting, target in self.error_edges:
+            for exiting, target in self.exit_edges:
                 if exiting is block:  # its branch there goes to that edge's block
                     mapping[target] = fails[(exiting, target)]
             for inst in block.instructions:
@@ -740,7 +753,7 @@ class _Rewrite:
                     bb.ret(bb.zext(cond, T.i32))
                     continue
                 mapping[inst] = bb.insert_copy(inst, mapping, debug=False)
-        for edge in self.error_edges:  # past the copy: the values it raises with
+        for edge in self.exit_edges:  # past the copy: the values code after it uses
             fb = IRBuilder(fails[edge])
             for v in self.raised.get(edge, ()):
                 layout.put(fb, carried, ("out", v), v if v.type.is_pointer
