@@ -153,3 +153,55 @@ def test_time_loop_around_prange_under_budget(threads):
     fd = np.array([(_relax.py_func(U0 + 1e-6 * e, 30, 0.1)
                     - _relax.py_func(U0 - 1e-6 * e, 30, 0.1)) / 2e-6 for e in np.eye(16)])
     np.testing.assert_allclose(got[:16], fd, rtol=1e-6, atol=1e-8)
+
+
+@njit
+def _decay_for(u, n, h):
+    """A counted loop with a break: how many steps it runs is known when it ends (the online
+    schedule), and code after it uses the step it broke at."""
+    steps = n
+    for t in range(n):
+        x, y = u[0], u[1]
+        u[0] = x - h * x * y
+        u[1] = y + h * x * x
+        if u[0] < 0.2:
+            steps = t
+            break
+    return u[0] * u[1] + 0.001 * steps * u[1]
+
+
+@njit
+def _first_crossing(u, n, h):
+    """A return from inside the loop: a second way out, to code of its own."""
+    for t in range(n):
+        x, y = u[0], u[1]
+        u[0] = x - h * x * y
+        u[1] = y + h * x
+        if u[0] < 0.3:
+            return u[0] + 2.0 * u[1] + t
+    return u[0] * u[1]
+
+
+def _early_exit_gradient(f, budget, n, h=0.01):
+    u, du = np.array([1.0, 0.5]), np.zeros(2)
+    with pyzyme.options(tape_budget=budget):
+        (r, value) = pyzyme.autodiff(pyzyme.ReverseWithPrimal, f, pyzyme.Duplicated(u, du),
+                                     pyzyme.Const(n), pyzyme.Active(h))
+    return np.concatenate([du, [r[2]]]), value
+
+
+# _decay_for's state is 88 bytes (700: 1 snapshot), _first_crossing's 56 (500: 1 snapshot);
+# 1000 steps end at the break or return (after about 230), 30 at the loop's test.
+@pytest.mark.parametrize("f,budget", [(_decay_for, 700), (_first_crossing, 500),
+                                      (_first_crossing, 2000)])
+@pytest.mark.parametrize("n", [1000, 30])
+def test_loop_leaving_early_under_budget(f, budget, n):
+    ref, v_ref = _early_exit_gradient(f, None, n)
+    got, value = _early_exit_gradient(f, budget, n)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    assert value == pytest.approx(v_ref, rel=1e-14)
+    assert value == pytest.approx(f.py_func(np.array([1.0, 0.5]), n, 0.01), rel=1e-13)
+    # Away from the exit's jumps the loop runs the same steps for nearby inputs.
+    fd = (f.py_func(np.array([1.0, 0.5]), n, 0.01 + 1e-9)
+          - f.py_func(np.array([1.0, 0.5]), n, 0.01 - 1e-9)) / 2e-9
+    assert got[2] == pytest.approx(fd, rel=1e-4)
