@@ -77,7 +77,8 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
                      tangents: int = 0) -> list[Checkpointed]:
     """Rewrite the outermost counted loops of ``fn`` (which returns Numba's i32 status) into
     checkpointed loops under ``budget`` bytes. ``extents`` maps a parameter index to the
-    indices of the parameters whose product is its bytes (contiguous arrays); ``where(k)``
+    indices of the parameters (or constants) whose product is its bytes (contiguous
+    arrays); ``where(k)``
     names the k-th of ``total`` such loops (its Python line), as ``where(k, total)``.
 
     ``growth`` (None: unknown, every loop is checkpointed) maps a loop's header name to how the
@@ -399,7 +400,8 @@ class _Rewrite:
 
     def extent(self, obj, inst) -> tuple:
         if isinstance(obj, Argument) and obj.index in self.extents:
-            return tuple(self.fn.args[i] for i in self.extents[obj.index])
+            return tuple(self.fn.args[i] if isinstance(i, int) else i
+                         for i in self.extents[obj.index])
         if isinstance(obj, I.Alloca) and (obj.count is None or isinstance(obj.count,
                                                                           ConstantInt)):
             n = obj.count.value if obj.count is not None else 1

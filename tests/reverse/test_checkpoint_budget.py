@@ -524,13 +524,29 @@ def _calls_sim(u, n, k):
     return _recursive_sim(u, n, k, 2)
 
 
-def test_time_loop_in_a_called_function_is_refused_not_taped_over_budget():
+def _calls_sim_gradient(budget):
     u, du = STENCIL.copy(), np.zeros(16)
-    with pyzyme.options(tape_budget=1500):
-        with pytest.raises(pyzyme.UnsupportedError, match="_recursive_sim, whose reverse-mode "
-                                                           "tape grows"):
-            pyzyme.autodiff(pyzyme.Reverse, _calls_sim, pyzyme.Duplicated(u, du),
-                            pyzyme.Const(30), pyzyme.Active(0.2))
+    with pyzyme.options(tape_budget=budget):
+        (r,) = pyzyme.autodiff(pyzyme.Reverse, _calls_sim, pyzyme.Duplicated(u, du),
+                               pyzyme.Const(30), pyzyme.Active(0.2))
+        code = pyzyme.code_llvm(pyzyme.Reverse, _calls_sim,
+                                pyzyme.Duplicated(STENCIL.copy(), np.zeros(16)),
+                                pyzyme.Const(30), pyzyme.Active(0.2))
+    return np.concatenate([du, [r[2]]]), code
+
+
+def test_time_loop_in_a_called_function_under_budget():
+    """The callee (recursive: LLVM cannot inline it) has the time loop: its loops are
+    checkpointed in it, its arrays' extents passed on from its caller's."""
+    ref, _ = _calls_sim_gradient(None)
+    got, code = _calls_sim_gradient(1000)  # one iteration needs 936 bytes: 1 snapshot
+    assert "_recursive_sim" in code and "checkpointed.step" in code
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    fd = central(lambda x: _calls_sim.py_func(x.copy(), 30, 0.2), STENCIL)
+    np.testing.assert_allclose(got[:16], fd, rtol=1e-6, atol=1e-9)
+    with pytest.raises(pyzyme.TapeBudgetError,
+                       match=r"in .*_recursive_sim \(called from _calls_sim .*needs 936 bytes"):
+        _calls_sim_gradient(900)
 
 
 @njit
