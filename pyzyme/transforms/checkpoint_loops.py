@@ -288,7 +288,11 @@ class _Rewrite:
 
         for block in self.loop.blocks:
             for inst in block.instructions:
-                for pointer in self.written(inst):
+                pointers = self.written(inst)
+                if pointers is None:
+                    raise self.refuse("launches a parallel loop whose arguments pyzyme cannot "
+                                      "follow", hint="build without tape_budget")
+                for pointer in pointers:
                     add(pointer, inst)
         changed = None if not stable else self.written_elsewhere()
         for block in self.loop.blocks:
@@ -302,18 +306,17 @@ class _Rewrite:
                         add(inst.pointer, inst)
         return list(found.items())
 
-    def written(self, inst) -> list:
+    def written(self, inst) -> list | None:
         """The pointers ``inst`` may write through: a parallel loop's launch, those its body
         is handed in its argument array (the arrays of a ``prange``), and the arrays it
-        hands over."""
+        hands over; None where those cannot be told."""
         row = _launch_row(inst)
         if row is None:
             return written_pointers(inst)
         args = inst.args[row.args]
         slots = argument_slots(args, inst)
         if slots is None:
-            raise self.refuse("launches a parallel loop whose arguments pyzyme cannot follow",
-                              hint="build without tape_budget")
+            return None
         stored = [use.operands[0] for uses in slots.values() for use in uses
                   if isinstance(use, I.Store) and use.operands[0].type.is_pointer]
         return [args, inst.args[row.dims], inst.args[row.steps]] + stored
@@ -335,9 +338,16 @@ class _Rewrite:
                 else:
                     continue
                 for obj in found:
-                    if isinstance(obj, I.Alloca) and not self.inside(obj) and obj not in own \
-                            and self.used_only_inside(obj):
+                    if self.inside(obj) or obj in own:
+                        continue
+                    if isinstance(obj, I.Alloca) and self.used_only_inside(obj):
                         own.append(obj)
+                    elif row is not None:
+                        raise self.refuse(
+                            "launches a parallel loop (a prange) whose argument arrays code "
+                            "outside the loop uses too: its steps cannot each fill their own",
+                            hint="write that loop with range instead of numba.prange, or "
+                                 "build without tape_budget")
         return own
 
     def used_only_inside(self, obj) -> bool:
@@ -388,7 +398,10 @@ class _Rewrite:
             if block in self.blocks:
                 continue
             for inst in block.instructions:
-                for pointer in written_pointers(inst):
+                pointers = self.written(inst)  # a prange's arrays too
+                if pointers is None:
+                    return None
+                for pointer in pointers:
                     if underlying_object(pointer) is self.fn.args[0] and \
                             isinstance(inst, I.Store):
                         continue  # the result slot, which the loop does not read
