@@ -12,6 +12,7 @@ whose extent it knows together with the parameters that give that extent.
 
 from __future__ import annotations
 
+from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -109,11 +110,17 @@ def checkpoint_callee_loops(module, fn, own: set, growth: dict, budget: int, ext
             continue
         seen.add(g.name)
         if g.name in own:
-            checkpoint_loops(module, g, budget, extents.get(g.name, {}),
-                             lambda k, total, g=g: (
-                                 f"loop {k + 1} of {total} in {readable(g.name)} (called "
-                                 f"from {caller})"),
-                             growth.get(g.name, {}), stable=stable, tangents=tangents)
+            try:
+                checkpoint_loops(module, g, budget, extents.get(g.name, {}),
+                                 lambda k, total, g=g: (
+                                     f"loop {k + 1} of {total} in {readable(g.name)} (called "
+                                     f"from {caller})"),
+                                 growth.get(g.name, {}), stable=stable, tangents=tangents)
+            except UnsupportedError as err:
+                # What a callee's loop lacks may be what its callers do not pass on.
+                err.hint = (f"{err.hint}; or differentiate {readable(g.name)} itself, which "
+                            f"sees its arguments whole")
+                raise
             done.add(g.name)
         work += called(g)
     if done:

@@ -579,6 +579,33 @@ def test_time_loop_in_a_called_function_under_budget():
 
 
 @njit
+def _recursive_relax(w, u, n, k, depth):
+    if depth > 0:
+        return _recursive_relax(w, u, n, k, depth - 1)
+    for _ in range(n):
+        for i in range(1, w.shape[0] - 1):
+            w[i] = w[i] + k * (w[i - 1] - 2.0 * w[i] + w[i + 1]) * w[i]
+    return np.sum(w * u)
+
+
+@njit
+def _on_a_copy(u, n, k, depth):
+    w = u * 1.0   # made here: the callee's loop writes an array whose size it is not told
+    return _recursive_relax(w, u, n, k, depth)
+
+
+def test_time_loop_in_a_called_function_writing_an_array_of_unknown_size_is_refused():
+    u, du = np.linspace(0.1, 1.0, 8), np.zeros(8)
+    with pyzyme.options(tape_budget=2000):
+        with pytest.raises(pyzyme.UnsupportedError,
+                           match=r"(?s)in .*_recursive_relax \(called from _on_a_copy .*"
+                                 r"tape_budget: it writes memory whose size pyzyme does not "
+                                 r"know.*differentiate .*_recursive_relax itself"):
+            pyzyme.autodiff(pyzyme.Reverse, _on_a_copy, pyzyme.Duplicated(u, du),
+                            pyzyme.Const(30), pyzyme.Active(0.1), pyzyme.Const(1))
+
+
+@njit
 def _stencil_loss(k):
     u = np.sin(np.linspace(0.0, 3.0, 16))
     return diffusion(u, 30, k)

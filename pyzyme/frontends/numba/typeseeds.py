@@ -234,7 +234,7 @@ def shape_extents_from_abi(abi) -> dict:
     >>> {k: (v[0], v[1], v[2].value) for k, v in shape_extents_from_abi(abi).items()}
     {6: (7, 8, 4)}
     """
-    from numba.core import types  # as extents_from_abi does
+    from numba.core import errors, types  # as extents_from_abi does
     from numba.np.numpy_support import as_dtype
     extents = {}
     for arg in abi.args:
@@ -245,7 +245,7 @@ def shape_extents_from_abi(abi) -> dict:
                 shape = tuple(arg.param(f"{arg.name}.shape[{k}]").index
                               for k in range(ty.ndim))
                 itemsize = as_dtype(ty.dtype).itemsize
-            except (KeyError, NotImplementedError):
-                continue
+            except (KeyError, NotImplementedError, errors.NumbaError):
+                continue  # no such parameter, or an item NumPy has no dtype for
             extents[data] = (*shape, const_int(T.i64, itemsize))
     return extents
