@@ -204,12 +204,14 @@ def checkpoint_driver(step: str, sweep: str, loop: str = CHECKPOINT_FOR) -> str:
     """What runs a checkpointed loop (``loop``: :data:`CHECKPOINT_FOR` or
     :data:`CHECKPOINT_WHILE`) of ``step`` (:mod:`pyzyme.diff.calls.checkpoint`): ``sweep`` is
     ``primal`` (the loop as it is), ``fwd`` (forward mode), ``aug`` (reverse mode's forward
-    sweep: snapshots, the steps untaped) or ``rev`` (its reverse sweep)."""
+    sweep: snapshots, the steps untaped) or ``rev`` (its reverse sweep); ``aug.fwd`` and
+    ``rev.fwd`` are forward mode over those two (hvp)."""
     return f"{loop}.{sweep}.{step}"
 
 
 def is_checkpoint_sweep(name: str) -> bool:
-    """Whether ``name`` is a reverse-mode sweep of a checkpointed loop (``aug`` or ``rev``)."""
+    """Whether ``name`` is a reverse-mode sweep of a checkpointed loop (``aug`` or ``rev``,
+    or forward mode over one)."""
     return any(name.startswith(f"{loop}.{sweep}.") for loop in (CHECKPOINT_FOR, CHECKPOINT_WHILE)
                for sweep in ("aug", "rev"))
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyzyme import naming
-from pyzyme.analysis.cfg import error_only_blocks, reverse_post_order
+from pyzyme.analysis.cfg import dominators, error_only_blocks, reverse_post_order
 from pyzyme.analysis.layout import sizeof
 from pyzyme.analysis.loops import analyze_loops
 from pyzyme.analysis.overwrite import underlying_object, underlying_objects, written_pointers
@@ -39,10 +39,12 @@ from pyzyme.ir.builder import resolve_later_operands
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.rules import default_rules, spec
-from pyzyme.ir.values import (Argument, ConstantAggregate, ConstantInt, GlobalVariable,
+from pyzyme.ir.values import (Argument, Constant, ConstantAggregate, ConstantInt, GlobalVariable,
                               const_c_string, const_int)
 from pyzyme.runtime.target import TAPE_BUDGET_ERROR_SYMBOL
 from pyzyme.transforms import revolve
+from pyzyme.transforms.checkpoint_state import CarriedLayout
+from pyzyme.transforms.parallel_body import argument_slots
 
 __all__ = ["checkpoint_loops", "Checkpointed", "RESERVE"]
 
@@ -71,10 +73,12 @@ def _i64(n: int):
 
 
 def checkpoint_loops(module, fn, budget: int, extents: dict, where,
-                     growth: dict | None = None, stable: bool = True) -> list[Checkpointed]:
+                     growth: dict | None = None, stable: bool = True,
+                     tangents: int = 0) -> list[Checkpointed]:
     """Rewrite the outermost counted loops of ``fn`` (which returns Numba's i32 status) into
     checkpointed loops under ``budget`` bytes. ``extents`` maps a parameter index to the
-    indices of the parameters whose product is its bytes (contiguous arrays); ``where(k)``
+    indices of the parameters (or constants) whose product is its bytes (contiguous
+    arrays); ``where(k)``
     names the k-th of ``total`` such loops (its Python line), as ``where(k, total)``.
 
     ``growth`` (None: unknown, every loop is checkpointed) maps a loop's header name to how the
@@ -83,7 +87,9 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
     iterations cache a known number of bytes keeps its plain (taped) form too, run when its
     trip count times that stays within its share of half the budget (decided at run time).
     ``stable``: the arguments' memory does not change between the sweeps (false in split
-    mode)."""
+    mode). ``tangents``: the directions forward mode will carry through the derivative (1
+    under hvp), each holding a copy of what the snapshots, the tape and the state hold
+    (:mod:`pyzyme.diff.calls.checkpoint_tangents`)."""
     info = analyze_loops(fn)
     order = {blk: k for k, blk in enumerate(reverse_post_order(fn))}  # the order they run in
     loops = [lp for lp in sorted(info.top, key=lambda lp: order.get(lp.header, 0))
@@ -101,10 +107,9 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
     done = []
     for k, loop, own in plans:
         rewrite = _Rewrite(module, fn, loop, extents, where(k, len(loops)))
-        rewrite.stable = stable
-        rewrite.plain_share = budget // (2 * max(plain, 1))
+        rewrite.stable, rewrite.copies = stable, 1 + tangents
+        rewrite.plain_share = budget // (2 * max(plain, 1) * (1 + tangents))
         done.append(rewrite.run(budget, own))
-    return done
     return done
 
 
@@ -118,9 +123,18 @@ def _keeps_more(loop) -> bool:
             if callee is None or callee.name.startswith("llvm."):
                 continue
             if not callee.is_declaration or isinstance(
-                    default_rules().lookup(callee.name, "call"), spec.Allocation):
-                return True
+                    default_rules().lookup(callee.name, "call"),
+                    (spec.Allocation, spec.ParallelFor)):
+                return True  # a parallel loop's derivative keeps each row's tape
     return False
+
+
+def _launch_row(inst):
+    """The :class:`~pyzyme.rules.spec.ParallelFor` row of ``inst``, a launch of a parallel
+    loop; else None."""
+    callee = inst.called_function if isinstance(inst, I.CallBase) else None
+    row = default_rules().lookup(callee.name, "call") if callee is not None else None
+    return row if isinstance(row, spec.ParallelFor) else None
 
 
 def _worth(loop) -> bool:
@@ -160,6 +174,14 @@ class _Rewrite:
         self.blocks = set(loop.blocks)
         self.opaque: set = set()   # pointers whose memory is no state (reference counts)
         self.plain_share = 0       # the bytes of plain tape this loop may keep (run)
+        self.offsets: list = []    # live-in pointers the step computes again (run)
+        self.own: list = []        # stack slots each step has its own of (run)
+        self.own_inits: list = []  # the constants stored into them before the loop
+        self.error_targets: list = []  # exits into code that only raises (check_shape)
+        self.error_edges: list = []    # (exiting block, target) into those (check_shape)
+        self.break_edges: list = []    # the other edges out but the test's (check_shape)
+        self.exit_edges: list = []     # both, each a code of its own
+        self.copies = 1            # of each state: the values, then each direction's tangents
 
     def refuse(self, why: str, hint: str) -> UnsupportedError:
         return UnsupportedError(f"{self.where}: this loop cannot be checkpointed under "
@@ -180,38 +202,47 @@ class _Rewrite:
         # does nothing more, and the code after the loop takes it there.
         failing = error_only_blocks(self.fn, True)
         self.error_targets = [b for b in loop.exits if b in failing]
-        normal = [b for b in loop.exits if b not in failing]
-        if latch is None or loop.preheader is None or len(normal) != 1 \
-                or normal[0] not in latch.successors \
-                or any(s in normal for b in loop.exiting if b is not latch
-                       for s in b.successors):
-            raise self.refuse("leaves from more than one place (a break or a return)",
-                              hint="write it so that only its test ends it (for t in range(n), "
-                                   "or while cond:); or build without tape_budget")
-        for target in self.error_targets:
-            self.check_error_target(target)
-        self.exit_block = normal[0]
-        if count is not None and count.exiting is not latch:
-            count = None  # a while loop, as far as the schedule is concerned
+        ends = [s for s in (latch.successors if latch is not None else ())
+                if s not in self.blocks]
+        if latch is None or loop.preheader is None or len(ends) != 1 or ends[0] in failing:
+            raise self.refuse("does not end at its test (its last block leaves it only by "
+                              "a break or a return)",
+                              hint="write it so that its test ends it (for t in range(n), "
+                                   "or while cond:), with a break inside if need be; or "
+                                   "build without tape_budget")
+        # Each edge into an exception exit, and each other way out (a break, a return), is
+        # a code of its own: the code after the loop takes the edge the step took, so the
+        # phis where it leads get that edge's value.
+        self.error_edges = [(e, target) for target in self.error_targets
+                            for e in dict.fromkeys(target.predecessors) if e in self.blocks]
+        self.break_edges = [(e, target) for e in loop.exiting if e is not latch
+                            for target in dict.fromkeys(e.successors)
+                            if target not in self.blocks and target not in failing]
+        self.exit_edges = self.error_edges + self.break_edges
+        self.exit_block = ends[0]
+        if count is not None and (count.exiting is not latch or self.break_edges):
+            count = None  # a while loop (its steps known at its end): the online schedule
         if not isinstance(latch.terminator, I.Branch):
             raise self.refuse("ends in a switch", hint="build without tape_budget")
         self.latch, self.count = latch, count
         self.phis = [p for p in loop.header.instructions if isinstance(p, I.Phi)]
 
-    def check_error_target(self, target) -> None:
-        """The code after an exception exit must not need the loop's values."""
-        for inst in target.instructions:
-            if isinstance(inst, I.Phi):
-                values = {v for v, blk in inst.incoming if blk in self.blocks}
-                if len(values) > 1 or any(self.inside(v) for v in values):
-                    break
-            elif any(self.inside(op) for op in inst.operands):
-                break
-        else:
-            return
-        raise self.refuse("raises an exception made from values of its iterations",
-                          hint="raise it with constant arguments, or build without "
-                               "tape_budget")
+    def exit_outs(self, outs: list) -> dict:
+        """For each edge out of the loop but its test's, the values of the loop that code
+        after it may use (after an exception exit: a parallel region's report of its thread
+        count, a message's arguments): the step taking it stores them as it stores the
+        values code after the loop uses."""
+        if not self.exit_edges:
+            return {}
+        failing = error_only_blocks(self.fn, True)
+        raising = [v for v in outs if any(isinstance(u, I.Instruction) and not self.inside(u)
+                                          and u.parent in failing for u in v.users)]
+        dom = dominators(self.fn)
+        found = {edge: [v for v in raising if dom.dominates(v.parent, edge[0])]
+                 for edge in self.error_edges}
+        found.update({edge: [v for v in outs if dom.dominates(v.parent, edge[0])]
+                      for edge in self.break_edges})
+        return {edge: values for edge, values in found.items() if values}
 
     def live_ins(self) -> list:
         found = []
@@ -248,7 +279,8 @@ class _Rewrite:
             for obj in objects:
                 if obj in found or (isinstance(obj, I.Instruction) and self.inside(obj)):
                     continue  # memory the iteration makes for itself
-                if (obj is self.fn.args[1] and len(self.fn.args) > 1) or obj in self.opaque:
+                if (obj is self.fn.args[1] and len(self.fn.args) > 1) or obj in self.opaque \
+                        or obj in self.own:
                     continue  # Numba's exception record (written only when raising), handles
                 if isinstance(obj, GlobalVariable) and obj.is_constant:
                     continue  # never changes
@@ -256,7 +288,11 @@ class _Rewrite:
 
         for block in self.loop.blocks:
             for inst in block.instructions:
-                for pointer in written_pointers(inst):
+                pointers = self.written(inst)
+                if pointers is None:
+                    raise self.refuse("launches a parallel loop whose arguments pyzyme cannot "
+                                      "follow", hint="build without tape_budget")
+                for pointer in pointers:
                     add(pointer, inst)
         changed = None if not stable else self.written_elsewhere()
         for block in self.loop.blocks:
@@ -270,6 +306,91 @@ class _Rewrite:
                         add(inst.pointer, inst)
         return list(found.items())
 
+    def written(self, inst) -> list | None:
+        """The pointers ``inst`` may write through: a parallel loop's launch, those its body
+        is handed in its argument array (the arrays of a ``prange``), and the arrays it
+        hands over; None where those cannot be told."""
+        row = _launch_row(inst)
+        if row is None:
+            return written_pointers(inst)
+        args = inst.args[row.args]
+        slots = argument_slots(args, inst)
+        if slots is None:
+            return None
+        stored = [use.operands[0] for uses in slots.values() for use in uses
+                  if isinstance(use, I.Store) and use.operands[0].type.is_pointer]
+        return [args, inst.args[row.dims], inst.args[row.steps]] + stored
+
+    def launch_arrays(self) -> list:
+        """The stack slots used nowhere but in the loop that are the argument, dimension and
+        step arrays of a parallel loop launched in it, or whose lifetime starts in it: each
+        step gets its own (the derivative of a launch follows what its own function stores
+        into them), filled by the step as the loop's iteration filled them."""
+        own: list = []
+        for block in self.loop.blocks:
+            for inst in block.instructions:
+                row = _launch_row(inst)
+                callee = inst.called_function if isinstance(inst, I.CallBase) else None
+                if callee is not None and callee.name.startswith("llvm.lifetime.start"):
+                    found = [inst.args[-1]]
+                elif row is not None:
+                    found = [inst.args[pos] for pos in (row.args, row.dims, row.steps)]
+                else:
+                    continue
+                for obj in found:
+                    if self.inside(obj) or obj in own:
+                        continue
+                    if isinstance(obj, I.Alloca) and self.used_only_inside(obj):
+                        own.append(obj)
+                    elif row is not None:
+                        raise self.refuse(
+                            "launches a parallel loop (a prange) whose argument arrays code "
+                            "outside the loop uses too: its steps cannot each fill their own",
+                            hint="write that loop with range instead of numba.prange, or "
+                                 "build without tape_budget")
+        return own
+
+    def used_only_inside(self, obj) -> bool:
+        """Whether the loop's code is all that uses stack slot ``obj`` (outside it: constant
+        offsets into it, used only inside, its lifetime's markers, and constants stored at
+        its start, which the step's own slot gets too: :attr:`own_inits`)."""
+        inits = []
+        work = [obj]
+        while work:
+            v = work.pop()
+            for u in v.users:
+                if not isinstance(u, I.Instruction) or self.inside(u):
+                    continue
+                if isinstance(u, I.GetElementPtr) and u.operands[0] is v and all(
+                        isinstance(op, ConstantInt) for op in u.operands[1:]):
+                    work.append(u)
+                elif isinstance(u, I.Store) and v is obj and u.operands[1] is obj \
+                        and isinstance(u.operands[0], Constant):
+                    inits.append(u)
+                elif not (isinstance(u, I.CallBase) and u.called_function is not None
+                          and u.called_function.name.startswith("llvm.lifetime")):
+                    return False
+        self.own_inits += inits
+        return True
+
+    def address_offsets(self, ins: list) -> list:
+        """The pointers among ``ins`` that are constant offsets into others (the slots of a
+        parallel loop's argument array): the step computes them again from their bases, so
+        that what it stores through them is seen stored into the base (its argument array,
+        which the derivative of the launch reads slot by slot), in the order to compute
+        them."""
+        out: list = []
+
+        def visit(v) -> None:
+            if v in out or not isinstance(v, I.GetElementPtr) or self.inside(v) \
+                    or not all(isinstance(op, ConstantInt) for op in v.operands[1:]):
+                return
+            visit(v.operands[0])
+            out.append(v)
+        for v in ins:
+            visit(v)
+        return out
+
     def written_elsewhere(self):
         """The objects code outside the loop writes (None: some it writes cannot be told)."""
         out: set = set()
@@ -277,7 +398,10 @@ class _Rewrite:
             if block in self.blocks:
                 continue
             for inst in block.instructions:
-                for pointer in written_pointers(inst):
+                pointers = self.written(inst)  # a prange's arrays too
+                if pointers is None:
+                    return None
+                for pointer in pointers:
                     if underlying_object(pointer) is self.fn.args[0] and \
                             isinstance(inst, I.Store):
                         continue  # the result slot, which the loop does not read
@@ -289,7 +413,8 @@ class _Rewrite:
 
     def extent(self, obj, inst) -> tuple:
         if isinstance(obj, Argument) and obj.index in self.extents:
-            return tuple(self.fn.args[i] for i in self.extents[obj.index])
+            return tuple(self.fn.args[i] if isinstance(i, int) else i
+                         for i in self.extents[obj.index])
         if isinstance(obj, I.Alloca) and (obj.count is None or isinstance(obj.count,
                                                                           ConstantInt)):
             n = obj.count.value if obj.count is not None else 1
@@ -334,17 +459,25 @@ class _Rewrite:
         iteration, for a counted loop), keep the plain loop for trip counts that keep that
         within half the budget."""
         self.check_shape()
+        self.own = self.launch_arrays()
         ins, outs, regions = self.live_ins(), self.live_outs(), self.regions(self.stable)
         self.bases = self.pointer_bases(outs)
-        pointers = [v for v in ins if v.type.is_pointer]
+        self.offsets = self.address_offsets(ins)
+        made = set(self.offsets) | set(self.own)   # the step makes these itself
+        pointers = [v for v in ins if v.type.is_pointer and v not in made]
+        pointers += [g.operands[0] for g in self.offsets
+                     if g.operands[0] not in made and g.operands[0] not in pointers]
         pointers += [v for v in self.bases if v not in pointers]
         values = [v for v in ins if not v.type.is_pointer]
-        layout = _Layout(self.phis, outs, bool(self.error_targets))
+        layout = CarriedLayout(self.phis, outs, bool(self.exit_edges))
+        self.raised = self.exit_outs(outs)
         inputs_ty = T.StructType([v.type for v in values] or [T.i64])
         step = self.step(layout, inputs_ty, pointers, values, outs)
 
         fn = self.fn
-        keep = taped is not None and self.count is not None
+        # Values an exception exit uses come out of the checkpointed loop only (a plain loop
+        # kept beside it would need them merged on the way to the exception).
+        keep = taped is not None and self.count is not None and not self.raised
         block = fn.append_block(fn.unique_name("ckpt.loop"))
         b = IRBuilder(block)
         if keep:  # choose, before the loop, between the plain loop and the checkpoints
@@ -382,7 +515,7 @@ class _Rewrite:
                        lambda bb, x: self.encode(bb, x, x, {}, self.bases))
         for k, v in enumerate(values):
             b.store(v, b.gep(inputs_ty, inputs, [_i64(0), const_int(T.i32, k)]))
-        if self.error_targets:
+        if self.exit_edges:
             b.store(const_int(T.i32, 0), layout.failed(b, carried))
         pairs = list(zip([carried] + [obj for obj, _ in regions], sizes))
         scheme = revolve.scheme(self.module)
@@ -396,12 +529,12 @@ class _Rewrite:
         b.call(loop_fn, [step, _i64(0), n, scheme, data, _i64(len(pairs))]
                + [v for pair in pairs for v in pair] + [carried, inputs] + pointers)
         loaded = {v: layout.get(b, carried, ("out", v), self.bases)[0] for v in outs}
-        failed = b.load(T.i32, layout.failed(b, carried)) if self.error_targets else None
+        failed = b.load(T.i32, layout.failed(b, carried)) if self.exit_edges else None
         free = self.module.declare("free", T.FunctionType(T.void, [T.ptr]))
         b.call(free, [carried])
         b.call(free, [inputs])
         if failed is not None:
-            b = self.dispatch_failures(b, failed, keep)
+            b = self.dispatch_failures(b, failed, keep, loaded)
         exit_block, last = self.exit_block, b.block
         b.br(exit_block)
         if keep:
@@ -418,24 +551,33 @@ class _Rewrite:
             fn.remove_blocks([blk for blk in fn.blocks if blk in self.blocks])
         return Checkpointed(self.where, sizeof(layout.type), len(regions))
 
-    def dispatch_failures(self, b: IRBuilder, failed, keep: bool) -> IRBuilder:
-        """Where a step took an exception exit, on to the code that raises it; the builder
-        for the rest (no step failed)."""
+    def dispatch_failures(self, b: IRBuilder, failed, keep: bool, loaded: dict) -> IRBuilder:
+        """Where a step took an edge out of the loop other than its test's (into an
+        exception exit, a break), on to where it leads, through a block of that edge's own
+        (the phis there get the value they had on it: one of the loop's, ``loaded`` after
+        it); the builder for the rest (the loop ended at its test)."""
         fn = self.fn
         ok = fn.append_block(fn.unique_name("ckpt.ok"))
-        here = b.block
-        b.switch(failed, ok, [(const_int(T.i32, k + 1), target)
-                              for k, target in enumerate(self.error_targets)])
-        for target in self.error_targets:
+        edges = []
+        for k, (exiting, target) in enumerate(self.exit_edges):
+            edge = fn.append_block(fn.unique_name(f"ckpt.raise.{k + 1}"))
+            IRBuilder(edge).br(target)
+            edges.append(edge)
+        b.switch(failed, ok, [(const_int(T.i32, k + 1), edge) for k, edge in enumerate(edges)])
+        for target in dict.fromkeys(t for _, t in self.exit_edges):
             for phi in [i for i in target.instructions if isinstance(i, I.Phi)]:
-                value = next(v for v, blk in phi.incoming if blk in self.blocks)
-                if not keep:  # the loop's blocks go
-                    kept = [(v, blk) for v, blk in phi.incoming if blk not in self.blocks]
+                values = {blk: v for v, blk in phi.incoming}
+                if not keep:  # the loop's blocks go (its test's edge: see run)
+                    kept = [(v, blk) for v, blk in phi.incoming
+                            if blk not in self.blocks or blk is self.latch]
                     phi._unlink_operands()
                     phi.operands, phi.blocks = [], []
                     for v, blk in kept:
                         phi.add_incoming(v, blk)
-                phi.add_incoming(value, here)
+                for (exiting, t), edge in zip(self.exit_edges, edges):
+                    if t is target:
+                        value = values[exiting]
+                        phi.add_incoming(loaded.get(value, value), edge)
         return IRBuilder(ok)
 
     def merge_exit(self, exit_block, last, loaded: dict) -> None:
@@ -498,7 +640,7 @@ class _Rewrite:
     def budget_check(self, b: IRBuilder, budget: int, total) -> IRBuilder:
         """Past the check that one iteration fits ``budget``: else TapeBudgetError."""
         fn = self.fn
-        need = b.add(b.mul(total, _i64(3 + RESERVE)),
+        need = b.add(b.mul(total, _i64((3 + RESERVE) * self.copies)),
                      _i64(revolve.STATE_WORDS * 8 + revolve.SNAPSHOT_OVERHEAD),
                      name="ckpt.need")
         over = fn.append_block(fn.unique_name("ckpt.over"))
@@ -512,8 +654,11 @@ class _Rewrite:
     def message(self):
         """The error's format (``need`` and ``budget`` its two ``%lld``)."""
         module = self.module
+        state = "its state" if self.copies == 1 else (
+            "its state and its tangent" if self.copies == 2 else
+            f"its state and its {self.copies - 1} tangents")
         text = (f"{self.where.replace('%', '%%')}: one iteration of this checkpointed loop "
-                f"needs %lld bytes (its state, {3 + RESERVE} times: the driver's two copies, "
+                f"needs %lld bytes ({state}, {3 + RESERVE} times: the driver's two copies, "
                 f"one snapshot, and {RESERVE} for the tape of the step's own derivative), more "
                 f"than tape_budget (%lld bytes); raise tape_budget to at least that, or build "
                 f"without it")
@@ -558,6 +703,12 @@ class _Rewrite:
         entry = step.append_block("entry")
         b = IRBuilder(entry)
         mapping: dict = dict(zip(pointers, args))
+        for a in self.own:
+            mapping[a] = b.insert_copy(a, mapping, debug=False)
+        for store in self.own_inits:
+            b.insert_copy(store, mapping, debug=False)
+        for g in self.offsets:
+            mapping[g] = b.insert_copy(g, mapping, debug=False)
         bases = [mapping[v] for v in self.bases]
         known: dict = {}
         for p in self.phis:
@@ -571,19 +722,20 @@ class _Rewrite:
         order = [blk for blk in self.fn.blocks if blk in self.blocks]
         for block in order:
             mapping[block] = step.append_block(block.name)
-        if self.error_targets:
-            # A step after one that took an exception exit does nothing (a while loop's
-            # stops the loop); one taking such an exit records which.
+        if self.exit_edges:
+            # A step after one that left the loop other than by its test (an exception, a
+            # break) does nothing (a while loop's stops the loop); one leaving so records
+            # which edge it took.
             stop = step.append_block("ckpt.failed.before")
             failed = b.load(T.i32, layout.failed(b, carried), name="failed")
             b.cbranch(b.icmp("ne", failed, const_int(T.i32, 0)), stop,
                       mapping[self.loop.header])
             self.step_return(IRBuilder(stop))
-            for k, target in enumerate(self.error_targets):
-                fail = mapping[target] = step.append_block(f"ckpt.failed.{k + 1}")
+            fails = {}
+            for k, edge in enumerate(self.exit_edges):
+                fail = fails[edge] = step.append_block(f"ckpt.failed.{k + 1}")
                 fb = IRBuilder(fail)
                 fb.store(const_int(T.i32, k + 1), layout.failed(fb, carried))
-                self.step_return(fb)
         else:
             b.br(mapping[self.loop.header])
 
@@ -592,6 +744,9 @@ class _Rewrite:
 
         for block in order:
             bb = IRBuilder(mapping[block])
+            for exiting, target in self.exit_edges:
+                if exiting is block:  # its branch there goes to that edge's block
+                    mapping[target] = fails[(exiting, target)]
             for inst in block.instructions:
                 if inst in self.phis:
                     continue
@@ -613,6 +768,12 @@ class _Rewrite:
                     bb.ret(bb.zext(cond, T.i32))
                     continue
                 mapping[inst] = bb.insert_copy(inst, mapping, debug=False)
+        for edge in self.exit_edges:  # past the copy: the values code after it uses
+            fb = IRBuilder(fails[edge])
+            for v in self.raised.get(edge, ()):
+                layout.put(fb, carried, ("out", v), v if v.type.is_pointer
+                           else mapping.get(v, v), encode)
+            self.step_return(fb)
         resolve_later_operands(step.instructions(), mapping)
         return step
 
@@ -624,54 +785,3 @@ class _Rewrite:
             b.ret_void()
         else:
             b.ret(const_int(T.i32, 0))
-
-
-class _Layout:
-    """The carried block: a field for each carried value, a pointer as two i64 fields (which
-    of the loop's pointer bases, and the byte offset into it)."""
-
-    FAILED = ("failed", None)
-
-    def __init__(self, phis: list, outs: list, failing: bool = False) -> None:
-        types: list = []
-        self.field: dict = {}
-        # A header phi code after the loop uses has two fields: its value on the next
-        # iteration and its value on the last one.
-        for key in [("phi", p) for p in phis] + [("out", v) for v in outs]:
-            self.field[key] = len(types)
-            types += [T.i64, T.i64] if key[1].type.is_pointer else [key[1].type]
-        if failing:  # 0, or 1 + which exception exit a step took
-            self.field[self.FAILED] = len(types)
-            types.append(T.i32)
-        self.type = T.StructType(types or [T.i64])
-
-    def failed(self, b: IRBuilder, block):
-        """The pointer to the failed field."""
-        return self._slot(b, block, self.FAILED)
-
-    def _slot(self, b: IRBuilder, block, key, j: int = 0):
-        return b.gep(self.type, block, [_i64(0), const_int(T.i32, self.field[key] + j)])
-
-    def put(self, b: IRBuilder, block, key, value, encode) -> None:
-        """Store ``value`` as carried value ``key`` (``("phi", phi)`` or ``("out", value)``):
-        ``encode(b, pointer)`` gives a pointer's (which, offset)."""
-        v = key[1]
-        if not v.type.is_pointer:
-            b.store(value, self._slot(b, block, key))
-            return
-        which, offset = encode(b, value)
-        b.store(which, self._slot(b, block, key), 8)
-        b.store(offset, self._slot(b, block, key, 1), 8)
-
-    def get(self, b: IRBuilder, block, key, bases: list) -> tuple:
-        """(value, which, offset) of carried value ``key`` (which and offset None unless it
-        is a pointer, rebuilt from ``bases``)."""
-        v = key[1]
-        if not v.type.is_pointer:
-            return b.load(v.type, self._slot(b, block, key), name=v.name), None, None
-        which = b.load(T.i64, self._slot(b, block, key), 8)
-        offset = b.load(T.i64, self._slot(b, block, key, 1), 8)
-        base = bases[-1]
-        for k in range(len(bases) - 2, -1, -1):
-            base = b.select(b.icmp("eq", which, _i64(k)), bases[k], base)
-        return b.gep(T.i8, base, [offset], name=v.name), which, offset

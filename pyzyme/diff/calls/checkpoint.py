@@ -28,6 +28,9 @@ the scheme's state.
 
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
+
 from pyzyme import naming
 from pyzyme.analysis.activity import Activity
 from pyzyme.diff.calls.step_loops import Driver, i64, step_activities, step_function, trap
@@ -39,7 +42,8 @@ from pyzyme.ir.module import Function
 from pyzyme.ir.values import Value, const_int, const_null
 from pyzyme.rules import spec
 
-__all__ = ["varied", "forward_mode", "augmented", "reverse", "primal_driver"]
+__all__ = ["varied", "forward_mode", "augmented", "reverse", "primal_driver", "Sweep",
+           "SweepDriver", "sweep_of", "register", "forward_sweep", "reverse_sweep"]
 
 # The scheme's functions: byte offsets in EnzymeCheckpointScheme, and their types.
 _INIT, _NEXT, _STORE, _RESTORE, _SET_NSTEPS, _FINALIZE = 8, 16, 24, 32, 40, 48
@@ -54,8 +58,9 @@ _ACTION = T.StructType([T.i32, T.i64, T.i64, T.i64])
 _REGION = T.StructType([T.ptr, T.i64, T.i32, T.i32])
 _STORE_A, _RESTORE_A, _FORWARD_A, _FIRSTUTURN_A, _UTURN_A, _DONE_A = 1, 2, 3, 4, 5, 7
 _WHAT = "a checkpointed loop"
-# The sweeps stay calls, so that forward mode over them (over a gradient) meets them by name
-# and refuses (pyzyme.naming.is_checkpoint_sweep), instead of differentiating the schemes.
+# The sweeps stay calls, so that forward mode over them (over a gradient: hvp) meets them by
+# name (pyzyme.naming.is_checkpoint_sweep) and builds their tangent drivers
+# (pyzyme.diff.calls.checkpoint_tangents), instead of differentiating the schemes.
 _KEPT_A_CALL = "noinline"
 
 
@@ -72,7 +77,7 @@ def varied(row, inst: I.CallBase, is_varied) -> bool:
     return False
 
 
-class _Driver(Driver):
+class SweepDriver(Driver):
     """A driver of a checkpointed loop: :class:`Driver` and the scheme's calls."""
 
     def regions(self, pairs: list) -> Value:
@@ -151,10 +156,11 @@ def _trap_unless(d: Driver, ok: Value) -> None:
     b.position_at_end(good)
 
 
-def _forward_until(d: Driver, scheme, state, steps, step, start, rest, first, it) -> None:
-    """A while loop's FORWARD from ``first`` to ``it``: each step runs untaped; until the loop
-    has ended (``steps`` < 0), the first step to return false ends it there, and the scheme
-    learns the number of steps (its ``set_nsteps``, which must be set)."""
+def _forward_until(d: Driver, scheme, state, steps, run, first, it) -> None:
+    """A while loop's FORWARD from ``first`` to ``it``: each step runs untaped (``run(b, j)``,
+    which returns whether to go on); until the loop has ended (``steps`` < 0), the first step
+    to return false ends it there, and the scheme learns the number of steps (its
+    ``set_nsteps``, which must be set)."""
     b, fn = d.b, d.fn
     head = b.block
     loop, nxt_block = fn.append_block("fwd"), fn.append_block("fwd.next")
@@ -163,7 +169,7 @@ def _forward_until(d: Driver, scheme, state, steps, step, start, rest, first, it
     b.position_at_end(loop)
     j = b.phi(T.i64, name="j")
     j.add_incoming(first, head)
-    going = b.call(step, [b.add(start, j)] + rest)
+    going = run(b, j)
     stop = b.and_(b.icmp("slt", b.load(T.i64, steps, 8), i64(0)),
                   b.icmp("eq", going, const_int(going.type, 0)))
     b.cbranch(stop, ends, nxt_block)
@@ -220,6 +226,40 @@ def forward_mode(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
 
 
 # -- reverse mode --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Sweep:
+    """What a sweep driver (``aug`` or ``rev``) built here runs, for forward mode over it
+    (:mod:`pyzyme.diff.calls.checkpoint_tangents`): its operands are ``scheme, data, start,
+    n``, ``regions`` (pointer, bytes) pairs, the ``args`` operands of ``step``, then (``rev``)
+    the shadows of its Duplicated ones and the forward sweep's state; ``grad`` is the step's
+    combined derivative the reverse sweep runs."""
+
+    kind: str  # "aug", "rev", or "tangent" (forward mode over either)
+    row: spec.CheckpointLoop
+    step: Function
+    regions: int
+    args: int
+    grad: Function | None = None
+    shadows: int = 0
+
+
+# The sweep drivers of each module (by module, so that they go with it).
+_SWEEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def sweep_of(fn: Function | None) -> Sweep | None:
+    """What sweep driver ``fn`` runs; None if it is none built here."""
+    if fn is None or fn.module is None:
+        return None
+    return _SWEEPS.get(fn.module, {}).get(fn.name)
+
+
+def register(fn: Function, sweep: Sweep) -> None:
+    """Record what sweep driver ``fn`` runs (``kind`` "tangent" for a driver of forward mode
+    over one, which is not differentiated further)."""
+    _SWEEPS.setdefault(fn.module, {})[fn.name] = sweep
+
+
 def _sweep_params(inst, row, args) -> list:
     pairs = row.region_pairs(inst)
     return ([("scheme", T.ptr), ("data", T.ptr), ("start", T.i64), ("n", T.i64)]
@@ -235,29 +275,18 @@ def _sweep_operands(b, inst, row, at) -> list:
             + [v for pair in pairs for v in pair] + [at(a) for a in row.step_args(inst)])
 
 
-def _unpack(d: _Driver, inst, row):
-    k = len(row.region_pairs(inst))
+def _unpack(d: SweepDriver, k: int):
     scheme, data, start, n = d.fn.args[:4]
     pairs = [(d.fn.args[4 + 2 * r], d.fn.args[5 + 2 * r]) for r in range(k)]
     rest = list(d.fn.args[4 + 2 * k:])
     return scheme, data, start, n, pairs, rest
 
 
-def augmented(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
-    """The forward sweep: the scheme's actions up to its first turn (snapshots stored, steps
-    run untaped); the scheme's state is kept for :func:`reverse`."""
-    step = _step(cx, inst, row)
-    args = row.step_args(inst)
-    b = cx.fb
-    if not any(a in cx.activity.varied for a in args):
-        start, n = _index_and_count(b, inst, row, cx.fwd_value)
-        b.call(primal_driver(cx.module, step, [a.type for a in args], row),
-               [start, n] + [cx.fwd_value(a) for a in args])
-        return
-    acts = _activities(cx, inst, row, step, reverse=True)
-    d = _Driver(cx.module, naming.checkpoint_driver(step.name, "aug", _loop_name(row)), T.ptr,
-                _sweep_params(inst, row, args), suffix=_KEPT_A_CALL)
-    scheme, data, start, n, pairs, rest = _unpack(d, inst, row)
+def forward_sweep(d: SweepDriver, row, scheme, data, n, pairs: list, run) -> Value:
+    """The forward sweep's actions at ``d``, up to the scheme's first turn: snapshots of the
+    regions ``pairs`` (pointer, bytes) stored, step ``j`` run untaped by ``run(b, j)`` (which
+    returns a while loop's whether to go on). Returns what the reverse sweep gets: the
+    scheme's state (a while loop's: a block of it and the number of steps)."""
     regions = d.regions(pairs)
     total = i64(0)
     for _, size in pairs:
@@ -275,9 +304,9 @@ def augmented(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
 
     def forward(b, it, first, _slot):
         if row.until_false:
-            _forward_until(d, scheme, state, steps, step, start, rest, first, it)
+            _forward_until(d, scheme, state, steps, run, first, it)
         else:
-            d.loop(first, it, lambda b, j: b.call(step, [b.add(start, j)] + rest))
+            d.loop(first, it, run)
 
     def first_turn(b, it, _from, _slot):
         if row.until_false:
@@ -285,7 +314,7 @@ def augmented(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
         b = d.b
         last = b.sub(it, i64(1))
         d.scheme_call(scheme, _STORE, _SLOT_TYPE, [state, i64(-2), last, regions, nreg])
-        b.call(step, [b.add(start, last)] + rest)
+        run(b, last)
         return True
 
     def restore(b, it, _from, slot):  # a while loop's schedule goes back to its first turn
@@ -296,12 +325,77 @@ def augmented(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
     if row.until_false:
         # The scheme's state and the number of steps, for the reverse sweep.
         fb = d.b
-        pair = fb.call(cx.module.declare("malloc", T.FunctionType(T.ptr, [T.i64])), [i64(16)],
+        pair = fb.call(d.module.declare("malloc", T.FunctionType(T.ptr, [T.i64])), [i64(16)],
                        name="kept")
         fb.store(state, pair, 8)
         fb.store(fb.load(T.i64, steps, 8), fb.gep(T.i8, pair, [i64(8)]), 8)
         state = pair
-    d.b.ret(state)
+    return state
+
+
+def reverse_sweep(d: SweepDriver, row, scheme, n, pairs: list, kept, run, differentiate) -> None:
+    """The reverse sweep's actions at ``d``, from what :func:`forward_sweep` returned
+    (``kept``): step ``j`` run untaped by ``run(b, j)``, differentiated by
+    ``differentiate(b, j)``; then the state the sweep started from, restored."""
+    state = kept
+    if row.until_false:
+        state = d.b.load(T.ptr, kept, 8, name="scheme.state")
+        n = d.b.load(T.i64, d.b.gep(T.i8, kept, [i64(8)]), 8, name="n")
+        d.b.call(d.module.declare("free", T.FunctionType(T.void, [T.ptr])), [kept])
+    regions = d.regions(pairs)
+    nreg = i64(len(pairs))
+    b, fn = d.b, d.fn
+
+    def slot_call(offset, slot, it):
+        d.scheme_call(scheme, offset, _SLOT_TYPE, [state, slot, it, regions, nreg])
+
+    turns, finish = fn.append_block("turns"), fn.append_block("finish")
+    b.cbranch(b.icmp("sgt", n, i64(0)), turns, finish)
+    b.position_at_end(turns)
+    last = b.sub(n, i64(1))
+    slot_call(_STORE, i64(-1), n)
+    slot_call(_RESTORE, i64(-2), last)
+    differentiate(b, last)
+
+    def restore(b, it, _from, slot):
+        slot_call(_RESTORE, slot, it)
+
+    def store(b, it, _from, slot):
+        slot_call(_STORE, slot, it)
+
+    def forward(b, it, first, _slot):
+        d.loop(first, it, run)
+
+    def turn(b, it, _from, _slot):
+        differentiate(b, b.sub(it, i64(1)))
+
+    d.actions(state, scheme, {_RESTORE_A: restore, _STORE_A: store, _FORWARD_A: forward,
+                              _UTURN_A: turn, _DONE_A: lambda *a: True})
+    slot_call(_RESTORE, i64(-1), n)
+    d.b.br(finish)
+    d.b.position_at_end(finish)
+    d.scheme_call(scheme, _FINALIZE, _FINALIZE_TYPE, [state])
+
+
+def augmented(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
+    """The forward sweep: the scheme's actions up to its first turn (snapshots stored, steps
+    run untaped); the scheme's state is kept for :func:`reverse`."""
+    step = _step(cx, inst, row)
+    args = row.step_args(inst)
+    b = cx.fb
+    if not any(a in cx.activity.varied for a in args):
+        start, n = _index_and_count(b, inst, row, cx.fwd_value)
+        b.call(primal_driver(cx.module, step, [a.type for a in args], row),
+               [start, n] + [cx.fwd_value(a) for a in args])
+        return
+    acts = _activities(cx, inst, row, step, reverse=True)
+    k = len(row.region_pairs(inst))
+    d = SweepDriver(cx.module, naming.checkpoint_driver(step.name, "aug", _loop_name(row)), T.ptr,
+                _sweep_params(inst, row, args), suffix=_KEPT_A_CALL)
+    scheme, data, start, n, pairs, rest = _unpack(d, k)
+    d.b.ret(forward_sweep(d, row, scheme, data, n, pairs,
+                          lambda b, j: b.call(step, [b.add(start, j)] + rest)))
+    register(d.fn, Sweep("aug", row, step, k, len(args)))
     kept = b.call(d.fn, _sweep_operands(b, inst, row, cx.fwd_value), name="checkpoints")
     shadows = [cx.fwd_shadow(a) for a, act in zip(args, acts[1:])
                if act is Activity.DUPLICATED]
@@ -319,54 +413,17 @@ def reverse(cx, inst: I.CallBase, row: spec.CheckpointLoop) -> None:
     cx.seed_callee_types(step, [i for i, act in enumerate(acts) if act is Activity.DUPLICATED])
     grad = cx.callee_derivative(step, ReverseSignature(
         tuple(acts), shared_adjoints=cx.sig.shared_adjoints))
-    d = _Driver(cx.module, naming.checkpoint_driver(step.name, "rev", _loop_name(row)), T.void,
+    k = len(row.region_pairs(inst))
+    d = SweepDriver(cx.module, naming.checkpoint_driver(step.name, "rev", _loop_name(row)), T.void,
                 _sweep_params(inst, row, args)
                 + [(f"s{k}", s.type) for k, s in enumerate(shadows)] + [("state", T.ptr)],
                 suffix=_KEPT_A_CALL)
-    scheme, _, start, n, pairs, rest = _unpack(d, inst, row)
-    state = d.fn.args[-1]
-    if row.until_false:
-        kept_pair = state
-        state = d.b.load(T.ptr, kept_pair, 8, name="scheme.state")
-        n = d.b.load(T.i64, d.b.gep(T.i8, kept_pair, [i64(8)]), 8, name="n")
-        d.b.call(cx.module.declare("free", T.FunctionType(T.void, [T.ptr])), [kept_pair])
+    scheme, _, start, n, pairs, rest = _unpack(d, k)
     primals, shadow_params = rest[:len(args)], rest[len(args):-1]
-    regions = d.regions(pairs)
-    nreg = i64(len(pairs))
-    b, fn = d.b, d.fn
-
-    def slot_call(offset, slot, it):
-        d.scheme_call(scheme, offset, _SLOT_TYPE, [state, slot, it, regions, nreg])
-
-    def differentiate(b, index):
-        b.call(grad, [b.add(start, index)] + primals + shadow_params)
-
-    run, finish = fn.append_block("turns"), fn.append_block("finish")
-    b.cbranch(b.icmp("sgt", n, i64(0)), run, finish)
-    b.position_at_end(run)
-    last = b.sub(n, i64(1))
-    slot_call(_STORE, i64(-1), n)
-    slot_call(_RESTORE, i64(-2), last)
-    differentiate(b, last)
-
-    def restore(b, it, _from, slot):
-        slot_call(_RESTORE, slot, it)
-
-    def store(b, it, _from, slot):
-        slot_call(_STORE, slot, it)
-
-    def forward(b, it, first, _slot):
-        d.loop(first, it, lambda b, j: b.call(step, [b.add(start, j)] + primals))
-
-    def turn(b, it, _from, _slot):
-        differentiate(b, b.sub(it, i64(1)))
-
-    d.actions(state, scheme, {_RESTORE_A: restore, _STORE_A: store, _FORWARD_A: forward,
-                              _UTURN_A: turn, _DONE_A: lambda *a: True})
-    slot_call(_RESTORE, i64(-1), n)
-    d.b.br(finish)
-    d.b.position_at_end(finish)
-    d.scheme_call(scheme, _FINALIZE, _FINALIZE_TYPE, [state])
+    reverse_sweep(d, row, scheme, n, pairs, d.fn.args[-1],
+                  lambda b, j: b.call(step, [b.add(start, j)] + primals),
+                  lambda b, j: b.call(grad, [b.add(start, j)] + primals + shadow_params))
     d.b.ret_void()
+    register(d.fn, Sweep("rev", row, step, k, len(args), grad, len(shadows)))
     cx.rb.call(d.fn, _sweep_operands(cx.rb, inst, row, cx.primal)
                + [cx.avail(s) for s in shadows] + [cx.avail(kept)])

@@ -23,6 +23,7 @@ from pyzyme.diff.calls import (
     allocation,
     callee,
     checkpoint,
+    checkpoint_tangents,
     copies,
     fixed_point,
     custom,
@@ -150,12 +151,8 @@ def forward_mode(cx, inst: I.CallBase) -> None:
         return
     callee_ = inst.called_function
     if callee_ is not None and naming.is_checkpoint_sweep(callee_.name):
-        raise UnsupportedError(
-            f"{cx.where} takes forward mode through the reverse-mode derivative of a "
-            f"checkpointed loop (forward over reverse: @{readable(callee_.name)}); pyzyme "
-            f"has no forward mode of its snapshots and schedule",
-            hint="take the forward-over-reverse derivative (hvp) of the plain loop: without "
-                 "tape_budget, and without pyzyme.checkpoint on the functions it calls")
+        checkpoint_tangents.forward_mode(cx, inst)  # forward over reverse (hvp)
+        return
     row = row_of(cx.rules, inst)
     handler_for(row, "forward", inst)(cx, inst, row)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pyzyme.analysis.type_analysis import meminfo_tree
 from pyzyme.analysis.typetree import FLOAT32, FLOAT64, INTEGER, POINTER, ConcreteType, TypeTree
+from pyzyme.ir import types as T
+from pyzyme.ir.values import const_int
 from pyzyme.rules.runtime import MEMINFO_DATA
 
 __all__ = ["seed_from_abi", "extents_from_abi"]
@@ -215,4 +217,35 @@ def extents_from_abi(abi) -> dict[int, tuple[int, int]]:
             except KeyError:
                 continue
             extents[data] = (nitems, itemsize)
+    return extents
+
+
+def shape_extents_from_abi(abi) -> dict:
+    """The memory each contiguous array argument's data pointer spans, as the product of its
+    shape parameters and its item size (an ``i64`` constant): what a callee gets of the
+    array where LLVM dropped ``nitems`` and ``itemsize`` from its parameters, which it
+    passes on (:func:`pyzyme.transforms.checkpoint_callees.callee_extents`).
+
+    >>> from numba.core import types
+    >>> from numba.core.registry import cpu_target
+    >>> from pyzyme.frontends.numba.abi import AbiMap
+    >>> abi = AbiMap.from_signature(cpu_target.target_context, "f", ("a",),
+    ...                             types.float64(types.float32[:, ::1]))
+    >>> {k: (v[0], v[1], v[2].value) for k, v in shape_extents_from_abi(abi).items()}
+    {6: (7, 8, 4)}
+    """
+    from numba.core import errors, types  # as extents_from_abi does
+    from numba.np.numpy_support import as_dtype
+    extents = {}
+    for arg in abi.args:
+        ty = arg.numba_type
+        if isinstance(ty, types.Array) and ty.layout in ("C", "F"):
+            try:
+                data = arg.param(f"{arg.name}.data").index
+                shape = tuple(arg.param(f"{arg.name}.shape[{k}]").index
+                              for k in range(ty.ndim))
+                itemsize = as_dtype(ty.dtype).itemsize
+            except (KeyError, NotImplementedError, errors.NumbaError):
+                continue  # no such parameter, or an item NumPy has no dtype for
+            extents[data] = (*shape, const_int(T.i64, itemsize))
     return extents

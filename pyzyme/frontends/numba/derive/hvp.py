@@ -41,7 +41,7 @@ def build_hvp(f, xtype, rules, where: str | None = None, const_types=()) -> HvpP
     const_types = tuple(const_types)
     rm = reverse_module(f, (xtype, *const_types),
                         [Activity.DUPLICATED] + [Activity.CONST] * len(const_types),
-                        Activity.ACTIVE, True, rules, where=where)
+                        Activity.ACTIVE, True, rules, where=where, tangents=1)
     module, abi = rm.module, rm.abi
     if hasattr(rules, "with_rule_bodies"):  # user rules: differentiate through their bodies
         module = rules.with_rule_bodies(module)

@@ -32,7 +32,8 @@ from pyzyme.frontends.numba.abi import llvm_str
 from pyzyme.frontends.numba.derive.forward import differentiable
 from pyzyme.frontends.numba.source_lines import (add_source_line, outer_loop_lines,
                                                  where_defined)
-from pyzyme.frontends.numba.typeseeds import extents_from_abi, seed_from_abi
+from pyzyme.frontends.numba.typeseeds import (extents_from_abi, seed_from_abi,
+                                              shape_extents_from_abi)
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int, const_null
 from pyzyme import naming
@@ -41,6 +42,7 @@ from pyzyme.ir.names import readable
 from pyzyme.naming import symbol_name
 from pyzyme.rules import default_rules
 from pyzyme.transforms.checkpoint_calls import checkpoint_calls
+from pyzyme.transforms.checkpoint_callees import callee_extents, checkpoint_callee_loops
 from pyzyme.transforms.checkpoint_loops import checkpoint_loops
 
 __all__ = ["ReversePlan", "ReverseModule", "build_reverse", "reverse_module", "prepare",
@@ -155,12 +157,13 @@ def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence,
 
 
 def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity | None,
-            distinct: bool, rules=None, split: bool = False):
+            distinct: bool, rules=None, split: bool = False, tangents: int = 0):
     """Capture ``f`` and read off the activity of each native parameter: ``(capture, ABI map,
     module, native function, activities, return activity)``. Calls of functions with user
     rules in ``rules`` stay calls. Under a tape budget the outermost loops are checkpointed
     (:mod:`pyzyme.transforms.checkpoint_loops`; ``split``: for a split pair, whose caller may
-    change the arguments between the thunks)."""
+    change the arguments between the thunks; ``tangents``: the directions forward mode will
+    take through the derivative, whose tangents the budget holds too)."""
     cap = capture(f, primal_types, keep_calls=getattr(rules, "keeps_call", None))
     abi = cap.abi
     fields = abi.result.fields
@@ -196,21 +199,26 @@ def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity |
     if budget is not None:
         lines = outer_loop_lines(f)
         name = where_defined(f)
-        growth, growing = _tape_growth(cap, abi, distinct, acts, rules)
+        growth, own, calls, callee_growth = _tape_growth(cap, abi, distinct, acts, rules)
+        extents = callee_extents(module, native, shape_extents_from_abi(abi))  # unrewritten
         checkpoint_loops(module, native, budget, extents_from_abi(abi),
                          lambda k, total: _loop_where(lines, name, k, total), growth,
-                         stable=not split)
-        _refuse_growing_callees(native, growing, name)
+                         stable=not split, tangents=tangents)
+        done = checkpoint_callee_loops(module, native, own, callee_growth, budget, extents,
+                                       name, stable=not split, tangents=tangents)
+        _refuse_growing_callees(native, _calling(own - done, calls), name)
     return cap, abi, module, native, acts, ret_activity
 
 
-def _tape_growth(cap, abi, distinct: bool, acts, rules) -> dict:
+def _tape_growth(cap, abi, distinct: bool, acts, rules) -> tuple:
     """How the unbudgeted derivative's tape grows with each loop (by header name): the bytes
     it caches per iteration of that loop, and whether loops inside it cache too (then how much
     an iteration keeps depends on their trip counts). Found by generating that derivative
     once, on a copy of the captured function: the loops whose tape does not grow need no
     checkpoints, and those whose per-iteration tape is known are checkpointed only when their
-    trip count would take it over the budget."""
+    trip count would take it over the budget. Returns that, the functions whose tape grows
+    with a loop of their own and the call graph (:func:`_growing_functions`), and the same
+    growth for the loops of each callee (by its name)."""
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
     pre_ad.ready(module, native, abi, distinct, settings.current().interchange_loops)
@@ -218,26 +226,43 @@ def _tape_growth(cap, abi, distinct: bool, acts, rules) -> dict:
     gen.type_seeds[native] = seed_from_abi(abi)
     gen.array_extents[native] = extents_from_abi(abi)
     tape = gen.tapes[gen.derivative(native, ReverseSignature(tuple(acts), status_return=True))]
-    growing = _growing_functions(module, gen.tapes.values())
+    own, calls = _growing_functions(module, gen.tapes.values())
+    # The callees' loops the same way, by function (a callee's loops are checkpointed where
+    # it is called outside the loops of its caller); a function differentiated for several
+    # activities, by the most any of its derivatives keeps.
+    callees: dict = {}
+    for other in gen.tapes.values():
+        if other is tape:
+            continue
+        for header, (size, nested) in _loop_growth(other).items():
+            mine = callees.setdefault(header.parent.name, {})
+            old = mine.get(header.name, (0, False))
+            mine[header.name] = (max(old[0], size), old[1] or nested)
+    return ({header.name: v for header, v in _loop_growth(tape).items()}, own, calls,
+            callees)
+
+
+def _loop_growth(tape) -> dict:
+    """``{loop header: (bytes an iteration caches, whether loops inside it cache too)}`` of
+    the loops of one derivative's ``tape``."""
     growth: dict = {}
     for loop, state in tape.loops.items():
-        own = sum(sizeof(c.type) for c in state.caches)
-        growth[loop.header.name] = [own, False]
+        growth[loop.header] = [sum(sizeof(c.type) for c in state.caches), False]
     for (inner, outer), rep in tape.repeats.items():
         if rep.caches:
-            growth.setdefault(outer.header.name, [0, False])[1] = True
+            growth.setdefault(outer.header, [0, False])[1] = True
     for loop in tape.loops:
         parent = loop.parent
         while parent is not None:
-            if growth.get(loop.header.name, [0])[0]:
-                growth.setdefault(parent.header.name, [0, False])[1] = True
+            if growth.get(loop.header, [0])[0]:
+                growth.setdefault(parent.header, [0, False])[1] = True
             parent = parent.parent
-    return {name: tuple(v) for name, v in growth.items()}, growing
+    return {header: tuple(v) for header, v in growth.items()}
 
 
-def _growing_functions(module, tapes) -> set:
-    """Names of the functions whose derivative's tape grows with a loop, in it or in a
-    function it calls."""
+def _growing_functions(module, tapes) -> tuple[set, dict]:
+    """Names of the functions whose derivative's tape grows with a loop of their own, and
+    the call graph (by name)."""
     own = {loop.header.parent.name for tape in tapes for loop, state in tape.loops.items()
            if state.caches}
     own |= {outer.header.parent.name for tape in tapes
@@ -245,6 +270,11 @@ def _growing_functions(module, tapes) -> set:
     calls = {fn.name: {i.called_function.name for i in fn.instructions()
                        if isinstance(i, ir.instructions.CallBase) and i.called_function
                        is not None} for fn in module.functions if not fn.is_declaration}
+    return own, calls
+
+
+def _calling(own: set, calls: dict) -> set:
+    """``own`` and the functions that call one of them, directly or not."""
     growing, changed = set(own), True
     while changed:
         changed = False
@@ -327,14 +357,18 @@ def adjoint_types(abi, kinds: Sequence[Activity]) -> list:
 
 def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence,
                    ret_activity: Activity | None, distinct: bool, rules,
-                   need_primal: bool = True, where: str | None = None) -> ReverseModule:
-    """The IR of :func:`build_reverse`'s derivative, not yet compiled."""
+                   need_primal: bool = True, where: str | None = None,
+                   tangents: int = 0) -> ReverseModule:
+    """The IR of :func:`build_reverse`'s derivative, not yet compiled (``tangents``: the
+    directions forward mode will take through it, as :func:`prepare`'s)."""
     primal_types, kinds = tuple(primal_types), roles(kinds)
     cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
-                                                           ret_activity, distinct, rules)
+                                                           ret_activity, distinct, rules,
+                                                           tangents=tangents)
     sig = ReverseSignature(tuple(acts), status_return=True)
     symbol = symbol_name("rev", cap.text, repr((sig, [k.value for k in kinds], distinct,
-                                                activity_name(ret_activity), need_primal))
+                                                activity_name(ret_activity), need_primal,
+                                                tangents))
                          + settings.current().tag)
     gen, rev = generate(cap, module, native, sig, rules, primal_types,
                         f"{where or where_defined(f)} in reverse mode")
