@@ -37,9 +37,11 @@ def _plan(f, x: np.ndarray, args=()):
 
 def _as_input(x) -> np.ndarray:
     _refuse_complex(x)
-    # The derivative is compiled for writeable arrays (x's type is also that of dx, v and hv):
-    # a read-only x is copied, as v is, rather than refused; neither is written.
-    x = np.require(x, np.float64, ("C", "W"))
+    # A copy, as of v: f may write its argument (x *= 2), and forward mode over it would then
+    # write x's tangent v too; neither is the caller's to lose, and each of the Hessian's
+    # columns must start from the same x. (The derivative is compiled for writeable C arrays:
+    # x's type is also that of dx, v and hv.)
+    x = np.array(x, np.float64, order="C", copy=True)
     if x.ndim == 0:
         raise ArgumentTypeError("hvp and hessian take an array x; wrap a scalar in np.array([x])")
     return x
@@ -97,7 +99,7 @@ def hvp_and_gradient(f, x: np.ndarray, v: np.ndarray, *args) -> tuple[np.ndarray
     """
     x = _as_input(x)
     _refuse_complex(v)
-    v = np.require(v, np.float64, ("C", "W"))
+    v = np.array(v, np.float64, order="C", copy=True)
     if v.shape != x.shape:
         raise ArgumentValueError(f"v has shape {v.shape}; x has shape {x.shape}")
     plan = _plan(f, x, args)
@@ -126,7 +128,7 @@ def hessian(f):
             e = np.zeros_like(x)
             e.reshape(-1)[i] = 1.0
             hv = np.zeros_like(x)
-            plan.function(x, np.zeros_like(x), 1.0, e, hv)
+            plan.function(x.copy(), np.zeros_like(x), 1.0, e, hv)
             out[:, i] = hv.reshape(-1)
         return out.reshape(x.shape + x.shape)
 

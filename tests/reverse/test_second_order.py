@@ -128,3 +128,17 @@ def test_hvp_and_gradient_with_constant_arguments():
     # The constants are constants: another scale changes H v accordingly.
     hv2 = hvp(_weighted_fit, p, v, data, weights, 1.0)
     np.testing.assert_allclose(hv2 - 12 * p ** 2 * v, 2 * (hv - 12 * p ** 2 * v), rtol=1e-12)
+
+
+@numba.njit
+def cubes_in_place(x):
+    x *= 2.0             # f writes its argument: as a function of what it is given, sum(8 x**3)
+    return np.sum(x ** 3)
+
+
+def test_a_function_writing_its_argument_leaves_x_and_v_and_each_column_at_x():
+    x, v = np.array([1.0, 2.0]), np.array([1.0, -1.0])
+    np.testing.assert_allclose(hvp(cubes_in_place, x, v), 48.0 * x * v, rtol=1e-12)
+    np.testing.assert_array_equal(x, [1.0, 2.0])     # the caller's arrays as they were
+    np.testing.assert_array_equal(v, [1.0, -1.0])
+    np.testing.assert_allclose(hessian(cubes_in_place)(x), np.diag(48.0 * x), rtol=1e-12)
