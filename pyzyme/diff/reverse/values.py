@@ -151,9 +151,10 @@ class ReverseValues:
     def _tree_of(self, st: ReverseContext, fv: I.Instruction, loop, tree: set, leaves: set,
                  depth: int) -> bool:
         """Collect into ``tree`` the instructions of ``loop`` that computing ``fv`` again would
-        compute too (arithmetic, calls with a rule), and into ``leaves`` the values it would cache per iteration of
-        ``loop`` (loads of memory overwritten later, phis of its header); False where some
-        operand is neither (a call, a merge phi, a load forwarded from a store), or too deep."""
+        compute too (arithmetic, calls with a rule), and into ``leaves`` the values it would
+        cache per iteration of ``loop`` (loads of memory overwritten later, phis of its
+        header); False where some operand is neither (another call, a merge phi, a load
+        forwarded from a store), or too deep."""
         for op in fv.operands:
             if op in tree or op in leaves or self._at_hand(st, op, loop, 0):
                 continue
