@@ -3,7 +3,7 @@ sweep keeps, per cell and step, the one double the coefficient's adjoint reads (
 ``left - 2 u[i] + u[i + 1]``), not the three it is computed from (the old ``u[i]`` and
 ``u[i + 1]`` and the carried ``left``, which nothing else of the reverse sweep reads). Where
 the reverse sweep reads one of them for something else as well, that one stays cached and the
-sum still replaces the other two. The tape by the plan's printed layout and a split pair's
+sum still replaces the other two; ``tanh`` of the update keeps its result and the sum. The tape by the plan's printed layout and a split pair's
 ``Tape.nbytes``; gradients against forward mode and central differences, the split pair
 against the combined derivative, a Hessian-vector product against central differences of the
 gradient."""
@@ -22,9 +22,11 @@ UPDATES = {
     "sum": "v[i] + c * (left - 2.0 * v[i] + v[i + 1])",
     # The product's adjoint reads u[i + 1] too: it stays cached, beside the sum.
     "product": "v[i] + c * (left - 2.0 * v[i] + v[i + 1]) * v[i + 1]",
+    # tanh's adjoint reads its result: that one and the sum, not the three they come from.
+    "tanh": "np.tanh(v[i] + c * (left - 2.0 * v[i] + v[i + 1]))",
 }
 # Doubles cached per cell and step (before: three each).
-CACHED = {"sum": 1, "product": 2}
+CACHED = {"sum": 1, "product": 2, "tanh": 2}
 
 
 def _stencil(update: str):
@@ -83,10 +85,11 @@ def _tape_bytes(f, p, steps: int) -> int:
     return tape.nbytes
 
 
-def test_tape_grows_by_one_double_per_cell_and_step():
-    f, p = FUNCTIONS["sum"], _point(40)
+@pytest.mark.parametrize("name", ["sum", "tanh"])
+def test_tape_grows_by_the_cached_doubles_per_cell_and_step(name):
+    f, p = FUNCTIONS[name], _point(40)
     inner = p.size - 3                      # cells 1 .. n - 2 of the n = p.size - 1
-    assert _tape_bytes(f, p, 20) - _tape_bytes(f, p, 10) == 8 * inner * 10
+    assert _tape_bytes(f, p, 20) - _tape_bytes(f, p, 10) == 8 * CACHED[name] * inner * 10
 
 
 @pytest.mark.parametrize("name", UPDATES)
