@@ -3,10 +3,10 @@ sweep keeps, per cell and step, the one double the coefficient's adjoint reads (
 ``left - 2 u[i] + u[i + 1]``), not the three it is computed from (the old ``u[i]`` and
 ``u[i + 1]`` and the carried ``left``, which nothing else of the reverse sweep reads). Where
 the reverse sweep reads one of them for something else as well, that one stays cached and the
-sum still replaces the other two; ``tanh`` of the update keeps its result and the sum. The tape by the plan's printed layout and a split pair's
-``Tape.nbytes``; gradients against forward mode and central differences, the split pair
-against the combined derivative, a Hessian-vector product against central differences of the
-gradient."""
+sum still replaces the other two; ``tanh`` of the update keeps its result and the sum. The
+tape by the plan's printed layout and a split pair's ``Tape.nbytes``; gradients against
+forward mode and central differences, the split pair against the combined derivative, a
+Hessian-vector product against central differences of the gradient."""
 
 import numba
 import numpy as np
