@@ -49,8 +49,9 @@ from pyzyme.transforms.parallel_body import argument_slots
 __all__ = ["checkpoint_loops", "Checkpointed", "RESERVE"]
 
 #: States of memory reserved for what one step's derivative keeps (its own tape: the values
-#: of an iteration that its reverse pass needs; a stencil's inner loop keeps about 3 doubles
-#: a cell of its 1-double state, measured).
+#: of an iteration that its reverse pass needs; a stencil overwriting its 1-double state in
+#: place keeps 1 double a cell, where it kept 3 before only the sum its coefficient's adjoint
+#: reads was taped: 3 stays as a margin for bodies that keep more).
 RESERVE = 3
 
 

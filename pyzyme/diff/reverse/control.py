@@ -313,6 +313,27 @@ class ReverseControl:
                     total = runs if total is None else b.mul(total, runs)
                 reserve(b, total)
 
+    def _size_each_run(self, st: ReverseContext, loop) -> None:
+        """On each forward edge entering ``loop`` (whose trip count is known as it starts,
+        from the bounds its only exit tests, as :meth:`_counted` finds where a run began),
+        make room in its caches for the run about to start, instead of testing their
+        capacity on every iteration: the edge's branch moves to a block of its own, which
+        the header's phis then come from."""
+        header = st.first[loop.header]
+        for (_, target), edge in list(st.entries.items()):
+            if target is not loop.header:
+                continue
+            term = edge.terminator
+            term.erase()
+            tail = st.fwd.append_block(f"{edge.name}.sized")
+            tail.append(term)
+            for phi in header.phis:
+                phi.blocks = [tail if blk is edge else blk for blk in phi.blocks]
+            b = IRBuilder(edge)
+            runs = self._runs(st, b, loop.trip_count, st.fwd_value)
+            count = b.load(T.i64, st.tape.counter(loop).fwd)
+            st.tape.ensure(b, loop, b.add(count, runs), tail)
+
     @staticmethod
     def _countable(loop, top) -> bool:
         """Whether ``loop``'s run count is a formula of values fixed before ``top`` starts."""
@@ -355,8 +376,12 @@ class ReverseControl:
             st.releases.run(b, forward=True)
             st.tape.free(b, forward=True)
         for loop, index, first, rest in st.headers:
+            per_run = st.tape.sized(loop) and self._countable(loop, loop) and (
+                loop.trip_count.start.type == T.i64 or loop.trip_count.predicate[0] == "s")
+            if per_run:
+                self._size_each_run(st, loop)
             b = IRBuilder(first)
-            st.tape.grow(b, loop, index, rest, st.fidx)
+            st.tape.grow(b, loop, index, rest, st.fidx, own=not per_run)
         annotate(dict.fromkeys((st.fwd, st.rev)), self.scopes, st.tape.scope_node,
                  lambda pointer: self.object_of(st, pointer))
         if not st.sig.split:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyzyme.analysis.forwarding import store_forwarding
+from pyzyme.analysis.layout import sizeof
 from pyzyme.analysis.overwrite import (
     identified_object,
     may_alias,
@@ -26,7 +27,7 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.opcodes import PURE, SPECULATABLE
-from pyzyme.ir.values import Argument, ConstantInt, Value, const_int
+from pyzyme.ir.values import Argument, Constant, ConstantInt, Value, const_int
 from pyzyme.rules import spec
 
 __all__ = ["ReverseValues", "ShiftInduction", "CountedSum", "shift_induction_of", "counted_sum_of",
@@ -86,7 +87,8 @@ class ReverseValues:
         # the reverse function gets its own arguments (and shadows: its result slot's seed),
         # so what is computed from them is computed again there rather than carried over.
         if (loop is not None or st.sig.split) and self._can_recompute(st, fv) \
-                and not (loop is not None and self._keeps_comparison(st, fv, loop)):
+                and not (loop is not None and (self._keeps_comparison(st, fv, loop)
+                                               or self._cheaper_cached(st, fv, loop))):
             clone = fv.copy_with([self.avail(st, op) for op in fv.operands])
             return b.insert(clone, fv.name)
         if fv.opcode == "load":
@@ -123,6 +125,110 @@ class ReverseValues:
         return any(not self._at_hand(st, op, loop, 4) and not self._reads_own_value(op)
                    and not self._read_by_reverse(st, op, fv, set(), 8)
                    for op in fv.operands)
+
+    def _cheaper_cached(self, st: ReverseContext, fv: I.Instruction, loop) -> bool:
+        """Whether float value ``fv`` (in ``loop``, where the reverse sweep is; arithmetic or a
+        call with a rule, as :meth:`_can_recompute` allows) is better cached than computed
+        again: computing it again would cache, per iteration of
+        ``loop``, more bytes of values that change there (overwritten loads, header phis) than
+        ``fv`` takes, values the reverse sweep reads for nothing else. A stencil overwriting
+        ``u`` in place, ``u[i] += c * (left - 2 u[i] + u[i + 1])``: the adjoint of ``c`` reads
+        the sum, one double, where its three operands (the old ``u[i]`` and ``u[i + 1]`` and
+        the carried ``left``) were three. False where unsure."""
+        if fv.opcode == "load" or not fv.type.scalar.is_float or fv in st.inductions \
+                or st.current is None or not loop.contains(st.current):
+            return False
+        tree: set = {fv}
+        leaves: set = set()
+        if not self._tree_of(st, fv, loop, tree, leaves, 6) or not leaves:
+            return False
+        if any(self._read_outside(st, v, tree, set(), 8) for v in tree if v is not fv):
+            return False
+        own = sum(sizeof(v.type) for v in leaves
+                  if not self._read_outside(st, v, tree, set(), 8))
+        return own > sizeof(fv.type)
+
+    def _tree_of(self, st: ReverseContext, fv: I.Instruction, loop, tree: set, leaves: set,
+                 depth: int) -> bool:
+        """Collect into ``tree`` the instructions of ``loop`` that computing ``fv`` again would
+        compute too (arithmetic, calls with a rule), and into ``leaves`` the values it would
+        cache per iteration of ``loop`` (loads of memory overwritten later, phis of its
+        header); False where some operand is neither (another call, a merge phi, a load
+        forwarded from a store), or too deep."""
+        for op in fv.operands:
+            if op in tree or op in leaves or self._at_hand(st, op, loop, 0):
+                continue
+            block = st.origin.get(op.parent)
+            if block is None or not loop.contains(block):
+                return False
+            if isinstance(op, I.Phi):
+                if block is not loop.header:
+                    return False
+                leaves.add(op)
+            elif op.opcode == "load":
+                if self._can_recompute(st, op):
+                    continue
+                if st.forwarding is None:
+                    st.forwarding = store_forwarding(st.old, st.loops, st.doms)
+                primal = st.origin_load.get(op)
+                if primal is None or st.forwarding.get(primal) is not None:
+                    return False
+                leaves.add(op)
+            elif (op.opcode in PURE or isinstance(op, I.Call)) and depth > 0 \
+                    and self._can_recompute(st, op):
+                tree.add(op)
+                if not self._tree_of(st, op, loop, tree, leaves, depth - 1):
+                    return False
+            else:
+                return False
+        return True
+
+    def _read_outside(self, st: ReverseContext, fv: Value, tree: set, seen: set,
+                      depth: int) -> bool:
+        """Whether the reverse sweep may read forward value ``fv`` other than to compute the
+        values of ``tree`` again: a use whose adjoint reads it (a product's other factor,
+        where that factor may be active; in ``tree`` too), or a use outside ``tree`` whose own
+        value may be read; True where unsure."""
+        for user in fv.users:
+            if user in seen:
+                continue
+            if isinstance(user, I.Store) and user.operands[1] is not fv or \
+                    isinstance(user, I.Ret):
+                continue
+            if depth == 0 or self._adjoint_reads(user, fv):
+                return True
+            if user in tree:
+                continue
+            seen.add(user)
+            if self._read_outside(st, user, tree, seen, depth - 1):
+                return True
+        return False
+
+    def _adjoint_reads(self, user: I.Instruction, fv: Value) -> bool:
+        """Whether the adjoint of ``user`` may read its operand ``fv`` (True where unsure):
+        not a sum's, a phi's, a cast's; a product's where the other factor is a constant."""
+        if user.opcode in _PASSES_ADJOINTS:
+            return isinstance(user, I.Select) and user.operands[0] is fv
+        if isinstance(user, I.Call):
+            callee = user.called_function
+            row = self.rules.lookup(callee.name, "call") if callee is not None else None
+            operands = list(user.args)
+        elif user.opcode in PURE:
+            row = self.rules.lookup(user.opcode, "opcode")
+            operands = user.operands
+        else:
+            return True
+        if isinstance(row, spec.Linear):
+            return False
+        if not isinstance(row, spec.Partials) or len(row.partials) != len(operands):
+            return True
+        for p, operand in zip(row.partials, operands):
+            if p is None or isinstance(operand, Constant):
+                continue   # no adjoint passed to a constant
+            places = p.placeholders()
+            if "ret" in places or any(operands[k] is fv for k in places):
+                return True
+        return False
 
     def _reads_own_value(self, fv: Value) -> bool:
         """Whether the adjoint of ``fv`` may read ``fv`` itself (a quotient, ``sqrt``: their

@@ -248,14 +248,16 @@ class TapeCache:
         inst.metadata.append(("alias.scope", self.scope))
         return inst
 
-    def grow(self, b: IRBuilder, loop, index: Value, after, outer_index: dict) -> None:
+    def grow(self, b: IRBuilder, loop, index: Value, after, outer_index: dict,
+             own: bool = True) -> None:
         """At the header of ``loop`` (builder at the end of the block that computed ``index``),
-        grow its caches when ``index`` reaches their capacity, then branch to ``after``; and
-        so for its repeating caches (:meth:`repeated`), at ``index`` less their base, read at
+        grow its caches when ``index`` reaches their capacity (unless not ``own``: sized for
+        each run as it starts, :meth:`ensure`), then branch to ``after``; and so for its
+        repeating caches (:meth:`repeated`), at ``index`` less their base, read at
         ``outer_index[outer]`` (the iteration of ``outer`` the forward sweep is in)."""
         checks = []
         state = self.loops.get(loop)
-        if state is not None and state.caches:
+        if own and state is not None and state.caches:
             label = block_label(loop.header).lstrip("%")
             checks.append((state.capacity, state.caches, index, label))
         for (inner, outer), rep in self.repeats.items():
@@ -276,6 +278,28 @@ class TapeCache:
             b.position_at_end(rest)
         if not checks:
             b.br(after)
+
+    def ensure(self, b: IRBuilder, loop, need: Value, after) -> None:
+        """Where a run of ``loop`` starts (builder at the end of a block without its
+        terminator): grow its caches to hold ``need`` iterations (its counter plus the run's
+        trip count) if they do not, then branch to ``after``. The header then checks nothing:
+        a loop whose capacity is tested on every iteration calls out of it, and LLVM
+        vectorizes neither the loop nor the stores of its caches."""
+        state = self.loops.get(loop)
+        cap = b.load(T.i64, state.capacity.fwd)
+        label = block_label(loop.header).lstrip("%")
+        grow = b.function.append_block(f"{label}.reserve")
+        b.cbranch(b.icmp("ugt", need, cap), grow, after)
+        g = IRBuilder(grow)
+        doubled = g.call(tape_capacity(self.module), [self._hint(label), cap], name="capacity")
+        newcap = g.select(g.icmp("ult", doubled, need), need, doubled)
+        self._regroup(g, state.caches, state.capacity, newcap)
+        g.br(after)
+
+    def sized(self, loop) -> bool:
+        """Whether ``loop`` has caches of its own (per iteration, not repeating)."""
+        state = self.loops.get(loop)
+        return state is not None and bool(state.caches)
 
     def _hint(self, label: str):
         """The module global holding the largest capacity the caches of loop ``label`` (or
