@@ -223,3 +223,26 @@ def test_has_aux_with_argnums_out_of_order_on_repeated_calls():
         np.testing.assert_allclose(gb, fd_grad(lambda v: f(a, v, 1.5)[0], b), **FD)
         np.testing.assert_allclose(ga, fd_grad(lambda v: f(v, b, 1.5)[0], a), **FD)
         assert aux == a[0]
+
+
+@numba.njit
+def _scaled_cubes(x, c, n):
+    s = 0.0
+    for _ in range(n):
+        s += c * np.sum(x ** 3)
+    return s
+
+
+@pytest.mark.parametrize("mode", [Reverse, Forward])
+def test_gradient_of_several_arguments_holds_const_ones_constant(mode):
+    """As Enzyme.jl's gradient(Reverse, f, x, Const(y)): the Const argument is passed as it
+    is and its entry is None; the others are differentiated (a bare int carries no
+    derivative either)."""
+    x = np.array([1.0, 2.0])
+    dx, dc, dn = gradient(mode, _scaled_cubes, x, pyzyme.Const(0.5), pyzyme.Const(3))
+    assert dc is None and dn is None
+    np.testing.assert_allclose(np.asarray(dx), 1.5 * 3.0 * x ** 2, rtol=1e-12)
+    both = gradient(mode, _scaled_cubes, x, 0.5, pyzyme.Const(3))
+    assert both[1] == pytest.approx(3.0 * np.sum(x ** 3)) and both[2] is None
+    with pytest.raises(ValueError, match="every argument is Const"):
+        gradient(mode, _scaled_cubes, pyzyme.Const(x), pyzyme.Const(0.5), pyzyme.Const(3))

@@ -133,7 +133,7 @@ def gradient(mode: Mode, f, x, *more, chunk: int | None = None, out=None):
         The point.
     *more : float, ndarray, or tuple of them
         Further arguments: the result is then a tuple with one derivative per argument, each
-        as for ``x`` alone.
+        as for ``x`` alone; ``Const(v)`` passes ``v`` held constant (its entry is ``None``).
     chunk : int, optional
         Forward mode: how many directions one derivative call carries.
     out : ndarray, optional
@@ -159,6 +159,9 @@ def gradient(mode: Mode, f, x, *more, chunk: int | None = None, out=None):
     (array([9.]), 12.0)
     >>> gradient(Forward, lambda a, b: a[0] * b ** 2, np.array([2.0]), 3.0)
     ((9.0,), (12.0,))
+    >>> from pyzyme import Const
+    >>> gradient(Reverse, lambda a, b: a[0] * b ** 2, np.array([2.0]), Const(3.0))
+    (array([9.]), None)
     """
     if more:
         return _gradients(mode, f, (x, *more), chunk, out)
@@ -197,18 +200,29 @@ def _check_reverse(mode: Mode, chunk) -> None:
 
 
 def _gradients(mode: Mode, f, args: tuple, chunk, out):
-    """``gradient`` of several arguments: one derivative per argument."""
+    """``gradient`` of several arguments: one derivative per argument, ``None`` for one
+    passed ``Const(v)`` (held constant, as in Enzyme.jl)."""
     if out is not None:
         raise ArgumentTypeError("out= is for the gradient of one argument")
+    held = [isinstance(a, A.Const) for a in args]
+    args = tuple(a.val if h else a for a, h in zip(args, held))
+    wanted = tuple(k for k, h in enumerate(held) if not h)
+    if not wanted:
+        raise ArgumentValueError("gradient: every argument is Const; leave at least one "
+                                 "bare to differentiate it")
+
+    def spread(grads) -> tuple:
+        found = iter(grads)
+        return tuple(None if h else next(found) for h in held)
     if not mode.is_forward:
         _check_reverse(mode, chunk)
-        value, grads = reverse_call(f, args, tuple(range(len(args))), name="gradient",
+        value, grads = reverse_call(f, args, wanted, name="gradient",
                                     need_value=mode.with_primal)
-        return (tuple(grads), value) if mode.with_primal else tuple(grads)
-    if any(is_complex(a) or is_complex_array(a) for a in args):
+        return (spread(grads), value) if mode.with_primal else spread(grads)
+    if any(is_complex(args[k]) or is_complex_array(args[k]) for k in wanted):
         raise UnsupportedError("gradient(Forward, ...) of several arguments takes real ones; "
                                "differentiate a complex one alone")
-    return tuple(tuple(_partials(f, args, k, chunk)) for k in range(len(args)))
+    return spread(tuple(_partials(f, args, k, chunk)) for k in wanted)
 
 
 def _reverse_gradient(mode: Mode, f, x, chunk, out):
