@@ -103,18 +103,14 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
         if own == 0 and not nested:
             continue  # the unbudgeted tape does not grow with this loop
         plans.append((k, loop, None if nested else own))
-    # Every loop's snapshots live from its forward sweep to its reverse sweep, so those of
-    # all the loops are held at once: each schedule gets an equal share of the budget. The
-    # loops that may run plain share half the budget (their tapes add up), at most their
-    # share each.
+    # The loops that may run plain share half the budget: their tapes add up.
     plain = sum(1 for *_, own in plans if own is not None)
-    share = budget // max(len(plans), 1)
     done = []
     for k, loop, own in plans:
         rewrite = _Rewrite(module, fn, loop, extents, where(k, len(loops)))
-        rewrite.stable, rewrite.copies, rewrite.sharing = stable, 1 + tangents, len(plans)
-        rewrite.plain_share = min(budget // (2 * max(plain, 1)), share) // (1 + tangents)
-        done.append(rewrite.run(share, own))
+        rewrite.stable, rewrite.copies = stable, 1 + tangents
+        rewrite.plain_share = budget // (2 * max(plain, 1) * (1 + tangents))
+        done.append(rewrite.run(budget, own))
     return done
 
 
@@ -187,7 +183,6 @@ class _Rewrite:
         self.break_edges: list = []    # the other edges out but the test's (check_shape)
         self.exit_edges: list = []     # both, each a code of its own
         self.copies = 1            # of each state: the values, then each direction's tangents
-        self.sharing = 1           # checkpointed loops of the function sharing the budget
 
     def refuse(self, why: str, hint: str) -> UnsupportedError:
         return UnsupportedError(f"{self.where}: this loop cannot be checkpointed under "
@@ -666,17 +661,11 @@ class _Rewrite:
         text = (f"{self.where.replace('%', '%%')}: one iteration of this checkpointed loop "
                 f"needs %lld bytes ({state}, {3 + RESERVE} times: the driver's two copies, "
                 f"one snapshot, and {RESERVE} for the tape of the step's own derivative), more "
-                f"than {self.budget_name()} (%lld bytes); raise tape_budget to at least "
-                f"{'that' if self.sharing == 1 else f'{self.sharing} times that'}, or build "
+                f"than tape_budget (%lld bytes); raise tape_budget to at least that, or build "
                 f"without it")
         return module.add_global(module.unique_global_name("pyzyme.ckpt.message"),
                                  T.ArrayType(len(text.encode()) + 1, T.i8),
                                  const_c_string(text), is_constant=True, prefix="private")
-
-    def budget_name(self) -> str:
-        return "tape_budget" if self.sharing == 1 else (
-            f"its share of tape_budget (split among the {self.sharing} checkpointed loops of "
-            f"the function, whose snapshots are held at once)")
 
     def raiser(self):
         """``void raise(ptr format, i64 need, i64 budget)``: TapeBudgetError set as the

@@ -658,38 +658,3 @@ def test_trip_counts_of_strided_ranges(a, b, s):
                                                    0.2), rel=1e-13)
     assert value == pytest.approx(v_ref, rel=1e-14)
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
-
-
-@njit
-def _two_heats(x, n):
-    u = x.copy()
-    for _ in range(n):
-        for i in range(1, u.size - 1):
-            u[i] = u[i] + 0.1 * (u[i - 1] - 2.0 * u[i] + u[i + 1]) * u[i]
-    v = u.copy()
-    for _ in range(n):
-        for i in range(1, v.size - 1):
-            v[i] = v[i] + 0.05 * (v[i - 1] - 2.0 * v[i] + v[i + 1]) * v[i]
-    return np.sum(v * v) + np.sum(u * u)
-
-
-def test_two_checkpointed_loops_share_the_budget(mmapped_blocks):
-    """Both loops' snapshots are held from their forward sweeps to their reverse sweeps, so
-    the two together keep within the budget (each scheduled in half of it; with the whole
-    budget each, 1 MiB gave a peak of 1.9 MiB)."""
-    def grad(n, budget):
-        u, du = np.sin(np.linspace(0.0, 3.0, 1000)), np.zeros(1000)
-        with pyzyme.options(tape_budget=budget):
-            pyzyme.autodiff(pyzyme.Reverse, _two_heats, pyzyme.Active,
-                            pyzyme.Duplicated(u, du), pyzyme.Const(n))
-        return du
-    want = grad(3000, None)
-    grad(2, 1 << 20)
-    libc = ctypes.CDLL(None)
-    libc.malloc_trim(0)
-    with open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")
-    base = _kib("VmRSS")
-    got = grad(3000, 1 << 20)
-    assert _kib("VmHWM") - base <= (1 << 10) + 64
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
