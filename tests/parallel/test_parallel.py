@@ -231,12 +231,28 @@ def _reverse_ir(name):
     return pyzyme.code_llvm(Reverse, par, Active, *anns)
 
 
+def _atomics(ir: str) -> int:
+    """``atomicrmw fadd`` in one version of the reverse body: a body whose strong-zero guards
+    are covered comes in two (pyzyme.diff.reverse.versions; the copy's blocks end in
+    ``.finite``), each with the same adds."""
+    counts = {False: 0, True: 0}
+    copy = False
+    for line in ir.splitlines():
+        head = line.split(";", 1)[0].rstrip()
+        if head.startswith("define"):
+            copy = False
+        elif head.endswith(":") and not head.startswith((" ", "\t")):
+            copy = head[:-1].strip('"').endswith(".finite")
+        counts[copy] += line.count("atomicrmw fadd")
+    return max(counts.values())
+
+
 def test_iterations_owning_their_elements_add_without_atomics():
     """``s += w[i] * sin(x[i])``: each iteration alone reads x[i], so its adjoint is a plain
     add; only the per-thread reduction slot's adjoint, once per chunk, might be shared."""
     ir = _reverse_ir("reduce_sum")
     assert "pyzyme.parfor.rev." in ir
-    assert ir.count("atomicrmw fadd") <= 1
+    assert _atomics(ir) <= 1
 
 
 def test_neighbours_add_atomically_only_near_their_rows_ends():
@@ -261,7 +277,7 @@ def test_grids_a_time_loop_swaps_are_told_apart():
     the two grids could have been one array), and v's neighbours are added atomically only
     near the rows' ends (the schedule's start set in the loop, not the 0 the entry stores)."""
     ir = _reverse_ir("swapped_grids")
-    assert 0 < ir.count("atomicrmw fadd") <= 4 and "row.edge" in ir
+    assert 0 < _atomics(ir) <= 4 and "row.edge" in ir
 
 
 def test_arrays_every_iteration_reads_get_a_copy_per_task():
@@ -269,7 +285,7 @@ def test_arrays_every_iteration_reads_get_a_copy_per_task():
     copy per reverse task, summed after the launch, not an atomic add per pair."""
     ir = _reverse_ir("lennard_jones")
     assert "@calloc" in ir and "private.sum" in ir
-    assert ir.count("atomicrmw fadd") <= 1  # the reduction slot's, once per row
+    assert _atomics(ir) <= 1  # the reduction slot's, once per row
 
 
 def test_serial_code_has_no_atomics():
