@@ -6,6 +6,8 @@ more), and checked against central differences of the same function compiled wit
 runs of the racy shapes (stencil, scatter) follow; then the refusals, and what the generated code
 is (atomics only where iterations may share an address)."""
 
+import gc
+
 import numba
 import numpy as np
 import pytest
@@ -191,6 +193,27 @@ def test_split_mode_keeps_each_rows_tape():
         assert result == pytest.approx(ser(x, w), rel=1e-12)
         rev(Duplicated(x, dx), Duplicated(w, dw), 1.0, tape)
         np.testing.assert_allclose(dx, ref, rtol=1e-5, atol=1e-7)
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+def test_a_dropped_split_tape_releases_each_rows_memory(nrt_stats):
+    """A tape dropped without its reverse call: each row's tape, and the temporaries its
+    body keeps for the reverse sweep, are released (they leaked: 2 NRT arrays a row)."""
+    par, _, args = compiled("allocation_in_body")
+    x = args[0][1].copy()
+    dx = np.zeros_like(x)
+    fwd, _ = autodiff_thunk(ReverseSplitWithPrimal, par, Active, Duplicated(x, dx))
+    for threads in THREADS:
+        numba.set_num_threads(threads)
+        fwd(Duplicated(x, dx))
+        gc.collect()
+        before = nrt_stats()
+        for _ in range(5):
+            tape, _, _ = fwd(Duplicated(x, dx))
+            del tape
+        gc.collect()
+        after = nrt_stats()
+        assert after.alloc - before.alloc == after.free - before.free, f"{threads} threads"
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
 
