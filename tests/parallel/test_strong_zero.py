@@ -26,6 +26,17 @@ def masked_ratio(x, y):
     return s
 
 
+def masked_log(x, w):
+    """``log(x)`` where ``x > 0``, else 0: ``log(0) = -inf``, where its partial ``1 / x`` has
+    its pole, so the forward sweep's test of ``log``'s value covers it: two versions."""
+    s = 0.0
+    for i in numba.prange(x.shape[0]):
+        v = np.log(x[i])
+        t = v if x[i] > 0.0 else 0.0
+        s += t * w[i]
+    return s
+
+
 def skipped_root(d):
     """``sqrt(d)`` at ``d == 0`` in a branch not taken: sqrt's partial ``0.5 / sqrt(d)`` is
     infinite where its value is finite (0), which no test of the forward sweep's values sees:
@@ -40,8 +51,9 @@ def skipped_root(d):
     return s
 
 
-PAR = {f.__name__: numba.njit(parallel=True)(f) for f in (masked_ratio, skipped_root)}
-SER = {f.__name__: numba.njit(error_model="numpy")(f) for f in (masked_ratio, skipped_root)}
+PAR = {f.__name__: numba.njit(parallel=True)(f) for f in (masked_ratio, masked_log, skipped_root)}
+SER = {f.__name__: numba.njit(error_model="numpy")(f)
+       for f in (masked_ratio, masked_log, skipped_root)}
 
 
 def _ratio_inputs(n=41):
@@ -91,6 +103,20 @@ def test_without_a_pole_every_row_agrees_with_central_differences():
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
 
+def test_a_zero_adjoint_through_log_at_zero():
+    rng = np.random.default_rng(10)
+    x, w = rng.uniform(0.5, 2.0, 29), rng.uniform(0.5, 2.0, 29)
+    x[[2, 20]] = 0.0
+    safe = np.where(x > 0.0, x, 1.0)
+    for threads in THREADS:
+        numba.set_num_threads(threads)
+        dx, dw = _gradient(PAR["masked_log"], x, w)
+        np.testing.assert_allclose(dx, np.where(x > 0.0, w / safe, 0.0), rtol=1e-13)
+        np.testing.assert_allclose(dw, np.where(x > 0.0, np.log(safe), 0.0), rtol=1e-13,
+                                   atol=1e-300)
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
 def test_a_pole_of_a_partial_at_a_finite_value_keeps_the_guards():
     d = np.linspace(0.0, 2.0, 19)
     d[[5, 9]] = 0.0
@@ -108,10 +134,11 @@ def _reverse_ir(name, *arrays):
 
 
 def test_the_body_runs_unguarded_where_no_source_was_non_finite():
-    """The division's body: two versions chosen by the forward sweep's test; sqrt's body
-    (a pole the test cannot see): one, guarded."""
+    """The division's and the logarithm's bodies: two versions chosen by the forward sweep's
+    test; sqrt's body (a pole the test cannot see): one, guarded."""
     x, y = _ratio_inputs()
     assert "sweep.choose" in _reverse_ir("masked_ratio", x, y)
+    assert "sweep.choose" in _reverse_ir("masked_log", x, y)
     assert "sweep.choose" not in _reverse_ir("skipped_root", np.ones(5))
 
 

@@ -24,9 +24,10 @@ NaN in the copy, as it is in a serial function whose divisions Numba checks (no 
 either); the guarantee of strong zero (``pyzyme.set_options``) is for partials that can be
 non-finite for finite inputs, and those are all covered. A guard whose partial can be
 non-finite for finite operands (``sqrt``'s ``0.5 / sqrt(x)`` at ``x == 0``, whose result is
-finite) is not covered by the sources' test, except for a division's (``x / y`` is infinite or
-NaN wherever ``y == 0``, its partials' only pole): a function with one keeps a single, guarded
-version, as do functions whose sources are not scalars.
+finite) is not covered by the sources' test, except where the pole makes the value itself
+non-finite (``x / y`` at ``y == 0``; ``log``'s ``1 / x`` at ``x == 0``, where ``log`` is
+``-inf``): a function with another keeps a single, guarded version, as do functions whose
+sources are not scalars.
 
 Applied to the bodies of parallel loops (split pairs); the combined and other split
 derivatives keep one version.
@@ -61,6 +62,7 @@ class FiniteWatch:
         self.covered = True
         self.slot = None              # the tape slot: whether a source was non-finite
         self.tests: list = []         # the forward sweep's instructions testing sources
+        self.tested = 0               # the sources tested
         self.guards: list = []        # the reverse sweep's guard selects
 
     # -- forward sweep -----------------------------------------------------------------
@@ -88,6 +90,7 @@ class FiniteWatch:
         both = b.or_(seen, bad)
         store = b.store(both, self.slot.fwd)
         self.tests += [store, both, seen, bad, magnitude]
+        self.tested += 1
 
     # -- reverse sweep -----------------------------------------------------------------
     def guard(self, select: Value, partial: E.Expr, inst: I.Instruction, operands) -> None:
@@ -97,7 +100,7 @@ class FiniteWatch:
         if may_be_nonfinite(partial, lambda place: False,
                             lambda place: self.nonfinite.nonzero(
                                 inst if place == "ret" else operands[place], inst.parent)) \
-                and not (inst.opcode == "fdiv" and inst in self.nonfinite.sources):
+                and not (inst in self.nonfinite.sources and _poles_where_nonfinite(inst)):
             self.covered = False
         if isinstance(select, I.Select):
             self.guards.append(select)
@@ -105,15 +108,41 @@ class FiniteWatch:
     # -- the two versions --------------------------------------------------------------
     def finish(self, st) -> None:
         """Once the pair is made: the reverse function in two versions, or, where there are
-        no guards or they are not all covered, the forward sweep's tests taken out."""
+        no guards, they are not all covered, or there are more sources to test than guards to
+        save (a test costs about what a guard does: P3's GMM body, whose loads count as sources
+        since it calls ``printf``, which may write memory as far as the analysis knows, has
+        16 sources to test for 8 guards, and its gradient was 7.2x its primal in two
+        versions, 5.6x in one), the forward sweep's tests taken out."""
         term = st.tape.rev_entry.terminator    # br %discard, %cleanup, %sweep
         if not (self.covered and self.guards and self.slot is not None and st.sig.split
+                and self.tested <= len(self.guards)
                 and isinstance(term, I.Branch) and term.is_conditional):
             for inst in self.tests:
                 inst.erase()
             self.tests = []
             return
         _two_versions(st.rev, st.tape.rev_entry, self.slot.rev, self.guards)
+
+
+#: Functions whose partials' only pole is where their value is infinite: ``log``'s ``1 / x`` at
+#: ``x == 0`` (``log(0) == -inf``), ``log1p``'s at -1; C's and LLVM's spellings.
+_LOGARITHMS = frozenset(f"{base}{suffix}" for base in ("log", "log2", "log10", "log1p")
+                        for suffix in ("", "f", "l"))
+
+
+def _poles_where_nonfinite(inst: I.Instruction) -> bool:
+    """Whether every pole of ``inst``'s partials (at finite operands) makes its value
+    infinite or NaN: ``x / y`` (at ``y == 0``) and the logarithms. The test of the value then
+    covers the partials."""
+    if inst.opcode == "fdiv":
+        return True
+    callee = inst.called_function if isinstance(inst, I.CallBase) else None
+    if callee is None:
+        return False
+    name = callee.name
+    if name.startswith("llvm."):
+        name = name[len("llvm."):].split(".")[0]
+    return name in _LOGARITHMS
 
 
 def _two_versions(rev, entry, flag_slot, guards) -> None:
