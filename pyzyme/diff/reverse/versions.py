@@ -95,8 +95,8 @@ class FiniteWatch:
     # -- reverse sweep -----------------------------------------------------------------
     def guard(self, select: Value, partial: E.Expr, inst: I.Instruction, operands) -> None:
         """Record a guard made for ``partial`` of primal ``inst`` (whose ``operands`` the
-        partial reads); a partial with a pole at a finite operand other than a division's
-        (see the module docstring) is not covered."""
+        partial reads); a partial with a pole at finite operands where the value itself is
+        finite (see the module docstring) is not covered."""
         if may_be_nonfinite(partial, lambda place: False,
                             lambda place: self.nonfinite.nonzero(
                                 inst if place == "ret" else operands[place], inst.parent)) \
@@ -117,12 +117,11 @@ class FiniteWatch:
         term = st.tape.rev_entry.terminator    # br %discard, %cleanup, %sweep
         if not (self.covered and self.guards and self.slot is not None and st.sig.split
                 and self.tested <= len(self.guards)
-                and isinstance(term, I.Branch) and term.is_conditional):
+                and isinstance(term, I.Branch) and term.is_conditional
+                and _two_versions(st.rev, st.tape.rev_entry, self.slot.rev, self.guards)):
             for inst in self.tests:
                 inst.erase()
             self.tests = []
-            return
-        _two_versions(st.rev, st.tape.rev_entry, self.slot.rev, self.guards)
 
 
 #: Functions whose partials' only pole is where their value is infinite: ``log``'s ``1 / x`` at
@@ -146,11 +145,12 @@ def _poles_where_nonfinite(inst: I.Instruction) -> bool:
     return name in _LOGARITHMS
 
 
-def _two_versions(rev, entry, flag_slot, guards) -> None:
+def _two_versions(rev, entry, flag_slot, guards) -> bool:
     """Copy the blocks of ``rev`` the sweep reaches (not ``entry``, which holds the allocas
     and unpacks the tape: both versions share them, nor the discarded tape's cleanup); branch
     from ``entry`` to the copy where ``flag_slot`` says no source was non-finite; in the
-    copy, each guard is the product it guards."""
+    copy, each guard is the product it guards. False (nothing changed) where a phi of those
+    blocks has an entry from another block (one the sweep never reaches)."""
     term = entry.terminator
     sweep = term.operands[2]
     reached, todo = {sweep}, [sweep]
@@ -160,6 +160,8 @@ def _two_versions(rev, entry, flag_slot, guards) -> None:
                 reached.add(nxt)
                 todo.append(nxt)
     blocks = [blk for blk in rev.blocks if blk in reached]
+    if any(came not in reached for blk in blocks for phi in blk.phis for came in phi.blocks):
+        return False
     mapping: dict = {}
     for blk in blocks:
         mapping[blk] = rev.append_block(f"{blk.name}.finite")
@@ -181,3 +183,4 @@ def _two_versions(rev, entry, flag_slot, guards) -> None:
     seen = b.load(T.i1, flag_slot, name=_FLAG)
     b.cbranch(seen, sweep, mapping[sweep])
     term.set_operand(2, choose)
+    return True
