@@ -21,7 +21,8 @@ __all__ = ["symbol_name", "linked_original", "forward_function", "tangent", "sha
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
            "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
            "repeated", "repeat_base", "moved", "parallel_body",
-           "PARALLEL_BODY", "PARALLEL_CONSTANT", "CHECKPOINT_FOR", "CHECKPOINT_WHILE",
+           "PARALLEL_BODY", "PARALLEL_CONSTANT", "PARALLEL_DISCARD", "CHECKPOINT_FOR",
+           "CHECKPOINT_WHILE",
            "CHECKPOINT_BUDGET_ERROR",
            "checkpoint_driver", "is_checkpoint_sweep", "checkpoint_step", "FIXED_POINT",
            "fixed_point_driver", "fixed_point_step", "framework_op"]
@@ -177,6 +178,8 @@ PARALLEL_BODY = "pyzyme.parfor."
 #: The identity through which a parallel loop's derivative passes the arrays that carry no
 #: derivative (an inactive rule row in pyzyme.rules.runtime says so).
 PARALLEL_CONSTANT = "pyzyme.parfor.constant"
+#: A reverse launch block's rows' tapes discarded (a split tape dropped unused).
+PARALLEL_DISCARD = "pyzyme.parfor.discard"
 
 
 def parallel_body(body: str, sweep: str) -> str:

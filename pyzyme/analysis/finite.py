@@ -82,6 +82,11 @@ class NonFinite:
     values: frozenset
     #: ``nonzero(y, block)``: whether a branch on ``y == 0`` proves ``y`` nonzero in ``block``
     nonzero: Callable[[Value, object], bool] = lambda value, block: False
+    #: The values of ``values`` that can be non-finite where every operand is finite (a
+    #: division, ``sqrt``, a callee's result, a phi of ``undef``; a load where a callee may
+    #: have stored a non-finite value): where each of these turns out finite when the
+    #: function runs, so do the others (overflow ignored, as above).
+    sources: frozenset = frozenset()
 
     def __contains__(self, value: Value) -> bool:
         if isinstance(value, Constant):
@@ -130,6 +135,8 @@ def nonfinite_values(fn, rules, doms=None) -> NonFinite:
     """
     found: set = set()
     memory = False    # whether memory may hold a non-finite value the function stored
+    # ... other than one it computed (and stored): a callee's, a constant
+    unexplained = False
     nonzero = _nonzero_divisors(fn, doms or dominators(fn))
 
     def bad(v: Value) -> bool:
@@ -146,10 +153,21 @@ def nonfinite_values(fn, rules, doms=None) -> NonFinite:
             verdict, writes = _verdict(inst, bad, memory, rules, nonzero)
             if writes and not memory:
                 memory = changed = True
+            if writes and not (isinstance(inst, I.Store)
+                               and not isinstance(inst.operands[0], Constant)):
+                unexplained = True
             if verdict and inst not in found:
                 found.add(inst)
                 changed = True
-    return NonFinite(fn, frozenset(found), nonzero)
+    # A source is non-finite even where the values it reads are finite: the verdict with
+    # only constants (and memory a callee or a constant made non-finite) counted as such.
+    sources = frozenset(inst for inst in found if _verdict(
+        inst, _constant_nonfinite_value, unexplained, rules, nonzero)[0])
+    return NonFinite(fn, frozenset(found), nonzero, sources)
+
+
+def _constant_nonfinite_value(v: Value) -> bool:
+    return isinstance(v, Constant) and _constant_nonfinite(v)
 
 
 def _verdict(inst, bad, memory: bool, rules, nonzero) -> tuple[bool, bool]:

@@ -268,6 +268,7 @@ class ReverseContext(_Generated):
     dret: object = None
     runtime: frozenset = frozenset()                   # shadows that may be primals at run time
     nonfinite: object = None                           # NonFinite values (strong zero), or None
+    finite_watch: object = None                        # FiniteWatch (reverse.versions), or None
     owned: object = None                               # OwnedArrays of a parallel body, lazily
     slot_loads: dict | None = None                     # a parallel body's slot reads, lazily
 

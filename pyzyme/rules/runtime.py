@@ -62,6 +62,10 @@ ROWS = (
     Inactive(("pyzyme.parfor.constant",), "runtime",
              reason="the arrays of a parallel loop's body that carry no derivative: their "
                     "pointers are passed apart and never differentiated"),
+    # A parallel loop's reverse launch block, its rows' tapes discarded where a split tape
+    # is dropped unused (pyzyme.diff.parallel.launch): bookkeeping, no derivative.
+    Inactive(("pyzyme.parfor.discard",), "runtime",
+             reason="discards the tapes of a parallel loop's rows: memory management"),
     ParallelFor(("numba_parallel_for",), "runtime", thread_id="get_thread_id", schedule=0,
                 schedulers=("do_scheduling_signed", "do_scheduling_unsigned"),
                 unsigned_schedule="do_scheduling_unsigned"),

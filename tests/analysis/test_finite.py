@@ -98,3 +98,33 @@ def test_round_a_loop():
     exit:
       ret double %next""", params="double %x, i64 %n")
     assert found == {"%acc", "%inv", "%next"}
+
+
+def _sources(body: str, params: str = "double %x, double %y, ptr %p") -> set[str]:
+    text = f"""
+    define double @f({params}) {{
+    {textwrap.dedent(body)}
+    }}
+    declare double @llvm.sqrt.f64(double)
+    declare double @opaque(ptr)"""
+    fn = ir.parse_module(textwrap.dedent(text)).functions[0]
+    return {v.ref for v in nonfinite_values(fn, default_rules()).sources}
+
+
+def test_sources_are_where_nonfinite_values_start():
+    """What is non-finite only through a non-finite operand is no source; a load is one only
+    where something other than the function's own stores (a callee) may have put it there."""
+    assert _sources("""
+      %q = fdiv double %x, %y
+      %r = call double @llvm.sqrt.f64(double %q)
+      %t = fmul double %r, %q
+      %u = fadd double %x, undef
+      store double %t, ptr %p
+      %l = load double, ptr %p
+      %m = fadd double %l, %u
+      ret double %m""") == {"%q", "%r", "%u"}
+    assert _sources("""
+      %c = call double @opaque(ptr %p)
+      %l = load double, ptr %p
+      %m = fmul double %l, 2.0
+      ret double %m""") == {"%c", "%l"}

@@ -19,9 +19,13 @@ derivative keeps that shape:
 
 The launch block (malloc'ed, one per launch, freed when the reverse sweep is done) holds, in
 8-byte words: the number of rows, of thread ids, ``data``, the derivative launch's own
-``args``/``dims``/``steps`` (one item each), the primal's ``args``, their shadows (per lane),
+``args``/``dims``/``steps`` (one item each), the address of the body's reverse function and
+the word where the tapes start (reverse mode), the primal's ``args``, their shadows (per lane),
 ``dims`` and ``steps``; then a tape and a thread id per row, and one byte per launched item
 (the derivative launch's ``args[0]`` walks these bytes, so an item's index is its offset).
+The reverse launch takes each row's tape (null once its reverse has freed it); a tape dropped
+unused (split mode) has its rows' tapes discarded, by their reverse functions, before the
+block is freed (:func:`_discard_function`).
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ from pyzyme.transforms.parallel_body import (
 __all__ = ["varied", "forward_mode", "augmented", "reverse"]
 
 _W = 8  # bytes per word of the launch block
-_NROWS, _NSLOTS, _DATA, _TARGS, _TDIMS, _TSTEPS, _ARGS = range(7)
+_NROWS, _NSLOTS, _DATA, _TARGS, _TDIMS, _TSTEPS, _REVERSE, _TAPES, _ARGS = range(9)
 
 
 @dataclass(frozen=True)
@@ -388,6 +392,8 @@ def _fill(cx, b: IRBuilder, inst, row, layout: _Layout, value, shadows,
     size = b.add(b.mul(words, _i64(_W)), b.add(nrows, threads))
     block = malloc(cx.module, b, size, "parfor.block")
     _store(b, nrows, block, _NROWS)
+    _store(b, _i64(0), block, _REVERSE)
+    _store(b, _i64(layout.fixed), block, _TAPES)
     _store(b, threads, block, _NSLOTS)
     _store(b, value(inst.args[row.data]), block, _DATA)
     args = value(inst.args[row.args])
@@ -605,8 +611,16 @@ def augmented(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
             size = b.mul(size, cx.fwd_value(factor))
         _store(b, size, block, layout.privates + 2 * p + 1)
     _private_copies(cx, layout, block)
-    _launch(b, inst, row, layout, block, tramp, _load(b, T.i64, block, _NROWS),
-            cx.fwd_value(inst.args[row.threads]))
+    # Each row's tape, null until its forward sweep makes it and once its reverse frees it.
+    nrows = _load(b, T.i64, block, _NROWS)
+    zero = cx.module.declare("llvm.memset.p0.i64",
+                             T.FunctionType(T.void, [T.ptr, T.i8, T.i64, T.i1]))
+    b.call(zero, [_word(b, block, layout.fixed), const_int(T.i8, 0), b.mul(nrows, _i64(_W)),
+                  const_int(T.i1, 0)])
+    _store(b, b.ptrtoint(pair.reverse, T.i64), block, _REVERSE)
+    _launch(b, inst, row, layout, block, tramp, nrows, cx.fwd_value(inst.args[row.threads]))
+    discard = _discard_function(cx.module)
+    cx.release_later(I.Call(discard, [block], discard.function_type), block, const_null(T.ptr))
     cx.release_later(I.Call(free_function(cx.module), [block],
                             free_function(cx.module).function_type), block, const_null(T.ptr))
     cx.rule_calls[inst] = (pair, layout, block)
@@ -631,6 +645,7 @@ def reverse(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
             tape = b.load(T.ptr, t.tapes(b, r), 8)
             args = t.row(b, r, task=slot)
             b.call(pair.reverse, args + t.shadows + [const_int(T.i1, 0), tape])
+            b.store(const_null(T.ptr), t.tapes(b, r), 8)
             b.br(skip)
             b.position_at_end(skip)
         t.loop(_i64(0), t.nrows, run, down=True)
@@ -641,6 +656,46 @@ def reverse(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     _launch(b, inst, row, layout, block, tramp, _load(b, T.i64, block, _NSLOTS),
             cx.primal(inst.args[row.threads]))
     _sum_private_copies(cx, layout, block)
+
+
+def _discard_function(module):
+    """``void pyzyme.parfor.discard(ptr block)``: each row's tape still in a reverse launch
+    block handed to the body's reverse function to be discarded (its ``discard`` argument
+    true: deferred releases made, caches freed, no sweep; the other arguments are not read
+    then). A tape dropped unused leaves them all; a reverse sweep, none. Its rule row says it
+    is inactive (forward mode over a gradient calls it as it is)."""
+    fn = module.get_function(naming.PARALLEL_DISCARD)
+    if fn is not None:
+        return fn
+    fn = module.add_function(naming.PARALLEL_DISCARD, T.FunctionType(T.void, [T.ptr]),
+                             prefix="internal")
+    block = fn.args[0]
+    block.name = "block"
+    entry, loop, live, nxt, done = (fn.append_block(n) for n in (
+        "entry", "row", "discard", "next", "done"))
+    b = IRBuilder(entry)
+    reverse = _load(b, T.i64, block, _REVERSE, "reverse")
+    first = _load(b, T.i64, block, _TAPES, "tapes")
+    rows = _load(b, T.i64, block, _NROWS, "rows")
+    b.cbranch(b.or_(b.icmp("eq", reverse, _i64(0)), b.icmp("eq", rows, _i64(0))), done, loop)
+    b.position_at_end(loop)
+    r = b.phi(T.i64, name="r")
+    r.add_incoming(_i64(0), entry)
+    tape = _load(b, T.ptr, block, b.add(first, r), "tape")
+    b.cbranch(b.icmp("eq", tape, const_null(T.ptr)), nxt, live)
+    b.position_at_end(live)
+    # the body's reverse: (args, dims, steps, data, cargs, shared, args' , discard, tape)
+    fnty = T.FunctionType(T.void, [T.ptr] * 5 + [T.i1, T.ptr, T.i1, T.ptr])
+    b.call(b.inttoptr(reverse, T.ptr), [const_null(T.ptr)] * 5 + [
+        const_int(T.i1, 0), const_null(T.ptr), const_int(T.i1, 1), tape], function_type=fnty)
+    b.br(nxt)
+    b.position_at_end(nxt)
+    after = b.add(r, _i64(1))
+    r.add_incoming(after, nxt)
+    b.cbranch(b.icmp("ult", after, rows), loop, done)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
 
 
 def _private_copies(cx, layout: _Layout, block: Value) -> None:

@@ -161,6 +161,8 @@ class ReverseAdjoints:
                 term = b.fmul(partial, d, em.flags)
             if guarded(p, operands, inst, st.nonfinite):
                 term = em.unless_zero(d, term, partial=partial)
+                if st.finite_watch is not None:
+                    st.finite_watch.guard(term, p, inst, operands)
             self.accumulate(st, operand, term)
 
     def _log_gradient(self, st: ReverseContext, inst: I.Instruction, d: Value) -> None:

@@ -45,6 +45,9 @@ class ForwardSweep:
                 shadow = b.phi(phi.type, (), name=naming.shadow(phi.name))
                 st.shadows[phi] = shadow
             st.phis.append((phi, new, shadow))
+        if st.finite_watch is not None and block not in st.doomed:
+            for phi in block.phis:
+                st.finite_watch.test(st, b, phi)
         loop = st.loops.loop_of(block)
         if loop is not None and loop.header is block:
             count = st.tape.counter(loop).fwd
@@ -64,6 +67,8 @@ class ForwardSweep:
         for inst in block.instructions[len(block.phis):]:
             with error_context("instruction", f"{inst}"):
                 self._forward(st, inst)
+            if st.finite_watch is not None and block not in st.doomed:
+                st.finite_watch.test(st, st.fb, inst)
 
     def forward_phis(self, st: ReverseContext) -> None:
         """The incoming values of the forward sweep's phis (and their shadows), once every

@@ -51,6 +51,7 @@ from pyzyme.diff.leaves import has_float
 from pyzyme.diff.signature import ReverseSignature, SplitPair
 from pyzyme.diff.tape.releases import Releases
 from pyzyme.diff.reverse.values import ReverseValues
+from pyzyme.diff.reverse.versions import FiniteWatch
 from pyzyme.diff.runtime_checks import runtime_values
 from pyzyme.diff.tape.cache import TapeCache
 from pyzyme.errors import UnsupportedError, error_context
@@ -218,6 +219,8 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         st.doomed = doomed
         if self.options.strong_zero:
             st.nonfinite = nonfinite_values(fn, self.rules, st.doms)
+            if sig.split and sig.parallel_body is not None:
+                st.finite_watch = FiniteWatch(st.nonfinite)
         st.runtime = runtime_values(fn, activity, st.where, self.options)
         self.tapes[rev] = tape
         nshadow = len(self._shadow_params(fn, sig))
@@ -254,6 +257,8 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         self.finalize(st)
         if self.options.distribute_loops:
             self._distribute(st)
+        if st.finite_watch is not None:
+            st.finite_watch.finish(st)
         return st
 
     def _distribute(self, st: ReverseContext) -> None:
