@@ -74,5 +74,5 @@ def nrt_stats():
         _nrt_python.memsys_disable_stats()
 
 
-# run by tests/test_mpi.py under mpiexec, not a module to import
-collect_ignore = ["mpi_worker.py"]
+# run by tests/test_mpi.py under mpiexec, not modules to import (tests/shards.py skips them too)
+collect_ignore_glob = ["*_worker.py"]

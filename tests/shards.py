@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Scripts that tests launch in processes of their own (under mpiexec): not modules to import.
-WORKERS = ("mpi_worker.py",)
+#: Scripts that tests launch in processes of their own (under mpiexec), named ``*_worker.py``:
+#: not modules to import.
+WORKER_SUFFIX = "_worker.py"
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
 
 
@@ -53,7 +54,8 @@ def main(argv=None) -> int:
     # the other modules of tests/ hold doctests too (pytest's --doctest-modules reads them)
     rest = [p for p in (ROOT / "tests").rglob("*.py")
             if not p.name.startswith("test_")
-            and p.name not in ("conftest.py", "__init__.py", *WORKERS)]
+            and p.name not in ("conftest.py", "__init__.py")
+            and not p.name.endswith(WORKER_SUFFIX)]
     groups = deal(tests, opts.shards) + [["pyzyme"] + [str(p) for p in rest]]
     base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args]
     pending = list(enumerate(groups))
