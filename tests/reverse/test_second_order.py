@@ -128,3 +128,20 @@ def test_hvp_and_gradient_with_constant_arguments():
     # The constants are constants: another scale changes H v accordingly.
     hv2 = hvp(_weighted_fit, p, v, data, weights, 1.0)
     np.testing.assert_allclose(hv2 - 12 * p ** 2 * v, 2 * (hv - 12 * p ** 2 * v), rtol=1e-12)
+
+
+def test_hvp_and_gradient_calls_type_no_array_again(monkeypatch):
+    """A later call finds its compiled plan without ``numba.typeof`` of the arrays (about
+    8-15 us each, most of a call on small inputs: GradBench's kmeans calls it every run)."""
+    from pyzyme import hvp_and_gradient
+    rng = np.random.default_rng(3)
+    data, weights = rng.normal(size=(5, 2)), rng.random(5)
+    p, v = np.array([0.1, 0.2, 0.3]), np.ones(3)
+    first = hvp_and_gradient(_weighted_fit, p, v, data, weights, 0.5)
+    calls = []
+    typeof = numba.typeof
+    monkeypatch.setattr(numba, "typeof", lambda *a: calls.append(a) or typeof(*a))
+    again = hvp_and_gradient(_weighted_fit, p, v, data, weights, 0.5)
+    assert [type(a[0]) for a in calls if isinstance(a[0], np.ndarray)] == []
+    np.testing.assert_array_equal(again[0], first[0])   # the same compiled code, same input
+    np.testing.assert_array_equal(again[1], first[1])
