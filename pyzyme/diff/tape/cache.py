@@ -248,14 +248,17 @@ class TapeCache:
         inst.metadata.append(("alias.scope", self.scope))
         return inst
 
-    def grow(self, b: IRBuilder, loop, index: Value, after, outer_index: dict) -> None:
+    def grow(self, b: IRBuilder, loop, index: Value, after, outer_index: dict,
+             reserved: bool = False) -> None:
         """At the header of ``loop`` (builder at the end of the block that computed ``index``),
         grow its caches when ``index`` reaches their capacity, then branch to ``after``; and
         so for its repeating caches (:meth:`repeated`), at ``index`` less their base, read at
-        ``outer_index[outer]`` (the iteration of ``outer`` the forward sweep is in)."""
+        ``outer_index[outer]`` (the iteration of ``outer`` the forward sweep is in).
+        ``reserved``: its caches were sized (:meth:`reserve`) for every iteration its loop
+        nest can run before it started, so only the repeating ones are tested."""
         checks = []
         state = self.loops.get(loop)
-        if state is not None and state.caches:
+        if state is not None and state.caches and not reserved:
             label = block_label(loop.header).lstrip("%")
             checks.append((state.capacity, state.caches, index, label))
         for (inner, outer), rep in self.repeats.items():
