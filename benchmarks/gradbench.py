@@ -16,11 +16,12 @@ eval's shapes: the ratios do not depend on the values, and no GradBench file is 
   544 vertices) with random values; particle and saddle: their four nested-mode variants (no
   primal, so a time per call).
 
-Times: the best of ``--repeat`` samples (each a batch of calls lasting at least 20 ms, per
-call), primal and derivative alternating, with Numba on one thread (as GradBench's published
-figures). "first call" is the first call's time, compilation included (the primal's is Numba's
-compile, the derivative's pyzyme's AD and compile too). GradBench itself reports the mean of
-``min_seconds`` worth of runs; minima are steadier on a shared machine.
+Times: the best of ``--repeat`` samples (each a batch of calls lasting at least 20 ms of the
+process's CPU time, per call), primal and derivative alternating, with Numba on one thread (as
+GradBench's published figures). "first call" is the first call's time, compilation included
+(the primal's is Numba's compile, the derivative's pyzyme's AD and compile too). GradBench
+itself reports the mean of ``min_seconds`` worth of runs; minima are steadier on a shared
+machine.
 
     python benchmarks/gradbench.py [--small] [--evals gmm,lse] [--repeat 5]
 
@@ -167,12 +168,14 @@ INPUTS = {"gmm": _gmm, "lse": _lse, "llsq": _llsq, "kmeans": _kmeans, "ode": _od
 
 # -- timing ---------------------------------------------------------------------------------
 def _sample(run, args) -> float:
-    """One sample: seconds per call, over a batch of calls lasting at least 20 ms."""
-    calls, start = 0, time.perf_counter()
+    """One sample: seconds per call, over a batch of calls lasting at least 20 ms of this
+    process's CPU time (Numba runs on one thread here): on a machine shared with other work,
+    wall-clock batches also counted the time the process waited for a core."""
+    calls, start = 0, time.process_time()
     while True:
         run(*args)
         calls += 1
-        elapsed = time.perf_counter() - start
+        elapsed = time.process_time() - start
         if elapsed >= 0.02:
             return elapsed / calls
 

@@ -88,9 +88,42 @@ def test_gradient_and_hessian_vector_product(name, problem):
 
 
 def test_picked_value_read_by_the_reverse_sweep(problem):
-    # The product reads the minimum itself: the doubles it is picked from stay cached, and
-    # the gradient is right either way.
+    # The product reads the minimum itself, the one the loop over centroids left: that is
+    # kept as a double once per point (the comparisons still one byte each), and the
+    # gradient is right.
     f = _closest("np.inf", "m = min(m, s)", "m * m")
     c, x = problem
-    assert any(cache.endswith(": double") for cache in _caches(f))
+    caches = _caches(f)
+    assert any(cache.endswith(".exit.cache: double") for cache in caches), caches
+    assert all(cache.endswith(": i1") for cache in caches if ".exit." not in cache), caches
     check_gradient(f, c, x, pyzyme.gradient(Reverse, f, c, x)[0])
+
+
+@numba.njit
+def _logsumexp(x):
+    top = x[0]
+    for i in range(1, x.shape[0]):
+        top = max(top, x[i])
+    total = 0.0
+    for i in range(x.shape[0]):
+        total += np.exp(x[i] - top)
+    return np.log(total) + top
+
+
+def test_running_maximum_read_after_its_loop():
+    # The sum of exponentials reads only the maximum the loop left (kept once): the running
+    # maximum is needed by nothing else of the reverse sweep, so its loop keeps one byte per
+    # comparison, not the double compared (GradBench's lse).
+    plan = reverse_plan(_logsumexp, (numba.types.Array(numba.float64, 1, "C"),),
+                        ("duplicated",), Active, True)
+    caches = [c.strip() for line in plan.tape.splitlines() if "caches" in line
+              for c in line.split("caches", 1)[1].split(",") if c.strip() != "none"]
+    assert caches and all(c.endswith(": i1") for c in caches), caches
+    for n in (1, 2, 7, 40):
+        x = np.random.default_rng(n).standard_normal(n)
+        x[n // 2] = 3.0                      # one clear maximum: its adjoint is 1 - softmax
+        dx = pyzyme.gradient(Reverse, _logsumexp, x)
+        softmax = np.exp(x - x.max()) / np.exp(x - x.max()).sum()
+        np.testing.assert_allclose(dx, softmax, rtol=1e-13, atol=1e-15)
+        forward = np.array(pyzyme.gradient(pyzyme.Forward, _logsumexp, x)).reshape(n)
+        np.testing.assert_allclose(dx, forward, rtol=1e-13, atol=1e-15)

@@ -142,3 +142,20 @@ def test_a_function_writing_its_argument_leaves_x_and_v_and_each_column_at_x():
     np.testing.assert_array_equal(x, [1.0, 2.0])     # the caller's arrays as they were
     np.testing.assert_array_equal(v, [1.0, -1.0])
     np.testing.assert_allclose(hessian(cubes_in_place)(x), np.diag(48.0 * x), rtol=1e-12)
+
+
+def test_hvp_and_gradient_calls_type_no_array_again(monkeypatch):
+    """A later call finds its compiled plan without ``numba.typeof`` of the arrays (about
+    8-15 us each, most of a call on small inputs: GradBench's kmeans calls it every run)."""
+    from pyzyme import hvp_and_gradient
+    rng = np.random.default_rng(3)
+    data, weights = rng.normal(size=(5, 2)), rng.random(5)
+    p, v = np.array([0.1, 0.2, 0.3]), np.ones(3)
+    first = hvp_and_gradient(_weighted_fit, p, v, data, weights, 0.5)
+    calls = []
+    typeof = numba.typeof
+    monkeypatch.setattr(numba, "typeof", lambda *a: calls.append(a) or typeof(*a))
+    again = hvp_and_gradient(_weighted_fit, p, v, data, weights, 0.5)
+    assert [type(a[0]) for a in calls if isinstance(a[0], np.ndarray)] == []
+    np.testing.assert_array_equal(again[0], first[0])   # the same compiled code, same input
+    np.testing.assert_array_equal(again[1], first[1])

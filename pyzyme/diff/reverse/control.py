@@ -291,27 +291,45 @@ class ReverseControl:
             agg = b.insertvalue(agg, v, i)
         b.ret(agg)
 
-    def _reserve_caches(self, st: ReverseContext) -> None:
+    def _reserve_caches(self, st: ReverseContext) -> set:
         """Size loop caches and loop-start stacks before the outermost loop starts, where the
-        trip counts of the whole nest are known there: no growing (copying) while it runs."""
+        trip counts of the whole nest are known there: no growing (copying) while it runs.
+        Gives the loops whose caches were sized for every iteration they can run (see
+        :meth:`_bounded`): those need no capacity test per iteration, a branch that kept
+        LLVM from vectorizing a loop that caches (GradBench's ode: its rate loops)."""
+        reserved: set = set()
         wanted = [(loop, [loop], lambda b, total, lp=loop: st.tape.reserve(b, lp, total))
                   for loop, state in st.tape.loops.items() if state.caches]
+        caching = len(wanted)
         # A loop's start stack takes one entry per run: per iteration of its parent.
         wanted += [(loop.parent, [loop.parent],
                     lambda b, total, s=stack: st.tape.reserve_stack(b, s, total))
                    for loop, stack in st.starts.items() if loop.parent is not None]
-        for loop, chain, reserve in wanted:
+        for k, (loop, chain, reserve) in enumerate(wanted):
             while chain[-1].parent is not None:
                 chain.append(chain[-1].parent)
             top = chain[-1]
             if not all(self._countable(lp, top) for lp in chain):
                 continue
-            for b in st.entering(top):
+            entering = st.entering(top)
+            for b in entering:
                 total = None
                 for lp in chain:
                     runs = self._runs(st, b, lp.trip_count, lambda v: st.fwd_value(v))
                     total = runs if total is None else b.mul(total, runs)
                 reserve(b, total)
+            if k < caching and entering and all(self._bounded(lp) for lp in chain):
+                reserved.add(loop)
+        return reserved
+
+    @staticmethod
+    def _bounded(loop) -> bool:
+        """Whether :meth:`_runs` bounds how often ``loop``'s header runs on every run, so
+        that caches sized by it need no capacity test (a counted loop, :meth:`_countable`).
+        Only for a 64-bit counter: ``_runs`` computes in 64 bits, and a narrower counter
+        tested by ``ne`` or an unsigned predicate may wrap around and run more often than
+        the formula says; a 64-bit one would have to run 2**63 times first."""
+        return loop.trip_count.induction.phi.type == T.i64
 
     def _size_each_run(self, st: ReverseContext, loop) -> None:
         """On each forward edge entering ``loop`` (whose trip count is known as it starts,
@@ -368,7 +386,7 @@ class ReverseControl:
         """Once both sweeps are made: caches sized before loops, cleanup on error exits, the
         tape grown where loops run, alias scopes, and for a split pair the tape packed and
         unpacked."""
-        self._reserve_caches(st)
+        reserved = self._reserve_caches(st)
         for block in st.error_exits:
             # No reverse sweep follows an error: release what was deferred, free the tape.
             b = IRBuilder()
@@ -376,12 +394,13 @@ class ReverseControl:
             st.releases.run(b, forward=True)
             st.tape.free(b, forward=True)
         for loop, index, first, rest in st.headers:
-            per_run = st.tape.sized(loop) and self._countable(loop, loop) and (
+            sized = loop in reserved   # for its whole nest, before the nest began
+            per_run = not sized and st.tape.sized(loop) and self._countable(loop, loop) and (
                 loop.trip_count.start.type == T.i64 or loop.trip_count.predicate[0] == "s")
             if per_run:
                 self._size_each_run(st, loop)
             b = IRBuilder(first)
-            st.tape.grow(b, loop, index, rest, st.fidx, own=not per_run)
+            st.tape.grow(b, loop, index, rest, st.fidx, own=not (per_run or sized))
         annotate(dict.fromkeys((st.fwd, st.rev)), self.scopes, st.tape.scope_node,
                  lambda pointer: self.object_of(st, pointer))
         if not st.sig.split:

@@ -123,7 +123,7 @@ class ReverseValues:
             # the doubles: that round types the bytes a grown i1 cache copies as unknown.
             return False
         return any(not self._at_hand(st, op, loop, 4) and not self._reads_own_value(op)
-                   and not self._read_by_reverse(st, op, fv, set(), 8)
+                   and not self._read_by_reverse(st, op, fv, set(), 8, loop)
                    for op in fv.operands)
 
     def _cheaper_cached(self, st: ReverseContext, fv: I.Instruction, loop) -> bool:
@@ -264,24 +264,29 @@ class ReverseValues:
         return all(self._at_hand(st, op, loop, depth - 1) for op in fv.operands)
 
     def _read_by_reverse(self, st: ReverseContext, fv: Value, skip, seen: set,
-                         depth: int) -> bool:
-        """Whether the reverse sweep may need forward value ``fv`` other than for ``skip``:
-        some use of it, other than stores of it and returns, is not one whose adjoint passes
-        adjoints through without reading its operands (a sum, a phi, a select's arm) or is
-        one whose own value may be needed; True where unsure. Other comparisons of ``fv`` do
-        not count: by the same rule they are cached too (``np.minimum`` compares twice, and
-        tests for NaN)."""
+                         depth: int, loop) -> bool:
+        """Whether the reverse sweep may need forward value ``fv`` of ``loop`` on each of its
+        iterations other than for ``skip``: some use of it in ``loop``, other than stores of
+        it and returns, is not one whose adjoint passes adjoints through without reading its
+        operands (a sum, a phi, a select's arm) or is one whose own value may be needed; True
+        where unsure. Other comparisons of ``fv`` do not count: by the same rule they are
+        cached too (``np.minimum`` compares twice, and tests for NaN). Nor do uses after the
+        loop: the reverse sweep reads there the value the loop left, kept once a run
+        (:meth:`_exit_value`; LogSumExp's maximum, then read by its sum of exponentials)."""
         for user in fv.users:
             if user is skip or user in seen:
                 continue
             if isinstance(user, I.Store) and user.operands[1] is not fv or \
                     isinstance(user, I.Ret) or _kept_comparison(user):
                 continue
+            block = st.origin.get(user.parent) if isinstance(user, I.Instruction) else None
+            if block is not None and not loop.contains(block):
+                continue
             if depth == 0 or user.opcode not in _PASSES_ADJOINTS or (
                     isinstance(user, I.Select) and user.operands[0] is fv):
                 return True
             seen.add(user)
-            if self._read_by_reverse(st, user, skip, seen, depth - 1):
+            if self._read_by_reverse(st, user, skip, seen, depth - 1, loop):
                 return True
         return False
 

@@ -251,10 +251,12 @@ class TapeCache:
     def grow(self, b: IRBuilder, loop, index: Value, after, outer_index: dict,
              own: bool = True) -> None:
         """At the header of ``loop`` (builder at the end of the block that computed ``index``),
-        grow its caches when ``index`` reaches their capacity (unless not ``own``: sized for
-        each run as it starts, :meth:`ensure`), then branch to ``after``; and so for its
-        repeating caches (:meth:`repeated`), at ``index`` less their base, read at
-        ``outer_index[outer]`` (the iteration of ``outer`` the forward sweep is in)."""
+        grow its caches when ``index`` reaches their capacity, then branch to ``after``; and
+        so for its repeating caches (:meth:`repeated`), at ``index`` less their base, read at
+        ``outer_index[outer]`` (the iteration of ``outer`` the forward sweep is in).
+        Not ``own``: its own caches need no test, sized before it ran for every iteration it
+        can run (:meth:`ensure` as each run starts, or :meth:`reserve` before its loop nest),
+        so only the repeating ones are tested."""
         checks = []
         state = self.loops.get(loop)
         if own and state is not None and state.caches:
