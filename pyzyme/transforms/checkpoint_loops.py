@@ -43,6 +43,7 @@ from pyzyme.ir.values import (Argument, Constant, ConstantAggregate, ConstantInt
                               const_c_string, const_int)
 from pyzyme.runtime.target import TAPE_BUDGET_ERROR_SYMBOL
 from pyzyme.transforms import revolve
+from pyzyme.transforms.checkpoint_merges import merge_operands, merged_size, roots
 from pyzyme.transforms.checkpoint_state import CarriedLayout
 from pyzyme.transforms.parallel_body import argument_slots
 
@@ -270,14 +271,23 @@ class _Rewrite:
         function; with ``stable`` false, any: a split pair's caller may change it between
         the thunks): extent a tuple of values whose product is its bytes."""
         found: dict = {}
+        dom, entered = dominators(self.fn), self.loop.preheader
+
+        def available(v) -> bool:  # defined where the checkpoint driver is called
+            return not isinstance(v, I.Instruction) or dom.dominates(v.parent, entered)
 
         def add(pointer, inst) -> None:
             # Through phis: arrays swapped from one iteration to the next (v, w = w, v) are
-            # each a region; the carried pointers say which is which.
-            objects = underlying_objects(pointer)
+            # each a region; the carried pointers say which is which. A merge before the
+            # loop of an object made on some paths only is one (checkpoint_merges).
+            objects = roots(pointer, self.inside, available)
             if objects is None:
                 objects = [underlying_object(pointer)]
             for obj in objects:
+                if not available(obj) and not self.inside(obj):
+                    raise self.refuse(f"reads or writes memory ({obj.ref}) made after its "
+                                      f"start on some paths only",
+                                      hint="build without tape_budget")
                 if obj in found or (isinstance(obj, I.Instruction) and self.inside(obj)):
                     continue  # memory the iteration makes for itself
                 if (obj is self.fn.args[1] and len(self.fn.args) > 1) or obj in self.opaque \
@@ -285,7 +295,12 @@ class _Rewrite:
                     continue  # Numba's exception record (written only when raising), handles
                 if isinstance(obj, GlobalVariable) and obj.is_constant:
                     continue  # never changes
-                found[obj] = self.extent(obj, inst)
+                if merge_operands(obj) is not None and not self.inside(obj):
+                    found[obj] = (merged_size(obj, lambda o, b: self.bytes(b, o, inst),
+                                              lambda why: self.refuse(why, hint="build "
+                                                                      "without tape_budget")),)
+                else:
+                    found[obj] = self.extent(obj, inst)
 
         for block in self.loop.blocks:
             for inst in block.instructions:
@@ -430,6 +445,13 @@ class _Rewrite:
                           f"through {obj.ref if hasattr(obj, 'ref') else obj!r}: not a "
                           f"contiguous array argument)",
                           hint="pass the arrays the loop updates as contiguous arguments")
+
+    def bytes(self, b: IRBuilder, obj, inst):
+        """An i64 of the bytes of ``obj`` (:meth:`extent`), built with ``b``."""
+        size = _i64(1)
+        for e in self.extent(obj, inst):
+            size = b.mul(size, e if e.type == T.i64 else b.sext(e, T.i64))
+        return size
 
     # -- the rewrite -----------------------------------------------------------------------
     def pointer_bases(self, outs: list) -> list:
