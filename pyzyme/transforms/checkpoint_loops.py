@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pyzyme import naming
 from pyzyme.analysis.cfg import dominators, error_only_blocks, reverse_post_order
 from pyzyme.analysis.layout import sizeof
-from pyzyme.analysis.loops import analyze_loops
+from pyzyme.analysis.loops import analyze_loops, runs_at_most_twice
 from pyzyme.analysis.overwrite import underlying_object, underlying_objects, written_pointers
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
@@ -92,10 +92,13 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
     mode). ``tangents``: the directions forward mode will carry through the derivative (1
     under hvp), each holding a copy of what the snapshots, the tape and the state hold
     (:mod:`pyzyme.diff.calls.checkpoint_tangents`)."""
-    info = analyze_loops(fn)
+    doms = dominators(fn)
+    info = analyze_loops(fn, doms)
     order = {blk: k for k, blk in enumerate(reverse_post_order(fn))}  # the order they run in
+    # A loop of at most two iterations (Numba's over a 2-D array's dimensions) keeps no
+    # tape that grows: it is no time loop, whatever its shape.
     loops = [lp for lp in sorted(info.top, key=lambda lp: order.get(lp.header, 0))
-             if _worth(lp)]
+             if _worth(lp) and not runs_at_most_twice(lp, doms)]
     plans = []
     for k, loop in enumerate(loops):
         own, nested = (growth or {}).get(loop.header.name, (0, False)) if growth is not None \

@@ -44,3 +44,25 @@ def test_time_loop_over_an_array_filled_by_slice_assignment():
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
     fd = _central(zeros_filled.py_func, X, 60)
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-9)
+
+
+@njit
+def row_of_2d(x, n):
+    """``u[1] = x`` broadcasts through a loop over the 2 dimensions, which LLVM leaves
+    leaving at a test in its middle (a flag the back edge sets): no time loop."""
+    u = np.zeros((2, x.size))
+    u[0] = x
+    u[1] = x
+    for _ in range(n):
+        for i in range(1, x.size - 1):
+            u[0, i] = u[0, i] + 0.1 * (u[0, i - 1] - 2.0 * u[0, i] + u[0, i + 1]) * u[0, i]
+    return np.sum(u * u)
+
+
+def test_time_loop_over_a_row_of_a_2d_array():
+    """Was refused: the dimension loop 'does not end at its test'."""
+    ref = _stencil_gradient(row_of_2d, None)
+    got = _stencil_gradient(row_of_2d, 8 << 10)  # one iteration: 4,200 bytes
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    fd = _central(row_of_2d.py_func, X, 60)
+    np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-9)
