@@ -8,7 +8,8 @@ that may run plain does), so the share is decided then: the function's entry blo
 counter of the bytes still free (:func:`free_counter`); a checkpointed loop, where it starts,
 checks that one iteration fits what is free (:func:`check_fits`, else
 :class:`~pyzyme.TapeBudgetError`) and takes for its schedule what is free divided among the
-loops still to come, at least what one iteration needs (:func:`take_share`); what its
+loop nests still to come, leaving each short loop after it (which may run plain) one
+iteration's worth, and at least what one iteration needs (:func:`take_share`); what its
 schedule does not hold until its reverse sweep stays free (:func:`give_back_unused`). A loop
 run plain takes its tape. The reverse sweeps run in the opposite order, each after those of
 the loops after it: what a loop needs only then (the tape of one step's derivative) need not
@@ -75,11 +76,15 @@ def check_fits(module, fn, b: IRBuilder, need, free, where: str, parts: str,
     return IRBuilder(ok)
 
 
-def take_share(b: IRBuilder, counter, need, left: int):
-    """The bytes a checkpointed loop's schedule may use: what is free (``counter``) divided
-    among the ``left`` loops still to come (this one too), at least ``need`` (which fits)."""
+def take_share(b: IRBuilder, counter, need, heavy: int, light: int):
+    """The bytes a checkpointed loop's schedule may use: what is free (``counter``), less
+    one iteration's ``need`` for each of the ``light`` loops after it that may run plain
+    (the array expressions after a time loop: a short tape, or a checkpoint of their own),
+    divided with the ``heavy`` ones after it (always checkpointed: a loop nest); at least
+    ``need`` (which fits)."""
     free = b.load(T.i64, counter, name="ckpt.free.now")
-    share = b.sdiv(free, _i64(max(left, 1)))
+    rest = b.sub(free, b.mul(need, _i64(light)))
+    share = b.sdiv(rest, _i64(1 + heavy))
     return b.select(b.icmp("slt", share, need), need, share, name="ckpt.share")
 
 

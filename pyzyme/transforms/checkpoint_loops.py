@@ -115,7 +115,10 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
     for j, (k, loop, own) in enumerate(plans):
         rewrite = _Rewrite(module, fn, loop, extents, where(k, len(loops)))
         rewrite.stable, rewrite.copies = stable, 1 + tangents
-        rewrite.counter, rewrite.left, rewrite.first = counter, len(plans) - j, j == 0
+        rewrite.counter, rewrite.first = counter, j == 0
+        later = [own for *_, own in plans[j + 1:]]
+        rewrite.left = 1 + len(later)
+        rewrite.after = (sum(own is None for own in later), sum(own is not None for own in later))
         done.append(rewrite.run(budget, own))
     return done
 
@@ -190,6 +193,7 @@ class _Rewrite:
         self.copies = 1            # of each state: the values, then each direction's tangents
         self.counter = None        # the budget still free in this call (checkpoint_budget)
         self.left, self.first = 1, True  # loops still to come, this one too; the first?
+        self.after = (0, 0)        # later loops always checkpointed, and that may run plain
 
     def refuse(self, why: str, hint: str) -> UnsupportedError:
         return UnsupportedError(f"{self.where}: this loop cannot be checkpointed under "
@@ -542,7 +546,7 @@ class _Rewrite:
         free = _i64(budget) if counter is None else b.load(T.i64, counter)
         b = check_fits(self.module, fn, b, need, free, self.where, self.parts(), self.first)
         if counter is not None:  # its share of what is free, for this call
-            share = take_share(b, counter, need, self.left)
+            share = take_share(b, counter, need, *self.after)
             data = IRBuilder()
             data.position_before(counter)
             data = data.alloca(T.ArrayType(2, T.i64), name="ckpt.data")
