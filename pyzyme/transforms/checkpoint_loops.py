@@ -16,10 +16,11 @@ contiguous array arguments (their extents are the frontend's facts) and stack sl
 it only reads is not copied. The schedule is Revolve's (:mod:`pyzyme.transforms.revolve`),
 its snapshots as many as the budget allows once the sizes are known, at run time.
 
-Before the loop, the rewritten function checks that one iteration fits the budget (the
-driver's two states, one snapshot and the step derivative's reserve) and otherwise returns
-Numba's status -1 with :class:`~pyzyme.TapeBudgetError` set, naming the loop and the bytes
-one iteration needs. A loop that cannot be checkpointed (its exit is not its latch, its state
+Before the loop, the rewritten function checks that one iteration fits what the loops before
+it left of the budget (the driver's two states, one snapshot and the step derivative's
+reserve; :mod:`pyzyme.transforms.checkpoint_budget` shares it at run time) and otherwise
+returns Numba's status -1 with :class:`~pyzyme.TapeBudgetError` set, naming the loop and the
+bytes one iteration needs. A loop that cannot be checkpointed (its exit is not its latch, its state
 holds pointers, it writes memory whose size is not known) raises
 :class:`~pyzyme.UnsupportedError` naming it: never a tape over the budget, silently.
 """
