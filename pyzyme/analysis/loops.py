@@ -39,7 +39,8 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir.values import ConstantInt, Value
 from pyzyme.progress import timed
 
-__all__ = ["InductionVariable", "Loop", "LoopInfo", "TripCount", "analyze_loops"]
+__all__ = ["InductionVariable", "Loop", "LoopInfo", "TripCount", "analyze_loops",
+           "runs_at_most_twice"]
 
 # The predicate that holds exactly when the given one does not.
 _INVERSE = {"eq": "ne", "ne": "eq", "slt": "sge", "sge": "slt", "sgt": "sle", "sle": "sgt",
@@ -234,6 +235,30 @@ def analyze_loops(fn, doms: DominatorTree | None = None) -> LoopInfo:
     for loop in info.loops:
         _describe(loop, fn, doms)
     return info
+
+
+def runs_at_most_twice(loop: Loop, doms: DominatorTree) -> bool:
+    """Whether ``loop`` starts at most two iterations however it runs: a test on every
+    iteration (its block dominates each latch) leaves it on a flag that the back edges set
+    to the value that leaves (a header phi ``[c, entry], [true, latch]``). That is LLVM's
+    form of a loop over a constant two items whose exit it threaded: Numba's loop over the
+    dimensions of a 2-D array broadcast into (``u[1] = x``). Its second iteration reaches
+    the test with the flag set, or leaves by another exit first."""
+    members = set(loop.blocks)
+    for block in loop.exiting:
+        term = block.terminator
+        if not (isinstance(term, I.Branch) and term.is_conditional) or not all(
+                doms.dominates(block, latch) for latch in loop.latches):
+            continue
+        cond, *targets = term.operands
+        out = [k for k, target in enumerate(targets) if target not in members]
+        if not (isinstance(cond, I.Phi) and cond.parent is loop.header) or len(out) != 1:
+            continue
+        leaving = 1 if out[0] == 0 else 0
+        if all(isinstance(v, ConstantInt) and v.value == leaving
+               for v, blk in cond.incoming if blk in loop.latches):
+            return True
+    return False
 
 
 def _natural_loop(header, latches: list, index: dict) -> Loop:

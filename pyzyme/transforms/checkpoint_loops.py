@@ -16,10 +16,11 @@ contiguous array arguments (their extents are the frontend's facts) and stack sl
 it only reads is not copied. The schedule is Revolve's (:mod:`pyzyme.transforms.revolve`),
 its snapshots as many as the budget allows once the sizes are known, at run time.
 
-Before the loop, the rewritten function checks that one iteration fits the budget (the
-driver's two states, one snapshot and the step derivative's reserve) and otherwise returns
-Numba's status -1 with :class:`~pyzyme.TapeBudgetError` set, naming the loop and the bytes
-one iteration needs. A loop that cannot be checkpointed (its exit is not its latch, its state
+Before the loop, the rewritten function checks that one iteration fits what the loops before
+it left of the budget (the driver's two states, one snapshot and the step derivative's
+reserve; :mod:`pyzyme.transforms.checkpoint_budget` shares it at run time) and otherwise
+returns Numba's status -1 with :class:`~pyzyme.TapeBudgetError` set, naming the loop and the
+bytes one iteration needs. A loop that cannot be checkpointed (its exit is not its latch, its state
 holds pointers, it writes memory whose size is not known) raises
 :class:`~pyzyme.UnsupportedError` naming it: never a tape over the budget, silently.
 """
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pyzyme import naming
 from pyzyme.analysis.cfg import dominators, error_only_blocks, reverse_post_order
 from pyzyme.analysis.layout import sizeof
-from pyzyme.analysis.loops import analyze_loops
+from pyzyme.analysis.loops import analyze_loops, runs_at_most_twice
 from pyzyme.analysis.overwrite import underlying_object, underlying_objects, written_pointers
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
@@ -40,9 +41,11 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.rules import default_rules, spec
 from pyzyme.ir.values import (Argument, Constant, ConstantAggregate, ConstantInt, GlobalVariable,
-                              const_c_string, const_int)
-from pyzyme.runtime.target import TAPE_BUDGET_ERROR_SYMBOL
+                              const_int)
 from pyzyme.transforms import revolve
+from pyzyme.transforms.checkpoint_budget import (check_fits, free_counter, give_back_unused,
+                                                 iteration_need, take_share)
+from pyzyme.transforms.checkpoint_merges import merge_operands, merged_size, roots
 from pyzyme.transforms.checkpoint_state import CarriedLayout
 from pyzyme.transforms.parallel_body import argument_slots
 
@@ -86,15 +89,19 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
     unbudgeted derivative's tape grows with it: ``(bytes an iteration caches, whether loops
     inside it cache too)``. A loop whose tape does not grow is left alone; one whose
     iterations cache a known number of bytes keeps its plain (taped) form too, run when its
-    trip count times that stays within its share of half the budget (decided at run time).
+    trip count times that stays within half the budget and its share of what is free (at run time:
+    :mod:`pyzyme.transforms.checkpoint_budget`).
     ``stable``: the arguments' memory does not change between the sweeps (false in split
     mode). ``tangents``: the directions forward mode will carry through the derivative (1
     under hvp), each holding a copy of what the snapshots, the tape and the state hold
     (:mod:`pyzyme.diff.calls.checkpoint_tangents`)."""
-    info = analyze_loops(fn)
+    doms = dominators(fn)
+    info = analyze_loops(fn, doms)
     order = {blk: k for k, blk in enumerate(reverse_post_order(fn))}  # the order they run in
+    # A loop of at most two iterations (Numba's over a 2-D array's dimensions) keeps no
+    # tape that grows: it is no time loop, whatever its shape.
     loops = [lp for lp in sorted(info.top, key=lambda lp: order.get(lp.header, 0))
-             if _worth(lp)]
+             if _worth(lp) and not runs_at_most_twice(lp, doms)]
     plans = []
     for k, loop in enumerate(loops):
         own, nested = (growth or {}).get(loop.header.name, (0, False)) if growth is not None \
@@ -103,13 +110,16 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
         if own == 0 and not nested:
             continue  # the unbudgeted tape does not grow with this loop
         plans.append((k, loop, None if nested else own))
-    # The loops that may run plain share half the budget: their tapes add up.
-    plain = sum(1 for *_, own in plans if own is not None)
     done = []
-    for k, loop, own in plans:
+    # Their snapshots are all held at once: each takes its share at run time.
+    counter = free_counter(fn, budget) if plans else None
+    for j, (k, loop, own) in enumerate(plans):
         rewrite = _Rewrite(module, fn, loop, extents, where(k, len(loops)))
         rewrite.stable, rewrite.copies = stable, 1 + tangents
-        rewrite.plain_share = budget // (2 * max(plain, 1) * (1 + tangents))
+        rewrite.counter, rewrite.first = counter, j == 0
+        later = [own for *_, own in plans[j + 1:]]
+        rewrite.left = 1 + len(later)
+        rewrite.after = (sum(own is None for own in later), sum(own is not None for own in later))
         done.append(rewrite.run(budget, own))
     return done
 
@@ -174,7 +184,6 @@ class _Rewrite:
         self.where = where
         self.blocks = set(loop.blocks)
         self.opaque: set = set()   # pointers whose memory is no state (reference counts)
-        self.plain_share = 0       # the bytes of plain tape this loop may keep (run)
         self.offsets: list = []    # live-in pointers the step computes again (run)
         self.own: list = []        # stack slots each step has its own of (run)
         self.own_inits: list = []  # the constants stored into them before the loop
@@ -183,6 +192,9 @@ class _Rewrite:
         self.break_edges: list = []    # the other edges out but the test's (check_shape)
         self.exit_edges: list = []     # both, each a code of its own
         self.copies = 1            # of each state: the values, then each direction's tangents
+        self.counter = None        # the budget still free in this call (checkpoint_budget)
+        self.left, self.first = 1, True  # loops still to come, this one too; the first?
+        self.after = (0, 0)        # later loops always checkpointed, and that may run plain
 
     def refuse(self, why: str, hint: str) -> UnsupportedError:
         return UnsupportedError(f"{self.where}: this loop cannot be checkpointed under "
@@ -270,14 +282,23 @@ class _Rewrite:
         function; with ``stable`` false, any: a split pair's caller may change it between
         the thunks): extent a tuple of values whose product is its bytes."""
         found: dict = {}
+        dom, entered = dominators(self.fn), self.loop.preheader
+
+        def available(v) -> bool:  # defined where the checkpoint driver is called
+            return not isinstance(v, I.Instruction) or dom.dominates(v.parent, entered)
 
         def add(pointer, inst) -> None:
             # Through phis: arrays swapped from one iteration to the next (v, w = w, v) are
-            # each a region; the carried pointers say which is which.
-            objects = underlying_objects(pointer)
+            # each a region; the carried pointers say which is which. A merge before the
+            # loop of an object made on some paths only is one (checkpoint_merges).
+            objects = roots(pointer, self.inside, available)
             if objects is None:
                 objects = [underlying_object(pointer)]
             for obj in objects:
+                if not available(obj) and not self.inside(obj):
+                    raise self.refuse(f"reads or writes memory ({obj.ref}) made after its "
+                                      f"start on some paths only",
+                                      hint="build without tape_budget")
                 if obj in found or (isinstance(obj, I.Instruction) and self.inside(obj)):
                     continue  # memory the iteration makes for itself
                 if (obj is self.fn.args[1] and len(self.fn.args) > 1) or obj in self.opaque \
@@ -285,7 +306,12 @@ class _Rewrite:
                     continue  # Numba's exception record (written only when raising), handles
                 if isinstance(obj, GlobalVariable) and obj.is_constant:
                     continue  # never changes
-                found[obj] = self.extent(obj, inst)
+                if merge_operands(obj) is not None and not self.inside(obj):
+                    found[obj] = (merged_size(obj, lambda o, b: self.bytes(b, o, inst),
+                                              lambda why: self.refuse(why, hint="build "
+                                                                      "without tape_budget")),)
+                else:
+                    found[obj] = self.extent(obj, inst)
 
         for block in self.loop.blocks:
             for inst in block.instructions:
@@ -431,6 +457,13 @@ class _Rewrite:
                           f"contiguous array argument)",
                           hint="pass the arrays the loop updates as contiguous arguments")
 
+    def bytes(self, b: IRBuilder, obj, inst):
+        """An i64 of the bytes of ``obj`` (:meth:`extent`), built with ``b``."""
+        size = _i64(1)
+        for e in self.extent(obj, inst):
+            size = b.mul(size, e if e.type == T.i64 else b.sext(e, T.i64))
+        return size
+
     # -- the rewrite -----------------------------------------------------------------------
     def pointer_bases(self, outs: list) -> list:
         """The objects the carried pointers (header phis, values used after the loop) point
@@ -458,7 +491,7 @@ class _Rewrite:
     def run(self, budget: int, taped: int | None = None) -> Checkpointed:
         """Rewrite the loop; with ``taped`` (the bytes its plain derivative caches an
         iteration, for a counted loop), keep the plain loop for trip counts that keep that
-        within half the budget."""
+        within half the budget and its share of what is free."""
         self.check_shape()
         self.own = self.launch_arrays()
         ins, outs, regions = self.live_ins(), self.live_outs(), self.regions(self.stable)
@@ -478,7 +511,8 @@ class _Rewrite:
         fn = self.fn
         # Values an exception exit uses come out of the checkpointed loop only (a plain loop
         # kept beside it would need them merged on the way to the exception).
-        keep = taped is not None and self.count is not None and not self.raised
+        keep = taped is not None and self.count is not None and not self.raised \
+            and self.counter is not None
         block = fn.append_block(fn.unique_name("ckpt.loop"))
         b = IRBuilder(block)
         if keep:  # choose, before the loop, between the plain loop and the checkpoints
@@ -488,8 +522,13 @@ class _Rewrite:
                 p.blocks = [choose if blk is self.loop.preheader else blk for blk in p.blocks]
             cb = IRBuilder(choose)
             n = self.trip_count(cb)
-            small = cb.icmp("ule", cb.mul(n, _i64(max(taped, 1))), _i64(self.plain_share),
-                            name="ckpt.taped.fits")
+            # Plain where its tape (the unbudgeted derivative's estimate) fits its share of
+            # what is free and half the budget; it then takes it.
+            tape = cb.mul(n, _i64(max(taped, 1) * self.copies))
+            free = cb.load(T.i64, self.counter)
+            small = cb.and_(cb.icmp("ule", tape, cb.sdiv(free, _i64(self.left))),
+                            cb.icmp("ule", tape, _i64(budget // 2)), name="ckpt.taped.fits")
+            cb.store(cb.sub(free, cb.select(small, tape, _i64(0))), self.counter)
             cb.cbranch(small, self.loop.header, block)
         else:
             self.loop.preheader.terminator.replace_uses_of(self.loop.header, block)
@@ -503,7 +542,23 @@ class _Rewrite:
         total = _i64(0)
         for size in sizes:
             total = b.add(total, size)
-        b = self.budget_check(b, budget, total)
+        need = iteration_need(b, total, self.copies, RESERVE)
+        counter = self.counter
+        free = _i64(budget) if counter is None else b.load(T.i64, counter)
+        b = check_fits(self.module, fn, b, need, free, self.where, self.parts(), self.first)
+        if counter is not None:  # its share of what is free, for this call
+            share = take_share(b, counter, need, *self.after)
+            data = IRBuilder()
+            data.position_before(counter)
+            data = data.alloca(T.ArrayType(2, T.i64), name="ckpt.data")
+            b.store(share, data)
+            b.store(_i64(RESERVE), b.gep(T.i64, data, [_i64(1)]))
+        else:
+            data = self.module.add_global(
+                self.module.unique_global_name("pyzyme.revolve.data"),
+                T.ArrayType(2, T.i64),
+                ConstantAggregate(T.ArrayType(2, T.i64), [_i64(budget), _i64(RESERVE)]),
+                is_constant=True, prefix="internal")
         # On the heap, not the stack: in split mode the reverse thunk runs after the forward
         # thunk's frame is gone (the derivative frees them after its reverse sweep).
         malloc = self.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
@@ -520,15 +575,13 @@ class _Rewrite:
             b.store(const_int(T.i32, 0), layout.failed(b, carried))
         pairs = list(zip([carried] + [obj for obj, _ in regions], sizes))
         scheme = revolve.scheme(self.module)
-        data = self.module.add_global(
-            self.module.unique_global_name("pyzyme.revolve.data"), T.ArrayType(2, T.i64),
-            ConstantAggregate(T.ArrayType(2, T.i64), [_i64(budget), _i64(RESERVE)]),
-            is_constant=True, prefix="internal")
         loop_fn = self.module.declare(
             naming.CHECKPOINT_FOR if self.count is not None else naming.CHECKPOINT_WHILE,
             T.FunctionType(T.void, [T.ptr], var_arg=True))
         b.call(loop_fn, [step, _i64(0), n, scheme, data, _i64(len(pairs))]
                + [v for pair in pairs for v in pair] + [carried, inputs] + pointers)
+        if counter is not None:
+            give_back_unused(b, counter, share, b.mul(total, _i64(self.copies)), n, RESERVE)
         loaded = {v: layout.get(b, carried, ("out", v), self.bases)[0] for v in outs}
         failed = b.load(T.i32, layout.failed(b, carried)) if self.exit_edges else None
         free = self.module.declare("free", T.FunctionType(T.void, [T.ptr]))
@@ -638,55 +691,13 @@ class _Rewrite:
         runs = b.add(runs, _i64(extra))
         return b.select(b.icmp("slt", runs, _i64(1)), _i64(1), runs, name="ckpt.steps")
 
-    def budget_check(self, b: IRBuilder, budget: int, total) -> IRBuilder:
-        """Past the check that one iteration fits ``budget``: else TapeBudgetError."""
-        fn = self.fn
-        need = b.add(b.mul(total, _i64((3 + RESERVE) * self.copies)),
-                     _i64(revolve.STATE_WORDS * 8 + revolve.SNAPSHOT_OVERHEAD),
-                     name="ckpt.need")
-        over = fn.append_block(fn.unique_name("ckpt.over"))
-        ok = fn.append_block(fn.unique_name("ckpt.fits"))
-        b.cbranch(b.icmp("ugt", need, _i64(budget)), over, ok)
-        ob = IRBuilder(over)
-        ob.call(self.raiser(), [self.message(), need, _i64(budget)])
-        ob.ret(const_int(fn.function_type.ret, -1))
-        return IRBuilder(ok)
-
-    def message(self):
-        """The error's format (``need`` and ``budget`` its two ``%lld``)."""
-        module = self.module
+    def parts(self) -> str:
+        """What one iteration's need is made of (for TapeBudgetError)."""
         state = "its state" if self.copies == 1 else (
             "its state and its tangent" if self.copies == 2 else
             f"its state and its {self.copies - 1} tangents")
-        text = (f"{self.where.replace('%', '%%')}: one iteration of this checkpointed loop "
-                f"needs %lld bytes ({state}, {3 + RESERVE} times: the driver's two copies, "
-                f"one snapshot, and {RESERVE} for the tape of the step's own derivative), more "
-                f"than tape_budget (%lld bytes); raise tape_budget to at least that, or build "
-                f"without it")
-        return module.add_global(module.unique_global_name("pyzyme.ckpt.message"),
-                                 T.ArrayType(len(text.encode()) + 1, T.i8),
-                                 const_c_string(text), is_constant=True, prefix="private")
-
-    def raiser(self):
-        """``void raise(ptr format, i64 need, i64 budget)``: TapeBudgetError set as the
-        Python error (the GIL taken for it)."""
-        module = self.module
-        fn = module.get_function(naming.CHECKPOINT_BUDGET_ERROR)
-        if fn is not None:
-            return fn
-        fn = module.add_function(naming.CHECKPOINT_BUDGET_ERROR,
-                                 T.FunctionType(T.void, [T.ptr, T.i64, T.i64]),
-                                 prefix="internal", suffix="noinline cold")
-        cls = module.get_global(TAPE_BUDGET_ERROR_SYMBOL) or module.add_global(
-            TAPE_BUDGET_ERROR_SYMBOL, T.i8, None, prefix="external")
-        b = IRBuilder(fn.append_block("entry"))
-        gil = b.call(module.declare("PyGILState_Ensure", T.FunctionType(T.i32, [])), [])
-        b.call(module.declare("PyErr_Format",
-                              T.FunctionType(T.ptr, [T.ptr, T.ptr], var_arg=True)),
-               [cls, *fn.args])
-        b.call(module.declare("PyGILState_Release", T.FunctionType(T.void, [T.i32])), [gil])
-        b.ret_void()
-        return fn
+        return (f"{state}, {3 + RESERVE} times: the driver's two copies, one snapshot, and "
+                f"{RESERVE} for the tape of the step's own derivative")
 
     def step(self, layout, inputs_ty, pointers: list, values: list, outs: list):
         """``void step(i64 k, ptr carried, ptr inputs, pointers...)``: one iteration; a while

@@ -29,7 +29,7 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import types as T
 from pyzyme.ir.values import ConstantAggregate, const_int, const_null
 
-__all__ = ["Schedule", "snapshots", "scheme", "SNAPSHOT_OVERHEAD", "STATE_WORDS"]
+__all__ = ["Schedule", "snapshots", "snapshots_ir", "scheme", "SNAPSHOT_OVERHEAD", "STATE_WORDS"]
 
 # Actions (EnzymeCkptAction.flag) and the scheme struct's layout (<enzyme/checkpoint.h>).
 _STORE, _RESTORE, _FORWARD, _FIRSTUTURN, _UTURN, _DONE = 1, 2, 3, 4, 5, 7
@@ -47,7 +47,7 @@ def snapshots(budget: int, state_bytes: int, steps: int, reserve: int) -> int:
     is ``state_bytes``: what is left after the driver's two slots and ``reserve`` states (what
     one step's derivative keeps), at most one a step (``steps`` -1: not known yet, a while
     loop); 0 when not even one fits. The compiled scheme computes the same
-    (:func:`_snapshots_ir`)."""
+    (:func:`snapshots_ir`)."""
     room = budget - (2 + reserve) * state_bytes - STATE_WORDS * 8
     s = room // (state_bytes + SNAPSHOT_OVERHEAD) if room > 0 else 0
     if steps >= 0:
@@ -184,7 +184,7 @@ def _act(b: IRBuilder, out, flag: int, iteration, start, slot) -> None:
     b.ret_void()
 
 
-def _snapshots_ir(b: IRBuilder, budget, reserve, nbytes, steps):
+def snapshots_ir(b: IRBuilder, budget, reserve, nbytes, steps):
     """:func:`snapshots` in IR (budget and reserve i64 values)."""
     used = b.add(b.mul(b.add(reserve, _i64(2)), nbytes), _i64(STATE_WORDS * 8))
     room = b.sub(budget, used)
@@ -202,7 +202,7 @@ def _init(module, name: str):
     b = IRBuilder(fn.append_block("entry"))
     budget = b.load(T.i64, data, 8, name="budget")
     reserve = b.load(T.i64, b.gep(T.i8, data, [_i64(8)]), 8, name="reserve")
-    s = _snapshots_ir(b, budget, reserve, nbytes, steps)
+    s = snapshots_ir(b, budget, reserve, nbytes, steps)
     malloc = module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
     state = b.call(malloc, [b.mul(b.add(s, _i64(STATE_WORDS)), _i64(8))], name="state")
     st = _State(b, state)

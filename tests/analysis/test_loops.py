@@ -10,7 +10,7 @@ from numba import njit
 
 from pyzyme import ir
 from pyzyme.analysis.cfg import dominators
-from pyzyme.analysis.loops import analyze_loops
+from pyzyme.analysis.loops import analyze_loops, runs_at_most_twice
 
 
 def _fn(text: str):
@@ -302,3 +302,35 @@ def test_numba_while_loop():
         loop %B58 (depth 1): blocks %B58, %B58.endif; latch %B58.endif; exits %B130, %B58.if
           preheader %B0; exiting %B58, %B58.endif
           no induction variable; trip count unknown until exit""")
+
+
+# LLVM's form of a loop over two items whose exit it threaded (Numba's loop over a 2-D
+# array's dimensions): the test in the middle leaves on a flag the back edge sets.
+FLAGGED = """
+define void @dims(ptr %p, i1 %c) {
+entry:
+  br label %head
+head:
+  %done = phi i1 [ false, %entry ], [ FLAG, %latch ]
+  %k = phi i64 [ 0, %entry ], [ 1, %latch ]
+  %q = getelementptr i64, ptr %p, i64 %k
+  store i64 %k, ptr %q
+  br i1 %c, label %fail, label %test
+test:
+  br i1 %done, label %exit, label %latch
+latch:
+  br label %head
+fail:
+  ret void
+exit:
+  ret void
+}
+"""
+
+
+@pytest.mark.parametrize("flag,bounded", [("true", True), ("false", False)])
+def test_loop_leaving_on_a_flag_its_back_edge_sets_runs_at_most_twice(flag, bounded):
+    fn = _fn(FLAGGED.replace("FLAG", flag))
+    (loop,) = analyze_loops(fn).top
+    assert loop.latches[-1].name == "latch" and loop.trip_count is None
+    assert runs_at_most_twice(loop, dominators(fn)) is bounded
