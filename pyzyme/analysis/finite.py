@@ -12,8 +12,11 @@ that are not give IEEE results, as the primal does). A value can be non-finite w
   ``log``, ``pow``, a call to a function pyzyme differentiates rather than knows) made it, or
   a total one (or a phi, select, cast, vector or aggregate move) made it from a value that can
   be;
-- it is loaded from memory, and the function (or a callee it passes a pointer to) may have
-  stored a non-finite value anywhere; which memory is not tracked.
+- it is loaded from memory into which the function may have stored a non-finite value: memory
+  is told apart by its underlying object (:func:`pyzyme.analysis.overwrite.may_alias`: a
+  stack slot or an array the function allocated is no parameter's memory), so a non-finite
+  value kept in a temporary does not make every load of an input array suspect. A callee
+  handed a pointer may store anything anywhere.
 
 Overflow is ignored: ``x * y`` of finite values is taken to be finite, and so is ``x / y``
 where a branch on ``y == 0`` guards the division (the check Numba puts before every ``/`` it
@@ -60,6 +63,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyzyme.analysis.cfg import dominators
+from pyzyme.analysis.overwrite import objects_may_alias, underlying_objects
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.opcodes import STRUCTURAL
@@ -129,7 +133,7 @@ def nonfinite_values(fn, rules, doms=None) -> NonFinite:
         ``fn``'s dominator tree, where the caller has it (:func:`~pyzyme.analysis.cfg.dominators`).
     """
     found: set = set()
-    memory = False    # whether memory may hold a non-finite value the function stored
+    memory = _Memory()
     nonzero = _nonzero_divisors(fn, doms or dominators(fn))
 
     def bad(v: Value) -> bool:
@@ -137,46 +141,101 @@ def nonfinite_values(fn, rules, doms=None) -> NonFinite:
             return _constant_nonfinite(v)
         return v in found and not isinstance(v, Argument)
 
+    recorded: set = set()    # the writers whose non-finite store memory has taken in
     changed = True
     while changed:
         changed = False
         for inst in fn.instructions():
-            if inst in found and (memory or not isinstance(inst, (I.Store, I.CallBase))):
+            if inst in found and (inst in recorded or not isinstance(inst, _WRITERS)):
                 continue
-            verdict, writes = _verdict(inst, bad, memory, rules, nonzero)
-            if writes and not memory:
-                memory = changed = True
+            verdict, written = _verdict(inst, bad, memory, rules, nonzero)
+            if written is not None and inst not in recorded:
+                recorded.add(inst)
+                changed = memory.store(written) or changed
             if verdict and inst not in found:
                 found.add(inst)
                 changed = True
     return NonFinite(fn, frozenset(found), nonzero)
 
 
-def _verdict(inst, bad, memory: bool, rules, nonzero) -> tuple[bool, bool]:
-    """(whether ``inst``'s result can be non-finite, whether it may store a non-finite value
-    into memory)."""
+#: what may store into memory (the others' verdicts never change once they are non-finite)
+_WRITERS = (I.Store, I.CallBase, I.AtomicRMW, I.CmpXchg)
+#: a write through a pointer that is not known: it may store anywhere
+_ANYWHERE = object()
+
+
+class _Memory:
+    """The objects (:func:`~pyzyme.analysis.overwrite.underlying_objects`) that may hold a
+    non-finite value the function stored, or everywhere."""
+
+    def __init__(self):
+        self.anywhere = False
+        self.objects: list = []
+        self._objects_of: dict = {}
+
+    def _of(self, pointer: Value):
+        if pointer not in self._objects_of:
+            self._objects_of[pointer] = underlying_objects(pointer)
+        return self._objects_of[pointer]
+
+    def store(self, pointer) -> bool:
+        """Take in a non-finite store through ``pointer`` (or :data:`_ANYWHERE`); whether that
+        made more memory suspect."""
+        if self.anywhere:
+            return False
+        objects = None if pointer is _ANYWHERE else self._of(pointer)
+        if objects is None:
+            self.anywhere = True
+            return True
+        new = [o for o in objects if o not in self.objects]
+        self.objects.extend(new)
+        return bool(new)
+
+    def holds_nonfinite(self, pointer: Value) -> bool:
+        """Whether a load through ``pointer`` may read a non-finite value stored there."""
+        if self.anywhere:
+            return True
+        if not self.objects:
+            return False
+        objects = self._of(pointer)
+        return objects is None or any(objects_may_alias(a, b) for a in objects
+                                      for b in self.objects)
+
+
+def _verdict(inst, bad, memory: _Memory, rules, nonzero) -> tuple[bool, object]:
+    """(whether ``inst``'s result can be non-finite, the pointer through which it may store a
+    non-finite value into memory: None where it stores none, :data:`_ANYWHERE` where it is not
+    known)."""
     op = inst.opcode
     if isinstance(inst, I.Store):
-        return False, bad(inst.operands[0])
+        return False, inst.operands[1] if bad(inst.operands[0]) else None
     if isinstance(inst, I.CallBase):
         return _call_verdict(inst, bad, memory, rules)
+    if isinstance(inst, I.AtomicRMW):
+        written = inst.operands[0] if bad(inst.operands[-1]) else None
+        return _carries_floats(inst.type) and memory.holds_nonfinite(inst.operands[0]), written
+    if isinstance(inst, I.CmpXchg):       # stores its last operand, returns what it found
+        written = inst.operands[0] if bad(inst.operands[-1]) else None
+        return _carries_floats(inst.type) and memory.holds_nonfinite(inst.operands[0]), written
     if not _carries_floats(inst.type):
-        return False, isinstance(inst, I.AtomicRMW) and bad(inst.operands[-1])
-    if isinstance(inst, (I.Load, I.AtomicRMW, I.VAArg)):
-        return memory, False
+        return False, None
+    if isinstance(inst, I.Load):
+        return memory.holds_nonfinite(inst.pointer), None
+    if isinstance(inst, I.VAArg):
+        return True, None
     if op in STRUCTURAL:  # moves values, computes none: non-finite where a float operand is
         operands = inst.operands[1:] if op == "select" else inst.operands
-        return any(bad(v) for v in operands if _carries_floats(v.type)), False
+        return any(bad(v) for v in operands if _carries_floats(v.type)), None
     if op in ("fdiv", "frem"):
         x, y = inst.operands
         if isinstance(y, Constant):
             steady = not _constant_nonfinite(y) and not _zero(y)
         else:
             steady = op == "fdiv" and not bad(y) and nonzero(y, inst.parent)
-        return not steady or bad(x), False
+        return not steady or bad(x), None
     if total(op):
-        return any(bad(v) for v in inst.operands), False
-    return True, False
+        return any(bad(v) for v in inst.operands), None
+    return True, None
 
 
 # fcmp predicates under which "true" means y == 0 (ordered or not) and "true" means y != 0
@@ -231,23 +290,34 @@ def _zero(c: Constant) -> bool:
     return True
 
 
-def _call_verdict(call, bad, memory: bool, rules) -> tuple[bool, bool]:
+def _call_verdict(call, bad, memory: _Memory, rules) -> tuple[bool, object]:
     callee = call.called_function
     row = rules.lookup(callee.name, "call") if callee is not None else None
     args = call.args
     result = _carries_floats(call.type)
     if isinstance(row, spec.Partials):
-        return result and (not total(row.names[0]) or any(bad(a) for a in args)), False
+        return result and (not total(row.names[0]) or any(bad(a) for a in args)), None
     if isinstance(row, spec.Linear):
-        return result and bad(args[0]), False
+        return result and bad(args[0]), None
     if isinstance(row, spec.Reduction):   # sums, products, max and min of the lanes: total
-        return result and any(bad(a) for a in args), False
+        return result and any(bad(a) for a in args), None
     if isinstance(row, spec.Masked):      # a load of memory, or a store into it
         if row.value is not None:
-            return False, bad(args[row.value])
-        return memory or (row.passthru is not None and bad(args[row.passthru])), False
-    if isinstance(row, (spec.Inactive, spec.Allocation, spec.Mirror, spec.Memory)):
-        return False, False
+            return False, args[row.pointer] if bad(args[row.value]) else None
+        loaded = memory.holds_nonfinite(args[row.pointer]) if args[row.pointer].type.is_pointer \
+            else memory.anywhere or bool(memory.objects)   # a gather: any address
+        return loaded or (row.passthru is not None and bad(args[row.passthru])), None
+    if isinstance(row, spec.Memory):      # copies carry what they copy; fills set bytes
+        target = args[row.pointer_args[0]]
+        if len(row.pointer_args) > 1:
+            return False, target if memory.holds_nonfinite(args[row.pointer_args[1]]) else None
+        return False, None if _exactly_zero_byte(args[1]) else target
+    if isinstance(row, (spec.Inactive, spec.Allocation, spec.Mirror)):
+        return False, None
     # A callee pyzyme differentiates, a BLAS/LAPACK call, a user's rule: what it returns or
     # stores is not looked into.
-    return result, any(a.type.is_pointer for a in args)
+    return result, _ANYWHERE if any(a.type.is_pointer for a in args) else None
+
+
+def _exactly_zero_byte(v: Value) -> bool:
+    return isinstance(v, Constant) and getattr(v, "value", None) == 0

@@ -98,3 +98,48 @@ def test_round_a_loop():
     exit:
       ret double %next""", params="double %x, i64 %n")
     assert found == {"%acc", "%inv", "%next"}
+
+
+def test_a_stored_nonfinite_value_taints_only_memory_that_may_alias():
+    """A temporary (a stack slot, or an array the function allocates) holding 1/x leaves the
+    loads of parameter memory finite; two plain parameters may overlap."""
+    found = _nonfinite("""
+      %slot = alloca double
+      %q = fdiv double 1.0, %x
+      store double %q, ptr %slot
+      %back = load double, ptr %slot
+      %in = load double, ptr %p
+      store double %q, ptr %r
+      %other = load double, ptr %p2
+      %s = fadd double %in, %back
+      ret double %s""", params="double %x, ptr %p, ptr noalias %r, ptr %p2, ptr %p3")
+    assert found == {"%q", "%back", "%s"}
+    aliased = _nonfinite("""
+      %q = fdiv double 1.0, %x
+      store double %q, ptr %p2
+      %in = load double, ptr %p
+      ret double %in""", params="double %x, ptr %p, ptr %p2")
+    assert aliased == {"%q", "%in"}
+
+
+def test_copies_carry_nonfinite_values_and_fills_make_them():
+    copied = _nonfinite("""
+      %a = alloca [2 x double]
+      %b = alloca [2 x double]
+      %c = alloca [2 x double]
+      %q = fdiv double 1.0, %x
+      store double %q, ptr %a
+      call void @llvm.memcpy.p0.p0.i64(ptr %b, ptr %a, i64 16, i1 false)
+      call void @llvm.memset.p0.i64(ptr %c, i8 0, i64 16, i1 false)
+      %lb = load double, ptr %b
+      %lc = load double, ptr %c
+      %s = fadd double %lb, %lc
+      ret double %s""", extra="""declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+    declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)""")
+    assert copied == {"%q", "%lb", "%s"}
+    filled = _nonfinite("""
+      %c = alloca double
+      call void @llvm.memset.p0.i64(ptr %c, i8 -1, i64 8, i1 false)
+      %lc = load double, ptr %c
+      ret double %lc""", extra="declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)")
+    assert filled == {"%lc"}
