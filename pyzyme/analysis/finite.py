@@ -20,8 +20,10 @@ that are not give IEEE results, as the primal does). A value can be non-finite w
 
 Overflow is ignored: ``x * y`` of finite values is taken to be finite, and so is ``x / y``
 where a branch on ``y == 0`` guards the division (the check Numba puts before every ``/`` it
-compiles, raising ``ZeroDivisionError``): a block reached only through the edge where
-``y != 0`` holds, or one that edge dominates, divides by a nonzero ``y``.
+compiles, raising ``ZeroDivisionError``), or one on ``y`` against a constant that leaves 0
+out (``if norm < 1e-4: return``): a block reached only through the edge where ``y != 0``
+holds, or one that edge dominates, divides by a nonzero ``y``. ``sqrt`` of a value that is
+non-negative by its making (a sum of squares: a vector's norm) is finite.
 
 Examples
 --------
@@ -29,7 +31,7 @@ Examples
 >>> from pyzyme.rules import default_rules
 >>> m = parse_module('''
 ... define double @f(double %x, double %y) {
-...   %s = fmul double %x, %x
+...   %s = fmul double %x, %y
 ...   %r = call double @llvm.sqrt.f64(double %s)
 ...   %q = fdiv double %y, %r
 ...   %t = fadd double %q, %s
@@ -238,15 +240,25 @@ def _verdict(inst, bad, memory: _Memory, rules, nonzero) -> tuple[bool, object]:
     return True, None
 
 
-# fcmp predicates under which "true" means y == 0 (ordered or not) and "true" means y != 0
-_ZERO_WHEN_TRUE = frozenset({"oeq", "ueq"})
-_NONZERO_WHEN_TRUE = frozenset({"one", "une"})
+# What one edge of ``fcmp <pred> y, c`` proves about a finite ``y``: the relation it holds in
+# (true edge), and the one it holds in on the false edge.
+_RELATION = {"eq": ("==", "!="), "ne": ("!=", "=="), "gt": (">", "<="), "ge": (">=", "<"),
+             "lt": ("<", ">="), "le": ("<=", ">")}
+_SWAPPED = {"==": "==", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
+
+
+def _excludes_zero(relation: str, c: float) -> bool:
+    """Whether ``y <relation> c`` rules out ``y == 0``."""
+    return {"==": c != 0.0, "!=": c == 0.0, ">": c >= 0.0, ">=": c > 0.0,
+            "<": c <= 0.0, "<=": c < 0.0}[relation]
 
 
 def _nonzero_divisors(fn, tree):
     """A test ``nonzero(y, block)``: whether ``y`` is nonzero wherever ``block`` runs, because
-    ``block`` is reached only through a branch edge on which ``fcmp y, 0.0`` said so (``tree``:
-    ``fn``'s dominator tree)."""
+    ``block`` is reached only through a branch edge on which ``fcmp y, c`` said so (``y == 0``
+    false, or ``y < 1e-4`` false: ``y`` at least 1e-4; ``tree``: ``fn``'s dominator tree).
+    ``y`` is taken to be finite (the caller asks only of values that are), so an unordered
+    compare says what the ordered one does."""
     facts: dict = {}     # block -> the value its only entry edge proves nonzero
     for block in tree.idom:
         preds = tree.preds.get(block, ())
@@ -256,14 +268,18 @@ def _nonzero_divisors(fn, tree):
         if not (isinstance(term, I.Branch) and term.is_conditional):
             continue
         cond, on_true, on_false = term.operands
-        if on_true is on_false or not isinstance(cond, I.Compare) or cond.opcode != "fcmp":
+        if on_true is on_false or not isinstance(cond, I.Compare) or cond.opcode != "fcmp" \
+                or cond.predicate[1:] not in _RELATION:
             continue
         a, b = cond.operands
-        y = a if _exactly_zero(b) else b if _exactly_zero(a) else None
-        if y is None or isinstance(y, Constant):
+        relation = _RELATION[cond.predicate[1:]][0 if block is on_true else 1]
+        if isinstance(b, ConstantFP) and not isinstance(a, Constant):
+            y, c = a, b.value
+        elif isinstance(a, ConstantFP) and not isinstance(b, Constant):
+            y, c, relation = b, a.value, _SWAPPED[relation]
+        else:
             continue
-        if (cond.predicate in _ZERO_WHEN_TRUE and block is on_false) or \
-                (cond.predicate in _NONZERO_WHEN_TRUE and block is on_true):
+        if math.isfinite(c) and _excludes_zero(relation, c):
             facts[block] = y
 
     def nonzero(y: Value, block) -> bool:
@@ -274,10 +290,6 @@ def _nonzero_divisors(fn, tree):
         return False
 
     return nonzero
-
-
-def _exactly_zero(v: Value) -> bool:
-    return isinstance(v, ConstantFP) and v.value == 0.0
 
 
 def _zero(c: Constant) -> bool:
@@ -296,6 +308,8 @@ def _call_verdict(call, bad, memory: _Memory, rules) -> tuple[bool, object]:
     args = call.args
     result = _carries_floats(call.type)
     if isinstance(row, spec.Partials):
+        if _square_root(callee.name) and not bad(args[0]) and _nonnegative(args[0]):
+            return False, None
         return result and (not total(row.names[0]) or any(bad(a) for a in args)), None
     if isinstance(row, spec.Linear):
         return result and bad(args[0]), None
@@ -317,6 +331,32 @@ def _call_verdict(call, bad, memory: _Memory, rules) -> tuple[bool, object]:
     # A callee pyzyme differentiates, a BLAS/LAPACK call, a user's rule: what it returns or
     # stores is not looked into.
     return result, _ANYWHERE if any(a.type.is_pointer for a in args) else None
+
+
+def _square_root(name: str) -> bool:
+    return name.startswith("llvm.sqrt.") or name in ("sqrt", "sqrtf")
+
+
+def _nonnegative(v: Value, depth: int = 8) -> bool:
+    """Whether finite ``v`` is at least 0 by its making: a square, a sum or product of such,
+    an absolute value, a root (``sqrt`` of a sum of squares, a vector's norm, is finite)."""
+    if isinstance(v, ConstantFP):
+        return v.value >= 0.0
+    if depth == 0 or not isinstance(v, I.Instruction):
+        return False
+    op = v.opcode
+    if op == "fmul" and v.operands[0] is v.operands[1]:
+        return True
+    if op in ("fadd", "fmul"):
+        return all(_nonnegative(x, depth - 1) for x in v.operands)
+    if isinstance(v, I.CallBase) and v.called_function is not None:
+        name = v.called_function.name
+        if name.startswith("llvm.fabs.") or _square_root(name):
+            return True
+        if name.startswith(("llvm.fmuladd.", "llvm.fma.")):
+            a, b, c = v.args
+            return a is b and _nonnegative(c, depth - 1)
+    return False
 
 
 def _exactly_zero_byte(v: Value) -> bool:

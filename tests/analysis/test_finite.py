@@ -143,3 +143,29 @@ def test_copies_carry_nonfinite_values_and_fills_make_them():
       %lc = load double, ptr %c
       ret double %lc""", extra="declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)")
     assert filled == {"%lc"}
+
+
+def test_a_norm_and_a_division_by_it_past_a_threshold_are_finite():
+    """``sqrt`` of a sum of squares is finite, and past ``if norm < 1e-4`` (ht's angle-axis
+    rotation) dividing by the norm is too; below a threshold of 0 nothing is proved."""
+    def divided(threshold, predicate="olt"):
+        return _nonfinite(f"""
+        entry:
+          %xx = fmul double %x, %x
+          %yy = fmul double %y, %y
+          %s = fadd double %xx, %yy
+          %norm = call double @llvm.sqrt.f64(double %s)
+          %small = fcmp {predicate} double %norm, {threshold}
+          br i1 %small, label %tiny, label %divide
+        tiny:
+          ret double 0.0
+        divide:
+          %q = fdiv double %x, %norm
+          ret double %q""")
+    assert divided("1.0e-4") == set()
+    assert divided("0.0") == {"%q"}
+    assert divided("1.0e-4", "ugt") == {"%q"}     # the division runs where norm <= 1e-4
+    assert _nonfinite("""
+      %d = fsub double %x, %y
+      %r = call double @llvm.sqrt.f64(double %d)
+      ret double %r""") == {"%r"}
