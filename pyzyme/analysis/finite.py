@@ -21,7 +21,7 @@ that are not give IEEE results, as the primal does). A value can be non-finite w
 Overflow is ignored: ``x * y`` of finite values is taken to be finite, and so is ``x / y``
 where a branch on ``y == 0`` guards the division (the check Numba puts before every ``/`` it
 compiles, raising ``ZeroDivisionError``), or one on ``y`` against a constant that leaves 0
-out (``if norm < 1e-4: return``): a block reached only through the edge where ``y != 0``
+out (``if norm < 1e-4: return``), or ``y`` the root of such a value: a block reached only through the edge where ``y != 0``
 holds, or one that edge dominates, divides by a nonzero ``y``. ``sqrt`` of a value that is
 non-negative by its making (a sum of squares: a vector's norm) is finite.
 
@@ -283,10 +283,15 @@ def _nonzero_divisors(fn, tree):
             facts[block] = y
 
     def nonzero(y: Value, block) -> bool:
-        while block is not None:
-            if facts.get(block) is y:
+        at = block
+        while at is not None:
+            if facts.get(at) is y:
                 return True
-            block = tree.idom.get(block)
+            at = tree.idom.get(at)
+        # the root of a nonzero number is nonzero (if sqtheta != 0: 1 / sqrt(sqtheta))
+        if isinstance(y, I.CallBase) and y.called_function is not None and \
+                _square_root(y.called_function.name):
+            return nonzero(y.args[0], block)
         return False
 
     return nonzero

@@ -169,3 +169,18 @@ def test_a_norm_and_a_division_by_it_past_a_threshold_are_finite():
       %d = fsub double %x, %y
       %r = call double @llvm.sqrt.f64(double %d)
       ret double %r""") == {"%r"}
+
+
+def test_the_root_of_a_value_tested_nonzero_is_nonzero():
+    """Ceres' angle-axis rotation: ``if sqtheta != 0: w = r / sqrt(sqtheta)`` (GradBench's ba)."""
+    assert _nonfinite("""
+    entry:
+      %xx = fmul double %x, %x
+      %nz = fcmp une double %xx, 0.0
+      br i1 %nz, label %divide, label %zero
+    zero:
+      ret double 0.0
+    divide:
+      %theta = call double @llvm.sqrt.f64(double %xx)
+      %w = fdiv double %y, %theta
+      ret double %w""") == set()
