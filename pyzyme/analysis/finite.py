@@ -21,9 +21,10 @@ that are not give IEEE results, as the primal does). A value can be non-finite w
 Overflow is ignored: ``x * y`` of finite values is taken to be finite, and so is ``x / y``
 where a branch on ``y == 0`` guards the division (the check Numba puts before every ``/`` it
 compiles, raising ``ZeroDivisionError``), or one on ``y`` against a constant that leaves 0
-out (``if norm < 1e-4: return``), or ``y`` the root of such a value: a block reached only through the edge where ``y != 0``
-holds, or one that edge dominates, divides by a nonzero ``y``. ``sqrt`` of a value that is
-non-negative by its making (a sum of squares: a vector's norm) is finite.
+out (``if norm < 1e-4: return``), or ``y`` is the root of such a value: a block reached only
+through the edge where ``y != 0`` holds, or one that edge dominates, divides by a nonzero
+``y``. ``sqrt`` of a value that is non-negative by its making (a sum of squares: a
+vector's norm) is finite.
 
 Examples
 --------
