@@ -44,8 +44,8 @@ from pyzyme.rules import default_rules, spec
 from pyzyme.progress import timed
 
 __all__ = ["OverwriteResult", "analyze_overwrites", "identified_object", "underlying_object",
-           "underlying_objects", "may_alias", "objects_may_alias", "swapped_apart", "PURE_INTRINSICS", "pure_call",
-           "list_block_of", "written_pointers"]
+           "underlying_objects", "may_alias", "objects_may_alias", "swapped_apart",
+           "PURE_INTRINSICS", "pure_call", "list_block_of", "written_pointers"]
 
 # Intrinsics (by name, overload suffix left out) that read and write no memory and cannot
 # trap: the loop rewrites (distribute, interchange) may move and repeat their calls.
