@@ -12,13 +12,19 @@ that are not give IEEE results, as the primal does). A value can be non-finite w
   ``log``, ``pow``, a call to a function pyzyme differentiates rather than knows) made it, or
   a total one (or a phi, select, cast, vector or aggregate move) made it from a value that can
   be;
-- it is loaded from memory, and the function (or a callee it passes a pointer to) may have
-  stored a non-finite value anywhere; which memory is not tracked.
+- it is loaded from memory into which the function may have stored a non-finite value: memory
+  is told apart by its underlying object (:func:`pyzyme.analysis.overwrite.may_alias`: a
+  stack slot or an array the function allocated is no parameter's memory), so a non-finite
+  value kept in a temporary does not make every load of an input array suspect. A callee
+  handed a pointer may store anything anywhere.
 
 Overflow is ignored: ``x * y`` of finite values is taken to be finite, and so is ``x / y``
 where a branch on ``y == 0`` guards the division (the check Numba puts before every ``/`` it
-compiles, raising ``ZeroDivisionError``): a block reached only through the edge where
-``y != 0`` holds, or one that edge dominates, divides by a nonzero ``y``.
+compiles, raising ``ZeroDivisionError``), or one on ``y`` against a constant that leaves 0
+out (``if norm < 1e-4: return``), or ``y`` is the root of such a value: a block reached only
+through the edge where ``y != 0`` holds, or one that edge dominates, divides by a nonzero
+``y``. ``sqrt`` of a value that is non-negative by its making (a sum of squares: a
+vector's norm) is finite.
 
 Examples
 --------
@@ -26,7 +32,7 @@ Examples
 >>> from pyzyme.rules import default_rules
 >>> m = parse_module('''
 ... define double @f(double %x, double %y) {
-...   %s = fmul double %x, %x
+...   %s = fmul double %x, %y
 ...   %r = call double @llvm.sqrt.f64(double %s)
 ...   %q = fdiv double %y, %r
 ...   %t = fadd double %q, %s
@@ -60,6 +66,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyzyme.analysis.cfg import dominators
+from pyzyme.analysis.overwrite import objects_may_alias, underlying_objects
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.opcodes import STRUCTURAL
@@ -134,9 +141,9 @@ def nonfinite_values(fn, rules, doms=None) -> NonFinite:
         ``fn``'s dominator tree, where the caller has it (:func:`~pyzyme.analysis.cfg.dominators`).
     """
     found: set = set()
-    memory = False    # whether memory may hold a non-finite value the function stored
+    memory = _Memory()    # where memory may hold a non-finite value the function stored
     # ... other than one it computed (and stored): a callee's, a constant
-    unexplained = False
+    unexplained = _Memory()
     nonzero = _nonzero_divisors(fn, doms or dominators(fn))
 
     def bad(v: Value) -> bool:
@@ -144,18 +151,20 @@ def nonfinite_values(fn, rules, doms=None) -> NonFinite:
             return _constant_nonfinite(v)
         return v in found and not isinstance(v, Argument)
 
+    recorded: set = set()    # the writers whose non-finite store memory has taken in
     changed = True
     while changed:
         changed = False
         for inst in fn.instructions():
-            if inst in found and (memory or not isinstance(inst, (I.Store, I.CallBase))):
+            if inst in found and (inst in recorded or not isinstance(inst, _WRITERS)):
                 continue
-            verdict, writes = _verdict(inst, bad, memory, rules, nonzero)
-            if writes and not memory:
-                memory = changed = True
-            if writes and not (isinstance(inst, I.Store)
-                               and not isinstance(inst.operands[0], Constant)):
-                unexplained = True
+            verdict, written = _verdict(inst, bad, memory, rules, nonzero)
+            if written is not None and inst not in recorded:
+                recorded.add(inst)
+                changed = memory.store(written) or changed
+                if not (isinstance(inst, I.Store)
+                        and not isinstance(inst.operands[0], Constant)):
+                    unexplained.store(written)
             if verdict and inst not in found:
                 found.add(inst)
                 changed = True
@@ -170,42 +179,105 @@ def _constant_nonfinite_value(v: Value) -> bool:
     return isinstance(v, Constant) and _constant_nonfinite(v)
 
 
-def _verdict(inst, bad, memory: bool, rules, nonzero) -> tuple[bool, bool]:
-    """(whether ``inst``'s result can be non-finite, whether it may store a non-finite value
-    into memory)."""
+#: what may store into memory (the others' verdicts never change once they are non-finite)
+_WRITERS = (I.Store, I.CallBase, I.AtomicRMW, I.CmpXchg)
+#: a write through a pointer that is not known: it may store anywhere
+_ANYWHERE = object()
+
+
+class _Memory:
+    """The objects (:func:`~pyzyme.analysis.overwrite.underlying_objects`) that may hold a
+    non-finite value the function stored, or everywhere."""
+
+    def __init__(self):
+        self.anywhere = False
+        self.objects: list = []
+        self._objects_of: dict = {}
+
+    def _of(self, pointer: Value):
+        if pointer not in self._objects_of:
+            self._objects_of[pointer] = underlying_objects(pointer)
+        return self._objects_of[pointer]
+
+    def store(self, pointer) -> bool:
+        """Take in a non-finite store through ``pointer`` (or :data:`_ANYWHERE`); whether that
+        made more memory suspect."""
+        if self.anywhere:
+            return False
+        objects = None if pointer is _ANYWHERE else self._of(pointer)
+        if objects is None:
+            self.anywhere = True
+            return True
+        new = [o for o in objects if o not in self.objects]
+        self.objects.extend(new)
+        return bool(new)
+
+    def holds_nonfinite(self, pointer: Value) -> bool:
+        """Whether a load through ``pointer`` may read a non-finite value stored there."""
+        if self.anywhere:
+            return True
+        if not self.objects:
+            return False
+        objects = self._of(pointer)
+        return objects is None or any(objects_may_alias(a, b) for a in objects
+                                      for b in self.objects)
+
+
+def _verdict(inst, bad, memory: _Memory, rules, nonzero) -> tuple[bool, object]:
+    """(whether ``inst``'s result can be non-finite, the pointer through which it may store a
+    non-finite value into memory: None where it stores none, :data:`_ANYWHERE` where it is not
+    known)."""
     op = inst.opcode
     if isinstance(inst, I.Store):
-        return False, bad(inst.operands[0])
+        return False, inst.operands[1] if bad(inst.operands[0]) else None
     if isinstance(inst, I.CallBase):
         return _call_verdict(inst, bad, memory, rules)
+    if isinstance(inst, I.AtomicRMW):
+        written = inst.operands[0] if bad(inst.operands[-1]) else None
+        return _carries_floats(inst.type) and memory.holds_nonfinite(inst.operands[0]), written
+    if isinstance(inst, I.CmpXchg):       # stores its last operand, returns what it found
+        written = inst.operands[0] if bad(inst.operands[-1]) else None
+        return _carries_floats(inst.type) and memory.holds_nonfinite(inst.operands[0]), written
     if not _carries_floats(inst.type):
-        return False, isinstance(inst, I.AtomicRMW) and bad(inst.operands[-1])
-    if isinstance(inst, (I.Load, I.AtomicRMW, I.VAArg)):
-        return memory, False
+        return False, None
+    if isinstance(inst, I.Load):
+        return memory.holds_nonfinite(inst.pointer), None
+    if isinstance(inst, I.VAArg):
+        return True, None
     if op in STRUCTURAL:  # moves values, computes none: non-finite where a float operand is
         operands = inst.operands[1:] if op == "select" else inst.operands
-        return any(bad(v) for v in operands if _carries_floats(v.type)), False
+        return any(bad(v) for v in operands if _carries_floats(v.type)), None
     if op in ("fdiv", "frem"):
         x, y = inst.operands
         if isinstance(y, Constant):
             steady = not _constant_nonfinite(y) and not _zero(y)
         else:
             steady = op == "fdiv" and not bad(y) and nonzero(y, inst.parent)
-        return not steady or bad(x), False
+        return not steady or bad(x), None
     if total(op):
-        return any(bad(v) for v in inst.operands), False
-    return True, False
+        return any(bad(v) for v in inst.operands), None
+    return True, None
 
 
-# fcmp predicates under which "true" means y == 0 (ordered or not) and "true" means y != 0
-_ZERO_WHEN_TRUE = frozenset({"oeq", "ueq"})
-_NONZERO_WHEN_TRUE = frozenset({"one", "une"})
+# What one edge of ``fcmp <pred> y, c`` proves about a finite ``y``: the relation it holds in
+# (true edge), and the one it holds in on the false edge.
+_RELATION = {"eq": ("==", "!="), "ne": ("!=", "=="), "gt": (">", "<="), "ge": (">=", "<"),
+             "lt": ("<", ">="), "le": ("<=", ">")}
+_SWAPPED = {"==": "==", "!=": "!=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
+
+
+def _excludes_zero(relation: str, c: float) -> bool:
+    """Whether ``y <relation> c`` rules out ``y == 0``."""
+    return {"==": c != 0.0, "!=": c == 0.0, ">": c >= 0.0, ">=": c > 0.0,
+            "<": c <= 0.0, "<=": c < 0.0}[relation]
 
 
 def _nonzero_divisors(fn, tree):
     """A test ``nonzero(y, block)``: whether ``y`` is nonzero wherever ``block`` runs, because
-    ``block`` is reached only through a branch edge on which ``fcmp y, 0.0`` said so (``tree``:
-    ``fn``'s dominator tree)."""
+    ``block`` is reached only through a branch edge on which ``fcmp y, c`` said so (``y == 0``
+    false, or ``y < 1e-4`` false: ``y`` at least 1e-4; ``tree``: ``fn``'s dominator tree).
+    ``y`` is taken to be finite (the caller asks only of values that are), so an unordered
+    compare says what the ordered one does."""
     facts: dict = {}     # block -> the value its only entry edge proves nonzero
     for block in tree.idom:
         preds = tree.preds.get(block, ())
@@ -215,28 +287,33 @@ def _nonzero_divisors(fn, tree):
         if not (isinstance(term, I.Branch) and term.is_conditional):
             continue
         cond, on_true, on_false = term.operands
-        if on_true is on_false or not isinstance(cond, I.Compare) or cond.opcode != "fcmp":
+        if on_true is on_false or not isinstance(cond, I.Compare) or cond.opcode != "fcmp" \
+                or cond.predicate[1:] not in _RELATION:
             continue
         a, b = cond.operands
-        y = a if _exactly_zero(b) else b if _exactly_zero(a) else None
-        if y is None or isinstance(y, Constant):
+        relation = _RELATION[cond.predicate[1:]][0 if block is on_true else 1]
+        if isinstance(b, ConstantFP) and not isinstance(a, Constant):
+            y, c = a, b.value
+        elif isinstance(a, ConstantFP) and not isinstance(b, Constant):
+            y, c, relation = b, a.value, _SWAPPED[relation]
+        else:
             continue
-        if (cond.predicate in _ZERO_WHEN_TRUE and block is on_false) or \
-                (cond.predicate in _NONZERO_WHEN_TRUE and block is on_true):
+        if math.isfinite(c) and _excludes_zero(relation, c):
             facts[block] = y
 
     def nonzero(y: Value, block) -> bool:
-        while block is not None:
-            if facts.get(block) is y:
+        at = block
+        while at is not None:
+            if facts.get(at) is y:
                 return True
-            block = tree.idom.get(block)
+            at = tree.idom.get(at)
+        # the root of a nonzero number is nonzero (if sqtheta != 0: 1 / sqrt(sqtheta))
+        if isinstance(y, I.CallBase) and y.called_function is not None and \
+                _square_root(y.called_function.name):
+            return nonzero(y.args[0], block)
         return False
 
     return nonzero
-
-
-def _exactly_zero(v: Value) -> bool:
-    return isinstance(v, ConstantFP) and v.value == 0.0
 
 
 def _zero(c: Constant) -> bool:
@@ -249,23 +326,62 @@ def _zero(c: Constant) -> bool:
     return True
 
 
-def _call_verdict(call, bad, memory: bool, rules) -> tuple[bool, bool]:
+def _call_verdict(call, bad, memory: _Memory, rules) -> tuple[bool, object]:
     callee = call.called_function
     row = rules.lookup(callee.name, "call") if callee is not None else None
     args = call.args
     result = _carries_floats(call.type)
     if isinstance(row, spec.Partials):
-        return result and (not total(row.names[0]) or any(bad(a) for a in args)), False
+        if _square_root(callee.name) and not bad(args[0]) and _nonnegative(args[0]):
+            return False, None
+        return result and (not total(row.names[0]) or any(bad(a) for a in args)), None
     if isinstance(row, spec.Linear):
-        return result and bad(args[0]), False
+        return result and bad(args[0]), None
     if isinstance(row, spec.Reduction):   # sums, products, max and min of the lanes: total
-        return result and any(bad(a) for a in args), False
+        return result and any(bad(a) for a in args), None
     if isinstance(row, spec.Masked):      # a load of memory, or a store into it
         if row.value is not None:
-            return False, bad(args[row.value])
-        return memory or (row.passthru is not None and bad(args[row.passthru])), False
-    if isinstance(row, (spec.Inactive, spec.Allocation, spec.Mirror, spec.Memory)):
-        return False, False
+            return False, args[row.pointer] if bad(args[row.value]) else None
+        loaded = memory.holds_nonfinite(args[row.pointer]) if args[row.pointer].type.is_pointer \
+            else memory.anywhere or bool(memory.objects)   # a gather: any address
+        return loaded or (row.passthru is not None and bad(args[row.passthru])), None
+    if isinstance(row, spec.Memory):      # copies carry what they copy; fills set bytes
+        target = args[row.pointer_args[0]]
+        if len(row.pointer_args) > 1:
+            return False, target if memory.holds_nonfinite(args[row.pointer_args[1]]) else None
+        return False, None if _exactly_zero_byte(args[1]) else target
+    if isinstance(row, (spec.Inactive, spec.Allocation, spec.Mirror)):
+        return False, None
     # A callee pyzyme differentiates, a BLAS/LAPACK call, a user's rule: what it returns or
     # stores is not looked into.
-    return result, any(a.type.is_pointer for a in args)
+    return result, _ANYWHERE if any(a.type.is_pointer for a in args) else None
+
+
+def _square_root(name: str) -> bool:
+    return name.startswith("llvm.sqrt.") or name in ("sqrt", "sqrtf")
+
+
+def _nonnegative(v: Value, depth: int = 8) -> bool:
+    """Whether finite ``v`` is at least 0 by its making: a square, a sum or product of such,
+    an absolute value, a root (``sqrt`` of a sum of squares, a vector's norm, is finite)."""
+    if isinstance(v, ConstantFP):
+        return v.value >= 0.0
+    if depth == 0 or not isinstance(v, I.Instruction):
+        return False
+    op = v.opcode
+    if op == "fmul" and v.operands[0] is v.operands[1]:
+        return True
+    if op in ("fadd", "fmul"):
+        return all(_nonnegative(x, depth - 1) for x in v.operands)
+    if isinstance(v, I.CallBase) and v.called_function is not None:
+        name = v.called_function.name
+        if name.startswith("llvm.fabs.") or _square_root(name):
+            return True
+        if name.startswith(("llvm.fmuladd.", "llvm.fma.")):
+            a, b, c = v.args
+            return a is b and _nonnegative(c, depth - 1)
+    return False
+
+
+def _exactly_zero_byte(v: Value) -> bool:
+    return isinstance(v, Constant) and getattr(v, "value", None) == 0

@@ -44,8 +44,8 @@ from pyzyme.rules import default_rules, spec
 from pyzyme.progress import timed
 
 __all__ = ["OverwriteResult", "analyze_overwrites", "identified_object", "underlying_object",
-           "underlying_objects", "may_alias", "swapped_apart", "PURE_INTRINSICS", "pure_call",
-           "list_block_of", "written_pointers"]
+           "underlying_objects", "may_alias", "objects_may_alias", "swapped_apart",
+           "PURE_INTRINSICS", "pure_call", "list_block_of", "written_pointers"]
 
 # Intrinsics (by name, overload suffix left out) that read and write no memory and cannot
 # trap: the loop rewrites (distribute, interchange) may move and repeat their calls.
@@ -234,6 +234,12 @@ def may_alias(a: Value, b: Value, apart=None) -> bool:
     if objects_a is None or objects_b is None:
         return True
     return any(_objects_may_alias(oa, ob, apart) for oa in objects_a for ob in objects_b)
+
+
+def objects_may_alias(oa: Value, ob: Value) -> bool:
+    """Whether two objects (of :func:`underlying_objects`) may overlap: :func:`may_alias` for
+    a caller that keeps the objects of its pointers."""
+    return _objects_may_alias(oa, ob)
 
 
 def _objects_may_alias(oa: Value, ob: Value, apart=None) -> bool:

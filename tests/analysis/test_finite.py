@@ -128,3 +128,89 @@ def test_sources_are_where_nonfinite_values_start():
       %l = load double, ptr %p
       %m = fmul double %l, 2.0
       ret double %m""") == {"%c", "%l"}
+
+
+def test_a_stored_nonfinite_value_taints_only_memory_that_may_alias():
+    """A temporary (a stack slot, or an array the function allocates) holding 1/x leaves the
+    loads of parameter memory finite; two plain parameters may overlap."""
+    found = _nonfinite("""
+      %slot = alloca double
+      %q = fdiv double 1.0, %x
+      store double %q, ptr %slot
+      %back = load double, ptr %slot
+      %in = load double, ptr %p
+      store double %q, ptr %r
+      %other = load double, ptr %p2
+      %s = fadd double %in, %back
+      ret double %s""", params="double %x, ptr %p, ptr noalias %r, ptr %p2, ptr %p3")
+    assert found == {"%q", "%back", "%s"}
+    aliased = _nonfinite("""
+      %q = fdiv double 1.0, %x
+      store double %q, ptr %p2
+      %in = load double, ptr %p
+      ret double %in""", params="double %x, ptr %p, ptr %p2")
+    assert aliased == {"%q", "%in"}
+
+
+def test_copies_carry_nonfinite_values_and_fills_make_them():
+    copied = _nonfinite("""
+      %a = alloca [2 x double]
+      %b = alloca [2 x double]
+      %c = alloca [2 x double]
+      %q = fdiv double 1.0, %x
+      store double %q, ptr %a
+      call void @llvm.memcpy.p0.p0.i64(ptr %b, ptr %a, i64 16, i1 false)
+      call void @llvm.memset.p0.i64(ptr %c, i8 0, i64 16, i1 false)
+      %lb = load double, ptr %b
+      %lc = load double, ptr %c
+      %s = fadd double %lb, %lc
+      ret double %s""", extra="""declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+    declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)""")
+    assert copied == {"%q", "%lb", "%s"}
+    filled = _nonfinite("""
+      %c = alloca double
+      call void @llvm.memset.p0.i64(ptr %c, i8 -1, i64 8, i1 false)
+      %lc = load double, ptr %c
+      ret double %lc""", extra="declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)")
+    assert filled == {"%lc"}
+
+
+def test_a_norm_and_a_division_by_it_past_a_threshold_are_finite():
+    """``sqrt`` of a sum of squares is finite, and past ``if norm < 1e-4`` (ht's angle-axis
+    rotation) dividing by the norm is too; below a threshold of 0 nothing is proved."""
+    def divided(threshold, predicate="olt"):
+        return _nonfinite(f"""
+        entry:
+          %xx = fmul double %x, %x
+          %yy = fmul double %y, %y
+          %s = fadd double %xx, %yy
+          %norm = call double @llvm.sqrt.f64(double %s)
+          %small = fcmp {predicate} double %norm, {threshold}
+          br i1 %small, label %tiny, label %divide
+        tiny:
+          ret double 0.0
+        divide:
+          %q = fdiv double %x, %norm
+          ret double %q""")
+    assert divided("1.0e-4") == set()
+    assert divided("0.0") == {"%q"}
+    assert divided("1.0e-4", "ugt") == {"%q"}     # the division runs where norm <= 1e-4
+    assert _nonfinite("""
+      %d = fsub double %x, %y
+      %r = call double @llvm.sqrt.f64(double %d)
+      ret double %r""") == {"%r"}
+
+
+def test_the_root_of_a_value_tested_nonzero_is_nonzero():
+    """Ceres' angle-axis rotation: ``if sqtheta != 0: w = r / sqrt(sqtheta)`` (GradBench's ba)."""
+    assert _nonfinite("""
+    entry:
+      %xx = fmul double %x, %x
+      %nz = fcmp une double %xx, 0.0
+      br i1 %nz, label %divide, label %zero
+    zero:
+      ret double 0.0
+    divide:
+      %theta = call double @llvm.sqrt.f64(double %xx)
+      %w = fdiv double %y, %theta
+      ret double %w""") == set()

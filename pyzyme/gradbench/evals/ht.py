@@ -11,8 +11,11 @@ coordinates ``us`` in its corresponding triangle ("complicated"), 3 per point.
 ``jacobian`` is the dense 3N x 26 Jacobian with respect to ``theta``; in the complicated
 variant two columns come first: the derivatives with respect to every point's own first and
 its own second barycentric coordinate. pyzyme computes it in batch forward mode
-(``BatchDuplicated``): two derivative calls whose lanes are the Jacobian's columns (every
-residual depends on all of theta, so reverse mode would need 3N sweeps).
+(``BatchDuplicated``) of the residuals written in place (``residuals_*``, whose output
+array's shadows are the Jacobian's rows): calls of ``LANES`` lanes, a lane per column, as
+GradBench's Enzyme tool does one column per call (every residual depends on all of theta,
+so reverse mode would need 3N sweeps); the two barycentric columns are one lane each because
+each residual depends only on its own point's coordinates.
 
 Examples
 --------
@@ -35,15 +38,17 @@ import numba
 import numpy as np
 
 import pyzyme
-from pyzyme import BatchDuplicated, BatchDuplicatedNoNeed, Forward
+from pyzyme import BatchDuplicated, Forward
 from pyzyme.gradbench.protocol import Function
 
-__all__ = ["FUNCTIONS", "objective_simple", "objective_complicated", "prepare"]
+__all__ = ["FUNCTIONS", "objective_simple", "objective_complicated", "residuals_simple",
+           "residuals_complicated", "prepare"]
 
 #: the most Jacobian columns one forward call carries: wider batches lose more to the cache
-#: (26 shadows of every vertex) than they save (measured on hand1: 13 lanes 36x the primal,
-#: 26 lanes 57x, one lane per call 60x)
-LANES = 14
+#: (a shadow of every vertex per lane) than they save (measured on hand1, hand7 and hand12
+#: with the residuals written in place: 7 lanes 35, 36 and 27x the primal, 14 lanes 41, 39
+#: and 28x)
+LANES = 7
 
 
 @numba.njit
@@ -174,29 +179,26 @@ def skinned_vertex_positions(pose, parents, base_relatives, inverse_base_absolut
 
 
 @numba.njit
-def objective_simple(theta, parents, base_relatives, inverse_base_absolutes, base_positions,
-                     weights, is_mirrored, correspondences, points):
-    """Each point minus its corresponding vertex: 3N residuals."""
+def residuals_simple(theta, parents, base_relatives, inverse_base_absolutes, base_positions,
+                     weights, is_mirrored, correspondences, points, err):
+    """Each point minus its corresponding vertex: 3N residuals, written into ``err``."""
     pose = to_pose_params(theta, parents.shape[0])
     vertices = skinned_vertex_positions(pose, parents, base_relatives, inverse_base_absolutes,
                                         base_positions, weights, is_mirrored)
-    err = np.empty(3 * points.shape[0])
     for i in range(points.shape[0]):
         for j in range(3):
             err[3 * i + j] = points[i, j] - vertices[correspondences[i], j]
-    return err
 
 
 @numba.njit
-def objective_complicated(theta, us, parents, base_relatives, inverse_base_absolutes,
+def residuals_complicated(theta, us, parents, base_relatives, inverse_base_absolutes,
                           base_positions, weights, is_mirrored, triangles, correspondences,
-                          points):
+                          points, err):
     """Each point minus the point at barycentric coordinates ``us[i]`` (and 1 - their sum)
-    in its corresponding triangle: 3N residuals."""
+    in its corresponding triangle: 3N residuals, written into ``err``."""
     pose = to_pose_params(theta, parents.shape[0])
     vertices = skinned_vertex_positions(pose, parents, base_relatives, inverse_base_absolutes,
                                         base_positions, weights, is_mirrored)
-    err = np.empty(3 * points.shape[0])
     for i in range(points.shape[0]):
         v0, v1, v2 = triangles[correspondences[i], 0], triangles[correspondences[i], 1], \
             triangles[correspondences[i], 2]
@@ -205,6 +207,27 @@ def objective_complicated(theta, us, parents, base_relatives, inverse_base_absol
             hand_point = (u0 * vertices[v0, j] + u1 * vertices[v1, j]
                           + (1.0 - u0 - u1) * vertices[v2, j])
             err[3 * i + j] = points[i, j] - hand_point
+
+
+@numba.njit
+def objective_simple(theta, parents, base_relatives, inverse_base_absolutes, base_positions,
+                     weights, is_mirrored, correspondences, points):
+    """The simple variant's residuals, a new array."""
+    err = np.empty(3 * points.shape[0])
+    residuals_simple(theta, parents, base_relatives, inverse_base_absolutes, base_positions,
+                     weights, is_mirrored, correspondences, points, err)
+    return err
+
+
+@numba.njit
+def objective_complicated(theta, us, parents, base_relatives, inverse_base_absolutes,
+                          base_positions, weights, is_mirrored, triangles, correspondences,
+                          points):
+    """The complicated variant's residuals, a new array."""
+    err = np.empty(3 * points.shape[0])
+    residuals_complicated(theta, us, parents, base_relatives, inverse_base_absolutes,
+                          base_positions, weights, is_mirrored, triangles, correspondences,
+                          points, err)
     return err
 
 
@@ -235,9 +258,11 @@ def _run_objective(*args):
 
 
 def _prepare_jacobian(input):
-    """The objective's arguments and the seeds, in chunks of at most ``LANES`` columns of
-    equal width: a one-hot tangent of theta per column, and for the complicated variant two
-    more columns first, seeding every point's first (second) barycentric coordinate."""
+    """The objective's arguments, the Jacobian by columns (columns x 3N, as ADBench stores
+    it), the residuals' buffer, and the calls' seeds: chunks of at most ``LANES`` columns
+    of equal width, a one-hot tangent of theta per column and, for the complicated variant,
+    two more columns first, seeding every point's first (second) barycentric coordinate;
+    each chunk with the rows of ``J`` its tangents are written into."""
     args = prepare(input)
     theta = args[0]
     seeds = [(column, None) for column in np.eye(theta.size)]
@@ -248,27 +273,31 @@ def _prepare_jacobian(input):
         u0[:, 0] = 1.0
         u1[:, 1] = 1.0
         seeds = [(zero_theta, u0), (zero_theta, u1)] + [(t, zero_us) for t, _ in seeds]
-    calls = -(-len(seeds) // LANES)
-    width = -(-len(seeds) // calls)
-    chunks = [tuple(zip(*seeds[k:k + width])) for k in range(0, len(seeds), width)]
-    return args, chunks
+    columns = len(seeds)
+    calls = -(-columns // LANES)
+    width = -(-columns // calls)
+    # lanes of zero seeds make the last call as wide as the others: one derivative compiled
+    seeds += [tuple(None if x is None else np.zeros_like(x) for x in seeds[-1])] * \
+        (calls * width - columns)
+    err = np.empty(3 * args[-1].shape[0])
+    J = np.empty((len(seeds), err.size))
+    chunks = [(*zip(*seeds[k:k + width]), tuple(J[k:k + width]))
+              for k in range(0, len(seeds), width)]
+    return args, J[:columns], err, chunks
 
 
-def _run_jacobian(args, chunks):
-    """The Jacobian by columns (columns x 3N, as ADBench stores it): batch forward calls, a
-    lane per column."""
-    columns = []
-    for theta_seeds, us_seeds in chunks:
+def _run_jacobian(args, J, err, chunks):
+    """The Jacobian by columns: batch forward calls of the residuals, a lane per column, each
+    lane's tangent of the residuals written into its row of ``J``."""
+    for theta_seeds, us_seeds, rows in chunks:
         theta = BatchDuplicated(args[0], theta_seeds)
+        out = BatchDuplicated(err, rows)
         if len(args) == 9:
-            (lanes,) = pyzyme.autodiff(Forward, objective_simple, BatchDuplicatedNoNeed, theta,
-                                       *args[1:])
+            pyzyme.autodiff(Forward, residuals_simple, theta, *args[1:], out)
         else:
             us = BatchDuplicated(args[1], us_seeds)
-            (lanes,) = pyzyme.autodiff(Forward, objective_complicated, BatchDuplicatedNoNeed,
-                                       theta, us, *args[2:])
-        columns.extend(lanes)
-    return np.stack(columns)
+            pyzyme.autodiff(Forward, residuals_complicated, theta, us, *args[2:], out)
+    return J
 
 
 FUNCTIONS = {
