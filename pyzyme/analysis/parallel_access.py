@@ -104,6 +104,8 @@ from pyzyme.ir.values import ConstantInt, Value
 
 __all__ = ["OwnedArrays", "owned_arrays", "dense_reads"]
 
+_W = 8  # bytes per word of a schedule's row
+
 
 class _Product:
     """The atom ``a * b`` of two values, ``b`` known on entry (a row index times a row
@@ -207,7 +209,11 @@ def owned_arrays(fn, schedule: Iterable[Value], first_index: int | None = None) 
     ``d >= -first_index``."""
     result = OwnedArrays(fn)
     indices = _schedule_indices(fn, set(schedule))
-    if not indices:
+    if not indices or _dimensions(fn, indices) > 1:
+        # An n-dimensional schedule's rows split the index space in boxes (Numba's
+        # scheduler may cut any of its dimensions): iterations apart in one index meet in
+        # another, and an address of one index (a bias ``b[j]`` added to each row ``i`` of
+        # ``x``) is reached from every row.
         return result
     result.wraps = _no_wrap(indices, first_index) if first_index is not None else None
     entry = fn.blocks[0] if fn.blocks else None
@@ -259,6 +265,28 @@ def _row_bounds(fn, indices: set) -> dict:
             if k < n and offsets == [offsets[0] + 8 * j for j in range(2 * n)]:
                 bounds[iv.phi] = (iv.start, row[offsets[k + n]])
     return bounds
+
+
+def _dimensions(fn, indices: set) -> int:
+    """How many dimensions the schedule the loop indices ``indices`` start from splits:
+    Numba's row for an ``n``-dimensional loop nest holds ``n`` first indices, then ``n`` last
+    ones (inclusive), and the body reads them for its loops' bounds; at least as many as
+    the words the indices start from."""
+    starts, rows = set(), {}
+    for loop in analyze_loops(fn).loops:
+        for iv in loop.inductions:
+            if iv.phi in indices:
+                address = _address(iv.start.pointer)
+                starts.add((address.root, address.terms, address.const))
+                rows.setdefault((address.root, address.terms), set()).add(address.const)
+    for block in fn.blocks:
+        for inst in block.instructions:
+            if isinstance(inst, I.Load) and inst.type == T.i64:
+                address = _address(inst.pointer)
+                if address is not None and (address.root, address.terms) in rows:
+                    rows[(address.root, address.terms)].add(address.const)
+    words = max((max(row) - min(row)) // _W + 1 for row in rows.values())
+    return max(len(starts), -(-words // 2))
 
 
 def _schedule_indices(fn, schedule: set) -> set:
