@@ -5,12 +5,14 @@ several threads, and its reverse sweep adds adjoints into shadow memory: atomica
 other iteration can reach the same address. This analysis proves that for the common case, an
 array every access of which goes to ``base + a*i + c``, where ``i`` is the loop's index (an
 induction variable stepping by one from a start the schedule gives: the schedule's rows split
-the iteration space, so each ``i`` runs once), ``base`` and ``a`` (a constant) are the same for
-all the accesses, and the bytes ``[c, c + size)`` they touch fit in one stride ``|a|``: then
-iteration ``i`` owns ``[base + a*i + min c, base + a*i + |a|)``. Other terms of an address must
-be invariant (defined in the body's entry block: its arguments, sizes and strides). Arrays
-reached through different slots of the argument array are taken not to overlap, which the
-caller must know (pyzyme asks only when the arrays of the call are distinct).
+the iteration space, so each ``i`` runs once; a schedule of several dimensions, whose rows are
+boxes, runs each ``i`` once per box: nothing is owned there), ``base`` and ``a`` (a constant)
+are the same for all the accesses, and the bytes ``[c, c + size)`` they touch fit in one stride
+``|a|``: then iteration ``i`` owns ``[base + a*i + min c, base + a*i + |a|)``. Other terms of an
+address must be invariant (defined in the body's entry block: its arguments, sizes and
+strides). Arrays reached through different slots of the argument array are taken not to
+overlap, which the caller must know (pyzyme asks only when the arrays of the call are
+distinct).
 
 An array whose pointer is passed to a call, stored, merged by a phi or a select, or cast to an
 integer is not owned: its accesses cannot all be seen.
