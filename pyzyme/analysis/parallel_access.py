@@ -5,12 +5,14 @@ several threads, and its reverse sweep adds adjoints into shadow memory: atomica
 other iteration can reach the same address. This analysis proves that for the common case, an
 array every access of which goes to ``base + a*i + c``, where ``i`` is the loop's index (an
 induction variable stepping by one from a start the schedule gives: the schedule's rows split
-the iteration space, so each ``i`` runs once), ``base`` and ``a`` (a constant) are the same for
-all the accesses, and the bytes ``[c, c + size)`` they touch fit in one stride ``|a|``: then
-iteration ``i`` owns ``[base + a*i + min c, base + a*i + |a|)``. Other terms of an address must
-be invariant (defined in the body's entry block: its arguments, sizes and strides). Arrays
-reached through different slots of the argument array are taken not to overlap, which the
-caller must know (pyzyme asks only when the arrays of the call are distinct).
+the iteration space, so each ``i`` runs once; a schedule of several dimensions, whose rows are
+boxes, runs each ``i`` once per box: nothing is owned there), ``base`` and ``a`` (a constant)
+are the same for all the accesses, and the bytes ``[c, c + size)`` they touch fit in one stride
+``|a|``: then iteration ``i`` owns ``[base + a*i + min c, base + a*i + |a|)``. Other terms of an
+address must be invariant (defined in the body's entry block: its arguments, sizes and
+strides). Arrays reached through different slots of the argument array are taken not to
+overlap, which the caller must know (pyzyme asks only when the arrays of the call are
+distinct).
 
 An array whose pointer is passed to a call, stored, merged by a phi or a select, or cast to an
 integer is not owned: its accesses cannot all be seen.
@@ -103,6 +105,8 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import ConstantInt, Value
 
 __all__ = ["OwnedArrays", "owned_arrays", "dense_reads"]
+
+_W = 8  # bytes per word of a schedule's row
 
 
 class _Product:
@@ -207,7 +211,11 @@ def owned_arrays(fn, schedule: Iterable[Value], first_index: int | None = None) 
     ``d >= -first_index``."""
     result = OwnedArrays(fn)
     indices = _schedule_indices(fn, set(schedule))
-    if not indices:
+    if not indices or _dimensions(fn, indices) > 1:
+        # An n-dimensional schedule's rows split the index space in boxes (Numba's
+        # scheduler may cut any of its dimensions): iterations apart in one index meet in
+        # another, and an address of one index (a bias ``b[j]`` added to each row ``i`` of
+        # ``x``) is reached from every row.
         return result
     result.wraps = _no_wrap(indices, first_index) if first_index is not None else None
     entry = fn.blocks[0] if fn.blocks else None
@@ -259,6 +267,28 @@ def _row_bounds(fn, indices: set) -> dict:
             if k < n and offsets == [offsets[0] + 8 * j for j in range(2 * n)]:
                 bounds[iv.phi] = (iv.start, row[offsets[k + n]])
     return bounds
+
+
+def _dimensions(fn, indices: set) -> int:
+    """How many dimensions the schedule the loop indices ``indices`` start from splits:
+    Numba's row for an ``n``-dimensional loop nest holds ``n`` first indices, then ``n`` last
+    ones (inclusive), and the body reads them for its loops' bounds; at least as many as
+    the words the indices start from."""
+    starts, rows = set(), {}
+    for loop in analyze_loops(fn).loops:
+        for iv in loop.inductions:
+            if iv.phi in indices:
+                address = _address(iv.start.pointer)
+                starts.add((address.root, address.terms, address.const))
+                rows.setdefault((address.root, address.terms), set()).add(address.const)
+    for block in fn.blocks:
+        for inst in block.instructions:
+            if isinstance(inst, I.Load) and inst.type == T.i64:
+                address = _address(inst.pointer)
+                if address is not None and (address.root, address.terms) in rows:
+                    rows[(address.root, address.terms)].add(address.const)
+    words = max((max(row) - min(row)) // _W + 1 for row in rows.values())
+    return max(len(starts), -(-words // 2))
 
 
 def _schedule_indices(fn, schedule: set) -> set:
