@@ -462,6 +462,13 @@ def _stop_function(module, name: str, params: list, find):
     return fn
 
 
+def _flag(b: IRBuilder):
+    """A stack slot holding an ``i1``, false."""
+    slot = b.entry_alloca(T.i1, name="found")
+    b.store(const_int(T.i1, 0), slot)
+    return slot
+
+
 def _message(module, b: IRBuilder, text: str):
     string = const_c_string(text)
     glob = module.add_global(module.unique_global_name("pyzyme.mpi.lost.text"), string.type,
@@ -477,26 +484,12 @@ def check_dropped(module, b: IRBuilder, ty: T.Type, buf, count, comm, text: str)
     """Forward mode, where a tangent arrived in ``buf`` (``count`` elements) for a buffer that
     has none: stop with ``text`` unless every element is zero (dropping zeros loses nothing)."""
     def find(fb, p, n):
-        fn = fb.block.parent
-        loop, after = fn.append_block("loop"), fn.append_block("after")
-        entry = fb.block
-        fb.cbranch(fb.icmp("sgt", n, const_int(T.i64, 0)), loop, after)
-        fb.position_at_end(loop)
-        i = fb.phi(T.i64, name="i")
-        i.add_incoming(const_int(T.i64, 0), entry)
-        seen = fb.phi(T.i1, name="seen")
-        seen.add_incoming(const_int(T.i1, 0), entry)
-        here = fb.fcmp("une", fb.load(ty, fb.gep(ty, p, [i])), const_float(ty, 0.0))
-        now = fb.or_(seen, here)
-        following = fb.add(i, const_int(T.i64, 1))
-        i.add_incoming(following, loop)
-        seen.add_incoming(now, loop)
-        fb.cbranch(fb.icmp("slt", following, n), loop, after)
-        fb.position_at_end(after)
-        result = fb.phi(T.i1, name="nonzero")
-        result.add_incoming(const_int(T.i1, 0), entry)
-        result.add_incoming(now, loop)
-        return result
+        def look(fb, i):
+            here = fb.fcmp("une", fb.load(ty, fb.gep(ty, p, [i])), const_float(ty, 0.0))
+            fb.store(fb.or_(fb.load(T.i1, seen), here), seen)
+        seen = _flag(fb)
+        _loop(fb, n, look)
+        return fb.load(T.i1, seen)
     fn = _stop_function(module, f"pyzyme.mpi.dropped.{_suffix(ty, comm)}",
                         [T.ptr, T.i64, comm.type, T.ptr, T.i64], find)
     b.call(fn, [buf, _i64(b, count), comm, *_message(module, b, text)])
@@ -526,18 +519,12 @@ def check_marker(module, b: IRBuilder, ty: T.Type, buf, count, comm, text: str) 
     bits = T.IntType(ty.bits)
 
     def find(fb, p, n):
-        fn = fb.block.parent
-        look, after = fn.append_block("look"), fn.append_block("after")
-        entry = fb.block
-        fb.cbranch(fb.icmp("sgt", n, const_int(T.i64, 0)), look, after)
-        fb.position_at_end(look)
-        marked = fb.icmp("eq", fb.load(bits, p), const_int(bits, MARKER[ty.bits]))
-        fb.br(after)
-        fb.position_at_end(after)
-        result = fb.phi(T.i1, name="marked")
-        result.add_incoming(const_int(T.i1, 0), entry)
-        result.add_incoming(marked, look)
-        return result
+        def look(fb, i):   # the first element, where there is one
+            fb.store(fb.icmp("eq", fb.load(bits, p), const_int(bits, MARKER[ty.bits])), marked)
+        marked = _flag(fb)
+        _loop(fb, fb.select(fb.icmp("sgt", n, const_int(T.i64, 0)), const_int(T.i64, 1),
+                            const_int(T.i64, 0)), look)
+        return fb.load(T.i1, marked)
     fn = _stop_function(module, f"pyzyme.mpi.unmatched.{_suffix(ty, comm)}",
                         [T.ptr, T.i64, comm.type, T.ptr, T.i64], find)
     b.call(fn, [buf, _i64(b, count), comm, *_message(module, b, text)])
