@@ -1,7 +1,7 @@
 """Calls derivative code makes of its own: memory it allocates, copies, zeroes and frees
 (``malloc``, ``llvm.memcpy``, ``llvm.memset``, ``free``), adds into atomically (shadow memory
-other threads add into too), and a primal call made again on other arguments (its shadows, a
-tangent), both modes."""
+other threads add into too), a primal call made again on other arguments (its shadows, a
+tangent), both modes; and the message a run-time check writes to stderr before it aborts."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pyzyme.diff.leaves import elements, has_float
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import Value, const_int
+from pyzyme.ir.values import Value, const_c_string, const_int
 
 __all__ = ["malloc", "free", "free_function", "memcpy", "memset_zero", "zeroed_buffer",
-           "with_args", "atomic_add", "add_leaves"]
+           "with_args", "atomic_add", "add_leaves", "message_text", "write_stderr", "abort"]
 
 
 def malloc(module, b: IRBuilder, size: Value, name: str = "") -> Value:
@@ -97,3 +97,24 @@ def add_leaves(b: IRBuilder, ty: T.Type, a: Value, c: Value, flags: tuple[str, .
             part = add_leaves(b, ety, b.extractvalue(a, i), b.extractvalue(c, i), flags)
             out = b.insertvalue(out, part, i)
     return out
+
+
+def message_text(module, text: str, name: str) -> list[Value]:
+    """``[string, length]``: ``text`` as a private constant of ``module`` (named after
+    ``name``) and its length in bytes, for :func:`write_stderr`."""
+    string = const_c_string(text)
+    glob = module.add_global(module.unique_global_name(f"{name}.text"), string.type, string,
+                             is_constant=True, prefix="private unnamed_addr")
+    return [glob, const_int(T.i64, len(text.encode()))]
+
+
+def write_stderr(module, b: IRBuilder, text: Value, length: Value) -> None:
+    """``write(2, text, length)`` at ``b``: what a failed run-time check says."""
+    b.call(module.declare("write", T.FunctionType(T.i64, [T.i32, T.ptr, T.i64])),
+           [const_int(T.i32, 2), text, length])
+
+
+def abort(module, b: IRBuilder) -> None:
+    """``abort()`` at ``b``, ending its block."""
+    b.call(module.declare("abort", T.FunctionType(T.void, [])), [])
+    b.unreachable()

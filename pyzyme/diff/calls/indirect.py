@@ -25,12 +25,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyzyme.diff.memory_calls import abort, message_text, write_stderr
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.opcodes import ADDRESS_CASTS
-from pyzyme.ir.values import Argument, const_c_string, const_int, const_null
+from pyzyme.ir.values import Argument, const_int, const_null
 
 __all__ = ["augmented_type", "reverse_type", "unsupported", "augmented", "reverse"]
 
@@ -154,17 +155,11 @@ def _checked(module, b, pair, message: str):
         fb = IRBuilder(entry)
         fb.cbranch(fb.icmp("eq", p, const_null(T.ptr)), stop, ok)
         fb.position_at_end(stop)
-        fb.call(module.declare("write", T.FunctionType(T.i64, [T.i32, T.ptr, T.i64])),
-                [const_int(T.i32, 2), text, size])
-        fb.call(module.declare("abort", T.FunctionType(T.void, [])), [])
-        fb.unreachable()
+        write_stderr(module, fb, text, size)
+        abort(module, fb)
         fb.position_at_end(ok)
         fb.ret(p)
-    string = const_c_string(message)
-    text = module.add_global(module.unique_global_name(f"{_CHECK}.text"), string.type, string,
-                             is_constant=True, prefix="private unnamed_addr")
-    return b.call(fn, [pair, text, const_int(T.i64, len(message.encode()))],
-                  name="indirect.pair")
+    return b.call(fn, [pair, *message_text(module, message, _CHECK)], name="indirect.pair")
 
 
 def reverse(cx, inst: I.Call) -> None:

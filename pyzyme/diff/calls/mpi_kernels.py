@@ -17,10 +17,11 @@ A record is a heap block of :data:`RECORD_BYTES`, its fields 8-byte slots at the
 
 from __future__ import annotations
 
-from pyzyme.diff.memory_calls import free, malloc, memset_zero
+from pyzyme.diff.memory_calls import (abort, free, malloc, memset_zero, message_text,
+                                      write_stderr)
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import types as T
-from pyzyme.ir.values import const_c_string, const_float, const_int, const_null
+from pyzyme.ir.values import const_float, const_int, const_null
 from pyzyme.rules.mpi import HANDLES, SHADOW_TAG_BIT
 
 __all__ = ["declare", "shadow_tag", "nbytes", "accumulate", "status", "RECORD_BYTES", "NO_KEY",
@@ -452,11 +453,9 @@ def _stop_function(module, name: str, params: list, find):
     found = find(fb, *values)
     fb.cbranch(found, stop, done)
     fb.position_at_end(stop)
-    fb.call(module.declare("write", T.FunctionType(T.i64, [T.i32, T.ptr, T.i64])),
-            [const_int(T.i32, 2), text, length])
+    write_stderr(module, fb, text, length)
     fb.call(declare(module, "MPI_Abort", [comm.type, T.i32]), [comm, const_int(T.i32, 1)])
-    fb.call(module.declare("abort", T.FunctionType(T.void, [])), [])
-    fb.unreachable()
+    abort(module, fb)
     fb.position_at_end(done)
     fb.ret_void()
     return fn
@@ -467,13 +466,6 @@ def _flag(b: IRBuilder):
     slot = b.entry_alloca(T.i1, name="found")
     b.store(const_int(T.i1, 0), slot)
     return slot
-
-
-def _message(module, b: IRBuilder, text: str):
-    string = const_c_string(text)
-    glob = module.add_global(module.unique_global_name("pyzyme.mpi.lost.text"), string.type,
-                             string, is_constant=True, prefix="private unnamed_addr")
-    return [glob, const_int(T.i64, len(text.encode()))]
 
 
 def _suffix(ty: T.Type, comm) -> str:
@@ -492,7 +484,7 @@ def check_dropped(module, b: IRBuilder, ty: T.Type, buf, count, comm, text: str)
         return fb.load(T.i1, seen)
     fn = _stop_function(module, f"pyzyme.mpi.dropped.{_suffix(ty, comm)}",
                         [T.ptr, T.i64, comm.type, T.ptr, T.i64], find)
-    b.call(fn, [buf, _i64(b, count), comm, *_message(module, b, text)])
+    b.call(fn, [buf, _i64(b, count), comm, *message_text(module, text, "pyzyme.mpi.lost")])
 
 
 def mark_missing(module, b: IRBuilder, ty: T.Type, buf, count) -> None:
@@ -527,7 +519,7 @@ def check_marker(module, b: IRBuilder, ty: T.Type, buf, count, comm, text: str) 
         return fb.load(T.i1, marked)
     fn = _stop_function(module, f"pyzyme.mpi.unmatched.{_suffix(ty, comm)}",
                         [T.ptr, T.i64, comm.type, T.ptr, T.i64], find)
-    b.call(fn, [buf, _i64(b, count), comm, *_message(module, b, text)])
+    b.call(fn, [buf, _i64(b, count), comm, *message_text(module, text, "pyzyme.mpi.lost")])
 
 
 def site_check(module, kind: str, ty: T.Type, comm_type: T.Type, text: str):
