@@ -22,6 +22,7 @@ from pyzyme.analysis.activity import analyze_activity, can_carry_derivative, con
 from pyzyme.analysis.cfg import reverse_post_order
 from pyzyme.analysis.finite import nonfinite_values
 from pyzyme.analysis.int_address import address_source, replay_address
+from pyzyme.analysis.type_analysis import analyze_types
 from pyzyme import naming
 from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ForwardContext
@@ -29,7 +30,7 @@ from pyzyme.diff.emit import Emitter, derivative_flags, guarded
 from pyzyme.diff.forward import memory
 from pyzyme.diff.runtime_checks import guarded_call_shadows, primal_as_shadow, runtime_values
 from pyzyme.diff.signature import ExtraParam, ForwardSignature
-from pyzyme.errors import UnsupportedError, error_context
+from pyzyme.errors import TypeAnalysisError, UnsupportedError, error_context
 from pyzyme.ir import instructions as I, types as T
 from pyzyme.ir.names import readable
 from pyzyme.ir.opcodes import OPCODES
@@ -39,6 +40,7 @@ from pyzyme.rules import default_rules, spec
 from pyzyme.rules.expr import Const as ConstExpr
 from pyzyme.rules.expr import Op
 from pyzyme.rules.table import RuleTable
+from pyzyme.transforms import float_moves
 
 __all__ = ["ForwardSignature", "ForwardGenerator", "ExtraParam"]
 
@@ -61,6 +63,8 @@ class ForwardGenerator:
         self.rules = rules
         self.options = options if options is not None else Options()
         self._done: dict[tuple, object] = {}
+        self._types: dict = {}            # function -> its type analysis, None where it failed
+        self._float_pointers: dict = {}   # function -> float_moves.float_pointers(function)
 
     # -- entry point -------------------------------------------------------------------
     def derivative(self, fn, sig: ForwardSignature, name: str | None = None):
@@ -101,8 +105,15 @@ class ForwardGenerator:
     def _body(self, fn, new, sig: ForwardSignature) -> None:
         if fn.is_declaration:
             raise UnsupportedError(f"{fn.ref} has no body to differentiate")
+        loads = float_moves.candidates(fn)
+        if loads and self._types_of(fn) is not None:
+            # Floats copied through integers become float copies, whose tangents are copied.
+            float_moves.floats_as_floats(fn, self._types_of(fn), loads)
         activity = analyze_activity(fn, sig.activities, self._call_policy, None,
                                     may_allocate=lambda call: calls.may_allocate(self.rules, call))
+        punned = float_moves.punned_reads(fn, activity.varied)
+        if punned:
+            raise float_moves.refusal(readable(fn.name), punned[0])
         st = ForwardContext(self, fn, new, activity, sig.width)
         if self.options.strong_zero:
             st.nonfinite = nonfinite_values(fn, self.rules)
@@ -155,6 +166,24 @@ class ForwardGenerator:
                     b.position_before(came.instructions[-1])
                     for lane, dphi in enumerate(dphis):
                         dphi.add_incoming(self._merged(st, old_phi, value, lane), came)
+
+    def reads_integers(self, fn, load: I.Load) -> bool:
+        """Whether integer ``load`` of ``fn`` reads integers (a shadow mirrors them), not a
+        float's bits (:func:`~pyzyme.transforms.float_moves.reads_integers`)."""
+        def floats():
+            if fn not in self._float_pointers:
+                self._float_pointers[fn] = float_moves.float_pointers(fn)
+            return self._float_pointers[fn]
+
+        return float_moves.reads_integers(load, self._types_of(fn), floats)
+
+    def _types_of(self, fn):
+        if fn not in self._types:
+            try:
+                self._types[fn] = analyze_types(fn, {}, rules=self.rules)
+            except TypeAnalysisError:
+                self._types[fn] = None
+        return self._types[fn]
 
     def _instruction(self, st: ForwardContext, inst: I.Instruction, sig: ForwardSignature) -> None:
         if isinstance(inst, I.Phi):

@@ -18,6 +18,7 @@ from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import ZeroInitializer, const_null
+from pyzyme.transforms import float_moves
 
 __all__ = ["load", "store", "alloca", "atomicrmw", "cmpxchg"]
 
@@ -55,6 +56,10 @@ def store(cx, inst: I.Store, new: I.Store) -> None:
                 and not inactive_memory(cx.rules, pointer):
             raise no_shadow_error(cx.where, inst, pointer)
         return
+    if not varied and isinstance(value, I.Load) and value.type.is_int and \
+            value.pointer in cx.activity.varied and \
+            not cx.generator.reads_integers(cx.old, value):
+        raise float_moves.refusal(cx.where, inst)  # its shadow would get the primal's bits
     for k in range(cx.width):
         d = cx.derivative(value, k) if varied else _stored_derivative(cx, value)
         if pointer in cx.runtime:

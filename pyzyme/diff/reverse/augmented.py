@@ -9,8 +9,7 @@ from __future__ import annotations
 from pyzyme.analysis.activity import can_carry_derivative
 from pyzyme.analysis.int_address import address_source, replay_address
 from pyzyme.analysis.layout import sizeof
-from pyzyme.analysis.overwrite import may_alias, underlying_object
-from pyzyme.analysis.tbaa import access_kind
+from pyzyme.analysis.overwrite import underlying_object
 from pyzyme.analysis.type_analysis import analyze_types
 from pyzyme import naming
 from pyzyme.diff.emit import derivative_flags
@@ -26,6 +25,7 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.opcodes import READ_MODIFY_WRITE, STRUCTURAL
 from pyzyme.ir.values import Undef, Value, const_int, const_null
+from pyzyme.transforms import float_moves
 
 __all__ = ["ForwardSweep"]
 
@@ -156,9 +156,7 @@ class ForwardSweep:
         ty = value.type
         if ty.is_int and isinstance(value, I.Load) and value.pointer in st.activity.varied \
                 and not self._integer_move(st, value):
-            raise UnsupportedError(
-                f"{st.where} copies memory that may hold floats through an integer of type "
-                f"{ty}: {inst}", hint="please report this function")
+            raise float_moves.refusal(st.where, inst)
         if has_float(ty) and not has_pointer(ty) and not any(
                 e.is_int for e in leaves(ty)):
             return  # adjoints, not values, live at float locations of a shadow
@@ -212,41 +210,15 @@ class ForwardSweep:
         return types.tree(allocation).holds_no_floats()
 
     def _integer_move(self, st: ReverseContext, load: I.Load) -> bool:
-        """Whether integer ``load`` reads an integer (so storing it into a shadow mirrors the
-        primal), not the bits of a float: type analysis says so, or clang's type tag on it,
-        or its address is typed as integer data, or no float access of the function may touch
-        the same memory."""
+        """Whether integer ``load`` reads an integer, so storing it into a shadow mirrors the
+        primal (:func:`~pyzyme.transforms.float_moves.reads_integers`)."""
         try:
             types = st.types()
         except TypeAnalysisError:
             types = None
-        if types is not None:
-            kind = str(types.tree(load).lookup(0))
-            if kind in ("Integer", "Pointer"):
-                return True
-            if kind.startswith("Float"):
-                return False
-        tagged = access_kind(load)  # C/C++: the type the source reads there
-        if tagged is not None:
-            return tagged != "float"
-        pointer = load.pointer
-        step = pointer
-        while isinstance(step, I.GetElementPtr):  # the addressing names the element type
-            if step.source_type != T.i8:
-                if not has_float(step.source_type):
-                    return True
-                break
-            step = step.pointer
-        return not self._may_hold_floats(st, pointer)
-
-    def _may_hold_floats(self, st: ReverseContext, pointer: Value) -> bool:
-        """Whether the function reads or writes floats anywhere ``pointer`` may point."""
         if st.float_pointers is None:
-            st.float_pointers = [
-                i.pointer for i in st.old.instructions()
-                if isinstance(i, (I.Load, I.Store)) and has_float(
-                    i.type if isinstance(i, I.Load) else i.operands[0].type)]
-        return any(may_alias(pointer, p) for p in st.float_pointers)
+            st.float_pointers = float_moves.float_pointers(st.old)
+        return float_moves.reads_integers(load, types, lambda: st.float_pointers)
 
     def _forward_alloca(self, st: ReverseContext, inst: I.Alloca) -> None:
         count = inst.count

@@ -39,7 +39,7 @@ from pyzyme.analysis.cfg import dominators, error_only_blocks, reverse_post_orde
 from pyzyme.analysis.finite import nonfinite_values
 from pyzyme.analysis.loops import analyze_loops
 from pyzyme.analysis.overwrite import analyze_overwrites
-from pyzyme.transforms import distribute
+from pyzyme.transforms import distribute, float_moves
 from pyzyme import naming
 from pyzyme.transforms.alias_scopes import ScopeTable
 from pyzyme.diff.reverse.adjoints import ReverseAdjoints, sum_flags
@@ -54,7 +54,7 @@ from pyzyme.diff.reverse.values import ReverseValues
 from pyzyme.diff.reverse.versions import FiniteWatch
 from pyzyme.diff.runtime_checks import runtime_values
 from pyzyme.diff.tape.cache import TapeCache
-from pyzyme.errors import UnsupportedError, error_context
+from pyzyme.errors import TypeAnalysisError, UnsupportedError, error_context
 from pyzyme.transforms.parallel_body import apart_slots
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -195,9 +195,13 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
 
     # -- the body ----------------------------------------------------------------------
     def _body(self, fn, sig: ReverseSignature, fwd, rev) -> ReverseContext:
+        self._float_copies(fn)
         # No reverse sweep runs after an error: blocks that can only end in one get none.
         doomed = frozenset(error_only_blocks(fn, sig.status_return))
         activity = self._activity(fn, sig, doomed)
+        punned = float_moves.punned_reads(fn, activity.varied)
+        if punned:
+            raise float_moves.refusal(readable(fn.name), punned[0])
         loops = analyze_loops(fn)
         if loops.irreducible:
             src, dst = loops.irreducible[0]
@@ -291,6 +295,18 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
                     st.origin[edge] = pred
         for block in reversed(order):
             st.rblocks[block] = st.rev.append_block(naming.reverse_block(block.name))
+
+    def _float_copies(self, fn) -> None:
+        """Floats that ``fn`` copies through integers become float copies
+        (:mod:`pyzyme.transforms.float_moves`), so their adjoints flow back."""
+        loads = float_moves.candidates(fn)
+        if not loads:
+            return
+        try:
+            types = self.function_types(fn)
+        except TypeAnalysisError:
+            return  # the copies stay integers; the forward sweep refuses them by name
+        float_moves.floats_as_floats(fn, types, loads)
 
     # -- activity ----------------------------------------------------------------------
     def _activity(self, fn, sig: ReverseSignature, doomed: frozenset):

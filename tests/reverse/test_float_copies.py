@@ -1,0 +1,115 @@
+"""Floats copied through integers (LLVM's lowering of a small ``memcpy``): reverse mode
+carries their adjoints back. Both were refused ("copies memory that may hold floats through an
+integer of type i64") before :mod:`pyzyme.transforms.float_moves`."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+import pyzyme.llvm as pl
+from pyzyme.errors import UnsupportedError
+from pyzyme import Active, Duplicated, DuplicatedNoNeed, Forward, Reverse, autodiff
+
+# x[1] = x[0] through an i64; returns x[0] * x[1]. LLVM forwards the copy, so x[0] is read
+# as `bitcast i64 %bits to double`.
+COPY = """
+define double @f(ptr %x) {
+entry:
+  %bits = load i64, ptr %x, align 1
+  %y = getelementptr inbounds double, ptr %x, i64 1
+  store i64 %bits, ptr %y, align 1
+  %a = load double, ptr %x
+  %b = load double, ptr %y
+  %ab = fmul double %a, %b
+  ret double %ab
+}
+"""
+
+
+def test_an_i64_copy_of_a_double_in_reverse_mode():
+    grad = pl.compile(COPY, "f", "reverse", ["dup"])
+    x, dx = np.array([1.5, 7.0]), np.zeros(2)
+    grad(x.ctypes.data, dx.ctypes.data, 1.0)
+    np.testing.assert_allclose(dx, [3.0, 0.0])  # x[1] is overwritten before it is read
+    assert x[1] == 1.5  # the primal's copy is exact
+
+
+def test_an_i64_copy_of_a_double_in_split_mode():
+    aug, rev = pl.compile(COPY, "f", "split", ["dup"])
+    x, dx = np.array([1.5, 7.0]), np.zeros(2)
+    first = aug(x.ctypes.data, dx.ctypes.data)
+    rev(x.ctypes.data, dx.ctypes.data, 1.0, False, first.f1)
+    np.testing.assert_allclose(dx, [3.0, 0.0])
+
+
+def test_an_i64_copy_of_a_double_in_forward_mode():
+    # The copy's tangent was the primal's bits, and x[0] read through the copy had none.
+    tangent = pl.compile(COPY, "f", "forward", ["dup"])
+    for seed, expected in (([1.0, 0.0], 3.0), ([0.0, 1.0], 0.0)):
+        x, dx = np.array([1.5, 7.0]), np.array(seed)
+        out = tangent(x.ctypes.data, dx.ctypes.data)
+        assert (out.f0, out.f1) == pytest.approx((2.25, expected))
+        assert dx[1] == seed[0]  # the copy's tangent is x[0]'s
+
+
+@numba.njit
+def _flattened(x, out):
+    a = np.zeros(1)
+    a[0] = x[0] * x[1]
+    out[:] = a.flatten()  # Numba copies the one element with an 8-byte memcpy: an i64
+    return out.sum() * x[2]
+
+
+def test_numba_flatten_of_a_one_element_array():
+    x = np.array([1.5, 2.0, 3.0])
+    dx, out, dout = np.zeros(3), np.zeros(1), np.zeros(1)
+    autodiff(Reverse, _flattened, Active, Duplicated(x, dx), Duplicated(out, dout))
+    np.testing.assert_allclose(dx, [x[1] * x[2], x[0] * x[2], x[0] * x[1]])
+    for i in range(3):  # forward mode, which always copied the tangent's bits, agrees
+        e = np.zeros(3)
+        e[i] = 1.0
+        (t,) = autodiff(Forward, _flattened, DuplicatedNoNeed, Duplicated(x, e), Duplicated(out, np.zeros(1)))
+        assert t == pytest.approx(dx[i])
+
+
+# %x's bits go to %y through an i64; %z, which may be either, is read as a double: nothing
+# tells whether the copy moves a float.
+UNKNOWN = """
+define double @g(ptr %x, ptr %y, ptr %z) {
+entry:
+  %bits = load i64, ptr %x
+  store i64 %bits, ptr %y
+  %b = load double, ptr %z
+  ret double %b
+}
+"""
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse"])
+def test_a_copy_that_may_move_a_float_is_refused(mode):
+    # Forward mode used to mirror the primal's bits into the shadow: a wrong tangent.
+    with pytest.raises(UnsupportedError, match="through an integer of type i64"):
+        pl.compile(UNKNOWN, "g", mode, ["dup", "dup", "dup"])
+
+
+# x[0] read as a double from its bits, which are also tested for the sign.
+PUNNED = """
+define double @h(ptr %x) {
+entry:
+  %bits = load i64, ptr %x
+  %d = bitcast i64 %bits to double
+  %neg = icmp slt i64 %bits, 0
+  %m = fmul double %d, %d
+  %r = select i1 %neg, double 0.0, double %m
+  ret double %r
+}
+"""
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse"])
+def test_a_float_read_from_an_integer_used_otherwise_is_refused(mode):
+    # Its derivative was zero: the integer load carried none.
+    with pytest.raises(UnsupportedError, match="reads a float from the bits of an integer"):
+        pl.compile(PUNNED, "h", mode, ["dup"])
