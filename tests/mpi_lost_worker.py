@@ -9,8 +9,8 @@ reads what it received. A run that does not stop prints the gradient it got besi
 one (on 5a2cec7 every collective printed a wrong one: the Const rank's part missing).
 
     mpiexec -n 2 python tests/mpi_lost_worker.py <reverse|forward> <blocking|nonblocking>
-    mpiexec -n 2 python tests/mpi_lost_worker.py reverse <bcast|allreduce|reduce|gather|
-                                                         scatter|allgather>
+    mpiexec -n 2 python tests/mpi_lost_worker.py <reverse|forward> <bcast|allreduce|reduce|
+                                                                     gather|scatter|allgather>
 """
 
 from __future__ import annotations
@@ -93,12 +93,20 @@ COLLECTIVES = {
 }
 
 
-def collective(kind: str) -> None:
+def collective(mode: str, kind: str) -> None:
     f, active, nx, ny, want = COLLECTIVES[kind]
     x, y = np.arange(1.0, nx + 1.0), np.zeros(ny)
     dx = np.zeros(nx)
     f(x.copy(), y.copy())   # the primal runs: only the derivative loses something
-    if mpi.rank() == active:
+    if mode == "forward":   # the tangent of x along ones; the objectives' tangents summed
+        args = (Duplicated(x, np.ones(nx)), Duplicated(y, np.zeros(ny))) \
+            if mpi.rank() == active else (Const(x), Const(y))
+        (tangent,) = autodiff(Forward, f, DuplicatedNoNeed, *args)
+        summed = np.zeros(1)
+        mpi.allreduce(tangent, summed)
+        print(f"rank {mpi.rank()}: no error, tangent {summed[0]}, right {sum(want)}",
+              flush=True)
+    elif mpi.rank() == active:
         autodiff(Reverse, f, Active, Duplicated(x, dx), Duplicated(y, np.zeros(ny)))
         print(f"rank {mpi.rank()}: no error, gradient {dx}, right {np.array(want)}",
               flush=True)
@@ -109,7 +117,7 @@ def collective(kind: str) -> None:
 
 def main(mode: str, kind: str) -> None:
     if kind in COLLECTIVES:
-        collective(kind)
+        collective(mode, kind)
         return
     f = blocking if kind == "blocking" else nonblocking
     x, ghost = np.array([1.0, 2.0]), np.zeros(2)
