@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from pyzyme.rules.spec import Inactive, Mpi
 
-__all__ = ["ROWS", "HANDLES", "Handles", "SHADOW_TAG_BIT"]
+__all__ = ["ROWS", "HANDLES", "Handles", "SHADOW_TAG_BIT", "Lost", "LOST"]
 
 
 @dataclass
@@ -59,6 +59,38 @@ HANDLES = Handles()
 #: Derivative messages carry the user's tag with this bit set, so they never match a
 #: message of the program itself (whose tags must stay below it; MPI guarantees 2**15).
 SHADOW_TAG_BIT = 1 << 14
+
+
+
+@dataclass(frozen=True)
+class Lost:
+    """Where reverse mode finds, in a collective's adjoint communication, a rank that received
+    data with a derivative into a buffer without one (its part of the gradient would be lost
+    silently): each rank in ``marks`` whose receive buffer has no shadow marks the zeros it
+    takes part with in its adjoint's place (the first element of each part, one part per
+    rank where ``marked_per_rank``); each rank in ``checks`` whose sent buffer has a shadow
+    looks for the mark in the adjoint that comes back to it (in each part where
+    ``checked_per_rank``) and stops the program. Ranks are ``"all"``, ``"root"`` or
+    ``"others"`` (all but the root)."""
+
+    marks: str
+    marked_per_rank: bool
+    checks: str
+    checked_per_rank: bool
+
+
+#: The collectives' :class:`Lost` checks, by operation: no message is added (the mark rides
+#: in the adjoint's own payload, through the sums of the reductions), the sender reads the
+#: first element of each part of what it receives.
+LOST = {
+    "allreduce": Lost(marks="all", marked_per_rank=False, checks="all", checked_per_rank=False),
+    "reduce": Lost(marks="root", marked_per_rank=False, checks="all", checked_per_rank=False),
+    "bcast": Lost(marks="others", marked_per_rank=False, checks="root",
+                  checked_per_rank=False),
+    "gather": Lost(marks="root", marked_per_rank=True, checks="all", checked_per_rank=False),
+    "scatter": Lost(marks="all", marked_per_rank=False, checks="root", checked_per_rank=True),
+    "allgather": Lost(marks="all", marked_per_rank=True, checks="all", checked_per_rank=False),
+}
 
 ROWS = (
     Inactive(("MPI_Comm_rank", "MPI_Comm_size"), "runtime",

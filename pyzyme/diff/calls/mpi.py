@@ -23,6 +23,12 @@ Sends and receives of floats communicate derivatives at both ends whatever the a
 their buffers (zeros sent from a buffer without a derivative, what arrives for one dropped):
 the two ends are different variables, so only this keeps every derivative message matched.
 
+Collectives take part whatever the activity too (zeros in place of a missing shadow); a rank
+whose receive buffer has none marks those zeros where its part of the adjoint goes, and a rank
+whose sent data has a derivative looks for the mark in the adjoint it gets back, and stops the
+program (:data:`~pyzyme.rules.mpi.LOST`): its data reached a rank that keeps no derivative of
+it. A receive into a buffer without one marks the adjoint it sends back the same way.
+
 Derivative messages carry the program's tag with :data:`~pyzyme.rules.mpi.SHADOW_TAG_BIT`
 set, so they never match a message of the program. The datatypes and reductions are the
 constants :mod:`pyzyme.rules.mpi` interprets; a call whose buffers hold integers carries no
@@ -38,7 +44,7 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import ConstantInt, Null, const_int, const_null
-from pyzyme.rules.mpi import HANDLES, SHADOW_TAG_BIT
+from pyzyme.rules.mpi import HANDLES, LOST, SHADOW_TAG_BIT
 
 __all__ = ["varied", "forward_mode", "augmented", "reverse"]
 
@@ -125,6 +131,9 @@ def _float_type(cx, inst: I.CallBase, row) -> T.Type | None:
 _POINT_TO_POINT = ("send", "recv", "isend", "irecv")
 _REQUESTS = ("wait", "waitall", "test")
 _TYPES_KEY = ("mpi", "request types")   # in cx.rule_calls: those of the isend/irecv calls
+#: In cx.rule_calls while one call's reverse is built (in one block, in order): the rank and
+#: size already asked for, by function and communicator, so that each is asked once.
+_RANKS_KEY = ("mpi", "ranks")
 
 
 def varied(row, inst: I.CallBase, is_varied) -> bool:
@@ -154,9 +163,15 @@ def _status(b: IRBuilder):
 
 
 def _rank(cx, b: IRBuilder, comm, which: str = "MPI_Comm_rank"):
+    memo = getattr(cx, "rule_calls", {}).get(_RANKS_KEY)   # reverse mode only
+    if memo is not None and (which, comm) in memo:
+        return memo[which, comm]
     slot = b.entry_alloca(T.i32, name="mpi.rank")
     b.call(_decl(cx, which, [comm.type, T.ptr]), [comm, slot])
-    return b.load(T.i32, slot)
+    value = b.load(T.i32, slot)
+    if memo is not None:
+        memo[which, comm] = value
+    return value
 
 
 def _only_root(b: IRBuilder, is_root, nbytes):
@@ -281,6 +296,10 @@ def _lost_text(cx, inst: I.CallBase, kind: str) -> str:
         what = ("received data whose tangent is not zero into a receive buffer without a "
                 "derivative (an argument passed Const, or memory pyzyme found inactive): the "
                 "tangent would be lost")
+    elif kind == "collective":
+        what = ("took part with data that has a derivative, and a rank received what the call "
+                "made of it into a buffer without one (an argument passed Const there, or "
+                "memory pyzyme found inactive): that rank's part of the gradient would be lost")
     else:
         what = ("sent data that has a derivative to a rank that received it into a buffer "
                 "without one (an argument passed Const there, or memory pyzyme found "
@@ -458,6 +477,14 @@ def _augmented_requests(cx, inst: I.CallBase, row) -> None:
 
 def reverse(cx, inst: I.CallBase, row) -> None:
     """The adjoint communication of the call (see the module's docstring)."""
+    cx.rule_calls[_RANKS_KEY] = {}
+    try:
+        _reverse(cx, inst, row)
+    finally:
+        del cx.rule_calls[_RANKS_KEY]
+
+
+def _reverse(cx, inst: I.CallBase, row) -> None:
     ty, record = cx.rule_calls[inst]
     b = cx.rb
     if row.op in _REQUESTS:
@@ -481,8 +508,11 @@ def reverse(cx, inst: I.CallBase, row) -> None:
     scratch = []
     fwd = {i: cx.shadows[inst.args[i]] for i in (row.buffer, row.output)
            if i is not None and inst.args[i] in cx.shadows}
+    check = None
     if row.op not in _POINT_TO_POINT:   # a collective: every rank takes part
         buffers, scratch = _buffers(cx, b, row, ty, args, dsrc, dout, fwd)
+        check = _mark_lost(cx, b, inst, row, ty, args, buffers,
+                           {row.buffer: dsrc, row.output: dout}, fwd)
         dsrc, dout = buffers[row.buffer], buffers[row.output]
     elif dsrc is not None:
         real = dsrc
@@ -497,18 +527,82 @@ def reverse(cx, inst: I.CallBase, row) -> None:
             kernels.mark_missing(cx.module, b, ty, tmp, args[row.count])
     fn = _REVERSE.get(row.op)
     if record is not None:   # allreduce of max or min: who held each extremum
-        _reverse_extremum(cx, b, row, ty, args, dsrc, dout, cx.avail(record))
+        _reverse_extremum(cx, b, row, ty, args, dsrc, dout, cx.avail(record), check)
     elif fn is None:
         raise _error(cx, inst, f"whose reverse ({row.op}) is not written", "report this")
     elif row.op == "send" and dsrc is not None:
         _reverse_send(cx, b, inst, row, ty, args, dsrc, dout, checked)
-    else:
+    elif row.op in _POINT_TO_POINT:
         fn(cx, b, inst, row, ty, args, dsrc, dout)
+    else:
+        fn(cx, b, inst, row, ty, args, dsrc, dout, check)
     for tmp in scratch:
         free(cx.module, b, tmp)
 
 
-def _reverse_extremum(cx, b, row, ty, args, dsrc, dout, winners) -> None:
+def _among(b, which: str, is_root, condition):
+    """``condition`` (True, False or an ``i1``) where this rank is one of ``which``
+    (:class:`~pyzyme.rules.mpi.Lost`), else False; ``is_root()`` makes the ``i1`` that says
+    whether this rank is the root (an MPI call: made only where needed)."""
+    if condition is False or which == "all":
+        return condition
+    here = is_root() if which == "root" else b.xor(is_root(), const_int(T.i1, 1))
+    return here if condition is True else b.and_(condition, here)
+
+
+def _missing(b, given, fwd_shadow):
+    """Whether a collective's buffer has no derivative on this rank: True, False or (a
+    shadow that may be null, :func:`_maybe_null`) an ``i1``."""
+    if given is None:
+        return True
+    if not _maybe_null(fwd_shadow):
+        return False
+    return b.icmp("eq", given, const_null(T.ptr))
+
+
+def _mark_lost(cx, b, inst, row, ty, args, buffers, given, fwd):
+    """Reverse sweep of collective ``inst`` before its adjoint communication: where this
+    rank's receive buffer has no derivative, its stand-in (``buffers``; ``given``: the
+    shadows, None where missing; ``fwd``: the forward sweep's, by argument position) carries
+    :data:`~pyzyme.diff.calls.mpi_kernels.MARKER` (:data:`~pyzyme.rules.mpi.LOST`). Returns
+    ``check(b, adjoint)``, which a rank whose sent buffer has a derivative runs on the adjoint
+    that comes back, or None where it has none: no message is added, only the first element
+    of each part is written or read."""
+    lost = LOST[row.op]
+    into, out_count = (row.output, row.out_count if row.out_count is not None else row.count)
+    root = []
+
+    def is_root():
+        if not root:
+            peer = args[row.peer]
+            root.append(b.icmp("eq", _rank(cx, b, args[row.comm]),
+                               b.sext(peer, T.i32) if peer.type != T.i32 else peer))
+        return root[0]
+    marks = _among(b, lost.marks, is_root, _missing(b, given[into], fwd.get(into)))
+    if marks is not False:
+        parts = _rank(cx, b, args[row.comm], "MPI_Comm_size") if lost.marked_per_rank \
+            else const_int(T.i64, 1)
+        if marks is not True:
+            parts = b.select(marks, parts, const_int(parts.type, 0))
+        kernels.mark_missing(cx.module, b, ty, buffers[into], args[out_count], parts)
+    has = _missing(b, given[row.buffer], fwd.get(row.buffer))
+    has = not has if isinstance(has, bool) else b.xor(has, const_int(T.i1, 1))
+    checks = _among(b, lost.checks, is_root, has)
+    if checks is False:
+        return None
+    text = _lost_text(cx, inst, "collective")
+
+    def check(b, adjoint):
+        parts = _rank(cx, b, args[row.comm], "MPI_Comm_size") if lost.checked_per_rank \
+            else const_int(T.i64, 1)
+        if checks is not True:
+            parts = b.select(checks, parts, const_int(parts.type, 0))
+        kernels.check_marker(cx.module, b, ty, adjoint, args[row.count], args[row.comm],
+                             text, parts)
+    return check
+
+
+def _reverse_extremum(cx, b, row, ty, args, dsrc, dout, winners, check=None) -> None:
     """``r = allreduce(x, max)``: ``x_bar += allreduce(r_bar, sum)`` where this rank held
     the max; ``r_bar = 0``."""
     count, comm = args[row.count], args[row.comm]
@@ -519,6 +613,8 @@ def _reverse_extremum(cx, b, row, ty, args, dsrc, dout, winners) -> None:
                                          args[row.reduction].type, comm.type])
         b.call(fn, [dout, tmp, count, args[row.datatype],
                     _sum_op(b, args[row.reduction].type), comm])
+        if check is not None:
+            check(b, tmp)
         kernels.add_owned(cx.module, b, ty, dsrc, tmp, winners, count, _rank(cx, b, comm))
         free(cx.module, b, tmp)
     memset_zero(cx.module, b, dout, nbytes)
@@ -557,7 +653,7 @@ def _reverse_recv(cx, b, inst, row, ty, args, dsrc, dout) -> None:
         memset_zero(cx.module, b, dout, _nbytes(b, count, ty))
 
 
-def _reverse_allreduce(cx, b, inst, row, ty, args, dsrc, dout) -> None:
+def _reverse_allreduce(cx, b, inst, row, ty, args, dsrc, dout, check=None) -> None:
     count, dt, op = args[row.count], args[row.datatype], args[row.reduction]
     if dout is None:
         return
@@ -567,12 +663,14 @@ def _reverse_allreduce(cx, b, inst, row, ty, args, dsrc, dout) -> None:
         fn = _decl(cx, "MPI_Allreduce", [T.ptr, T.ptr, count.type, dt.type, op.type,
                                         _comm(args, row).type])
         b.call(fn, [dout, tmp, count, dt, op, _comm(args, row)])
+        if check is not None:
+            check(b, tmp)
         _accumulate(cx, b, ty, dsrc, tmp, count)
         free(cx.module, b, tmp)
     memset_zero(cx.module, b, dout, nbytes)
 
 
-def _reverse_reduce(cx, b, inst, row, ty, args, dsrc, dout) -> None:
+def _reverse_reduce(cx, b, inst, row, ty, args, dsrc, dout, check=None) -> None:
     count, dt, root, comm = args[row.count], args[row.datatype], args[row.peer], \
         _comm(args, row)
     nbytes = _nbytes(b, count, ty)
@@ -587,13 +685,15 @@ def _reverse_reduce(cx, b, inst, row, ty, args, dsrc, dout) -> None:
             memset_zero(cx.module, b, tmp, nbytes)
         bcast = _decl(cx, "MPI_Bcast", [T.ptr, count.type, dt.type, root.type, comm.type])
         b.call(bcast, [tmp, count, dt, root, comm])
+        if check is not None:
+            check(b, tmp)
         _accumulate(cx, b, ty, dsrc, tmp, count)
         free(cx.module, b, tmp)
     if dout is not None:
         memset_zero(cx.module, b, dout, _only_root(b, is_root, nbytes))
 
 
-def _reverse_bcast(cx, b, inst, row, ty, args, dsrc, dout) -> None:
+def _reverse_bcast(cx, b, inst, row, ty, args, dsrc, dout, check=None) -> None:
     count, dt, root, comm = args[row.count], args[row.datatype], args[row.peer], \
         _comm(args, row)
     nbytes = _nbytes(b, count, ty)
@@ -602,13 +702,15 @@ def _reverse_bcast(cx, b, inst, row, ty, args, dsrc, dout) -> None:
     reduce = _decl(cx, "MPI_Reduce", [T.ptr, T.ptr, count.type, dt.type, op.type, root.type,
                                      comm.type])
     b.call(reduce, [dsrc, tmp, count, dt, _sum_op(b, op.type), root, comm])
+    if check is not None:   # the root's only: the others receive nothing
+        check(b, tmp)
     is_root = b.icmp("eq", _rank(cx, b, comm), root)
     memset_zero(cx.module, b, dsrc, nbytes)
     memcpy(cx.module, b, dsrc, tmp, _only_root(b, is_root, nbytes))
     free(cx.module, b, tmp)
 
 
-def _reverse_gather(cx, b, inst, row, ty, args, dsrc, dout) -> None:
+def _reverse_gather(cx, b, inst, row, ty, args, dsrc, dout, check=None) -> None:
     """``gather(x (n), y (n * size at root), root)``: ``x_bar += scatter(y_bar)``."""
     n, dt, m, rt = args[row.count], args[row.datatype], args[row.out_count], \
         args[row.out_datatype]
@@ -624,6 +726,8 @@ def _reverse_gather(cx, b, inst, row, ty, args, dsrc, dout) -> None:
         scatter = _decl(cx, "MPI_Scatter", [T.ptr, m.type, rt.type, T.ptr, n.type, dt.type,
                                            root.type, comm.type])
         b.call(scatter, [dout if dout is not None else zeros, m, rt, tmp, n, dt, root, comm])
+        if check is not None:
+            check(b, tmp)
         _accumulate(cx, b, ty, dsrc, tmp, n)
         free(cx.module, b, tmp)
         if zeros is not None:
@@ -632,7 +736,7 @@ def _reverse_gather(cx, b, inst, row, ty, args, dsrc, dout) -> None:
         memset_zero(cx.module, b, dout, _only_root(b, is_root, _nbytes(b, b.mul(m, size), ty)))
 
 
-def _reverse_scatter(cx, b, inst, row, ty, args, dsrc, dout) -> None:
+def _reverse_scatter(cx, b, inst, row, ty, args, dsrc, dout, check=None) -> None:
     """``scatter(x (n * size at root), y (n), root)``: ``x_bar += gather(y_bar)`` at root."""
     n, dt, m, rt = args[row.count], args[row.datatype], args[row.out_count], \
         args[row.out_datatype]
@@ -645,6 +749,8 @@ def _reverse_scatter(cx, b, inst, row, ty, args, dsrc, dout) -> None:
     gather = _decl(cx, "MPI_Gather", [T.ptr, m.type, rt.type, T.ptr, n.type, dt.type,
                                      root.type, comm.type])
     b.call(gather, [dout, m, rt, tmp, n, dt, root, comm])
+    if check is not None:   # the root's only: the others receive nothing
+        check(b, tmp)
     if dsrc is not None:
         is_root = b.icmp("eq", _rank(cx, b, comm), root)
         _accumulate(cx, b, ty, dsrc, tmp, b.select(is_root, b.mul(n, size),
@@ -653,7 +759,7 @@ def _reverse_scatter(cx, b, inst, row, ty, args, dsrc, dout) -> None:
     memset_zero(cx.module, b, dout, _nbytes(b, m, ty))
 
 
-def _reverse_allgather(cx, b, inst, row, ty, args, dsrc, dout) -> None:
+def _reverse_allgather(cx, b, inst, row, ty, args, dsrc, dout, check=None) -> None:
     """``allgather(x (n), y (n * size))``: ``x_bar += allreduce(y_bar)[rank * n:]``."""
     n, dt, m = args[row.count], args[row.datatype], args[row.out_count]
     comm = _comm(args, row)
@@ -668,6 +774,8 @@ def _reverse_allgather(cx, b, inst, row, ty, args, dsrc, dout) -> None:
                                          comm.type])
         b.call(fn, [dout, tmp, total, dt, _sum_op(b, comm.type), comm])
         mine = b.gep(ty, tmp, [b.sext(b.mul(_rank(cx, b, comm), n), T.i64)])
+        if check is not None:
+            check(b, mine)
         _accumulate(cx, b, ty, dsrc, mine, n)
         free(cx.module, b, tmp)
     memset_zero(cx.module, b, dout, nbytes)

@@ -437,8 +437,10 @@ def add_owned(module, b: IRBuilder, ty: T.Type, dst, src, winners, count, rank) 
 # -- derivatives that would be lost: a receive buffer without one --------------------------
 #: The first element of the adjoint a rank sends back for a receive buffer it keeps no
 #: derivative of (a signaling NaN with a payload no arithmetic makes): the sender, whose data
-#: has a derivative, finds it and stops the program instead of adding nothing.
+#: has a derivative, finds it and stops the program instead of adding nothing. A reduction's
+#: sum keeps the payload and sets the quiet bit (:data:`QUIET`), which the check ignores.
 MARKER = {64: 0x7FF0_7A79_6D65_0001, 32: 0x7F87_A791}
+QUIET = {64: 1 << 51, 32: 1 << 22}
 
 
 def _stop_function(module, name: str, params: list, find):
@@ -487,39 +489,50 @@ def check_dropped(module, b: IRBuilder, ty: T.Type, buf, count, comm, text: str)
     b.call(fn, [buf, _i64(b, count), comm, *message_text(module, text, "pyzyme.mpi.lost")])
 
 
-def mark_missing(module, b: IRBuilder, ty: T.Type, buf, count) -> None:
-    """``buf`` (``count`` elements, zeroed) stands for a receive buffer's missing adjoint: its
-    first element becomes :data:`MARKER`, which :func:`check_marker` finds at the sender."""
+def _parts(b: IRBuilder, parts, count):
+    """``parts`` (an ``i64``; 1 when None) where ``count`` (the elements of a part) is
+    positive, else 0: an empty message has no first element."""
+    parts = const_int(T.i64, 1) if parts is None else _i64(b, parts)
+    count = _i64(b, count)
+    return b.select(b.icmp("sgt", count, const_int(T.i64, 0)), parts, const_int(T.i64, 0)), \
+        count
+
+
+def mark_missing(module, b: IRBuilder, ty: T.Type, buf, count, parts=None) -> None:
+    """``buf`` (zeroed) stands for a receive buffer's missing adjoint: the first element of
+    each of its ``parts`` parts of ``count`` elements (one part when None) becomes
+    :data:`MARKER`, which :func:`check_marker` finds at the sender."""
+    bits = T.IntType(ty.bits)
     fn, fb = _function(module, f"pyzyme.mpi.mark.{'d' if ty == T.double else 's'}", T.void,
-                       [T.ptr, T.i64])
+                       [T.ptr, T.i64, T.i64])
     if fb is not None:
-        p, n = fn.args
-        put, done = fn.append_block("put"), fn.append_block("done")
-        fb.cbranch(fb.icmp("sgt", n, const_int(T.i64, 0)), put, done)
-        fb.position_at_end(put)
-        bits = T.IntType(ty.bits)
-        fb.store(const_int(bits, MARKER[ty.bits]), p)
-        fb.br(done)
-        fb.position_at_end(done)
+        p, k, n = fn.args
+        _loop(fb, k, lambda fb, i: fb.store(const_int(bits, MARKER[ty.bits]),
+                                            fb.gep(ty, p, [fb.mul(i, n)])))
         fb.ret_void()
-    b.call(fn, [buf, _i64(b, count)])
+    b.call(fn, [buf, *_parts(b, parts, count)])
 
 
-def check_marker(module, b: IRBuilder, ty: T.Type, buf, count, comm, text: str) -> None:
-    """Reverse sweep, where the adjoint of data this rank sent arrived in ``buf``: stop with
-    ``text`` if the receiver kept no derivative of it (:func:`mark_missing`)."""
+def check_marker(module, b: IRBuilder, ty: T.Type, buf, count, comm, text: str,
+                 parts=None) -> None:
+    """Reverse sweep, where the adjoint of data this rank sent arrived in ``buf`` (``parts``
+    parts of ``count`` elements; one when None): stop with ``text`` if a receiver kept no
+    derivative of it (:func:`mark_missing`; summed with other ranks' adjoints, quieted)."""
     bits = T.IntType(ty.bits)
 
-    def find(fb, p, n):
-        def look(fb, i):   # the first element, where there is one
-            fb.store(fb.icmp("eq", fb.load(bits, p), const_int(bits, MARKER[ty.bits])), marked)
+    def find(fb, p, k, n):
+        def look(fb, i):   # the first element of each part
+            at = fb.and_(fb.load(bits, fb.gep(ty, p, [fb.mul(i, n)])),
+                         const_int(bits, ~QUIET[ty.bits] & ((1 << ty.bits) - 1)))
+            here = fb.icmp("eq", at, const_int(bits, MARKER[ty.bits]))
+            fb.store(fb.or_(fb.load(T.i1, marked), here), marked)
         marked = _flag(fb)
-        _loop(fb, fb.select(fb.icmp("sgt", n, const_int(T.i64, 0)), const_int(T.i64, 1),
-                            const_int(T.i64, 0)), look)
+        _loop(fb, k, look)
         return fb.load(T.i1, marked)
     fn = _stop_function(module, f"pyzyme.mpi.unmatched.{_suffix(ty, comm)}",
-                        [T.ptr, T.i64, comm.type, T.ptr, T.i64], find)
-    b.call(fn, [buf, _i64(b, count), comm, *message_text(module, text, "pyzyme.mpi.lost")])
+                        [T.ptr, T.i64, T.i64, comm.type, T.ptr, T.i64], find)
+    b.call(fn, [buf, *_parts(b, parts, count), comm,
+                *message_text(module, text, "pyzyme.mpi.lost")])
 
 
 def site_check(module, kind: str, ty: T.Type, comm_type: T.Type, text: str):
