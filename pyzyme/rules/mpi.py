@@ -61,7 +61,6 @@ HANDLES = Handles()
 SHADOW_TAG_BIT = 1 << 14
 
 
-
 @dataclass(frozen=True)
 class Lost:
     """Where reverse mode finds, in a collective's adjoint communication, a rank that received
