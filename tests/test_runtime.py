@@ -185,6 +185,30 @@ def test_wrapper_keeps_no_count_pair_on_its_arrays():
     assert "NRT_incref" not in wrapper[0] and "NRT_decref" not in wrapper[0]
 
 
+def test_an_error_caught_around_the_wrapper_keeps_counts_balanced(nrt_stats):
+    # The wrapper's marked raise, inlined into a caller that catches the error: the caller's
+    # array stays alive and is freed once (Numba marks its own raises the same way).
+    f = recompiled(checked_get, (np.arange(4.0), 2))
+
+    @njit
+    def caught(n, m):
+        a = np.arange(n) * 1.0
+        total = 0.0
+        for k in range(m):
+            try:
+                total += f(a, k)
+            except Exception:  # noqa: BLE001  (Numba catches no narrower class)
+                total -= a[0] + 1.0
+        return total
+
+    assert caught(4, 6) == 2.0 * (0 + 1 + 2 + 3) - 2.0
+    before = nrt_stats()
+    for _ in range(50):
+        assert caught(4, 6) == 10.0
+    after = nrt_stats()
+    assert after.alloc - before.alloc == after.free - before.free == 100
+
+
 def build_poly_module(name: str) -> ir.Module:
     """``double name(double x) = 0.5 * x * x + 1``, built with pyzyme.ir."""
     m = ir.Module("poly")
