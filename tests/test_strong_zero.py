@@ -218,6 +218,31 @@ def test_divisions_numba_guards_need_no_guard(mode):
     assert _guards(mode, unchecked, x) > unguarded
 
 
+@numba.njit
+def steps(x):
+    n = x.shape[0]
+    h = 2.0 / n         # Numba tests n == 0 before dividing: h is finite
+    y = 0.0
+    for i in range(n):
+        y += h * (y * x[i] + x[i] * x[i]) / 6.0
+    return y
+
+
+@pytest.mark.parametrize("mode", [Reverse, Forward])
+def test_a_step_divided_by_a_count_and_a_division_by_six_need_no_guard(mode):
+    """GradBench's ode: ``h = 2.0 / s`` after Numba's ``s == 0`` test (an integer's float is
+    finite, and nonzero where the integer is) and ``/ 6.0`` (no pole) leave every partial
+    finite, so no guard; the values are right."""
+    x = np.array([0.3, -1.2, 0.8])
+    with using(IEEE):
+        plain = _guards(mode, steps, x)
+    assert _guards(mode, steps, x) == plain
+    rev, fwd = _both_modes(steps, x)
+    expected = _central(steps, x)
+    np.testing.assert_allclose(rev, expected, rtol=1e-7)
+    np.testing.assert_allclose(fwd, expected, rtol=1e-7)
+
+
 def test_set_options_names_the_options():
     with pytest.raises(TypeError, match="strong_zero"):
         pyzyme.set_options(strong_zeros=False)

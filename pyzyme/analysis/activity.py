@@ -47,7 +47,7 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.opcodes import (ADDRESS_DERIVING, FROM_INTEGER, INTEGER_RESULT, MERGES, PURE,
                                READ_MODIFY_WRITE, WHOLE_MERGES)
-from pyzyme.ir.values import Value
+from pyzyme.ir.values import Constant, Value
 from pyzyme.progress import timed
 
 __all__ = ["Activity", "ActivityResult", "analyze_activity", "can_carry_derivative",
@@ -320,6 +320,8 @@ def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
                 # source, lifetime markers) writes nothing into it.
                 if not any(w is address for w in written_pointers(user)):
                     continue
+                if _stores_only_constants(user, address):
+                    continue
                 if any(carries(a) for a in user.args):
                     return True
                 # A callee may put a fresh allocation (which has a shadow) in a slot that
@@ -332,6 +334,35 @@ def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
             else:
                 return True  # phi, select, ptrtoint, ...: followed no further
     return False
+
+
+def _stores_only_constants(call: I.CallBase, address: Value) -> bool:
+    """Whether ``call``, to a function whose body is here, writes through each parameter
+    it gets ``address`` as nothing but constants: the callee reads the slot, stores constants
+    into it, derives addresses from it and nothing else (a reverse sweep's entry hands its
+    inner function the seed's slot, which the sweep reads and zeroes; forward mode over it,
+    a Hessian-vector product, gave the seed and every adjoint read from it a tangent, zero)."""
+    callee = call.called_function
+    if callee is None or callee.is_declaration or len(call.args) != len(callee.args):
+        return False
+    work = [p for p, a in zip(callee.args, call.args) if a is address]
+    seen: set = set()
+    while work:
+        pointer = work.pop()
+        if pointer in seen:
+            continue
+        seen.add(pointer)
+        for user in pointer.users:
+            op = user.opcode
+            if op in ADDRESS_DERIVING and user.operands[0] is pointer:
+                work.append(user)
+            elif op == "store":
+                value = user.operands[0]
+                if value is pointer or not isinstance(value, Constant):
+                    return False
+            elif op not in ("load", "icmp"):
+                return False    # passed on, merged, cast, written in place: not followed
+    return True
 
 
 def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy,

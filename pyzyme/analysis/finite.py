@@ -70,8 +70,8 @@ from pyzyme.analysis.overwrite import objects_may_alias, underlying_objects
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.opcodes import STRUCTURAL
-from pyzyme.ir.values import (Argument, Constant, ConstantAggregate, ConstantFP, ConstantSplat,
-                              Value, ZeroInitializer)
+from pyzyme.ir.values import (Argument, Constant, ConstantAggregate, ConstantFP, ConstantInt,
+                              ConstantSplat, Value, ZeroInitializer)
 from pyzyme.rules import spec
 from pyzyme.rules.finite import total
 from pyzyme.progress import timed
@@ -254,9 +254,18 @@ def _verdict(inst, bad, memory: _Memory, rules, nonzero) -> tuple[bool, object]:
         else:
             steady = op == "fdiv" and not bad(y) and nonzero(y, inst.parent)
         return not steady or bad(x), None
+    if op in ("sitofp", "uitofp"):
+        return not _converts_finitely(inst.operands[0].type, inst.type), None
     if total(op):
         return any(bad(v) for v in inst.operands), None
     return True, None
+
+
+def _converts_finitely(source: T.Type, target: T.Type) -> bool:
+    """Whether every integer of type ``source`` is finite as a float of type ``target``:
+    2**64 is, in a float and wider (65,535 is not, in a half)."""
+    return source.scalar.width <= 64 and target.scalar.kind in (
+        "float", "double", "x86_fp80", "fp128", "ppc_fp128")
 
 
 # What one edge of ``fcmp <pred> y, c`` proves about a finite ``y``: the relation it holds in
@@ -275,7 +284,8 @@ def _excludes_zero(relation: str, c: float) -> bool:
 def _nonzero_divisors(fn, tree):
     """A test ``nonzero(y, block)``: whether ``y`` is nonzero wherever ``block`` runs, because
     ``block`` is reached only through a branch edge on which ``fcmp y, c`` said so (``y == 0``
-    false, or ``y < 1e-4`` false: ``y`` at least 1e-4; ``tree``: ``fn``'s dominator tree).
+    false, or ``y < 1e-4`` false: ``y`` at least 1e-4; ``tree``: ``fn``'s dominator tree), or
+    ``icmp n, c`` did for the integer ``y`` was converted from; or ``y`` is a nonzero constant.
     ``y`` is taken to be finite (the caller asks only of values that are), so an unordered
     compare says what the ordered one does."""
     facts: dict = {}     # block -> the value its only entry edge proves nonzero
@@ -287,26 +297,24 @@ def _nonzero_divisors(fn, tree):
         if not (isinstance(term, I.Branch) and term.is_conditional):
             continue
         cond, on_true, on_false = term.operands
-        if on_true is on_false or not isinstance(cond, I.Compare) or cond.opcode != "fcmp" \
-                or cond.predicate[1:] not in _RELATION:
+        if on_true is on_false or not isinstance(cond, I.Compare):
             continue
-        a, b = cond.operands
-        relation = _RELATION[cond.predicate[1:]][0 if block is on_true else 1]
-        if isinstance(b, ConstantFP) and not isinstance(a, Constant):
-            y, c = a, b.value
-        elif isinstance(a, ConstantFP) and not isinstance(b, Constant):
-            y, c, relation = b, a.value, _SWAPPED[relation]
-        else:
-            continue
-        if math.isfinite(c) and _excludes_zero(relation, c):
-            facts[block] = y
+        fact = _edge_fact(cond, block is on_true)
+        if fact is not None:
+            facts[block] = fact
 
     def nonzero(y: Value, block) -> bool:
+        if isinstance(y, Constant):
+            return not _constant_nonfinite(y) and not _zero(y)
         at = block
         while at is not None:
             if facts.get(at) is y:
                 return True
             at = tree.idom.get(at)
+        # an integer converted: nonzero where the integer is (Numba's ZeroDivisionError test
+        # of the integer n before 2.0 / n)
+        if isinstance(y, I.Instruction) and y.opcode in ("sitofp", "uitofp"):
+            return nonzero(y.operands[0], block)
         # the root of a nonzero number is nonzero (if sqtheta != 0: 1 / sqrt(sqtheta))
         if isinstance(y, I.CallBase) and y.called_function is not None and \
                 _square_root(y.called_function.name):
@@ -314,6 +322,34 @@ def _nonzero_divisors(fn, tree):
         return False
 
     return nonzero
+
+
+def _edge_fact(cond, taken: bool) -> Value | None:
+    """The value the edge of a branch on ``cond`` (its true edge where ``taken``) proves
+    nonzero: ``fcmp y, c`` or ``icmp n, c`` whose relation on that edge leaves 0 out; None
+    where it proves none."""
+    if cond.opcode == "fcmp":
+        name, number = cond.predicate[1:], ConstantFP
+    elif cond.predicate in ("eq", "ne", "sgt", "sge", "slt", "sle"):
+        # (an unsigned order says nothing here: n > 5 holds for n = -1, read unsigned)
+        name, number = cond.predicate.removeprefix("s"), ConstantInt
+    else:
+        return None
+    if name not in _RELATION:
+        return None
+    relation = _RELATION[name][0 if taken else 1]
+    a, b = cond.operands
+    if isinstance(b, number) and not isinstance(a, Constant):
+        y, c = a, _number(b)
+    elif isinstance(a, number) and not isinstance(b, Constant):
+        y, c, relation = b, _number(a), _SWAPPED[relation]
+    else:
+        return None
+    return y if math.isfinite(c) and _excludes_zero(relation, c) else None
+
+
+def _number(c: ConstantFP | ConstantInt) -> float | int:
+    return c.signed if isinstance(c, ConstantInt) else c.value
 
 
 def _zero(c: Constant) -> bool:

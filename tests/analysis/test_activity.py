@@ -55,3 +55,45 @@ def test_inactive_return_leaves_only_memory_outputs():
 def test_nothing_active_without_active_inputs():
     text = str(analyze_activity(_fn(), [C, C, C, C, C], return_active=True))
     assert "active" not in text.split("\n", 1)[1]
+
+
+def test_a_slot_a_callee_only_reads_and_zeroes_stays_inactive():
+    """A reverse sweep's entry hands its inner function the seed's slot, which the sweep
+    reads and zeroes: forward mode over it (a Hessian-vector product) needs no tangent for
+    the seed, nor for the adjoints read from it. A callee that stores a computed value
+    through the slot, or passes it on, may write a varied value there."""
+    text = """
+    define double @sweep(ptr %seed, ptr %x) {
+      %s = load double, ptr %seed
+      store double 0.0, ptr %seed
+      %v = load double, ptr %x
+      %r = fmul double %s, %v
+      ret double %r
+    }
+    define double @keeps(ptr %seed, ptr %x) {
+      %v = load double, ptr %x
+      store double %v, ptr %seed
+      ret double %v
+    }
+    define double @passes(ptr %seed, ptr %x) {
+      %r = call double @sweep(ptr %seed, ptr %x)
+      ret double %r
+    }
+    define double @entry(double %dret, ptr %x) {
+      %a = alloca double
+      store double %dret, ptr %a
+      %r1 = call double @sweep(ptr %a, ptr %x)
+      %b = alloca double
+      store double %dret, ptr %b
+      %r2 = call double @keeps(ptr %b, ptr %x)
+      %c = alloca double
+      store double %dret, ptr %c
+      %r3 = call double @passes(ptr %c, ptr %x)
+      ret double %r1
+    }"""
+    fn = ir.parse_module(text).get_function("entry")
+    printed = str(analyze_activity(fn, [C, D]))
+    lines = dict(line.rsplit(": ", 1) for line in printed.splitlines()[1:])
+    assert lines["  %a = alloca double"] == "const"
+    assert lines["  %b = alloca double"] == "active"
+    assert lines["  %c = alloca double"] == "active"

@@ -214,3 +214,31 @@ def test_the_root_of_a_value_tested_nonzero_is_nonzero():
       %theta = call double @llvm.sqrt.f64(double %xx)
       %w = fdiv double %y, %theta
       ret double %w""") == set()
+
+
+def test_an_integer_tested_nonzero_divides_without_a_pole():
+    """``h = 2.0 / s`` after Numba's ``s == 0`` test (GradBench's ode): an integer's float is
+    finite, and nonzero past a signed or equality test that leaves 0 out; an unsigned order
+    proves nothing, nor does a float too narrow for the integer."""
+    def divided(test, params="i64 %n", cast="sitofp i64 %n to double"):
+        return _nonfinite(f"""
+        entry:
+          %c = {test}
+          br i1 %c, label %other, label %divide
+        other:
+          ret double 0.0
+        divide:
+          %f = {cast}
+          %h = fdiv double 2.0, %f
+          ret double %h""", params)
+    assert divided("icmp eq i64 %n, 0") == set()
+    assert divided("icmp slt i64 %n, 1") == set()           # n >= 1 where it divides
+    assert divided("icmp eq i64 %n, 0", cast="uitofp i64 %n to double") == set()
+    assert divided("icmp ne i64 %n, 0") == {"%h"}            # divides where n == 0
+    assert divided("icmp ule i64 %n, 5") == {"%h"}           # unsigned: says nothing
+    assert divided("icmp eq i64 %n, 0", "i64 %n, i64 %m",
+                   "sitofp i64 %m to double") == {"%h"}      # not the tested integer
+    assert _nonfinite("""
+      %f = sitofp i32 %n to half
+      %g = uitofp i64 %n64 to double
+      ret double %g""", "i32 %n, i64 %n64") == {"%f"}       # 65,535 is inf in a half

@@ -278,6 +278,18 @@ def _row(matrix: str, row: str, vector: str, indent: str) -> list[str]:
             f"{indent}    {matrix}[{row}, j] = w[j]"]
 
 
+def _is_vector(t) -> bool:
+    """Whether ``t`` is a 1-D array: its Jacobian's rows need no reshape, whose run-time
+    call (``numba_attempt_nocopy_reshape``) and count pair cost more than a small derivative's
+    sweep."""
+    return isinstance(t, types.Array) and t.ndim == 1
+
+
+def _flat(name: str, t) -> str:
+    """``name`` (an array of type ``t``) as a 1-D array."""
+    return name if _is_vector(t) else f"{name}.reshape(-1)"
+
+
 def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
     if has_complex(argtypes[argnum]) or (isinstance(argtypes[argnum], types.Array)
                                          and isinstance(argtypes[argnum].dtype, types.Complex)):
@@ -307,7 +319,8 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         lines += _call_lines(", ".join(primals + shadows + ["1.0"]),
                              [names[i] for i in arrays], "    ")
         lines += [f"    J = np.empty((1, {n_in}))"]
-        lines += _row("J", "0", "s.reshape(-1)", "    ") if array else ["    J[0, 0] = r[1]"]
+        lines += (_row("J", "0", _flat("s", argtypes[argnum]), "    ") if array
+                  else ["    J[0, 0] = r[1]"])
         lines += [f"    return J.reshape({in_shape})"]
     elif isinstance(restype, types.Array) and isinstance(restype.dtype, types.Float):
         row = row_wrapper(dispatcher, len(argtypes), restype.ndim)
@@ -317,7 +330,7 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
                   f"    J = np.empty((n, {n_in}))"]
         shadows = []
         if array:
-            lines += [f"    s = zeros_like({x})", "    v = s.reshape(-1)"]
+            lines += [f"    s = zeros_like({x})", f"    v = {_flat('s', argtypes[argnum])}"]
             shadows = ["s"]
         lines += ["    for k in range(n):"]
         if array:
@@ -334,16 +347,17 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         lines += [f"    J = np.empty(({m}, {n_in}))"]
         shadows = []
         if array:
-            lines += [f"    s = zeros_like({x})", "    v = s.reshape(-1)"]
+            lines += [f"    s = zeros_like({x})", f"    v = {_flat('s', argtypes[argnum])}"]
             shadows = ["s"]
         for k in range(m):
             seed = "(" + "".join("1.0, " if i == k else "0.0, " for i in range(m)) + ")"
-            if array:
+            if array and k:  # s is fresh zeros for the first sweep
                 lines += ["    v[:] = 0.0"]
             lines += _call_lines(", ".join(primals + shadows + [seed]),
                                  [names[i] for i in arrays], "    ")
             lines += _row("J", str(k), "v", "    ") if array else [f"    J[{k}, 0] = r[1]"]
-        lines += [f"    return J.reshape(({m},) + {in_shape})"]
+        lines += ["    return J" if _is_vector(argtypes[argnum]) else
+                  f"    return J.reshape(({m},) + {in_shape})"]
     else:
         raise UnsupportedError(f"jacrev needs a function returning a float, a tuple of floats "
                                f"or a float array; {dispatcher.py_func.__qualname__} returns "
