@@ -47,7 +47,8 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.opcodes import (ADDRESS_DERIVING, FROM_INTEGER, INTEGER_RESULT, MERGES, PURE,
                                READ_MODIFY_WRITE, WHOLE_MERGES)
-from pyzyme.ir.values import Constant, Value
+from pyzyme.ir.values import (ConstantFP, ConstantInt, Null, Poison, Undef, Value,
+                              ZeroInitializer)
 from pyzyme.progress import timed
 
 __all__ = ["Activity", "ActivityResult", "analyze_activity", "can_carry_derivative",
@@ -336,6 +337,9 @@ def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
     return False
 
 
+_PLAIN_CONSTANTS = (ConstantInt, ConstantFP, Null, Undef, Poison, ZeroInitializer)
+
+
 def _stores_only_constants(call: I.CallBase, address: Value) -> bool:
     """Whether ``call``, to a function whose body is here, writes through each parameter
     it gets ``address`` as nothing but constants: the callee reads the slot, stores constants
@@ -358,8 +362,8 @@ def _stores_only_constants(call: I.CallBase, address: Value) -> bool:
                 work.append(user)
             elif op == "store":
                 value = user.operands[0]
-                if value is pointer or not isinstance(value, Constant):
-                    return False
+                if value is pointer or not isinstance(value, _PLAIN_CONSTANTS):
+                    return False    # a constant expression may hold a global's address
             elif op not in ("load", "icmp"):
                 return False    # passed on, merged, cast, written in place: not followed
     return True
