@@ -29,6 +29,7 @@ from pyzyme.api.njit.overload import NjitObject, overloaded_njit
 from pyzyme.api.njit.zeros import zeros_like, zeros_rows
 from pyzyme.api.plans import reverse_plan
 from pyzyme.api.wrappers import loss_wrapper, row_wrapper
+from pyzyme.frontends.numba.bridge import njit_target
 from pyzyme.errors import ArgumentTypeError, PyzymeError, UnsupportedError, argument_name
 
 __all__ = ["ReverseFunction"]
@@ -263,9 +264,9 @@ def _grad_implementation(dispatcher, argtypes, argnums, single: bool, with_value
                      f"    return ({grads}, out[1])")
     else:
         lines.append(f"    return (r[0], {grads})" if with_value else f"    return {grads}")
-    scope = {"np": np, "zeros_like": zeros_like, "rev_d": rev_d.function, "_overlap": overlap,
-             "f": dispatcher,
-             "rev_n": rev_n.function if rev_n is not None else None}
+    scope = {"np": np, "zeros_like": zeros_like, "rev_d": njit_target(rev_d.function),
+             "_overlap": overlap, "f": dispatcher,
+             "rev_n": njit_target(rev_n.function) if rev_n is not None else None}
     exec("\n".join(lines) + "\n", scope)
     return scope["impl"]
 
@@ -336,7 +337,7 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
                                f"or a float array; {dispatcher.py_func.__qualname__} returns "
                                f"{restype}")
     scope = {"np": np, "zeros_like": zeros_like, "zeros_rows": zeros_rows, "f": dispatcher,
-             "rev_d": rev_d.function, "_overlap": overlap,
-             "rev_n": rev_n.function if rev_n is not None else None}
+             "rev_d": njit_target(rev_d.function), "_overlap": overlap,
+             "rev_n": njit_target(rev_n.function) if rev_n is not None else None}
     exec("\n".join(lines) + "\n", scope)
     return scope["impl"]
