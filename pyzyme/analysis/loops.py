@@ -264,24 +264,28 @@ def runs_at_most_twice(loop: Loop, doms: DominatorTree) -> bool:
 def _set_after_back_edge(flag, leaving: int, loop: Loop, members: set) -> bool:
     """Whether ``flag`` is ``leaving`` wherever it is computed once one of ``loop``'s back
     edges has been taken: the constant itself, or a phi of the loop's blocks whose incoming
-    values all are (the header's from its latches: its entry's is the first iteration's). A
-    cycle of phis holds only what enters it, so each phi is assumed to be while it is
-    examined."""
+    values all are (each computed in the same iteration: its block dominates the edge). The
+    header's phis take only their latches' values then, computed in the iteration before,
+    which may be the first: those must be ``leaving`` always (their phis through all their
+    incoming values, the header's entry one too). A cycle of phis holds only what enters it,
+    so each phi is assumed to be while it is examined."""
     seen: set = set()
-    work = [flag]
+    work = [(flag, False)]  # (value, whether it must be leaving in the first iteration too)
     while work:
-        v = work.pop()
+        v, always = work.pop()
         if isinstance(v, ConstantInt):
             if v.value != leaving:
                 return False
             continue
         if not (isinstance(v, I.Phi) and v.parent in members):
             return False
-        if v in seen:
+        if (v, always) in seen:
             continue
-        seen.add(v)
-        work += [x for x, blk in v.incoming
-                 if v.parent is not loop.header or blk in loop.latches]
+        seen.add((v, always))
+        if v.parent is loop.header and not always:
+            work += [(x, True) for x, blk in v.incoming if blk in loop.latches]
+        else:
+            work += [(x, always) for x, _ in v.incoming]
     return True
 
 

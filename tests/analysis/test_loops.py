@@ -377,3 +377,31 @@ def test_flag_passed_on_through_a_nested_loop_runs_at_most_twice(flag, bounded):
     (loop,) = analyze_loops(fn).top
     assert loop.header.name == "outer" and loop.latches[-1].name == "olatch"
     assert runs_at_most_twice(loop, dominators(fn)) is bounded
+
+
+def test_flag_fed_back_from_the_first_iteration_is_no_bound():
+    """The header's flag comes back through a phi that may pass on its own first value
+    (false): the loop may go on for ever (%c true), so it is no two-iteration loop."""
+    fn = _fn("""
+        define void @spin(ptr %p, i1 %c) {
+        entry:
+          br label %head
+        head:
+          %h = phi i1 [ false, %entry ], [ %z, %latch ]
+          br i1 %c, label %a, label %b
+        a:
+          br label %test
+        b:
+          br label %test
+        test:
+          %z = phi i1 [ %h, %a ], [ true, %b ]
+          br i1 %z, label %exit, label %latch
+        latch:
+          store i8 0, ptr %p
+          br label %head
+        exit:
+          ret void
+        }
+        """)
+    (loop,) = analyze_loops(fn).top
+    assert not runs_at_most_twice(loop, dominators(fn))
