@@ -420,3 +420,26 @@ def test_programs_compile_for_the_cpu_numba_is_told():
     out = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True,
                          text=True, timeout=120, env=env)
     assert (out.returncode, out.stdout.split()) == (0, ["False", "True"]), out.stderr[-2000:]
+
+
+def test_njit_callable_compiles_its_wrapper_only_when_called_or_typed():
+    """@njit glue calls the intrinsic itself (njit_target): a derivative used only there is
+    never compiled into a wrapper too (one more optimization and code generation of it)."""
+    from pyzyme.frontends.numba.bridge import njit_target, signature_of
+    name = symbol_name("test_lazy", "triple")
+    text = f"define double @{name}(double %x) {{\n  %y = fmul double %x, 3.0\n  ret double %y\n}}\n"
+    f = njit_callable(compile_module(text), name, "float64(float64)", convention="c")
+    call = njit_target(f)
+    assert call is not f and str(signature_of(f)) == "(float64,) -> float64"
+    assert njit(lambda x: call(x) + 1.0)(2.0) == 7.0
+    assert not f.overloads
+    assert f(2) == 6.0      # converted to the signature's float64, as numba.njit(sig) does
+    assert len(f.overloads) == 1
+    assert njit(lambda x: f(x))(1.5) == 4.5
+    with pytest.raises(TypeError):
+        f("2.0")
+    assert len(f.overloads) == 1
+    g = njit_callable(compile_module(text.replace(name, name + "_g")), name + "_g",
+                      "float64(float64)", convention="c")
+    assert njit(lambda x: g(x))(1.0) == 3.0   # typed from @njit code: compiled for its own
+    assert [tuple(s) for s in g.signatures] == [(types.float64,)]

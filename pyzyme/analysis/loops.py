@@ -239,11 +239,13 @@ def analyze_loops(fn, doms: DominatorTree | None = None) -> LoopInfo:
 
 def runs_at_most_twice(loop: Loop, doms: DominatorTree) -> bool:
     """Whether ``loop`` starts at most two iterations however it runs: a test on every
-    iteration (its block dominates each latch) leaves it on a flag that the back edges set
-    to the value that leaves (a header phi ``[c, entry], [true, latch]``). That is LLVM's
+    iteration (its block dominates each latch) leaves it on a flag that holds the value that
+    leaves once a back edge has been taken (:func:`_set_after_back_edge`). That is LLVM's
     form of a loop over a constant two items whose exit it threaded: Numba's loop over the
-    dimensions of a 2-D array broadcast into (``u[1] = x``). Its second iteration reaches
-    the test with the flag set, or leaves by another exit first."""
+    dimensions of a 2-D array broadcast into (``u[1] = x``), the flag a header phi
+    ``[c, entry], [true, latch]``, or passed on through the phi of a loop nested in it (the
+    test leaves in its middle too). Its second iteration reaches the test with the flag set,
+    or leaves by another exit first."""
     members = set(loop.blocks)
     for block in loop.exiting:
         term = block.terminator
@@ -252,13 +254,39 @@ def runs_at_most_twice(loop: Loop, doms: DominatorTree) -> bool:
             continue
         cond, *targets = term.operands
         out = [k for k, target in enumerate(targets) if target not in members]
-        if not (isinstance(cond, I.Phi) and cond.parent is loop.header) or len(out) != 1:
+        if len(out) != 1:
             continue
-        leaving = 1 if out[0] == 0 else 0
-        if all(isinstance(v, ConstantInt) and v.value == leaving
-               for v, blk in cond.incoming if blk in loop.latches):
+        if _set_after_back_edge(cond, 1 if out[0] == 0 else 0, loop, members):
             return True
     return False
+
+
+def _set_after_back_edge(flag, leaving: int, loop: Loop, members: set) -> bool:
+    """Whether ``flag`` is ``leaving`` wherever it is computed once one of ``loop``'s back
+    edges has been taken: the constant itself, or a phi of the loop's blocks whose incoming
+    values all are (each computed in the same iteration: its block dominates the edge). The
+    header's phis take only their latches' values then, computed in the iteration before,
+    which may be the first: those must be ``leaving`` always (their phis through all their
+    incoming values, the header's entry one too). A cycle of phis holds only what enters it,
+    so each phi is assumed to be while it is examined."""
+    seen: set = set()
+    work = [(flag, False)]  # (value, whether it must be leaving in the first iteration too)
+    while work:
+        v, always = work.pop()
+        if isinstance(v, ConstantInt):
+            if v.value != leaving:
+                return False
+            continue
+        if not (isinstance(v, I.Phi) and v.parent in members):
+            return False
+        if (v, always) in seen:
+            continue
+        seen.add((v, always))
+        if v.parent is loop.header and not always:
+            work += [(x, True) for x, blk in v.incoming if blk in loop.latches]
+        else:
+            work += [(x, always) for x, _ in v.incoming]
+    return True
 
 
 def _natural_loop(header, latches: list, index: dict) -> Loop:

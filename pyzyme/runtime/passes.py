@@ -30,9 +30,15 @@ def _run(module: llvm.ModuleRef, pto: llvm.PipelineTuningOptions) -> None:
     pb.getModulePassManager().run(module, pb)
 
 
-def ad_friendly(module: llvm.ModuleRef) -> llvm.ModuleRef:
+def ad_friendly(module: llvm.ModuleRef, *, inline_small: bool = False) -> llvm.ModuleRef:
     """Optimize ``module`` for differentiation: O2 without unrolling or vectorization. Returns
     the optimized module (``module`` itself, or a new one where raising blocks were marked).
+
+    ``inline_small``: mark the small functions to inline (:func:`inline_small_functions`)
+    between the two rounds, so that each is simplified once, on its own, before its copies are
+    made: marked before the first round, its unsimplified body was copied into every call site
+    and simplified there (ht's residuals: 4,265 instructions grew to 14,246 for O1 to work
+    through, 3.1 s of CPU; marked after it, both rounds take 0.9 s).
 
     Numba's reference-count pruning runs as well: inlining brings ``NRT_incref``/``NRT_decref``
     pairs into one function where they cancel. It runs after a first O1 round too, because O2's
@@ -59,6 +65,8 @@ def ad_friendly(module: llvm.ModuleRef) -> llvm.ModuleRef:
     for level in (1, 2):
         _run(module, _no_unroll_no_vectorize(level))
         module = _prune_refcounts(module)
+        if inline_small and level == 1:
+            inline_small_functions(module)
     cleanup = llvm.create_new_module_pass_manager()
     cleanup.add_simplify_cfg_pass()
     cleanup.add_global_dead_code_eliminate_pass()

@@ -734,6 +734,11 @@ class _Rewrite:
         order = [blk for blk in self.fn.blocks if blk in self.blocks]
         for block in order:
             mapping[block] = step.append_block(block.name)
+        # A value made in a block that the test's does not follow (one that leaves by a
+        # break: LLVM's threaded loop over a 2-D array's dimensions keeps its exit's
+        # condition there) is used only after that break, and stored on its edge (raised).
+        doms = dominators(self.fn)
+        latch_outs = [v for v in outs if doms.dominates(v.parent, self.latch)]
         if self.exit_edges:
             # A step after one that left the loop other than by its test (an exception, a
             # break) does nothing (a while loop's stops the loop); one leaving so records
@@ -767,7 +772,7 @@ class _Rewrite:
                         nxt = next(v for v, blk in p.incoming if blk is self.latch)
                         layout.put(bb, carried, ("phi", p), nxt if nxt.type.is_pointer
                                    else mapping.get(nxt, nxt), encode)
-                    for v in outs:
+                    for v in latch_outs:
                         layout.put(bb, carried, ("out", v), v if v.type.is_pointer
                                    else mapping.get(v, v), encode)
                     if self.count is not None:

@@ -334,3 +334,74 @@ def test_loop_leaving_on_a_flag_its_back_edge_sets_runs_at_most_twice(flag, boun
     (loop,) = analyze_loops(fn).top
     assert loop.latches[-1].name == "latch" and loop.trip_count is None
     assert runs_at_most_twice(loop, dominators(fn)) is bounded
+
+
+# The same loop after capture inlines the broadcast once it is simplified: a loop nested in it
+# passes the flag on through its own header phi, the test is the outer latch's, and the inner
+# latch leaves the whole nest on the flag or a shape mismatch.
+FLAGGED_NEST = """
+define void @dims(ptr %p, i64 %n, i1 %c) {
+entry:
+  br label %outer
+outer:
+  %flag.ph = phi i1 [ false, %entry ], [ true, %olatch ]
+  %k.ph = phi i64 [ 2, %entry ], [ %n, %olatch ]
+  br label %inner
+inner:
+  %flag = phi i1 [ FLAG, %test ], [ %flag.ph, %outer ]
+  %k = phi i64 [ %n, %test ], [ %k.ph, %outer ]
+  br i1 %c, label %store, label %test
+test:
+  %bad = icmp ne i64 %k, 1
+  %leave = or i1 %flag, %bad
+  br i1 %leave, label %broke, label %inner
+store:
+  %q = getelementptr i64, ptr %p, i64 %k
+  store i64 %k, ptr %q
+  br label %olatch
+olatch:
+  br i1 %flag, label %exit, label %outer
+broke:
+  ret void
+exit:
+  ret void
+}
+"""
+
+
+@pytest.mark.parametrize("flag,bounded", [("true", True), ("false", False)])
+def test_flag_passed_on_through_a_nested_loop_runs_at_most_twice(flag, bounded):
+    """Was not seen (the flag is no phi of the outer header), so the loop was checkpointed
+    as a time loop and held part of the budget (test_checkpoint_allocations)."""
+    fn = _fn(FLAGGED_NEST.replace("FLAG", flag))
+    (loop,) = analyze_loops(fn).top
+    assert loop.header.name == "outer" and loop.latches[-1].name == "olatch"
+    assert runs_at_most_twice(loop, dominators(fn)) is bounded
+
+
+def test_flag_fed_back_from_the_first_iteration_is_no_bound():
+    """The header's flag comes back through a phi that may pass on its own first value
+    (false): the loop may go on for ever (%c true), so it is no two-iteration loop."""
+    fn = _fn("""
+        define void @spin(ptr %p, i1 %c) {
+        entry:
+          br label %head
+        head:
+          %h = phi i1 [ false, %entry ], [ %z, %latch ]
+          br i1 %c, label %a, label %b
+        a:
+          br label %test
+        b:
+          br label %test
+        test:
+          %z = phi i1 [ %h, %a ], [ true, %b ]
+          br i1 %z, label %exit, label %latch
+        latch:
+          store i8 0, ptr %p
+          br label %head
+        exit:
+          ret void
+        }
+        """)
+    (loop,) = analyze_loops(fn).top
+    assert not runs_at_most_twice(loop, dominators(fn))

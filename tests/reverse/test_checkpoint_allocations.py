@@ -68,3 +68,30 @@ def test_time_loop_over_a_row_of_a_2d_array():
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
     fd = _central(row_of_2d.py_func, X, 60)
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-9)
+
+
+@njit
+def broken_off(x, n):
+    """``v`` is made on the way to the break, in a block the loop's test does not follow."""
+    s = 0.0
+    v = 0.0
+    for t in range(n):
+        if s > 1.0:
+            v = s * x[0]
+            if v > 1.5:
+                break
+        s = s + 0.1 * x[t % x.size] * x[t % x.size]
+    return v + s
+
+
+def test_time_loop_leaving_by_a_break_with_a_value_made_on_its_way():
+    """Was LLVM's VerifyError: the step stored ``v`` for the code after the loop at its test
+    too, where ``v`` is not defined."""
+    x = X + 1.0
+    with pyzyme.options(tape_budget=None):
+        (ref, _) = pyzyme.gradient(pyzyme.Reverse, broken_off, x.copy(), pyzyme.Const(60))
+    with pyzyme.options(tape_budget=1 << 10):
+        (got, _) = pyzyme.gradient(pyzyme.Reverse, broken_off, x.copy(), pyzyme.Const(60))
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    fd = _central(broken_off.py_func, x, 60)
+    np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-9)

@@ -593,3 +593,71 @@ def test_gradient_of_several_arguments():
     np.testing.assert_allclose(fa, da)
     assert fb == pytest.approx((db,))
     np.testing.assert_allclose(fc, dc)
+
+
+# -- jacrev inside @njit for each kind of result and argument ---------------------------------
+@numba.njit
+def plane_energy(x):
+    return np.sum(x * x) * x[0, 1] + math.sin(x[1, 0])
+
+
+@numba.njit
+def pair(x):
+    return x[0] * x[1], math.exp(x[2]) - x[0]
+
+
+@numba.njit
+def outer_grid(x):
+    out = np.empty((2, 3))
+    for i in range(2):
+        for j in range(3):
+            out[i, j] = x[i] * x[j] + j
+    return out
+
+
+@numba.njit
+def scalar_pair(t):
+    return t * t, math.sin(t)
+
+
+@numba.njit
+def scalar_energy(t):
+    return t ** 3
+
+
+@numba.njit
+def scalar_grid(t):
+    out = np.empty((2, 2))
+    for i in range(2):
+        for j in range(2):
+            out[i, j] = t ** (i + j)
+    return out
+
+
+def _fd_jacobian(f, x, h=1e-6):
+    """Central differences: an array of shape ``f(x).shape + x.shape`` (a tuple result as an
+    array)."""
+    x = np.asarray(x, dtype=np.float64)
+    cols = []
+    for i in range(x.size):
+        xp, xm = x.copy(), x.copy()
+        xp.reshape(-1)[i] += h
+        xm.reshape(-1)[i] -= h
+        args = (xp, xm) if x.ndim else (float(xp), float(xm))
+        cols.append((np.asarray(f(args[0])) - np.asarray(f(args[1]))) / (2 * h))
+    out = np.stack(cols, axis=-1)
+    return out.reshape(out.shape[:-1] + x.shape)
+
+
+@pytest.mark.parametrize("f,x", [
+    (plane_energy, np.array([[0.5, -0.8, 0.3], [0.2, 0.9, -0.4]])),
+    (pair, X3), (outer_grid, X3),
+    (scalar_pair, 0.7), (scalar_energy, 0.7), (scalar_grid, 0.7)])
+def test_jacrev_inside_njit_of_each_result_kind(f, x):
+    """A float, a tuple of floats, a 2-D array, of an array or a float: JAX's shape (the
+    result's, then the argument's), the values of finite differences."""
+    J = jacrev(f)
+    got = numba.njit(lambda x: J(x))(x)
+    want = _fd_jacobian(f, x)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-8)

@@ -17,6 +17,7 @@ from pyzyme.api import annotations as A
 from pyzyme.api.njit.overload import overloaded_njit
 from pyzyme.api.njit.zeros import zeros_like
 from pyzyme.api.plans import forward_plan
+from pyzyme.frontends.numba.bridge import njit_target, signature_of
 from pyzyme.errors import ArgumentValueError, UnsupportedError
 
 __all__ = ["njit_jacobian", "CHUNK"]
@@ -58,7 +59,7 @@ def _implementation(dispatcher, argtypes, argnum: int, names: list[str]):
     if not plan.returns_tangent:
         raise UnsupportedError(f"{dispatcher.py_func.__qualname__} returns nothing to "
                                f"differentiate")
-    restype = plan.function.nopython_signatures[0].return_type
+    restype = signature_of(plan.function).return_type
     vector = restype[0].ndim if isinstance(restype[0], types.Array) else 0
     outs = len(restype[0]) if isinstance(restype[0], types.BaseTuple) else 0
     if outs and not all(isinstance(t, types.Float) for t in restype[0]):
@@ -67,7 +68,8 @@ def _implementation(dispatcher, argtypes, argnum: int, names: list[str]):
                                f"{restype[0]}")
     source = (_tuple_source(names, argnum, width, array, outs) if outs else
               _source(names, argnum, width, array, vector))
-    scope = {"np": np, "zeros_like": zeros_like, "fwd": plan.function, "f": dispatcher}
+    scope = {"np": np, "zeros_like": zeros_like, "fwd": njit_target(plan.function),
+             "f": dispatcher}
     exec(source, scope)
     return scope["impl"]
 

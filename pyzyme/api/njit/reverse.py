@@ -26,9 +26,10 @@ from pyzyme.api.convenience import plain_call, reverse_call, reverse_jacobian
 from pyzyme.api.dispatchers import dispatcher_of, result_type
 from pyzyme.api.njit.overlap import overlap
 from pyzyme.api.njit.overload import NjitObject, overloaded_njit
-from pyzyme.api.njit.zeros import zeros_like
+from pyzyme.api.njit.zeros import zeros_like, zeros_rows
 from pyzyme.api.plans import reverse_plan
 from pyzyme.api.wrappers import loss_wrapper, row_wrapper
+from pyzyme.frontends.numba.bridge import njit_target
 from pyzyme.errors import ArgumentTypeError, PyzymeError, UnsupportedError, argument_name
 
 __all__ = ["ReverseFunction"]
@@ -263,31 +264,11 @@ def _grad_implementation(dispatcher, argtypes, argnums, single: bool, with_value
                      f"    return ({grads}, out[1])")
     else:
         lines.append(f"    return (r[0], {grads})" if with_value else f"    return {grads}")
-    scope = {"np": np, "zeros_like": zeros_like, "rev_d": rev_d.function, "_overlap": overlap,
-             "f": dispatcher,
-             "rev_n": rev_n.function if rev_n is not None else None}
+    scope = {"np": np, "zeros_like": zeros_like, "rev_d": njit_target(rev_d.function),
+             "_overlap": overlap, "f": dispatcher,
+             "rev_n": njit_target(rev_n.function) if rev_n is not None else None}
     exec("\n".join(lines) + "\n", scope)
     return scope["impl"]
-
-
-def _row(matrix: str, row: str, vector: str, indent: str) -> list[str]:
-    """Source lines setting row ``row`` of ``matrix`` to the 1-D ``vector``, element by element:
-    Numba compiles ``matrix[row, :] = vector``'s shape check for seconds (2.1 s of CPU more
-    than this loop, in every process that first compiles one)."""
-    return [f"{indent}w = {vector}", f"{indent}for j in range(w.size):",
-            f"{indent}    {matrix}[{row}, j] = w[j]"]
-
-
-def _is_vector(t) -> bool:
-    """Whether ``t`` is a 1-D array: its Jacobian's rows need no reshape, whose run-time
-    call (``numba_attempt_nocopy_reshape``) and count pair cost more than a small derivative's
-    sweep."""
-    return isinstance(t, types.Array) and t.ndim == 1
-
-
-def _flat(name: str, t) -> str:
-    """``name`` (an array of type ``t``) as a 1-D array."""
-    return name if _is_vector(t) else f"{name}.reshape(-1)"
 
 
 def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
@@ -307,63 +288,56 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         lines.append(f"    {x}f = np.float64({x})")
         primals[argnum] = f"{x}f"
     array = kinds[argnum] is Activity.DUPLICATED
-    n_in = f"{x}.size" if array else "1"
-    # the (n_out, n_in) matrix is built, then reshaped to out.shape + x.shape (JAX's shape)
-    in_shape = f"{x}.shape" if array else "()"
+    # JAX's shape, out.shape + x.shape. An array argument's Jacobian rows are its shadows:
+    # zeroed, each one sweep adds into in place (no copies, no reshape where out is 1-D:
+    # Numba's first compile of a slice assignment or a reshape costs a process 0.1-0.2 s).
     if isinstance(restype, types.Float):
         rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds)
-        shadows = []
         if array:
             lines += [f"    s = zeros_like({x})"]
-            shadows = ["s"]
-        lines += _call_lines(", ".join(primals + shadows + ["1.0"]),
-                             [names[i] for i in arrays], "    ")
-        lines += [f"    J = np.empty((1, {n_in}))"]
-        lines += (_row("J", "0", _flat("s", argtypes[argnum]), "    ") if array
-                  else ["    J[0, 0] = r[1]"])
-        lines += [f"    return J.reshape({in_shape})"]
+            lines += _call_lines(", ".join(primals + ["s", "1.0"]),
+                                 [names[i] for i in arrays], "    ")
+            lines += ["    return s"]
+        else:
+            lines += _call_lines(", ".join(primals + ["1.0"]), [names[i] for i in arrays],
+                                 "    ")
+            lines += ["    J = np.empty((1, 1))", "    J[0, 0] = r[1]", "    return J.reshape(())"]
     elif isinstance(restype, types.Array) and isinstance(restype.dtype, types.Float):
         row = row_wrapper(dispatcher, len(argtypes), restype.ndim)
         row_types = list(primal_types) + [types.intp]
         rev_d, rev_n, arrays = _plans(row, row_types, kinds + [Activity.CONST])
-        lines += [f"    y = f({', '.join(primals)})", "    n = y.size",
-                  f"    J = np.empty((n, {n_in}))"]
-        shadows = []
+        lines += [f"    y = f({', '.join(primals)})", "    n = y.size"]
         if array:
-            lines += [f"    s = zeros_like({x})", f"    v = {_flat('s', argtypes[argnum])}"]
-            shadows = ["s"]
-        lines += ["    for k in range(n):"]
-        if array:
-            lines += ["        v[:] = 0.0"]
-        lines += _call_lines(", ".join(primals + ["k"] + shadows + ["1.0"]),
-                             [names[i] for i in arrays], "        ")
-        lines += _row("J", "k", "v", "        ") if array else ["        J[k, 0] = r[1]"]
-        lines += [f"    return J.reshape(y.shape + {in_shape})"]
+            lines += [f"    J = zeros_rows(n, {x})", "    for k in range(n):"]
+            lines += _call_lines(", ".join(primals + ["k", "J[k]", "1.0"]),
+                                 [names[i] for i in arrays], "        ")
+            shape = "J" if restype.ndim == 1 else f"J.reshape(y.shape + {x}.shape)"
+        else:
+            lines += ["    J = np.empty((n, 1))", "    for k in range(n):"]
+            lines += _call_lines(", ".join(primals + ["k", "1.0"]),
+                                 [names[i] for i in arrays], "        ")
+            lines += ["        J[k, 0] = r[1]"]
+            shape = "J.reshape(y.shape)"
+        lines += [f"    return {shape}"]
     elif isinstance(restype, types.BaseTuple) and len(restype) and all(
             isinstance(t, types.Float) for t in restype):
         # one sweep per element of the tuple, seeded one-hot: the same compiled derivative
         m = len(restype)
         rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds)
-        lines += [f"    J = np.empty(({m}, {n_in}))"]
-        shadows = []
-        if array:
-            lines += [f"    s = zeros_like({x})", f"    v = {_flat('s', argtypes[argnum])}"]
-            shadows = ["s"]
+        lines += [f"    J = zeros_rows({m}, {x})" if array else f"    J = np.empty(({m}, 1))"]
         for k in range(m):
             seed = "(" + "".join("1.0, " if i == k else "0.0, " for i in range(m)) + ")"
-            if array and k:  # s is fresh zeros for the first sweep
-                lines += ["    v[:] = 0.0"]
-            lines += _call_lines(", ".join(primals + shadows + [seed]),
+            lines += _call_lines(", ".join(primals + ([f"J[{k}]"] if array else []) + [seed]),
                                  [names[i] for i in arrays], "    ")
-            lines += _row("J", str(k), "v", "    ") if array else [f"    J[{k}, 0] = r[1]"]
-        lines += ["    return J" if _is_vector(argtypes[argnum]) else
-                  f"    return J.reshape(({m},) + {in_shape})"]
+            if not array:
+                lines += [f"    J[{k}, 0] = r[1]"]
+        lines += ["    return J" if array else f"    return J.reshape(({m},))"]
     else:
         raise UnsupportedError(f"jacrev needs a function returning a float, a tuple of floats "
                                f"or a float array; {dispatcher.py_func.__qualname__} returns "
                                f"{restype}")
-    scope = {"np": np, "zeros_like": zeros_like, "f": dispatcher, "rev_d": rev_d.function,
-             "_overlap": overlap,
-             "rev_n": rev_n.function if rev_n is not None else None}
+    scope = {"np": np, "zeros_like": zeros_like, "zeros_rows": zeros_rows, "f": dispatcher,
+             "rev_d": njit_target(rev_d.function), "_overlap": overlap,
+             "rev_n": njit_target(rev_n.function) if rev_n is not None else None}
     exec("\n".join(lines) + "\n", scope)
     return scope["impl"]

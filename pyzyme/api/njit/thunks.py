@@ -57,6 +57,7 @@ from pyzyme.api.njit.tape import TapeType, tape_intrinsics
 from pyzyme.api.plans import forward_plan
 from pyzyme.errors import PyzymeError, UnsupportedError
 from pyzyme.frontends.numba.abi import argument_refusal
+from pyzyme.frontends.numba.bridge import njit_target
 
 __all__ = ["forward_implementation", "split_forward_implementation",
            "split_reverse_implementation"]
@@ -171,7 +172,7 @@ def forward_implementation(dispatcher, mode, ret_activity, argtypes):
         result = f"({primal}, {tangent})"
     else:
         result = f"({tangent},)"
-    return _compile(lines + [f"    return {result}"], {"fwd": plan.function})
+    return _compile(lines + [f"    return {result}"], {"fwd": njit_target(plan.function)})
 
 
 # -- split reverse mode -------------------------------------------------------------------------
@@ -196,7 +197,7 @@ def split_forward_implementation(plan, tape: TapeType, with_primal: bool, argtyp
     lines = _header(args) + [
         f"    r = aug({call})",
         f"    return (new_tape(r[{1 if returns_primal else 0}]), {primal}, None)"]
-    return _compile(lines, {"aug": plan.augmented, "new_tape": new})
+    return _compile(lines, {"aug": njit_target(plan.augmented), "new_tape": new})
 
 
 def split_reverse_implementation(plan, tape: TapeType, argtypes):
@@ -231,4 +232,4 @@ def split_reverse_implementation(plan, tape: TapeType, argtypes):
         else:
             adjoints.append("None")
     lines.append(f"    return (({''.join(x + ', ' for x in adjoints)}),)")
-    return _compile(lines, {"rev": plan.reverse, "live": live, "take": take})
+    return _compile(lines, {"rev": njit_target(plan.reverse), "live": live, "take": take})

@@ -1,5 +1,7 @@
 """``zeros_like(x)`` for the ``@njit`` glue of :mod:`pyzyme.api.njit`: a zeroed C-order array
-of ``x``'s shape and dtype, lowered directly (allocation and ``memset``).
+of ``x``'s shape and dtype, lowered directly (allocation and ``memset``); ``zeros_rows(n, x)``:
+``n`` such arrays as the rows of one, of shape ``(n,) + x.shape``, each row a shadow a reverse
+sweep adds into in place (a Jacobian built without copies or a reshape).
 
 ``np.zeros_like`` is a Numba overload whose implementation, with ``empty_like``, the array
 allocator and the zero fill it calls, Numba compiles the first time a process uses it for an
@@ -16,6 +18,13 @@ Examples
 >>> shadow(np.ones((2, 3))[:, ::2])
 array([[0., 0.],
        [0., 0.]])
+>>> @numba.njit
+... def rows(x):
+...     return zeros_rows(3, x)
+>>> rows(np.ones(2))
+array([[0., 0.],
+       [0., 0.],
+       [0., 0.]])
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 from numba.np import arrayobj
 
-__all__ = ["zeros_like"]
+__all__ = ["zeros_like", "zeros_rows"]
 
 
 @intrinsic
@@ -35,8 +44,25 @@ def zeros_like(typingctx, x):
 
     def codegen(context, builder, sig, args):
         given = context.make_array(sig.args[0])(context, builder, args[0])
-        out = arrayobj._empty_nd_impl(context, builder, result,
-                                      cgutils.unpack_tuple(builder, given.shape))
-        cgutils.memset(builder, out.data, builder.mul(out.nitems, out.itemsize), 0)
-        return out._getvalue()
+        return _zeroed(context, builder, result, cgutils.unpack_tuple(builder, given.shape))
     return result(x), codegen
+
+
+def _zeroed(context, builder, result, shape):
+    out = arrayobj._empty_nd_impl(context, builder, result, shape)
+    cgutils.memset(builder, out.data, builder.mul(out.nitems, out.itemsize), 0)
+    return out._getvalue()
+
+
+@intrinsic
+def zeros_rows(typingctx, n, x):
+    if not (isinstance(n, types.Integer) and isinstance(x, types.Array)):
+        return None
+    result = types.Array(x.dtype, x.ndim + 1, "C")
+
+    def codegen(context, builder, sig, args):
+        given = context.make_array(sig.args[1])(context, builder, args[1])
+        count = context.cast(builder, args[0], sig.args[0], types.intp)
+        return _zeroed(context, builder, result,
+                       [count, *cgutils.unpack_tuple(builder, given.shape)])
+    return result(n, x), codegen

@@ -12,6 +12,11 @@ library into the caller and emits a direct call, so:
 - with Numba's calling convention, status codes propagate as in Numba's own calls, so an
   exception raised in the native code (an ``IndexError`` from a bounds check) reaches the caller,
   and Python, intact.
+
+The wrapper compiles for its signature when first called or typed, not when made: the ``@njit``
+glue of ``grad``, ``jacrev`` and ``jacfwd`` calls the intrinsic itself (:func:`njit_target`), so
+a derivative used only from ``@njit`` code is never compiled into a wrapper of its own (one more
+round of LLVM's optimization and code generation of it: 0.05-0.15 s of each first call).
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numba
 from llvmlite import ir as llir
-from numba.core import cgutils, imputils, sigutils, types
+from numba.core import cgutils, imputils, sigutils, typeinfer, types
+from numba.core.compiler_lock import global_compiler_lock
 from numba.core.dispatcher import Dispatcher
+from numba.core.registry import CPUDispatcher
 from numba.core.typing import Signature
 from numba.extending import intrinsic
 
@@ -67,8 +73,8 @@ def njit_callable(
     Returns
     -------
     numba.core.dispatcher.Dispatcher
-        Compiled for ``signature``; callable from Python, and from ``@njit`` code as a global
-        or an argument.
+        Compiled for ``signature`` (when first called or typed); callable from Python, and from
+        ``@njit`` code as a global or an argument.
 
     Examples
     --------
@@ -94,6 +100,31 @@ def njit_callable(
     call = _make_intrinsic(compiled, symbol, sig, names, emit, link)
     wrapper = _make_wrapper(symbol, names, call, sig)
     _NATIVE[wrapper] = NativeCall(compiled, symbol, sig, tuple(names), convention, link)
+    _INTRINSIC[wrapper] = call
+    return wrapper
+
+
+def njit_target(wrapper):
+    """What ``@njit`` glue calls for ``wrapper``: the intrinsic behind an :func:`njit_callable`
+    wrapper (the derivative's call emitted in the glue itself, its module linked there, with no
+    wrapper compiled), else ``wrapper`` (one loaded from the disk cache, any other function)."""
+    try:
+        return _INTRINSIC.get(wrapper, wrapper)
+    except TypeError:  # not weakly referenceable: no wrapper of ours
+        return wrapper
+
+
+def signature_of(wrapper) -> Signature:
+    """The signature ``wrapper`` (an :func:`njit_callable` wrapper, or one loaded from the disk
+    cache) takes, without compiling it."""
+    native = native_call(wrapper)
+    return native.signature if native is not None else wrapper.nopython_signatures[0]
+
+
+def ensure_compiled(wrapper) -> Dispatcher:
+    """``wrapper``, compiled for its signature if it was not yet (its ``overloads`` read)."""
+    if isinstance(wrapper, _Wrapper):
+        wrapper.ensure_compiled()
     return wrapper
 
 
@@ -121,6 +152,8 @@ class NativeCall:
 
 # wrapper -> what it calls; weak keys, as the wrappers' callers own them
 _NATIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# wrapper -> the intrinsic it forwards to (njit_target)
+_INTRINSIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 # address -> (compiled module, symbol) of each function @njit code calls through its address;
 # compiled modules live as long as the process (MCJIT cannot unload code), so do the entries
@@ -245,8 +278,42 @@ def _check_c_signature(sig: Signature, symbol: str) -> None:
         )
 
 
+class _Wrapper(CPUDispatcher):
+    """An ``@njit`` dispatcher made for one signature, compiled when first needed: as
+    ``numba.njit(signature)`` compiles it at once and then compiles nothing else (arguments of
+    other types are converted to it, or refused)."""
+
+    def __init__(self, *args, signature: Signature | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending = signature
+
+    def ensure_compiled(self) -> None:
+        if self._pending is None:
+            return
+        with global_compiler_lock:  # one thread compiles; the others find it done
+            if self._pending is None:
+                return
+            with typeinfer.register_dispatcher(self):
+                self.compile(self._pending.args)
+            self.disable_compile()
+            self._pending = None
+
+    def _compile_for_args(self, *args, **kws):
+        if self._pending is None:
+            return super()._compile_for_args(*args, **kws)
+        self.ensure_compiled()
+        # What the dispatcher calls with the arguments: itself again, now compiled for the
+        # signature (the arguments converted to it, or refused, as numba.njit(sig) would).
+        return self
+
+    def get_call_template(self, args, kws):
+        self.ensure_compiled()
+        return super().get_call_template(args, kws)
+
+
 def _make_wrapper(symbol: str, names: list[str], call, sig: Signature) -> Dispatcher:
-    return numba.njit(sig)(_forwarder(_identifier(symbol), names, call))
+    return _Wrapper(py_func=_forwarder(_identifier(symbol), names, call),
+                    targetoptions={"nopython": True, "boundscheck": None}, signature=sig)
 
 
 def _identifier(symbol: str) -> str:

@@ -182,8 +182,7 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad",
             pooled = _visible_pool_functions(module)
             passes.strip_to(module, [symbol, *kept, *pooled], keep_globals=_is_env_global)
             _inline_launch_wrappers(module)
-            passes.inline_small_functions(module)
-            module = passes.ad_friendly(module)
+            module = passes.ad_friendly(module, inline_small=True)
             # ctypes calls (numba-mpi's MPI calls) named by symbol, their handles folded
             text, renamed = foreign_calls.name_foreign_calls(str(module))
             if renamed:

@@ -239,7 +239,7 @@ def wrapper_state(wrapper) -> tuple:
     native = bridge.native_call(wrapper)
     if native is None:
         raise PyzymeError(f"{wrapper!r} was not made by njit_callable")
-    cres = wrapper.overloads[tuple(native.signature.args)]
+    cres = bridge.ensure_compiled(wrapper).overloads[tuple(native.signature.args)]
     fndesc = copy.copy(cres.fndesc)
     # The generated wrapper's globals (the intrinsic, the compiled module) stay behind.
     fndesc.global_dict = fndesc.typemap = fndesc.calltypes = None
