@@ -10,12 +10,15 @@ layout string Numba and clang use on x86-64 (natural alignment, ``x86_fp80`` in 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from pyzyme.errors import TypeAnalysisError
+from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
+from pyzyme.ir.values import ConstantInt
 
-__all__ = ["alignof", "sizeof", "field_offset", "struct_layout"]
+__all__ = ["alignof", "sizeof", "field_offset", "gep_offset", "scalar_at", "struct_layout"]
 
 # x86-64 System V, the layout Numba and clang emit on this platform
 # (e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128).
@@ -110,3 +113,60 @@ def field_offset(ty: T.Type, indices: Sequence[int]) -> tuple[int, T.Type]:
             offset += struct_layout(ty)[0][i]
             ty = ty.elements[i]
     return offset, ty
+
+
+def gep_offset(inst: I.GetElementPtr) -> tuple[int, int]:
+    """The constant part of a GEP's byte offset, and the gcd of its variable strides (0: none).
+
+    >>> from pyzyme import ir
+    >>> f = ir.parse_module("define ptr @f(ptr %p, i64 %i) {\\n"
+    ...     "  %q = getelementptr { i32, [4 x double] }, ptr %p, i64 1, i32 1, i64 %i\\n"
+    ...     "  ret ptr %q\\n}").get_function("f")
+    >>> gep_offset(f.blocks[0].instructions[0])
+    (48, 8)
+    """
+    ty = inst.source_type
+    offset, stride = 0, 0
+    for n, idx in enumerate(inst.indices):
+        if n == 0:
+            step, nxt = sizeof(ty), ty
+        elif isinstance(ty, (T.ArrayType, T.VectorType)):
+            step, nxt = sizeof(ty.element), ty.element
+        else:  # a struct: the index is a constant
+            offset += struct_layout(ty)[0][idx.value]
+            ty = ty.elements[idx.value]
+            continue
+        if isinstance(idx, ConstantInt):
+            offset += idx.value * step
+        else:
+            stride = math.gcd(stride, step)
+        ty = nxt
+    return offset, stride
+
+
+def scalar_at(ty: T.Type, offset: int) -> T.Type | None:
+    """The scalar member of ``ty`` that starts at byte ``offset``, or None (padding, the
+    middle of a scalar, past the end, an opaque struct).
+
+    >>> from pyzyme import ir
+    >>> t = ir.parse_type("{ ptr, i64, [2 x double] }")
+    >>> print(scalar_at(t, 8), scalar_at(t, 24), scalar_at(t, 12))
+    i64 double None
+    """
+    while True:
+        if isinstance(ty, (T.ArrayType, T.VectorType)):
+            size = sizeof(ty.element)
+            if not 0 <= offset < size * ty.count:
+                return None
+            ty, offset = ty.element, offset % size
+        elif isinstance(ty, (T.StructType, T.IdentifiedStructType)):
+            if ty.elements is None:
+                return None
+            starts, _ = struct_layout(ty)
+            inside = [(s, e) for s, e in zip(starts, ty.elements) if s <= offset < s + sizeof(e)]
+            if not inside:
+                return None
+            start, ty = inside[0]
+            offset -= start
+        else:
+            return ty if offset == 0 else None

@@ -60,7 +60,6 @@ type analysis of @f
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -72,7 +71,7 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir import values as V
 from pyzyme.ir.opcodes import FROM_INTEGER, INT_BINOPS, SAME_BITS
-from pyzyme.analysis.layout import field_offset, sizeof, struct_layout
+from pyzyme.analysis.layout import field_offset, gep_offset, sizeof, struct_layout
 from pyzyme.analysis.tbaa import pointee_kind
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
 from pyzyme.rules import default_rules, spec
@@ -548,7 +547,7 @@ class _Analyzer:
             self.update_ct(idx, INTEGER)  # indices count elements: never addresses or floats
         if base.type.is_vector or inst.type.is_vector:
             return
-        offset, stride = _gep_offset(inst)
+        offset, stride = gep_offset(inst)
         if stride == 0:  # a constant offset: move the pointee tree by it
             self.update(inst, TypeTree.pointer_to(self.tree(base).data0().shift(offset)))
             if offset >= 0:  # (a negative one would read as the -1 wildcard)
@@ -727,27 +726,6 @@ ENZYME_HINTS = {"__enzyme_float": FLOAT32, "__enzyme_double": FLOAT64,
 
 # Integer operations whose operands are integers too (shifts and masks also take float bits).
 _ARITHMETIC_ONLY = frozenset({"mul", "udiv", "sdiv", "urem", "srem"})
-
-
-def _gep_offset(inst: I.GetElementPtr) -> tuple[int, int]:
-    """The constant part of a GEP's byte offset, and the gcd of its variable strides (0: none)."""
-    ty = inst.source_type
-    offset, stride = 0, 0
-    for n, idx in enumerate(inst.indices):
-        if n == 0:
-            step, nxt = sizeof(ty), ty
-        elif isinstance(ty, (T.ArrayType, T.VectorType)):
-            step, nxt = sizeof(ty.element), ty.element
-        else:  # a struct: the index is a constant
-            offset += struct_layout(ty)[0][idx.value]
-            ty = ty.elements[idx.value]
-            continue
-        if isinstance(idx, V.ConstantInt):
-            offset += idx.value * step
-        else:
-            stride = math.gcd(stride, step)
-        ty = nxt
-    return offset, stride
 
 
 def _periodic(element: TypeTree, stride: int) -> TypeTree | None:

@@ -51,6 +51,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pyzyme.analysis.activity import contains_type
+from pyzyme.analysis.layout import gep_offset, scalar_at
 from pyzyme.analysis.overwrite import may_alias
 from pyzyme.analysis.tbaa import access_kind
 from pyzyme.errors import UnsupportedError
@@ -134,6 +135,11 @@ def reads_integers(load: I.Load, types, floats: Callable[[], list]) -> bool:
     tagged = access_kind(load)  # C/C++: the type the source reads there
     if tagged is not None:
         return tagged != "float"
+    declared = _slot_scalar(load.pointer)  # a field of a typed stack slot
+    if declared is not None and (declared.is_int or declared.is_pointer):
+        return True
+    if declared is not None and declared.is_float:
+        return False
     step = load.pointer
     while isinstance(step, I.GetElementPtr):  # the addressing names the element type
         if step.source_type != T.i8:
@@ -174,6 +180,21 @@ def float_pointers(fn) -> list:
     return [i.pointer for i in fn.instructions()
             if isinstance(i, (I.Load, I.Store)) and _has_float(
                 i.type if isinstance(i, I.Load) else i.operands[0].type)]
+
+
+def _slot_scalar(pointer):
+    """The scalar type a stack slot declares at the constant offset ``pointer`` has into it
+    (None: not a slot, a variable offset, or no scalar starts there)."""
+    offset = 0
+    while isinstance(pointer, I.GetElementPtr):
+        step, stride = gep_offset(pointer)
+        if stride:
+            return None
+        offset += step
+        pointer = pointer.pointer
+    if not isinstance(pointer, I.Alloca) or pointer.count is not None:
+        return None
+    return scalar_at(pointer.allocated_type, offset)
 
 
 def _has_float(ty) -> bool:

@@ -113,3 +113,32 @@ def test_a_float_read_from_an_integer_used_otherwise_is_refused(mode):
     # Its derivative was zero: the integer load carried none.
     with pytest.raises(UnsupportedError, match="reads a float from the bits of an integer"):
         pl.compile(PUNNED, "h", mode, ["dup"])
+
+
+# An i64 field of a typed stack slot copied out: the slot's type says it is an integer,
+# though the function reads a double through a pointer that may point into it.
+FIELD = """
+define double @k(ptr %out) {
+entry:
+  %slot = alloca { ptr, i64 }, align 8
+  call void @fill(ptr %slot)
+  %n.addr = getelementptr inbounds i8, ptr %slot, i64 8
+  %n = load i64, ptr %n.addr
+  store i64 %n, ptr %out
+  %data = load ptr, ptr %slot
+  %v = load double, ptr %data
+  ret double %v
+}
+declare void @fill(ptr)
+"""
+
+
+def test_an_integer_field_of_a_typed_slot_is_copied_as_an_integer():
+    from pyzyme.analysis.type_analysis import analyze_types
+    from pyzyme.ir import parse_module
+    from pyzyme.transforms.float_moves import float_pointers, reads_integers
+
+    fn = parse_module(FIELD).get_function("k")
+    load = next(i for i in fn.instructions() if i.name == "n")
+    # forward mode over a custom rule's result slot met this (hvp of a rule returning an array)
+    assert reads_integers(load, analyze_types(fn), lambda: float_pointers(fn))
