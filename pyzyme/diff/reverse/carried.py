@@ -9,13 +9,15 @@ order of stores keeps the loop from being vectorized (or interleaved): its sums,
 ``c_bar``, stay one chain of additions a cell (on the in-place stencil at 1,000 cells, the
 reverse of a step took 7x the step).
 
-Here, in a one-block loop whose shadow accesses are all at ``base + step*i + offset`` for the
-same ``base`` and two offsets one step apart (``low`` and ``low + step``), the cell at ``low``
-is loaded once at the start of the reverse iteration into a register ``q``, the cell at
-``low + step`` is the register ``r`` that the iteration before (``i + 1``) left in ``q``, and
-each iteration stores only ``r`` to memory, after everything else it does; the last one also
-stores ``q``. The loop's first reverse iteration reads ``r`` from memory instead (its cell was
-not reached before). Both registers are stack slots here: SSA construction makes them phis.
+Here, in a one-block loop whose induction variable steps by one (up or down) and whose shadow
+accesses are all at ``base + size*i + offset`` for the same ``base`` and two offsets ``size``
+apart, the cell the reverse sweep reaches first (at ``offset`` ``size`` lower than the other
+when ``i`` counts up, higher when it counts down) is loaded once at the start of the reverse
+iteration into a register ``q``; the other cell is the register ``r`` that the reverse
+iteration before left in ``q``; each iteration stores only ``r`` to memory, after everything
+else it does, and the last one also stores ``q``. The loop's first reverse iteration reads
+``r`` from memory instead (its cell was not reached before). Both registers are stack slots
+here: SSA construction makes them phis.
 
 A mixin of :class:`~pyzyme.diff.reverse.generator.ReverseGenerator`.
 """
@@ -46,9 +48,9 @@ class CarriedCells:
     """The plan for one loop: which shadow accesses go to the registers ``q`` and ``r``."""
 
     loop: object
-    low: dict            # primal load/store -> True at the low offset, False at the high one
-    low_pointer: Value   # a primal pointer at the low offset
-    high_pointer: Value  # a primal pointer at the high offset
+    first: dict          # primal load/store -> True at the cell reached first (q), else r
+    q_pointer: Value     # a primal pointer at q's offset
+    r_pointer: Value     # a primal pointer at r's offset
     type: T.Type
     q: I.Alloca | None = None
     r: I.Alloca | None = None
@@ -69,10 +71,10 @@ class ReverseCarried:
     def carried_pointer(self, st: ReverseContext, inst) -> Value | None:
         """The register slot standing for ``inst``'s shadow cell, if planned."""
         plan = self.carried_plan(st, st.loops.loop_of(inst.parent))
-        if plan is None or inst not in plan.low:
+        if plan is None or inst not in plan.first:
             return None
         self._carried_slots(st, plan)
-        return plan.q if plan.low[inst] else plan.r
+        return plan.q if plan.first[inst] else plan.r
 
     def _carried_slots(self, st: ReverseContext, plan: CarriedCells) -> None:
         if plan.q is not None:
@@ -97,10 +99,10 @@ class ReverseCarried:
             return
         self._carried_slots(st, plan)
         b, ty = st.rb, plan.type
-        b.store(b.load(ty, st.shadow(plan.low_pointer)), plan.q)
+        b.store(b.load(ty, st.shadow(plan.q_pointer)), plan.q)
         count = b.load(T.i64, st.tape.counter(loop).rev)
         first = b.icmp("eq", count, b.load(T.i64, plan.end))
-        fresh = b.load(ty, st.shadow(plan.high_pointer))
+        fresh = b.load(ty, st.shadow(plan.r_pointer))
         b.store(b.select(first, fresh, b.load(ty, plan.r)), plan.r)
 
     def carried_end(self, st: ReverseContext, block) -> None:
@@ -110,7 +112,7 @@ class ReverseCarried:
         if plan is None:
             return
         b, ty = st.rb, plan.type
-        b.store(b.load(ty, plan.r), st.shadow(plan.high_pointer))
+        b.store(b.load(ty, plan.r), st.shadow(plan.r_pointer))
         b.store(b.load(ty, plan.q), plan.r)
 
     def carried_leave(self, st: ReverseContext, loop, target):
@@ -119,7 +121,7 @@ class ReverseCarried:
         plan = self.carried_plan(st, loop)
         if plan is None:
             return target
-        pointer = st.shadow(plan.low_pointer)  # this iteration's: it dominates the way out
+        pointer = st.shadow(plan.q_pointer)  # this iteration's: it dominates the way out
         block = st.rev.append_block(f"{st.rblocks[loop.header].name}.carried")
         b = IRBuilder(block)
         b.store(b.load(plan.type, plan.r), pointer)
@@ -141,9 +143,8 @@ def _plan(st: ReverseContext, loop) -> CarriedCells | None:
             or st.sig.shared_adjoints:
         return None
     iv = loop.induction
-    if iv is None or iv.step != 1:
+    if iv is None or iv.step not in (1, -1):
         return None
-    low: dict = {}
     places = {}
     for inst in loop.header.instructions:
         if isinstance(inst, I.CallBase):
@@ -174,11 +175,11 @@ def _plan(st: ReverseContext, loop) -> CarriedCells | None:
     lo = min(offsets.values(), default=0)
     if set(offsets.values()) != {lo, lo + sizeof(ty)}:
         return None
-    for inst, off in offsets.items():
-        low[inst] = off == lo
-    pick = {flag: places[next(i for i, f in low.items() if f is flag)][0]
+    # Counting up, the reverse sweep runs i down and reaches base + size*i + lo first.
+    first = {inst: (off == lo) == (iv.step == 1) for inst, off in offsets.items()}
+    pick = {flag: places[next(i for i, f in first.items() if f is flag)][0]
             for flag in (True, False)}
-    return CarriedCells(loop, low, pick[True], pick[False], ty)
+    return CarriedCells(loop, first, pick[True], pick[False], ty)
 
 
 def _address(loop, iv, pointer):
