@@ -243,6 +243,7 @@ class ReverseContext(_Generated):
     recomputable: dict = field(default_factory=dict)
     starts: dict = field(default_factory=dict)         # loop -> Cache of its start count
     counted: dict = field(default_factory=dict)        # loop -> reverse slot of its start
+    carried: dict = field(default_factory=dict)        # loop -> CarriedCells, or None
     current: object = None                             # primal block being reversed
     recorded: dict = field(default_factory=dict)       # primal block -> Cache of pred index
     callee_tapes: dict = field(default_factory=dict)   # primal call -> (pair, sig, fwd tape)

@@ -91,6 +91,7 @@ class ReverseAdjoints:
                 d = b.select(self._inactive_here(st, inst.pointer), const_null(inst.type), d)
             st.shared_add(inst.pointer, pointer, inst.type, d, inst.align)
             return
+        pointer = self.carried_pointer(st, inst) or pointer
         old = b.load(inst.type, pointer, inst.align)
         new = add_leaves(b, inst.type, old, d, self.sum_flags)
         if inst.pointer in st.runtime:  # no adjoint goes into memory without a shadow
@@ -102,7 +103,7 @@ class ReverseAdjoints:
         if pointer not in st.shadows or not has_float(value.type):
             return
         b = st.rb
-        shadow = st.shadow(pointer)
+        shadow = self.carried_pointer(st, inst) or st.shadow(pointer)
         if pointer in st.runtime:
             self._reverse_runtime_store(st, inst, shadow)
         elif st.active(value):

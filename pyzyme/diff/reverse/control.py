@@ -42,11 +42,13 @@ class ReverseControl:
         term = block.terminator
         if isinstance(term, I.Ret) and st.sig.return_active and term.value is not None:
             self.accumulate(st, term.value, st.dret)
+        self.carried_begin(st, block)
         for inst in reversed(block.instructions[len(block.phis):]):
             if (inst is term and not isinstance(term, I.Invoke)) or block in st.doomed:
                 continue
             with error_context("adjoint of", f"{inst}"):
                 self.reverse_instruction(st, inst)
+        self.carried_end(st, block)
         self._reverse_branch(st, block)
 
     def _reverse_branch(self, st: ReverseContext, block) -> None:
@@ -69,13 +71,14 @@ class ReverseControl:
                 outside = next(p for p in preds if not loop.contains(p))
                 inside = next(p for p in preds if loop.contains(p))
                 first = b.icmp("eq", c, self.loop_start(st, loop))
-                b.cbranch(first, self._leave(st, loop, self._edge(st, block, outside, dphis)),
+                out = self._leave(st, loop, self._edge(st, block, outside, dphis))
+                b.cbranch(first, self.carried_leave(st, loop, out),
                           self._edge(st, block, inside, dphis))
                 return
         edges = [self._edge(st, block, p, dphis) for p in preds]
         if loop is not None:
-            edges = [self._leave(st, loop, e) if not loop.contains(p) else e
-                     for p, e in zip(preds, edges)]
+            edges = [self.carried_leave(st, loop, self._leave(st, loop, e))
+                     if not loop.contains(p) else e for p, e in zip(preds, edges)]
         if which is None:
             b.br(edges[0])
             return
@@ -164,9 +167,10 @@ class ReverseControl:
         """``target``, through a block that sets where each counted loop the edge
         ``pred -> block`` leaves (so the reverse sweep enters) began its run: the counter now
         less the run's trip count, computed again from the loop's bounds."""
-        loops = [lp for lp in st.loops.loops if lp.contains(pred) and not lp.contains(block)
-                 and self._counted(st, lp)]
-        if not loops:
+        leaving = [lp for lp in st.loops.loops if lp.contains(pred) and not lp.contains(block)]
+        loops = [lp for lp in leaving if self._counted(st, lp)]
+        carried = [lp for lp in leaving if self.carried_plan(st, lp) is not None]
+        if not loops and not carried:
             return target
         enter = st.rev.append_block(f"{st.rblocks[block].name}.enter.{pred.name or 'pred'}")
         saved, memo = (st.rb.block, st.rb.index), st.memo
@@ -174,6 +178,7 @@ class ReverseControl:
         st.memo = {}  # values made here do not dominate the rest of the reverse block
         for lp in loops:
             st.rb.store(self._counted_start(st, lp), st.counted[lp])
+        self.carried_enter(st, st.rb, carried)
         st.rb.br(target)
         st.rb.block, st.rb.index = saved
         st.memo = memo

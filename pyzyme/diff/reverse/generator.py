@@ -43,6 +43,7 @@ from pyzyme.transforms import distribute, float_moves
 from pyzyme import naming
 from pyzyme.transforms.alias_scopes import ScopeTable
 from pyzyme.diff.reverse.adjoints import ReverseAdjoints, sum_flags
+from pyzyme.diff.reverse.carried import ReverseCarried
 from pyzyme.diff.reverse.control import ReverseControl
 from pyzyme.diff.reverse.augmented import ForwardSweep
 from pyzyme.diff.calls import dispatch as calls
@@ -67,7 +68,8 @@ from pyzyme.rules.table import RuleTable
 __all__ = ["ReverseSignature", "ReverseGenerator", "SplitPair"]
 
 
-class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoints):
+class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoints,
+                       ReverseCarried):
     """Builds reverse-mode derivatives of the functions of one module, memoized.
 
     Parameters
