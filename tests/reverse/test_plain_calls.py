@@ -140,7 +140,7 @@ def test_each_signature_gets_its_own_derivative():
 @numba.njit
 def shifted(x, w, v):
     for i in range(w.shape[0]):
-        w[i] = v[i] + 1.0
+        w[i] = 0.5 * v[i] + 1.0
     s = 0.0
     for i in range(x.shape[0]):
         s += x[i] * w[i]
