@@ -26,7 +26,7 @@ from pyzyme.api.plans import CACHE, forward_plan, reverse_plan
 from pyzyme.api.wrappers import flat_wrapper
 from pyzyme.errors import ArgumentName, UnsupportedError
 
-__all__ = ["autodiff", "reverse_sweep", "compiled_reverse"]
+__all__ = ["autodiff", "reverse_sweep", "compiled_reverse", "reverse_entry"]
 
 _RETURN_ACTIVITIES = (A.Const, A.Active, A.Duplicated, A.DuplicatedNoNeed, A.BatchDuplicated,
                       A.BatchDuplicatedNoNeed)
@@ -167,15 +167,22 @@ def _reverse_call(mode: Mode, f, ret_activity, shape: CallShape):
     return compiled_reverse(mode, f, ret_activity, shape.classes, shape.types, shape.distinct)
 
 
+def reverse_entry(mode: Mode, f, ret_activity, classes, types, distinct: bool) -> tuple:
+    """``(plan, seeds)``: the reverse derivative of ``f`` for arguments of these annotation
+    ``classes`` and Numba ``types`` (``distinct``: no two of their arrays share memory), and
+    the seed arguments it takes after the shadows."""
+    dispatcher = dispatcher_of(f)
+    plan = reverse_plan(dispatcher, types, [_KINDS[cls] for cls in classes], ret_activity,
+                        distinct, need_primal=mode.with_primal)
+    return plan, _reverse_seeds(mode, plan, dispatcher, None)
+
+
 def compiled_reverse(mode: Mode, f, ret_activity, classes, types, distinct: bool):
     """``run(primals, shadows)``: a call of the reverse derivative of ``f`` for arguments of
     these annotation ``classes`` and Numba ``types`` (``distinct``: no two of their arrays
     share memory), its seeds found once, giving :func:`autodiff`'s result."""
     kinds = [_KINDS[cls] for cls in classes]
-    dispatcher = dispatcher_of(f)
-    plan = reverse_plan(dispatcher, types, kinds, ret_activity, distinct,
-                        need_primal=mode.with_primal)
-    seeds = _reverse_seeds(mode, plan, dispatcher, None)
+    plan, seeds = reverse_entry(mode, f, ret_activity, classes, types, distinct)
     function = plan.function
     # What _reverse_result does, worked out once: the derivative returns the primal result
     # (if it returns one) and then the active arguments' adjoints; the adjoints go to their

@@ -28,7 +28,7 @@ from pyzyme.errors import (
     UnsupportedError,
 )
 
-__all__ = ["ForwardArg", "ReverseArg", "distinct", "batch_width"]
+__all__ = ["ForwardArg", "ReverseArg", "distinct", "batch_width", "zeros_laid_out_like"]
 
 
 def distinct(calls) -> bool:
@@ -179,10 +179,7 @@ class ForwardArg:
         key = (id(x), id(dx))
         if key in self._views:
             return self._views[key]
-        span = _extent(x)
-        buf = np.zeros(span // x.itemsize + 1, dtype=x.dtype)
-        offset = -min(0, _lowest_offset(x)) // x.itemsize
-        view = np.lib.stride_tricks.as_strided(buf[offset:], x.shape, x.strides)
+        view = zeros_laid_out_like(x)
         view[...] = dx
         if dx.flags.writeable:  # a read-only one is let through only where nothing is written
             self._copies.append((dx, view))
@@ -193,6 +190,15 @@ class ForwardArg:
         for user, view in self._copies:
             user[...] = view
         self._copies.clear()
+
+
+def zeros_laid_out_like(x: np.ndarray) -> np.ndarray:
+    """Zeros of ``x``'s shape and dtype with ``x``'s strides: a view of a fresh buffer spanning
+    the same extent. A derivative computes a shadow's addresses as its primal's, so an array's
+    shadow must be laid out so (``np.zeros_like`` gives a strided view compact strides)."""
+    buf = np.zeros(_extent(x) // x.itemsize + 1, dtype=x.dtype)
+    offset = -min(0, _lowest_offset(x)) // x.itemsize
+    return np.lib.stride_tricks.as_strided(buf[offset:], x.shape, x.strides)
 
 
 def _real_shadow(s, what: str) -> float:
