@@ -342,8 +342,9 @@ _PLAIN_CONSTANTS = (ConstantInt, ConstantFP, Null, Undef, Poison, ZeroInitialize
 
 def _stores_only_constants(call: I.CallBase, address: Value) -> bool:
     """Whether ``call``, to a function whose body is here, writes through each parameter
-    it gets ``address`` as nothing but constants: the callee reads the slot, stores constants
-    into it, derives addresses from it and nothing else (a reverse sweep's entry hands its
+    it gets ``address`` as nothing but constants: the callee reads the slot (no pointers: one
+    read out may meet active memory in a phi, and then needs the slot's shadow), stores
+    constants into it, derives addresses from it and nothing else (a reverse sweep's entry hands its
     inner function the seed's slot, which the sweep reads and zeroes; forward mode over it,
     a Hessian-vector product, gave the seed and every adjoint read from it a tangent, zero)."""
     callee = call.called_function
@@ -364,7 +365,10 @@ def _stores_only_constants(call: I.CallBase, address: Value) -> bool:
                 value = user.operands[0]
                 if value is pointer or not isinstance(value, _PLAIN_CONSTANTS):
                     return False    # a constant expression may hold a global's address
-            elif op not in ("load", "icmp"):
+            elif op == "load":
+                if contains_type(user.type, lambda t: t.is_pointer):
+                    return False    # a pointer read out may be merged with active memory
+            elif op != "icmp":
                 return False    # passed on, merged, cast, written in place: not followed
     return True
 
