@@ -88,11 +88,17 @@ def _lost(mode: str, kind: str) -> str:
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    run = subprocess.run([_mpiexec(), "-n", "2", sys.executable,
-                          str(WORKER.with_name("mpi_lost_worker.py")), mode, kind],
-                         capture_output=True, text=True, timeout=120, env=env, cwd=root)
-    said = run.stdout + run.stderr
-    assert run.returncode != 0, said
+    for _ in range(3):
+        run = subprocess.run([_mpiexec(), "-n", "2", sys.executable,
+                              str(WORKER.with_name("mpi_lost_worker.py")), mode, kind],
+                             capture_output=True, text=True, timeout=120, env=env, cwd=root)
+        said = run.stdout + run.stderr
+        assert run.returncode != 0, said
+        if said:
+            break
+        # Nothing at all came back, not even MPI's own MPI_ABORT banner: on a loaded machine
+        # the launcher sometimes loses an aborted job's output; the stop itself is asserted.
+    said = f"{said}(exit status {run.returncode})"
     assert "would be lost" in said and "Pass the receive buffer Duplicated" in said, said
     return said
 
