@@ -58,8 +58,8 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 
-__all__ = ["candidates", "float_pointers", "floats_as_floats", "punned_reads", "reads_integers",
-           "refusal"]
+__all__ = ["candidates", "float_pointers", "floats_as_floats", "may_carry_a_float",
+           "punned_reads", "reads_integers", "refusal"]
 
 # The float type each integer width may be carrying (x86_fp80 and fp128 are never moved
 # through an integer of their width by the code we see).
@@ -67,6 +67,13 @@ _FLOAT_OF_WIDTH = {16: T.half, 32: T.float, 64: T.double}
 
 # Type-based alias tags name the integer type; the float access must not keep them.
 _DROPPED_METADATA = ("tbaa", "tbaa.struct")
+
+
+def may_carry_a_float(value) -> bool:
+    """Whether ``value`` is an integer loaded from memory with a float's width. (Narrower
+    copies, byte by byte, are taken for integers: Numba builds its error messages' text so.)"""
+    return isinstance(value, I.Load) and value.type.is_int \
+        and value.type.width in _FLOAT_OF_WIDTH
 
 
 def candidates(fn) -> list[I.Load]:

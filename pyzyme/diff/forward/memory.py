@@ -56,7 +56,7 @@ def store(cx, inst: I.Store, new: I.Store) -> None:
                 and not inactive_memory(cx.rules, pointer):
             raise no_shadow_error(cx.where, inst, pointer)
         return
-    if not varied and isinstance(value, I.Load) and value.type.is_int and \
+    if not varied and float_moves.may_carry_a_float(value) and \
             value.pointer in cx.activity.varied and \
             not cx.generator.reads_integers(cx.old, value):
         raise float_moves.refusal(cx.where, inst)  # its shadow would get the primal's bits
