@@ -1,5 +1,8 @@
-"""Strong zero at the cost of a check: a reverse function in two versions, the guarded one run
-only where the forward sweep saw a non-finite value.
+"""Versions of a reverse function, each a copy of its sweep chosen by one branch at its start:
+for strong zero at the cost of a check (the guarded version run only where the forward sweep
+saw a non-finite value), and for a parallel loop's body run by one task
+(:func:`one_thread_version`: plain adds, no test per add). :func:`copy_region` makes the copies
+(also those of :mod:`pyzyme.diff.reverse.interior`).
 
 A strong-zero guard (:meth:`~pyzyme.diff.emit.Emitter.unless_zero`) keeps ``seed * partial``
 zero where the seed is zero and the partial infinite or NaN. It is a compare and a select on
