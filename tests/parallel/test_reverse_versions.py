@@ -5,6 +5,8 @@ pyzyme.diff.reverse.interior). What the code is, then that the gradients they gi
 serial function's at 1, 2 and 4 threads, on grids with enough rows for each thread to have
 interior ones."""
 
+import functools
+
 import numba
 import numpy as np
 import pytest
@@ -62,6 +64,7 @@ def _blocks(ir: str) -> dict:
     return out
 
 
+@functools.cache
 def _reverse_ir(name):
     args = _args(name, np.random.default_rng(0))
     anns = [Duplicated(a.copy(), np.zeros_like(a)) if isinstance(a, np.ndarray) else a
