@@ -29,6 +29,7 @@ from one iteration to the next, a test of another shape) leaves the loop as it i
 from __future__ import annotations
 
 from pyzyme.analysis.cfg import dominators
+from pyzyme.analysis.overwrite import pure_call
 from pyzyme.diff.reverse.versions import copy_region, join_runs
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -107,6 +108,12 @@ def _version(fn, doms, head, counter, tests: set, shared, tape_scope):
         for inst in blk.instructions:
             if any(u.parent not in blocks for u in inst.users):
                 raise _Refuse("a value of the loop is used after it")
+            if isinstance(inst, I.CallBase) and not pure_call(inst):
+                # it may write the slots or the tape the tests read
+                raise _Refuse("the loop calls a function that may write memory")
+            if isinstance(inst, I.Store) and tape_scope is not None and \
+                    ("alias.scope", tape_scope) in inst.metadata:
+                raise _Refuse("the loop writes the tape")
     stores = [inst for blk in blocks for inst in blk.instructions
               if isinstance(inst, I.Store) and isinstance(inst.pointer, I.Alloca)]
     steps = [s for s in stores if s.pointer is counter]
