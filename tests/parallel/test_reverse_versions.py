@@ -38,13 +38,25 @@ def diffusion_2d(u, c, steps):
     return s
 
 
-PAR = {"stencil_2d": numba.njit(parallel=True)(K.stencil_2d),
-       "diffusion_2d": numba.njit(parallel=True)(diffusion_2d)}
-SER = {"stencil_2d": numba.njit(K.stencil_2d), "diffusion_2d": numba.njit(diffusion_2d)}
+def ratio_stencil(u, out):
+    """A division in the body: strong zero's two versions (the unguarded one run where no
+    division met a zero), each with the stencil's loop."""
+    n, m = u.shape
+    for i in prange(1, n - 1):
+        for j in range(1, m - 1):
+            out[i, j] = (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]) \
+                / (1.0 + u[i, j] * u[i, j])
+    return np.sum(out * out)
+
+
+KERNELS = {"stencil_2d": K.stencil_2d, "diffusion_2d": diffusion_2d,
+           "ratio_stencil": ratio_stencil}
+PAR = {k: numba.njit(parallel=True)(f) for k, f in KERNELS.items()}
+SER = {k: numba.njit(f) for k, f in KERNELS.items()}
 
 
 def _args(name, rng):
-    if name == "stencil_2d":
+    if name in ("stencil_2d", "ratio_stencil"):
         return [rng.standard_normal((40, 11)), np.zeros((40, 11))]
     return [rng.standard_normal((36, 9)), 0.2, 3]
 
@@ -96,6 +108,16 @@ def test_rows_away_from_their_ends_run_a_copy_with_plain_adds():
     assert any("atomicrmw fadd" in v for v in shared)   # the rows near the ends keep theirs
 
 
+def test_the_unguarded_version_gets_an_interior_copy_too():
+    """Strong zero's unguarded version (blocks ending .finite), the one that runs where no
+    division met a zero, has its own interior copy of the stencil's loop, as the guarded
+    version has."""
+    blocks = _blocks(_reverse_ir("ratio_stencil"))
+    assert "sweep.choose" in blocks
+    assert any(".finite.interior.fused" in k for k in blocks)
+    assert any(".interior.fused" in k and ".finite" not in k for k in blocks)
+
+
 def _gradient(f, args):
     shadow = np.zeros_like(args[0])
     anns = [Duplicated(args[0].copy(), shadow)] + [
@@ -105,7 +127,7 @@ def _gradient(f, args):
     return shadow
 
 
-@pytest.mark.parametrize("name", ["stencil_2d", "diffusion_2d"])
+@pytest.mark.parametrize("name", ["stencil_2d", "diffusion_2d", "ratio_stencil"])
 def test_interior_rows_match_the_serial_gradient(name):
     """At 1, 2 and 4 threads (each thread's rows mostly interior: the copy runs, its ends the
     tested loop), repeated: the serial function's gradient, and central differences."""

@@ -22,8 +22,9 @@ the copy where all are false, the loop as it was otherwise (rows near their ends
 
 Applied to the reverse loops of single-block primal loops in the sweep that runs where other
 threads do (after :func:`~pyzyme.diff.reverse.versions.one_thread_version`, the original
-blocks). Anything not understood (a value of the loop used after it, a load that may change
-from one iteration to the next, a test of another shape) leaves the loop as it is.
+blocks), and in its unguarded version where strong zero made one. Anything not understood (a
+value of the loop used after it, a load that may change from one iteration to the next, a test
+of another shape) leaves the loop as it is.
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ def interior_versions(st, scopes, distribute_loops: bool) -> None:
     body = st.sig.parallel_body
     if body is None or not st.sig.split or not st.edge_tests:
         return
-    tests = set(st.edge_tests)
+    # the unguarded version of strong zero (pyzyme.diff.reverse.versions), where there is one
+    finite = st.finite_watch.copies if st.finite_watch is not None else {}
+    tests = set(st.edge_tests) | {finite[t] for t in st.edge_tests if t in finite}
     shared = st.rev.args[body.shared]
     doms = dominators(st.rev)
     for loop in st.loops.loops:
@@ -62,14 +65,17 @@ def interior_versions(st, scopes, distribute_loops: bool) -> None:
         head = st.rblocks.get(loop.header)
         if len(loop.blocks) != 1 or state is None or head is None:
             continue
-        try:
-            copy = _version(st.rev, doms, head, state.counter.rev, tests, shared,
-                            st.tape.scope)
-        except _Refuse:
-            continue
-        if copy is not None and distribute_loops:
-            distribute.distribute(distribute.plan(copy, state.counter.rev, st.tape.scope),
-                                  scopes)
+        for start in (head, finite.get(head)):
+            if start is None:
+                continue
+            try:
+                copy = _version(st.rev, doms, start, state.counter.rev, tests, shared,
+                                st.tape.scope)
+            except _Refuse:
+                continue
+            if copy is not None and distribute_loops:
+                distribute.distribute(
+                    distribute.plan(copy, state.counter.rev, st.tape.scope), scopes)
 
 
 def _natural_loop(head, doms):

@@ -68,6 +68,7 @@ class FiniteWatch:
         self.tests: list = []         # the forward sweep's instructions testing sources
         self.tested = 0               # the sources tested
         self.guards: list = []        # the reverse sweep's guard selects
+        self.copies: dict = {}        # the unguarded version: block or instruction -> copy
 
     # -- forward sweep -----------------------------------------------------------------
     def test(self, st, b: IRBuilder, primal: Value) -> None:
@@ -122,10 +123,15 @@ class FiniteWatch:
         if not (self.covered and self.guards and self.slot is not None and st.sig.split
                 and self.tested <= len(self.guards)
                 and isinstance(term, I.Branch) and term.is_conditional
-                and _two_versions(st.rev, st.tape.rev_entry, self.slot.rev, self.guards)):
+                and self._two_versions(st)):
             for inst in self.tests:
                 inst.erase()
             self.tests = []
+
+    def _two_versions(self, st) -> bool:
+        found = _two_versions(st.rev, st.tape.rev_entry, self.slot.rev, self.guards)
+        self.copies = found or {}
+        return found is not None
 
 
 #: Functions whose partials' only pole is where their value is infinite: ``log``'s ``1 / x`` at
@@ -149,13 +155,14 @@ def _poles_where_nonfinite(inst: I.Instruction) -> bool:
     return name in _LOGARITHMS
 
 
-def _two_versions(rev, entry, flag_slot, guards) -> bool:
+def _two_versions(rev, entry, flag_slot, guards) -> dict | None:
     """Copy the blocks of ``rev`` the sweep reaches (:func:`_copy_sweep`); branch from
     ``entry`` to the copy where ``flag_slot`` says no source was non-finite; in the copy, each
-    guard is the product it guards. False (nothing changed) where the sweep cannot be copied."""
+    guard is the product it guards. The map from each block and instruction to its copy; None
+    (nothing changed) where the sweep cannot be copied."""
     found = _copy_sweep(rev, entry, ".finite")
     if found is None:
-        return False
+        return None
     first, mapping = found
     for guard in guards:
         fast = mapping.get(guard)
@@ -168,7 +175,7 @@ def _two_versions(rev, entry, flag_slot, guards) -> bool:
     seen = b.load(T.i1, flag_slot, name=_FLAG)
     b.cbranch(seen, term.operands[2], first)
     term.set_operand(2, choose)
-    return True
+    return mapping
 
 
 def one_thread_version(st) -> dict | None:
