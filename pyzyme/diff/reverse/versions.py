@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 
 from pyzyme.analysis.finite import NonFinite
+from pyzyme.analysis.loops import analyze_loops
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -188,15 +189,21 @@ def one_thread_version(st) -> dict | None:
     LLVM keeps the per-add branches of the one version (it does not unswitch a loop that
     large), and a loop with them is neither distributed nor vectorized: a 2-D stencil's
     reverse at one thread took 4.1x its primal with them, 2.1x with plain adds, as the
-    serial function's gradient does. Where strong zero made two versions, both are copied.
-    The map from each block of the sweep to its copy (a joined block to the first of its
-    run); None where there is no copy."""
+    serial function's gradient does. Where strong zero made two versions, both are copied;
+    where no branch on the parameter is in a loop, there is no copy. The map from each block
+    of the sweep to its copy (a joined block to the first of its run); None where there is
+    no copy."""
     body = st.sig.parallel_body
     if body is None or not st.sig.split:
         return None
     shared = st.rev.args[body.shared]
     term = st.tape.rev_entry.terminator    # br %discard, %cleanup, %sweep
     if not shared.users or not (isinstance(term, I.Branch) and term.is_conditional):
+        return None
+    looped = {blk for loop in analyze_loops(st.rev).loops for blk in loop.blocks}
+    if not any(use.parent in looped for use in shared.users):
+        # a branch or two once per row (a reduction slot's add): not worth a copy (P3's
+        # GMM body: its first call 2.0 -> 2.3 s of CPU with one, the gradient no faster)
         return None
     found = _copy_sweep(st.rev, st.tape.rev_entry, ".alone", shared)
     if found is None:
