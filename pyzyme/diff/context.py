@@ -272,6 +272,7 @@ class ReverseContext(_Generated):
     finite_watch: object = None                        # FiniteWatch (reverse.versions), or None
     owned: object = None                               # OwnedArrays of a parallel body, lazily
     slot_loads: dict | None = None                     # a parallel body's slot reads, lazily
+    edge_tests: list = field(default_factory=list)     # shared_add's row-edge tests (i1)
 
     @property
     def sum_flags(self) -> tuple[str, ...]:
@@ -466,6 +467,7 @@ class ReverseContext(_Generated):
                 for v, k in terms:
                     at = b.add(at, v if k == 1 else b.mul(v, const_int(T.i64, k)))
                 near = b.or_(near, b.icmp("uge", at, length), name="row.outside")
+            self.edge_tests.append(near)   # for the interior version of its loop
             shared = near
         b.cbranch(shared, atomic, own)
         b.position_at_end(atomic)

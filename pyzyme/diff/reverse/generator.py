@@ -52,7 +52,8 @@ from pyzyme.diff.leaves import has_float
 from pyzyme.diff.signature import ReverseSignature, SplitPair
 from pyzyme.diff.tape.releases import Releases
 from pyzyme.diff.reverse.values import ReverseValues
-from pyzyme.diff.reverse.versions import FiniteWatch
+from pyzyme.diff.reverse.interior import interior_versions
+from pyzyme.diff.reverse.versions import FiniteWatch, one_thread_version
 from pyzyme.diff.runtime_checks import runtime_values
 from pyzyme.diff.tape.cache import TapeCache
 from pyzyme.errors import TypeAnalysisError, UnsupportedError, error_context
@@ -265,16 +266,27 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
             self._distribute(st)
         if st.finite_watch is not None:
             st.finite_watch.finish(st)
+        alone = one_thread_version(st)
+        if alone is not None and self.options.distribute_loops:
+            # the one-task copy's loops are single blocks again: its adds are plain
+            self._distribute(st, alone)
+        interior_versions(st, self.scopes, self.options.distribute_loops)
         return st
 
-    def _distribute(self, st: ReverseContext) -> None:
+    def _distribute(self, st: ReverseContext, copies: dict | None = None) -> None:
         """Split the reverse loops whose accumulations chain from one iteration to the next
-        (a stencil's adjoint) into loops LLVM can vectorize (:mod:`pyzyme.transforms.distribute`)."""
+        (a stencil's adjoint) into loops LLVM can vectorize (:mod:`pyzyme.transforms.distribute`);
+        with ``copies``, those of a copy of the sweep (a reverse block -> its copy)."""
         for loop in st.loops.loops:
             state = st.tape.loops.get(loop)
             if len(loop.blocks) != 1 or state is None:
                 continue
-            p = distribute.plan(st.rblocks[loop.header], state.counter.rev, st.tape.scope)
+            block = st.rblocks[loop.header]
+            if copies is not None:
+                block = copies.get(block)
+                if block is None:
+                    continue
+            p = distribute.plan(block, state.counter.rev, st.tape.scope)
             distribute.distribute(p, self.scopes)
 
     def _make_blocks(self, st: ReverseContext, order: list) -> None:

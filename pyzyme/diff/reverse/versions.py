@@ -1,5 +1,8 @@
-"""Strong zero at the cost of a check: a reverse function in two versions, the guarded one run
-only where the forward sweep saw a non-finite value.
+"""Versions of a reverse function, each a copy of its sweep chosen by one branch at its start:
+for strong zero at the cost of a check (the guarded version run only where the forward sweep
+saw a non-finite value), and for a parallel loop's body run by one task
+(:func:`one_thread_version`: plain adds, no test per add). :func:`copy_region` makes the copies
+(also those of :mod:`pyzyme.diff.reverse.interior`).
 
 A strong-zero guard (:meth:`~pyzyme.diff.emit.Emitter.unless_zero`) keeps ``seed * partial``
 zero where the seed is zero and the partial infinite or NaN. It is a compare and a select on
@@ -38,16 +41,18 @@ from __future__ import annotations
 import math
 
 from pyzyme.analysis.finite import NonFinite
+from pyzyme.analysis.loops import analyze_loops
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.builder import resolve_later_operands
-from pyzyme.ir.values import Value, const_float
+from pyzyme.ir.module import BasicBlock
+from pyzyme.ir.values import Value, const_float, const_int
 from pyzyme.rules import expr as E
 from pyzyme.rules.finite import may_be_nonfinite
 
-__all__ = ["FiniteWatch"]
+__all__ = ["FiniteWatch", "one_thread_version", "copy_region", "join_runs"]
 
 _FLAG = "nonfinite.seen"
 
@@ -64,6 +69,7 @@ class FiniteWatch:
         self.tests: list = []         # the forward sweep's instructions testing sources
         self.tested = 0               # the sources tested
         self.guards: list = []        # the reverse sweep's guard selects
+        self.copies: dict = {}        # the unguarded version: block or instruction -> copy
 
     # -- forward sweep -----------------------------------------------------------------
     def test(self, st, b: IRBuilder, primal: Value) -> None:
@@ -118,10 +124,15 @@ class FiniteWatch:
         if not (self.covered and self.guards and self.slot is not None and st.sig.split
                 and self.tested <= len(self.guards)
                 and isinstance(term, I.Branch) and term.is_conditional
-                and _two_versions(st.rev, st.tape.rev_entry, self.slot.rev, self.guards)):
+                and self._two_versions(st)):
             for inst in self.tests:
                 inst.erase()
             self.tests = []
+
+    def _two_versions(self, st) -> bool:
+        found = _two_versions(st.rev, st.tape.rev_entry, self.slot.rev, self.guards)
+        self.copies = found or {}
+        return found is not None
 
 
 #: Functions whose partials' only pole is where their value is infinite: ``log``'s ``1 / x`` at
@@ -145,42 +156,146 @@ def _poles_where_nonfinite(inst: I.Instruction) -> bool:
     return name in _LOGARITHMS
 
 
-def _two_versions(rev, entry, flag_slot, guards) -> bool:
-    """Copy the blocks of ``rev`` the sweep reaches (not ``entry``, which holds the allocas
-    and unpacks the tape: both versions share them, nor the discarded tape's cleanup); branch
-    from ``entry`` to the copy where ``flag_slot`` says no source was non-finite; in the
-    copy, each guard is the product it guards. False (nothing changed) where a phi of those
-    blocks has an entry from another block (one the sweep never reaches)."""
-    term = entry.terminator
-    sweep = term.operands[2]
-    reached, todo = {sweep}, [sweep]
-    while todo:
-        for nxt in todo.pop().successors:
-            if nxt not in reached and nxt is not entry:
-                reached.add(nxt)
-                todo.append(nxt)
-    blocks = [blk for blk in rev.blocks if blk in reached]
-    if any(came not in reached for blk in blocks for phi in blk.phis for came in phi.blocks):
-        return False
-    mapping: dict = {}
-    for blk in blocks:
-        mapping[blk] = rev.append_block(f"{blk.name}.finite")
-    copies = []
-    for blk in blocks:
-        b = IRBuilder(mapping[blk])
-        for inst in blk.instructions:
-            copy = b.insert_copy(inst, mapping)
-            mapping[inst] = copy
-            copies.append(copy)
-    resolve_later_operands(copies, mapping)
+def _two_versions(rev, entry, flag_slot, guards) -> dict | None:
+    """Copy the blocks of ``rev`` the sweep reaches (:func:`_copy_sweep`); branch from
+    ``entry`` to the copy where ``flag_slot`` says no source was non-finite; in the copy, each
+    guard is the product it guards. The map from each block and instruction to its copy; None
+    (nothing changed) where the sweep cannot be copied."""
+    found = _copy_sweep(rev, entry, ".finite")
+    if found is None:
+        return None
+    first, mapping = found
     for guard in guards:
         fast = mapping.get(guard)
         if fast is not None:
             fast.replace_all_uses_with(fast.operands[2])
             fast.erase()
+    term = entry.terminator
     choose = rev.append_block("sweep.choose")
     b = IRBuilder(choose)
     seen = b.load(T.i1, flag_slot, name=_FLAG)
-    b.cbranch(seen, sweep, mapping[sweep])
+    b.cbranch(seen, term.operands[2], first)
     term.set_operand(2, choose)
-    return True
+    return mapping
+
+
+def one_thread_version(st) -> dict | None:
+    """The reverse function of a parallel loop's body (a split pair) in a second version for
+    one task, run where its ``shared`` parameter says no other thread runs: a copy of the
+    sweep in which that parameter is false, each branch on it going straight to its plain
+    add (:meth:`~pyzyme.diff.context.ReverseContext.shared_add`), the blocks only the atomic
+    side reaches left out and each run of blocks joined by unconditional branches made one
+    block again (a single-block reverse loop, as :mod:`pyzyme.transforms.distribute` needs).
+    LLVM keeps the per-add branches of the one version (it does not unswitch a loop that
+    large), and a loop with them is neither distributed nor vectorized: a 2-D stencil's
+    reverse at one thread took 4.1x its primal with them, 2.1x with plain adds, as the
+    serial function's gradient does. Where strong zero made two versions, both are copied;
+    where no branch on the parameter is in a loop, there is no copy. The map from each block
+    of the sweep to its copy (a joined block to the first of its run); None where there is
+    no copy."""
+    body = st.sig.parallel_body
+    if body is None or not st.sig.split:
+        return None
+    shared = st.rev.args[body.shared]
+    term = st.tape.rev_entry.terminator    # br %discard, %cleanup, %sweep
+    if not shared.users or not (isinstance(term, I.Branch) and term.is_conditional):
+        return None
+    looped = {blk for loop in analyze_loops(st.rev).loops for blk in loop.blocks}
+    if not any(use.parent in looped for use in shared.users):
+        # a branch or two once per row (a reduction slot's add): not worth a copy (P3's
+        # GMM body: its first call 2.0 -> 2.3 s of CPU with one, the gradient no faster)
+        return None
+    found = _copy_sweep(st.rev, st.tape.rev_entry, ".alone", shared)
+    if found is None:
+        return None
+    first, mapping = found
+    choose = st.rev.append_block("sweep.threads")
+    IRBuilder(choose).cbranch(shared, term.operands[2], first)
+    term.set_operand(2, choose)
+    joined = join_runs(st.rev, [copy for blk, copy in mapping.items()
+                                 if isinstance(blk, BasicBlock) and blk is not copy])
+    return {blk: joined.get(copy, copy) for blk, copy in mapping.items()
+            if isinstance(blk, BasicBlock)}
+
+
+def join_runs(fn, blocks) -> dict:
+    """Join each block of ``blocks`` that is its predecessor's only successor, and that
+    predecessor's only successor, to it (the predecessor in ``blocks`` too, the block without
+    phis); the map from each block joined away to the block now holding its instructions."""
+    inside = set(blocks)
+    joined: dict = {}
+    for head in blocks:
+        if head in joined:
+            continue
+        while True:
+            term = head.terminator
+            if not (isinstance(term, I.Branch) and not term.is_conditional):
+                break
+            nxt = term.operands[0]
+            if nxt is head or nxt not in inside or nxt in joined or nxt.phis \
+                    or nxt.predecessors != [head]:
+                break
+            term.erase()
+            for inst in nxt.instructions:
+                inst.parent = head
+            head.instructions.extend(nxt.instructions)
+            nxt.instructions = []
+            for after in head.successors:
+                for phi in after.phis:
+                    phi.blocks = [head if came is nxt else came for came in phi.blocks]
+            fn.blocks.remove(nxt)
+            joined[nxt] = head
+    return joined
+
+
+def _copy_sweep(rev, entry, suffix: str, false_flag: Value | None = None):
+    """Copy the blocks of ``rev`` the sweep reaches (not ``entry``, which holds the allocas
+    and unpacks the tape: both versions share them, nor the discarded tape's cleanup)
+    (:func:`copy_region`; ``false_flag``, an ``i1`` parameter, false in the copy)."""
+    taken = {} if false_flag is None else {false_flag: False}
+    return copy_region(rev, entry.terminator.operands[2], suffix, taken,
+                       lambda blk: blk is not entry)
+
+
+def copy_region(fn, start, suffix: str, taken: dict, inside) -> tuple | None:
+    """Copy the blocks of ``fn`` reached from ``start`` through blocks ``inside(block)`` says
+    belong to the region, their names ending in ``suffix``; a branch leaving the region goes
+    to the same block from the copy. ``taken`` maps ``i1`` values to what they are in the
+    copy: a branch on one goes to the successor it selects (blocks only the other reaches are
+    not copied), and a parameter among them is that constant there. The copy's first block
+    and the map from each block and instruction to its copy; None (nothing changed) where a
+    phi of the copied blocks has an entry from a block not copied."""
+    def folded(blk):
+        t = blk.terminator
+        if isinstance(t, I.Branch) and t.is_conditional and t.operands[0] in taken:
+            return t.operands[1] if taken[t.operands[0]] else t.operands[2]
+        return None
+
+    reached, todo = {start}, [start]
+    while todo:
+        blk = todo.pop()
+        only = folded(blk)
+        for nxt in blk.successors if only is None else [only]:
+            if nxt not in reached and inside(nxt):
+                reached.add(nxt)
+                todo.append(nxt)
+    blocks = [blk for blk in fn.blocks if blk in reached]
+    if any(came not in reached for blk in blocks for phi in blk.phis for came in phi.blocks):
+        return None
+    mapping: dict = {v: const_int(T.i1, int(bool(k))) for v, k in taken.items()
+                     if not isinstance(v, I.Instruction)}
+    for blk in blocks:
+        mapping[blk] = fn.append_block(f"{blk.name}{suffix}")
+    copies = []
+    for blk in blocks:
+        b = IRBuilder(mapping[blk])
+        only = folded(blk)
+        for inst in blk.instructions:
+            if inst is blk.terminator and only is not None:
+                copy = b.br(mapping.get(only, only))
+            else:
+                copy = b.insert_copy(inst, mapping)
+            mapping[inst] = copy
+            copies.append(copy)
+    resolve_later_operands(copies, mapping)
+    return mapping[start], mapping
