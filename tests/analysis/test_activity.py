@@ -97,3 +97,33 @@ def test_a_slot_a_callee_only_reads_and_zeroes_stays_inactive():
     assert lines["  %a = alloca double"] == "const"
     assert lines["  %b = alloca double"] == "active"
     assert lines["  %c = alloca double"] == "active"
+
+
+def test_a_slot_holding_a_pointer_a_callee_reads_stays_active():
+    """Eigen's gemm reads its blocking object's buffer pointer (null) and merges it with a
+    fresh buffer it allocates, into which it writes derivatives; the callee stores only
+    constants into the object, but the pointer it reads needs a shadow to be merged with the
+    buffer's (before: the object was const and the merge was refused)."""
+    text = """
+    declare ptr @malloc(i64)
+    define double @gemm(ptr %blk, ptr %x) {
+      %p = load ptr, ptr %blk
+      %isnull = icmp eq ptr %p, null
+      %fresh = call ptr @malloc(i64 8)
+      %buf = select i1 %isnull, ptr %fresh, ptr %p
+      %v = load double, ptr %x
+      store double %v, ptr %buf
+      %w = load double, ptr %buf
+      store ptr null, ptr %blk
+      ret double %w
+    }
+    define double @entry(double %dret, ptr %x) {
+      %blocking = alloca ptr
+      store ptr null, ptr %blocking
+      %r = call double @gemm(ptr %blocking, ptr %x)
+      ret double %r
+    }"""
+    fn = ir.parse_module(text).get_function("entry")
+    printed = str(analyze_activity(fn, [C, D]))
+    lines = dict(line.rsplit(": ", 1) for line in printed.splitlines()[1:])
+    assert lines["  %blocking = alloca ptr"] == "active"
