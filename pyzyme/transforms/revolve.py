@@ -205,8 +205,8 @@ def _init(module, name: str):
     s = snapshots_ir(b, budget, reserve, nbytes, steps)
     malloc = module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
     state = b.call(malloc, [b.mul(b.add(s, _i64(STATE_WORDS)), _i64(8))], name="state")
-    storage = _take_storage(module, fn, b, b.mul(b.add(s, _i64(2)), nbytes))
     st = _State(b, state)
+    storage = b.call(malloc, [b.mul(b.add(s, _i64(2)), nbytes)], name="storage")
     for word, value in ((_N, steps), (_S, s), (_BYTES, nbytes), (_CAPO, _i64(0)),
                         (_FINE, steps), (_CHECK, _i64(-1)), (_VALID, _i64(1)),
                         (_FIRST, _i64(1)), (_FORWARDS, _i64(0)), (_TURNS, _i64(0)),
@@ -446,56 +446,10 @@ def _finalize(module, name: str):
     fn = module.add_function(name, T.FunctionType(T.void, [T.ptr]), prefix="internal")
     b = IRBuilder(fn.append_block("entry"))
     free = module.declare("free", T.FunctionType(T.void, [T.ptr]))
-    storage = b.load(T.ptr, b.gep(T.i64, fn.args[0], [_i64(_STORAGE)]), 8)
-    block = b.gep(T.i8, storage, [_i64(-_HEADER)], name="block")
-    old = b.atomicrmw("xchg", _spare(module), block, "seq_cst", name="displaced")
-    drop, done = fn.append_block("drop"), fn.append_block("done")
-    b.cbranch(b.icmp("eq", old, const_null(T.ptr)), done, drop)
-    b.position_at_end(drop)
-    b.call(free, [old])
-    b.br(done)
-    b.position_at_end(done)
+    b.call(free, [b.load(T.ptr, b.gep(T.i64, fn.args[0], [_i64(_STORAGE)]), 8)])
     b.call(free, [fn.args[0]])
     b.ret_void()
     return fn
-
-
-# The snapshots' storage outlives the call in one spare block per module, taken again by the
-# next call: fresh from the C library, a block over glibc's mmap threshold (32 MiB at most) is
-# a new mapping whose every page faults and is zeroed on each call (16,361 page faults a call
-# of the in-place stencil's gradient under 64 MiB). A block carries its size in a header.
-_SPARE = "pyzyme.revolve.spare"
-_HEADER = 16
-
-
-def _spare(module):
-    spare = module.get_global(_SPARE)
-    if spare is None:
-        spare = module.add_global(_SPARE, T.ptr, const_null(T.ptr), prefix="internal")
-    return spare
-
-
-def _take_storage(module, fn, b: IRBuilder, nbytes):
-    """``nbytes`` of storage at ``b``: the spare block if it is large enough, else a new one
-    (the spare, if any, freed). Leaves ``b`` at the end of the block after."""
-    need = b.add(nbytes, _i64(_HEADER), name="need")
-    spare = b.atomicrmw("xchg", _spare(module), const_null(T.ptr), "seq_cst", name="spare")
-    check, make, got = (fn.append_block(k) for k in ("spare.check", "spare.make", "got"))
-    b.cbranch(b.icmp("eq", spare, const_null(T.ptr)), make, check)
-    b.position_at_end(check)
-    fits = b.icmp("uge", b.load(T.i64, spare, 8, name="spare.size"), need)
-    b.cbranch(fits, got, make)
-    b.position_at_end(make)
-    b.call(module.declare("free", T.FunctionType(T.void, [T.ptr])), [spare])  # null: nothing
-    made = b.call(module.declare("malloc", T.FunctionType(T.ptr, [T.i64])), [need],
-                  name="storage.block")
-    b.store(need, made, 8)
-    b.br(got)
-    b.position_at_end(got)
-    block = b.phi(T.ptr, name="block")
-    block.add_incoming(spare, check)
-    block.add_incoming(made, make)
-    return b.gep(T.i8, block, [_i64(_HEADER)], name="storage")
 
 
 def scheme(module, prefix: str = "pyzyme.revolve"):

@@ -428,26 +428,6 @@ def test_measured_peak_keeps_within_the_budget(mmapped_blocks):
     assert _peak_kib(1 << 20, 3000) <= (1 << 10) + 64
 
 
-def test_snapshot_storage_is_reused_between_calls(mmapped_blocks):
-    """A second gradient call under the same budget takes the first one's snapshot storage
-    again: with every block of 64 KiB or more a fresh mapping, the storage (about 1 MiB, some
-    250 pages) faulted in on every call before."""
-    import resource
-
-    def grad():
-        u, du = np.sin(np.linspace(0.0, 3.0, 1000)), np.zeros(1000)
-        with pyzyme.options(tape_budget=1 << 20):
-            pyzyme.autodiff(pyzyme.Reverse, diffusion, pyzyme.Duplicated(u, du),
-                            pyzyme.Const(3000), pyzyme.Active(0.2))
-        return du
-    first = grad()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    second = grad()
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-    np.testing.assert_array_equal(second, first)
-    assert faults < 64, f"{faults} page faults in the second call"
-
-
 @njit
 def two_stencils(u, n):
     """Two time loops, each overwriting its state in place: the snapshots of both are held
