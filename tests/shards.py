@@ -6,7 +6,8 @@ twice that with a pytest-xdist worker per core, each keeping what it compiled un
 A shard's process ends with its files, and its memory with it: the peak is what the shards
 running at once hold. Test files are dealt to ``--shards`` shards, largest first, each to the
 lightest shard so far (their size in bytes stands for their cost); the package's doctests are
-a shard's worth of their own. At the end one line counts what all shards did
+a shard's worth of their own, and so is each file of ``ALONE`` (one alone holds more than
+a shard should: test_jax_wrap.py's JAX runtime and kernels, 1.8 GB). At the end one line counts what all shards did
 (``N passed, N failed``), and the exit status is the worst shard's.
 
     python tests/shards.py [--jobs 2] [--shards 8] [PYTEST_ARGS...]
@@ -26,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Scripts that tests launch in processes of their own (under mpiexec), named ``*_worker.py``:
 #: not modules to import.
 WORKER_SUFFIX = "_worker.py"
+#: Test files run in a shard of their own (their memory alone is a shard's).
+ALONE = ("test_jax_wrap.py",)
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
 
 
@@ -56,7 +59,9 @@ def main(argv=None) -> int:
             if not p.name.startswith("test_")
             and p.name not in ("conftest.py", "__init__.py")
             and not p.name.endswith(WORKER_SUFFIX)]
-    groups = deal(tests, opts.shards) + [["pyzyme"] + [str(p) for p in rest]]
+    alone = [[str(p)] for p in tests if p.name in ALONE]
+    groups = deal([p for p in tests if p.name not in ALONE], opts.shards) + alone + [
+        ["pyzyme"] + [str(p) for p in rest]]
     base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args]
     pending = list(enumerate(groups))
     running: dict[int, tuple] = {}
