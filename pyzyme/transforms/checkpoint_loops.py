@@ -734,15 +734,11 @@ class _Rewrite:
         order = [blk for blk in self.fn.blocks if blk in self.blocks]
         for block in order:
             mapping[block] = step.append_block(block.name)
-        # A value made in a block that the test's does not follow (one that leaves by a
-        # break: LLVM's threaded loop over a 2-D array's dimensions keeps its exit's
-        # condition there) is used only after that break, and stored on its edge (raised).
-        doms = dominators(self.fn)
-        latch_outs = [v for v in outs if doms.dominates(v.parent, self.latch)]
+        # A value made on the way to a break is used only after it: stored on its edge.
+        latch_outs = [v for v in outs if dominators(self.fn).dominates(v.parent, self.latch)]
         if self.exit_edges:
-            # A step after one that left the loop other than by its test (an exception, a
-            # break) does nothing (a while loop's stops the loop); one leaving so records
-            # which edge it took.
+            # A step after one that left other than by the test (an exception, a break) does
+            # nothing; one leaving so records which edge it took.
             stop = step.append_block("ckpt.failed.before")
             failed = b.load(T.i32, layout.failed(b, carried), name="failed")
             b.cbranch(b.icmp("ne", failed, const_int(T.i32, 0)), stop,
