@@ -57,9 +57,10 @@ from pyzyme.analysis.tbaa import access_kind
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
+from pyzyme.ir.names import readable
 
 __all__ = ["candidates", "float_pointers", "floats_as_floats", "may_carry_a_float",
-           "punned_reads", "reads_integers", "refusal"]
+           "refuse_punned_reads", "reads_integers", "refusal"]
 
 # The float type each integer width may be carrying (x86_fp80 and fp128 are never moved
 # through an integer of their width by the code we see).
@@ -159,7 +160,7 @@ def reads_integers(load: I.Load, types, floats: Callable[[], list]) -> bool:
 
 def refusal(where: str, inst: I.Instruction) -> UnsupportedError:
     """The error for ``inst`` (in ``where``): a store of an integer that may hold a float's
-    bits, or a float read from such an integer (:func:`punned_reads`)."""
+    bits, or a float read from such an integer (:func:`refuse_punned_reads`)."""
     if isinstance(inst, I.Store):
         return UnsupportedError(
             f"{where} copies memory that may hold floats through an integer of type "
@@ -172,14 +173,16 @@ def refusal(where: str, inst: I.Instruction) -> UnsupportedError:
         hint="please report this function (the float's derivative would be lost)")
 
 
-def punned_reads(fn, varied) -> list[I.Instruction]:
-    """The ``bitcast``s of ``fn`` that read as a float an integer loaded from memory in
-    ``varied`` (the loads :func:`floats_as_floats` left: the integer has other uses). The
-    float would have no derivative, where the memory may hold one: callers refuse them."""
-    return [inst for inst in fn.instructions()
-            if inst.opcode == "bitcast" and inst.type.is_float
-            and isinstance(inst.operands[0], I.Load) and inst.operands[0].type.is_int
-            and inst.operands[0].pointer in varied]
+def refuse_punned_reads(fn, varied) -> None:
+    """Raise :func:`refusal` for the first ``bitcast`` of ``fn`` that reads as a float an
+    integer loaded from memory in ``varied`` (a load :func:`floats_as_floats` left: the
+    integer has other uses). The float would have no derivative, where the memory may hold
+    one."""
+    for inst in fn.instructions():
+        if inst.opcode == "bitcast" and inst.type.is_float \
+                and isinstance(inst.operands[0], I.Load) and inst.operands[0].type.is_int \
+                and inst.operands[0].pointer in varied:
+            raise refusal(readable(fn.name), inst)
 
 
 def float_pointers(fn) -> list:

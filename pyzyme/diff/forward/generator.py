@@ -106,14 +106,13 @@ class ForwardGenerator:
         if fn.is_declaration:
             raise UnsupportedError(f"{fn.ref} has no body to differentiate")
         loads = float_moves.candidates(fn)
-        if loads and self._types_of(fn) is not None:
+        types = self._types_of(fn) if loads else None
+        if types is not None:
             # Floats copied through integers become float copies, whose tangents are copied.
-            float_moves.floats_as_floats(fn, self._types_of(fn), loads)
+            float_moves.floats_as_floats(fn, types, loads)
         activity = analyze_activity(fn, sig.activities, self._call_policy, None,
                                     may_allocate=lambda call: calls.may_allocate(self.rules, call))
-        punned = float_moves.punned_reads(fn, activity.varied)
-        if punned:
-            raise float_moves.refusal(readable(fn.name), punned[0])
+        float_moves.refuse_punned_reads(fn, activity.varied)
         st = ForwardContext(self, fn, new, activity, sig.width)
         if self.options.strong_zero:
             st.nonfinite = nonfinite_values(fn, self.rules)

@@ -202,9 +202,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         # No reverse sweep runs after an error: blocks that can only end in one get none.
         doomed = frozenset(error_only_blocks(fn, sig.status_return))
         activity = self._activity(fn, sig, doomed)
-        punned = float_moves.punned_reads(fn, activity.varied)
-        if punned:
-            raise float_moves.refusal(readable(fn.name), punned[0])
+        float_moves.refuse_punned_reads(fn, activity.varied)
         loops = analyze_loops(fn)
         if loops.irreducible:
             src, dst = loops.irreducible[0]
