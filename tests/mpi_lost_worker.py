@@ -11,10 +11,13 @@ one (on 5a2cec7 every collective printed a wrong one: the Const rank's part miss
     mpiexec -n 2 python tests/mpi_lost_worker.py <reverse|forward> <blocking|nonblocking>
     mpiexec -n 2 python tests/mpi_lost_worker.py <reverse|forward> <bcast|allreduce|reduce|
                                                                      gather|scatter|allgather>
+
+A third argument, a folder, sends each rank's output to files of its own there.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numba
@@ -129,5 +132,16 @@ def main(mode: str, kind: str) -> None:
     print(f"rank {mpi.rank()}: no error", flush=True)
 
 
+def _own_files(folder: str) -> None:
+    """This rank's stdout and stderr into files of its own in ``folder``: what a rank writes
+    just before ``MPI_Abort`` is on disk when the abort comes, where the launcher's forwarding
+    of it may be cut short on a loaded machine."""
+    for fd, name in ((1, "out"), (2, "err")):
+        os.dup2(os.open(os.path.join(folder, f"rank{mpi.rank()}.{name}"),
+                        os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 3:
+        _own_files(sys.argv[3])
     main(sys.argv[1], sys.argv[2])
