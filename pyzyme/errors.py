@@ -9,7 +9,7 @@ layers above add what they know.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 #: Where pyzyme's documentation site is published (``make docs`` builds it into
 #: docs/_build/html). Errors that a page explains end with ``see {DOCS_URL}/<page>#<anchor>``;
@@ -168,8 +168,10 @@ class FrontendError(PyzymeError):
 
 
 @contextlib.contextmanager
-def error_context(what: str, detail: str) -> Iterator[None]:
-    """Add ``(what, detail)`` to any :class:`PyzymeError` passing through.
+def error_context(what: str, detail: str | Callable[[], str]) -> Iterator[None]:
+    """Add ``(what, detail)`` to any :class:`PyzymeError` passing through; a callable
+    ``detail`` is called only then (a context entered once per instruction need not print
+    every instruction).
 
     Examples
     --------
@@ -184,5 +186,5 @@ def error_context(what: str, detail: str) -> Iterator[None]:
     try:
         yield
     except PyzymeError as err:
-        err.context.append((what, detail))
+        err.context.append((what, detail() if callable(detail) else detail))
         raise

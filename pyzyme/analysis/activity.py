@@ -287,7 +287,8 @@ def _rebased(address: I.Instruction, pointer: Value) -> list:
 def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
                      skip_blocks: frozenset = frozenset(), heap: bool = False) -> bool:
     """Whether a varied value may be written into stack slot ``slot``: stored through an
-    address into it, or by a call handed such an address alongside a varied argument or (for
+    address into it (or an integer loaded from varied memory: the bytes of a float, for all
+    this analysis knows), or by a call handed such an address alongside a varied argument or (for
     a slot holding pointers) a call that may allocate. An address that escapes (stored,
     merged by a phi, cast to an integer) counts as written; with ``heap``, see
     :func:`receives_varied`."""
@@ -297,6 +298,10 @@ def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
 
     def carries(value) -> bool:  # a varied value, not a pointer into the memory itself
         return value not in own and is_varied(value)
+
+    def copies(value) -> bool:  # bits read from varied memory: a float's, for all we know
+        return isinstance(value, I.Load) and not can_carry_derivative(value.type) \
+            and carries(value.pointer)
 
     while work:
         address = work.pop()
@@ -312,7 +317,8 @@ def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
                     work.append(user)
             elif op == "store":
                 value, pointer = user.operands
-                if value is address or (pointer is address and carries(value)):
+                if value is address or (pointer is address and (carries(value)
+                                                                 or copies(value))):
                     return True
             elif op in ("load", "icmp") or (heap and op in WHOLE_MERGES):
                 continue  # with ``heap``, pointers into the memory are visited in their turn

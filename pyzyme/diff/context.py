@@ -136,6 +136,9 @@ class ForwardContext(_Generated):
     runtime: frozenset = frozenset()
     #: Primal values that can be infinite or NaN (strong zero), or None where it is off.
     nonfinite: object = None
+    #: Integer loads from shadowed memory that may read a float's bits, stored into
+    #: shadowed memory: the same load from each lane's shadow, what the store copies there.
+    bits: dict = field(default_factory=dict)
 
     def value(self, value: Value) -> Value:
         """The new function's copy of primal ``value`` (constants and globals as they are).

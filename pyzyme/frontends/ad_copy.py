@@ -13,8 +13,9 @@ the same with a second module, the *AD copy*:
 - global variables the program may write are *declarations* in the copy, so the derivative
   reads and writes the program's own globals once the copy is linked back; constants stay as
   internal definitions, so loads of them can still be folded;
-- debug information is dropped (generated code has no locations, and LLVM rejects calls
-  without one in a function that has a subprogram).
+- debug information is dropped but for the instructions' source lines, which errors name:
+  the functions lose their subprograms (generated code has no locations, and LLVM rejects
+  calls without one in a function that has a subprogram).
 
 :func:`link_into` then keeps only the named entry points of the copy (internalising the rest,
 so its copies of the program's functions cannot clash with the originals) and links it into
@@ -80,12 +81,14 @@ def rename_global(module: ir.Module, value, new: str) -> None:
     module._symbols[new] = value
 
 
-def strip_debug_info(module: ir.Module) -> None:
-    """Remove ``!dbg`` attachments and ``#dbg_*`` records from every function of ``module``."""
+def strip_debug_info(module: ir.Module, *, keep_lines: bool = False) -> None:
+    """Remove ``!dbg`` attachments and ``#dbg_*`` records from every function of ``module``;
+    with ``keep_lines``, keep the instructions' locations (a function without a subprogram
+    may carry them, and code generated into it needs none), for errors to name."""
     for fn in module.functions:
         fn.suffix = _DBG_ATTACHMENT.sub("", fn.suffix)
         for inst in fn.instructions():
-            if inst.metadata:
+            if inst.metadata and not keep_lines:
                 inst.metadata = [(k, t) for k, t in inst.metadata if k != "dbg"]
             inst.debug_records = []
 
@@ -156,7 +159,7 @@ def ad_copy(module_text: str, targets: Iterable[str], *, keep_calls: Iterable[st
         for i, arg in enumerate(fn.args):
             if not arg.name:  # clang -O0 leaves them unnamed; derivatives name their shadows
                 arg.name = fn.unique_name(f"arg{i}")
-    strip_debug_info(module)
+    strip_debug_info(module, keep_lines=True)
     tape_pool_as_libc(module)
     expand_realloc(module)
     cxx_allocation_as_malloc(module)

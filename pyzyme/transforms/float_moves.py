@@ -13,9 +13,11 @@ width, and the integer is only stored, :func:`floats_as_floats` makes the pair a
 and float stores. LLVM's loads and stores move bits unchanged whatever their type, so the
 primal computes exactly what it did; the derivative now sees a float copy, whose adjoint it
 knows. What type analysis cannot prove stays an integer: :func:`reads_integers` then says
-whether it is known to copy integers (shadow memory mirrors them) or may copy a float's bits
-(both modes refuse it, naming the copy; forward mode used to mirror the primal's bits into the
-shadow, a silently wrong tangent).
+whether it is known to copy integers (shadow memory mirrors them) or may copy a float's bits.
+Then forward mode copies the shadow's bits where the copy reads memory that has a shadow (a
+``char *`` loop moves the tangent with the float) and refuses it where that memory has none;
+reverse mode, which cannot add an integer's worth of adjoint, refuses it; both name the copy.
+(Forward mode used to mirror the primal's bits into the shadow, a silently wrong tangent.)
 
 Examples
 --------
@@ -52,15 +54,16 @@ from collections.abc import Callable
 
 from pyzyme.analysis.activity import contains_type
 from pyzyme.analysis.layout import gep_offset, scalar_at
-from pyzyme.analysis.overwrite import may_alias
+from pyzyme.analysis.overwrite import identified_object, may_alias, underlying_objects
 from pyzyme.analysis.tbaa import access_kind
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.names import readable
+from pyzyme.ir.values import GlobalVariable
 
-__all__ = ["candidates", "float_pointers", "floats_as_floats", "may_carry_a_float",
-           "refuse_punned_reads", "reads_integers", "refusal"]
+__all__ = ["candidates", "float_pointers", "floats_as_floats",
+           "refuse_punned_reads", "reads_integers", "refusal", "stored_as_integers"]
 
 # The float type each integer width may be carrying (x86_fp80 and fp128 are never moved
 # through an integer of their width by the code we see).
@@ -68,13 +71,6 @@ _FLOAT_OF_WIDTH = {16: T.half, 32: T.float, 64: T.double}
 
 # Type-based alias tags name the integer type; the float access must not keep them.
 _DROPPED_METADATA = ("tbaa", "tbaa.struct")
-
-
-def may_carry_a_float(value) -> bool:
-    """Whether ``value`` is an integer loaded from memory with a float's width. (Narrower
-    copies, byte by byte, are taken for integers: Numba builds its error messages' text so.)"""
-    return isinstance(value, I.Load) and value.type.is_int \
-        and value.type.width in _FLOAT_OF_WIDTH
 
 
 def candidates(fn) -> list[I.Load]:
@@ -132,30 +128,90 @@ def _stores_it(use, load: I.Load) -> bool:
 def reads_integers(load: I.Load, types, floats: Callable[[], list]) -> bool:
     """Whether integer ``load`` reads an integer (so a shadow may mirror it), not the bits of a
     float: type analysis ``types`` says so (None: it failed), or clang's type tag on it, or its
-    address is typed as integer data, or no float access of the function (``floats()``: their
-    pointers, see :func:`float_pointers`) may touch the same memory."""
+    address is typed as integer data, or it reads a constant without floats, or memory the
+    function made and kept to itself (:func:`_kept_here`) where no float access of the
+    function (``floats()``: their pointers, see :func:`float_pointers`) may touch it. Memory
+    that came from elsewhere may hold floats the function never names: a ``char *`` copy
+    loop's caller passes it arrays of doubles."""
     if types is not None:
         kind = types.tree(load).lookup(0)
         if kind.kind in ("Integer", "Pointer"):
             return True
         if kind.is_float:
             return False
-    tagged = access_kind(load)  # C/C++: the type the source reads there
+    typed = _addressed_as_integers(load)
+    if typed is not None:
+        return typed
+    objects = underlying_objects(load.pointer)
+    if not objects or not all(_kept_here(o) or _constant_integers(o) for o in objects):
+        return False
+    return all(map(_constant_integers, objects)) or \
+        not any(may_alias(load.pointer, p) for p in floats())
+
+
+def stored_as_integers(store: I.Store) -> bool:
+    """Whether integer ``store`` writes where integers live, whatever its value was read
+    from: its type tag or its address says so (an element of an ``i64`` array: a tape of
+    integers)."""
+    return _addressed_as_integers(store) is True
+
+
+def _addressed_as_integers(access) -> bool | None:
+    """What the load or store ``access`` says of the memory it touches: True (integers or
+    pointers), False (floats) or None (nothing): clang's type tag, the declared type of a
+    typed stack slot's field, or the element type its address is computed in."""
+    tagged = access_kind(access)  # C/C++: the type the source reads there
     if tagged is not None:
         return tagged != "float"
-    declared = _slot_scalar(load.pointer)  # a field of a typed stack slot
+    declared = _slot_scalar(access.pointer)  # a field of a typed stack slot
     if declared is not None and (declared.is_int or declared.is_pointer):
         return True
     if declared is not None and declared.is_float:
         return False
-    step = load.pointer
+    step = access.pointer
     while isinstance(step, I.GetElementPtr):  # the addressing names the element type
         if step.source_type != T.i8:
-            if not _has_float(step.source_type):
-                return True
-            break
+            return True if not _has_float(step.source_type) else None
         step = step.pointer
-    return not any(may_alias(load.pointer, p) for p in floats())
+    return None
+
+
+def _constant_integers(obj) -> bool:
+    """Whether ``obj`` is a constant global holding no floats (a string's text)."""
+    return isinstance(obj, GlobalVariable) and obj.is_constant and \
+        obj.value_type is not None and not _has_float(obj.value_type)
+
+
+def _kept_here(obj) -> bool:
+    """Whether ``obj`` is a stack slot or an allocation of its function that only the
+    function's own loads and stores touch (no call is handed it, it is never stored, no
+    integer loaded from memory is stored into it: that may be a float's bits): every float
+    ever in it is stored by an access :func:`float_pointers` lists."""
+    if not (isinstance(obj, I.Alloca) or identified_object(obj)) or \
+            not isinstance(obj, I.Instruction):
+        return False
+    work, seen = [obj], set()
+    while work:
+        value = work.pop()
+        if value in seen:
+            continue
+        seen.add(value)
+        for use in value.users:
+            if isinstance(use, I.Load):
+                continue
+            if isinstance(use, I.Store) and use.value is not value:
+                if isinstance(use.value, I.Load) and not _has_float(use.value.type):
+                    return False
+                continue
+            if isinstance(use, I.GetElementPtr) or (isinstance(use, I.Instruction) and (
+                    use.opcode in ("phi", "select", "bitcast", "addrspacecast"))):
+                work.append(use)
+            elif isinstance(use, I.CallBase) and use.called_function is not None and \
+                    use.called_function.name.startswith("llvm.lifetime."):
+                continue
+            else:
+                return False
+    return True
 
 
 def refusal(where: str, inst: I.Instruction) -> UnsupportedError:
@@ -165,8 +221,9 @@ def refusal(where: str, inst: I.Instruction) -> UnsupportedError:
         return UnsupportedError(
             f"{where} copies memory that may hold floats through an integer of type "
             f"{inst.value.type}: {inst}",
-            hint="please report this function (type analysis could not tell whether the copy "
-                 "moves floats or integers)")
+            hint="type analysis could not tell whether the copy moves floats or integers: "
+                 "copy floats as floats (as floating-point values, or with an array copy or "
+                 "memcpy, whose derivatives pyzyme knows), or report this function")
     return UnsupportedError(
         f"{where} reads a float from the bits of an integer loaded from memory that carries "
         f"derivatives, and uses the integer too: {inst}",

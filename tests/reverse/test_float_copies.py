@@ -87,11 +87,22 @@ entry:
 """
 
 
-@pytest.mark.parametrize("mode", ["forward", "reverse"])
-def test_a_copy_that_may_move_a_float_is_refused(mode):
-    # Forward mode used to mirror the primal's bits into the shadow: a wrong tangent.
+def test_a_copy_that_may_move_a_float_is_refused_in_reverse_mode():
     with pytest.raises(UnsupportedError, match="through an integer of type i64"):
-        pl.compile(UNKNOWN, "g", mode, ["dup", "dup", "dup"])
+        pl.compile(UNKNOWN, "g", "reverse", ["dup", "dup", "dup"])
+
+
+def test_forward_mode_copies_the_shadows_bits_where_a_copy_may_move_a_float():
+    # Forward mode used to mirror the primal's bits into the shadow (a wrong tangent), then
+    # refused the copy; the shadow's bits are what a float's tangent or an integer's mirror
+    # is, whichever the copy moves (tests/forward/test_byte_copies.py: byte by byte).
+    tangent = pl.compile(UNKNOWN, "g", "forward", ["dup", "dup", "dup"])
+    x, y, z = np.array([1.5]), np.zeros(1), np.array([4.0])
+    dx, dy, dz = np.array([-2.5]), np.zeros(1), np.array([0.25])
+    out = tangent(x.ctypes.data, y.ctypes.data, z.ctypes.data, dx.ctypes.data, dy.ctypes.data,
+                  dz.ctypes.data)
+    assert (out.f0, out.f1) == (4.0, 0.25)
+    assert (y[0], dy[0]) == (1.5, -2.5)
 
 
 # x[0] read as a double from its bits, which are also tested for the sign.

@@ -17,6 +17,7 @@ function: a derivative is never silently zero.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from pyzyme.analysis.activity import analyze_activity, can_carry_derivative, contains_type
 from pyzyme.analysis.cfg import reverse_post_order
@@ -32,6 +33,7 @@ from pyzyme.diff.runtime_checks import guarded_call_shadows, primal_as_shadow, r
 from pyzyme.diff.signature import ExtraParam, ForwardSignature
 from pyzyme.errors import TypeAnalysisError, UnsupportedError, error_context
 from pyzyme.ir import instructions as I, types as T
+from pyzyme.ir.debug_info import located
 from pyzyme.ir.names import readable
 from pyzyme.ir.opcodes import OPCODES
 from pyzyme.settings import Options
@@ -150,7 +152,7 @@ class ForwardGenerator:
         for block in order:
             b.position_at_end(st.values[block])
             for inst in block.instructions:
-                with error_context("instruction", f"{inst}"):
+                with error_context("instruction", partial(located, inst)):
                     self._instruction(st, inst, sig)
         for old_phi, new_phi, dphis in st.phis:
             for value, block in zip(old_phi.operands, old_phi.blocks):

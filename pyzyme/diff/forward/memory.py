@@ -27,6 +27,12 @@ def load(cx, inst: I.Load, new: I.Load) -> None:
     """The tangent of a load through a shadowed pointer: the same load from each lane's shadow
     (zero where the shadow may be the primal at run time)."""
     if inst not in cx.activity.varied:
+        if _copies_bits(cx, inst):
+            shadows = cx.derivs[inst.pointer]
+            cx.bits[inst] = [cx.builder.insert(I.Load(inst.type, shadows[k], inst.align,
+                                                      inst.volatile, inst.ordering,
+                                                      inst.syncscope))
+                             for k in range(cx.width)]
         return
     shadows = cx.derivs[inst.pointer]
     cx.lanes(inst, lambda k, name: cx.builder.insert(
@@ -44,6 +50,19 @@ def load(cx, inst: I.Load, new: I.Load) -> None:
                            for k, d in enumerate(cx.derivs[inst])]
 
 
+def _copies_bits(cx, inst: I.Load) -> bool:
+    """Whether integer load ``inst`` reads shadowed memory that may hold a float's bits and is
+    stored into shadowed memory: a copy (a ``char *`` loop, a small ``memcpy``) whose shadow
+    copy moves the tangent's bits (:func:`~pyzyme.transforms.float_moves.reads_integers`)."""
+    if can_carry_derivative(inst.type) or inst.pointer not in cx.derivs or \
+            inst.pointer in cx.runtime:
+        return False
+    if not any(isinstance(u, I.Store) and u.value is inst and u.pointer in cx.activity.varied
+               for u in inst.users):
+        return False
+    return not cx.generator.reads_integers(cx.old, inst)
+
+
 def store(cx, inst: I.Store, new: I.Store) -> None:
     """The store of the stored value's derivative (or zero, or its integers) into each lane's
     shadow; a varied value stored where there is no shadow is an error."""
@@ -56,12 +75,16 @@ def store(cx, inst: I.Store, new: I.Store) -> None:
                 and not inactive_memory(cx.rules, pointer):
             raise no_shadow_error(cx.where, inst, pointer)
         return
-    if not varied and float_moves.may_carry_a_float(value) and \
-            value.pointer in cx.activity.varied and \
+    if not varied and value not in cx.bits and isinstance(value, I.Load) and \
+            not can_carry_derivative(value.type) and \
+            not float_moves.stored_as_integers(inst) and \
             not cx.generator.reads_integers(cx.old, value):
-        raise float_moves.refusal(cx.where, inst)  # its shadow would get the primal's bits
+        # Read where there is no shadow (or one that may be the primal at run time): the
+        # shadow would get the primal's bits, where a float's tangent is zero.
+        raise float_moves.refusal(cx.where, inst)
     for k in range(cx.width):
-        d = cx.derivative(value, k) if varied else _stored_derivative(cx, value)
+        d = cx.derivative(value, k) if varied else cx.bits[value][k] if value in cx.bits \
+            else _stored_derivative(cx, value)
         if pointer in cx.runtime:
             # Where the shadow is the primal, store what the primal store just stored.
             b = cx.builder

@@ -6,6 +6,8 @@ A mixin of :class:`~pyzyme.diff.reverse.generator.ReverseGenerator`.
 
 from __future__ import annotations
 
+from functools import partial
+
 from pyzyme.analysis.activity import can_carry_derivative
 from pyzyme.analysis.int_address import address_source, replay_address
 from pyzyme.analysis.layout import sizeof
@@ -23,6 +25,7 @@ from pyzyme.diff.runtime_checks import guarded_call_shadows, inactive_here, prim
 from pyzyme.errors import TypeAnalysisError, UnsupportedError, error_context
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
+from pyzyme.ir.debug_info import located
 from pyzyme.ir.opcodes import READ_MODIFY_WRITE, STRUCTURAL
 from pyzyme.ir.values import Undef, Value, const_int, const_null
 from pyzyme.transforms import float_moves
@@ -65,7 +68,7 @@ class ForwardSweep:
                     st.inductions[st.values[phi]] = (loop, summed)
             b.position_at_end(st.last[block])
         for inst in block.instructions[len(block.phis):]:
-            with error_context("instruction", f"{inst}"):
+            with error_context("instruction", partial(located, inst)):
                 self._forward(st, inst)
             if st.finite_watch is not None and block not in st.doomed:
                 st.finite_watch.test(st, st.fb, inst)
@@ -154,8 +157,10 @@ class ForwardSweep:
                     raise no_shadow_error(st.where, inst, pointer)
             return
         ty = value.type
-        if ty.is_int and isinstance(value, I.Load) and value.pointer in st.activity.varied \
-                and not self._integer_move(st, value):
+        if ty.is_int and isinstance(value, I.Load) and \
+                not float_moves.stored_as_integers(inst) and not self._integer_move(st, value):
+            # The bits of a float, for all we know: an integer cannot carry its adjoint, and
+            # mirrored into the shadow they would be taken for one.
             raise float_moves.refusal(st.where, inst)
         if has_float(ty) and not has_pointer(ty) and not any(
                 e.is_int for e in leaves(ty)):

@@ -46,6 +46,8 @@ from pyzyme.analysis.layout import sizeof
 from pyzyme.errors import UnsupportedError
 from pyzyme.frontends.llvm_ad import _is_floaty, default_activity
 from pyzyme.ir import instructions as I
+from pyzyme.ir.debug_info import DebugInfo
+from pyzyme.ir.debug_info import source_location as debug_location
 from pyzyme.ir.values import ConstantExpr, ConstantInt, GlobalVariable, MetadataValue
 
 __all__ = ["ENTRY_POINTS", "CONTEXT_NEW", "GRADIENT_LOG", "CallSite", "Arg", "EnzymeCallError",
@@ -213,49 +215,6 @@ def entry_mode(name: str) -> str | None:
 
 
 # ------------------------------------------------------------------------ source locations
-class _DebugInfo:
-    """``!N = !DILocation(...)`` and friends of a module, for naming call sites."""
-
-    def __init__(self, module) -> None:
-        self.nodes: dict[str, str] = {}
-        for section, text in module.extra_lines:
-            if section == "metadata":
-                m = re.match(r"(!\d+)\s*=\s*(?:distinct\s+)?(.*)", text)
-                if m:
-                    self.nodes[m.group(1)] = m.group(2)
-        self.default = module.source_filename or module.name or "<module>"
-
-    def field(self, node: str, name: str) -> str | None:
-        m = re.search(rf"\b{name}:\s*(\"(?:[^\"\\]|\\.)*\"|[^,)]+)", self.nodes.get(node, ""))
-        return m.group(1).strip().strip('"') if m else None
-
-    def location(self, inst) -> str:
-        dbg = next((t for k, t in getattr(inst, "metadata", ()) if k == "dbg"), None)
-        line = self.field(dbg, "line") if dbg else None
-        if line is None:
-            fn = inst.function.name if inst.parent is not None else "?"
-            return f"{self.default} (in @{fn})"
-        filename = self._filename(dbg)
-        for _ in range(16):  # code inlined from pyzyme's own headers: name the user's call
-            outer = self.field(dbg, "inlinedAt")
-            if outer is None or not _SHIPPED_HEADER.search(filename or ""):
-                break
-            dbg, line = outer, self.field(outer, "line") or line
-            filename = self._filename(dbg)
-        return f"{filename or self.default}:{line}"
-
-    def _filename(self, dbg: str) -> str | None:
-        scope = self.field(dbg, "scope")
-        for _ in range(16):  # lexical blocks nest; their chain ends at the subprogram
-            if scope is None:
-                return None
-            file = self.field(scope, "file")
-            if file is not None:
-                return self.field(file, "filename")
-            scope = self.field(scope, "scope")
-        return None
-
-
 # The headers pyzyme cc puts on the include path (<enzyme/enzyme>...): a location inside one
 # is reported where the user's code called it.
 _SHIPPED_HEADER = re.compile(r"pyzyme[/\\]frontends[/\\]include[/\\]")
@@ -264,7 +223,11 @@ _SHIPPED_HEADER = re.compile(r"pyzyme[/\\]frontends[/\\]include[/\\]")
 def source_location(module, inst) -> str:
     """``file.c:LINE`` of ``inst`` from the module's debug information, or the module's
     source file and the function when there is none."""
-    return _DebugInfo(module).location(inst)
+    found = debug_location(module, inst, _SHIPPED_HEADER)
+    if found is not None:
+        return found
+    fn = inst.function.name if inst.parent is not None else "?"
+    return f"{module.source_filename or module.name or '<module>'} (in @{fn})"
 
 
 # ------------------------------------------------------------------------ reading calls
@@ -300,7 +263,7 @@ def find_call_sites(module) -> list[CallSite]:
     EnzymeCallError
         For a call that cannot be read, naming its source location.
     """
-    debug = _DebugInfo(module)
+    debug = DebugInfo(module)
     for fn in module.functions:
         hook = next((h for h in _HOOKS if fn.name in (h, f"_Z{len(h)}{h}") or
                      fn.name.startswith(f"_Z{len(h)}{h}")), None)  # C or C++ spelling
@@ -317,7 +280,8 @@ def find_call_sites(module) -> list[CallSite]:
             name = inst.called_function.name
             if "__enzyme_" not in name:
                 continue
-            where = debug.location(inst)
+            where = debug.location(inst, _SHIPPED_HEADER) or \
+                f"{debug.default} (in @{fn.name})"
             for key, why in _NOT_PROVIDED.items():
                 if key in name:
                     raise EnzymeCallError(f"{where}: {key}: {why}")
