@@ -8,6 +8,7 @@ import re
 import numba
 import numpy as np
 
+import pyzyme.llvm as pl
 from pyzyme import Active, Const, Duplicated, Reverse, autodiff, code_llvm
 
 
@@ -57,3 +58,33 @@ def test_pair_energy_gradient_against_central_differences():
         down = _pair_energy(pos, 1.0)
         pos[at] = keep
         assert abs(dpos[at] - (up - down) / (2 * h)) <= 1e-6 * max(1.0, abs(dpos[at]))
+
+
+_SQUARES_IR = """
+declare double @llvm.fmuladd.f64(double, double, double)
+define double @squares(ptr %x) {
+  %a = load double, ptr %x, align 8
+  %q = getelementptr double, ptr %x, i64 1
+  %b = load <2 x double>, ptr %q, align 8
+  %v = call double @llvm.fmuladd.f64(double %a, double %a, double %a)
+  %bb = fmul <2 x double> %b, %b
+  %b0 = extractelement <2 x double> %bb, i64 0
+  %b1 = extractelement <2 x double> %bb, i64 1
+  %s = fadd double %b0, %b1
+  %w = call double @llvm.fmuladd.f64(double %v, double %s, double %b0)
+  ret double %w
+}
+"""
+
+
+def test_fmuladd_and_vector_squares_against_the_closed_form():
+    # w = (a^2 + a) (b0^2 + b1^2) + b0^2: fmuladd(a, a, c) squares its first two operands
+    # too, and a vector product squares each lane.
+    reverse = pl.compile(_SQUARES_IR, "squares", "reverse", ["dup"])
+    x = np.array([0.7, -1.3, 2.1])
+    grad = np.zeros(3)
+    reverse(x.ctypes.data, grad.ctypes.data, 1.5)
+    a, b0, b1 = x
+    v, s = a * a + a, b0 * b0 + b1 * b1
+    want = 1.5 * np.array([(2 * a + 1) * s, v * 2 * b0 + 2 * b0, v * 2 * b1])
+    np.testing.assert_allclose(grad, want, rtol=1e-14)
