@@ -22,6 +22,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import (Argument, ConstantAggregate, Value, const_c_string, const_int,
                               const_null)
 from pyzyme.rules import default_rules, spec
+from pyzyme.rules.expr import Arg
 from pyzyme.rules.expr import Const as ConstExpr
 from pyzyme.rules.expr import Op
 
@@ -142,8 +143,9 @@ class ReverseAdjoints:
             self._log_gradient(st, inst, d)
         em = Emitter(b, self.module, ty, flags)
         args = _Lazy(lambda i: st.primal(operands[i]))
+        twice = _squared(row.partials, operands)
         for i, (p, operand) in enumerate(zip(row.partials, operands)):
-            if p is None or not st.active(operand):
+            if p is None or not st.active(operand) or i in twice[1:]:
                 continue
             result = None
             if "ret" in p.placeholders():
@@ -159,7 +161,11 @@ class ReverseAdjoints:
                     else b.fmul(em.constant(p.value), d, em.flags))
             else:
                 partial = em.expr(p, args, result, naming.partial(inst.name, i))
-                term = b.fmul(partial, d, em.flags)
+                # x * x: one product with the doubled seed, not two products summed
+                # (LLVM makes those (x * seed) * 2): a sum of squares (a distance, a norm)
+                # doubles its one seed once and pays one multiply per square.
+                seed = b.fadd(d, d, em.flags) if twice else d
+                term = b.fmul(partial, seed, em.flags)
             if guarded(p, operands, inst, st.nonfinite):
                 term = em.unless_zero(d, term, partial=partial)
                 if st.finite_watch is not None:
@@ -321,6 +327,16 @@ class _Lazy:
         if i not in self._done:
             self._done[i] = self._make(i)
         return self._done[i]
+
+
+def _squared(partials, operands) -> tuple[int, ...]:
+    """The two positions of an operand that a product multiplies by itself (``x * x``,
+    ``fma(x, x, c)``), where each one's partial is the other (so both are ``x``); else ().
+    Their adjoint is ``x * (seed + seed)``: exactly ``2 * (x * seed)`` short of overflow and
+    underflow (doubling is exact), where a seed of 2**1023 or more overflows first."""
+    at = [i for i, p in enumerate(partials) if isinstance(p, Arg) and p.index != i
+          and p.index < len(operands) and operands[p.index] is operands[i]]
+    return tuple(at) if len(at) == 2 and partials[at[0]].index == at[1] else ()
 
 
 def _is_reciprocal(p) -> bool:
