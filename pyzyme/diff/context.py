@@ -263,6 +263,7 @@ class ReverseContext(_Generated):
     resizes: dict = field(default_factory=dict)        # block move -> (old, size, new) shadow
     float_pointers: list | None = None                 # pointers of float loads and stores
     written: dict = field(default_factory=dict)        # loop -> pointers written in it
+    bulk: list = field(default_factory=list)           # reverse.bulk.BulkCopy of loop caches
     same_runs: dict = field(default_factory=dict)      # (loop, outer) -> bool
     forwarding: object = None                          # StoreForwarding, lazily
     rev_origin: dict = field(default_factory=dict)     # reverse value -> fwd value it stands for

@@ -11,6 +11,7 @@ from pyzyme.analysis.activity import Activity
 from pyzyme import naming
 from pyzyme.transforms.alias_scopes import annotate
 from pyzyme.diff.context import ReverseContext
+from pyzyme.diff.reverse import bulk
 from pyzyme.diff.reverse.values import incoming_value
 from pyzyme.errors import error_context
 from pyzyme.ir import IRBuilder
@@ -336,13 +337,33 @@ class ReverseControl:
         the formula says; a 64-bit one would have to run 2**63 times first."""
         return loop.trip_count.induction.phi.type == T.i64
 
-    def _size_each_run(self, st: ReverseContext, loop) -> None:
+    def _fill_each_run(self, st: ReverseContext, copy, reserved: set, sized_runs: dict):
+        """Fill the cache of :class:`~pyzyme.diff.reverse.bulk.BulkCopy` ``copy`` by a copy
+        where each run of its loop starts, its caches sized for the run by then (before the
+        nest, or as the run starts); otherwise by a store per iteration after all."""
+        loop = copy.loop
+        if loop in reserved and self._bounded(loop):
+            builders = st.entering(loop)
+        else:
+            builders = []
+            for block in sized_runs.get(loop, ()):
+                b = IRBuilder()
+                b.position_before(block.terminator)
+                builders.append(b)
+        if not builders:
+            self.keep_each(st, copy.fv, copy.cache)
+            return
+        for b in builders:
+            bulk.fill(st, copy, b, self._runs(st, b, loop.trip_count, st.fwd_value))
+
+    def _size_each_run(self, st: ReverseContext, loop) -> list:
         """On each forward edge entering ``loop`` (whose trip count is known as it starts,
         from the bounds its only exit tests, as :meth:`_counted` finds where a run began),
         make room in its caches for the run about to start, instead of testing their
         capacity on every iteration: the edge's branch moves to a block of its own, which
         the header's phis then come from."""
         header = st.first[loop.header]
+        tails = []
         for (_, target), edge in list(st.entries.items()):
             if target is not loop.header:
                 continue
@@ -356,6 +377,8 @@ class ReverseControl:
             runs = self._runs(st, b, loop.trip_count, st.fwd_value)
             count = b.load(T.i64, st.tape.counter(loop).fwd)
             st.tape.ensure(b, loop, b.add(count, runs), tail)
+            tails.append(tail)
+        return tails
 
     @staticmethod
     def _countable(loop, top) -> bool:
@@ -398,14 +421,17 @@ class ReverseControl:
             b.position_before(block.terminator)
             st.releases.run(b, forward=True)
             st.tape.free(b, forward=True)
+        sized_runs: dict = {}       # loop -> blocks where each run starts, sized for it
         for loop, index, first, rest in st.headers:
             sized = loop in reserved   # for its whole nest, before the nest began
             per_run = not sized and st.tape.sized(loop) and self._countable(loop, loop) and (
                 loop.trip_count.start.type == T.i64 or loop.trip_count.predicate[0] == "s")
             if per_run:
-                self._size_each_run(st, loop)
+                sized_runs[loop] = self._size_each_run(st, loop)
             b = IRBuilder(first)
             st.tape.grow(b, loop, index, rest, st.fidx, own=not (per_run or sized))
+        for copy in st.bulk:
+            self._fill_each_run(st, copy, reserved, sized_runs)
         annotate(dict.fromkeys((st.fwd, st.rev)), self.scopes, st.tape.scope_node,
                  lambda pointer: self.object_of(st, pointer))
         if not st.sig.split:

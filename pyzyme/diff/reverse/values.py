@@ -22,6 +22,7 @@ from pyzyme.analysis.overwrite import (
 )
 from pyzyme import naming
 from pyzyme.diff.context import ReverseContext
+from pyzyme.diff.reverse import bulk
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -376,7 +377,17 @@ class ReverseValues:
 
     def _keep(self, st: ReverseContext, fv: I.Instruction, cache) -> None:
         """Store ``fv`` into ``cache`` in the forward sweep where it is made (a header phi: in
-        its loop's body, after the iteration count), at the index of ``cache``'s loop."""
+        its loop's body, after the iteration count), at the index of ``cache``'s loop; or,
+        for a load that :func:`~pyzyme.diff.reverse.bulk.plan` accepts, leave it to one copy
+        per run of its loop (made by ``finalize``, or a store per iteration there after all)."""
+        copy = bulk.plan(st, fv, cache)
+        if copy is not None:
+            st.bulk.append(copy)
+            return
+        self.keep_each(st, fv, cache)
+
+    def keep_each(self, st: ReverseContext, fv: I.Instruction, cache) -> None:
+        """The store per iteration of :meth:`_keep`."""
         fb = IRBuilder()
         if isinstance(fv, I.Phi):
             block = st.origin[fv.parent]
