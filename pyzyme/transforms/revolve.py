@@ -94,17 +94,43 @@ def _cached(state_bytes: int) -> int:
     return CACHE_WINDOW // (state_bytes + SNAPSHOT_OVERHEAD)
 
 
-def snapshots(budget: int, state_bytes: int, steps: int, reserve: int) -> int:
-    """The snapshots a schedule of ``steps`` steps uses under ``budget`` bytes when a snapshot
-    is ``state_bytes``: those the budget allows (:func:`allowed`), or, where the cost model
-    says it is faster, only as many as :data:`CACHE_WINDOW` holds (a loop whose number of
-    steps is known: ``steps`` >= 0); 0 when not even one fits. The compiled scheme computes
-    the same (:func:`snapshots_ir`)."""
+def _two_level_runs(hot: int, steps: int) -> int:
+    """Step runs of the two-level schedule: a snapshot every ``hot`` steps in the forward
+    sweep, each range of ``hot`` steps then run once more, storing every state."""
+    return steps - 1 + (steps - 2) // hot * (hot - 1)
+
+
+def plan(budget: int, state_bytes: int, steps: int, reserve: int) -> tuple[int, int]:
+    """``(snapshots, hot)``: the snapshots a schedule of ``steps`` steps uses under ``budget``
+    bytes when a snapshot is ``state_bytes``, and the length of the ranges it reverses within
+    the cache (0: Revolve's binomial schedule over all of them). Of three schedules, the
+    one the cost model finds fastest: Revolve's with the snapshots the budget allows
+    (:func:`allowed`), Revolve's with those :data:`CACHE_WINDOW` holds, and (where the budget
+    allows it) a two-level one: a snapshot every ``hot`` steps (as many as the cache holds),
+    then each range of ``hot`` steps reversed storing every state, each step run twice with
+    every copy but the top level's from the cache. A while loop's (``steps`` -1) is the first.
+    The compiled scheme computes the same (:func:`snapshots_ir`)."""
     s = allowed(budget, state_bytes, steps, reserve)
     few = _cached(state_bytes)
     if steps < 0 or few >= s or few < 2:
-        return s
-    return few if _cost(few, state_bytes, steps) < _cost(s, state_bytes, steps) else s
+        return s, 0
+    best, chosen = _cost(s, state_bytes, steps), (s, 0)
+    cost = _cost(few, state_bytes, steps)
+    if cost < best:
+        best, chosen = cost, (few, 0)
+    top = (steps - 2) // few
+    if top + few + 1 <= s:
+        runs = _two_level_runs(few, steps)
+        cost = float(runs) * float(state_bytes + STEP_FIXED) + float(2 * steps) * float(
+            state_bytes) * COPY_NEAR + float(2 * top) * float(state_bytes) * COPY_FAR
+        if cost < best:
+            chosen = (top + few + 1, few)
+    return chosen
+
+
+def snapshots(budget: int, state_bytes: int, steps: int, reserve: int) -> int:
+    """The snapshots of :func:`plan`; 0 when not even one fits."""
+    return plan(budget, state_bytes, steps, reserve)[0]
 
 
 def _split(length: int, snaps: int) -> int:
@@ -136,6 +162,7 @@ class Schedule:
     snapshots: int
     online: bool = False  # the number of steps known only when the loop ends
     allowed: int = 0      # the snapshots the budget allowed, where the cost model used fewer
+    hot: int = 0          # the two-level schedule's ranges (plan); 0: Revolve's
 
     @classmethod
     def under(cls, budget: int, state_bytes: int, steps: int, reserve: int) -> "Schedule":
@@ -146,13 +173,14 @@ class Schedule:
         Examples
         --------
         >>> print(Schedule.under(16 << 20, 8000, 100_000, 3))
-        binomial checkpointing (Revolve): 100000 steps, 261 snapshots (of 2090 the budget \
-allows: 2 MiB of them stay in cache), each step run forward at most 3 times; 265285 untaped \
-step runs (recomputation factor 2.65), 99288 stores, 99999 restores
+        two-level checkpointing: 100000 steps, 645 snapshots (the budget allows 2090; 2 MiB \
+of snapshots stay in cache), one every 261 steps, then each range of 261 reversed storing \
+every state (each step run forward at most 2 times); 199580 untaped step runs (recomputation \
+factor 2.00), 99616 stores, 99999 restores
         """
-        s = snapshots(budget, state_bytes, steps, reserve)
+        s, hot = plan(budget, state_bytes, steps, reserve)
         most = allowed(budget, state_bytes, steps, reserve)
-        return cls(steps, s, allowed=most if most > s else 0)
+        return cls(steps, s, allowed=most if most > s else 0, hot=hot)
 
     def _run(self) -> tuple[int, int, int]:
         capo, fine, check, valid = 0, self.steps, -1, True
@@ -185,6 +213,8 @@ step runs (recomputation factor 2.65), 99288 stores, 99999 restores
             else:
                 left = self.snapshots - check
                 m = fine - capo - 1 if left == 1 else _split(fine - capo, left)
+                if self.hot and fine - capo > self.hot + 1:
+                    m = self.hot  # the two-level schedule's top level
                 capo, forward = capo + m, forward + m
         return forward, stores, restores
 
@@ -211,12 +241,15 @@ step runs (recomputation factor 2.65), 99288 stores, 99999 restores
     def __str__(self) -> str:
         forward, stores, restores = self._run()
         kind = "online checkpointing, then binomial" if self.online else \
-            "binomial checkpointing (Revolve)"
+            "two-level checkpointing" if self.hot else "binomial checkpointing (Revolve)"
         bound = "" if self.online else \
             f", each step run forward at most {self.repetitions} times"
+        if self.hot:
+            bound = (f", one every {self.hot} steps, then each range of {self.hot} reversed "
+                     f"storing every state (each step run forward at most 2 times)")
         fewer = "" if not self.allowed else (
-            f" (of {self.allowed} the budget allows: {CACHE_WINDOW >> 20} MiB of them stay "
-            f"in cache)")
+            f" (the budget allows {self.allowed}; {CACHE_WINDOW >> 20} MiB of snapshots stay in "
+            f"cache)")
         return (f"{kind}: {self.steps} steps, {self.snapshots} snapshots{fewer}{bound}; "
                 f"{forward + 1} untaped step runs (recomputation factor {self.factor:.2f}), "
                 f"{stores} stores, {restores} restores")
@@ -257,21 +290,24 @@ def _act(b: IRBuilder, out, flag: int, iteration, start, slot) -> None:
     b.ret_void()
 
 
-def snapshots_ir(b: IRBuilder, budget, reserve, nbytes, steps):
-    """:func:`snapshots` in IR (i64 values), a call of the module's function for it."""
+def snapshots_ir(b: IRBuilder, budget, reserve, nbytes, steps, hot=None):
+    """:func:`plan` in IR (i64 values): the snapshots, and ``hot`` stored where ``hot`` (a
+    pointer to an i64) is given; a call of the module's function for it."""
     module = b.block.parent.module
     fn = module.get_function(_SNAPSHOTS) or _snapshots_fn(module)
-    return b.call(fn, [budget, reserve, nbytes, steps])
+    return b.call(fn, [budget, reserve, nbytes, steps,
+                       const_null(T.ptr) if hot is None else hot])
 
 
 _SNAPSHOTS = "pyzyme.revolve.snapshots"
 
 
 def _snapshots_fn(module):
-    """``i64 snapshots(budget, reserve, nbytes, steps)``: :func:`snapshots`, with the same
+    """``i64 snapshots(budget, reserve, nbytes, steps, ptr hot)``: :func:`plan`, with the same
     operations on doubles (no fast-math: the same results as Python's floats)."""
-    fn = module.add_function(_SNAPSHOTS, T.FunctionType(T.i64, [T.i64] * 4), prefix="internal")
-    budget, reserve, nbytes, steps = fn.args
+    fn = module.add_function(_SNAPSHOTS, T.FunctionType(T.i64, [T.i64] * 4 + [T.ptr]),
+                             prefix="internal")
+    budget, reserve, nbytes, steps, hot_out = fn.args
     entry, model, done = (fn.append_block(k) for k in ("entry", "model", "done"))
     b = IRBuilder(entry)
     used = b.add(b.mul(b.add(reserve, _i64(2)), nbytes), _i64(STATE_WORDS * 8))
@@ -286,14 +322,39 @@ def _snapshots_fn(module):
                   b.icmp("slt", few, _i64(2)))
     b.cbranch(plain, done, model)
     b.position_at_end(model)
-    cost = [_cost_ir(fn, b, snaps, nbytes, steps) for snaps in (few, s)]
-    chosen = b.select(b.fcmp("olt", cost[0], cost[1]), few, s)
+    all_cost = _cost_ir(fn, b, s, nbytes, steps)
+    few_cost = _cost_ir(fn, b, few, nbytes, steps)
+    fewer = b.fcmp("olt", few_cost, all_cost)
+    best = b.select(fewer, few_cost, all_cost)
+    chosen = b.select(fewer, few, s)
+    f64 = T.double
+    top = b.sdiv(b.sub(steps, _i64(2)), few, name="top")
+    two = b.add(b.add(top, few), _i64(1))
+    runs = b.add(b.sub(steps, _i64(1)), b.mul(top, b.sub(few, _i64(1))))
+    size = b.sitofp(nbytes, f64)
+    two_cost = b.fadd(
+        b.fadd(b.fmul(b.sitofp(runs, f64), b.sitofp(b.add(nbytes, _i64(STEP_FIXED)), f64)),
+               b.fmul(b.fmul(b.sitofp(b.mul(steps, _i64(2)), f64), size),
+                      const_float(f64, COPY_NEAR))),
+        b.fmul(b.fmul(b.sitofp(b.mul(top, _i64(2)), f64), size), const_float(f64, COPY_FAR)))
+    levels = b.and_(b.icmp("sle", two, s), b.fcmp("olt", two_cost, best), name="two.level")
+    chosen = b.select(levels, two, chosen)
+    hot = b.select(levels, few, _i64(0))
     b.br(done)
     last = b.block
     b.position_at_end(done)
     out = b.phi(T.i64, name="snapshots")
     out.add_incoming(s, entry)
     out.add_incoming(chosen, last)
+    hot_phi = b.phi(T.i64, name="hot")
+    hot_phi.add_incoming(_i64(0), entry)
+    hot_phi.add_incoming(hot, last)
+    store, after = fn.append_block("store.hot"), fn.append_block("out")
+    b.cbranch(b.icmp("ne", hot_out, const_null(T.ptr)), store, after)
+    b.position_at_end(store)
+    b.store(hot_phi, hot_out, 8)
+    b.br(after)
+    b.position_at_end(after)
     b.ret(out)
     return fn
 
@@ -335,7 +396,12 @@ def _init(module, name: str):
     b = IRBuilder(fn.append_block("entry"))
     budget = b.load(T.i64, data, 8, name="budget")
     reserve = b.load(T.i64, b.gep(T.i8, data, [_i64(8)]), 8, name="reserve")
-    s = snapshots_ir(b, budget, reserve, nbytes, steps)
+    hot = b.alloca(T.i64, name="hot")
+    b.store(_i64(0), hot, 8)
+    s = snapshots_ir(b, budget, reserve, nbytes, steps, hot)
+    # _GAP: the online schedule's gap while the number of steps is not known; known at
+    # entry, the two-level schedule's ranges (0: Revolve's).
+    gap = b.select(b.icmp("slt", steps, _i64(0)), _i64(1), b.load(T.i64, hot, 8))
     malloc = module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
     state = b.call(malloc, [b.mul(b.add(s, _i64(STATE_WORDS)), _i64(8))], name="state")
     st = _State(b, state)
@@ -343,7 +409,7 @@ def _init(module, name: str):
     for word, value in ((_N, steps), (_S, s), (_BYTES, nbytes), (_CAPO, _i64(0)),
                         (_FINE, steps), (_CHECK, _i64(-1)), (_VALID, _i64(1)),
                         (_FIRST, _i64(1)), (_FORWARDS, _i64(0)), (_TURNS, _i64(0)),
-                        (_STORES, _i64(0)), (_RESTORES, _i64(0)), (_GAP, _i64(1))):
+                        (_STORES, _i64(0)), (_RESTORES, _i64(0)), (_GAP, gap)):
         st.set(word, value)
     b.store(storage, st.at(_STORAGE), 8)
     b.ret(state)
@@ -437,6 +503,9 @@ def _next(module, name: str):
     m = b.phi(T.i64, name="m")
     m.add_incoming(quadratic, blocks["quadratic"])
     m.add_incoming(binomial, blocks["split"])
+    hot = st.get(_GAP, "hot")  # the two-level schedule's top level: a snapshot every hot steps
+    top = b.and_(b.icmp("ne", hot, _i64(0)), b.icmp("sgt", length, b.add(hot, _i64(1))))
+    m = b.select(top, hot, m)
     to = b.add(capo, m, name="to")
     st.set(_CAPO, to)
     st.bump(_FORWARDS, m)
@@ -534,7 +603,7 @@ def _set_nsteps(module, name: str):
     st = _State(b, fn.args[0])
     n = fn.args[1]
     st.bump(_FORWARDS, b.sub(n, st.get(_CAPO)))  # the last FORWARD stopped at n
-    for word, value in ((_N, n), (_FINE, n), (_CAPO, n), (_VALID, _i64(0))):
+    for word, value in ((_N, n), (_FINE, n), (_CAPO, n), (_VALID, _i64(0)), (_GAP, _i64(0))):
         st.set(word, value)
     b.ret_void()
     return fn

@@ -12,7 +12,7 @@ import pyzyme
 from pyzyme import ir
 from pyzyme.runtime.jit import compile_module
 from pyzyme.transforms import revolve
-from pyzyme.transforms.revolve import Schedule, allowed, snapshots
+from pyzyme.transforms.revolve import Schedule, allowed, plan, snapshots
 
 MiB = 1 << 20
 
@@ -34,12 +34,20 @@ def stencil(u, n, k):
 
 
 def test_large_states_keep_to_the_cache_and_small_ones_use_the_budget():
-    """8 KB states (1,000 cells) keep 2 MiB of snapshots of the 16 MiB the budget allows;
-    Lotka-Volterra's 40-byte state uses them all (its steps cost more than its copies)."""
+    """8 KB states (1,000 cells): 10^5 steps under 16 MiB take a snapshot every 261 steps,
+    then reverse each range with 261 snapshots (2 MiB); under 4 MiB Revolve's schedule keeps
+    to 261 snapshots; 10^4 steps need no two levels. Lotka-Volterra's 40-byte state uses all
+    the budget allows (its steps cost more than its copies)."""
     assert str(Schedule.under(16 * MiB, 8000, 100_000, 3)) == (
-        "binomial checkpointing (Revolve): 100000 steps, 261 snapshots (of 2090 the budget "
-        "allows: 2 MiB of them stay in cache), each step run forward at most 3 times; 265285 "
-        "untaped step runs (recomputation factor 2.65), 99288 stores, 99999 restores")
+        "two-level checkpointing: 100000 steps, 645 snapshots (the budget allows 2090; 2 MiB "
+        "of snapshots stay in cache), one every 261 steps, then each range of 261 reversed "
+        "storing every state (each step run forward at most 2 times); 199580 untaped step "
+        "runs (recomputation factor 2.00), 99616 stores, 99999 restores")
+    assert str(Schedule.under(4 * MiB, 8000, 100_000, 3)) == (
+        "binomial checkpointing (Revolve): 100000 steps, 261 snapshots (the budget allows "
+        "518; 2 MiB of snapshots stay in cache), each step run forward at most 3 times; "
+        "265285 untaped step runs (recomputation factor 2.65), 99288 stores, 99999 restores")
+    assert plan(16 * MiB, 8000, 10_000, 3) == (261, 0)
     assert snapshots(16 * MiB, 40, 10**6, 3) == allowed(16 * MiB, 40, 10**6, 3) == 349_518
     assert str(Schedule.under(16 * MiB, 40, 10**6, 3)).startswith(
         "binomial checkpointing (Revolve): 1000000 steps, 349518 snapshots, each step")
@@ -68,8 +76,54 @@ def test_compiled_scheme_takes_the_snapshots_the_model_prints(budget, nbytes, st
     data = (ctypes.c_int64 * 2)(budget, 3)
     state = init(ctypes.addressof(data), steps, nbytes)
     words = ctypes.cast(state, ctypes.POINTER(ctypes.c_int64))
-    assert words[1] == max(snapshots(budget, nbytes, steps, 3), 1)  # the scheme's word S
+    s, hot = plan(budget, nbytes, steps, 3)
+    assert words[1] == max(s, 1)  # the scheme's word S
+    assert words[13] == (hot if steps >= 0 else 1)  # _GAP: the two-level ranges
     fin(state)
+
+
+@pytest.mark.parametrize("budget,nbytes,steps", [
+    (24 * MiB, 200_000, 1000), (4 * MiB, 100_000, 300), (4 * MiB, 100_000, 41),
+    (4 * MiB, 100_000, 22), (1 * MiB, 8, 300)])
+def test_compiled_scheme_runs_the_printed_two_level_schedule(budget, nbytes, steps):
+    """The IR scheme driven through its actions as the driver would: every step
+    differentiated once, in reverse order, with the counts the printed schedule gives."""
+    module = ir.Module()
+    prefix = "pyzyme_test_two_level"
+    revolve.scheme(module, prefix=prefix)
+    for fn in module.functions:
+        if fn.name.startswith(prefix):
+            fn.prefix = ""
+    cm = compile_module(module, name="revolve_two_level_test")
+    init = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
+        cm.address(f"{prefix}.init"))
+    nxt = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(cm.address(f"{prefix}.next"))
+    fin = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(cm.address(f"{prefix}.finalize"))
+    data = (ctypes.c_int64 * 2)(budget, 3)
+    state = init(ctypes.addressof(data), steps, nbytes)
+    action = (ctypes.c_int64 * 4)()
+    turns, forward, stores, restores, at, held = [], 0, 0, 0, 0, {}
+    while True:
+        nxt(state, ctypes.addressof(action))
+        flag, it, start, slot = action[0] & 0xFFFFFFFF, action[1], action[2], action[3]
+        if flag == 7:
+            break
+        if flag == 1:
+            stores, held[slot] = stores + 1, it
+        elif flag == 2:
+            assert held[slot] == it
+            restores, at = restores + 1, it
+        elif flag == 3:
+            assert start == at
+            forward, at = forward + it - start, it
+        else:
+            assert at == it - 1
+            turns.append(it - 1)
+    fin(state)
+    sched = Schedule.under(budget, nbytes, steps, 3)
+    assert max(held) < sched.snapshots
+    assert turns == list(range(steps - 1, -1, -1))
+    assert (forward, stores, restores) == sched._run()
 
 
 def _gradient(budget, n, cells=1000, k=0.25):
@@ -97,3 +151,23 @@ def test_stencil_gradient_with_the_snapshots_kept_to_the_cache():
         e[i] = eps
         fd = (stencil(u0 + e, n, 0.25) - stencil(u0 - e, n, 0.25)) / (2 * eps)
         assert got[i] == pytest.approx(fd, rel=1e-6, abs=1e-7)  # FD: 500 / 1e-6 * eps_64
+
+
+def test_stencil_gradient_on_the_two_level_schedule():
+    """20,000 cells (160 KB states) for 150 steps under 8 MiB: a snapshot every 13 steps,
+    each range then reversed with 13 snapshots (2 MiB), 25 snapshots of the 49 allowed."""
+    n, cells = 150, 20_000
+    assert plan(8 * MiB, 8 * cells, n, 3) == (25, 13)
+    ref, ref_k = _gradient(None, n, cells)
+    got, got_k = _gradient(8 * MiB, n, cells)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    assert got_k == pytest.approx(ref_k, rel=1e-12)
+    u0 = np.sin(np.linspace(0.0, 3.0, cells))
+    eps = 1e-4  # the sum of 20,000 squares: smaller steps lose more to rounding
+    fd_k = (stencil(u0.copy(), n, 0.25 + eps) - stencil(u0.copy(), n, 0.25 - eps)) / (2 * eps)
+    assert got_k == pytest.approx(fd_k, rel=1e-5)
+    for i in (1, 7000, cells - 2):
+        e = np.zeros(cells)
+        e[i] = eps
+        fd = (stencil(u0 + e, n, 0.25) - stencil(u0 - e, n, 0.25)) / (2 * eps)
+        assert got[i] == pytest.approx(fd, rel=1e-5, abs=1e-7)
