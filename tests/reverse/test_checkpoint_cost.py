@@ -34,15 +34,19 @@ def stencil(u, n, k):
 
 
 def test_large_states_keep_to_the_cache_and_small_ones_use_the_budget():
-    """8 KB states (1,000 cells): 10^5 steps under 16 MiB take a snapshot every 261 steps,
-    then reverse each range with 261 snapshots (2 MiB); under 4 MiB Revolve's schedule keeps
-    to 261 snapshots; 10^4 steps need no two levels. Lotka-Volterra's 40-byte state uses all
+    """8 KB states (1,000 cells): 10^5 steps under 16 MiB take a snapshot every 65 steps,
+    then reverse each range with 65 snapshots (a quarter of the cache's 2 MiB); under 4 MiB
+    (too few for those at the top level) Revolve's schedule keeps to 261 snapshots (2 MiB);
+    10^4 steps need no two levels. Lotka-Volterra's 40-byte state uses all
     the budget allows (its steps cost more than its copies)."""
     assert str(Schedule.under(16 * MiB, 8000, 100_000, 3)) == (
-        "two-level checkpointing: 100000 steps, 645 snapshots (the budget allows 2090; 2 MiB "
-        "of snapshots stay in cache), one every 261 steps, then each range of 261 reversed "
-        "storing every state (each step run forward at most 2 times); 199580 untaped step "
-        "runs (recomputation factor 2.00), 99616 stores, 99999 restores")
+        "two-level checkpointing: 100000 steps, 1604 snapshots (the budget allows 2090; 2 MiB "
+        "of snapshots stay in cache), one every 65 steps, then each range of 65 reversed "
+        "storing every state (each step run forward at most 2 times); 198432 untaped step "
+        "runs (recomputation factor 1.98), 98461 stores, 99999 restores")
+    # 4,000 cells under 64 MiB: ranges of 16 steps would need 2,500 snapshots at the top
+    # level, more than the 2,097 allowed; ranges of 65 (all of the cache) need 615.
+    assert plan(64 * MiB, 32000, 40_000, 3) == (681, 65)
     assert str(Schedule.under(4 * MiB, 8000, 100_000, 3)) == (
         "binomial checkpointing (Revolve): 100000 steps, 261 snapshots (the budget allows "
         "518; 2 MiB of snapshots stay in cache), each step run forward at most 3 times; "
@@ -61,7 +65,8 @@ def test_large_states_keep_to_the_cache_and_small_ones_use_the_budget():
 @pytest.mark.parametrize("budget,nbytes,steps", [
     (16 * MiB, 8000, 100_000), (16 * MiB, 8000, 10_000), (64 * MiB, 8000, 100_000),
     (4 * MiB, 8000, 600), (4 * MiB, 8000, 300), (16 * MiB, 40, 10**6), (4 * MiB, 40, 10**6),
-    (16 * MiB, 8000, -1), (64 * MiB, 1 << 20, 1000), (1000, 8, 50), (300, 8, 1)])
+    (16 * MiB, 8000, -1), (64 * MiB, 1 << 20, 1000), (1000, 8, 50), (300, 8, 1),
+    (16 * MiB, 80_000, 1000), (16 * MiB, 160_000, 400), (64 * MiB, 32000, 40_000)])
 def test_compiled_scheme_takes_the_snapshots_the_model_prints(budget, nbytes, steps):
     module = ir.Module()
     prefix = "pyzyme_test_cost"
@@ -84,7 +89,8 @@ def test_compiled_scheme_takes_the_snapshots_the_model_prints(budget, nbytes, st
 
 @pytest.mark.parametrize("budget,nbytes,steps", [
     (24 * MiB, 200_000, 1000), (4 * MiB, 100_000, 300), (4 * MiB, 100_000, 41),
-    (4 * MiB, 100_000, 22), (1 * MiB, 8, 300)])
+    (4 * MiB, 100_000, 22), (1 * MiB, 8, 300), (16 * MiB, 80_000, 1000),
+    (16 * MiB, 160_000, 400)])
 def test_compiled_scheme_runs_the_printed_two_level_schedule(budget, nbytes, steps):
     """The IR scheme driven through its actions as the driver would: every step
     differentiated once, in reverse order, with the counts the printed schedule gives."""
@@ -154,12 +160,12 @@ def test_stencil_gradient_with_the_snapshots_kept_to_the_cache():
 
 
 def test_stencil_gradient_on_the_two_level_schedule():
-    """20,000 cells (160 KB states) for 150 steps under 8 MiB: a snapshot every 13 steps,
-    each range then reversed with 13 snapshots (2 MiB), 25 snapshots of the 49 allowed."""
-    n, cells = 150, 20_000
-    assert plan(8 * MiB, 8 * cells, n, 3) == (25, 13)
+    """20,000 cells (160 KB states) for 400 steps under 16 MiB: a snapshot every 13 steps,
+    each range then reversed with 13 snapshots (2 MiB), 44 snapshots of the 99 allowed."""
+    n, cells = 400, 20_000
+    assert plan(16 * MiB, 8 * cells, n, 3) == (44, 13)
     ref, ref_k = _gradient(None, n, cells)
-    got, got_k = _gradient(8 * MiB, n, cells)
+    got, got_k = _gradient(16 * MiB, n, cells)
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
     assert got_k == pytest.approx(ref_k, rel=1e-12)
     u0 = np.sin(np.linspace(0.0, 3.0, cells))
