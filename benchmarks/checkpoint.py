@@ -12,11 +12,14 @@ For each budget (``pyzyme.options(tape_budget=...)``) the table shows the peak e
 one gradient call (``_memory.py``: the resident set's high-water mark over the resident set
 before the call, after a warm-up call, in a process of its own started with a malloc that hands
 freed memory back at once), the gradient's time over the Numba primal's (medians of ``--runs``
-calls each, the primal timed before each gradient), the number of snapshots the budget gives
-and Revolve's recomputation factor for them (``pyzyme.transforms.revolve.Schedule``: untaped
-runs of a step, on average; 1.00 when every state is stored), and the largest relative
-difference from the unbudgeted gradient. A loop whose unbudgeted tape (here: the unbudgeted
-call's peak, an estimate) fits in half the budget runs as it is ("plain loop").
+calls each, the primal timed before each gradient), the number of snapshots the scheme uses
+("261 of 2,090": the budget allows 2,090, the cost model keeps to those that stay in cache,
+``revolve.CACHE_WINDOW``) and the recomputation factor of their schedule ("two levels": a
+snapshot every so many steps, each range between two reversed within the cache)
+(``pyzyme.transforms.revolve.Schedule``: untaped runs of a step, on average; 1.00 when every
+state is stored), and the largest relative difference from the unbudgeted gradient. A loop
+whose unbudgeted tape (here: the unbudgeted call's peak, an estimate) fits in half the budget
+runs as it is ("plain loop").
 
     python benchmarks/checkpoint.py [--quick] [--runs 3]
 """
@@ -37,7 +40,7 @@ import numpy as np
 
 import pyzyme
 from pyzyme.transforms.checkpoint_loops import RESERVE
-from pyzyme.transforms.revolve import SNAPSHOT_OVERHEAD, STATE_WORDS, Schedule, snapshots
+from pyzyme.transforms.revolve import SNAPSHOT_OVERHEAD, STATE_WORDS, Schedule
 
 import kernels as K  # noqa: E402 - after pyzyme, whose capture hook must be in place first
 import _memory
@@ -177,8 +180,10 @@ def main(argv=None) -> int:
             elif tape is not None and tape <= budget // 2:
                 snaps, factor = "-", "(tape fits: plain loop)"
             else:
-                s = snapshots(budget, state, steps, RESERVE)
-                snaps, factor = f"{s:,}", f"{Schedule(steps, s).factor:.2f}"
+                schedule = Schedule.under(budget, state, steps, RESERVE)
+                s, most = schedule.snapshots, schedule.allowed
+                snaps = f"{s:,}" + (f" of {most:,}" if most else "")
+                factor = f"{schedule.factor:.2f}" + (" (two levels)" if schedule.hot else "")
             label = "none" if budget is None else f"{budget // MiB} MiB"
             print(f"| {title} | {label} | {_memory.fmt(peak)} | {ratio:.1f} | {snaps} "
                   f"| {factor} | {diff:.1e} |", flush=True)

@@ -27,9 +27,10 @@ from math import comb
 
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import types as T
-from pyzyme.ir.values import ConstantAggregate, const_int, const_null
+from pyzyme.ir.values import ConstantAggregate, const_float, const_int, const_null
 
-__all__ = ["Schedule", "snapshots", "snapshots_ir", "scheme", "SNAPSHOT_OVERHEAD", "STATE_WORDS"]
+__all__ = ["Schedule", "snapshots", "snapshots_ir", "scheme", "SNAPSHOT_OVERHEAD", "STATE_WORDS",
+           "CACHE_WINDOW"]
 
 # Actions (EnzymeCkptAction.flag) and the scheme struct's layout (<enzyme/checkpoint.h>).
 _STORE, _RESTORE, _FORWARD, _FIRSTUTURN, _UTURN, _DONE = 1, 2, 3, 4, 5, 7
@@ -42,17 +43,102 @@ STATE_WORDS = 14
 SNAPSHOT_OVERHEAD = 8
 
 
-def snapshots(budget: int, state_bytes: int, steps: int, reserve: int) -> int:
-    """The snapshots a schedule of ``steps`` steps gets under ``budget`` bytes when a snapshot
-    is ``state_bytes``: what is left after the driver's two slots and ``reserve`` states (what
-    one step's derivative keeps), at most one a step (``steps`` -1: not known yet, a while
-    loop); 0 when not even one fits. The compiled scheme computes the same
-    (:func:`snapshots_ir`)."""
+def allowed(budget: int, state_bytes: int, steps: int, reserve: int) -> int:
+    """The snapshots ``budget`` bytes hold when a snapshot is ``state_bytes``: what is left
+    after the driver's two slots and ``reserve`` states (what one step's derivative keeps), at
+    most one a step (``steps`` -1: not known yet, a while loop); 0 when not even one fits."""
     room = budget - (2 + reserve) * state_bytes - STATE_WORDS * 8
     s = room // (state_bytes + SNAPSHOT_OVERHEAD) if room > 0 else 0
     if steps >= 0:
         s = min(s, steps)
     return max(s, 1) if room >= state_bytes + SNAPSHOT_OVERHEAD else 0
+
+
+# -- how many of them to use: a cost model ---------------------------------------------------
+# Revolve counts step runs only, as if a snapshot cost nothing; a snapshot costs a copy in
+# (store) and one out (restore), about one of each a step. A state of kilobytes that a step
+# runs through in L1 cache (a stencil: 8 KB in 0.32 us) is copied in 0.15 us while the
+# snapshots stay within a core's cache, and in 0.55-1.0 us once they do not (measured on a
+# 2.8 GHz Xeon with 1.25 MiB of L2): 2048 snapshots of 8 KB made a 16 MiB gradient 9.4x the
+# primal where 256 of them (2 MiB, each step run 2.7 times against 2.0) made it 7.0x. So of
+# the snapshots the budget allows, the scheme uses only as many as CACHE_WINDOW holds when
+# that costs less: per step, its runs of a step (each costing as much as touching its state's
+# bytes and STEP_FIXED more) plus a store and a restore (each COPY_NEAR or COPY_FAR of that).
+#: Snapshot storage of at most this many bytes stays in a core's cache (L2: 1-2 MiB).
+CACHE_WINDOW = 2 << 20
+#: The two-level schedule's ranges take this part of CACHE_WINDOW where the budget holds the
+#: snapshots at the top level that this takes (all of it otherwise): the fewer steps a range,
+#: the fewer runs of a step too, and the less of the cache they take (in place at 16 MiB:
+#: 6.1x the primal with ranges of 65 steps, 6.6x with ranges of 261).
+HOT_PART = 4
+#: A step costs as much as touching its state and this many bytes besides (a call, a loop's
+#: setup, work a small state's step does: Lotka-Volterra's RK4 step of a 40-byte state takes
+#: 25 ns, as long as the stencil takes for some 600 bytes).
+STEP_FIXED = 512
+#: A copy of a state, per byte, against a step's touching it: within the cache, beyond it.
+COPY_NEAR, COPY_FAR = 0.5, 2.0
+
+
+def _forward_runs(snaps: int, steps: int) -> int:
+    """Revolve's fewest runs of a step with ``snaps`` snapshots: ``t*l - beta(s + 1, t - 1)``."""
+    t, beta = 0, 1
+    while beta < steps:
+        t += 1
+        beta = beta * (snaps + t) // t
+    return t * steps - beta * t // (snaps + 1)
+
+
+def _cost(snaps: int, state_bytes: int, steps: int) -> float:
+    """The cost model's time of a schedule (in bytes a step touches)."""
+    near = snaps * (state_bytes + SNAPSHOT_OVERHEAD) <= CACHE_WINDOW
+    copies = float(2 * steps) * float(state_bytes) * (COPY_NEAR if near else COPY_FAR)
+    return float(_forward_runs(snaps, steps)) * float(state_bytes + STEP_FIXED) + copies
+
+
+def _cached(state_bytes: int) -> int:
+    return CACHE_WINDOW // (state_bytes + SNAPSHOT_OVERHEAD)
+
+
+def _two_level_runs(hot: int, steps: int) -> int:
+    """Step runs of the two-level schedule: a snapshot every ``hot`` steps in the forward
+    sweep, each range of ``hot`` steps then run once more, storing every state."""
+    return steps - 1 + (steps - 2) // hot * (hot - 1)
+
+
+def plan(budget: int, state_bytes: int, steps: int, reserve: int) -> tuple[int, int]:
+    """``(snapshots, hot)``: the snapshots a schedule of ``steps`` steps uses under ``budget``
+    bytes when a snapshot is ``state_bytes``, and the length of the ranges it reverses within
+    the cache (0: Revolve's binomial schedule over all of them). Of three schedules, the
+    one the cost model finds fastest: Revolve's with the snapshots the budget allows
+    (:func:`allowed`), Revolve's with those :data:`CACHE_WINDOW` holds, and (where the budget
+    allows it) a two-level one: a snapshot every ``hot`` steps (as many as the cache holds),
+    then each range of ``hot`` steps reversed storing every state, each step run twice with
+    every copy but the top level's from the cache. A while loop's (``steps`` -1) is the first.
+    The compiled scheme computes the same (:func:`snapshots_ir`)."""
+    s = allowed(budget, state_bytes, steps, reserve)
+    few = _cached(state_bytes)
+    if steps < 0 or few >= s or few < 2:
+        return s, 0
+    best, chosen = _cost(s, state_bytes, steps), (s, 0)
+    cost = _cost(few, state_bytes, steps)
+    if cost < best:
+        best, chosen = cost, (few, 0)
+    hot = max(CACHE_WINDOW // HOT_PART // (state_bytes + SNAPSHOT_OVERHEAD), 2)
+    if (steps - 2) // hot + hot + 1 > s:
+        hot = few  # fewer snapshots at the top level
+    top = (steps - 2) // hot
+    if top + hot + 1 <= s:
+        runs = _two_level_runs(hot, steps)
+        cost = float(runs) * float(state_bytes + STEP_FIXED) + float(2 * steps) * float(
+            state_bytes) * COPY_NEAR + float(2 * top) * float(state_bytes) * COPY_FAR
+        if cost < best:
+            chosen = (top + hot + 1, hot)
+    return chosen
+
+
+def snapshots(budget: int, state_bytes: int, steps: int, reserve: int) -> int:
+    """The snapshots of :func:`plan`; 0 when not even one fits."""
+    return plan(budget, state_bytes, steps, reserve)[0]
 
 
 def _split(length: int, snaps: int) -> int:
@@ -83,6 +169,26 @@ class Schedule:
     steps: int
     snapshots: int
     online: bool = False  # the number of steps known only when the loop ends
+    allowed: int = 0      # the snapshots the budget allowed, where the cost model used fewer
+    hot: int = 0          # the two-level schedule's ranges (plan); 0: Revolve's
+
+    @classmethod
+    def under(cls, budget: int, state_bytes: int, steps: int, reserve: int) -> "Schedule":
+        """The schedule the compiled scheme runs for ``steps`` steps (known at the loop's
+        entry) under ``budget`` bytes, a snapshot ``state_bytes`` and ``reserve`` states for
+        a step's derivative (:func:`snapshots`).
+
+        Examples
+        --------
+        >>> print(Schedule.under(16 << 20, 8000, 100_000, 3))
+        two-level checkpointing: 100000 steps, 1604 snapshots (the budget allows 2090; 2 MiB \
+of snapshots stay in cache), one every 65 steps, then each range of 65 reversed storing every \
+state (each step run forward at most 2 times); 198432 untaped step runs (recomputation factor \
+1.98), 98461 stores, 99999 restores
+        """
+        s, hot = plan(budget, state_bytes, steps, reserve)
+        most = allowed(budget, state_bytes, steps, reserve)
+        return cls(steps, s, allowed=most if most > s else 0, hot=hot)
 
     def _run(self) -> tuple[int, int, int]:
         capo, fine, check, valid = 0, self.steps, -1, True
@@ -115,6 +221,8 @@ class Schedule:
             else:
                 left = self.snapshots - check
                 m = fine - capo - 1 if left == 1 else _split(fine - capo, left)
+                if self.hot and fine - capo > self.hot + 1:
+                    m = self.hot  # the two-level schedule's top level
                 capo, forward = capo + m, forward + m
         return forward, stores, restores
 
@@ -141,10 +249,16 @@ class Schedule:
     def __str__(self) -> str:
         forward, stores, restores = self._run()
         kind = "online checkpointing, then binomial" if self.online else \
-            "binomial checkpointing (Revolve)"
+            "two-level checkpointing" if self.hot else "binomial checkpointing (Revolve)"
         bound = "" if self.online else \
             f", each step run forward at most {self.repetitions} times"
-        return (f"{kind}: {self.steps} steps, {self.snapshots} snapshots{bound}; "
+        if self.hot:
+            bound = (f", one every {self.hot} steps, then each range of {self.hot} reversed "
+                     f"storing every state (each step run forward at most 2 times)")
+        fewer = "" if not self.allowed else (
+            f" (the budget allows {self.allowed}; {CACHE_WINDOW >> 20} MiB of snapshots stay in "
+            f"cache)")
+        return (f"{kind}: {self.steps} steps, {self.snapshots} snapshots{fewer}{bound}; "
                 f"{forward + 1} untaped step runs (recomputation factor {self.factor:.2f}), "
                 f"{stores} stores, {restores} restores")
 
@@ -184,15 +298,107 @@ def _act(b: IRBuilder, out, flag: int, iteration, start, slot) -> None:
     b.ret_void()
 
 
-def snapshots_ir(b: IRBuilder, budget, reserve, nbytes, steps):
-    """:func:`snapshots` in IR (budget and reserve i64 values)."""
+def snapshots_ir(b: IRBuilder, budget, reserve, nbytes, steps, hot=None):
+    """:func:`plan` in IR (i64 values): the snapshots, and ``hot`` stored where ``hot`` (a
+    pointer to an i64) is given; a call of the module's function for it."""
+    module = b.block.parent.module
+    fn = module.get_function(_SNAPSHOTS) or _snapshots_fn(module)
+    return b.call(fn, [budget, reserve, nbytes, steps,
+                       const_null(T.ptr) if hot is None else hot])
+
+
+_SNAPSHOTS = "pyzyme.revolve.snapshots"
+
+
+def _snapshots_fn(module):
+    """``i64 snapshots(budget, reserve, nbytes, steps, ptr hot)``: :func:`plan`, with the same
+    operations on doubles (no fast-math: the same results as Python's floats)."""
+    fn = module.add_function(_SNAPSHOTS, T.FunctionType(T.i64, [T.i64] * 4 + [T.ptr]),
+                             prefix="internal")
+    budget, reserve, nbytes, steps, hot_out = fn.args
+    entry, model, done = (fn.append_block(k) for k in ("entry", "model", "done"))
+    b = IRBuilder(entry)
     used = b.add(b.mul(b.add(reserve, _i64(2)), nbytes), _i64(STATE_WORDS * 8))
     room = b.sub(budget, used)
     s = b.sdiv(room, b.add(nbytes, _i64(SNAPSHOT_OVERHEAD)))
     s = b.select(b.icmp("slt", room, _i64(0)), _i64(0), s)
     capped = b.and_(b.icmp("sge", steps, _i64(0)), b.icmp("slt", steps, s))
     s = b.select(capped, steps, s)
-    return b.select(b.icmp("slt", s, _i64(1)), _i64(1), s)
+    s = b.select(b.icmp("slt", s, _i64(1)), _i64(1), s, name="allowed")
+    few = b.sdiv(_i64(CACHE_WINDOW), b.add(nbytes, _i64(SNAPSHOT_OVERHEAD)), name="few")
+    plain = b.or_(b.or_(b.icmp("slt", steps, _i64(0)), b.icmp("sge", few, s)),
+                  b.icmp("slt", few, _i64(2)))
+    b.cbranch(plain, done, model)
+    b.position_at_end(model)
+    all_cost = _cost_ir(fn, b, s, nbytes, steps)
+    few_cost = _cost_ir(fn, b, few, nbytes, steps)
+    fewer = b.fcmp("olt", few_cost, all_cost)
+    best = b.select(fewer, few_cost, all_cost)
+    chosen = b.select(fewer, few, s)
+    f64 = T.double
+    part = b.sdiv(_i64(CACHE_WINDOW // HOT_PART), b.add(nbytes, _i64(SNAPSHOT_OVERHEAD)))
+    part = b.select(b.icmp("slt", part, _i64(2)), _i64(2), part)
+    over = b.icmp("sgt", b.add(b.add(b.sdiv(b.sub(steps, _i64(2)), part), part), _i64(1)), s)
+    ranges = b.select(over, few, part, name="ranges")
+    top = b.sdiv(b.sub(steps, _i64(2)), ranges, name="top")
+    two = b.add(b.add(top, ranges), _i64(1))
+    runs = b.add(b.sub(steps, _i64(1)), b.mul(top, b.sub(ranges, _i64(1))))
+    size = b.sitofp(nbytes, f64)
+    two_cost = b.fadd(
+        b.fadd(b.fmul(b.sitofp(runs, f64), b.sitofp(b.add(nbytes, _i64(STEP_FIXED)), f64)),
+               b.fmul(b.fmul(b.sitofp(b.mul(steps, _i64(2)), f64), size),
+                      const_float(f64, COPY_NEAR))),
+        b.fmul(b.fmul(b.sitofp(b.mul(top, _i64(2)), f64), size), const_float(f64, COPY_FAR)))
+    levels = b.and_(b.icmp("sle", two, s), b.fcmp("olt", two_cost, best), name="two.level")
+    chosen = b.select(levels, two, chosen)
+    hot = b.select(levels, ranges, _i64(0))
+    b.br(done)
+    last = b.block
+    b.position_at_end(done)
+    out = b.phi(T.i64, name="snapshots")
+    out.add_incoming(s, entry)
+    out.add_incoming(chosen, last)
+    hot_phi = b.phi(T.i64, name="hot")
+    hot_phi.add_incoming(_i64(0), entry)
+    hot_phi.add_incoming(hot, last)
+    store, after = fn.append_block("store.hot"), fn.append_block("out")
+    b.cbranch(b.icmp("ne", hot_out, const_null(T.ptr)), store, after)
+    b.position_at_end(store)
+    b.store(hot_phi, hot_out, 8)
+    b.br(after)
+    b.position_at_end(after)
+    b.ret(out)
+    return fn
+
+
+def _cost_ir(fn, b: IRBuilder, snaps, nbytes, steps):
+    """:func:`_cost` at ``b`` (which it leaves at a block of its own after a loop)."""
+    start = b.block
+    grow, after = fn.append_block("grow"), fn.append_block("grown")
+    b.cbranch(b.icmp("slt", _i64(1), steps), grow, after)
+    b.position_at_end(grow)  # t and beta(s, t), the least t with beta >= steps
+    t, beta = b.phi(T.i64, name="t"), b.phi(T.i64, name="beta")
+    t.add_incoming(_i64(0), start)
+    beta.add_incoming(_i64(1), start)
+    t1 = b.add(t, _i64(1))
+    beta1 = b.udiv(b.mul(beta, b.add(snaps, t1)), t1)
+    t.add_incoming(t1, grow)
+    beta.add_incoming(beta1, grow)
+    b.cbranch(b.icmp("slt", beta1, steps), grow, after)
+    b.position_at_end(after)
+    tt, bb = b.phi(T.i64, name="t.final"), b.phi(T.i64, name="beta.final")
+    for phi, first, looped in ((tt, _i64(0), t1), (bb, _i64(1), beta1)):
+        phi.add_incoming(first, start)
+        phi.add_incoming(looped, grow)
+    runs = b.sub(b.mul(tt, steps), b.udiv(b.mul(bb, tt), b.add(snaps, _i64(1))))
+    f64 = T.double
+    near = b.icmp("sle", b.mul(snaps, b.add(nbytes, _i64(SNAPSHOT_OVERHEAD))),
+                  _i64(CACHE_WINDOW))
+    per_byte = b.select(near, const_float(f64, COPY_NEAR), const_float(f64, COPY_FAR))
+    copies = b.fmul(b.fmul(b.sitofp(b.mul(steps, _i64(2)), f64), b.sitofp(nbytes, f64)),
+                    per_byte)
+    step = b.sitofp(b.add(nbytes, _i64(STEP_FIXED)), f64)
+    return b.fadd(b.fmul(b.sitofp(runs, f64), step), copies)
 
 
 def _init(module, name: str):
@@ -202,7 +408,12 @@ def _init(module, name: str):
     b = IRBuilder(fn.append_block("entry"))
     budget = b.load(T.i64, data, 8, name="budget")
     reserve = b.load(T.i64, b.gep(T.i8, data, [_i64(8)]), 8, name="reserve")
-    s = snapshots_ir(b, budget, reserve, nbytes, steps)
+    hot = b.alloca(T.i64, name="hot")
+    b.store(_i64(0), hot, 8)
+    s = snapshots_ir(b, budget, reserve, nbytes, steps, hot)
+    # _GAP: the online schedule's gap while the number of steps is not known; known at
+    # entry, the two-level schedule's ranges (0: Revolve's).
+    gap = b.select(b.icmp("slt", steps, _i64(0)), _i64(1), b.load(T.i64, hot, 8))
     malloc = module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
     state = b.call(malloc, [b.mul(b.add(s, _i64(STATE_WORDS)), _i64(8))], name="state")
     st = _State(b, state)
@@ -210,7 +421,7 @@ def _init(module, name: str):
     for word, value in ((_N, steps), (_S, s), (_BYTES, nbytes), (_CAPO, _i64(0)),
                         (_FINE, steps), (_CHECK, _i64(-1)), (_VALID, _i64(1)),
                         (_FIRST, _i64(1)), (_FORWARDS, _i64(0)), (_TURNS, _i64(0)),
-                        (_STORES, _i64(0)), (_RESTORES, _i64(0)), (_GAP, _i64(1))):
+                        (_STORES, _i64(0)), (_RESTORES, _i64(0)), (_GAP, gap)):
         st.set(word, value)
     b.store(storage, st.at(_STORAGE), 8)
     b.ret(state)
@@ -304,6 +515,9 @@ def _next(module, name: str):
     m = b.phi(T.i64, name="m")
     m.add_incoming(quadratic, blocks["quadratic"])
     m.add_incoming(binomial, blocks["split"])
+    hot = st.get(_GAP, "hot")  # the two-level schedule's top level: a snapshot every hot steps
+    top = b.and_(b.icmp("ne", hot, _i64(0)), b.icmp("sgt", length, b.add(hot, _i64(1))))
+    m = b.select(top, hot, m)
     to = b.add(capo, m, name="to")
     st.set(_CAPO, to)
     st.bump(_FORWARDS, m)
@@ -401,7 +615,7 @@ def _set_nsteps(module, name: str):
     st = _State(b, fn.args[0])
     n = fn.args[1]
     st.bump(_FORWARDS, b.sub(n, st.get(_CAPO)))  # the last FORWARD stopped at n
-    for word, value in ((_N, n), (_FINE, n), (_CAPO, n), (_VALID, _i64(0))):
+    for word, value in ((_N, n), (_FINE, n), (_CAPO, n), (_VALID, _i64(0)), (_GAP, _i64(0))):
         st.set(word, value)
     b.ret_void()
     return fn
