@@ -8,12 +8,14 @@ are no source of non-finite values for strong zero's versions (P3 guarded 8 part
 tested 16 values). Then: the gradient of such a kernel, at 1, 2 and 4 threads."""
 
 import math
+import re
 
 import numba
 import numpy as np
 import pytest
 from numba import prange
 
+import pyzyme
 from pyzyme import Active, Duplicated, Reverse, autodiff, ir
 from pyzyme.analysis.finite import nonfinite_values
 from pyzyme.analysis.overwrite import analyze_overwrites
@@ -166,3 +168,33 @@ def test_gmm_like_body_matches_the_serial_gradient():
     finally:
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
+
+def _scope_lists(module_text: str) -> dict:
+    """``{"!N": [scope names]}`` of the module's scope-list metadata nodes."""
+    names = dict(re.findall(r'^(![0-9]+) = distinct !\{![0-9]+, ![0-9]+, !"([^"]*)"\}',
+                            module_text, re.M))
+    lists = {}
+    for node, members in re.findall(r'^(![0-9]+) = !\{((?:![0-9]+(?:, )?)+)\}', module_text,
+                                    re.M):
+        lists[node] = [names.get(m, m) for m in members.split(", ")]
+    return lists
+
+
+def test_the_bodys_reverse_tells_llvm_launch_arrays_are_not_its_allocations():
+    """In the split pair the reverse function reads the addresses of the body's scratch
+    arrays (and their shadows) from the tape, where LLVM no longer sees them fresh: the
+    accesses of the launch's arrays (no scope of their own) are declared not to alias those
+    allocations, so LLVM keeps adjoint sums in registers (P3's triangle loop stored and
+    reloaded one per iteration, and zeroed and restored an adjoint it never changed)."""
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(4), rng.standard_normal((4, 3)), rng.standard_normal((9, 3))]
+    text = pyzyme.code_llvm(Reverse, PAR, Active,
+                            *[Duplicated(a, np.zeros_like(a)) for a in args])
+    lists = _scope_lists(text)
+    body = re.search(r"^define internal void @reverse___gufunc__.*?^}", text, re.M | re.S)
+    assert body is not None
+    outside = [line for line in body.group(0).splitlines()
+               if re.search(r"\b(load|store)\b", line) and "!alias.scope" not in line
+               and (m := re.search(r"!noalias (![0-9]+)", line))
+               and any(s.startswith("memory of") for s in lists.get(m.group(1), ()))]
+    assert outside, "no access of a launch array is declared apart from the allocations"

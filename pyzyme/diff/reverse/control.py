@@ -407,7 +407,9 @@ class ReverseControl:
             b = IRBuilder(first)
             st.tape.grow(b, loop, index, rest, st.fidx, own=not (per_run or sized))
         annotate(dict.fromkeys((st.fwd, st.rev)), self.scopes, st.tape.scope_node,
-                 lambda pointer: self.object_of(st, pointer))
+                 lambda pointer: self.object_of(st, pointer),
+                 (lambda pointer: self.launch_memory(st, pointer))
+                 if st.sig.parallel_body is not None else None)
         if not st.sig.split:
             return
         b = st.fb
