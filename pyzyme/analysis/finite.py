@@ -19,7 +19,7 @@ that are not give IEEE results, as the primal does). A value can be non-finite w
   handed a pointer may store anything anywhere, except one handed only link-time objects
   (:func:`~pyzyme.analysis.overwrite.link_time_object`: globals and what constant globals
   hold, as the interpreter calls raising a parallel loop body's exception are), which may
-  store into those (and, as the overwrite analysis takes it, no more).
+  store into those and any other link-time object (one global may hold another's address).
 
 Overflow is ignored: ``x * y`` of finite values is taken to be finite, and so is ``x / y``
 where a branch on ``y == 0`` guards the division (the check Numba puts before every ``/`` it
@@ -69,7 +69,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyzyme.analysis.cfg import dominators
-from pyzyme.analysis.overwrite import link_time_object, objects_may_alias, underlying_objects
+from pyzyme.analysis.overwrite import (fresh_object, link_time_object, objects_may_alias,
+                                      underlying_objects)
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.opcodes import STRUCTURAL
@@ -198,6 +199,7 @@ class _Memory:
     def __init__(self, apart=None):
         self.apart = apart
         self.anywhere = False
+        self.link_time: list = []    # what callees handed only link-time objects got
         self.objects: list = []
         self._objects_of: dict = {}
 
@@ -207,12 +209,15 @@ class _Memory:
         return self._objects_of[pointer]
 
     def store(self, pointer) -> bool:
-        """Take in a non-finite store through ``pointer`` (a tuple: through each; or
-        :data:`_ANYWHERE`); whether that made more memory suspect."""
+        """Take in a non-finite store through ``pointer`` (a tuple: a callee's, through each
+        and into link-time objects; or :data:`_ANYWHERE`); whether that made more memory
+        suspect."""
         if self.anywhere:
             return False
         if isinstance(pointer, tuple):
-            return any([self.store(p) for p in pointer])
+            new = [p for p in pointer if p not in self.link_time]
+            self.link_time.extend(new)
+            return bool(new)
         objects = None if pointer is _ANYWHERE else self._of(pointer)
         if objects is None:
             self.anywhere = True
@@ -225,11 +230,25 @@ class _Memory:
         """Whether a load through ``pointer`` may read a non-finite value stored there."""
         if self.anywhere:
             return True
-        if not self.objects:
+        if not self.objects and not self.link_time:
             return False
         objects = self._of(pointer)
-        return objects is None or any(objects_may_alias(a, b, self.apart) for a in objects
-                                      for b in self.objects)
+        if objects is None:
+            return True
+        if self.link_time and any(self._reaches_link_time(a) for a in objects):
+            return True
+        return any(objects_may_alias(a, b, self.apart) for a in objects for b in self.objects)
+
+    def _reaches_link_time(self, obj: Value) -> bool:
+        """Whether ``obj`` may be memory a callee handed only link-time objects stored into:
+        a link-time object itself (any: one may hold another's address), or what may point
+        to one, unless made here (no global holds it)."""
+        if link_time_object(obj):
+            return True
+        if fresh_object(obj):
+            return False
+        return any(objects_may_alias(obj, b, self.apart) for p in self.link_time
+                   for b in self._of(p) or ())
 
 
 def _verdict(inst, bad, memory: _Memory, rules, nonzero) -> tuple[bool, object]:
