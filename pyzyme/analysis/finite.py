@@ -16,7 +16,10 @@ that are not give IEEE results, as the primal does). A value can be non-finite w
   is told apart by its underlying object (:func:`pyzyme.analysis.overwrite.may_alias`: a
   stack slot or an array the function allocated is no parameter's memory), so a non-finite
   value kept in a temporary does not make every load of an input array suspect. A callee
-  handed a pointer may store anything anywhere.
+  handed a pointer may store anything anywhere, except one handed only link-time objects
+  (:func:`~pyzyme.analysis.overwrite.link_time_object`: globals and what constant globals
+  hold, as the interpreter calls raising a parallel loop body's exception are), which may
+  store into those and any other link-time object (one global may hold another's address).
 
 Overflow is ignored: ``x * y`` of finite values is taken to be finite, and so is ``x / y``
 where a branch on ``y == 0`` guards the division (the check Numba puts before every ``/`` it
@@ -66,7 +69,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyzyme.analysis.cfg import dominators
-from pyzyme.analysis.overwrite import objects_may_alias, underlying_objects
+from pyzyme.analysis.overwrite import (fresh_object, link_time_object, objects_may_alias,
+                                      underlying_objects)
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.opcodes import STRUCTURAL
@@ -128,7 +132,7 @@ def _constant_nonfinite(c: Constant) -> bool:
 
 
 @timed("analyses")
-def nonfinite_values(fn, rules, doms=None) -> NonFinite:
+def nonfinite_values(fn, rules, doms=None, apart=None) -> NonFinite:
     """The values of ``fn`` that can be infinite or NaN (see the module docstring).
 
     Parameters
@@ -139,11 +143,14 @@ def nonfinite_values(fn, rules, doms=None) -> NonFinite:
         The rule table, which says what each call is (:func:`pyzyme.rules.default_rules`).
     doms
         ``fn``'s dominator tree, where the caller has it (:func:`~pyzyme.analysis.cfg.dominators`).
+    apart
+        ``apart(oa, ob)``: that the caller knows two objects not to overlap (as for
+        :func:`~pyzyme.analysis.overwrite.analyze_overwrites`), or None.
     """
     found: set = set()
-    memory = _Memory()    # where memory may hold a non-finite value the function stored
+    memory = _Memory(apart)    # where memory may hold a non-finite value the function stored
     # ... other than one it computed (and stored): a callee's, a constant
-    unexplained = _Memory()
+    unexplained = _Memory(apart)
     nonzero = _nonzero_divisors(fn, doms or dominators(fn))
 
     def bad(v: Value) -> bool:
@@ -189,8 +196,10 @@ class _Memory:
     """The objects (:func:`~pyzyme.analysis.overwrite.underlying_objects`) that may hold a
     non-finite value the function stored, or everywhere."""
 
-    def __init__(self):
+    def __init__(self, apart=None):
+        self.apart = apart
         self.anywhere = False
+        self.link_time: list = []    # what callees handed only link-time objects got
         self.objects: list = []
         self._objects_of: dict = {}
 
@@ -200,10 +209,15 @@ class _Memory:
         return self._objects_of[pointer]
 
     def store(self, pointer) -> bool:
-        """Take in a non-finite store through ``pointer`` (or :data:`_ANYWHERE`); whether that
-        made more memory suspect."""
+        """Take in a non-finite store through ``pointer`` (a tuple: a callee's, through each
+        and into link-time objects; or :data:`_ANYWHERE`); whether that made more memory
+        suspect."""
         if self.anywhere:
             return False
+        if isinstance(pointer, tuple):
+            new = [p for p in pointer if p not in self.link_time]
+            self.link_time.extend(new)
+            return bool(new)
         objects = None if pointer is _ANYWHERE else self._of(pointer)
         if objects is None:
             self.anywhere = True
@@ -216,11 +230,25 @@ class _Memory:
         """Whether a load through ``pointer`` may read a non-finite value stored there."""
         if self.anywhere:
             return True
-        if not self.objects:
+        if not self.objects and not self.link_time:
             return False
         objects = self._of(pointer)
-        return objects is None or any(objects_may_alias(a, b) for a in objects
-                                      for b in self.objects)
+        if objects is None:
+            return True
+        if self.link_time and any(self._reaches_link_time(a) for a in objects):
+            return True
+        return any(objects_may_alias(a, b, self.apart) for a in objects for b in self.objects)
+
+    def _reaches_link_time(self, obj: Value) -> bool:
+        """Whether ``obj`` may be memory a callee handed only link-time objects stored into:
+        a link-time object itself (any: one may hold another's address), or what may point
+        to one, unless made here (no global holds it)."""
+        if link_time_object(obj):
+            return True
+        if fresh_object(obj):
+            return False
+        return any(objects_may_alias(obj, b, self.apart) for p in self.link_time
+                   for b in self._of(p) or ())
 
 
 def _verdict(inst, bad, memory: _Memory, rules, nonzero) -> tuple[bool, object]:
@@ -389,8 +417,18 @@ def _call_verdict(call, bad, memory: _Memory, rules) -> tuple[bool, object]:
     if isinstance(row, (spec.Inactive, spec.Allocation, spec.Mirror)):
         return False, None
     # A callee pyzyme differentiates, a BLAS/LAPACK call, a user's rule: what it returns or
-    # stores is not looked into.
-    return result, _ANYWHERE if any(a.type.is_pointer for a in args) else None
+    # stores is not looked into; but one handed only link-time objects stores into those.
+    pointers = tuple(a for a in args if a.type.is_pointer)
+    if not pointers:
+        return result, None
+    if all(_link_time(p) for p in pointers):
+        return result, pointers
+    return result, _ANYWHERE
+
+
+def _link_time(pointer: Value) -> bool:
+    objects = underlying_objects(pointer)
+    return objects is not None and all(link_time_object(o) for o in objects)
 
 
 def _square_root(name: str) -> bool:

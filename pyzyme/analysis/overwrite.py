@@ -39,13 +39,14 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as ir_types
 from pyzyme.ir.opcodes import ADDRESS_CASTS, READ_MODIFY_WRITE
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
-from pyzyme.ir.values import Argument, GlobalVariable, Null, Poison, Undef, Value
+from pyzyme.ir.values import Argument, GlobalValue, GlobalVariable, Null, Poison, Undef, Value
 from pyzyme.rules import default_rules, spec
 from pyzyme.progress import timed
 
 __all__ = ["OverwriteResult", "analyze_overwrites", "identified_object", "underlying_object",
            "underlying_objects", "may_alias", "objects_may_alias", "swapped_apart",
-           "PURE_INTRINSICS", "pure_call", "list_block_of", "written_pointers"]
+           "PURE_INTRINSICS", "pure_call", "list_block_of", "written_pointers", "fresh_object",
+           "link_time_object"]
 
 # Intrinsics (by name, overload suffix left out) that read and write no memory and cannot
 # trap: the loop rewrites (distribute, interchange) may move and repeat their calls.
@@ -153,9 +154,27 @@ def _noalias_argument(obj: Value) -> bool:
     return isinstance(obj, Argument) and "noalias" in obj.attrs.split()
 
 
-def _fresh(obj: Value) -> bool:
+def fresh_object(obj: Value) -> bool:
     """A stack slot or an allocation made by this function: no parameter can point into it."""
     return isinstance(obj, I.Alloca) or _allocation(obj) or _meminfo_data(obj)
+
+
+def link_time_object(obj: Value, depth: int = 4) -> bool:
+    """Whether ``obj`` is an object whose address is fixed when the module is linked: a
+    global or function, or a pointer read (through ``extractvalue``) from constant globals,
+    whose initializers can hold no other kind of address (Numba's exception info: its
+    pickled exception, the function building its arguments)."""
+    if isinstance(obj, GlobalValue):
+        return True
+    if depth == 0:
+        return False
+    if isinstance(obj, I.ExtractValue):
+        return link_time_object(obj.operands[0], depth - 1)
+    if isinstance(obj, I.Load):
+        sources = underlying_objects(obj.pointer)
+        return bool(sources) and all(isinstance(g, GlobalVariable) and g.is_constant
+                                     for g in sources)
+    return False
 
 
 def underlying_objects(pointer: Value, limit: int = 32) -> list[Value] | None:
@@ -236,10 +255,10 @@ def may_alias(a: Value, b: Value, apart=None) -> bool:
     return any(_objects_may_alias(oa, ob, apart) for oa in objects_a for ob in objects_b)
 
 
-def objects_may_alias(oa: Value, ob: Value) -> bool:
+def objects_may_alias(oa: Value, ob: Value, apart=None) -> bool:
     """Whether two objects (of :func:`underlying_objects`) may overlap: :func:`may_alias` for
     a caller that keeps the objects of its pointers."""
-    return _objects_may_alias(oa, ob)
+    return _objects_may_alias(oa, ob, apart)
 
 
 def _objects_may_alias(oa: Value, ob: Value, apart=None) -> bool:
@@ -258,7 +277,7 @@ def _objects_may_alias(oa: Value, ob: Value, apart=None) -> bool:
         return False
     if _noalias_argument(oa) or _noalias_argument(ob):
         return False  # noalias: nothing else the function sees points into it
-    if _fresh(oa) or _fresh(ob):
+    if fresh_object(oa) or fresh_object(ob):
         return False
     return True  # two plain parameters, or a parameter and a global
 

@@ -54,6 +54,11 @@ ROWS = (
                     "handles", writes=()),
     Inactive(("numba_gil_ensure",), "runtime", reason="takes the GIL, its state kept at its "
              "argument", writes=(0,)),
+    # The path by which a parallel loop's body raises (Numba's gufunc wrapper): the exception
+    # built from Numba's constant exception info and set as the Python error; what it makes
+    # and frees are the interpreter's objects, no memory the function's values live in.
+    Inactive(("numba_runtime_build_excinfo_struct", "numba_do_raise"), "runtime",
+             reason="raises a parallel loop body's exception: interpreter objects", writes=()),
     Inactive(("do_scheduling_signed", "do_scheduling_unsigned"), "runtime",
              reason="splits a parallel loop's iterations into rows: integers", writes=(4,)),
     # What a parallel loop's derivative passes as the arrays carrying no derivative

@@ -31,6 +31,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
+from pyzyme.analysis.overwrite import fresh_object
+
 __all__ = ["ScopeTable", "annotate"]
 
 
@@ -91,13 +93,19 @@ class ScopeTable:
 
 
 def annotate(functions: Iterable, table: ScopeTable, tape: str,
-             object_of: Callable[[object], object | None]) -> None:
+             object_of: Callable[[object], object | None],
+             outside: Callable[[object], bool] | None = None) -> None:
     """Put the loads and stores of ``functions`` in alias scopes.
 
     Accesses already in the tape scope (``tape``, a scope node) are left as they are; accesses
     that carry LLVM's own alias metadata keep it (and make no claim). Every other access is
     declared not to alias the tape and, where ``object_of(pointer)`` names the distinct object
     it points into, is put in that object's scope, declared not to alias the other objects.
+    Where ``outside(pointer)`` says the memory existed before the function ran (a parallel
+    loop body's arrays, read from its launch's argument array), the access is declared not
+    to alias the objects allocated here either (stack slots, allocations and their data): in
+    a split pair the reverse function reads their addresses from the tape, where LLVM no
+    longer sees them fresh, and would keep every adjoint sum in memory.
     """
     accesses = []
     for fn in functions:
@@ -111,12 +119,16 @@ def annotate(functions: Iterable, table: ScopeTable, tape: str,
                                                          else 0])))
     objects = list(dict.fromkeys(obj for _, obj in accesses if obj is not None))
     scopes = {obj: table.scope(obj, _label(obj)) for obj in objects} if len(objects) > 1 else {}
+    fresh = [s for o, s in scopes.items() if fresh_object(o)]
     for inst, obj in accesses:
         if obj in scopes:
             own = scopes[obj]
             inst.metadata.append(("alias.scope", table.list([own])))
             others = [s for o, s in scopes.items() if o is not obj]
             inst.metadata.append(("noalias", table.list(others + [tape])))
+        elif outside is not None and outside(inst.operands[-1 if inst.opcode == "store"
+                                                         else 0]):
+            inst.metadata.append(("noalias", table.list(fresh + [tape])))
         else:
             inst.metadata.append(("noalias", table.list([tape])))
 

@@ -32,6 +32,7 @@ Examples
 
 from __future__ import annotations
 
+from pyzyme.analysis.overwrite import fresh_object, link_time_object
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir.builder import resolve_later_operands
@@ -92,15 +93,61 @@ def slot_loads(body) -> dict:
     return slot_of
 
 
-def apart_slots(body):
-    """For a split body whose launch passed distinct arrays: ``apart(a, b)``, whether
-    objects ``a`` and ``b`` are pointers read from different slots of its argument array
-    (``args`` or ``cargs``), which do not overlap."""
+def apart_slots(body, distinct: bool):
+    """For a split body: ``apart(a, b)``, whether objects ``a`` and ``b`` do not overlap as
+    the body's launch makes them. The launcher fills the argument array (``args``, read
+    again as ``cargs``) with arrays that exist at run time before the body runs, and the body
+    never writes the array; so a pointer read from one of its slots is apart from:
+
+    - memory the body allocates (a stack slot, an allocation, a MemInfo's data);
+    - the launcher's own arrays the body takes as parameters (``args``, ``dims``, ``steps``);
+    - link-time objects (:func:`~pyzyme.analysis.overwrite.link_time_object`: globals, and
+      what a constant global holds, as Numba's exception info and its pickled arguments,
+      which the path raising an error passes to the interpreter), from which the first two
+      are apart too;
+    - with ``distinct`` (the launch passed distinct arrays), pointers read from other slots.
+
+    Examples
+    --------
+    >>> from pyzyme.ir import parse_module
+    >>> m = parse_module('''
+    ... @info = private constant { ptr, i32 } { ptr null, i32 0 }
+    ... define void @body(ptr %args, ptr %dims, ptr %steps, ptr %data) {
+    ... entry:
+    ...   %p1 = getelementptr i8, ptr %args, i64 8
+    ...   %a = load ptr, ptr %args
+    ...   %b = load ptr, ptr %p1
+    ...   %t = alloca double
+    ...   %i = load { ptr, i32 }, ptr @info
+    ...   %e = extractvalue { ptr, i32 } %i, 0
+    ...   ret void
+    ... }''')
+    >>> body = split_arguments(m, m.get_function("body"), frozenset({1}))
+    >>> a, b, t, e = [i for i in body.blocks[0].instructions if i.name in ("a", "b", "t", "e")]
+    >>> dims, data = body.args[1], body.args[3]
+    >>> pairs = ((a, b), (a, t), (t, e), (e, b), (a, dims), (dims, e), (a, data), (data, e))
+    >>> [apart_slots(body, False)(x, y) for x, y in pairs]
+    [False, True, True, True, True, True, False, False]
+    >>> [apart_slots(body, True)(x, y) for x, y in pairs][:2]
+    [True, True]
+    """
     slot_of = slot_loads(body)
+    if any(isinstance(use, I.Store) for args in (body.args[0], body.args[CARGS])
+           for uses in (argument_slots(args) or {}).values() for use in uses):
+        slot_of = {}  # a slot the body writes may hold what the body allocated
+    launcher = {body.args[k] for k in (0, 1, 2, CARGS)}
 
     def apart(a, b) -> bool:
         ka, kb = slot_of.get(a), slot_of.get(b)
-        return ka is not None and kb is not None and ka != kb
+        if ka is not None and kb is not None:
+            return distinct and ka != kb
+        if link_time_object(a) or link_time_object(b):
+            other = b if link_time_object(a) else a
+            return other in slot_of or other in launcher or fresh_object(other)
+        if ka is not None or kb is not None:
+            other = b if ka is not None else a
+            return other in launcher or fresh_object(other)
+        return False
     return apart
 
 

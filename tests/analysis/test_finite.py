@@ -242,3 +242,31 @@ def test_an_integer_tested_nonzero_divides_without_a_pole():
       %f = sitofp i32 %n to half
       %g = uitofp i64 %n64 to double
       ret double %g""", "i32 %n, i64 %n64") == {"%f"}       # 65,535 is inf in a half
+
+
+def test_a_callee_handed_only_link_time_objects_stores_into_link_time_objects_only():
+    """Numba's raising path hands the interpreter only constant exception info and globals:
+    loads of a stack slot stay finite; loads of any global (one global may hold another's
+    address: @table holds @data) may read what the callee stored. A callee handed a
+    parameter's memory stores anywhere."""
+    extra = """
+    @data = global double 0.0
+    @table = constant ptr @data
+    declare void @raise(ptr)"""
+    found = _nonfinite("""
+      %slot = alloca double
+      store double 1.0, ptr %slot
+      %e = load ptr, ptr @table
+      call void @raise(ptr %e)
+      %s = load double, ptr %slot
+      %g = load double, ptr @data
+      %r = fadd double %s, %x
+      ret double %r""", extra=extra)
+    assert found == {"%g"}
+    anywhere = _nonfinite("""
+      %slot = alloca double
+      store double 1.0, ptr %slot
+      call void @raise(ptr %p)
+      %s = load double, ptr %slot
+      ret double %s""", extra=extra)
+    assert anywhere == {"%s"}

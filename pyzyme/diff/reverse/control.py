@@ -433,7 +433,9 @@ class ReverseControl:
         for copy in st.bulk:
             self._fill_each_run(st, copy, reserved, sized_runs)
         annotate(dict.fromkeys((st.fwd, st.rev)), self.scopes, st.tape.scope_node,
-                 lambda pointer: self.object_of(st, pointer))
+                 lambda pointer: self.object_of(st, pointer),
+                 (lambda pointer: self.launch_memory(st, pointer))
+                 if st.sig.parallel_body is not None else None)
         if not st.sig.split:
             return
         b = st.fb

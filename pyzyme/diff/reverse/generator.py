@@ -217,13 +217,13 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         releases = Releases(tape, self.module, rev.name, fwd.args[-1] if sig.nested else None,
                             self.released_by_address)
         body = sig.parallel_body
-        apart = apart_slots(fn) if body is not None and body.distinct else None
+        apart = apart_slots(fn, body.distinct) if body is not None else None
         st = ReverseContext(self, fn, sig, fwd, rev, activity, loops,
                             analyze_overwrites(fn, apart), tape, releases)
         st.doms = dominators(fn)
         st.doomed = doomed
         if self.options.strong_zero:
-            st.nonfinite = nonfinite_values(fn, self.rules, st.doms)
+            st.nonfinite = nonfinite_values(fn, self.rules, st.doms, apart)
             if sig.split and sig.parallel_body is not None:
                 st.finite_watch = FiniteWatch(st.nonfinite)
         st.runtime = runtime_values(fn, activity, st.where, self.options)

@@ -115,11 +115,10 @@ class FiniteWatch:
     def finish(self, st) -> None:
         """Once the pair is made: the reverse function in two versions, or, where there are
         no guards, they are not all covered, or there are more sources to test than guards to
-        save (a test costs about what a guard does: P3's GMM body, whose loads count as sources
-        since the path raising its exceptions calls functions that may write memory as far
-        as the analysis knows (``numba_unpickle``, a pointer), has 16 sources for 8 guards,
-        and its gradient was 7.2x its primal in two versions, 5.8x in one), the forward
-        sweep's tests taken out."""
+        save (a test costs about what a guard does: P3's GMM body, its loads counted as sources
+        while the path raising its exceptions seemed to write anywhere, had 16 sources for 8
+        guards, and its gradient was 7.2x its primal in two versions, 5.8x in one; now 2 for
+        1), the forward sweep's tests taken out."""
         term = st.tape.rev_entry.terminator    # br %discard, %cleanup, %sweep
         if not (self.covered and self.guards and self.slot is not None and st.sig.split
                 and self.tested <= len(self.guards)
