@@ -97,3 +97,25 @@ def test_grad_in_njit_code_agrees_with_ieee_where_values_are_normal():
         e[j] = step
         fd = (_softmax_loss(w + e, x) - _softmax_loss(w - e, x)) / (2 * step)
         assert result[j] == pytest.approx(fd, rel=1e-5, abs=1e-6)
+
+
+_scaled = numba.njit(scaled)
+_g = pyzyme.grad(_scaled)
+
+
+def _caller():
+    return numba.njit(lambda x: _g(x))
+
+
+def test_one_grad_object_in_njit_code_compiled_under_each_options():
+    # One grad object, called from @njit functions compiled under different options: each
+    # gets the derivative of its own options (Numba compiles a function once per types, so a
+    # single @njit function behind the object kept the first one).
+    x = np.array([1.0, 3.0])
+    ieee = _caller()
+    assert 0.0 < ieee(x)[0] < 2.3e-308
+    with pyzyme.options(flush_subnormals=True):
+        flushed = _caller()
+        assert flushed(x)[0] == 0.0
+    assert flushed(x)[0] == 0.0 and 0.0 < ieee(x)[0] < 2.3e-308
+    assert 0.0 < _caller()(x)[0] < 2.3e-308
