@@ -233,8 +233,8 @@ def set_options(**settings) -> None:
     ----------
     **settings
         ``strong_zero``, ``runtime_activity``, ``distribute_loops``, ``interchange_loops``,
-        ``reassociate_adjoints``, ``flush_subnormals``: True or False; ``recursion_stack``: bytes (a power of two);
-        ``tape_budget``: bytes, or None for no limit.
+        ``reassociate_adjoints``, ``flush_subnormals``: True or False; ``recursion_stack``:
+        bytes (a power of two); ``tape_budget``: bytes, or None for no limit.
 
     Examples
     --------
