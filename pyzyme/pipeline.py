@@ -9,7 +9,8 @@
 3. **internalize**: only the entry points stay visible outside the module, so LLVM may inline
    and delete everything else;
 4. **side stacks**: entry points that reach a call cycle run on stacks of their own
-   (:mod:`pyzyme.diff.side_stack`);
+   (:mod:`pyzyme.diff.side_stack`), and under ``Options.flush_subnormals`` they run with
+   subnormal numbers flushed to zero (:mod:`pyzyme.diff.float_env`);
 5. **print** the module: the text compiled, kept for reflection and the disk cache;
 6. **compile** it (:func:`pyzyme.runtime.compile_module`);
 7. **wrap** the compiled code for the frontend (Numba: ``@njit`` callables of the entries).
@@ -51,7 +52,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pyzyme import settings
-from pyzyme.diff import side_stack
+from pyzyme.diff import float_env, side_stack
 from pyzyme.progress import stage
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.runtime import compile_module
@@ -88,12 +89,15 @@ def generate(make: Callable[[], T], what: str,
 def finish(module, entries: Iterable[str], *, rules, name: str,
            wrap: Callable[[Any], Any]) -> Built:
     """Steps 2 to 7 for ``module``, whose functions ``entries`` (by name) are its entry points:
-    release inlining, internalize, side stacks, print, compile (as ``name``), ``wrap``."""
+    release inlining, internalize, side stacks (and subnormals flushed, where the options ask),
+    print, compile (as ``name``), ``wrap``."""
     entries = set(entries)
     with stage("transform"):
         release_inlining(module, rules)
         internalize(module, entries)
         side_stack.install(module, settings.current().recursion_stack)
+        if settings.current().flush_subnormals:
+            float_env.install(module, entries)
         text = str(module)
     compiled = compile_module(text, name=name)
     with stage("compile"):  # Numba compiles the wrapper, the derivative's machine code with it

@@ -95,3 +95,26 @@ def test_one_dimension_has_empty_l_rows():
                         "q": [[0.1], [-0.2]], "l": [[], []]}
     out = FUNCTIONS["jacobian"].evaluate(input)
     assert out["l"] == [[], []] and np.shape(out["q"]) == (K, 1)
+
+
+def test_jacobian_flushes_subnormal_weights():
+    # Component 1 lies about 720 nats below component 0 at every point: its weights
+    # exp(beta_i1 - beta_i0) are subnormal, and IEEE arithmetic gives it a subnormal gradient.
+    # jacobian runs with subnormals flushed (pyzyme.options(flush_subnormals=True)): zero.
+    input = {"d": 2, "k": 2, "n": 3, "m": 0, "gamma": 1.0, "alpha": [0.0, -720.0],
+             "mu": [[0.0, 0.0], [0.5, -0.5]], "q": [[0.0, 0.0], [0.0, 0.0]],
+             "l": [[0.0], [0.0]], "x": [[0.3, -0.2], [0.1, 0.4], [-0.5, 0.2]]}
+    alpha, mu, q, l, x, m, gamma = FUNCTIONS["jacobian"].arguments(input)
+    # q = 0 and l = 0: every Q_k is the identity.
+    beta = alpha - 0.5 * ((x[:, None, :] - mu[None]) ** 2).sum(2)
+    w = np.exp(beta - beta.max(1, keepdims=True))
+    w /= w.sum(1, keepdims=True)
+    s = np.exp(alpha - alpha.max())
+    s /= s.sum()
+    ieee_alpha = w.sum(0) - x.shape[0] * s
+    ieee_mu = np.einsum("ik,ikd->kd", w, x[:, None, :] - mu[None])
+    assert 0.0 < abs(ieee_alpha[1]) < 2.3e-308 and 0.0 < np.abs(ieee_mu[1]).max() < 2.3e-308
+    g_alpha, g_mu, g_q, g_l = jacobian(alpha, mu, q, l, x, m, gamma)
+    assert g_alpha[1] == 0.0 and np.all(g_mu[1] == 0.0) and g_l[1, 0] == 0.0
+    np.testing.assert_allclose(g_alpha[0], ieee_alpha[0], atol=1e-14)
+    np.testing.assert_allclose(g_mu[0], ieee_mu[0], rtol=1e-13)

@@ -23,6 +23,7 @@ from numba.core import config as numba_config
 from pyzyme.runtime import target
 from pyzyme.runtime.modules import internalize_all_but, parse
 from pyzyme.runtime.raising_blocks import mark_raising_stores
+from pyzyme.runtime.sunk_refcounts import unsink_refcounts
 
 
 def _run(module: llvm.ModuleRef, pto: llvm.PipelineTuningOptions) -> None:
@@ -164,9 +165,10 @@ def _no_unroll_no_vectorize(level: int) -> llvm.PipelineTuningOptions:
 
 def _prune_refcounts(module: llvm.ModuleRef) -> llvm.ModuleRef:
     """Run Numba's reference-count pruning on ``module`` (parsed again first where raising
-    blocks had to be marked); returns the pruned module."""
+    blocks had to be marked or count calls sunk into a join moved back,
+    :mod:`~pyzyme.runtime.sunk_refcounts`); returns the pruned module."""
     text = str(module)
-    marked = mark_raising_stores(text)
+    marked = mark_raising_stores(unsink_refcounts(text))
     if marked != text:
         module = parse(marked, what="module with its raising blocks marked")
     mpm = llvm.create_new_module_pass_manager()

@@ -29,6 +29,8 @@ from numba.core import types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import overload, typeof_impl
 
+from pyzyme import settings
+
 __all__ = ["NjitObject", "overloaded_njit"]
 
 
@@ -56,10 +58,19 @@ def overloaded_njit(name: str, params: Sequence[str], typer: Callable):
 
 class NjitObject:
     """Base of the objects that are callable from ``@njit`` code: subclasses define
-    :meth:`_make_njit`, which returns the ``@njit`` function Numba calls in their place."""
+    :meth:`_make_njit`, which returns the ``@njit`` function Numba calls in their place.
+
+    One such function is made per :class:`~pyzyme.settings.Options` in force when Numba types
+    code that uses the object: Numba compiles a function once per argument types, so a single
+    one would keep the derivative its first compilation built, under whatever options were
+    in force then, for code compiled later under others.
+    """
 
     def __init__(self) -> None:
-        self._njit = None
+        self._njit: dict = {}
+        # The options last asked for and their function: typing an argument from Python
+        # then hashes no options.
+        self._last: tuple = (None, None)
 
     def _make_njit(self):
         raise NotImplementedError
@@ -67,15 +78,22 @@ class NjitObject:
     @property
     def njit(self):
         """The ``@njit`` function that Numba calls when this object is used in ``@njit``
-        code."""
-        if self._njit is None:
+        code compiled under the current options."""
+        opts = settings.current()
+        last = self._last
+        if last[0] is opts:
+            return last[1]
+        made = self._njit.get(opts)
+        if made is None:
             # Numba's compiler lock, as for every build (pyzyme.api.plans.DerivativeCache):
             # Numba's typing of code using this object asks for it holding that lock, so a
             # lock of our own would deadlock against it if _make_njit ever compiled.
             with global_compiler_lock:
-                if self._njit is None:
-                    self._njit = self._make_njit()
-        return self._njit
+                made = self._njit.get(opts)
+                if made is None:
+                    made = self._njit[opts] = self._make_njit()
+        self._last = (opts, made)
+        return made
 
 
 @typeof_impl.register(NjitObject)
