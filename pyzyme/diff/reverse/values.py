@@ -18,7 +18,6 @@ from pyzyme.analysis.overwrite import (
     may_alias,
     pure_call,
     underlying_object,
-    underlying_objects,
     written_pointers,
 )
 from pyzyme import naming
@@ -31,7 +30,6 @@ from pyzyme.ir import types as T
 from pyzyme.ir.opcodes import PURE, SPECULATABLE
 from pyzyme.ir.values import Argument, Constant, ConstantInt, Value, const_int
 from pyzyme.rules import spec
-from pyzyme.transforms.parallel_body import CARGS
 
 __all__ = ["ReverseValues", "ShiftInduction", "CountedSum", "shift_induction_of", "counted_sum_of",
            "incoming_value"]
@@ -561,28 +559,6 @@ class ReverseValues:
                                                                  st.tape.rev_entry):
             return None  # pyzyme's own slots: promoted to registers anyway
         return pointer if identified_object(pointer) else None
-
-    def launch_memory(self, st: ReverseContext, pointer: Value) -> bool:
-        """In the body of a parallel loop: whether ``pointer`` points into memory its launch
-        made before the body ran (an array read from the argument array, or its shadow from
-        the shadow one; the launcher's ``args``, ``dims``, ``steps``), seen through
-        reverse-sweep copies; apart from everything the body allocates."""
-        launcher = [st.fwd.args[k] for k in (0, 1, 2, CARGS)]
-        launcher += [st.shadow_args[a] for a in (st.old.args[0],) if a in st.shadow_args]
-        objects = underlying_objects(pointer)
-        seen = [self._seen_through(st, obj) for obj in objects or ()]
-        return bool(seen) and all(obj in launcher or (
-            isinstance(obj, I.Load)
-            and self._seen_through(st, underlying_object(obj.pointer)) in launcher)
-            for obj in seen)
-
-    def _seen_through(self, st: ReverseContext, value: Value) -> Value:
-        """``value`` of the reverse function as the forward function has it."""
-        for _ in range(64):
-            if st.rev_origin.get(value) is None:
-                return value
-            value = underlying_object(st.rev_origin[value])
-        return value
 
     def _merged_phi(self, st: ReverseContext, fv: I.Phi, block) -> Value | None:
         """A phi of an if/else merge whose arms' values are safe to compute either way:
