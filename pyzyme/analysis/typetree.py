@@ -293,12 +293,14 @@ class TypeTree:
                 kct.join(ct)  # raises on a conflict
                 covering = covering.join(kct)
         new = old.join(ct)
-        if covering.is_known and covering.join(new) == covering:
+        if covering is not UNKNOWN and covering.join(new) == covering:
             return changed  # a -1 entry already says it
         covered = []
         if -1 in path:  # entries this one covers must agree, and the same-typed go
+            n = len(path)  # _covers, inlined: the scan is the hottest loop of type analysis
             for key, kct in mapping.items():
-                if key != path and _covers(path, key):
+                if len(key) == n and key != path and all(
+                        g == -1 or g == k for g, k in zip(path, key)):
                     kct.join(ct)
                     covered.append(key)
         mapping[path] = new
