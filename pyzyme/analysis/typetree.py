@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pyzyme.errors import TypeAnalysisError
 
@@ -122,7 +123,7 @@ class ConcreteType:
 
     def join(self, other: ConcreteType) -> ConcreteType:
         """Least upper bound; raises :class:`TypeAnalysisError` on a conflict."""
-        if self == other or other.kind == "Unknown" or self.kind == "Anything":
+        if self is other or self == other or other.kind == "Unknown" or self.kind == "Anything":
             return self
         if self.kind == "Unknown" or other.kind == "Anything":
             return other
@@ -154,15 +155,20 @@ FLOAT64 = ConcreteType.float("double")
 FLOAT80 = ConcreteType.float("x86_fp80")
 
 
-def _generalisations(path: Path) -> Iterator[Path]:
-    """Every other path that covers ``path``: some of its offsets replaced by ``-1``."""
+@lru_cache(maxsize=8192)
+def _generalisations(path: Path) -> tuple[Path, ...]:
+    """Every other path that covers ``path``: some of its offsets replaced by ``-1``. Cached:
+    the same few paths are inserted again and again (type analysis inserts tens of thousands
+    of entries into trees of a few dozen paths each)."""
     positions = [i for i, o in enumerate(path) if o != -1]
+    out = []
     for mask in range(1, 1 << len(positions)):
         p = list(path)
         for bit, i in enumerate(positions):
             if mask >> bit & 1:
                 p[i] = -1
-        yield tuple(p)
+        out.append(tuple(p))
+    return tuple(out)
 
 
 def _covers(general: Path, specific: Path) -> bool:
@@ -268,12 +274,14 @@ class TypeTree:
         path = tuple(path)
         if not path:
             raise ValueError("a TypeTree path needs at least one offset")
-        if not ct.is_known or len(path) > MAX_DEPTH or any(o >= MAX_OFFSET for o in path):
+        if ct.kind == "Unknown" or len(path) > MAX_DEPTH or max(path) >= MAX_OFFSET:
             return False
         mapping = self._map
-        old = mapping.get(path, UNKNOWN)
-        if old.is_known and old.join(ct) == old:
+        old = mapping.get(path)  # never Unknown: the tree holds known types only
+        if old is not None and (old is ct or old.join(ct) == old):
             return False  # already said (and checked against the rest when it was inserted)
+        if old is None:
+            old = UNKNOWN
         changed = False
         if len(path) > 1:  # following a pointer: the value at the prefix is one
             changed = self.insert(path[:-1], POINTER)
@@ -285,12 +293,14 @@ class TypeTree:
                 kct.join(ct)  # raises on a conflict
                 covering = covering.join(kct)
         new = old.join(ct)
-        if covering.is_known and covering.join(new) == covering:
+        if covering is not UNKNOWN and covering.join(new) == covering:
             return changed  # a -1 entry already says it
         covered = []
         if -1 in path:  # entries this one covers must agree, and the same-typed go
+            n = len(path)  # _covers, inlined: the scan is the hottest loop of type analysis
             for key, kct in mapping.items():
-                if key != path and _covers(path, key):
+                if len(key) == n and key != path and all(
+                        g == -1 or g == k for g, k in zip(path, key)):
                     kct.join(ct)
                     covered.append(key)
         mapping[path] = new
@@ -341,7 +351,16 @@ class TypeTree:
         >>> print(TypeTree({(-1,): FLOAT64}).only(-1))
         {[-1]:Pointer, [-1,-1]:Float@double}
         """
-        return TypeTree({(offset, *p): ct for p, ct in self._map.items()})
+        # This tree is canonical, so is each of its paths with ``offset`` in front (a -1
+        # entry covers the same entries, each parent is still a Pointer): no insert needed,
+        # only the limits it applies and the Pointer at ``[offset]``.
+        out = TypeTree()
+        if offset >= MAX_OFFSET:
+            return out
+        out._map = {(offset, *p): ct for p, ct in self._map.items() if len(p) < MAX_DEPTH}
+        if out._map:
+            out._map[(offset,)] = POINTER
+        return out
 
     @classmethod
     def pointer_to(cls, pointee: TypeTree) -> TypeTree:

@@ -178,3 +178,28 @@ def test_meet_of_trees():
     b = TypeTree({(-1,): POINTER, (-1, 0): INTEGER, (-1, 8): INTEGER})
     assert str(a.meet(b)) == "{[-1]:Pointer, [-1,8]:Integer}"
     assert str(a.meet(TypeTree())) == "{}"
+
+
+def test_only_equals_inserting_each_path():
+    # only() copies a canonical tree's paths without inserting them one by one; it must give
+    # what inserting them gives, limits (depth, offset) and the new Pointer parent included.
+    import random
+
+    from pyzyme.analysis.typetree import MAX_DEPTH
+
+    rng = random.Random(7)
+    checked = 0
+    for _ in range(2000):
+        t = TypeTree()
+        for _ in range(rng.randint(0, 8)):
+            path = tuple(rng.choice([-1, 0, 8, 3, MAX_OFFSET - 1])
+                         for _ in range(rng.randint(1, MAX_DEPTH)))
+            try:
+                t.insert(path, rng.choice([INTEGER, POINTER, FLOAT64, FLOAT32, ANYTHING]))
+            except TypeAnalysisError:
+                pass
+        for offset in (-1, 0, 16, MAX_OFFSET - 1, MAX_OFFSET):
+            inserted = TypeTree({(offset, *p): ct for p, ct in t._map.items()})
+            assert t.only(offset) == inserted, (t, offset)
+            checked += bool(len(inserted))
+    assert checked > 5000  # most cases were trees with entries, not empty ones
