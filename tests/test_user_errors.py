@@ -85,6 +85,36 @@ def test_a_rule_in_a_prange_loop_is_refused_with_the_loops_line():
     assert where(parallel_norms, "numba.prange") in message
     assert "range instead of numba.prange" in message
 
+
+@numba.njit(parallel=True)
+def shared_vector_dots(a, b):
+    s = np.dot(b, b)  # under parallel=True a loop of Numba's own (numba/parfors/parfor.py)
+    for i in numba.prange(b.shape[0]):
+        s += b[i] * b[i]
+    for i in numba.prange(a.shape[0]):  # every iteration adds into b's adjoint
+        s += a[i] @ b
+    return s
+
+
+@numba.njit
+def twice_shared_vector_dots(a, b):
+    return 2.0 * shared_vector_dots(a, b)
+
+
+def test_a_refused_prange_loop_is_named_by_its_own_line_and_function():
+    # npbench's spmv and symm: `@` of two vectors in a prange body. The message names that
+    # loop (not Numba's loop for np.dot, not the function's other prange), the @njit
+    # function it is in, and `@` among the ways to write a BLAS dot.
+    a, b = np.ones((3, 2)), np.ones(2)
+    with pytest.raises(UnsupportedError) as info:
+        autodiff(Reverse, twice_shared_vector_dots, Active, Duplicated(a, np.zeros_like(a)),
+                 Duplicated(b, np.zeros_like(b)))
+    message = str(info.value)
+    assert "BLAS dot (np.dot, np.vdot, the @ operator)" in message
+    loop = where(shared_vector_dots, "adds into b's adjoint")
+    assert f"in Python source: {loop}, in shared_vector_dots\n" in message
+    assert "numba/parfors" not in message
+
 @numba.njit
 def singular_value_sum(a):
     b = a * 2.0

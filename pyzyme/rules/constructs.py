@@ -137,7 +137,7 @@ CONSTRUCTS: tuple[Construct, ...] = (
     _linalg(("numba_ez_geqrf", "numba_ez_xxgqr"), "LAPACK geqrf and orgqr (QR)",
             "np.linalg.qr"),
     _linalg(("numba_ez_gelsd",), "LAPACK gelsd (least squares)", "np.linalg.lstsq"),
-    _linalg(("numba_xxdot",), "BLAS dot", "np.dot np.vdot", supported=True),
+    _linalg(("numba_xxdot",), "BLAS dot", "np.dot np.vdot operator.matmul", supported=True),
     _linalg(("numba_xxgemv", "numba_xxgemm"), "BLAS gemv and gemm",
             "np.dot operator.matmul", supported=True),
     _linalg(("numba_xxnrm2",), "BLAS nrm2", "np.linalg.norm", supported=True),

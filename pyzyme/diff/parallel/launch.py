@@ -125,8 +125,9 @@ def _load(b: IRBuilder, ty: T.Type, block: Value, k, name: str = "") -> Value:
 # -- the call and its parts ----------------------------------------------------------------
 def _launch_handler(handler):
     """``handler`` where an argument of the launch carries a derivative (the launch as it is
-    elsewhere); its errors name the launcher as their call (unless they name another), so
-    the frontend finds the loop's Python line."""
+    elsewhere); its errors name the launcher as their call (unless they name another) and
+    the innermost loop body they come from (``parallel_body``), so the frontend finds that
+    loop's Python line."""
     @wraps(handler)
     def handle(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
         if not any(a in cx.activity.varied for a in inst.args):
@@ -137,6 +138,9 @@ def _launch_handler(handler):
         except UnsupportedError as err:
             if not getattr(err, "callee", None):
                 err.callee = inst.called_function.name
+            body = inst.args[row.body]
+            if not getattr(err, "parallel_body", None) and isinstance(body, Function):
+                err.parallel_body = body.name
             raise
     return handle
 

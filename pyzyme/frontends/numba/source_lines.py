@@ -12,12 +12,14 @@ error time, so nothing is spent when differentiation succeeds) and reads the lin
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import warnings
 from collections.abc import Collection
 from dataclasses import dataclass
 
+import numba
 from numba.core import ir, types
 
 from pyzyme.errors import UnsupportedError
@@ -34,9 +36,17 @@ class Found:
     source: str      # which one (a ``Use.source`` of :mod:`pyzyme.rules.constructs`)
     filename: str
     line: int
+    function: str = ""  # the qualified name of the Python function it is in
+    parfor: str = ""    # a parallel loop's key in the name of its outlined body (_GUFUNC)
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.line}"
+
+
+#: Numba names a parallel loop's outlined body ``__numba_parfor_gufunc_<hex(hash(parfor))>``
+#: (numba/parfors/parfor_lowering.py), and a Parfor's hash is its ``id``: the key that ties a
+#: body pyzyme differentiates to the loop in the typed IR, whose line is the user's.
+_GUFUNC = re.compile(r"__numba_parfor_gufunc_(_?0x[0-9a-f]+)")
 
 
 def find_uses(dispatcher, argtypes, sources: Collection[str]) -> list[Found]:
@@ -57,18 +67,20 @@ def _walk(cres, sources: frozenset, found: list, seen: set) -> None:
         return
     seen.add(id(cres))
     typemap, calltypes = annotation.typemap, annotation.calltypes
+    function = getattr(getattr(annotation, "func_id", None), "func_qualname", "")
     parfor = getattr(sys.modules.get("numba.parfors.parfor"), "Parfor", None)
     for _, block in sorted(annotation.blocks.items()):
         for stmt in block.body:
             loc = stmt.loc
             if parfor is not None and isinstance(stmt, parfor):
                 if "parfor" in sources:
-                    found.append(Found("parfor", loc.filename, loc.line))
+                    key = hex(hash(stmt)).replace("-", "_")
+                    found.append(Found("parfor", loc.filename, loc.line, function, key))
                 continue
             if isinstance(stmt, ir.Print):
                 if "print" in sources and any(_may_carry(typemap.get(a.name))
                                               for a in stmt.args):
-                    found.append(Found("print", loc.filename, loc.line))
+                    found.append(Found("print", loc.filename, loc.line, function))
                 continue
             expr = getattr(stmt, "value", None)
             if not isinstance(stmt, ir.Assign) or not isinstance(expr, ir.Expr):
@@ -76,19 +88,19 @@ def _walk(cres, sources: frozenset, found: list, seen: set) -> None:
             if expr.op == "binop":
                 name = f"operator.{getattr(expr.fn, '__name__', '')}"
                 if name in sources:
-                    found.append(Found(name, loc.filename, loc.line))
+                    found.append(Found(name, loc.filename, loc.line, function))
                 continue
             if expr.op != "call":
                 continue
             fty = typemap.get(expr.func.name)
             if isinstance(fty, types.ObjModeDispatcher):
                 if "objmode" in sources:
-                    found.append(Found("objmode", loc.filename, loc.line))
+                    found.append(Found("objmode", loc.filename, loc.line, function))
             elif isinstance(fty, types.Dispatcher):
                 # an @njit library function the user called by name (numba_mpi.recv)
                 name = _dotted(getattr(fty.dispatcher, "py_func", None))
                 if name in sources:
-                    found.append(Found(name, loc.filename, loc.line))
+                    found.append(Found(name, loc.filename, loc.line, function))
                     continue
                 sig = calltypes.get(expr)
                 callee = getattr(fty.dispatcher, "overloads", {})
@@ -97,7 +109,7 @@ def _walk(cres, sources: frozenset, found: list, seen: set) -> None:
             else:
                 name = _dotted(getattr(fty, "typing_key", None))
                 if name in sources:
-                    found.append(Found(name, loc.filename, loc.line))
+                    found.append(Found(name, loc.filename, loc.line, function))
 
 
 def _dotted(key) -> str | None:
@@ -126,8 +138,6 @@ def _may_carry(ty) -> bool:
 def line_of_call(dispatcher, argtypes, symbol: str) -> int | None:
     """The Python line of the first call to ``symbol`` in ``dispatcher`` compiled for
     ``argtypes``, or None when Numba cannot say."""
-    import numba
-
     py_func = getattr(dispatcher, "py_func", None)
     if py_func is None:
         return None
@@ -186,6 +196,20 @@ def outer_loop_lines(f) -> list[str]:
     return [f"{filename}:{line}" for line in sorted(found)]
 
 
+def _users_first(found: list[Found], parallel_body: str | None) -> list[Found]:
+    """Of the uses ``found``, the parallel loop whose outlined body is ``parallel_body`` (the
+    one the error came from) when it is among them; else those in the user's code, leaving
+    out loops Numba wrote itself (``np.dot`` of two vectors under ``parallel=True`` is a loop
+    in numba/parfors/parfor.py), unless there are only those."""
+    key = _GUFUNC.search(parallel_body or "")
+    loop = [f for f in found if key and f.parfor == key.group(1)]
+    if loop:
+        return loop
+    numba_dir = os.path.dirname(os.path.abspath(numba.__file__)) + os.sep
+    users = [f for f in found if not os.path.abspath(f.filename).startswith(numba_dir)]
+    return users or found
+
+
 def add_source_line(err: UnsupportedError, dispatcher, argtypes) -> None:
     """Name the Python line of the call pyzyme could not differentiate, where Numba can say,
     and, where the call is one the user wrote by name (:mod:`pyzyme.rules.constructs`), word
@@ -195,13 +219,15 @@ def add_source_line(err: UnsupportedError, dispatcher, argtypes) -> None:
     if not callee:
         return
     row = construct_of(callee)
-    found = find_uses(dispatcher, argtypes, [use.source for use in row.uses]) if row else []
+    found = _users_first(find_uses(dispatcher, argtypes, [use.source for use in row.uses])
+                         if row else [], getattr(err, "parallel_body", None))
     if found:
         first = found[0]
         more = sorted({f.line for f in found[1:] if f.filename == first.filename} - {first.line})
         also = f" (and line{'s' if len(more) > 1 else ''} {', '.join(map(str, more))})" \
             if more else ""
-        err.context.insert(0, ("Python source", f"{first}{also}"))
+        function = f", in {first.function}" if first.function else ""
+        err.context.insert(0, ("Python source", f"{first}{also}{function}"))
         if getattr(err, "unknown_call", None):
             use = next(u for u in row.uses if u.source == first.source)
             err.message, err.hint = unknown_call_message(*err.unknown_call, use)
