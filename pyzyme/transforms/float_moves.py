@@ -129,7 +129,7 @@ def reads_integers(load: I.Load, types, floats: Callable[[], list]) -> bool:
     """Whether integer ``load`` reads an integer (so a shadow may mirror it), not the bits of a
     float: type analysis ``types`` says so (None: it failed), or clang's type tag on it, or its
     address is typed as integer data, or it reads a constant without floats, or memory the
-    function made and kept to itself (:func:`_kept_here`) where no float access of the
+    function made and copied no bits into (:func:`_kept_here`) where no float access of the
     function (``floats()``: their pointers, see :func:`float_pointers`) may touch it. Memory
     that came from elsewhere may hold floats the function never names: a ``char *`` copy
     loop's caller passes it arrays of doubles."""
@@ -183,10 +183,11 @@ def _constant_integers(obj) -> bool:
 
 
 def _kept_here(obj) -> bool:
-    """Whether ``obj`` is a stack slot or an allocation of its function that only the
-    function's own loads and stores touch (no call is handed it, it is never stored, no
-    integer loaded from memory is stored into it: that may be a float's bits): every float
-    ever in it is stored by an access :func:`float_pointers` lists."""
+    """Whether ``obj`` is a stack slot or an allocation of its function into which no integer
+    loaded from memory is stored (that may be a float's bits): every float ever in it is
+    stored by an access :func:`float_pointers` lists, or by a call it is handed (MPI's
+    request handles), where type analysis would have seen a float. Memory from elsewhere (an
+    argument, a global) may hold floats the function never names."""
     if not (isinstance(obj, I.Alloca) or identified_object(obj)) or \
             not isinstance(obj, I.Instruction):
         return False
@@ -197,20 +198,12 @@ def _kept_here(obj) -> bool:
             continue
         seen.add(value)
         for use in value.users:
-            if isinstance(use, I.Load):
-                continue
             if isinstance(use, I.Store) and use.value is not value:
                 if isinstance(use.value, I.Load) and not _has_float(use.value.type):
                     return False
-                continue
-            if isinstance(use, I.GetElementPtr) or (isinstance(use, I.Instruction) and (
+            elif isinstance(use, I.GetElementPtr) or (isinstance(use, I.Instruction) and (
                     use.opcode in ("phi", "select", "bitcast", "addrspacecast"))):
                 work.append(use)
-            elif isinstance(use, I.CallBase) and use.called_function is not None and \
-                    use.called_function.name.startswith("llvm.lifetime."):
-                continue
-            else:
-                return False
     return True
 
 
