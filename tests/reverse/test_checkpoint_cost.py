@@ -6,31 +6,15 @@ import ctypes
 
 import numpy as np
 import pytest
-from numba import njit
 
 import pyzyme
 from pyzyme import ir
 from pyzyme.runtime.jit import compile_module
 from pyzyme.transforms import revolve
 from pyzyme.transforms.revolve import Schedule, allowed, plan, snapshots
+from tests.reverse.test_checkpoint_budget import diffusion as stencil
 
 MiB = 1 << 20
-
-
-@njit
-def stencil(u, n, k):
-    """A 1-D stencil overwriting its state in place: a snapshot is the whole array."""
-    m = u.shape[0]
-    for _ in range(n):
-        left = u[0]
-        for i in range(1, m - 1):
-            new = u[i] + k * (left - 2.0 * u[i] + u[i + 1])
-            left = u[i]
-            u[i] = new
-    s = 0.0
-    for i in range(m):
-        s += u[i] * u[i]
-    return s
 
 
 def test_large_states_keep_to_the_cache_and_small_ones_use_the_budget():
