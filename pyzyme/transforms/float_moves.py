@@ -60,6 +60,7 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.names import readable
+from pyzyme.ir.opcodes import ADDRESS_DERIVING, WHOLE_MERGES
 from pyzyme.ir.values import GlobalVariable
 
 __all__ = ["candidates", "float_pointers", "floats_as_floats",
@@ -201,8 +202,8 @@ def _kept_here(obj) -> bool:
             if isinstance(use, I.Store) and use.value is not value:
                 if isinstance(use.value, I.Load) and not _has_float(use.value.type):
                     return False
-            elif isinstance(use, I.GetElementPtr) or (isinstance(use, I.Instruction) and (
-                    use.opcode in ("phi", "select", "bitcast", "addrspacecast"))):
+            elif isinstance(use, I.Instruction) and (
+                    use.opcode in ADDRESS_DERIVING or use.opcode in WHOLE_MERGES):
                 work.append(use)
     return True
 
