@@ -211,7 +211,8 @@ def jacfwd(f, argnums: int = 0):
     forward mode (one derivative call per few input elements).
 
     The Jacobian has shape ``out.shape + x.shape`` as in JAX: see :func:`jacrev`. The
-    function is ``@njit``-compiled: call it from Python or from other ``@njit`` code.
+    function is ``@njit``-compiled, once per set of :func:`~pyzyme.options`: call it from
+    Python or from other ``@njit`` code.
 
     Examples
     --------

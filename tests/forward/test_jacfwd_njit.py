@@ -79,3 +79,32 @@ def test_non_contiguous_array_is_a_clear_error():
 def test_argnums_out_of_range():
     with pytest.raises(pyzyme.PyzymeError, match="argnums"):
         jacfwd(loss, argnums=2)
+
+
+@numba.njit
+def _root_times_zero(x):
+    # x[1]'s tangent is zero; sqrt's derivative at x[0] = 0 is infinite: their product is 0
+    # with strong_zero (the default), NaN under IEEE rules
+    return np.sqrt(x[:1]) * 0.0 + x[:1] * x[1]
+
+
+def _caller(jac):
+    return numba.njit(lambda x: jac(x))
+
+
+def test_one_jacfwd_object_follows_the_options_of_each_call():
+    # One object called under other options, from Python and from @njit code compiled under
+    # them, gives those options' derivative: Numba compiles a function once per argument types,
+    # so a single @njit function behind the object kept the first call's.
+    x = np.array([0.0, 2.0])
+    jac = jacfwd(_root_times_zero)
+    assert jac(x)[0, 1] == 0.0
+    strong = _caller(jac)
+    assert strong(x)[0, 1] == 0.0
+    with pyzyme.options(strong_zero=False):
+        assert math.isnan(jac(x)[0, 1])
+        ieee = _caller(jac)
+        assert math.isnan(ieee(x)[0, 1])
+    assert jac(x)[0, 1] == 0.0 and strong(x)[0, 1] == 0.0 and math.isnan(ieee(x)[0, 1])
+    # away from 0 both options give the same derivative
+    np.testing.assert_allclose(jac(np.array([1.0, 2.0])), [[2.0, 1.0]])

@@ -1,7 +1,8 @@
 """Jacobians callable from inside ``@njit`` code.
 
-``jacfwd(f)`` returns an ``@njit`` function. When Numba compiles a call of it for some argument
-types (from Python or inside other ``@njit`` code), an overload builds pyzyme's forward
+``jacfwd(f)`` returns a :class:`ForwardJacobian`, which stands for an ``@njit`` function (one per
+set of options). When Numba compiles a call of it for some argument types (from Python or inside
+other ``@njit`` code), an overload builds pyzyme's forward
 derivative of ``f`` for those types, with ``CHUNK`` shadows of the differentiated argument, and
 generates a loop that sweeps the seeds through it chunk by chunk: no Python runs per call.
 """
@@ -14,31 +15,50 @@ import numpy as np
 from numba.core import types
 
 from pyzyme.api import annotations as A
-from pyzyme.api.njit.overload import overloaded_njit
+from pyzyme.api.njit.overload import NjitObject, overloaded_njit
 from pyzyme.api.njit.zeros import zeros_like
 from pyzyme.api.plans import forward_plan
 from pyzyme.frontends.numba.bridge import njit_target, signature_of
 from pyzyme.errors import ArgumentValueError, UnsupportedError
 
-__all__ = ["njit_jacobian", "CHUNK"]
+__all__ = ["njit_jacobian", "ForwardJacobian", "CHUNK"]
 
 CHUNK = 4
 
 
-def njit_jacobian(dispatcher, argnum: int):
-    """An ``@njit`` function of ``f``'s parameters returning d f / d args[argnum]."""
+def njit_jacobian(dispatcher, argnum: int) -> ForwardJacobian:
+    """A function of ``f``'s parameters returning d f / d args[argnum], callable from Python
+    and from ``@njit`` code."""
     params = list(inspect.signature(dispatcher.py_func).parameters.values())
     if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
         raise UnsupportedError("jacfwd needs a function with a fixed list of positional "
                                "parameters")
     if not 0 <= argnum < len(params):
         raise ArgumentValueError(f"argnums={argnum}, but the function has {len(params)} parameters")
-    names = [f"a{i}" for i in range(len(params))]
+    return ForwardJacobian(dispatcher, argnum, [f"a{i}" for i in range(len(params))])
 
-    def typer(*argtypes):
-        return _implementation(dispatcher, argtypes, argnum, names)
 
-    return overloaded_njit("jac", names, typer)
+class ForwardJacobian(NjitObject):
+    """What ``jacfwd`` returns. A call from Python goes through the ``@njit`` function of the
+    options in force (:class:`NjitObject`): one function for every call would keep the
+    derivative of the options its first compilation saw."""
+
+    def __init__(self, dispatcher, argnum: int, names: list[str]) -> None:
+        super().__init__()
+        self._dispatcher, self._argnum, self._names = dispatcher, argnum, names
+        self.__wrapped__ = dispatcher
+        self.__name__ = f"jacfwd({dispatcher.py_func.__name__})"
+
+    def __repr__(self) -> str:
+        return f"<pyzyme {self.__name__}>"
+
+    def __call__(self, *args):
+        return self.njit(*args)
+
+    def _make_njit(self):
+        def typer(*argtypes):
+            return _implementation(self._dispatcher, argtypes, self._argnum, self._names)
+        return overloaded_njit("jac", self._names, typer)
 
 
 def _implementation(dispatcher, argtypes, argnum: int, names: list[str]):
