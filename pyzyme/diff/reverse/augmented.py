@@ -157,11 +157,11 @@ class ForwardSweep:
                     raise no_shadow_error(st.where, inst, pointer)
             return
         ty = value.type
-        if ty.is_int and isinstance(value, I.Load) and value.pointer in st.activity.varied \
+        if ty.is_int and isinstance(value, I.Load) \
                 and not float_moves.stored_as_integers(inst) and not self._integer_move(st, value):
-            # The bits of a float, for all we know: an integer cannot carry its adjoint. (Bits
-            # read where there is no shadow are mirrored as integers: MPI's request handles.
-            # Were they a float's, the shadow would take them for an adjoint.)
+            # The bits of a float, for all we know: an integer cannot carry its adjoint, and
+            # bits read where there is no shadow, mirrored into this one, would be taken for
+            # an adjoint.
             raise float_moves.refusal(st.where, inst)
         if has_float(ty) and not has_pointer(ty) and not any(
                 e.is_int for e in leaves(ty)):
