@@ -34,7 +34,7 @@ def chunk_ir(b: IRBuilder, share, state, tape, n, reserve: int) -> tuple:
     """:func:`~pyzyme.transforms.revolve.chunking` at ``b`` (i64 values; ``n`` >= 1, the loop's
     iterations): ``(chunk, reserve, steps)``, ``steps`` the chunks the scheme runs."""
     per = _max(b, _max(b, tape, b.mul(state, _i64(reserve))), _i64(1))
-    room = _min(b, _i64(revolve.CACHE_WINDOW), b.sdiv(share, _i64(revolve.CHUNK_PART)))
+    room = _min(b, _i64(revolve.CHUNK_TAPE), b.sdiv(share, _i64(revolve.CHUNK_PART)))
     chunk = _min(b, _max(b, b.sdiv(room, per), _i64(1)), n)
     state1 = _max(b, state, _i64(1))
     states = b.sdiv(b.add(b.mul(chunk, per), b.sub(state1, _i64(1))), state1)

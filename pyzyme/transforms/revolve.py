@@ -31,7 +31,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import ConstantAggregate, const_float, const_int, const_null
 
 __all__ = ["Schedule", "snapshots", "snapshots_ir", "scheme", "chunking", "SNAPSHOT_OVERHEAD",
-           "STATE_WORDS", "CACHE_WINDOW", "CHUNK_PART"]
+           "STATE_WORDS", "CACHE_WINDOW", "CHUNK_TAPE", "CHUNK_PART"]
 
 # Actions (EnzymeCkptAction.flag) and the scheme struct's layout (<enzyme/checkpoint.h>).
 _STORE, _RESTORE, _FORWARD, _FIRSTUTURN, _UTURN, _DONE = 1, 2, 3, 4, 5, 7
@@ -81,8 +81,8 @@ COPY_NEAR, COPY_FAR = 0.5, 2.0
 
 
 #: A chunk's tape (the steps a step of the scheme runs, taped: see :func:`chunking`) stays
-#: within CACHE_WINDOW and this part of the budget.
-CHUNK_PART = 4
+#: within CHUNK_TAPE bytes and a CHUNK_PART-th of the budget.
+CHUNK_TAPE, CHUNK_PART = CACHE_WINDOW, 4
 
 
 def chunking(budget: int, state_bytes: int, steps: int, reserve: int,
@@ -95,12 +95,12 @@ def chunking(budget: int, state_bytes: int, steps: int, reserve: int,
     (run forward once taped, then reversed from its tape, all in cache), the snapshots at
     chunk boundaries only. A chunk's tape is ``tape`` bytes an iteration (the unbudgeted
     derivative's estimate; at least ``reserve`` states, what one step's derivative is reserved
-    today) and stays within CACHE_WINDOW and a CHUNK_PART-th of ``budget``; a while loop's
+    today) and stays within CHUNK_TAPE and a CHUNK_PART-th of ``budget``; a while loop's
     (``steps`` -1) chunk is 1 iteration. The reserve is what the chunk's tape takes, in
     states, at least ``reserve``. The compiled loop computes the same
     (:mod:`pyzyme.transforms.checkpoint_chunks`)."""
     per = max(tape, reserve * state_bytes, 1)
-    chunk = max(min(CACHE_WINDOW, budget // CHUNK_PART) // per, 1)
+    chunk = max(min(CHUNK_TAPE, budget // CHUNK_PART) // per, 1)
     chunk = 1 if steps < 0 else min(chunk, max(steps, 1))
     return chunk, max(reserve, -(-chunk * per // max(state_bytes, 1)))
 

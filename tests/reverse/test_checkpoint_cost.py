@@ -232,3 +232,20 @@ def test_stencil_gradient_of_large_states_in_short_chunks():
         "binomial checkpointing (Revolve): 400 steps in 100 chunks of 4 (each chunk "
         "differentiated from a tape of its own), 90 snapshots")
     _check_stencil(16 * MiB, n, cells, 1e-4, 1e-5)  # 20,000 squares: larger steps
+
+
+def test_rk4_gradient_in_chunks_recomputed():
+    """Lotka-Volterra's RK4 (a 40-byte state in registers, its step's tape known: 16 bytes)
+    for 401 steps under 2,400 bytes: chunks of 5 (3 states an iteration, within a quarter of
+    the budget), the last of 1, Revolve's schedule over their 81 starts with 33 snapshots."""
+    from tests.reverse.test_checkpoint_budget import P, U0, central, lotka_volterra, lv_gradient
+    assert str(Schedule.under(2400, 40, 401, 3, tape=16)) == (
+        "binomial checkpointing (Revolve): 401 steps in 81 chunks of 5 (each chunk "
+        "differentiated from a tape of its own), 33 snapshots, each chunk run forward at most "
+        "2 times; 636 untaped step runs (recomputation factor 1.59), 78 stores, 80 restores")
+    ref, u_ref = lv_gradient(None, n=401)
+    got, u = lv_gradient(2400, n=401)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(u, u_ref)
+    fd = central(lambda p: lotka_volterra.py_func(p, U0.copy(), 401, 0.01), P)
+    np.testing.assert_allclose(got[:4], fd, rtol=1e-6)
