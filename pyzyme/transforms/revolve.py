@@ -220,7 +220,7 @@ class Schedule:
         >>> print(Schedule.under(16 << 20, 8000, 100_000, 3))
         binomial checkpointing (Revolve): 100000 steps in 1150 chunks of 87 (each chunk \
 differentiated from a tape of its own), 1150 snapshots, each chunk run forward at most 1 \
-times; 100000 untaped step runs (recomputation factor 1.00), 1149 stores, 1149 restores
+time; 100000 untaped step runs (recomputation factor 1.00), 1149 stores, 1149 restores
         """
         chunk, reserve = chunking(budget, state_bytes, steps, reserve, tape)
         n = -(-steps // chunk)
@@ -306,8 +306,9 @@ times; 100000 untaped step runs (recomputation factor 1.00), 1149 stores, 1149 r
             unit, head = "chunk", (f"{self.iterations} steps in {self.steps} chunks of "
                                    f"{self.chunk} (each chunk differentiated from a tape of "
                                    f"its own)")
+        t = self.repetitions
         bound = "" if self.online else \
-            f", each {unit} run forward at most {self.repetitions} times"
+            f", each {unit} run forward at most {t} time{'s' * (t != 1)}"
         if self.hot:
             bound = (f", one every {self.hot} {unit}s, then each range of {self.hot} reversed "
                      f"storing every state (each {unit} run forward at most 2 times)")

@@ -57,7 +57,7 @@ def test_counted_loops_run_chunks_of_iterations_taped():
     assert str(Schedule.under(16 * MiB, 8000, 100_000, 3)) == (
         "binomial checkpointing (Revolve): 100000 steps in 1150 chunks of 87 (each chunk "
         "differentiated from a tape of its own), 1150 snapshots, each chunk run forward at "
-        "most 1 times; 100000 untaped step runs (recomputation factor 1.00), 1149 stores, "
+        "most 1 time; 100000 untaped step runs (recomputation factor 1.00), 1149 stores, "
         "1149 restores")
     assert str(Schedule.under(4 * MiB, 8000, 100_000, 3)) == (
         "binomial checkpointing (Revolve): 100000 steps in 2326 chunks of 43 (each chunk "
@@ -220,7 +220,7 @@ def test_stencil_gradient_in_chunks_each_stored():
     assert str(Schedule.under(4 * MiB, 8008, 600, 3)).startswith(
         "binomial checkpointing (Revolve): 600 steps in 14 chunks of 43 (each chunk "
         "differentiated from a tape of its own), 14 snapshots, each chunk run forward at most "
-        "1 times; 600 untaped step runs (recomputation factor 1.00)")
+        "1 time; 600 untaped step runs (recomputation factor 1.00)")
     _check_stencil(4 * MiB, 600, 1000, 1e-6, 1e-6)
 
 
