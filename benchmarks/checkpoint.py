@@ -14,8 +14,10 @@ before the call, after a warm-up call, in a process of its own started with a ma
 freed memory back at once), the gradient's time over the Numba primal's (medians of ``--runs``
 calls each, the primal timed before each gradient), the number of snapshots the scheme uses
 ("261 of 2,090": the budget allows 2,090, the cost model keeps to those that stay in cache,
-``revolve.CACHE_WINDOW``) and the recomputation factor of their schedule ("two levels": a
-snapshot every so many steps, each range between two reversed within the cache)
+``revolve.CACHE_WINDOW``) and the recomputation factor of their schedule ("chunks of 87": the
+scheme's steps are chunks of that many iterations, each differentiated from a tape of its
+own, ``revolve.chunking``; "two levels": a snapshot every so many steps, each range between
+two reversed within the cache)
 (``pyzyme.transforms.revolve.Schedule``: untaped runs of a step, on average; 1.00 when every
 state is stored), and the largest relative difference from the unbudgeted gradient. A loop
 whose unbudgeted tape (here: the unbudgeted call's peak, an estimate) fits in half the budget
@@ -183,7 +185,8 @@ def main(argv=None) -> int:
                 schedule = Schedule.under(budget, state, steps, RESERVE)
                 s, most = schedule.snapshots, schedule.allowed
                 snaps = f"{s:,}" + (f" of {most:,}" if most else "")
-                factor = f"{schedule.factor:.2f}" + (" (two levels)" if schedule.hot else "")
+                factor = f"{schedule.factor:.2f}" + (" (two levels)" if schedule.hot else "") \
+                    + (f" (chunks of {schedule.chunk})" if schedule.chunk > 1 else "")
             label = "none" if budget is None else f"{budget // MiB} MiB"
             print(f"| {title} | {label} | {_memory.fmt(peak)} | {ratio:.1f} | {snaps} "
                   f"| {factor} | {diff:.1e} |", flush=True)

@@ -88,14 +88,15 @@ def take_share(b: IRBuilder, counter, need, heavy: int, light: int):
     return b.select(b.icmp("slt", share, need), need, share, name="ckpt.share")
 
 
-def give_back_unused(b: IRBuilder, counter, share, total, steps, reserve: int) -> None:
+def give_back_unused(b: IRBuilder, counter, share, total, steps, reserve, chunk) -> None:
     """Take from ``counter`` what a schedule under ``share`` bytes holds from its forward
     sweep to its reverse sweep, its state ``total`` bytes over ``steps`` steps (-1: a while
-    loop's): the snapshots the scheme gets (:func:`revolve.snapshots`) and the driver's two
-    states, allocated together, and the scheme's words. The ``reserve`` states for the tape
-    of the step's derivative are taken only while its reverse sweep runs, after the reverse
-    sweeps of the loops after it (which give all theirs back): they stay free."""
-    s = revolve.snapshots_ir(b, share, _i64(reserve), total, steps)
+    loop's) of ``chunk`` iterations: the snapshots the scheme gets (:func:`revolve.snapshots`)
+    and the driver's two states, allocated together, and the scheme's words. The ``reserve``
+    states for the tape of the step's derivative are taken only while its reverse sweep runs,
+    after the reverse sweeps of the loops after it (which give all theirs back): they stay
+    free."""
+    s = revolve.snapshots_ir(b, share, reserve, total, steps, chunk)
     held = b.add(b.mul(b.add(s, _i64(2)), total),
                  b.mul(b.add(s, _i64(revolve.STATE_WORDS)), _i64(8)), name="ckpt.held")
     b.store(b.sub(b.load(T.i64, counter), held), counter)

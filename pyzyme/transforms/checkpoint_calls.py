@@ -43,6 +43,7 @@ class _OneStep:
 
 
 class _CallRewrite(_Rewrite):
+    chunks = False  # one step
     def check_shape(self) -> None:
         self.latch, self.count, self.phis = self.loop.header, True, []
         self.exit_block, self.error_targets = self.loop.exit, []

@@ -4,7 +4,9 @@ Under a tape budget (``Options.tape_budget``) the reverse sweep must not keep wh
 iteration of a long time loop needs. :func:`checkpoint_loops` rewrites each outermost loop
 whose trip count is known at its entry into a call of the checkpointed-loop intrinsic
 (:data:`pyzyme.naming.CHECKPOINT_FOR`, differentiated by :mod:`pyzyme.diff.calls.checkpoint`)
-over a *step*: a function of its own running one iteration. Optimized SSA carries values from
+over a *step*: a function of its own running one iteration, or (a counted loop carrying no
+pointers) a chunk of them (:mod:`pyzyme.transforms.checkpoint_chunks`), whose derivative tapes
+them as any loop. Optimized SSA carries values from
 one iteration to the next in header phis, not memory, so they become a state region of their
 own: a block of memory (``carried``) the step loads at its start and stores at its end, which
 also receives the values code after the loop uses. The loop's other inputs that are not
@@ -40,12 +42,13 @@ from pyzyme.ir.builder import resolve_later_operands
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.rules import default_rules, spec
-from pyzyme.ir.values import (Argument, Constant, ConstantAggregate, ConstantInt, GlobalVariable,
-                              const_int)
+from pyzyme.ir.values import Argument, Constant, ConstantInt, GlobalVariable, const_int
 from pyzyme.transforms import revolve
+from pyzyme.transforms.checkpoint_chunks import chunk_ir, chunk_range, trip_count
 from pyzyme.transforms.checkpoint_budget import (check_fits, free_counter, give_back_unused,
                                                  iteration_need, take_share)
-from pyzyme.transforms.checkpoint_merges import merge_operands, merged_size, roots
+from pyzyme.transforms.checkpoint_merges import (allocated_extent, merge_operands,
+                                                 merged_size, roots)
 from pyzyme.transforms.checkpoint_state import CarriedLayout
 from pyzyme.transforms.parallel_body import argument_slots
 
@@ -159,26 +162,8 @@ def _worth(loop) -> bool:
     return False
 
 
-def _allocated_extent(obj):
-    """The size arguments of the allocation ``obj`` is (``malloc``), or whose data it is (a
-    Numba array made before the loop: ``load ptr (meminfo + data offset)``); else None."""
-    base, offset = obj, None
-    if isinstance(obj, I.Load) and obj.type.is_pointer:
-        inner = obj.pointer
-        base = underlying_object(inner)
-        offset = 0
-        if isinstance(inner, I.GetElementPtr) and len(inner.operands) == 2:
-            offset = getattr(inner.operands[1], "value", None)
-    callee = base.called_function if isinstance(base, I.CallBase) else None
-    row = default_rules().lookup(callee.name, "call") if callee is not None else None
-    if not isinstance(row, spec.Allocation) or not row.size_args:
-        return None
-    if offset != row.data_offset:
-        return None
-    return tuple(base.args[i] for i in row.size_args)
-
-
 class _Rewrite:
+    chunks = True  # whether a counted loop's steps may be chunks of iterations
     def __init__(self, module, fn, loop, extents: dict, where: str) -> None:
         self.module, self.fn, self.loop, self.extents = module, fn, loop, extents
         self.where = where
@@ -446,7 +431,7 @@ class _Rewrite:
                                                                           ConstantInt)):
             n = obj.count.value if obj.count is not None else 1
             return (_i64(sizeof(obj.allocated_type) * n),)
-        found = _allocated_extent(obj)
+        found = allocated_extent(obj)
         if found is not None:
             return found
         if isinstance(obj, GlobalVariable) and obj.value_type is not None \
@@ -505,7 +490,12 @@ class _Rewrite:
         values = [v for v in ins if not v.type.is_pointer]
         layout = CarriedLayout(self.phis, outs, bool(self.exit_edges))
         self.raised = self.exit_outs(outs)
-        inputs_ty = T.StructType([v.type for v in values] or [T.i64])
+        # A counted loop's steps are chunks of iterations where it carries no pointer (a
+        # chunk carries its values in phis: a pointer's base could change on the way).
+        self.chunked = self.chunks and self.count is not None and not any(
+            p.type.is_pointer for p in self.phis)
+        inputs_ty = T.StructType([v.type for v in values] + [T.i64] * (2 * self.chunked)
+                                 or [T.i64])
         step = self.step(layout, inputs_ty, pointers, values, outs)
 
         fn = self.fn
@@ -543,22 +533,20 @@ class _Rewrite:
         for size in sizes:
             total = b.add(total, size)
         need = iteration_need(b, total, self.copies, RESERVE)
-        counter = self.counter
+        counter = self.counter  # None: a checkpointed call's (checkpoint_calls)
         free = _i64(budget) if counter is None else b.load(T.i64, counter)
         b = check_fits(self.module, fn, b, need, free, self.where, self.parts(), self.first)
-        if counter is not None:  # its share of what is free, for this call
-            share = take_share(b, counter, need, *self.after)
-            data = IRBuilder()
-            data.position_before(counter)
-            data = data.alloca(T.ArrayType(2, T.i64), name="ckpt.data")
-            b.store(share, data)
-            b.store(_i64(RESERVE), b.gep(T.i64, data, [_i64(1)]))
-        else:
-            data = self.module.add_global(
-                self.module.unique_global_name("pyzyme.revolve.data"),
-                T.ArrayType(2, T.i64),
-                ConstantAggregate(T.ArrayType(2, T.i64), [_i64(budget), _i64(RESERVE)]),
-                is_constant=True, prefix="internal")
+        share = free if counter is None else take_share(b, counter, need, *self.after)
+        state = b.mul(total, _i64(self.copies))
+        chunk, reserve, steps = _i64(1), _i64(RESERVE), n
+        if self.chunked:  # the scheme's steps are chunks of iterations (checkpoint_chunks)
+            chunk, reserve, steps = chunk_ir(b, share, state, _i64((taped or 0) * self.copies),
+                                             n, RESERVE)
+        data = IRBuilder()
+        data.position_before(counter or fn.blocks[0].instructions[0])
+        data = data.alloca(T.ArrayType(3, T.i64), name="ckpt.data")
+        for k, v in enumerate((share, reserve, chunk)):
+            b.store(v, b.gep(T.i64, data, [_i64(k)]))
         # On the heap, not the stack: in split mode the reverse thunk runs after the forward
         # thunk's frame is gone (the derivative frees them after its reverse sweep).
         malloc = self.module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
@@ -569,7 +557,7 @@ class _Rewrite:
             init = next(v for v, blk in p.incoming if blk is entered)
             layout.put(b, carried, ("phi", p), init,
                        lambda bb, x: self.encode(bb, x, x, {}, self.bases))
-        for k, v in enumerate(values):
+        for k, v in enumerate(values + ([chunk, n] if self.chunked else [])):
             b.store(v, b.gep(inputs_ty, inputs, [_i64(0), const_int(T.i32, k)]))
         if self.exit_edges:
             b.store(const_int(T.i32, 0), layout.failed(b, carried))
@@ -578,10 +566,10 @@ class _Rewrite:
         loop_fn = self.module.declare(
             naming.CHECKPOINT_FOR if self.count is not None else naming.CHECKPOINT_WHILE,
             T.FunctionType(T.void, [T.ptr], var_arg=True))
-        b.call(loop_fn, [step, _i64(0), n, scheme, data, _i64(len(pairs))]
+        b.call(loop_fn, [step, _i64(0), steps, scheme, data, _i64(len(pairs))]
                + [v for pair in pairs for v in pair] + [carried, inputs] + pointers)
         if counter is not None:
-            give_back_unused(b, counter, share, b.mul(total, _i64(self.copies)), n, RESERVE)
+            give_back_unused(b, counter, share, state, steps, reserve, chunk)
         loaded = {v: layout.get(b, carried, ("out", v), self.bases)[0] for v in outs}
         failed = b.load(T.i32, layout.failed(b, carried)) if self.exit_edges else None
         free = self.module.declare("free", T.FunctionType(T.void, [T.ptr]))
@@ -670,26 +658,7 @@ class _Rewrite:
         return _i64(k), b.sub(b.ptrtoint(here, T.i64), b.ptrtoint(bases[k], T.i64))
 
     def trip_count(self, b: IRBuilder):
-        """The iterations of the rotated loop (at least one: it is entered)."""
-        c = self.count
-        start, bound, step = c.start, c.bound, c.step
-        if start.type != T.i64:
-            start, bound = b.sext(start, T.i64), b.sext(bound, T.i64)
-        distance = b.sub(bound, start)
-        pred = c.predicate
-        extra = 1 - int(c.uses_next)
-        if pred in ("sle", "ule", "sge", "uge"):
-            if abs(step) != 1:
-                raise self.refuse("counts with <= and a stride", hint="count with <")
-            extra += 1
-        if pred == "ne" or abs(step) == 1:
-            runs = b.sdiv(distance, _i64(step)) if abs(step) != 1 else (
-                distance if step == 1 else b.sub(_i64(0), distance))
-        else:  # ceil(distance / step)
-            adjust = step - 1 if step > 0 else step + 1
-            runs = b.sdiv(b.add(distance, _i64(adjust)), _i64(step))
-        runs = b.add(runs, _i64(extra))
-        return b.select(b.icmp("slt", runs, _i64(1)), _i64(1), runs, name="ckpt.steps")
+        return trip_count(b, self.count, self.refuse)
 
     def parts(self) -> str:
         """What one iteration's need is made of (for TapeBudgetError)."""
@@ -700,8 +669,9 @@ class _Rewrite:
                 f"{RESERVE} for the tape of the step's own derivative")
 
     def step(self, layout, inputs_ty, pointers: list, values: list, outs: list):
-        """``void step(i64 k, ptr carried, ptr inputs, pointers...)``: one iteration; a while
-        loop's returns an i32, nonzero to go on."""
+        """``void step(i64 k, ptr carried, ptr inputs, pointers...)``: one iteration, or
+        (``chunked``) the iterations of chunk ``k``; a while loop's returns an i32, nonzero to
+        go on."""
         module = self.module
         params = [T.i64, T.ptr, T.ptr] + [p.type for p in pointers]
         ret = T.void if self.count is not None else T.i32
@@ -734,6 +704,15 @@ class _Rewrite:
         order = [blk for blk in self.fn.blocks if blk in self.blocks]
         for block in order:
             mapping[block] = step.append_block(block.name)
+        if self.chunked:  # the iterations of chunk k, the carried values in phis
+            chunk, n = (b.load(T.i64, b.gep(inputs_ty, inputs, [_i64(0), const_int(
+                T.i32, len(values) + j)])) for j in (0, 1))
+            count = chunk_range(b, step.args[0], chunk, n)
+            hb = IRBuilder(mapping[self.loop.header])
+            loaded = {p: mapping[p] for p in self.phis}
+            j = hb.phi(T.i64, name="ckpt.j")
+            for p in self.phis:
+                mapping[p] = hb.phi(p.type, name=p.name)
         # A value made on the way to a break is used only after it: stored on its edge.
         latch_outs = [v for v in outs if dominators(self.fn).dominates(v.parent, self.latch)]
         if self.exit_edges:
@@ -751,6 +730,10 @@ class _Rewrite:
                 fb.store(const_int(T.i32, k + 1), layout.failed(fb, carried))
         else:
             b.br(mapping[self.loop.header])
+        if self.chunked:
+            j.add_incoming(_i64(0), b.block)
+            for p in self.phis:
+                mapping[p].add_incoming(loaded[p], b.block)
 
         def encode(bb, x):
             return self.encode(bb, x, mapping.get(x, x), known, bases)
@@ -764,6 +747,14 @@ class _Rewrite:
                 if inst in self.phis:
                     continue
                 if inst is block.terminator and block is self.latch:
+                    if self.chunked:  # on to the chunk's next iteration, or out
+                        j1, done = bb.add(j, _i64(1)), step.append_block("ckpt.chunk.done")
+                        bb.cbranch(bb.icmp("slt", j1, count), mapping[self.loop.header], done)
+                        j.add_incoming(j1, bb.block)
+                        for p in self.phis:
+                            nxt = next(v for v, blk in p.incoming if blk is self.latch)
+                            mapping[p].add_incoming(mapping.get(nxt, nxt), bb.block)
+                        bb = IRBuilder(done)
                     for p in self.phis:
                         nxt = next(v for v, blk in p.incoming if blk is self.latch)
                         layout.put(bb, carried, ("phi", p), nxt if nxt.type.is_pointer

@@ -17,8 +17,9 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Null, Poison, Undef, const_int
+from pyzyme.rules import default_rules, spec
 
-__all__ = ["merge_operands", "merged_size", "roots"]
+__all__ = ["merge_operands", "merged_size", "roots", "allocated_extent"]
 
 
 def merge_operands(v) -> list | None:
@@ -88,3 +89,22 @@ def merged_size(merge, size_of, refuse):
     b.position_before(merge)  # its operands are defined there
     cond, a, c = merge.operands
     return b.select(cond, size(a, b), size(c, b))
+
+
+def allocated_extent(obj):
+    """The size arguments of the allocation ``obj`` is (``malloc``), or whose data it is (a
+    Numba array made before the loop: ``load ptr (meminfo + data offset)``); else None."""
+    base, offset = obj, None
+    if isinstance(obj, I.Load) and obj.type.is_pointer:
+        inner = obj.pointer
+        base = underlying_object(inner)
+        offset = 0
+        if isinstance(inner, I.GetElementPtr) and len(inner.operands) == 2:
+            offset = getattr(inner.operands[1], "value", None)
+    callee = base.called_function if isinstance(base, I.CallBase) else None
+    row = default_rules().lookup(callee.name, "call") if callee is not None else None
+    if not isinstance(row, spec.Allocation) or not row.size_args:
+        return None
+    if offset != row.data_offset:
+        return None
+    return tuple(base.args[i] for i in row.size_args)

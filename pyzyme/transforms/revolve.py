@@ -17,7 +17,8 @@ the actions out is :mod:`pyzyme.diff.calls.checkpoint`): its state is the range 
 reversed (``capo`` .. ``fine``), the stack of slots in use with the step each holds, and
 whether the working state is the one at ``capo`` (after a turn it is not: the step's
 derivative ran it forward). :class:`Schedule` runs the same machine in Python, to print a
-schedule and count its steps (and to test the IR against).
+schedule and count its steps (and to test the IR against). A step of the scheme may be a chunk
+of a loop's iterations, taped when differentiated (:func:`chunking`).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import types as T
 from pyzyme.ir.values import ConstantAggregate, const_float, const_int, const_null
 
-__all__ = ["Schedule", "snapshots", "snapshots_ir", "scheme", "SNAPSHOT_OVERHEAD", "STATE_WORDS",
-           "CACHE_WINDOW"]
+__all__ = ["Schedule", "snapshots", "snapshots_ir", "scheme", "chunking", "SNAPSHOT_OVERHEAD",
+           "STATE_WORDS", "CACHE_WINDOW", "CHUNK_TAPE", "CHUNK_PART"]
 
 # Actions (EnzymeCkptAction.flag) and the scheme struct's layout (<enzyme/checkpoint.h>).
 _STORE, _RESTORE, _FORWARD, _FIRSTUTURN, _UTURN, _DONE = 1, 2, 3, 4, 5, 7
@@ -79,6 +80,31 @@ STEP_FIXED = 512
 COPY_NEAR, COPY_FAR = 0.5, 2.0
 
 
+#: A chunk's tape (the steps a step of the scheme runs, taped: see :func:`chunking`) stays
+#: within CHUNK_TAPE bytes and a CHUNK_PART-th of the budget.
+CHUNK_TAPE, CHUNK_PART = CACHE_WINDOW, 4
+
+
+def chunking(budget: int, state_bytes: int, steps: int, reserve: int,
+             tape: int = 0) -> tuple[int, int]:
+    """``(chunk, reserve)``: how many iterations a step of the scheme runs, and the states
+    reserved for the tape of its derivative. Each iteration's derivative costs some 3.6 of its
+    primal runs (a stencil's) where an untaped run costs 1: a schedule that runs a step twice
+    untaped before differentiating it cannot come near 4x the primal. So the scheme's steps are
+    *chunks* of consecutive iterations, each differentiated as a loop with the ordinary tape
+    (run forward once taped, then reversed from its tape, all in cache), the snapshots at
+    chunk boundaries only. A chunk's tape is ``tape`` bytes an iteration (the unbudgeted
+    derivative's estimate; at least ``reserve`` states, what one step's derivative is reserved
+    today) and stays within CHUNK_TAPE and a CHUNK_PART-th of ``budget``; a while loop's
+    (``steps`` -1) chunk is 1 iteration. The reserve is what the chunk's tape takes, in
+    states, at least ``reserve``. The compiled loop computes the same
+    (:mod:`pyzyme.transforms.checkpoint_chunks`)."""
+    per = max(tape, reserve * state_bytes, 1)
+    chunk = max(min(CHUNK_TAPE, budget // CHUNK_PART) // per, 1)
+    chunk = 1 if steps < 0 else min(chunk, max(steps, 1))
+    return chunk, max(reserve, -(-chunk * per // max(state_bytes, 1)))
+
+
 def _forward_runs(snaps: int, steps: int) -> int:
     """Revolve's fewest runs of a step with ``snaps`` snapshots: ``t*l - beta(s + 1, t - 1)``."""
     t, beta = 0, 1
@@ -88,11 +114,13 @@ def _forward_runs(snaps: int, steps: int) -> int:
     return t * steps - beta * t // (snaps + 1)
 
 
-def _cost(snaps: int, state_bytes: int, steps: int) -> float:
-    """The cost model's time of a schedule (in bytes a step touches)."""
+def _cost(snaps: int, state_bytes: int, steps: int, chunk: int = 1) -> float:
+    """The cost model's time of a schedule (in bytes a step touches), its steps chunks of
+    ``chunk`` iterations."""
     near = snaps * (state_bytes + SNAPSHOT_OVERHEAD) <= CACHE_WINDOW
     copies = float(2 * steps) * float(state_bytes) * (COPY_NEAR if near else COPY_FAR)
-    return float(_forward_runs(snaps, steps)) * float(state_bytes + STEP_FIXED) + copies
+    return float(_forward_runs(snaps, steps)) * float(chunk * (state_bytes + STEP_FIXED)) \
+        + copies
 
 
 def _cached(state_bytes: int) -> int:
@@ -105,7 +133,8 @@ def _two_level_runs(hot: int, steps: int) -> int:
     return steps - 1 + (steps - 2) // hot * (hot - 1)
 
 
-def plan(budget: int, state_bytes: int, steps: int, reserve: int) -> tuple[int, int]:
+def plan(budget: int, state_bytes: int, steps: int, reserve: int,
+         chunk: int = 1) -> tuple[int, int]:
     """``(snapshots, hot)``: the snapshots a schedule of ``steps`` steps uses under ``budget``
     bytes when a snapshot is ``state_bytes``, and the length of the ranges it reverses within
     the cache (0: Revolve's binomial schedule over all of them). Of three schedules, the
@@ -114,13 +143,14 @@ def plan(budget: int, state_bytes: int, steps: int, reserve: int) -> tuple[int, 
     allows it) a two-level one: a snapshot every ``hot`` steps (as many as the cache holds),
     then each range of ``hot`` steps reversed storing every state, each step run twice with
     every copy but the top level's from the cache. A while loop's (``steps`` -1) is the first.
-    The compiled scheme computes the same (:func:`snapshots_ir`)."""
+    A step of the scheme runs ``chunk`` iterations (:func:`chunking`). The compiled scheme
+    computes the same (:func:`snapshots_ir`)."""
     s = allowed(budget, state_bytes, steps, reserve)
     few = _cached(state_bytes)
     if steps < 0 or few >= s or few < 2:
         return s, 0
-    best, chosen = _cost(s, state_bytes, steps), (s, 0)
-    cost = _cost(few, state_bytes, steps)
+    best, chosen = _cost(s, state_bytes, steps, chunk), (s, 0)
+    cost = _cost(few, state_bytes, steps, chunk)
     if cost < best:
         best, chosen = cost, (few, 0)
     hot = max(CACHE_WINDOW // HOT_PART // (state_bytes + SNAPSHOT_OVERHEAD), 2)
@@ -129,16 +159,17 @@ def plan(budget: int, state_bytes: int, steps: int, reserve: int) -> tuple[int, 
     top = (steps - 2) // hot
     if top + hot + 1 <= s:
         runs = _two_level_runs(hot, steps)
-        cost = float(runs) * float(state_bytes + STEP_FIXED) + float(2 * steps) * float(
-            state_bytes) * COPY_NEAR + float(2 * top) * float(state_bytes) * COPY_FAR
+        cost = float(runs) * float(chunk * (state_bytes + STEP_FIXED)) + float(
+            2 * steps) * float(state_bytes) * COPY_NEAR + float(2 * top) * float(
+            state_bytes) * COPY_FAR
         if cost < best:
             chosen = (top + hot + 1, hot)
     return chosen
 
 
-def snapshots(budget: int, state_bytes: int, steps: int, reserve: int) -> int:
+def snapshots(budget: int, state_bytes: int, steps: int, reserve: int, chunk: int = 1) -> int:
     """The snapshots of :func:`plan`; 0 when not even one fits."""
-    return plan(budget, state_bytes, steps, reserve)[0]
+    return plan(budget, state_bytes, steps, reserve, chunk)[0]
 
 
 def _split(length: int, snaps: int) -> int:
@@ -157,7 +188,9 @@ class Schedule:
     """Revolve's schedule for ``steps`` steps with ``snapshots`` slots, as the compiled scheme
     runs it: ``forward`` steps run untaped (besides the ``steps`` differentiated), ``stores``
     snapshots taken, ``restores`` made. ``online``: a while loop's, whose number of steps the
-    scheme learns only when the loop ends.
+    scheme learns only when the loop ends. With ``chunk`` > 1 each of its steps is a chunk of
+    that many of the loop's ``iterations`` (:func:`chunking`), and ``forward`` counts
+    iterations.
 
     Examples
     --------
@@ -171,24 +204,36 @@ class Schedule:
     online: bool = False  # the number of steps known only when the loop ends
     allowed: int = 0      # the snapshots the budget allowed, where the cost model used fewer
     hot: int = 0          # the two-level schedule's ranges (plan); 0: Revolve's
+    chunk: int = 1        # iterations a step runs (chunking)
+    iterations: int = 0   # the loop's, where chunk > 1
 
     @classmethod
-    def under(cls, budget: int, state_bytes: int, steps: int, reserve: int) -> "Schedule":
-        """The schedule the compiled scheme runs for ``steps`` steps (known at the loop's
-        entry) under ``budget`` bytes, a snapshot ``state_bytes`` and ``reserve`` states for
-        a step's derivative (:func:`snapshots`).
+    def under(cls, budget: int, state_bytes: int, steps: int, reserve: int,
+              tape: int = 0) -> "Schedule":
+        """The schedule the compiled scheme runs for ``steps`` iterations (known at the loop's
+        entry) under ``budget`` bytes, a snapshot ``state_bytes``, ``reserve`` states for
+        an iteration's derivative and ``tape`` bytes its tape takes (:func:`chunking`,
+        :func:`snapshots`).
 
         Examples
         --------
         >>> print(Schedule.under(16 << 20, 8000, 100_000, 3))
-        two-level checkpointing: 100000 steps, 1604 snapshots (the budget allows 2090; 2 MiB \
-of snapshots stay in cache), one every 65 steps, then each range of 65 reversed storing every \
-state (each step run forward at most 2 times); 198432 untaped step runs (recomputation factor \
-1.98), 98461 stores, 99999 restores
+        binomial checkpointing (Revolve): 100000 steps in 1150 chunks of 87 (each chunk \
+differentiated from a tape of its own), 1150 snapshots, each chunk run forward at most 1 \
+time; 100000 untaped step runs (recomputation factor 1.00), 1149 stores, 1149 restores
         """
-        s, hot = plan(budget, state_bytes, steps, reserve)
-        most = allowed(budget, state_bytes, steps, reserve)
-        return cls(steps, s, allowed=most if most > s else 0, hot=hot)
+        chunk, reserve = chunking(budget, state_bytes, steps, reserve, tape)
+        n = -(-steps // chunk)
+        s, hot = plan(budget, state_bytes, n, reserve, chunk)
+        most = allowed(budget, state_bytes, n, reserve)
+        return cls(n, s, allowed=most if most > s else 0, hot=hot, chunk=chunk,
+                   iterations=steps if chunk > 1 else 0)
+
+    def _span(self, a: int, b: int) -> int:
+        """Iterations in the steps ``a`` to ``b``."""
+        if self.chunk == 1:
+            return b - a
+        return min(b * self.chunk, self.iterations) - min(a * self.chunk, self.iterations)
 
     def _run(self) -> tuple[int, int, int]:
         capo, fine, check, valid = 0, self.steps, -1, True
@@ -223,7 +268,7 @@ state (each step run forward at most 2 times); 198432 untaped step runs (recompu
                 m = fine - capo - 1 if left == 1 else _split(fine - capo, left)
                 if self.hot and fine - capo > self.hot + 1:
                     m = self.hot  # the two-level schedule's top level
-                capo, forward = capo + m, forward + m
+                capo, forward = capo + m, forward + self._span(capo, capo + m)
         return forward, stores, restores
 
     @property
@@ -236,31 +281,43 @@ state (each step run forward at most 2 times); 198432 untaped step runs (recompu
 
     @property
     def forward(self) -> int:
-        """Steps the scheme's FORWARD actions run (the forward sweep's included)."""
+        """Steps (iterations) the scheme's FORWARD actions run (the forward sweep's
+        included)."""
         return self._run()[0]
+
+    def _untaped(self, forward: int) -> int:
+        # and the last step, run at the first turn to leave the state the loop ends with
+        return forward + self._span(self.steps - 1, self.steps)
 
     @property
     def factor(self) -> float:
-        """The recomputation factor: untaped runs of a step, on average (1.0 when every state
-        is stored); the forward sweep's own runs included, as the step run at the first turn
-        (to leave the state the loop ends with), the steps' derivatives not."""
-        return (self.forward + 1) / self.steps if self.steps else 1.0
+        """The recomputation factor: untaped runs of an iteration, on average (1.0 when every
+        state is stored); the forward sweep's own runs included, as the step run at the first
+        turn (to leave the state the loop ends with), the steps' derivatives not."""
+        n = self.iterations or self.steps
+        return self._untaped(self.forward) / n if self.steps else 1.0
 
     def __str__(self) -> str:
         forward, stores, restores = self._run()
         kind = "online checkpointing, then binomial" if self.online else \
             "two-level checkpointing" if self.hot else "binomial checkpointing (Revolve)"
+        unit, head = "step", f"{self.steps} steps"
+        if self.chunk > 1:
+            unit, head = "chunk", (f"{self.iterations} steps in {self.steps} chunks of "
+                                   f"{self.chunk} (each chunk differentiated from a tape of "
+                                   f"its own)")
+        t = self.repetitions
         bound = "" if self.online else \
-            f", each step run forward at most {self.repetitions} times"
+            f", each {unit} run forward at most {t} time{'s' * (t != 1)}"
         if self.hot:
-            bound = (f", one every {self.hot} steps, then each range of {self.hot} reversed "
-                     f"storing every state (each step run forward at most 2 times)")
+            bound = (f", one every {self.hot} {unit}s, then each range of {self.hot} reversed "
+                     f"storing every state (each {unit} run forward at most 2 times)")
         fewer = "" if not self.allowed else (
             f" (the budget allows {self.allowed}; {CACHE_WINDOW >> 20} MiB of snapshots stay in "
             f"cache)")
-        return (f"{kind}: {self.steps} steps, {self.snapshots} snapshots{fewer}{bound}; "
-                f"{forward + 1} untaped step runs (recomputation factor {self.factor:.2f}), "
-                f"{stores} stores, {restores} restores")
+        return (f"{kind}: {head}, {self.snapshots} snapshots{fewer}{bound}; "
+                f"{self._untaped(forward)} untaped step runs (recomputation factor "
+                f"{self.factor:.2f}), {stores} stores, {restores} restores")
 
 
 # -- the scheme as IR ------------------------------------------------------------------------
@@ -298,12 +355,12 @@ def _act(b: IRBuilder, out, flag: int, iteration, start, slot) -> None:
     b.ret_void()
 
 
-def snapshots_ir(b: IRBuilder, budget, reserve, nbytes, steps, hot=None):
+def snapshots_ir(b: IRBuilder, budget, reserve, nbytes, steps, chunk, hot=None):
     """:func:`plan` in IR (i64 values): the snapshots, and ``hot`` stored where ``hot`` (a
     pointer to an i64) is given; a call of the module's function for it."""
     module = b.block.parent.module
     fn = module.get_function(_SNAPSHOTS) or _snapshots_fn(module)
-    return b.call(fn, [budget, reserve, nbytes, steps,
+    return b.call(fn, [budget, reserve, nbytes, steps, chunk,
                        const_null(T.ptr) if hot is None else hot])
 
 
@@ -311,11 +368,11 @@ _SNAPSHOTS = "pyzyme.revolve.snapshots"
 
 
 def _snapshots_fn(module):
-    """``i64 snapshots(budget, reserve, nbytes, steps, ptr hot)``: :func:`plan`, with the same
-    operations on doubles (no fast-math: the same results as Python's floats)."""
-    fn = module.add_function(_SNAPSHOTS, T.FunctionType(T.i64, [T.i64] * 4 + [T.ptr]),
+    """``i64 snapshots(budget, reserve, nbytes, steps, chunk, ptr hot)``: :func:`plan`, with the
+    same operations on doubles (no fast-math: the same results as Python's floats)."""
+    fn = module.add_function(_SNAPSHOTS, T.FunctionType(T.i64, [T.i64] * 5 + [T.ptr]),
                              prefix="internal")
-    budget, reserve, nbytes, steps, hot_out = fn.args
+    budget, reserve, nbytes, steps, chunk, hot_out = fn.args
     entry, model, done = (fn.append_block(k) for k in ("entry", "model", "done"))
     b = IRBuilder(entry)
     used = b.add(b.mul(b.add(reserve, _i64(2)), nbytes), _i64(STATE_WORDS * 8))
@@ -330,8 +387,8 @@ def _snapshots_fn(module):
                   b.icmp("slt", few, _i64(2)))
     b.cbranch(plain, done, model)
     b.position_at_end(model)
-    all_cost = _cost_ir(fn, b, s, nbytes, steps)
-    few_cost = _cost_ir(fn, b, few, nbytes, steps)
+    all_cost = _cost_ir(fn, b, s, nbytes, steps, chunk)
+    few_cost = _cost_ir(fn, b, few, nbytes, steps, chunk)
     fewer = b.fcmp("olt", few_cost, all_cost)
     best = b.select(fewer, few_cost, all_cost)
     chosen = b.select(fewer, few, s)
@@ -345,7 +402,8 @@ def _snapshots_fn(module):
     runs = b.add(b.sub(steps, _i64(1)), b.mul(top, b.sub(ranges, _i64(1))))
     size = b.sitofp(nbytes, f64)
     two_cost = b.fadd(
-        b.fadd(b.fmul(b.sitofp(runs, f64), b.sitofp(b.add(nbytes, _i64(STEP_FIXED)), f64)),
+        b.fadd(b.fmul(b.sitofp(runs, f64),
+                      b.sitofp(b.mul(chunk, b.add(nbytes, _i64(STEP_FIXED))), f64)),
                b.fmul(b.fmul(b.sitofp(b.mul(steps, _i64(2)), f64), size),
                       const_float(f64, COPY_NEAR))),
         b.fmul(b.fmul(b.sitofp(b.mul(top, _i64(2)), f64), size), const_float(f64, COPY_FAR)))
@@ -371,7 +429,7 @@ def _snapshots_fn(module):
     return fn
 
 
-def _cost_ir(fn, b: IRBuilder, snaps, nbytes, steps):
+def _cost_ir(fn, b: IRBuilder, snaps, nbytes, steps, chunk):
     """:func:`_cost` at ``b`` (which it leaves at a block of its own after a loop)."""
     start = b.block
     grow, after = fn.append_block("grow"), fn.append_block("grown")
@@ -397,7 +455,7 @@ def _cost_ir(fn, b: IRBuilder, snaps, nbytes, steps):
     per_byte = b.select(near, const_float(f64, COPY_NEAR), const_float(f64, COPY_FAR))
     copies = b.fmul(b.fmul(b.sitofp(b.mul(steps, _i64(2)), f64), b.sitofp(nbytes, f64)),
                     per_byte)
-    step = b.sitofp(b.add(nbytes, _i64(STEP_FIXED)), f64)
+    step = b.sitofp(b.mul(chunk, b.add(nbytes, _i64(STEP_FIXED))), f64)
     return b.fadd(b.fmul(b.sitofp(runs, f64), step), copies)
 
 
@@ -408,9 +466,10 @@ def _init(module, name: str):
     b = IRBuilder(fn.append_block("entry"))
     budget = b.load(T.i64, data, 8, name="budget")
     reserve = b.load(T.i64, b.gep(T.i8, data, [_i64(8)]), 8, name="reserve")
+    chunk = b.load(T.i64, b.gep(T.i8, data, [_i64(16)]), 8, name="chunk")
     hot = b.alloca(T.i64, name="hot")
     b.store(_i64(0), hot, 8)
-    s = snapshots_ir(b, budget, reserve, nbytes, steps, hot)
+    s = snapshots_ir(b, budget, reserve, nbytes, steps, chunk, hot)
     # _GAP: the online schedule's gap while the number of steps is not known; known at
     # entry, the two-level schedule's ranges (0: Revolve's).
     gap = b.select(b.icmp("slt", steps, _i64(0)), _i64(1), b.load(T.i64, hot, 8))
@@ -668,8 +727,9 @@ def _finalize(module, name: str):
 
 def scheme(module, prefix: str = "pyzyme.revolve"):
     """The Revolve scheme of ``module`` (made once): a constant ``EnzymeCheckpointScheme``
-    whose functions are defined in the module. Its ``data`` is two i64: the budget in bytes
-    and the states one step's derivative is reserved (see :func:`snapshots`)."""
+    whose functions are defined in the module. Its ``data`` is three i64: the budget in bytes,
+    the states one step's derivative is reserved and the iterations a step runs (see
+    :func:`plan`)."""
     found = module.get_global(prefix)
     if found is not None:
         return found
