@@ -14,7 +14,7 @@ memory, so that the forward sweep can leave those stores out:
   launch, whose every read has a value only *linear* operations carry on (sums, differences,
   negations, merges, products and quotients by inactive values: partials that do not read
   it) to stores into a result nothing reads, and which nothing else touches (no call is
-  handed it, its address is stored nowhere but into the launch's argument array);
+  handed it, its address is stored nowhere but into one slot of the launch's argument array);
 - :func:`unread_stores` (the body): the stores into memory read from such a slot, where the
   body reads that memory only into values that linear operations carry to those stores.
 
@@ -94,8 +94,8 @@ def unread_after_launch(fn, launch: I.CallBase, pointer, args_array,
     """Whether the memory at ``pointer``, which ``fn`` passes to ``launch`` in the argument
     array ``args_array`` (its stack slot), has primal contents nothing in a derivative of
     ``fn`` needs: ``fn`` allocated it (a MemInfo's data block, or an allocation) and its
-    address goes nowhere but into loads, stores into it, fills, reference counts and
-    ``args_array`` (so no other pointer reaches it), and each of its reads reaches only
+    address goes nowhere but into loads, stores into it, fills, reference counts and one
+    slot of ``args_array`` (so no other pointer reaches it), and each of its reads reaches only
     linear operations (:func:`linear_only`) and stores into ``result`` (a parameter whose
     memory no one reads: the result of a derivative that does not return the primal; None:
     there is none), which ``fn`` only writes."""
@@ -121,9 +121,9 @@ def _reads_of(root, meminfo: bool, args_array, launch) -> list | None:
     """The float loads of the memory at ``root`` (with ``meminfo``: a MemInfo, its data
     block read through the pointers loaded from it), following its address through address
     arithmetic and merges; None where the address escapes: handed to a call other than a
-    fill, a marker or a reference count, stored anywhere but into ``args_array`` (its data
-    block only), or put to any other use."""
-    reads = []
+    fill, a marker or a reference count, stored anywhere but into one slot of ``args_array``
+    (its data block only), or put to any other use."""
+    reads, handed = [], 0
     work, seen = [(root, meminfo)], set()
     while work:
         p, header = work.pop()
@@ -155,6 +155,9 @@ def _reads_of(root, meminfo: bool, args_array, launch) -> list | None:
                     continue    # a write
                 if header or args_array is None \
                         or underlying_object(user.operands[1]) is not args_array:
+                    return None
+                handed += 1     # into one slot only: the body reads it through that one
+                if handed > 1:
                     return None
             elif user.opcode == "icmp":
                 continue        # a null test

@@ -86,6 +86,7 @@ def test_a_product_by_an_active_value_reads_the_sum():
     "%a = load double, ptr %d\n%c = fcmp olt double %a, 0.0\n",    # a comparison
     "call void @opaque(ptr %d)\n",                         # handed to a call
     "%i = ptrtoint ptr %d to i64\n",                       # its address taken as a number
+    "%q = getelementptr i8, ptr %args, i64 8\nstore ptr %d, ptr %q\n",  # in a second slot
 ])
 def test_other_reads_make_the_slots_read(use):
     assert not _unread(use)
