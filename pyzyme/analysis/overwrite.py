@@ -46,7 +46,7 @@ from pyzyme.progress import timed
 __all__ = ["OverwriteResult", "analyze_overwrites", "identified_object", "underlying_object",
            "underlying_objects", "may_alias", "objects_may_alias", "swapped_apart",
            "PURE_INTRINSICS", "pure_call", "list_block_of", "written_pointers", "fresh_object",
-           "link_time_object"]
+           "link_time_object", "meminfo_of", "refcount_call"]
 
 # Intrinsics (by name, overload suffix left out) that read and write no memory and cannot
 # trap: the loop rewrites (distribute, interchange) may move and repeat their calls.
@@ -123,6 +123,19 @@ def _meminfo_of(obj: Value) -> Value | None:
             offset in (None, row.data_offset):
         return base
     return None
+
+
+def meminfo_of(obj: Value) -> Value | None:
+    """The MemInfo this function allocated whose data block ``obj`` (an object of
+    :func:`underlying_object`) is, else None."""
+    return _meminfo_of(obj)
+
+
+def refcount_call(inst: Value) -> bool:
+    """Whether ``inst`` calls one of the runtime's reference counts (it writes only the
+    count of the MemInfo it is handed)."""
+    row = _row(inst)
+    return isinstance(row, spec.Mirror) and bool(row.refcount)
 
 
 def list_block_of(pointer: Value) -> Value | None:

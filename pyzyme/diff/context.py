@@ -43,6 +43,7 @@ from pyzyme.analysis.layout import sizeof
 from pyzyme.analysis.overwrite import underlying_object
 from pyzyme.analysis.parallel_access import owned_arrays
 from pyzyme.analysis.type_analysis import analyze_types
+from pyzyme.analysis.unread_slots import unread_stores
 from pyzyme.diff.leaves import elements, has_float, has_pointer
 from pyzyme.diff.memory_calls import add_leaves, atomic_add
 from pyzyme.diff.tape.cache import TapeCache
@@ -276,6 +277,7 @@ class ReverseContext(_Generated):
     finite_watch: object = None                        # FiniteWatch (reverse.versions), or None
     owned: object = None                               # OwnedArrays of a parallel body, lazily
     slot_loads: dict | None = None                     # a parallel body's slot reads, lazily
+    unread_stores: frozenset | None = None             # stores the forward sweep leaves out
     edge_tests: list = field(default_factory=list)     # shared_add's row-edge tests (i1)
 
     @property
@@ -403,6 +405,23 @@ class ReverseContext(_Generated):
         body = self.sig.parallel_body
         chosen = getattr(body, which, None) if body is not None else None
         return bool(chosen) and self._slot_loads().get(obj) in chosen
+
+    def unread_store(self, inst: I.Instruction) -> bool:
+        """In the body of a parallel loop: whether ``inst`` stores into memory of a slot
+        whose primal contents no part of the derivative reads
+        (:attr:`~pyzyme.diff.signature.ParallelBody.unread`), as only linear operations carry
+        what the body reads there to its stores (:func:`~pyzyme.analysis.unread_slots.
+        unread_stores`): the forward sweep leaves such a store out."""
+        body = self.sig.parallel_body
+        if body is None or not body.unread or not isinstance(inst, I.Store):
+            return False
+        if self.unread_stores is None:
+            found: set = set()
+            for k in body.unread:
+                slots = [load for load, slot in self._slot_loads().items() if slot == k]
+                found.update(unread_stores(slots, self.activity.is_active) or ())
+            self.unread_stores = frozenset(found)
+        return inst in self.unread_stores
 
     def _slot_loads(self) -> dict:
         """The body's pointers read from its argument array, with their slots, once."""

@@ -73,7 +73,10 @@ class ParallelBody:
     schedule's indices (None: none known). The memory of the slots ``stable`` keeps its
     contents until the body's reverse runs (the caller writes none of it after the launch):
     the reverse reads it again instead of the forward sweep taping what it read. The
-    adjoints of the slots ``private`` go into a copy of their own per task (plain adds)."""
+    adjoints of the slots ``private`` go into a copy of their own per task (plain adds).
+    The primal contents of the slots ``unread`` (a reduction's per-thread sums, where the
+    derivative does not return the result: :mod:`pyzyme.analysis.unread_slots`) are read by
+    no part of the derivative: the forward sweep need not store into them."""
 
     shared: int
     distinct: bool
@@ -81,6 +84,7 @@ class ParallelBody:
     first_index: int | None
     stable: frozenset = frozenset()
     private: frozenset = frozenset()
+    unread: frozenset = frozenset()
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,9 @@ class ReverseSignature:
     the same shadow memory (the body of a parallel loop, :mod:`pyzyme.diff.parallel`): adjoints
     are added into shadow memory atomically unless the address is proven to belong to one
     iteration, and the callees it differentiates inherit the flag; ``parallel_body`` says what
-    proves such an address (a :class:`ParallelBody`; None: nothing does).
+    proves such an address (a :class:`ParallelBody`; None: nothing does). With
+    ``result_unread`` (``status_return`` only) no one reads the memory of the primal's result
+    parameter (Numba's ``retptr``) after the call: the primal result is not returned.
     """
 
     activities: tuple[Activity, ...]
@@ -120,6 +126,7 @@ class ReverseSignature:
     return_shadow: bool = False
     shared_adjoints: bool = False
     parallel_body: ParallelBody | None = None
+    result_unread: bool = False
 
 
 @dataclass(frozen=True)

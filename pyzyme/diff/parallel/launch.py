@@ -41,6 +41,7 @@ from pyzyme.analysis.overwrite import (identified_object, may_alias, swapped_apa
                                        underlying_object, underlying_objects)
 from pyzyme.analysis.parallel_access import dense_reads, owned_arrays
 from pyzyme.analysis.typetree import TypeTree
+from pyzyme.analysis.unread_slots import unread_after_launch
 from pyzyme.diff.memory_calls import free_function, malloc
 from pyzyme.diff.signature import ForwardSignature, ParallelBody, ReverseSignature
 from pyzyme.errors import TypeAnalysisError, UnsupportedError
@@ -232,11 +233,25 @@ def _reverse_facts(cx, inst: I.CallBase, row: spec.ParallelFor, split, stored: d
                        if values and all(_kept(cx, inst, v) for v in values))
     known = ParallelBody(SHARED, _distinct([v for k in sorted(active) for v in stored[k]]),
                          row.schedule, _first_index(row, stored.get(row.schedule, ())),
-                         stable)
+                         stable, unread=_unread(cx, inst, row, stored, active))
     private = _privatized(cx, split, known, {k: stored[k] for k in active})
     if private:
         known = replace(known, private=frozenset(k for k, _, _ in private))
     return known, private
+
+
+def _unread(cx, inst: I.CallBase, row: spec.ParallelFor, stored: dict,
+            active: frozenset) -> frozenset:
+    """The active slots whose memory's primal contents no part of the derivative reads after
+    the launch (:func:`~pyzyme.analysis.unread_slots.unread_after_launch`): a reduction's
+    per-thread sums where the primal result is not returned."""
+    sig = cx.sig
+    result = cx.old.args[0] if sig.result_unread and sig.status_return and cx.old.args \
+        else None
+    args = inst.args[row.args]
+    return frozenset(k for k in active if len(stored.get(k, ())) == 1
+                     and unread_after_launch(cx.old, inst, stored[k][0], args,
+                                             cx.activity.is_active, result))
 
 
 def _privatized(cx, split, known: ParallelBody, stored: dict) -> tuple:

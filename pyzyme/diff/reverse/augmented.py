@@ -106,6 +106,11 @@ class ForwardSweep:
                 return
             calls.forward_sweep(st, inst)
             return
+        if st.unread_store(inst):
+            # No one reads what it stores (a reduction's sum: see ParallelBody.unread); its
+            # shadow side is a float store's, which emits nothing.
+            self._forward_store(st, inst)
+            return
         new = st.clone(inst)
         op = inst.opcode
         if isinstance(inst, I.Terminator):

@@ -15,7 +15,11 @@ total operations from sources, arguments and memory as the function found it, al
 the sources are (overflow ignored, as that analysis ignores it). So:
 
 - the forward sweep tests each source's value as it computes it and records, in a tape slot,
-  whether any was infinite or NaN (``|v| == inf`` is true for both);
+  whether any was infinite or NaN (``|v| == inf`` is true for both); a division ``x / y``,
+  whose operands are finite where the other sources are, is tested by ``y == 0``, its only
+  pole (overflow ignored), so that the test needs no quotient: where no one reads the
+  quotients (a reduction's terms, :attr:`~pyzyme.diff.signature.ParallelBody.unread`), the
+  forward sweep computes none;
 - the reverse function is copied after it is made, the copy without the guards (each
   guard's select replaced by the product it guards), and it starts with a branch on that
   slot: the guarded version where a source was non-finite, the copy where none was.
@@ -88,14 +92,24 @@ class FiniteWatch:
             return
         if self.slot is None:
             self.slot = st.tape.slot(T.i1, _FLAG)
-        fabs = st.generator.module.declare(
-            f"llvm.fabs.{'f64' if ty.kind == 'double' else 'f32'}", T.FunctionType(ty, [ty]))
-        magnitude = b.call(fabs, [value])
-        bad = b.fcmp("ueq", magnitude, const_float(ty, math.inf))
+        if primal.opcode == "fdiv":
+            # x / y of values that are finite (each source, x's and y's among them, tested
+            # too) is non-finite where y is zero, overflow ignored as the analysis ignores it;
+            # the test then needs no quotient, which the forward sweep may have no other use
+            # for (a reduction's terms, whose sum no one reads: ParallelBody.unread).
+            bad = b.fcmp("oeq", st.fwd_value(primal.operands[1]), const_float(ty, 0.0))
+            made = [bad]
+        else:
+            fabs = st.generator.module.declare(
+                f"llvm.fabs.{'f64' if ty.kind == 'double' else 'f32'}",
+                T.FunctionType(ty, [ty]))
+            magnitude = b.call(fabs, [value])
+            bad = b.fcmp("ueq", magnitude, const_float(ty, math.inf))
+            made = [bad, magnitude]
         seen = b.load(T.i1, self.slot.fwd)
         both = b.or_(seen, bad)
         store = b.store(both, self.slot.fwd)
-        self.tests += [store, both, seen, bad, magnitude]
+        self.tests += [store, both, seen] + made
         self.tested += 1
 
     # -- reverse sweep -----------------------------------------------------------------

@@ -365,7 +365,7 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence,
     cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
                                                            ret_activity, distinct, rules,
                                                            tangents=tangents)
-    sig = ReverseSignature(tuple(acts), status_return=True)
+    sig = ReverseSignature(tuple(acts), status_return=True, result_unread=not need_primal)
     symbol = symbol_name("rev", cap.text, repr((sig, [k.value for k in kinds], distinct,
                                                 activity_name(ret_activity), need_primal,
                                                 tangents))
