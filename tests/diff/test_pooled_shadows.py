@@ -28,16 +28,16 @@ def alloc():
     """``alloc(size, align)`` (a MemInfo from ``pyzyme.shadow_alloc``) and ``held()`` (the
     bytes its pool keeps) of one module."""
     m = Module("pooled_shadow_test")
-    fn = m.add_function("alloc", T.FunctionType(T.ptr, [T.i64, T.i32]))
+    fn = m.add_function("pooled_shadow_alloc", T.FunctionType(T.ptr, [T.i64, T.i32]))
     b = IRBuilder(fn.append_block("entry"))
     b.ret(b.call(shadow_alloc(m), list(fn.args)))
-    held = m.add_function("held", T.FunctionType(T.i64, []))
+    held = m.add_function("pooled_shadow_held", T.FunctionType(T.i64, []))
     b = IRBuilder(held.append_block("entry"))
     b.ret(b.load(T.i64, m.get_global("pyzyme.tape_pool_bytes")))
     compiled = compile_module(str(m), name="pooled_shadow_test")
     vp, i64 = ctypes.c_void_p, ctypes.c_int64
-    return (ctypes.CFUNCTYPE(vp, i64, ctypes.c_int32)(compiled.address("alloc")),
-            ctypes.CFUNCTYPE(i64)(compiled.address("held")))
+    return (ctypes.CFUNCTYPE(vp, i64, ctypes.c_int32)(compiled.address("pooled_shadow_alloc")),
+            ctypes.CFUNCTYPE(i64)(compiled.address("pooled_shadow_held")))
 
 
 def _fields(mi):
@@ -205,7 +205,7 @@ _CUBES = """
 declare ptr @NRT_MemInfo_alloc_aligned(i64, i32)
 declare void @NRT_MemInfo_call_dtor(ptr)
 
-define double @cubes(ptr %x, i64 %n) {
+define double @pooled_cubes(ptr %x, i64 %n) {
 entry:
   %bytes = shl i64 %n, 3
   %mi = call ptr @NRT_MemInfo_alloc_aligned(i64 %bytes, i32 32)
@@ -239,7 +239,7 @@ done:
   ret double %s1
 }
 
-define i64 @pool_held() {
+define i64 @pooled_cubes_held() {
   %held = load i64, ptr @pyzyme.tape_pool_bytes
   ret i64 %held
 }
@@ -252,12 +252,12 @@ def test_the_second_call_takes_the_shadow_from_the_pool():
     from pyzyme.llvm import differentiate
 
     pooled_chain(np.ones(2))                 # Numba's runtime started
-    declared, body = _CUBES.rsplit("define i64 @pool_held", 1)
-    text = differentiate(declared, "cubes", "reverse", ["dup", "const"])
-    compiled = compile_module(text + "define i64 @pool_held" + body, name="pooled_cubes")
+    declared, body = _CUBES.rsplit("define i64 @pooled_cubes_held", 1)
+    text = differentiate(declared, "pooled_cubes", "reverse", ["dup", "const"])
+    compiled = compile_module(text + "define i64 @pooled_cubes_held" + body, name="pooled_cubes")
     vp, i64, f64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
-    diffe = ctypes.CFUNCTYPE(f64, vp, i64, vp, f64)(compiled.address("diffe_cubes"))
-    held = ctypes.CFUNCTYPE(i64)(compiled.address("pool_held"))
+    diffe = ctypes.CFUNCTYPE(f64, vp, i64, vp, f64)(compiled.address("diffe_pooled_cubes"))
+    held = ctypes.CFUNCTYPE(i64)(compiled.address("pooled_cubes_held"))
     x = np.linspace(0.5, 1.5, BIG)
     dx = np.zeros_like(x)
     assert diffe(x.ctypes.data, x.size, dx.ctypes.data, 1.0) == pytest.approx((x ** 3).sum())

@@ -11,8 +11,8 @@ and came back as fresh pages on every call (50,000 page faults and 140 ms a call
 
 Reverse mode's shadows of large temporaries come from the same pool
 (:mod:`pyzyme.diff.tape.pooled_shadows`). What a pool keeps is bounded: :data:`SLOTS` blocks
-per class and :data:`RETAINED_BYTES` in all (a counter kept with the slots), past which a freed
-block goes back to the C library.
+per class and :data:`RETAINED_BYTES` in all (a counter of the large blocks kept, updated with
+the slots), past which a freed block goes back to the C library.
 
 A block carries a 16-byte header holding its size; the pointer handed out is just past it.
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.values import ZeroInitializer, const_int, const_null
 
-__all__ = ["tape_realloc", "tape_free", "tape_capacity", "SLOTS", "RETAINED_BYTES",
+__all__ = ["tape_realloc", "tape_free", "tape_capacity", "SLOTS", "RETAINED_BYTES", "COUNTED_BYTES",
            "FIRST_CAPACITY", "REALLOC_NAME", "FREE_NAME", "CAPACITY_NAME"]
 
 _POOL = "pyzyme.tape_pool"
@@ -49,6 +49,10 @@ SLOTS = 16
 #: past it, a freed block goes back to the C library. Above what any GradBench eval or
 #: benchmark holds at once.
 RETAINED_BYTES = 4 << 30
+#: Blocks of at least this many bytes count towards :data:`RETAINED_BYTES`; smaller ones
+#: (at most SLOTS per class below it: 1 MiB in all) skip the counter's atomics, which a
+#: small derivative called in a loop would pay on every call.
+COUNTED_BYTES = 64 * 1024
 _POOL_TYPE = T.ArrayType(64 * SLOTS, T.ptr)
 #: The first capacity of a loop cache, in elements (unless an earlier call reached more).
 FIRST_CAPACITY = 64
@@ -72,6 +76,18 @@ def _held(module):
     if held is None:
         held = module.add_global(_HELD, T.i64, const_int(T.i64, 0), prefix="internal")
     return held
+
+
+def _uncount(b: IRBuilder, module, header, name: str) -> None:
+    """Take the block at ``header`` off the pool's count when it is counted (large)."""
+    size = b.load(T.i64, header, name=f"{name}.size")
+    fn = b.block.parent
+    counted, done = fn.append_block(f"{name}.counted"), fn.append_block(f"{name}.uncounted")
+    b.cbranch(b.icmp("uge", size, const_int(T.i64, COUNTED_BYTES)), counted, done)
+    b.position_at_end(counted)
+    b.atomicrmw("sub", _held(module), size, "monotonic")
+    b.br(done)
+    b.position_at_end(done)
 
 
 def _libc_free(module):
@@ -105,6 +121,9 @@ def tape_free(module):
     size = b.load(T.i64, header, name="size")
     cttz = module.declare("llvm.cttz.i64", T.FunctionType(T.i64, [T.i64, T.i1]))
     cls = b.call(cttz, [size, const_int(T.i1, 1)], name="class")
+    count = fn.append_block("count")
+    b.cbranch(b.icmp("uge", size, const_int(T.i64, COUNTED_BYTES)), count, room)
+    b.position_at_end(count)
     held = b.atomicrmw("add", _held(module), size, "monotonic", name="held")
     b.cbranch(b.icmp("ugt", b.add(held, size), const_int(T.i64, RETAINED_BYTES)), over, room)
     b.position_at_end(over)
@@ -126,7 +145,7 @@ def tape_free(module):
     old = b.atomicrmw("xchg", _slot(b, module, cls, 0), header, "seq_cst", name="displaced")
     b.cbranch(b.icmp("eq", old, const_null(T.ptr)), done, drop)
     b.position_at_end(drop)
-    b.atomicrmw("sub", _held(module), b.load(T.i64, old), "monotonic")
+    _uncount(b, module, old, "displaced")
     b.call(_libc_free(module), [old])
     b.br(done)
     b.position_at_end(done)
@@ -182,7 +201,8 @@ def tape_realloc(module):
     spare = b.phi(T.ptr, name="spare")
     for value, block in spares:
         spare.add_incoming(value, block)
-    b.atomicrmw("sub", _held(module), b.load(T.i64, spare), "monotonic")
+    _uncount(b, module, spare, "spare")
+    taken = b.block
     b.br(got)
 
     b.position_at_end(make)
@@ -194,7 +214,7 @@ def tape_realloc(module):
 
     b.position_at_end(got)
     header = b.phi(T.ptr, name="header")
-    header.add_incoming(spare, take)
+    header.add_incoming(spare, taken)
     header.add_incoming(block, make)
     data = b.gep(T.i8, header, [const_int(T.i64, _HEADER)], name="data")
     b.cbranch(is_null, done, copy)
