@@ -15,6 +15,7 @@ from numba.core.runtime import _nrt_python
 
 import pyzyme
 from pyzyme.diff.calls import allocation
+from pyzyme.diff.tape import pool
 from pyzyme.diff.tape.pooled_shadows import POOLED_BYTES, RELEASE_NAME, shadow_alloc
 from pyzyme.ir import IRBuilder, Module, types as T
 from pyzyme.runtime import compile_module
@@ -23,21 +24,25 @@ BIG = 2 * POOLED_BYTES // 8        # doubles: temporaries whose shadows come fro
 _release = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_nrt_python.c_helpers["MemInfo_release"])
 
 
-@pytest.fixture(scope="module")
-def alloc():
+def _allocator(name: str):
     """``alloc(size, align)`` (a MemInfo from ``pyzyme.shadow_alloc``) and ``held()`` (the
-    bytes its pool keeps) of one module."""
-    m = Module("pooled_shadow_test")
-    fn = m.add_function("pooled_shadow_alloc", T.FunctionType(T.ptr, [T.i64, T.i32]))
+    bytes its pool keeps) of a module of their own."""
+    m = Module(name)
+    fn = m.add_function(f"{name}_alloc", T.FunctionType(T.ptr, [T.i64, T.i32]))
     b = IRBuilder(fn.append_block("entry"))
     b.ret(b.call(shadow_alloc(m), list(fn.args)))
-    held = m.add_function("pooled_shadow_held", T.FunctionType(T.i64, []))
+    held = m.add_function(f"{name}_held", T.FunctionType(T.i64, []))
     b = IRBuilder(held.append_block("entry"))
     b.ret(b.load(T.i64, m.get_global("pyzyme.tape_pool_bytes")))
-    compiled = compile_module(str(m), name="pooled_shadow_test")
+    compiled = compile_module(str(m), name=name)
     vp, i64 = ctypes.c_void_p, ctypes.c_int64
-    return (ctypes.CFUNCTYPE(vp, i64, ctypes.c_int32)(compiled.address("pooled_shadow_alloc")),
-            ctypes.CFUNCTYPE(i64)(compiled.address("pooled_shadow_held")))
+    return (ctypes.CFUNCTYPE(vp, i64, ctypes.c_int32)(compiled.address(f"{name}_alloc")),
+            ctypes.CFUNCTYPE(i64)(compiled.address(f"{name}_held")))
+
+
+@pytest.fixture(scope="module")
+def alloc():
+    return _allocator("pooled_shadow_test")
 
 
 def _fields(mi):
@@ -74,6 +79,21 @@ def test_small_or_oddly_aligned_shadows_are_nrts_own(alloc):
         assert data - mi < 256 + align    # NRT's MemInfo and its data in one block
         _release(mi)
     assert held() == before
+
+
+def test_blocks_past_the_byte_bound_go_back_to_the_c_library(monkeypatch):
+    monkeypatch.setattr(pool, "RETAINED_BYTES", 1 << 20)    # two blocks of 512 KiB
+    new, held = _allocator("pooled_shadow_bound")
+    blocks = [new(300_000, 32) for _ in range(3)]
+    data = {_fields(mi)[3] for mi in blocks}
+    for mi in blocks:
+        _release(mi)
+    assert held() == 1 << 20                 # the third went back
+    again = [new(300_000, 32) for _ in range(3)]
+    assert held() == 0
+    assert len({_fields(mi)[3] for mi in again} & data) >= 2
+    for mi in again:
+        _release(mi)
 
 
 def test_threads_never_share_a_block(alloc):
