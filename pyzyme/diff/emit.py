@@ -70,6 +70,19 @@ def type_suffix(ty: T.Type) -> str:
     raise UnsupportedError(f"no intrinsic overload for type {ty}")
 
 
+def math_callees(function: str, ty: T.Type) -> set[str]:
+    """The names a call of math function ``function`` (:data:`pyzyme.rules.expr.FUNCTIONS`)
+    on values of type ``ty`` goes by: its LLVM intrinsic and the C library's."""
+    symbol = E.FUNCTIONS[function].symbol
+    names = {function, symbol}
+    if symbol.startswith("llvm."):
+        names.add(f"{symbol}.{type_suffix(ty)}")
+    base = symbol.removeprefix("llvm.")
+    if ty.scalar.kind in ("double", "float", "x86_fp80"):
+        names.add(_libm_name(base, ty))
+    return names
+
+
 def _libm_name(symbol: str, ty: T.Type) -> str:
     kind = ty.scalar.kind
     if kind == "double":
@@ -84,11 +97,15 @@ def _libm_name(symbol: str, ty: T.Type) -> str:
 class Emitter:
     """Writes rule expressions at ``builder`` for values of floating type ``ty``."""
 
-    def __init__(self, builder: IRBuilder, module, ty: T.Type, flags: Sequence[str] = ()) -> None:
+    def __init__(self, builder: IRBuilder, module, ty: T.Type, flags: Sequence[str] = (),
+                 computed=None) -> None:
         self.b = builder
         self.module = module
         self.ty = ty
         self.flags = derivative_flags(flags)
+        # ``computed(function, indices)``: the value of math function ``function`` of the
+        # arguments at ``indices`` where the primal computed it already, else None.
+        self.computed = computed
 
     def constant(self, value: float) -> Value:
         if self.ty.is_vector:
@@ -124,6 +141,11 @@ class Emitter:
             if self.ty.is_vector and not n.type.is_vector:  # powi(<4 x double>, i32 n)
                 return b.splat(b.sitofp(n, self.ty.element), self.ty.count, name=name)
             return b.sitofp(n, self.ty, name=name)
+        if self.computed is not None and opname in E.FUNCTIONS and e.operands \
+                and all(isinstance(o, E.Arg) for o in e.operands):
+            known = self.computed(opname, [o.index for o in e.operands])
+            if known is not None:
+                return known
         vals = [self.expr(o, args, result) for o in e.operands]
         if opname == "fneg":
             return b.fneg(vals[0], self.flags, name=name)

@@ -229,3 +229,45 @@ join:
         r = f(x, k, 1.0)
         assert r.primal == pytest.approx(x ** power, rel=1e-14)
         assert r.adjoint == pytest.approx(power * x ** (power - 1), rel=1e-14)
+
+
+ROTATION = """
+declare double @llvm.sqrt.f64(double)
+declare double @llvm.sin.f64(double)
+declare double @llvm.cos.f64(double)
+
+define double @turn(double %r, double %p) {
+entry:
+  %c = fcmp ogt double %r, 0.0
+  br i1 %c, label %turned, label %done
+turned:
+  %t = call double @llvm.sqrt.f64(double %r)
+  %s = call double @llvm.sin.f64(double %t)
+  %k = call double @llvm.cos.f64(double %t)
+  %a = fmul double %s, %p
+  %b = fmul double %k, %p
+  %y = fadd double %a, %b
+  br label %done
+done:
+  %out = phi double [%y, %turned], [%p, %entry]
+  ret double %out
+}
+"""
+
+
+def test_partials_read_the_sine_and_cosine_the_primal_took():
+    # cos' partial is -sin and sin's is cos: both were computed beside it (a rotation), so
+    # the reverse sweep reads them instead of calling sin and cos again (GradBench's ba).
+    from pyzyme.llvm import compile as compile_derivative, differentiate
+
+    text = differentiate(ROTATION, "turn", "reverse", ["active", "active"], opt_level=None)
+    body = text[text.index("@diffe_turn("):]
+    body = body[:body.index("\n}\n")]
+    assert body.count("@llvm.sin.f64(") == 1 and body.count("@llvm.cos.f64(") == 1
+    grad = compile_derivative(ROTATION, "turn", "reverse", ["active", "active"])
+    r, p = 0.7, 1.3
+    t = math.sqrt(r)
+    out = grad(r, p, 1.0)
+    assert out.f0 == pytest.approx((math.sin(t) + math.cos(t)) * p, rel=1e-15)
+    assert out.f1 == pytest.approx((math.cos(t) - math.sin(t)) * p / (2 * t), rel=1e-14)
+    assert out.f2 == pytest.approx(math.sin(t) + math.cos(t), rel=1e-15)

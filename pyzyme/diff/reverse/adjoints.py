@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyzyme import naming
-from pyzyme.diff.emit import Emitter, guarded
+from pyzyme.diff.emit import Emitter, guarded, math_callees
 from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ReverseContext
 from pyzyme.diff.leaves import has_float
@@ -141,7 +141,9 @@ class ReverseAdjoints:
             d = b.extractvalue(d, row.result_field)
         if ty in (T.double, T.float):
             self._log_gradient(st, inst, d)
-        em = Emitter(b, self.module, ty, flags)
+        em = Emitter(b, self.module, ty, flags,
+                     computed=_Computed(st, inst, operands, ty) if row.result_field is None
+                     else None)
         args = _Lazy(lambda i: st.primal(operands[i]))
         twice = _squared(row.partials, operands)
         for i, (p, operand) in enumerate(zip(row.partials, operands)):
@@ -314,6 +316,31 @@ def sum_flags(options) -> tuple[str, ...]:
     (('reassoc', 'nsz'), ('nsz',))
     """
     return ("reassoc", "nsz") if options.reassociate_adjoints else ("nsz",)
+
+
+class _Computed:
+    """The forward values of math calls a partial needs that the primal made already, on the
+    same operands, in the block of the instruction differentiated: ``cos(x)``'s partial is
+    ``-sin(x)``, and code that takes a cosine takes the sine beside it (a rotation). Read
+    from the forward sweep, where the partial would otherwise call the function again in the
+    reverse sweep (on a cached operand, apart from the primal's call: nothing merges them).
+    In a loop :meth:`ReverseValues.avail` may still compute it again rather than tape it, as
+    it would have been; outside loops it is a value kept, not a libm call (GradBench's ba: a
+    second ``sincos`` per reverse sweep)."""
+
+    def __init__(self, st: ReverseContext, inst: I.Instruction, operands: Sequence[Value],
+                 ty: T.Type) -> None:
+        self._st, self._inst, self._operands, self._ty = st, inst, operands, ty
+
+    def __call__(self, function: str, indices: list[int]) -> Value | None:
+        names = math_callees(function, self._ty)
+        args = [self._operands[i] for i in indices]
+        for other in self._inst.parent.instructions:
+            if isinstance(other, I.Call) and other is not self._inst \
+                    and other.type == self._ty and other.called_function is not None \
+                    and other.called_function.name in names and list(other.args) == args:
+                return self._st.primal(other)
+        return None
 
 
 class _Lazy:
