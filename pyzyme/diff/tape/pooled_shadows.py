@@ -6,8 +6,9 @@ Reverse mode gives each array a function allocates (Numba's ``np.empty``, ``np.z
 sweep is done with them (:mod:`pyzyme.diff.calls.allocation`). A large block the C library
 returns to the operating system when it is freed (glibc unmaps it, or trims the top of its
 heap), so the next call gets fresh pages, each of which faults and is zeroed by the kernel on
-first touch: GradBench's ode at n=100000 took 2,351 minor page faults a gradient call, against
-1,101 for the primal, all of them on temporaries. Shadows of at least :data:`POOLED_BYTES`
+first touch: GradBench's ode at n=100000 took 2,318 minor page faults a gradient call, against
+1,140 for the primal, all of them on temporaries (1,140 with the shadows pooled: the
+primal's own, which the derivative allocates too). Shadows of at least :data:`POOLED_BYTES`
 come from the tape pool instead (:mod:`pyzyme.diff.tape.pool`: a few freed blocks kept per
 size class, exchanged atomically, so concurrent calls and ``prange`` bodies never share one),
 and go back to it when their count falls to zero.
@@ -17,7 +18,7 @@ and go back to it when their count falls to zero.
 ``manage_memory``, from ``NRT_get_api``), so reference counts, deferred releases and boxing
 treat it as any other; its destructor ``pyzyme.shadow_release`` gives the block back to the
 pool. The data is aligned as asked; the pool's block pointer is kept in the 8 bytes before it.
-Smaller shadows, and alignments that are not a power of two up to 4096, are allocated by
+Smaller shadows, and those whose alignment is not a power of two up to 4096, are made by
 ``NRT_MemInfo_alloc_aligned`` as before: for them the pool saves nothing (the C library keeps
 small blocks), and a MemInfo of NRT's own needs one allocation, not two.
 
