@@ -14,7 +14,7 @@ import pytest
 from numba.core.runtime import _nrt_python
 
 import pyzyme
-from pyzyme.diff.calls import allocation
+from pyzyme.diff.calls import allocation, resize
 from pyzyme.diff.tape import pool
 from pyzyme.diff.tape.pooled_shadows import POOLED_BYTES, RELEASE_NAME, shadow_alloc
 from pyzyme.ir import IRBuilder, Module, types as T
@@ -168,6 +168,46 @@ _d_chain = pyzyme.grad(_chain_inner)
 def _gradient_nogil(x):
     return _d_chain(x)
 
+
+
+@numba.njit
+def list_of_temporaries(x, n):
+    """Large temporaries kept in a list that grows: the list's resizes keep their old blocks
+    (pyzyme.diff.calls.resize) in the same derivative as pooled shadows."""
+    ys = []
+    for i in range(n):
+        ys.append(x * (i + 1.0))
+    s = 0.0
+    for y in ys:
+        s += np.sum(y * y) * x[0]
+    return s
+
+
+def test_pooled_shadows_in_a_growing_list():
+    # The pool's destructor and the list's release of an old block were one symbol: whichever
+    # the module made first served both, and the list's old blocks went to tape_free (SIGSEGV).
+    x = np.linspace(0.5, 1.5, BIG)
+    n = 3
+    k = sum((i + 1.0) ** 2 for i in range(n))
+    expected = 2 * k * x[0] * x
+    expected[0] += k * (x @ x)
+    for _ in range(2):                       # the second call takes its shadows from the pool
+        dx = np.zeros_like(x)
+        pyzyme.autodiff(pyzyme.Reverse, list_of_temporaries, pyzyme.Active,
+                        pyzyme.Duplicated(x, dx), pyzyme.Const(n))
+        np.testing.assert_allclose(dx, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("pool_first", (True, False))
+def test_the_pools_destructor_is_not_the_lists_release(pool_first):
+    m = Module("destructors")
+    made = [lambda: shadow_alloc(m), lambda: resize.release_function(m)]
+    for make in made if pool_first else made[::-1]:
+        make()
+    lists = resize.release_function(m)
+    assert m.get_function(RELEASE_NAME) is not lists
+    assert "pyzyme.tape_free" in str(m.get_function(RELEASE_NAME))
+    assert "NRT_Free" in str(lists) and "tape_free" not in str(lists)
 
 def test_threads_calling_the_gradient_at_once():
     rng = np.random.default_rng(7)

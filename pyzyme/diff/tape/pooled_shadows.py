@@ -16,8 +16,8 @@ and go back to it when their count falls to zero.
 ``ptr pyzyme.shadow_alloc(i64 size, i32 align)`` returns a MemInfo as
 ``NRT_MemInfo_alloc_aligned(size, align)`` does: a genuine NRT MemInfo (made by NRT's own
 ``manage_memory``, from ``NRT_get_api``), so reference counts, deferred releases and boxing
-treat it as any other; its destructor ``pyzyme.shadow_release`` gives the block back to the
-pool. The data is aligned as asked; the pool's block pointer is kept in the 8 bytes before it.
+treat it as any other; its destructor ``pyzyme.pooled_shadow_release`` gives the block back to
+the pool. The data is aligned as asked; the pool's block pointer is kept in the 8 bytes before it.
 Smaller shadows, and those whose alignment is not a power of two up to 4096, are made by
 ``NRT_MemInfo_alloc_aligned`` as before: for them the pool saves nothing (the C library keeps
 small blocks), and a MemInfo of NRT's own needs one allocation, not two.
@@ -36,9 +36,13 @@ from pyzyme.rules.runtime import MEMINFO_SIZE, NRT_ARRAY_ALLOC, SHADOW_ALLOC
 
 __all__ = ["shadow_alloc", "POOLED_BYTES", "ALLOC_NAME", "RELEASE_NAME"]
 
-#: The symbols of the allocator and of the destructor it gives NRT.
+#: The symbols of the allocator and of the destructor it gives NRT. The destructor's name is its
+#: own: helpers are found by name in the module (made once), and ``pyzyme.shadow_release``
+#: (:mod:`pyzyme.diff.calls.resize`: ``NRT_Free`` of a list's old block) has the same type, so
+#: under one name whichever was made first served both: a list's old blocks went to
+#: ``tape_free`` (a segfault), or a pooled block's data to ``NRT_Free``.
 ALLOC_NAME = SHADOW_ALLOC
-RELEASE_NAME = "pyzyme.shadow_release"
+RELEASE_NAME = "pyzyme.pooled_shadow_release"
 #: Shadows of at least this many bytes come from the pool. Below it glibc serves blocks from
 #: its heap's free lists, which it seldom gives back: nothing faults again.
 POOLED_BYTES = 64 * 1024
@@ -50,7 +54,8 @@ _MANAGE_MEMORY = 2
 
 
 def _release(module):
-    """``void pyzyme.shadow_release(ptr data)``: the pool's block before ``data`` back to it."""
+    """``void pyzyme.pooled_shadow_release(ptr data)``: the pool's block before ``data`` back
+    to it."""
     fn = module.get_function(RELEASE_NAME)
     if fn is not None:
         return fn
