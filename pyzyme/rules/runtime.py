@@ -27,6 +27,11 @@ MEMINFO_LAYOUT = (("refct", 0, False), ("dtor", 8, True), ("dtor_info", 16, True
                   ("data", 24, True), ("size", 32, False), ("external_allocator", 40, True))
 MEMINFO_DATA = 24
 MEMINFO_SIZE = 32
+#: How Numba allocates an array (``size`` bytes aligned to ``align``: a MemInfo).
+NRT_ARRAY_ALLOC = "NRT_MemInfo_alloc_aligned"
+#: Reverse mode's allocator of large shadows (pyzyme.diff.tape.pooled_shadows): a MemInfo as
+#: ``NRT_ARRAY_ALLOC``'s, its block from the tape pool.
+SHADOW_ALLOC = "pyzyme.shadow_alloc"
 
 #: Prefixes of the C helpers behind Numba's typed containers (numba/cext/listobject.c,
 #: dictobject.c), and the container each serves. They have no rows: their items are copied in
@@ -87,7 +92,7 @@ ROWS = (
     *_numba_helper("ldexp"),
     Inactive(("numba_attempt_nocopy_reshape",), "runtime",
              reason="computes the strides of a reshaped view: integers only"),
-    Allocation(("NRT_MemInfo_alloc_aligned", "NRT_MemInfo_alloc_safe_aligned",
+    Allocation((NRT_ARRAY_ALLOC, "NRT_MemInfo_alloc_safe_aligned", SHADOW_ALLOC,
                 "NRT_MemInfo_alloc", "NRT_MemInfo_alloc_safe",
                 "NRT_MemInfo_alloc_dtor", "NRT_MemInfo_alloc_dtor_safe"), "runtime",
                size_args=(0,), data_offset=MEMINFO_DATA),

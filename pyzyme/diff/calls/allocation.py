@@ -18,6 +18,7 @@ from pyzyme import naming
 from pyzyme.diff.calls import resize
 from pyzyme.diff.memory_calls import memset_zero, with_args
 from pyzyme.diff.tape.pool import REALLOC_NAME
+from pyzyme.diff.tape.pooled_shadows import shadow_alloc
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
@@ -91,7 +92,16 @@ def allocation_augmented(cx, inst: I.Call, row: spec.Allocation) -> None:
     if inst not in cx.activity.varied:
         return
     b = cx.fb
-    shadow = b.insert(new.copy_with(list(new.operands)), naming.shadow(inst.name))
+    pooled = _POOLED_ALIGN.get(naming.linked_original(getattr(inst.called_function, "name",
+                                                              "")), False)
+    if pooled is not False:
+        # An array's shadow, released by this derivative when its reverse sweep is done:
+        # large ones from the tape pool, so that the next call does not fault them in again.
+        align = new.args[1] if pooled is None else const_int(T.i32, pooled)
+        shadow = b.call(shadow_alloc(cx.module), [new.args[0], align],
+                        name=naming.shadow(inst.name))
+    else:
+        shadow = b.insert(new.copy_with(list(new.operands)), naming.shadow(inst.name))
     if not row.zeroed:
         size = reduce(lambda acc, v: b.mul(acc, v), [new.args[i] for i in row.size_args])
         data = shadow
@@ -100,6 +110,14 @@ def allocation_augmented(cx, inst: I.Call, row: spec.Allocation) -> None:
             data = b.load(T.ptr, slot, align=8)
         memset_zero(cx.module, b, data, size)
     cx.shadows[inst] = shadow
+
+
+#: NRT's allocators of a MemInfo without destructor, whose shadow may come from the tape pool
+#: (:mod:`pyzyme.diff.tape.pooled_shadows`), and the alignment they give (None: their second
+#: operand). The others (a destructor to call, a list's separate data) keep NRT's own.
+_POOLED_ALIGN = {"NRT_MemInfo_alloc_aligned": None, "NRT_MemInfo_alloc_safe_aligned": None,
+                 "pyzyme.shadow_alloc": None, "NRT_MemInfo_alloc": 16,
+                 "NRT_MemInfo_alloc_safe": 16}
 
 
 def mirror_augmented(cx, inst: I.Call, row: spec.Mirror) -> None:

@@ -9,6 +9,11 @@ Several per class, because one loop's caches grow in step: the GMM at d=64 cache
 the same size per iteration, and with one slot per class the second went back to the C library
 and came back as fresh pages on every call (50,000 page faults and 140 ms a call).
 
+Reverse mode's shadows of large temporaries come from the same pool
+(:mod:`pyzyme.diff.tape.pooled_shadows`). What a pool keeps is bounded: :data:`SLOTS` blocks
+per class and :data:`RETAINED_BYTES` in all (a counter of the large blocks kept, updated with
+the slots), past which a freed block goes back to the C library.
+
 A block carries a 16-byte header holding its size; the pointer handed out is just past it.
 
 ``pyzyme.tape_realloc(old, bytes)`` grows (or allocates, from null) and
@@ -22,21 +27,32 @@ keeping. The three stay out of line (``noinline``).
 
 from __future__ import annotations
 
-from pyzyme.ir import IRBuilder, types as T
+from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.values import ZeroInitializer, const_int, const_null
 
-__all__ = ["tape_realloc", "tape_free", "tape_capacity", "SLOTS", "FIRST_CAPACITY",
-           "REALLOC_NAME", "FREE_NAME", "CAPACITY_NAME"]
+__all__ = ["tape_realloc", "tape_free", "tape_capacity", "SLOTS", "RETAINED_BYTES", "COUNTED_BYTES",
+           "FIRST_CAPACITY", "REALLOC_NAME", "FREE_NAME", "CAPACITY_NAME"]
 
 _POOL = "pyzyme.tape_pool"
+_HELD = "pyzyme.tape_pool_bytes"
 #: The symbols of the three functions (code differentiated again meets them as calls).
 REALLOC_NAME = _REALLOC = "pyzyme.tape_realloc"
 CAPACITY_NAME = _CAPACITY = "pyzyme.tape_capacity"
 FREE_NAME = _FREE = "pyzyme.tape_free"
 _HEADER = 16
 _MIN_CLASS = 6  # 64-byte blocks at least
-#: Freed blocks kept per size class.
-SLOTS = 4
+#: Freed blocks kept per size class. Enough for the arrays one call has in use at once: the
+#: ode eval's gradient at n=100000, s=1 holds ten blocks of the 1 MiB class (six of them
+#: shadows); with 4 slots the rest went back to the C library and faulted in again.
+SLOTS = 16
+#: The most bytes one pool keeps between calls (each derivative module has its own pool):
+#: past it, a freed block goes back to the C library. Above what any GradBench eval or
+#: benchmark holds at once.
+RETAINED_BYTES = 4 << 30
+#: Blocks of at least this many bytes count towards :data:`RETAINED_BYTES`; smaller ones
+#: (at most SLOTS per class below it: 1 MiB in all) skip the counter's atomics, which a
+#: small derivative called in a loop would pay on every call.
+COUNTED_BYTES = 64 * 1024
 _POOL_TYPE = T.ArrayType(64 * SLOTS, T.ptr)
 #: The first capacity of a loop cache, in elements (unless an earlier call reached more).
 FIRST_CAPACITY = 64
@@ -54,6 +70,30 @@ def _pool(module):
     return pool
 
 
+def _held(module):
+    """The bytes the pool's slots hold (an estimate while blocks come and go)."""
+    held = module.get_global(_HELD)
+    if held is None:
+        held = module.add_global(_HELD, T.i64, const_int(T.i64, 0), prefix="internal")
+    return held
+
+
+def _uncount(b: IRBuilder, module, header, name: str) -> None:
+    """Take the block at ``header`` off the pool's count when it is counted (large)."""
+    size = b.load(T.i64, header, name=f"{name}.size")
+    fn = b.block.parent
+    counted, done = fn.append_block(f"{name}.counted"), fn.append_block(f"{name}.uncounted")
+    b.cbranch(b.icmp("uge", size, const_int(T.i64, COUNTED_BYTES)), counted, done)
+    b.position_at_end(counted)
+    b.atomicrmw("sub", _held(module), size, "monotonic")
+    b.br(done)
+    b.position_at_end(done)
+
+
+def _libc_free(module):
+    return module.declare("free", T.FunctionType(T.void, [T.ptr]))
+
+
 def _slot(b: IRBuilder, module, cls, k: int):
     """The pool's ``k``-th slot of size class ``cls``."""
     index = b.add(b.mul(cls, const_int(T.i64, SLOTS)), const_int(T.i64, k))
@@ -62,7 +102,8 @@ def _slot(b: IRBuilder, module, cls, k: int):
 
 def tape_free(module):
     """``void pyzyme.tape_free(ptr p)``: keep the block in a free slot of its class (or, all
-    taken, in the first, freeing the block it displaces); nothing for null."""
+    taken, in the first, freeing the block it displaces); a block that would take the pool
+    past :data:`RETAINED_BYTES` goes back to the C library; nothing for null."""
     fn = module.get_function(_FREE)
     if fn is not None:
         return fn
@@ -70,9 +111,9 @@ def tape_free(module):
     fn.suffix = _OUT_OF_LINE
     p = fn.args[0]
     p.name = "p"
-    entry, keep = fn.append_block("entry"), fn.append_block("keep")
+    entry, keep, room = fn.append_block("entry"), fn.append_block("keep"), fn.append_block("room")
     tries = [fn.append_block(f"try.{k}") for k in range(1, SLOTS)]
-    full, drop, done = (fn.append_block(n) for n in ("full", "drop", "done"))
+    full, drop, over, done = (fn.append_block(n) for n in ("full", "drop", "over", "done"))
     b = IRBuilder(entry)
     b.cbranch(b.icmp("eq", p, const_null(T.ptr)), done, keep)
     b.position_at_end(keep)
@@ -80,15 +121,32 @@ def tape_free(module):
     size = b.load(T.i64, header, name="size")
     cttz = module.declare("llvm.cttz.i64", T.FunctionType(T.i64, [T.i64, T.i1]))
     cls = b.call(cttz, [size, const_int(T.i1, 1)], name="class")
+    count = fn.append_block("count")
+    b.cbranch(b.icmp("uge", size, const_int(T.i64, COUNTED_BYTES)), count, room)
+    b.position_at_end(count)
+    held = b.atomicrmw("add", _held(module), size, "monotonic", name="held")
+    b.cbranch(b.icmp("ugt", b.add(held, size), const_int(T.i64, RETAINED_BYTES)), over, room)
+    b.position_at_end(over)
+    b.atomicrmw("sub", _held(module), size, "monotonic")
+    b.call(_libc_free(module), [header])
+    b.br(done)
+    b.position_at_end(room)
     for k, fail in enumerate([*tries, full]):
-        pair = b.cmpxchg(_slot(b, module, cls, k), const_null(T.ptr), header, "seq_cst",
-                         "seq_cst")
+        slot = _slot(b, module, cls, k)
+        # A look first: a taken slot is passed over without writing to it.
+        taken = b.icmp("ne", b.insert(I.Load(T.ptr, slot, 8, ordering="monotonic")),
+                       const_null(T.ptr))
+        swap = fn.append_block(f"swap.{k}")
+        b.cbranch(taken, fail, swap)
+        b.position_at_end(swap)
+        pair = b.cmpxchg(slot, const_null(T.ptr), header, "seq_cst", "seq_cst")
         b.cbranch(b.extractvalue(pair, 1, name=f"kept.{k}"), done, fail)
         b.position_at_end(fail)
     old = b.atomicrmw("xchg", _slot(b, module, cls, 0), header, "seq_cst", name="displaced")
     b.cbranch(b.icmp("eq", old, const_null(T.ptr)), done, drop)
     b.position_at_end(drop)
-    b.call(module.declare("free", T.FunctionType(T.void, [T.ptr])), [old])
+    _uncount(b, module, old, "displaced")
+    b.call(_libc_free(module), [old])
     b.br(done)
     b.position_at_end(done)
     b.ret_void()
@@ -127,8 +185,14 @@ def tape_realloc(module):
     looks = [fn.append_block(f"look.{k}") for k in range(1, SLOTS)]
     spares = []
     for k, empty in enumerate([*looks, make]):
-        spare = b.atomicrmw("xchg", _slot(b, module, cls, k), const_null(T.ptr), "seq_cst",
-                            name=f"spare.{k}")
+        slot = _slot(b, module, cls, k)
+        # A look first: an empty slot is passed over without writing to it.
+        found = b.icmp("ne", b.insert(I.Load(T.ptr, slot, 8, ordering="monotonic")),
+                       const_null(T.ptr))
+        swap = fn.append_block(f"swap.{k}")
+        b.cbranch(found, swap, empty)
+        b.position_at_end(swap)
+        spare = b.atomicrmw("xchg", slot, const_null(T.ptr), "seq_cst", name=f"spare.{k}")
         spares.append((spare, b.block))
         b.cbranch(b.icmp("eq", spare, const_null(T.ptr)), empty, take)
         b.position_at_end(empty)
@@ -137,6 +201,8 @@ def tape_realloc(module):
     spare = b.phi(T.ptr, name="spare")
     for value, block in spares:
         spare.add_incoming(value, block)
+    _uncount(b, module, spare, "spare")
+    taken = b.block
     b.br(got)
 
     b.position_at_end(make)
@@ -148,7 +214,7 @@ def tape_realloc(module):
 
     b.position_at_end(got)
     header = b.phi(T.ptr, name="header")
-    header.add_incoming(spare, take)
+    header.add_incoming(spare, taken)
     header.add_incoming(block, make)
     data = b.gep(T.i8, header, [const_int(T.i64, _HEADER)], name="data")
     b.cbranch(is_null, done, copy)
@@ -161,7 +227,7 @@ def tape_realloc(module):
     b.call(memcpy, [data, old, old_bytes, const_int(T.i1, 0)])
     # An outgrown block goes back to the C library, not to the pool: the next call starts at
     # the capacity this one reaches (pyzyme.diff.tape.cache), so it would never ask for it again.
-    b.call(module.declare("free", T.FunctionType(T.void, [T.ptr])), [outgrown])
+    b.call(_libc_free(module), [outgrown])
     b.br(done)
 
     b.position_at_end(done)

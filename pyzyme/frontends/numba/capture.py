@@ -30,6 +30,7 @@ from numba.core.runtime import nrtdynmod, rtsys
 from numba.core.typing import Signature
 
 from pyzyme.diff.tape.pool import CAPACITY_NAME, FREE_NAME, REALLOC_NAME
+from pyzyme.diff.tape.pooled_shadows import ALLOC_NAME as SHADOW_ALLOC_NAME
 from pyzyme.errors import CaptureError, error_context
 from pyzyme.naming import linked_original
 from pyzyme.frontends.numba import bridge, foreign_calls, hook, recapture
@@ -39,7 +40,7 @@ from pyzyme.progress import stage
 from pyzyme.runtime import modules, passes
 
 PIPELINES = ("ad", "numba")
-POOL_FUNCTIONS = frozenset((REALLOC_NAME, FREE_NAME, CAPACITY_NAME))
+POOL_FUNCTIONS = frozenset((REALLOC_NAME, FREE_NAME, CAPACITY_NAME, SHADOW_ALLOC_NAME))
 
 # Numba's environment pointers: ``common global ptr null`` definitions filled in by name when the
 # library is loaded (JITCPUCodegen.set_env). The captured module must refer to the filled one.
