@@ -25,7 +25,7 @@ __all__ = ["symbol_name", "linked_original", "forward_function", "tangent", "sha
            "CHECKPOINT_WHILE",
            "CHECKPOINT_BUDGET_ERROR",
            "checkpoint_driver", "is_checkpoint_sweep", "checkpoint_step", "FIXED_POINT",
-           "fixed_point_driver", "fixed_point_step", "framework_op"]
+           "fixed_point_driver", "fixed_point_step", "framework_op", "HELPERS"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -316,3 +316,45 @@ def framework_op(function: str, part: str, *inputs: str) -> str:
     if stem[0].isdigit():
         stem = "f" + stem
     return f"{stem}_{part}_{symbol_name(part, *inputs)[-12:]}"
+
+
+# -- helpers: defined once in a module, found again by name -----------------------------------
+# A helper is made the first time a module needs it and found again by its name, so a second
+# helper given a taken name would silently get the first one's body (the tape pool's shadow
+# destructor, once named as the list resize's release, was handed its blocks): each one's
+# symbol is here, and HELPERS holds no name twice.
+#: The tape pool (pyzyme.diff.tape.pool): its slots, the bytes they hold, its three functions.
+TAPE_POOL, TAPE_POOL_BYTES = "pyzyme.tape_pool", "pyzyme.tape_pool_bytes"
+TAPE_REALLOC, TAPE_CAPACITY, TAPE_FREE = ("pyzyme.tape_realloc", "pyzyme.tape_capacity",
+                                          "pyzyme.tape_free")
+#: Shadows of temporaries from the tape pool, and the destructor giving them back
+#: (pyzyme.diff.tape.pooled_shadows).
+SHADOW_ALLOC, POOLED_SHADOW_RELEASE = "pyzyme.shadow_alloc", "pyzyme.pooled_shadow_release"
+#: A shadow list's growth, and the release of the block it outgrew (pyzyme.diff.calls.resize).
+SHADOW_REGROW, SHADOW_RELEASE = "pyzyme.shadow_regrow", "pyzyme.shadow_release"
+#: A value pushed on a stack tape (pyzyme.diff.tape.cache), a release deferred to the end of
+#: the reverse sweep (pyzyme.diff.tape.releases).
+TAPE_PUSH, DEFER_RELEASE = "pyzyme.push", "pyzyme.defer_release"
+#: The check of an indirect call's (function, derivative) pair (pyzyme.diff.calls.indirect).
+INDIRECT_PAIR = "pyzyme.indirect_pair"
+#: The side stacks' state, their messages and their functions (pyzyme.diff.side_stack).
+SIDE_STACK, SIDE_STACK_TEXT = "pyzyme.side_stack", "pyzyme.side_stack.text"
+SIDE_STACK_RUN, SIDE_STACK_ENTER, SIDE_STACK_LEAVE = ("pyzyme.side_stack.run",
+                                                      "pyzyme.side_stack.enter",
+                                                      "pyzyme.side_stack.leave")
+SIDE_STACK_RESERVE, SIDE_STACK_OVERFLOW = ("pyzyme.side_stack.reserve",
+                                           "pyzyme.side_stack.overflow")
+#: The check that a global still holds the callee it was differentiated with, and its
+#: messages (pyzyme.frontends.global_callees).
+EXPECT_CALLEE, CALLEE_TEXT = "pyzyme.expect_callee", "pyzyme.callee_text"
+
+HELPERS = (TAPE_POOL, TAPE_POOL_BYTES, TAPE_REALLOC, TAPE_CAPACITY, TAPE_FREE, SHADOW_ALLOC,
+           POOLED_SHADOW_RELEASE, SHADOW_REGROW, SHADOW_RELEASE, TAPE_PUSH, DEFER_RELEASE,
+           INDIRECT_PAIR, SIDE_STACK, SIDE_STACK_TEXT, SIDE_STACK_RUN, SIDE_STACK_ENTER,
+           SIDE_STACK_LEAVE, SIDE_STACK_RESERVE, SIDE_STACK_OVERFLOW, EXPECT_CALLEE, CALLEE_TEXT,
+           CHECKPOINT_BUDGET_ERROR)
+"""Every helper's symbol (no name twice).
+
+>>> len(set(HELPERS)) == len(HELPERS)
+True
+"""

@@ -43,6 +43,7 @@ as they are.
 
 from __future__ import annotations
 
+from pyzyme import naming
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.names import readable
 from pyzyme.ir.values import (ConstantInt, ZeroInitializer, const_c_string, const_int,
@@ -66,10 +67,9 @@ _LINK, _SS_SP, _SS_SIZE = 8, 16, 32  # uc_link, uc_stack.ss_sp, uc_stack.ss_size
 # The header's first fields: depth (i64), the guarded function's name (ptr), overflowed (i64).
 _HEAD = T.StructType([T.i64, T.ptr, T.i64])
 _STATE = T.StructType([T.ptr, T.ArrayType(SLOTS, T.i32)])  # arena, slot taken
-_ARENA, _TEXT = "pyzyme.side_stack", "pyzyme.side_stack.text"
-_RUN, _ENTER, _LEAVE = "pyzyme.side_stack.run", "pyzyme.side_stack.enter", \
-    "pyzyme.side_stack.leave"
-_RESERVE, _OVERFLOW = "pyzyme.side_stack.reserve", "pyzyme.side_stack.overflow"
+_ARENA, _TEXT = naming.SIDE_STACK, naming.SIDE_STACK_TEXT
+_RUN, _ENTER, _LEAVE = naming.SIDE_STACK_RUN, naming.SIDE_STACK_ENTER, naming.SIDE_STACK_LEAVE
+_RESERVE, _OVERFLOW = naming.SIDE_STACK_RESERVE, naming.SIDE_STACK_OVERFLOW
 _MESSAGE = ("the derivative of %s recursed %zd calls deep, beyond the %zd MiB stack that "
             "pyzyme runs derivatives of recursive functions on\n"
             "  hint: write the recursion as a loop (pyzyme keeps a loop's tape on the heap), or "

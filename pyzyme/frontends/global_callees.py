@@ -28,7 +28,7 @@ True
 
 from __future__ import annotations
 
-from pyzyme import ir
+from pyzyme import ir, naming
 from pyzyme.analysis.layout import sizeof, struct_layout
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
@@ -37,8 +37,7 @@ from pyzyme.ir.values import (ConstantAggregate, ConstantExpr, ConstantInt, Cons
 
 __all__ = ["guard_global_callees"]
 
-_TEXT = "pyzyme.callee_text"
-_EXPECT = "pyzyme.expect_callee"
+_TEXT, _EXPECT = naming.CALLEE_TEXT, naming.EXPECT_CALLEE
 
 
 def guard_global_callees(module: ir.Module) -> int:

@@ -31,7 +31,7 @@ MEMINFO_SIZE = 32
 NRT_ARRAY_ALLOC = "NRT_MemInfo_alloc_aligned"
 #: Reverse mode's allocator of large shadows (pyzyme.diff.tape.pooled_shadows): a MemInfo as
 #: ``NRT_ARRAY_ALLOC``'s, its block from the tape pool.
-SHADOW_ALLOC = "pyzyme.shadow_alloc"
+SHADOW_ALLOC = naming.SHADOW_ALLOC
 
 #: Prefixes of the C helpers behind Numba's typed containers (numba/cext/listobject.c,
 #: dictobject.c), and the container each serves. They have no rows: their items are copied in
@@ -119,9 +119,9 @@ ROWS = (
     Mirror(("realloc",), "libm", allocates=True),
     # Reverse mode's tape arrays (pyzyme.diff.tape.pool): when forward mode differentiates a
     # gradient (hvp), tangent caches are allocated, grown and kept alongside.
-    Mirror(("pyzyme.tape_realloc",), "runtime", allocates=True),
-    Mirror(("pyzyme.tape_free",), "runtime"),
-    Inactive(("pyzyme.tape_capacity",), "runtime",
+    Mirror((naming.TAPE_REALLOC,), "runtime", allocates=True),
+    Mirror((naming.TAPE_FREE,), "runtime"),
+    Inactive((naming.TAPE_CAPACITY,), "runtime",
              reason="the next capacity of a loop's caches: an integer (the tangent caches "
                     "grow to the same one)"),
     # np.dot and @ (numba/_lapack.c): derivatives by the same BLAS calls, transposed.

@@ -116,7 +116,7 @@ def allocation_augmented(cx, inst: I.Call, row: spec.Allocation) -> None:
 #: (:mod:`pyzyme.diff.tape.pooled_shadows`), and the alignment they give (None: their second
 #: operand). The others (a destructor to call, a list's separate data) keep NRT's own.
 _POOLED_ALIGN = {"NRT_MemInfo_alloc_aligned": None, "NRT_MemInfo_alloc_safe_aligned": None,
-                 "pyzyme.shadow_alloc": None, "NRT_MemInfo_alloc": 16,
+                 naming.SHADOW_ALLOC: None, "NRT_MemInfo_alloc": 16,
                  "NRT_MemInfo_alloc_safe": 16}
 
 

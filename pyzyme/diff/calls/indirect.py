@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyzyme import naming
 from pyzyme.diff.memory_calls import abort, message_text, write_stderr
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
@@ -141,7 +142,7 @@ def _handed_in(pointer) -> bool:
     return False
 
 
-_CHECK = "pyzyme.indirect_pair"
+_CHECK = naming.INDIRECT_PAIR
 
 
 def _checked(module, b, pair, message: str):

@@ -33,8 +33,7 @@ from pyzyme.rules import spec
 
 __all__ = ["forward", "reverse", "release_function"]
 
-_REGROW = "pyzyme.shadow_regrow"
-_RELEASE = "pyzyme.shadow_release"
+_REGROW, _RELEASE = naming.SHADOW_REGROW, naming.SHADOW_RELEASE
 # NRT's allocator (numba/core/runtime/nrt.cpp), the one the MemInfo's destructor frees with.
 _ALLOCATE = "NRT_Allocate"
 _FREE = "NRT_Free"

@@ -65,7 +65,7 @@ _SHADOW_ROOM = 256
 _BLOCK_ALIGN = 16
 #: A growable list: ``{ entries, count, capacity }`` (a stack of loop starts, kept as ptr).
 STACK = T.StructType([T.ptr, T.i64, T.i64])
-_PUSH = "pyzyme.push"
+_PUSH = naming.TAPE_PUSH
 
 
 @dataclass(eq=False)

@@ -27,18 +27,18 @@ keeping. The three stay out of line (``noinline``).
 
 from __future__ import annotations
 
+from pyzyme import naming
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.values import ZeroInitializer, const_int, const_null
 
 __all__ = ["tape_realloc", "tape_free", "tape_capacity", "SLOTS", "RETAINED_BYTES", "COUNTED_BYTES",
            "FIRST_CAPACITY", "REALLOC_NAME", "FREE_NAME", "CAPACITY_NAME"]
 
-_POOL = "pyzyme.tape_pool"
-_HELD = "pyzyme.tape_pool_bytes"
+_POOL, _HELD = naming.TAPE_POOL, naming.TAPE_POOL_BYTES
 #: The symbols of the three functions (code differentiated again meets them as calls).
-REALLOC_NAME = _REALLOC = "pyzyme.tape_realloc"
-CAPACITY_NAME = _CAPACITY = "pyzyme.tape_capacity"
-FREE_NAME = _FREE = "pyzyme.tape_free"
+REALLOC_NAME = _REALLOC = naming.TAPE_REALLOC
+CAPACITY_NAME = _CAPACITY = naming.TAPE_CAPACITY
+FREE_NAME = _FREE = naming.TAPE_FREE
 _HEADER = 16
 _MIN_CLASS = 6  # 64-byte blocks at least
 #: Freed blocks kept per size class. Enough for the arrays one call has in use at once: the
@@ -100,6 +100,14 @@ def _slot(b: IRBuilder, module, cls, k: int):
     return b.gep(_POOL_TYPE, _pool(module), [const_int(T.i64, 0), index])
 
 
+def _holds_a_block(b: IRBuilder, slot):
+    """Whether ``slot`` holds a block, by a plain look: a slot that cannot serve is passed
+    over without the atomic exchange's write, which would take its cache line from the
+    other threads."""
+    held = b.insert(I.Load(T.ptr, slot, 8, ordering="monotonic"))
+    return b.icmp("ne", held, const_null(T.ptr))
+
+
 def tape_free(module):
     """``void pyzyme.tape_free(ptr p)``: keep the block in a free slot of its class (or, all
     taken, in the first, freeing the block it displaces); a block that would take the pool
@@ -133,11 +141,8 @@ def tape_free(module):
     b.position_at_end(room)
     for k, fail in enumerate([*tries, full]):
         slot = _slot(b, module, cls, k)
-        # A look first: a taken slot is passed over without writing to it.
-        taken = b.icmp("ne", b.insert(I.Load(T.ptr, slot, 8, ordering="monotonic")),
-                       const_null(T.ptr))
         swap = fn.append_block(f"swap.{k}")
-        b.cbranch(taken, fail, swap)
+        b.cbranch(_holds_a_block(b, slot), fail, swap)
         b.position_at_end(swap)
         pair = b.cmpxchg(slot, const_null(T.ptr), header, "seq_cst", "seq_cst")
         b.cbranch(b.extractvalue(pair, 1, name=f"kept.{k}"), done, fail)
@@ -186,11 +191,8 @@ def tape_realloc(module):
     spares = []
     for k, empty in enumerate([*looks, make]):
         slot = _slot(b, module, cls, k)
-        # A look first: an empty slot is passed over without writing to it.
-        found = b.icmp("ne", b.insert(I.Load(T.ptr, slot, 8, ordering="monotonic")),
-                       const_null(T.ptr))
         swap = fn.append_block(f"swap.{k}")
-        b.cbranch(found, swap, empty)
+        b.cbranch(_holds_a_block(b, slot), swap, empty)
         b.position_at_end(swap)
         spare = b.atomicrmw("xchg", slot, const_null(T.ptr), "seq_cst", name=f"spare.{k}")
         spares.append((spare, b.block))

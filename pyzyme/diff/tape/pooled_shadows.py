@@ -29,10 +29,11 @@ differentiated) meets ``pyzyme.shadow_alloc`` as an allocation (its row in
 
 from __future__ import annotations
 
+from pyzyme import naming
 from pyzyme.diff.tape.pool import tape_free, tape_realloc
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import const_int, const_null
-from pyzyme.rules.runtime import MEMINFO_SIZE, NRT_ARRAY_ALLOC, SHADOW_ALLOC
+from pyzyme.rules.runtime import MEMINFO_SIZE, NRT_ARRAY_ALLOC
 
 __all__ = ["shadow_alloc", "POOLED_BYTES", "ALLOC_NAME", "RELEASE_NAME"]
 
@@ -41,8 +42,8 @@ __all__ = ["shadow_alloc", "POOLED_BYTES", "ALLOC_NAME", "RELEASE_NAME"]
 #: (:mod:`pyzyme.diff.calls.resize`: ``NRT_Free`` of a list's old block) has the same type, so
 #: under one name whichever was made first served both: a list's old blocks went to
 #: ``tape_free`` (a segfault), or a pooled block's data to ``NRT_Free``.
-ALLOC_NAME = SHADOW_ALLOC
-RELEASE_NAME = "pyzyme.pooled_shadow_release"
+ALLOC_NAME = naming.SHADOW_ALLOC
+RELEASE_NAME = naming.POOLED_SHADOW_RELEASE
 #: Shadows of at least this many bytes come from the pool. Below it glibc serves blocks from
 #: its heap's free lists, which it seldom gives back: nothing faults again.
 POOLED_BYTES = 64 * 1024

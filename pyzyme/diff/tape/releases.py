@@ -16,6 +16,7 @@ function that makes it.
 
 from __future__ import annotations
 
+from pyzyme import naming
 from pyzyme.diff.memory_calls import with_args
 from pyzyme.diff.tape.cache import STACK, Slot, append_function
 from pyzyme.diff.tape.pool import tape_free
@@ -32,7 +33,7 @@ __all__ = ["Releases"]
 # round (a third derivative) differentiates its growth as a copy.
 _LIST = STACK
 _ENTRY = T.StructType([T.ptr, T.ptr, T.ptr])
-_DEFER = "pyzyme.defer_release"
+_DEFER = naming.DEFER_RELEASE
 
 
 class Releases:
