@@ -55,7 +55,8 @@ PURE_INTRINSICS = ("llvm.fmuladd.", "llvm.fma.", "llvm.fabs.", "llvm.sqrt.", "ll
                    "llvm.copysign.", "llvm.minnum.", "llvm.maxnum.", "llvm.floor.",
                    "llvm.ceil.", "llvm.trunc.", "llvm.round.", "llvm.exp2.", "llvm.log2.",
                    "llvm.log10.", "llvm.tanh.", "llvm.smax.", "llvm.smin.", "llvm.umax.",
-                   "llvm.umin.", "llvm.abs.", "llvm.minimum.", "llvm.maximum.")
+                   "llvm.umin.", "llvm.abs.", "llvm.minimum.", "llvm.maximum.",
+                   "llvm.usub.sat.", "llvm.uadd.sat.", "llvm.ssub.sat.", "llvm.sadd.sat.")
 
 
 def pure_call(inst) -> bool:

@@ -15,6 +15,8 @@ from pyzyme.runtime import compile_module
 
 SOURCE = """
 declare double @llvm.sin.f64(double)
+declare i64 @llvm.usub.sat.i64(i64, i64)
+declare i64 @llvm.smin.i64(i64, i64)
 
 define double @power(double %x, i64 %n) {
 entry:
@@ -71,6 +73,25 @@ exit:
   ret double %r
 }
 
+define double @clamped(ptr %a, i64 %n) {
+entry:
+  br label %head
+head:
+  %i = phi i64 [0, %entry], [%i1, %head]
+  %acc = phi double [0.0, %entry], [%acc1, %head]
+  %k = call i64 @llvm.usub.sat.i64(i64 %i, i64 2)
+  %m = call i64 @llvm.smin.i64(i64 %k, i64 5)
+  %p = getelementptr double, ptr %a, i64 %m
+  %v = load double, ptr %p
+  %w = fmul double %v, %v
+  %acc1 = fadd double %acc, %w
+  %i1 = add i64 %i, 1
+  %c = icmp slt i64 %i1, %n
+  br i1 %c, label %head, label %exit
+exit:
+  ret double %acc1
+}
+
 define double @square_callee(double %x) {
 entry:
   %y = fmul double %x, %x
@@ -101,6 +122,8 @@ def compiled():
         "triangle": gen.derivative(m.get_function("triangle"),
                                    ReverseSignature((A.DUPLICATED, A.CONST), True)),
         "until": gen.derivative(m.get_function("until"), ReverseSignature((A.ACTIVE,), True)),
+        "clamped": gen.derivative(m.get_function("clamped"),
+                                  ReverseSignature((A.DUPLICATED, A.CONST), True)),
         "caller": gen.derivative(m.get_function("caller"), ReverseSignature((A.ACTIVE,), True)),
     }
     for fn in m.functions:
@@ -129,6 +152,21 @@ def test_nested_loops_with_varying_inner_trip_count(compiled):
     assert value == pytest.approx(sum(np.sin(a[:i + 1]) @ a[:i + 1] for i in range(6)))
     times = 6 - np.arange(6)  # a[j] is read once per outer iteration i >= j
     np.testing.assert_allclose(da, times * (np.cos(a) * a + np.sin(a)), rtol=1e-13)
+
+
+def test_integer_intrinsics_are_computed_again_not_taped(compiled):
+    # An index clamped by llvm.usub.sat and llvm.smin (a triangle's bound, a window's edge)
+    # is computed again in the reverse sweep as any integer arithmetic is: no i64 on the tape
+    # per iteration.
+    cm, fns, gen = compiled
+    assert str(gen.tapes[fns["clamped"]]).splitlines()[1:] == [
+        "  loop %head: counter %head.count, caches none"]
+    a, da = np.linspace(0.5, 1.2, 8), np.zeros(8)
+    f = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                         ctypes.c_double)(cm.address(fns["clamped"].name))
+    index = np.minimum(np.maximum(np.arange(12) - 2, 0), 5)
+    assert f(a.ctypes.data, 12, da.ctypes.data, 1.0) == pytest.approx(np.sum(a[index] ** 2))
+    np.testing.assert_allclose(da, 2 * a * np.bincount(index, minlength=8), rtol=1e-15)
 
 
 def test_while_loop_exiting_from_its_header(compiled):

@@ -604,7 +604,8 @@ class ReverseValues:
         elif isinstance(fv, I.Call):
             callee = fv.called_function
             row = self.rules.lookup(callee.name, "call") if callee is not None else None
-            ok = isinstance(row, (spec.Partials, spec.Reduction))
+            # a pure intrinsic on integers (a bound's smax, usub.sat) has no row: as cheap
+            ok = isinstance(row, (spec.Partials, spec.Reduction)) or pure_call(fv)
         else:
             ok = False
         st.recomputable[fv] = ok
