@@ -604,8 +604,11 @@ class ReverseValues:
         elif isinstance(fv, I.Call):
             callee = fv.called_function
             row = self.rules.lookup(callee.name, "call") if callee is not None else None
-            # a pure intrinsic on integers (a bound's smax, usub.sat) has no row: as cheap
-            ok = isinstance(row, (spec.Partials, spec.Reduction)) or pure_call(fv)
+            # A pure intrinsic on integers (a bound's smax, usub.sat) has no row: as cheap.
+            # Not in code a later round differentiates again (C's nested __enzyme_autodiff):
+            # that round types the bytes of a grown cache holding the rest as unknown.
+            ok = isinstance(row, (spec.Partials, spec.Reduction)) or (
+                pure_call(fv) and not st.generator.later_round)
         else:
             ok = False
         st.recomputable[fv] = ok
