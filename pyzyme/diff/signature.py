@@ -76,7 +76,10 @@ class ParallelBody:
     adjoints of the slots ``private`` go into a copy of their own per task (plain adds).
     The primal contents of the slots ``unread`` (a reduction's per-thread sums, where the
     derivative does not return the result: :mod:`pyzyme.analysis.unread_slots`) are read by
-    no part of the derivative: the forward sweep need not store into them."""
+    no part of the derivative: the forward sweep need not store into them. With ``apart``
+    no shadow in the launch's shadow argument array is memory its argument array points
+    into (no runtime activity where it launches: a shadow is never its primal), and the
+    body's reverse tells LLVM so (:func:`~pyzyme.diff.reverse.launch_memory.launch_side`)."""
 
     shared: int
     distinct: bool
@@ -85,6 +88,7 @@ class ParallelBody:
     stable: frozenset = frozenset()
     private: frozenset = frozenset()
     unread: frozenset = frozenset()
+    apart: bool = False
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ class ScopeTable:
 
     def __init__(self, module) -> None:
         self.module = module
-        self._domain: str | None = None
+        self._domains: dict = {}
         self._scopes: dict = {}
         self._lists: dict = {}
         self._last: int | None = None
@@ -65,15 +65,20 @@ class ScopeTable:
             ("metadata", f"!{n} = {'distinct ' if distinct else ''}{text}"))
         return f"!{n}"
 
-    def scope(self, key, name: str | None = None) -> str:
-        """The scope node for ``key`` (any hashable), named ``name`` in the printed IR."""
+    def scope(self, key, name: str | None = None, domain: str = "pyzyme") -> str:
+        """The scope node for ``key`` (any hashable), named ``name`` in the printed IR, in
+        the scope domain named ``domain``. LLVM proves two accesses apart within one domain
+        (all the scopes one is in there, the other is declared not to alias), and apart
+        when one domain does: scopes that cut memory another way (the sides of a parallel
+        loop's launch) take a domain of their own, so that an access in one of them and in
+        scopes of this one stays apart from what these ones keep it apart from."""
         node = self._scopes.get(key)
         if node is None:
-            if self._domain is None:
-                self._domain = self._add('!{SELF, !"pyzyme"}', distinct=True)
+            if domain not in self._domains:
+                self._domains[domain] = self._add(f'!{{SELF, !"{domain}"}}', distinct=True)
             label = (name or str(key)).replace('"', "'").replace("\\", "/")
-            node = self._scopes[key] = self._add(f'!{{SELF, {self._domain}, !"{label}"}}',
-                                                 distinct=True)
+            node = self._scopes[key] = self._add(
+                f'!{{SELF, {self._domains[domain]}, !"{label}"}}', distinct=True)
         return node
 
     def members(self, node: str) -> tuple[str, ...] | None:
@@ -105,7 +110,9 @@ def annotate(functions: Iterable, table: ScopeTable, tape: str,
     loop body's arrays, read from its launch's argument array), the access is declared not
     to alias the objects allocated here either (stack slots, allocations and their data): in
     a split pair the reverse function reads their addresses from the tape, where LLVM no
-    longer sees them fresh, and would keep every adjoint sum in memory.
+    longer sees them fresh, and would keep every adjoint sum in memory. Where it names a
+    side (a string: the arrays, or their shadows), the access goes in that side's scope,
+    declared not to alias the other sides that accesses name.
     """
     accesses = []
     for fn in functions:
@@ -120,14 +127,23 @@ def annotate(functions: Iterable, table: ScopeTable, tape: str,
     objects = list(dict.fromkeys(obj for _, obj in accesses if obj is not None))
     scopes = {obj: table.scope(obj, _label(obj)) for obj in objects} if len(objects) > 1 else {}
     fresh = [s for o, s in scopes.items() if fresh_object(o)]
+    where = {inst: outside(inst.operands[-1 if inst.opcode == "store" else 0])
+             for inst, obj in accesses if obj not in scopes and outside is not None}
+    named = sorted({w for w in where.values() if isinstance(w, str)})
+    sides = {w: table.scope(("side", w), w, domain="pyzyme launch sides") for w in named} \
+        if len(named) > 1 else {}
     for inst, obj in accesses:
         if obj in scopes:
             own = scopes[obj]
             inst.metadata.append(("alias.scope", table.list([own])))
             others = [s for o, s in scopes.items() if o is not obj]
             inst.metadata.append(("noalias", table.list(others + [tape])))
-        elif outside is not None and outside(inst.operands[-1 if inst.opcode == "store"
-                                                         else 0]):
+        elif where.get(inst) in sides:
+            own = sides[where[inst]]
+            inst.metadata.append(("alias.scope", table.list([own])))
+            others = [s for s in sides.values() if s != own]
+            inst.metadata.append(("noalias", table.list(fresh + others + [tape])))
+        elif where.get(inst):
             inst.metadata.append(("noalias", table.list(fresh + [tape])))
         else:
             inst.metadata.append(("noalias", table.list([tape])))

@@ -16,7 +16,7 @@ import pytest
 from numba import prange
 
 import pyzyme
-from pyzyme import Active, Duplicated, Reverse, autodiff, ir
+from pyzyme import Active, Const, Duplicated, Forward, Reverse, autodiff, ir
 from pyzyme.analysis.finite import nonfinite_values
 from pyzyme.analysis.overwrite import analyze_overwrites
 from pyzyme.rules import default_rules
@@ -194,7 +194,124 @@ def test_the_bodys_reverse_tells_llvm_launch_arrays_are_not_its_allocations():
     body = re.search(r"^define internal void @reverse___gufunc__.*?^}", text, re.M | re.S)
     assert body is not None
     outside = [line for line in body.group(0).splitlines()
-               if re.search(r"\b(load|store)\b", line) and "!alias.scope" not in line
+               if re.search(r"\b(load|store)\b", line) and _launch_side(line, lists)
                and (m := re.search(r"!noalias (![0-9]+)", line))
                and any(s.startswith("memory of") for s in lists.get(m.group(1), ()))]
     assert outside, "no access of a launch array is declared apart from the allocations"
+
+
+def _launch_side(line: str, lists: dict) -> str | None:
+    """The side of the launch an access is declared on ("launch arrays", "launch shadows"),
+    "" where it has no scope of its own; None where its scope is another's."""
+    m = re.search(r"!alias.scope (![0-9]+)", line)
+    if m is None:
+        return ""
+    scopes = lists.get(m.group(1), ())
+    return scopes[0] if len(scopes) == 1 and scopes[0].startswith("launch ") else None
+
+
+def _sides(text: str) -> dict:
+    """``{side: [(access line, scopes it is declared apart from)]}`` of the accesses in the
+    body's reverse function declared on a side of the launch."""
+    lists = _scope_lists(text)
+    body = re.search(r"^define internal void @reverse___gufunc__.*?^}", text, re.M | re.S)
+    assert body is not None
+    found: dict = {}
+    for line in body.group(0).splitlines():
+        if re.search(r"\b(load|store)\b", line) and _launch_side(line, lists):
+            m = re.search(r"!noalias (![0-9]+)", line)
+            found.setdefault(_launch_side(line, lists), []).append(
+                (line, lists.get(m.group(1), ()) if m else ()))
+    return found
+
+
+def test_the_bodys_reverse_tells_llvm_adds_into_shadows_leave_the_arrays_alone():
+    """No shadow the launch hands the body is memory of an array it hands it: the body's
+    reverse puts reads of the arrays and adds into their shadows in two scopes, each declared
+    apart from the other, so that LLVM keeps loads of the arrays that do not change in a loop
+    (``x[ix, j] - means[ik, j]``, an extent checked for a negative index) out of the loop
+    instead of loading them again after every add (P3's triangle loop did)."""
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(4), rng.standard_normal((4, 3)), rng.standard_normal((9, 3))]
+    sides = _sides(pyzyme.code_llvm(Reverse, PAR, Active,
+                                    *[Duplicated(a, np.zeros_like(a)) for a in args]))
+    assert set(sides) == {"launch arrays", "launch shadows"}
+    for side, other in (("launch arrays", "launch shadows"),
+                        ("launch shadows", "launch arrays")):
+        for line, apart in sides[side]:
+            assert other in apart and "tape" in apart, line
+    stores = [line for line, _ in sides["launch shadows"] if " store " in f" {line.strip()}"]
+    assert stores, "no add into a shadow of a launch array is in the shadows' scope"
+
+
+def picked(w, x, y, flag):
+    """A prange loop over ``w``, and an array chosen at run time read in serial code: under
+    runtime activity its shadow may be the array itself."""
+    a = x if flag else y
+    t = 0.0
+    for i in range(a.shape[0]):
+        t += a[i] * a[i]
+    s = 0.0
+    for i in prange(w.shape[0]):
+        s += w[i] * w[i]
+    return t * s
+
+
+def picked_loop(w, x, y, flag):
+    """The array chosen at run time is the prange loop's."""
+    a = x if flag else y
+    t = 0.0
+    for i in prange(a.shape[0]):
+        t += w[i % w.shape[0]] * a[i] * a[i]
+    return t
+
+
+def _picked_gradients(f, args, flag):
+    w, x, y = (a.copy() for a in args)
+    dw, dx = np.zeros_like(w), np.zeros_like(x)
+    with pyzyme.options(runtime_activity=True):
+        autodiff(Reverse, f, Active, Duplicated(w, dw), Duplicated(x, dx), Const(y),
+                 Const(flag))
+    return dw, dx
+
+
+def test_under_runtime_activity_the_sides_of_a_launch_are_not_told_apart():
+    """Where runtime activity decides some shadows, the arrays and the shadows a launch hands
+    its body share no claim (a shadow may be its primal), and the gradient stays the serial
+    one's."""
+    rng = np.random.default_rng(2)
+    args = [rng.standard_normal(5), rng.standard_normal(4), rng.standard_normal(4)]
+    par, ser = numba.njit(parallel=True)(picked), numba.njit(picked)
+    with pyzyme.options(runtime_activity=True):
+        text = pyzyme.code_llvm(Reverse, par, Active, *[Duplicated(a, np.zeros_like(a))
+                                                        for a in args[:2]],
+                                Const(args[2]), Const(False))
+    assert _sides(text) == {}
+    for flag in (True, False):
+        for got, want in zip(_picked_gradients(par, args, flag),
+                             _picked_gradients(ser, args, flag)):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse"])
+def test_a_prange_loop_over_an_array_of_runtime_activity_is_refused(mode):
+    """Its shadow is the caller's ``Const`` array itself where the choice falls on it: the
+    body added adjoints into that array (reverse) and read its values as tangents (forward,
+    3.56 for 1.41), where serial code tests each access. Refused, naming prange and the
+    loop's line; the caller's arrays are left as they were."""
+    rng = np.random.default_rng(3)
+    w, x, y = rng.random(3), rng.random(7), rng.random(7)
+    keep = y.copy()
+    par = numba.njit(parallel=True)(picked_loop)
+    line = picked_loop.__code__.co_firstlineno + 4  # the prange loop's
+    with pyzyme.options(runtime_activity=True), \
+            pytest.raises(pyzyme.UnsupportedError, match="prange") as err:
+        if mode == "forward":
+            autodiff(Forward, par, Duplicated(w, np.ones(3)), Duplicated(x, np.zeros(7)),
+                     Const(y), Const(False))
+        else:
+            autodiff(Reverse, par, Active, Duplicated(w, np.zeros(3)),
+                     Duplicated(x, np.zeros(7)), Const(y), Const(False))
+    assert "known only at run time" in str(err.value)
+    assert f"test_body_memory.py:{line}" in str(err.value)
+    np.testing.assert_array_equal(y, keep)

@@ -115,6 +115,21 @@ def test_reverse_loop_of_the_in_place_stencil_is_vectorized():
     assert "llvm.vector.reduce.fadd" in text
 
 
+def test_first_reverse_iteration_is_peeled_out_of_the_vector_loop():
+    """A run's first reverse iteration reads the other cell from memory; marked by a flag
+    (true on entry, false after an iteration), LLVM peels that iteration, and the vector loop
+    neither compares the counter on every lane nor blends in a load of the cell (it did while
+    the first iteration was found by comparing the counter with its value on entry)."""
+    x = X.copy()
+    text = pyzyme.code_llvm(pyzyme.Reverse, ahead, pyzyme.Active,
+                            pyzyme.Duplicated(x, np.zeros_like(x)), pyzyme.Active(0.2),
+                            pyzyme.Const(3), optimized=True)
+    assert "llvm.vector.reduce.fadd" in text
+    vector_selects = [line for line in text.splitlines()
+                      if " select <" in line and " x i1>" in line]
+    assert vector_selects == []
+
+
 # The stencil run from the right end down, as a compiler without Numba's wraparound of
 # negative indices writes it: the induction variable steps by -1 and the loop reads u[i - 1]
 # before overwriting it, so the reverse sweep (running i up) reaches u[i] first.

@@ -219,6 +219,19 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
               for k, uses in slots.items()}
     active = frozenset(k for k, values in stored.items()
                        if any(_carries(cx, v) for v in values))
+    # Under runtime activity the shadow of such an array is the array itself where it
+    # turns out inactive: the body would add adjoints into the caller's array (and read
+    # its values as tangents), where serial code tests each access.
+    unknown = [v for k in sorted(active) for v in stored[k]
+               if v in cx.runtime or any(o in cx.runtime for o in underlying_objects(v) or ())]
+    if unknown:
+        raise UnsupportedError(
+            f"{cx.where} launches a parallel loop (a prange / parallel=True loop) over an "
+            f"array whose activity is known only at run time (runtime activity: where it "
+            f"turns out inactive its shadow is the array itself): {unknown[0]}",
+            hint="pass the loop an array whose activity is known (choose between Duplicated "
+                 "and Const arrays outside the function), or write the loop with range "
+                 "instead of numba.prange")
     everything = frozenset(range(layout.count))
     split = split_arguments(cx.module, body, everything - active,
                             everything - {row.schedule})
@@ -233,7 +246,8 @@ def _reverse_facts(cx, inst: I.CallBase, row: spec.ParallelFor, split, stored: d
                        if values and all(_kept(cx, inst, v) for v in values))
     known = ParallelBody(SHARED, _distinct([v for k in sorted(active) for v in stored[k]]),
                          row.schedule, _first_index(row, stored.get(row.schedule, ())),
-                         stable, unread=_unread(cx, inst, row, stored, active))
+                         stable, unread=_unread(cx, inst, row, stored, active),
+                         apart=not cx.runtime)
     private = _privatized(cx, split, known, {k: stored[k] for k in active})
     if private:
         known = replace(known, private=frozenset(k for k, _, _ in private))

@@ -54,7 +54,11 @@ class CarriedCells:
     type: T.Type
     q: I.Alloca | None = None
     r: I.Alloca | None = None
-    end: I.Alloca | None = None  # the loop counter on the run's last iteration
+    # True on a run's first reverse iteration only. A flag, not a comparison of the counter
+    # with its value on entry: a phi that is false after one iteration is what LLVM's loop
+    # peeling makes invariant, which leaves the loop free of the select (a compare and a
+    # blend a cell once vectorized, and the load of r's cell it feeds).
+    opening: I.Alloca | None = None
 
 
 class ReverseCarried:
@@ -83,7 +87,7 @@ class ReverseCarried:
         b = IRBuilder()
         b.position_before(entry.terminator) if entry.terminator is not None \
             else b.position_at_end(entry)
-        for attr, ty in (("q", plan.type), ("r", plan.type), ("end", T.i64)):
+        for attr, ty in (("q", plan.type), ("r", plan.type), ("opening", T.i1)):
             slot = I.Alloca(ty, None, None)
             slot.name = st.rev.unique_name(f"carried.{attr}")
             entry.insert(0, slot)
@@ -100,10 +104,8 @@ class ReverseCarried:
         self._carried_slots(st, plan)
         b, ty = st.rb, plan.type
         b.store(b.load(ty, st.shadow(plan.q_pointer)), plan.q)
-        count = b.load(T.i64, st.tape.counter(loop).rev)
-        first = b.icmp("eq", count, b.load(T.i64, plan.end))
         fresh = b.load(ty, st.shadow(plan.r_pointer))
-        b.store(b.select(first, fresh, b.load(ty, plan.r)), plan.r)
+        b.store(b.select(b.load(T.i1, plan.opening), fresh, b.load(ty, plan.r)), plan.r)
 
     def carried_end(self, st: ReverseContext, block) -> None:
         """At the end of the reverse of ``block``: ``r`` stored (its cell is done), ``q``
@@ -114,6 +116,7 @@ class ReverseCarried:
         b, ty = st.rb, plan.type
         b.store(b.load(ty, plan.r), st.shadow(plan.r_pointer))
         b.store(b.load(ty, plan.q), plan.r)
+        b.store(ConstantInt(T.i1, 0), plan.opening)
 
     def carried_leave(self, st: ReverseContext, loop, target):
         """``target``, through a block that stores ``q``'s cell (held in ``r``) when the
@@ -129,13 +132,13 @@ class ReverseCarried:
         return block
 
     def carried_enter(self, st: ReverseContext, b: IRBuilder, loops) -> None:
-        """On an edge entering the reverse of ``loops``: the counter of each planned one,
-        its run's last iteration."""
+        """On an edge entering the reverse of ``loops``: each planned one's next reverse
+        iteration is its run's first."""
         for loop in loops:
             plan = self.carried_plan(st, loop)
             if plan is not None:
                 self._carried_slots(st, plan)
-                b.store(b.load(T.i64, st.tape.counter(loop).rev), plan.end)
+                b.store(ConstantInt(T.i1, 1), plan.opening)
 
 
 def _plan(st: ReverseContext, loop) -> CarriedCells | None:

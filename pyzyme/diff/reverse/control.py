@@ -12,7 +12,7 @@ from pyzyme import naming
 from pyzyme.transforms.alias_scopes import annotate
 from pyzyme.diff.context import ReverseContext
 from pyzyme.diff.reverse import bulk
-from pyzyme.diff.reverse.launch_memory import launch_memory
+from pyzyme.diff.reverse.launch_memory import launch_memory, launch_side
 from pyzyme.diff.reverse.values import incoming_value
 from pyzyme.errors import error_context
 from pyzyme.ir import IRBuilder
@@ -435,7 +435,7 @@ class ReverseControl:
             self._fill_each_run(st, copy, reserved, sized_runs)
         annotate(dict.fromkeys((st.fwd, st.rev)), self.scopes, st.tape.scope_node,
                  lambda pointer: self.object_of(st, pointer),
-                 (lambda pointer: launch_memory(st, pointer))
+                 (lambda pointer: launch_side(st, pointer))
                  if st.sig.parallel_body is not None else None)
         if not st.sig.split:
             return

@@ -6,6 +6,12 @@ body allocates. The split pair of the body (forward function and reverse functio
 so (:func:`pyzyme.transforms.alias_scopes.annotate`'s ``outside``): in the reverse function the
 arrays and the scratch the body allocated both come back from the tape, and LLVM, which no
 longer sees the allocations as fresh, kept every adjoint sum of GMM's triangle loop in memory.
+
+Where the launch keeps shadows apart from primal memory (:class:`~pyzyme.diff.signature.
+ParallelBody`'s ``apart``), the side each access is on says more (:func:`launch_side`): adds
+into a shadow do not change the arrays the body reads, so LLVM keeps loop-invariant primal
+loads (GMM's ``x[i] - means[k, i]``, an array's extent checked for a negative index) out of
+the inner loops of the reverse, instead of loading them again after every add.
 """
 
 from __future__ import annotations
@@ -16,7 +22,10 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir.values import Value
 from pyzyme.transforms.parallel_body import CARGS
 
-__all__ = ["launch_memory"]
+__all__ = ["launch_memory", "launch_side", "PRIMAL", "SHADOW"]
+
+#: :func:`launch_side`'s answers: memory of the launch's arguments, or of their shadows.
+PRIMAL, SHADOW = "launch arrays", "launch shadows"
 
 
 def launch_memory(st: ReverseContext, pointer: Value) -> bool:
@@ -32,6 +41,27 @@ def launch_memory(st: ReverseContext, pointer: Value) -> bool:
         isinstance(obj, I.Load)
         and _seen_through(st, underlying_object(obj.pointer)) in launcher)
         for obj in seen)
+
+
+def launch_side(st: ReverseContext, pointer: Value) -> str | bool:
+    """:func:`launch_memory`, told apart where the launch keeps shadows apart from primal
+    memory: :data:`PRIMAL` where ``pointer`` points into what the argument array (or
+    ``dims``, ``steps``, the inactive slots) hold, :data:`SHADOW` into what the shadow
+    argument array holds; True where it is launch memory of either or both; False where it
+    is not launch memory."""
+    if not launch_memory(st, pointer):
+        return False
+    body = st.sig.parallel_body
+    if body is None or not body.apart or st.runtime:
+        return True
+    shadows = [st.shadow_args[a] for a in (st.old.args[0],) if a in st.shadow_args]
+    sides = set()
+    for obj in underlying_objects(pointer) or ():
+        obj = _seen_through(st, obj)
+        if isinstance(obj, I.Load):
+            obj = _seen_through(st, underlying_object(obj.pointer))
+        sides.add(SHADOW if obj in shadows else PRIMAL)
+    return sides.pop() if len(sides) == 1 else True
 
 
 def _seen_through(st: ReverseContext, value: Value) -> Value:
