@@ -25,7 +25,8 @@ __all__ = ["symbol_name", "linked_original", "forward_function", "tangent", "sha
            "CHECKPOINT_WHILE",
            "CHECKPOINT_BUDGET_ERROR",
            "checkpoint_driver", "is_checkpoint_sweep", "checkpoint_step", "FIXED_POINT",
-           "fixed_point_driver", "fixed_point_step", "framework_op", "HELPERS"]
+           "fixed_point_driver", "fixed_point_step", "framework_op", "HELPERS",
+           "DIGAMMA", "POW_LESS1", "INT_POWER", "MATH_HELPERS"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -347,12 +348,18 @@ SIDE_STACK_RESERVE, SIDE_STACK_OVERFLOW = ("pyzyme.side_stack.reserve",
 #: The check that a global still holds the callee it was differentiated with, and its
 #: messages (pyzyme.frontends.global_callees).
 EXPECT_CALLEE, CALLEE_TEXT = "pyzyme.expect_callee", "pyzyme.callee_text"
+#: pyzyme's own maths, defined in IR where a module calls it (pyzyme.rules.mathlib): the
+#: digamma function, pow(x, y - 1) from pow(x, y), Numba's x ** n; each one's float variant
+#: is its name with "f" after it.
+DIGAMMA, POW_LESS1, INT_POWER = "pyzyme.digamma", "pyzyme.pow_less1", "pyzyme.int_power"
+MATH_HELPERS = tuple(name + suffix for name in (DIGAMMA, POW_LESS1, INT_POWER)
+                     for suffix in ("", "f"))
 
 HELPERS = (TAPE_POOL, TAPE_POOL_BYTES, TAPE_REALLOC, TAPE_CAPACITY, TAPE_FREE, SHADOW_ALLOC,
            POOLED_SHADOW_RELEASE, SHADOW_REGROW, SHADOW_RELEASE, TAPE_PUSH, DEFER_RELEASE,
            INDIRECT_PAIR, SIDE_STACK, SIDE_STACK_TEXT, SIDE_STACK_RUN, SIDE_STACK_ENTER,
            SIDE_STACK_LEAVE, SIDE_STACK_RESERVE, SIDE_STACK_OVERFLOW, EXPECT_CALLEE, CALLEE_TEXT,
-           CHECKPOINT_BUDGET_ERROR)
+           CHECKPOINT_BUDGET_ERROR, *MATH_HELPERS)
 """Every helper's symbol (no name twice).
 
 >>> len(set(HELPERS)) == len(HELPERS)

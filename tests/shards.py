@@ -10,7 +10,7 @@ a shard's worth of their own, and so is each file of ``ALONE`` (one alone holds 
 a shard should: test_jax_wrap.py's JAX runtime and kernels, 1.8 GB). At the end one line counts what all shards did
 (``N passed, N failed``), and the exit status is the worst shard's.
 
-    python tests/shards.py [--jobs 2] [--shards 10] [PYTEST_ARGS...]
+    python tests/shards.py [--jobs 2] [--shards 12] [PYTEST_ARGS...]
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def deal(files: list[Path], shards: int) -> list[list[str]]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2, help="shards running at once")
-    parser.add_argument("--shards", type=int, default=10, help="how many shards")
+    parser.add_argument("--shards", type=int, default=12, help="how many shards")
     opts, pytest_args = parser.parse_known_args(argv)
     tests = sorted((ROOT / "tests").rglob("test_*.py"))
     # the other modules of tests/ hold doctests too (pytest's --doctest-modules reads them)

@@ -22,6 +22,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pyzyme import naming
 from pyzyme.rules import mathlib
 
 __all__ = [
@@ -267,11 +268,11 @@ FUNCTIONS: dict[str, MathFunction] = {
     "rint": MathFunction(_rounding(round), "llvm.rint"),  # round(): ties to even, as rint
     "erf": MathFunction(math.erf, "erf"),
     # Not in libm: pyzyme defines it in IR (pyzyme.rules.mathlib); lgamma' and tgamma' need it.
-    "digamma": MathFunction(mathlib.digamma, "pyzyme.digamma"),
+    "digamma": MathFunction(mathlib.digamma, naming.DIGAMMA),
     # pow's derivative in x from its result (pow_less1(x, y, pow(x, y)) = pow(x, y - 1)).
-    "pow_less1": MathFunction(mathlib.pow_less1, "pyzyme.pow_less1"),
+    "pow_less1": MathFunction(mathlib.pow_less1, naming.POW_LESS1),
     # x ** n by Numba's binary exponentiation, n an i64 >= 0 (mathlib.int_power).
-    "int_power": MathFunction(mathlib.int_power, "pyzyme.int_power"),
+    "int_power": MathFunction(mathlib.int_power, naming.INT_POWER),
 }
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from pyzyme import naming
 from pyzyme.rules import expr as E
 from pyzyme.rules.table import intrinsic_base
 
@@ -49,7 +50,7 @@ TOTAL = frozenset({
     "fabs", "copysign", "floor", "ceil", "trunc", "rint", "round", "nearbyint", "canonicalize",
     "fmin", "fmax", "maxnum", "minnum", "maximum", "minimum", "maximumnum", "minimumnum",
     "ldexp", "scalbn", "scalbln", "frexp", "numba_frexp", "numba_ldexp",
-    "int_power", "pyzyme.int_power",
+    "int_power", naming.INT_POWER,
 })
 
 # Rule-expression operators that are total in their operands (select: in its two arms).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from pyzyme import naming
 from pyzyme.rules.expr import arg, call, cmp, const, int_add, ret, select, to_float
 from pyzyme.rules.spec import Inactive, Partials
 
@@ -139,7 +140,7 @@ ROWS = LIBM + (
              reason="integer result"),
     # pyzyme's own x ** n (mathlib.int_power), which a loop Numba inlined for x ** i is folded
     # into: d/dx = n x^(n-1); n is an integer.
-    Partials(("pyzyme.int_power", "pyzyme.int_powerf"), "libm", (
+    Partials((naming.INT_POWER, naming.INT_POWER + "f"), "libm", (
         _where_zero(to_float(y), _ZERO, to_float(y) * call("int_power", x, int_add(y, -1))),
         None,
     ), note="d/dx = 0 at n = 0 (also at x = 0); n is an integer"),

@@ -50,13 +50,12 @@ from __future__ import annotations
 
 import math
 
-from pyzyme import ir
+from pyzyme import ir, naming
 
 __all__ = ["digamma", "pow_less1", "int_power", "c_pow", "define", "SYMBOLS"]
 
 # The functions define() can add.
-SYMBOLS = ("pyzyme.digamma", "pyzyme.digammaf", "pyzyme.pow_less1", "pyzyme.pow_less1f",
-           "pyzyme.int_power", "pyzyme.int_powerf")
+SYMBOLS = naming.MATH_HELPERS
 
 # The smallest normal numbers, by IR type name: r / x is used where |r| is at least this.
 _NORMAL_MIN = {"double": 2.2250738585072014e-308, "float": 1.1754943508222875e-38}
@@ -184,7 +183,7 @@ def define(module: ir.Module, symbol: str) -> ir.Function:
     if fn is not None and not fn.is_declaration:
         return fn
     ty = ir.float if symbol.endswith("f") else ir.double
-    power, less1 = symbol.startswith("pyzyme.int_power"), symbol.startswith("pyzyme.pow_less1")
+    power, less1 = symbol.startswith(naming.INT_POWER), symbol.startswith(naming.POW_LESS1)
     params = [ty, ir.i64] if power else [ty] * 3 if less1 else [ty]
     if fn is None:
         fn = module.add_function(symbol, ir.FunctionType(ty, params))
@@ -199,7 +198,7 @@ def define(module: ir.Module, symbol: str) -> ir.Function:
     else:
         b = ir.IRBuilder(fn.append_block("entry"))
         wide = b.fpext(fn.args[0], ir.double, name="x")
-        psi = b.call(define(module, "pyzyme.digamma"), [wide], name="psi")
+        psi = b.call(define(module, naming.DIGAMMA), [wide], name="psi")
         b.ret(b.fptrunc(psi, ir.float, name="psif"))
     return fn
 

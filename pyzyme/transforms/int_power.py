@@ -227,7 +227,7 @@ def _fold(module, fn, power: Power) -> None:
     exponent = power.exponent
     if exponent.type.width < 64:
         exponent = b.zext(exponent, T.i64)   # the loop shifts it as unsigned
-    symbol = "pyzyme.int_power" + ("f" if power.result.type == T.float else "")
+    symbol = naming.INT_POWER + ("f" if power.result.type == T.float else "")
     callee = mathlib.define(module, symbol)
     value = b.call(callee, [power.base, exponent], name=power.result.name)
     b.br(power.exit)

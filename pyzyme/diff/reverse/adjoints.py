@@ -335,8 +335,13 @@ class _Computed:
     def __call__(self, function: str, indices: list[int]) -> Value | None:
         names = math_callees(function, self._ty)
         args = [self._operands[i] for i in indices]
-        for other in self._inst.parent.instructions:
+        block = self._inst.parent
+        # The operand's users, not the block's instructions: a block of n such calls would
+        # otherwise be scanned n times (constants keep no users: the block it is then).
+        users = getattr(args[0], "users", None) if args else None
+        for other in (users if users is not None else block.instructions):
             if isinstance(other, I.Call) and other is not self._inst \
+                    and other.parent is block \
                     and other.type == self._ty and other.called_function is not None \
                     and other.called_function.name in names and list(other.args) == args:
                 return self._st.primal(other)
