@@ -5,18 +5,24 @@ process running every test grows to hold all the code the suite compiles: 3 GB a
 twice that with a pytest-xdist worker per core, each keeping what it compiled until the end.
 A shard's process ends with its files, and its memory with it: the peak is what the shards
 running at once hold. Test files are dealt to ``--shards`` shards, largest first, each to the
-lightest shard so far (their size in bytes stands for their cost); the package's doctests are
-a shard's worth of their own, and so is each file of ``ALONE`` (one alone holds more than
-a shard should: test_jax_wrap.py's JAX runtime and kernels, 1.8 GB). At the end one line counts what all shards did
-(``N passed, N failed``), and the exit status is the worst shard's.
+lightest shard so far, by what each file's tests add to a process's memory (measured, in
+``shard_memory.json``; a file not measured yet weighs its bytes at the measured files' median
+megabytes per byte): bytes alone dealt test_parallel.py and test_reverse_corpus.py, 0.65 GB each,
+into one shard of 2.2 GB. The package's doctests are a shard's worth of their own, and so is
+each file of ``ALONE`` (one alone holds more than a shard should: test_jax_wrap.py's JAX
+runtime and kernels, 1.8 GB). At the end one line counts what all shards did (``N passed, N
+failed``), and the exit status is the worst shard's. ``--measure`` runs each test file in a
+process of its own instead and writes ``shard_memory.json``.
 
-    python tests/shards.py [--jobs 2] [--shards 12] [PYTEST_ARGS...]
+    python tests/shards.py [--jobs 2] [--shards 12] [--measure] [PYTEST_ARGS...]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import re
 import subprocess
 import sys
@@ -32,35 +38,103 @@ ALONE = ("test_jax_wrap.py",)
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
 
 
-def deal(files: list[Path], shards: int) -> list[list[str]]:
-    """``files`` dealt into ``shards`` groups of similar total size, largest first.
+#: Megabytes each test file's tests add to a process (``--measure``), by path under tests/.
+MEMORY = ROOT / "tests" / "shard_memory.json"
+
+
+def deal(files: list[Path], shards: int, memory: dict | None = None) -> list[list[str]]:
+    """``files`` dealt into ``shards`` groups of similar total weight, heaviest first: a
+    file's megabytes in ``memory`` (by its path under tests/), else its bytes at the median
+    megabytes per byte of the files there (its bytes alone where none are).
 
     >>> deal([Path("a"), Path("b")], 3)   # missing files weigh nothing; empty groups dropped
     [['a'], ['b']]
+    >>> deal([Path("tests/x.py"), Path("tests/y.py"), Path("tests/z.py")], 2,
+    ...      {"x.py": 600, "y.py": 500, "z.py": 200})
+    [['tests/x.py'], ['tests/y.py', 'tests/z.py']]
     """
+    memory = memory or {}
+
     def size(p: Path) -> int:
         return p.stat().st_size if p.exists() else 0
-    groups: list[tuple[int, list[str]]] = [(0, []) for _ in range(shards)]
-    for f in sorted(files, key=size, reverse=True):
-        weight, members = min(groups, key=lambda g: g[0])
-        groups.remove((weight, members))
-        groups.append((weight + size(f), members + [str(f)]))
+
+    def key(p: Path) -> str:
+        parts = p.parts
+        return "/".join(parts[parts.index("tests") + 1:]) if "tests" in parts else p.name
+
+    rates = [mb / size(p) for p in files if key(p) in memory and size(p)
+             for mb in [memory[key(p)]]]
+    rate = statistics.median(rates) if rates else 1.0
+
+    def weight(p: Path) -> float:
+        return memory[key(p)] if key(p) in memory else size(p) * rate
+
+    groups: list[tuple[float, list[str]]] = [(0.0, []) for _ in range(shards)]
+    for f in sorted(files, key=weight, reverse=True):
+        total, members = min(groups, key=lambda g: g[0])
+        groups.remove((total, members))
+        groups.append((total + weight(f), members + [str(f)]))
     return [sorted(m) for _, m in groups if m]
+
+
+def _memory() -> dict:
+    try:
+        return json.loads(MEMORY.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def measure(tests: list[Path], jobs: int, pytest_args: list[str]) -> int:
+    """Each test file in a process of its own, ``jobs`` at a time; its peak memory over that
+    of a process that imports pyzyme and collects nothing, written to :data:`MEMORY`."""
+    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args]
+    usage = resource_peak([sys.executable, "-c", "import numba, numpy, pyzyme, pytest"])
+    pending, running, found, worst = list(tests), {}, {}, 0
+    while pending or running:
+        while pending and len(running) < max(1, jobs):
+            path = pending.pop(0)
+            proc = subprocess.Popen(base + [str(path)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+            running[proc.pid] = path
+        pid, status, rusage = os.wait4(-1, 0)
+        if pid not in running:
+            continue
+        path = running.pop(pid)
+        code = os.waitstatus_to_exitcode(status)
+        if code not in (0, 5):
+            worst = code if code > 0 else 1
+        rel = "/".join(path.parts[path.parts.index("tests") + 1:])
+        found[rel] = max(0, round((rusage.ru_maxrss - usage) / 1024))
+        print(f"{rel}: {found[rel]} MB (exit {code})", flush=True)
+    MEMORY.write_text(json.dumps(dict(sorted(found.items())), indent=1) + "\n")
+    return worst
+
+
+def resource_peak(command: list[str]) -> int:
+    """The peak resident set of ``command`` run to its end, in kilobytes."""
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    _, _, usage = os.wait4(proc.pid, 0)
+    return usage.ru_maxrss
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2, help="shards running at once")
     parser.add_argument("--shards", type=int, default=12, help="how many shards")
+    parser.add_argument("--measure", action="store_true",
+                        help=f"measure each test file's memory into {MEMORY.name}")
     opts, pytest_args = parser.parse_known_args(argv)
     tests = sorted((ROOT / "tests").rglob("test_*.py"))
+    if opts.measure:
+        return measure(tests, opts.jobs, pytest_args)
     # the other modules of tests/ hold doctests too (pytest's --doctest-modules reads them)
     rest = [p for p in (ROOT / "tests").rglob("*.py")
             if not p.name.startswith("test_")
             and p.name not in ("conftest.py", "__init__.py")
             and not p.name.endswith(WORKER_SUFFIX)]
     alone = [[str(p)] for p in tests if p.name in ALONE]
-    groups = deal([p for p in tests if p.name not in ALONE], opts.shards) + alone + [
+    groups = deal([p for p in tests if p.name not in ALONE], opts.shards, _memory()) + alone + [
         ["pyzyme"] + [str(p) for p in rest]]
     base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args]
     pending = list(enumerate(groups))
