@@ -7,7 +7,7 @@ A shard's process ends with its files, and its memory with it: the peak is what 
 running at once hold. Test files are dealt to ``--shards`` shards, largest first, each to the
 lightest shard so far, by what each file's tests add to a process's memory (measured, in
 ``shard_memory.json``; a file not measured yet weighs its bytes at the measured files' median
-megabytes per byte): bytes alone dealt test_parallel.py and test_reverse_corpus.py, 0.65 GB each,
+megabytes per byte): bytes alone dealt test_parallel.py and test_reverse_corpus.py, 0.87 GB each,
 into one shard of 2.2 GB. The package's doctests are a shard's worth of their own, and so is
 each file of ``ALONE`` (one alone holds more than a shard should: test_jax_wrap.py's JAX
 runtime and kernels, 1.8 GB). At the end one line counts what all shards did (``N passed, N
