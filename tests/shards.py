@@ -58,16 +58,12 @@ def deal(files: list[Path], shards: int, memory: dict | None = None) -> list[lis
     def size(p: Path) -> int:
         return p.stat().st_size if p.exists() else 0
 
-    def key(p: Path) -> str:
-        parts = p.parts
-        return "/".join(parts[parts.index("tests") + 1:]) if "tests" in parts else p.name
-
-    rates = [mb / size(p) for p in files if key(p) in memory and size(p)
-             for mb in [memory[key(p)]]]
+    rates = [mb / size(p) for p in files if _key(p) in memory and size(p)
+             for mb in [memory[_key(p)]]]
     rate = statistics.median(rates) if rates else 1.0
 
     def weight(p: Path) -> float:
-        return memory[key(p)] if key(p) in memory else size(p) * rate
+        return memory[_key(p)] if _key(p) in memory else size(p) * rate
 
     groups: list[tuple[float, list[str]]] = [(0.0, []) for _ in range(shards)]
     for f in sorted(files, key=weight, reverse=True):
@@ -75,6 +71,30 @@ def deal(files: list[Path], shards: int, memory: dict | None = None) -> list[lis
         groups.remove((total, members))
         groups.append((total + weight(f), members + [str(f)]))
     return [sorted(m) for _, m in groups if m]
+
+
+def _key(p: Path) -> str:
+    """``p``'s path under tests/ (its name where it is not under tests/): its key in
+    :data:`MEMORY`."""
+    parts = p.parts
+    return "/".join(parts[parts.index("tests") + 1:]) if "tests" in parts else p.name
+
+
+def _pytest(pytest_args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args]
+
+
+def _finished(items: list, jobs: int, start):
+    """``start(item)`` (a process, and what to keep of it) for each of ``items``, ``jobs``
+    at a time; yields ``(kept, exit code, resource usage)`` as each process ends."""
+    pending, running = list(items), {}
+    while pending or running:
+        while pending and len(running) < max(1, jobs):
+            proc, kept = start(pending.pop(0))
+            running[proc.pid] = kept
+        pid, status, usage = os.wait4(-1, 0)
+        if pid in running:
+            yield running.pop(pid), os.waitstatus_to_exitcode(status), usage
 
 
 def _memory() -> dict:
@@ -87,25 +107,20 @@ def _memory() -> dict:
 def measure(tests: list[Path], jobs: int, pytest_args: list[str]) -> int:
     """Each test file in a process of its own, ``jobs`` at a time; its peak memory over that
     of a process that imports pyzyme and collects nothing, written to :data:`MEMORY`."""
-    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args]
-    usage = resource_peak([sys.executable, "-c", "import numba, numpy, pyzyme, pytest"])
-    pending, running, found, worst = list(tests), {}, {}, 0
-    while pending or running:
-        while pending and len(running) < max(1, jobs):
-            path = pending.pop(0)
-            proc = subprocess.Popen(base + [str(path)], cwd=ROOT, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)
-            running[proc.pid] = path
-        pid, status, rusage = os.wait4(-1, 0)
-        if pid not in running:
-            continue
-        path = running.pop(pid)
-        code = os.waitstatus_to_exitcode(status)
+    base = _pytest(pytest_args)
+    bare = resource_peak([sys.executable, "-c", "import numba, numpy, pyzyme, pytest"])
+    found, worst = {}, 0
+
+    def start(path: Path):
+        return subprocess.Popen(base + [str(path)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL), path
+
+    for path, code, usage in _finished(tests, jobs, start):
         if code not in (0, 5):
             worst = code if code > 0 else 1
-        rel = "/".join(path.parts[path.parts.index("tests") + 1:])
-        found[rel] = max(0, round((rusage.ru_maxrss - usage) / 1024))
-        print(f"{rel}: {found[rel]} MB (exit {code})", flush=True)
+        key = _key(path)
+        found[key] = max(0, round((usage.ru_maxrss - bare) / 1024))
+        print(f"{key}: {found[key]} MB (exit {code})", flush=True)
     MEMORY.write_text(json.dumps(dict(sorted(found.items())), indent=1) + "\n")
     return worst
 
@@ -136,23 +151,19 @@ def main(argv=None) -> int:
     alone = [[str(p)] for p in tests if p.name in ALONE]
     groups = deal([p for p in tests if p.name not in ALONE], opts.shards, _memory()) + alone + [
         ["pyzyme"] + [str(p) for p in rest]]
-    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args]
-    pending = list(enumerate(groups))
-    running: dict[int, tuple] = {}
+    base = _pytest(pytest_args)
     totals: dict[str, int] = {}
     worst = 0
     start = time.time()
-    while pending or running:
-        while pending and len(running) < max(1, opts.jobs):
-            index, group = pending.pop(0)
-            log = open(ROOT / f".pytest-shard-{index}.log", "w+")  # noqa: SIM115
-            proc = subprocess.Popen(base + group, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-            running[proc.pid] = (index, group, log, time.time())
-        pid, status, usage = os.wait4(-1, 0)
-        if pid not in running:
-            continue
-        index, group, log, began = running.pop(pid)
-        code = os.waitstatus_to_exitcode(status)
+
+    def launch(item):
+        index, group = item
+        log = open(ROOT / f".pytest-shard-{index}.log", "w+")  # noqa: SIM115
+        proc = subprocess.Popen(base + group, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        return proc, (index, group, log, time.time())
+
+    for (index, group, log, began), code, usage in _finished(list(enumerate(groups)),
+                                                             opts.jobs, launch):
         log.seek(0)
         output = log.read()
         log.close()

@@ -12,7 +12,7 @@ from pyzyme import naming
 from pyzyme.transforms.alias_scopes import annotate
 from pyzyme.diff.context import ReverseContext
 from pyzyme.diff.reverse import bulk
-from pyzyme.diff.reverse.launch_memory import launch_memory, launch_side
+from pyzyme.diff.reverse.launch_memory import launch_side
 from pyzyme.diff.reverse.values import incoming_value
 from pyzyme.errors import error_context
 from pyzyme.ir import IRBuilder

@@ -33,14 +33,7 @@ def launch_memory(st: ReverseContext, pointer: Value) -> bool:
     made before the body ran (an array read from the argument array, or its shadow from
     the shadow one; the launcher's ``args``, ``dims``, ``steps``), seen through
     reverse-sweep copies; apart from everything the body allocates."""
-    launcher = [st.fwd.args[k] for k in (0, 1, 2, CARGS)]
-    launcher += [st.shadow_args[a] for a in (st.old.args[0],) if a in st.shadow_args]
-    objects = underlying_objects(pointer)
-    seen = [_seen_through(st, obj) for obj in objects or ()]
-    return bool(seen) and all(obj in launcher or (
-        isinstance(obj, I.Load)
-        and _seen_through(st, underlying_object(obj.pointer)) in launcher)
-        for obj in seen)
+    return _launch_roots(st, pointer) is not None
 
 
 def launch_side(st: ReverseContext, pointer: Value) -> str | bool:
@@ -49,19 +42,34 @@ def launch_side(st: ReverseContext, pointer: Value) -> str | bool:
     ``dims``, ``steps``, the inactive slots) hold, :data:`SHADOW` into what the shadow
     argument array holds; True where it is launch memory of either or both; False where it
     is not launch memory."""
-    if not launch_memory(st, pointer):
+    roots = _launch_roots(st, pointer)
+    if roots is None:
         return False
     body = st.sig.parallel_body
     if body is None or not body.apart or st.runtime:
         return True
-    shadows = [st.shadow_args[a] for a in (st.old.args[0],) if a in st.shadow_args]
-    sides = set()
+    shadows = _shadow_args(st)
+    sides = {SHADOW if root in shadows else PRIMAL for root in roots}
+    return sides.pop() if len(sides) == 1 else True
+
+
+def _shadow_args(st: ReverseContext) -> list:
+    return [st.shadow_args[a] for a in (st.old.args[0],) if a in st.shadow_args]
+
+
+def _launch_roots(st: ReverseContext, pointer: Value) -> list | None:
+    """The launcher's arrays (``args``, ``dims``, ``steps``, ``cargs``, the shadow ``args``)
+    that the objects under ``pointer`` are, or were loaded from; None where one is neither."""
+    launcher = [st.fwd.args[k] for k in (0, 1, 2, CARGS)] + _shadow_args(st)
+    roots = []
     for obj in underlying_objects(pointer) or ():
         obj = _seen_through(st, obj)
-        if isinstance(obj, I.Load):
+        if obj not in launcher and isinstance(obj, I.Load):
             obj = _seen_through(st, underlying_object(obj.pointer))
-        sides.add(SHADOW if obj in shadows else PRIMAL)
-    return sides.pop() if len(sides) == 1 else True
+        if obj not in launcher:
+            return None
+        roots.append(obj)
+    return roots or None
 
 
 def _seen_through(st: ReverseContext, value: Value) -> Value:
