@@ -130,6 +130,14 @@ def interchanged(block: str, part: str) -> str:
     return f"{block or 'loop'}.interchange.{part}"
 
 
+def index_split(block: str, part: str) -> str:
+    """A block of a loop split around the index its header skips, before differentiation
+    (:mod:`pyzyme.transforms.index_split`): ``part`` is ``check``, ``enter``, ``between`` or
+    ``after`` (blocks around the copies), or ``first`` / ``second`` (the copies of the
+    loop's block ``block``)."""
+    return f"{block or 'loop'}.skip.{part}"
+
+
 def capacity_hint(function: str, header: str) -> str:
     """The global remembering the largest capacity the caches of loop ``header`` in
     ``function`` reached (:meth:`pyzyme.diff.tape.cache.TapeCache.grow`)."""

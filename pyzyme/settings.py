@@ -13,7 +13,7 @@ False
 >>> pyzyme.set_runtime_activity(True)
 >>> current()
 Options(runtime_activity=True, distribute_loops=True, interchange_loops=True, \
-reassociate_adjoints=True, strong_zero=True, recursion_stack=268435456, tape_budget=None, \
+split_loops=True, reassociate_adjoints=True, strong_zero=True, recursion_stack=268435456, tape_budget=None, \
 flush_subnormals=False)
 >>> pyzyme.set_runtime_activity(False)
 """
@@ -57,6 +57,13 @@ class Options:
         (:mod:`pyzyme.transforms.interchange`): bitwise the same primal results (and derivatives,
         where each array is read at one place), every sweep contiguous. Only calls whose
         arrays do not overlap qualify. On by default; off to compare.
+    split_loops
+        Before differentiating a function (either mode) and the body of each parallel loop, run
+        a loop that skips one index (``for j in range(n): if j != i: ...``) as two loops
+        without the test, over the indices before and after it
+        (:mod:`pyzyme.transforms.index_split`): the same iterations in the same order (bitwise
+        the same results), and bodies that vectorize without masks. On by default; off to
+        compare.
     reassociate_adjoints
         Let LLVM add up the contributions to one adjoint in any order (``reassoc`` on the sums
         that accumulate them, :func:`pyzyme.diff.reverse.adjoints.sum_flags`), as XLA's
@@ -105,6 +112,7 @@ class Options:
     runtime_activity: bool = False
     distribute_loops: bool = True
     interchange_loops: bool = True
+    split_loops: bool = True
     reassociate_adjoints: bool = True
     strong_zero: bool = True
     recursion_stack: int = 256 << 20
@@ -233,7 +241,7 @@ def set_options(**settings) -> None:
     ----------
     **settings
         ``strong_zero``, ``runtime_activity``, ``distribute_loops``, ``interchange_loops``,
-        ``reassociate_adjoints``, ``flush_subnormals``: True or False; ``recursion_stack``:
+        ``split_loops``, ``reassociate_adjoints``, ``flush_subnormals``: True or False; ``recursion_stack``:
         bytes (a power of two); ``tape_budget``: bytes, or None for no limit.
 
     Examples

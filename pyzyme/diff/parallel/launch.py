@@ -51,6 +51,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir.module import Function
 from pyzyme.ir.values import ConstantInt, Value, const_int, const_null
 from pyzyme.rules import spec
+from pyzyme.transforms import index_split
 from pyzyme.transforms.parallel_body import (
     CARGS,
     SHARED,
@@ -235,6 +236,8 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
     everything = frozenset(range(layout.count))
     split = split_arguments(cx.module, body, everything - active,
                             everything - {row.schedule})
+    if cx.options.split_loops:
+        index_split.split(split)
     return split, stored, active
 
 

@@ -1,6 +1,6 @@
 """The captured function made ready for differentiation, the same way in either mode.
 
-Four rewrites of the captured ``native`` function, before any derivative exists:
+Five rewrites of the captured ``native`` function, before any derivative exists:
 
 - Numba's wrap-around of negative indices is folded where the index cannot be negative
   (:mod:`pyzyme.frontends.numba.wraparound`);
@@ -10,6 +10,8 @@ Four rewrites of the captured ``native`` function, before any derivative exists:
 - when the caller found that no two arrays passed share memory, the data pointers of the
   array arguments are marked ``noalias`` (what LLVM needs to keep values in registers and
   vectorize; jitclass data is left alone, it may be reached through its instance too);
+- loops that skip one index (``for j: if j != i: ...``) become two loops without the test
+  (:mod:`pyzyme.transforms.index_split`), whose derivatives vectorize;
 - then, if asked, nests that keep a sum in a register over an inner loop striding through
   memory are interchanged (:mod:`pyzyme.transforms.interchange`, which needs those ``noalias``).
 """
@@ -18,18 +20,21 @@ from __future__ import annotations
 
 from numba.core import types
 
-from pyzyme.transforms import int_power
+from pyzyme.transforms import index_split, int_power
 from pyzyme.transforms.interchange import interchange
 from pyzyme.frontends.numba.wraparound import fold_wraparound, shape_params
 
 __all__ = ["ready"]
 
 
-def ready(module, native, abi, distinct: bool, interchange_loops: bool) -> None:
-    """Rewrite ``native`` (of ``module``, described by ``abi``) in place for differentiation;
+def ready(module, native, abi, distinct: bool, opts) -> None:
+    """Rewrite ``native`` (of ``module``, described by ``abi``) in place for differentiation,
+    with the loop rewrites ``opts`` (:class:`~pyzyme.settings.Options`) asks for;
     ``distinct``: the arrays of the call do not overlap."""
     fold_wraparound(native, shape_params(native, abi))
     int_power.fold(module, native)
+    if opts.split_loops:
+        index_split.split(native)
     if not distinct:
         return
     for arg in abi.args:
@@ -38,5 +43,5 @@ def ready(module, native, abi, distinct: bool, interchange_loops: bool) -> None:
                     and not isinstance(p.numba_type.dtype, types.ClassDataType):
                 a = native.args[p.index]
                 a.attrs = " ".join([*a.attrs.split(), "noalias"])
-    if interchange_loops:
+    if opts.interchange_loops:
         interchange(native)
