@@ -51,7 +51,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir.module import Function
 from pyzyme.ir.values import ConstantInt, Value, const_int, const_null
 from pyzyme.rules import spec
-from pyzyme.transforms import index_split
+from pyzyme.transforms import index_split, int_power
 from pyzyme.transforms.parallel_body import (
     CARGS,
     SHARED,
@@ -236,9 +236,20 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
     everything = frozenset(range(layout.count))
     split = split_arguments(cx.module, body, everything - active,
                             everything - {row.schedule})
-    if cx.options.split_loops:
-        index_split.split(split)
+    _ready(cx, split)
     return split, stored, active
+
+
+def _ready(cx, body) -> None:
+    """The rewrites a captured function gets before differentiation
+    (:mod:`pyzyme.frontends.numba.pre_ad`), on the body pyzyme owns: its ``x ** 6`` a call
+    with a rule rather than a loop of squarings whose every step the forward sweep would tape
+    (the body is compiled apart from the function, so the function's own rewrite never saw
+    it), and its loops skipping one index split. Each is a no-op the second time (the copy is
+    made once per body and set of slots)."""
+    int_power.fold(cx.module, body)
+    if cx.options.split_loops:
+        index_split.split(body)
 
 
 def _reverse_facts(cx, inst: I.CallBase, row: spec.ParallelFor, split, stored: dict,
