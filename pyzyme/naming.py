@@ -19,7 +19,8 @@ import re
 __all__ = ["symbol_name", "linked_original", "forward_function", "tangent", "shadow_param", "partial", "reverse_function",
            "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
-           "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
+           "distributed_part", "distributed_reset", "fused_block",
+           "stride_version", "stride_test", "capacity_hint", "sum_base",
            "repeated", "repeat_base", "moved", "parallel_body",
            "PARALLEL_BODY", "PARALLEL_CONSTANT", "PARALLEL_DISCARD", "CHECKPOINT_FOR",
            "CHECKPOINT_WHILE",
@@ -128,6 +129,26 @@ def interchanged(block: str, part: str) -> str:
     ``part`` is ``init`` (the sums' cells set to their starting values), ``outer``, ``inner``
     or ``latch`` (of the interchanged loops)."""
     return f"{block or 'loop'}.interchange.{part}"
+
+
+def stride_version(block: str, stride: int | None) -> str:
+    """A block of a function versioned on an array's row stride before differentiation
+    (:mod:`pyzyme.transforms.stride_versions`): block ``block``'s copy in the version where
+    the stride is the constant ``stride``; with None, the block holding what followed the
+    test in the entry block ``block``, where the original version starts. With ``block``
+    empty, the suffix that names the copies.
+
+    >>> stride_version("loop", 3), stride_version("entry", None), stride_version("", 3)
+    ('loop.stride3', 'entry.rest', '.stride3')
+    """
+    return f"{block}.rest" if stride is None else f"{block}.stride{stride}"
+
+
+def stride_test(stride: int) -> str:
+    """The test that runs the version of a function where a row stride is the constant
+    ``stride`` (:mod:`pyzyme.transforms.stride_versions`); a function whose entry block ends
+    in a branch on it is versioned already."""
+    return f"stride.is{stride}"
 
 
 def capacity_hint(function: str, header: str) -> str:

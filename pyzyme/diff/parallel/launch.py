@@ -58,6 +58,7 @@ from pyzyme.transforms.parallel_body import (
     slot_loads,
     split_arguments,
 )
+from pyzyme.transforms.stride_versions import version_strides
 
 __all__ = ["varied", "forward_mode", "augmented", "reverse"]
 
@@ -235,6 +236,10 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
     everything = frozenset(range(layout.count))
     split = split_arguments(cx.module, body, everything - active,
                             everything - {row.schedule})
+    if cx.options.version_strides:
+        # The body reads its arrays' row lengths from ``dims``: versioned here, on pyzyme's
+        # own copy (a second launch of the same body finds it versioned already).
+        version_strides(split)
     return split, stored, active
 
 

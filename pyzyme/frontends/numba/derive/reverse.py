@@ -186,7 +186,7 @@ def prepare(f, primal_types, kinds: Sequence[Activity], ret_activity: Activity |
     acts = native_activities(abi, kinds, carries)
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
-    pre_ad.ready(module, native, abi, distinct, settings.current().interchange_loops)
+    pre_ad.ready(module, native, abi, distinct, settings.current())
     budget = settings.current().tape_budget
     checkpointed = getattr(rules, "checkpointed", None)
     if checkpointed is not None:
@@ -221,7 +221,7 @@ def _tape_growth(cap, abi, distinct: bool, acts, rules) -> tuple:
     growth for the loops of each callee (by its name)."""
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
-    pre_ad.ready(module, native, abi, distinct, settings.current().interchange_loops)
+    pre_ad.ready(module, native, abi, distinct, settings.current())
     gen = ReverseGenerator(module, rules, settings.current())
     gen.type_seeds[native] = seed_from_abi(abi)
     gen.array_extents[native] = extents_from_abi(abi)
