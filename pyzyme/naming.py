@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 
 __all__ = ["symbol_name", "linked_original", "forward_function", "tangent", "shadow_param", "partial", "reverse_function",
            "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
@@ -131,24 +132,33 @@ def interchanged(block: str, part: str) -> str:
     return f"{block or 'loop'}.interchange.{part}"
 
 
-def stride_version(block: str, stride: int | None) -> str:
-    """A block of a function versioned on an array's row stride before differentiation
+def stride_version(block: str, columns: Sequence[int] | None) -> str:
+    """A block of a function versioned on its arrays' row strides before differentiation
     (:mod:`pyzyme.transforms.stride_versions`): block ``block``'s copy in the version where
-    the stride is the constant ``stride``; with None, the block holding what followed the
+    the strides are the constants ``columns``; with None, the block holding what followed the
     test in the entry block ``block``, where the original version starts. With ``block``
     empty, the suffix that names the copies.
 
-    >>> stride_version("loop", 3), stride_version("entry", None), stride_version("", 3)
-    ('loop.stride3', 'entry.rest', '.stride3')
+    >>> stride_version("loop", [3]), stride_version("loop", [3, 4])
+    ('loop.stride3', 'loop.stride3x4')
+    >>> stride_version("entry", None), stride_version("", [3])
+    ('entry.rest', '.stride3')
     """
-    return f"{block}.rest" if stride is None else f"{block}.stride{stride}"
+    if columns is None:
+        return f"{block}.rest"
+    return f"{block}.stride{'x'.join(map(str, columns))}"
 
 
-def stride_test(stride: int) -> str:
-    """The test that runs the version of a function where a row stride is the constant
-    ``stride`` (:mod:`pyzyme.transforms.stride_versions`); a function whose entry block ends
-    in a branch on it is versioned already."""
-    return f"stride.is{stride}"
+def stride_test(columns: Sequence[int]) -> str:
+    """The test that row strides are the constants ``columns`` (one compare per stride, and
+    the ``and`` of several), the last of which chooses the version of a function
+    (:mod:`pyzyme.transforms.stride_versions`); a function whose entry block ends in a branch
+    on one is versioned already. Every such name starts with ``stride_test([])``.
+
+    >>> stride_test([3]), stride_test([3, 4]), stride_test([])
+    ('stride.is3', 'stride.is3x4', 'stride.is')
+    """
+    return f"stride.is{'x'.join(map(str, columns))}"
 
 
 def capacity_hint(function: str, header: str) -> str:

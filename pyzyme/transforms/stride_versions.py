@@ -1,5 +1,5 @@
-"""Row strides versioned before differentiation: a second version of a function in which an
-array's row stride is the constant its loops suggest, run where the stride is that constant.
+"""Row strides versioned before differentiation: a second version of a function in which the
+row strides of its 2-D arrays are the constants its loops suggest, run where they are.
 
 Numba addresses ``pos[j, k]`` of a C-contiguous 2-D array at ``data + (j * shape1 + k) * 8``,
 where ``shape1`` is known only at run time: a parameter of a serial function, a load from
@@ -12,21 +12,28 @@ operations"). With ``S`` a constant it forms interleaved access groups: the grad
 Lennard-Jones kernel whose pair loop has no branch took 74.9 ms instead of 105.6 ms with the
 stride patched to 3.
 
-So :func:`version_strides` looks for such a stride (:func:`find_stride`): an integer that
-dominates the whole function (a parameter, or an instruction of the entry block), not a
-constant, multiplied by something to index a ``getelementptr T, ptr base, i64 row`` in a loop,
-whose accesses (loads, stores and atomic updates of a ``T``, through that address or others a
-constant number of bytes from it) read element columns ``0 <= c < K`` of the row, at least two
-of them, with ``2 <= K <= 8``: a few columns read one by one (xyz, RGB). It then splits the
-entry block where the stride is first used and branches on ``S == K``: to a copy of the rest
-of the function (:func:`~pyzyme.ir.regions.copy_region`) in which ``S`` is the constant ``K``,
-or to the original. The two versions run the same operations on the same values, only their
-addresses computed differently: their results are bitwise the same, and so are their
-derivatives' (each version is differentiated with the rest of the function).
+So :func:`version_strides` looks for such strides (:func:`find_strides`): integers that
+dominate the whole function (parameters, or instructions of the entry block), not constants,
+multiplied by something to index a ``getelementptr T, ptr base, i64 row`` in a loop, whose
+accesses (loads, stores and atomic updates of a ``T``, through that address or others a
+constant number of bytes from it) reach element columns ``0 <= c < K`` of the row, at least
+two of them, with ``2 <= K <= 8``: a few columns read one by one (xyz, RGB). Each stride is
+taken to be the largest such ``K`` of its rows (a row has at least that many columns). It
+then splits the entry block after the strides are defined, where one is first used, and
+branches on ``S1 == K1 and S2 == K2 ...``: to a copy of the rest of the function
+(:func:`~pyzyme.ir.regions.copy_region`) in which each ``S`` is its constant ``K``, or to the
+original. The two versions run the same operations on the same values, only their addresses
+computed differently: their results are bitwise the same, and so are their derivatives'
+(each version is differentiated with the rest of the function).
 
-One stride per function, the one with the most such accesses: each stride versioned doubles
-the code again, and the arrays one loop adds into together usually share their row length
-(a parallel loop's body reads one ``dims`` entry for all its arrays of the same shape).
+All the strides in one test, not one stride (or each in a test of its own): LLVM vectorizes a
+loop only where it knows the stride of every row the loop reaches, and with one made a
+constant and another left unknown it vectorized the reverse loop of ``out[j, k] += pos[j, 1]
+* pos[j, 2] ...`` with gathers from the other array, the gradient twice as slow as with the
+loop not vectorized at all (3.8 -> 7.7 ms for 10**6 rows, on an AMD EPYC); a version per
+stride would double the code again for each. One test of all keeps two versions, the copy
+run where every array has the row length its loops suggest.
+
 Functions of more than :data:`MAX_INSTRUCTIONS` instructions are left alone, since the copy
 doubles them (and the time to differentiate and compile them), as are functions versioned
 already (a parallel loop's body is asked for once per launch that reaches it) and anything
@@ -56,8 +63,9 @@ Examples
 ...   ret void
 ... }''')
 >>> fn = m.get_function("f")
->>> print(find_stride(fn))
-stride %s: rows of 3 double read one by one (3 accesses)
+>>> for stride in find_strides(fn):
+...     print(stride)
+stride %s: rows of 3 read one by one (3 accesses)
 >>> version_strides(fn)
 1
 >>> print(fn)
@@ -112,7 +120,7 @@ exit.stride3:
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 
 from pyzyme import naming
@@ -124,7 +132,7 @@ from pyzyme.ir.module import BasicBlock
 from pyzyme.ir.regions import copy_region
 from pyzyme.ir.values import Argument, ConstantInt, Value, const_int
 
-__all__ = ["MAX_INSTRUCTIONS", "MAX_COLUMNS", "Stride", "find_stride", "versioned",
+__all__ = ["MAX_INSTRUCTIONS", "MAX_COLUMNS", "Stride", "find_strides", "versioned",
            "version_strides"]
 
 #: Functions larger than this (instructions) keep one version: the copy doubles them, and the
@@ -132,41 +140,41 @@ __all__ = ["MAX_INSTRUCTIONS", "MAX_COLUMNS", "Stride", "find_stride", "versione
 #: instructions is the case this is for).
 MAX_INSTRUCTIONS = 4000
 
-#: The most columns a row may have: beyond a few, LLVM's interleaved groups cost more than
-#: they save, and a row that wide is read by a loop of its own, whose stride is 1.
+#: The most columns a row may have: LLVM forms interleaved access groups of at most 8 members
+#: (its ``-max-interleave-group-factor``), and a row wider than that is usually read by a loop
+#: of its own, whose stride is 1.
 MAX_COLUMNS = 8
 
 
 @dataclass
 class Stride:
     """A row stride worth a version: the value ``S``, the constant ``columns`` (``K``) the
-    version takes it to be, the element type of the rows and how many accesses read or write
-    columns of those rows."""
+    version takes it to be (the most columns any loop reads of its rows: a row has at least
+    as many), and how many loads and stores reach columns of those rows."""
 
     value: Value
     columns: int
-    element: object
     accesses: int
 
     def __str__(self) -> str:
-        return (f"stride {self.value.ref}: rows of {self.columns} {self.element} read one by "
-                f"one ({self.accesses} accesses)")
+        return (f"stride {self.value.ref}: rows of {self.columns} read one by one "
+                f"({self.accesses} accesses)")
 
 
-def find_stride(fn) -> Stride | None:
-    """The row stride of ``fn`` worth a version (see the module docstring), or None."""
+def find_strides(fn) -> list[Stride]:
+    """The row strides of ``fn`` worth a version (see the module docstring), those with the
+    most accesses first."""
     if fn.is_declaration:
-        return None
+        return []
     looped = {blk for loop in analyze_loops(fn).loops for blk in loop.blocks}
-    # (S, K, element type) -> accesses; a row is one base object indexed by one product.
-    votes: Counter = Counter()
-    order: dict = {}
+    found: dict = {}      # S -> Stride, in the order first found
     for inst in fn.instructions():
         if not (isinstance(inst, I.BinaryOp) and inst.opcode == "mul"):
             continue
         strides = [op for op in dict.fromkeys(inst.operands) if _dominates_all(op, fn)]
         if not strides:
             continue
+        # a row: one object indexed by this product, in elements of one type
         rows: dict = defaultdict(list)
         for gep in inst.users:
             if isinstance(gep, I.GetElementPtr) and gep.parent in looped \
@@ -177,20 +185,16 @@ def find_stride(fn) -> Stride | None:
                 for offset in _accesses(gep, gep.source_type, start):
                     if size and offset % size == 0:
                         rows[root, gep.source_type].append(offset // size)
-        for (_, element), columns in rows.items():
+        for columns in rows.values():
             k = max(columns) + 1
             if len(set(columns)) < 2 or min(columns) < 0 or not 2 <= k <= MAX_COLUMNS:
                 continue
-            for s in strides:
-                key = (s, k, element)
-                votes[key] += len(columns)
-                order.setdefault(key, len(order))
-    if not votes:
-        return None
-    # The most accesses; among equals, the first found (the result must not depend on the
-    # order of a set).
-    (s, k, element), count = max(votes.items(), key=lambda kv: (kv[1], -order[kv[0]]))
-    return Stride(s, k, element, count)
+            for value in strides:
+                got = found.setdefault(value, Stride(value, k, 0))
+                got.columns = max(got.columns, k)
+                got.accesses += len(columns)
+    # most accesses first; among equals, the first found (not the order of a set)
+    return sorted(found.values(), key=lambda st: -st.accesses)
 
 
 def _dominates_all(value, fn) -> bool:
@@ -237,18 +241,16 @@ def _accesses(pointer: Value, element, offset: int) -> list[int]:
 
 
 def versioned(fn) -> bool:
-    """Whether ``fn`` has been versioned on a stride already: its entry block ends in a branch
-    on :func:`~pyzyme.naming.stride_test`."""
+    """Whether ``fn`` has been versioned on its strides already: its entry block ends in a
+    branch on a :func:`~pyzyme.naming.stride_test`."""
     term = fn.entry.terminator
-    if not (isinstance(term, I.Branch) and term.is_conditional):
-        return False
-    test = term.operands[0]
-    return isinstance(test, I.Compare) and isinstance(test.operands[1], ConstantInt) \
-        and test.name.startswith(naming.stride_test(test.operands[1].value))
+    return isinstance(term, I.Branch) and term.is_conditional \
+        and isinstance(term.operands[0], I.Instruction) \
+        and term.operands[0].name.startswith(naming.stride_test([]))
 
 
 def version_strides(fn) -> int:
-    """Version ``fn`` on the row stride :func:`find_stride` finds (see the module
+    """Version ``fn`` on the row strides :func:`find_strides` finds (see the module
     docstring); how many versions were made (0 or 1)."""
     if fn.is_declaration or versioned(fn) or \
             sum(len(blk.instructions) for blk in fn.blocks) > MAX_INSTRUCTIONS:
@@ -257,19 +259,24 @@ def version_strides(fn) -> int:
         return 0    # their targets are block addresses, which a copy cannot rename
     if not _phis_from_reached(fn):
         return 0
-    stride = find_stride(fn)
-    if stride is None:
+    strides = find_strides(fn)
+    if not strides:
         return 0
+    columns = [st.columns for st in strides]
+    constants = {st.value: const_int(st.value.type, st.columns) for st in strides}
     entry = fn.entry
-    rest = _split(fn, stride.value)
-    constant = const_int(stride.value.type, stride.columns)
-    found = copy_region(fn, rest, naming.stride_version("", stride.columns), {},
-                        lambda blk: blk is not entry, {stride.value: constant})
+    rest = _split(fn, constants)
+    found = copy_region(fn, rest, naming.stride_version("", columns), {},
+                        lambda blk: blk is not entry, constants)
     if found is None:   # _phis_from_reached rules it out: undone all the same
         _join(entry, rest)
         return 0
     b = IRBuilder(entry)
-    test = b.icmp("eq", stride.value, constant, name=naming.stride_test(stride.columns))
+    test, tested = None, []
+    for value, constant in constants.items():
+        tested.append(constant.value)
+        equal = b.icmp("eq", value, constant, name=naming.stride_test([constant.value]))
+        test = equal if test is None else b.and_(test, equal, name=naming.stride_test(tested))
     b.cbranch(test, found[0], rest)
     return 1
 
@@ -286,16 +293,18 @@ def _phis_from_reached(fn) -> bool:
     return all(came in reached for blk in reached for phi in blk.phis for came in phi.blocks)
 
 
-def _split(fn, stride: Value) -> BasicBlock:
-    """Move the entry block's instructions from the first that uses ``stride`` (its
-    terminator at the latest) into a new block after it, which the entry block's successors
-    now come from; the new block. What comes before is shared by both versions (the
-    arguments a parallel loop's body unpacks), and so are the entry's allocas, kept there
-    wherever they were so that they stay static."""
+def _split(fn, strides) -> BasicBlock:
+    """Move the entry block's instructions from the first that uses one of ``strides`` after
+    they are all defined (its terminator at the latest) into a new block after it, which the
+    entry block's successors now come from; the new block. What comes before is shared by
+    both versions (the arguments a parallel loop's body unpacks), and so are the entry's
+    allocas, kept there wherever they were so that they stay static."""
     entry = fn.entry
     insts = entry.instructions
+    defined = max((k for k, inst in enumerate(insts) if inst in strides), default=-1)
     first = next(k for k, inst in enumerate(insts)
-                 if any(op is stride for op in inst.operands) or inst is entry.terminator)
+                 if k > defined and (any(op in strides for op in inst.operands)
+                                     or inst is entry.terminator))
     moved = [inst for inst in insts[first:]
              if not (isinstance(inst, I.Alloca) and all(isinstance(op, ConstantInt)
                                                         for op in inst.operands))]

@@ -20,12 +20,12 @@ from pyzyme.naming import symbol_name
 from pyzyme.runtime import compile_module
 from pyzyme.runtime.modules import parse
 from pyzyme.transforms import stride_versions
-from pyzyme.transforms.stride_versions import find_stride, version_strides
+from pyzyme.transforms.stride_versions import find_strides, version_strides
 from tests.kernels import on_and_off
 
-# out[j, 0..2] += x[j, 0..2] * w over rows of {stride} elements; columns {cols} of each row.
+# out[j, c] += x[j, c] * w for the columns c, over rows of {stride} elements (out's rows: {orow}).
 ROWS = """
-define void @rows(ptr noalias %x, ptr noalias %out, i64 %n, i64 %s, ptr %dims, double %w) {{
+define void @rows(ptr noalias %x, ptr noalias %out, i64 %n, i64 %s, i64 %t, ptr %d, double %w) {{
 entry:
   {entry}
   br label %loop
@@ -34,7 +34,8 @@ loop:
   {inside}
   %row = mul nsw i64 %j, {stride}
   %px = getelementptr double, ptr %x, i64 %row
-  %po = getelementptr double, ptr %out, i64 %row
+  {outrow}
+  %po = getelementptr double, ptr %out, i64 {orow}
 {columns}
   %j1 = add nuw nsw i64 %j, 1
   %done = icmp eq i64 %j1, %n
@@ -55,22 +56,25 @@ COLUMN = """\
   store double %r{c}, ptr %po{c}"""
 
 
-def _rows(stride="%s", columns=(0, 1, 2), entry="", inside=""):
+def _rows(stride="%s", columns=(0, 1, 2), entry="", inside="", two=False):
+    """The function, ``two``: out's rows ``%t`` apart, x's ``%s``."""
     text = ROWS.format(stride=stride, entry=entry, inside=inside, columns="\n".join(
-        COLUMN.format(c=c, bytes=8 * c) for c in columns))
+        COLUMN.format(c=c, bytes=8 * c) for c in columns),
+        outrow="%rowt = mul i64 %j, %t" if two else "", orow="%rowt" if two else "%row")
     module = parse_module(text)
     return module, module.get_function("rows")
 
 
 def test_rows_read_column_by_column_are_versioned():
     module, fn = _rows()
-    assert str(find_stride(fn)) == "stride %s: rows of 3 double read one by one (9 accesses)"
+    assert list(map(str, find_strides(fn))) == ["stride %s: rows of 3 read one by one "
+                                                "(9 accesses)"]
     assert version_strides(fn) == 1
     parse(str(module))      # LLVM's verifier
     names = [blk.name for blk in fn.blocks]
     assert names == ["entry", "entry.rest", "loop", "exit",
                      "entry.rest.stride3", "loop.stride3", "exit.stride3"]
-    assert f"  %{naming.stride_test(3)} = icmp eq i64 %s, 3\n" in str(fn)
+    assert f"  %{naming.stride_test([3])} = icmp eq i64 %s, 3\n" in str(fn)
     loop = fn.blocks[2]
     # the original keeps the stride, the copy multiplies by 3; the phis come from the halves
     assert [i for i in loop.instructions if i.opcode == "mul"][0].operands[1] is fn.args[3]
@@ -85,12 +89,12 @@ def test_rows_read_column_by_column_are_versioned():
     dict(stride="3"),                              # a constant already
     dict(columns=(0, 9)),                          # ten columns: a loop of its own
     dict(columns=(2,)),                            # one column only
-    dict(stride="%t", inside="%t = load i64, ptr %dims"),   # not known before the loop
+    dict(stride="%u", inside="%u = load i64, ptr %d"),   # not known before the loop
 ], ids=["constant", "wide", "one-column", "not-dominating"])
 def test_no_version(changes):
     module, fn = _rows(**changes)
     before = str(module)
-    assert find_stride(fn) is None
+    assert find_strides(fn) == []
     assert version_strides(fn) == 0
     assert str(module) == before
 
@@ -119,9 +123,9 @@ def test_too_large_a_function_is_left_alone(monkeypatch):
 def test_stride_loaded_in_the_entry_block():
     # As in a parallel loop's body: the stride is read from dims after other loads; what the
     # entry block computes before its first use of the stride is shared, its allocas stay.
-    entry = """%d = getelementptr i8, ptr %dims, i64 24
-  %sd = load i64, ptr %d
-  %e = load i64, ptr %dims
+    entry = """%dp = getelementptr i8, ptr %d, i64 24
+  %sd = load i64, ptr %dp
+  %e = load i64, ptr %d
   %slot = alloca double
   %twice = shl i64 %sd, 1
   %slot2 = alloca i64"""
@@ -129,7 +133,7 @@ def test_stride_loaded_in_the_entry_block():
     assert version_strides(fn) == 1
     parse(str(module))
     first = [i.name for i in fn.entry.instructions]
-    assert first == ["d", "sd", "e", "slot", "slot2", naming.stride_test(3), ""]
+    assert first == ["dp", "sd", "e", "slot", "slot2", naming.stride_test([3]), ""]
     assert [i.name for i in fn.blocks[1].instructions] == ["twice", ""]
     # the copy of the first use computes with the constant
     twice = next(i for blk in fn.blocks[4:] for i in blk.instructions
@@ -137,43 +141,76 @@ def test_stride_loaded_in_the_entry_block():
     assert twice.operands[0].value == 3
 
 
-def test_the_stride_with_the_most_accesses_is_chosen():
-    # x's rows through %s (3 columns read), out's through %t (2 columns read and written)
-    module, fn = _rows()
-    text = str(module).replace("%po = getelementptr double, ptr %out, i64 %row",
-                               "%rowt = mul i64 %j, %t\n  %po = getelementptr double, ptr "
-                               "%out, i64 %rowt").replace("i64 %s, ptr %dims",
-                                                          "i64 %s, i64 %t, ptr %dims")
-    fn = parse_module(text).get_function("rows")
-    # three reads of x against three reads and three writes of out: out's stride
-    assert str(find_stride(fn)) == "stride %t: rows of 3 double read one by one (6 accesses)"
+def test_every_stride_in_one_test():
+    # x's rows %s apart (three reads), out's %t (three reads, three writes): one version
+    # where both are 3, the other tested first
+    module, fn = _rows(two=True)
+    assert list(map(str, find_strides(fn))) == [
+        "stride %t: rows of 3 read one by one (6 accesses)",
+        "stride %s: rows of 3 read one by one (3 accesses)"]
     assert version_strides(fn) == 1
-    assert f"%{naming.stride_test(3)} = icmp eq i64 %t, 3" in str(fn)
+    parse(str(module))
+    text = str(fn)
+    assert "  %stride.is3 = icmp eq i64 %t, 3\n  %stride.is3.1 = icmp eq i64 %s, 3\n" \
+           "  %stride.is3x3 = and i1 %stride.is3, %stride.is3.1\n" \
+           "  br i1 %stride.is3x3, label %entry.rest.stride3x3, label %entry.rest\n" in text
+    copy = next(blk for blk in fn.blocks if blk.name == "loop.stride3x3")
+    assert sorted(i.operands[1].value for i in copy.instructions if i.opcode == "mul") == [3, 3]
+    assert version_strides(fn) == 0
 
 
-def _run(module, n, s, x, out):
+def test_a_stride_takes_the_widest_row():
+    # rows of x read at columns 0 and 2, rows of out (the same stride) at 0 and 1: 3 columns
+    module = parse_module("""
+define void @f(ptr noalias %x, ptr noalias %out, i64 %n, i64 %s) {
+entry:
+  br label %loop
+loop:
+  %j = phi i64 [ 0, %entry ], [ %j1, %loop ]
+  %row = mul i64 %j, %s
+  %px = getelementptr double, ptr %x, i64 %row
+  %a = load double, ptr %px
+  %px2 = getelementptr i8, ptr %px, i64 16
+  %b = load double, ptr %px2
+  %po = getelementptr double, ptr %out, i64 %row
+  store double %a, ptr %po
+  %po1 = getelementptr double, ptr %po, i64 1
+  store double %b, ptr %po1
+  %j1 = add nuw nsw i64 %j, 1
+  %done = icmp eq i64 %j1, %n
+  br i1 %done, label %exit, label %loop
+exit:
+  ret void
+}""")
+    assert list(map(str, find_strides(module.get_function("f")))) == [
+        "stride %s: rows of 3 read one by one (4 accesses)"]
+
+
+def _run(module, n, s, t, x, out):
     symbol = symbol_name("rows", str(module))    # see test_distribute._run
     cm = compile_module(str(module).replace("@rows", f"@{symbol}"))
-    f = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+    f = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                          ctypes.c_int64, ctypes.c_void_p, ctypes.c_double)(cm.address(symbol))
     dims = np.zeros(4, np.int64)
-    f(x.ctypes.data, out.ctypes.data, n, s, dims.ctypes.data, 0.75)
+    f(x.ctypes.data, out.ctypes.data, n, s, t, dims.ctypes.data, 0.75)
 
 
-@pytest.mark.parametrize("s", [3, 4, 1])
-def test_versioned_function_runs_like_the_original(s):
-    # s == 3 runs the copy, 4 the original; 1 overlaps the rows (columns read one by one:
-    # the second row's first column is the first row's second), where order matters.
+@pytest.mark.parametrize("two", [False, True], ids=["one-stride", "two-strides"])
+@pytest.mark.parametrize("s, t", [(3, 3), (4, 3), (3, 4), (1, 1)])
+def test_versioned_function_runs_like_the_original(s, t, two):
+    # (3, 3) runs the copy, the others the original; 1 overlaps the rows (columns read one by
+    # one: the second row's first column is the first row's second), where order matters.
     n = 7
-    rng = np.random.default_rng(s)
-    x = rng.standard_normal(n * s + 3)
+    rng = np.random.default_rng(s * 10 + t)
+    size = n * max(s, t) + 3
+    x = rng.standard_normal(size)
     results = []
     for versioned in (False, True):
-        module, fn = _rows()
+        module, fn = _rows(two=two)
         if versioned:
             assert version_strides(fn) == 1
-        out = np.arange(n * s + 3, dtype=float)
-        _run(module, n, s, x, out)
+        out = np.arange(size, dtype=float)
+        _run(module, n, s, t, x, out)
         results.append(out)
     np.testing.assert_array_equal(results[0], results[1])
 
@@ -259,17 +296,17 @@ def test_serial_function_is_versioned():
     for mode, ret in ((Reverse, Active), (Forward, Duplicated)):
         text = pyzyme.code_llvm(mode, energy, ret, Duplicated(pos, pos * 0),
                                 Duplicated(out, out * 0))
-        assert f"%{naming.stride_test(3)} = icmp eq i64" in text
-        assert naming.stride_version("", 3) + ":" in text
+        assert f"%{naming.stride_test([3])} = icmp eq i64" in text
+        assert naming.stride_version("", [3, 3]) + ":" in text     # pos's and out's
     with pyzyme.options(version_strides=False):
         text = pyzyme.code_llvm(Reverse, energy, Active, Duplicated(pos, pos * 0),
                                 Duplicated(out, out * 0))
-    assert naming.stride_test(3) not in text
+    assert naming.stride_test([]) not in text
 
 
 @numba.njit(parallel=True)
 def pair_energy(pos, s2):
-    """benchmarks/parallel.py's Lennard-Jones kernel, its pair loop without a branch."""
+    """benchmarks/parallel.py's Lennard-Jones kernel (P2)."""
     n = pos.shape[0]
     e = 0.0
     for i in prange(n):
@@ -292,8 +329,9 @@ def test_parallel_gradient():
     grid = np.array([(a, b, c) for a in range(2) for b in range(2) for c in range(2)], float)
     pos = 1.5 * grid + 0.1 * rng.standard_normal(grid.shape)
     fd = _differences(lambda p: pair_energy(p, 1.0), pos)
+    direction = rng.standard_normal(pos.shape)
     text = pyzyme.code_llvm(Reverse, pair_energy, Active, Duplicated(pos, pos * 0), Const(1.0))
-    assert f"%{naming.stride_test(3)} = icmp eq i64" in text    # the body's, from dims
+    assert f"%{naming.stride_test([3])} = icmp eq i64" in text    # the body's, from dims
     try:
         for threads in (1, 2):
             numba.set_num_threads(threads)
@@ -301,6 +339,9 @@ def test_parallel_gradient():
             pyzyme.autodiff(Reverse, pair_energy, Active, Duplicated(pos, dpos), Const(1.0))
             np.testing.assert_allclose(dpos, fd, rtol=1e-6, atol=1e-6,
                                        err_msg=f"{threads} threads")
+            _, tangent = pyzyme.autodiff(Forward, pair_energy, Duplicated,
+                                         Duplicated(pos, direction), Const(1.0))
+            assert tangent == pytest.approx(np.sum(fd * direction), rel=1e-6)
             # rows of 4: the original version
             wide = np.concatenate([pos, rng.standard_normal((8, 1))], axis=1)
             dwide = np.zeros_like(wide)

@@ -264,7 +264,8 @@ def join_runs(fn, blocks) -> dict:
 def _copy_sweep(rev, entry, suffix: str, false_flag: Value | None = None):
     """Copy the blocks of ``rev`` the sweep reaches (not ``entry``, which holds the allocas
     and unpacks the tape: both versions share them, nor the discarded tape's cleanup)
-    (:func:`~pyzyme.ir.regions.copy_region`; ``false_flag``, an ``i1`` parameter, false in the copy)."""
+    (:func:`~pyzyme.ir.regions.copy_region`; ``false_flag``, an ``i1`` parameter, false in
+    the copy)."""
     taken = {} if false_flag is None else {false_flag: False}
     return copy_region(rev, entry.terminator.operands[2], suffix, taken,
                        lambda blk: blk is not entry)
