@@ -150,7 +150,7 @@ MAX_COLUMNS = 8
 class Stride:
     """A row stride worth a version: the value ``S``, the constant ``columns`` (``K``) the
     version takes it to be (the most columns any loop reads of its rows: a row has at least
-    as many), and how many loads and stores reach columns of those rows."""
+    as many), and how many loads, stores and atomic updates reach columns of those rows."""
 
     value: Value
     columns: int
@@ -204,7 +204,9 @@ def _dominates_all(value, fn) -> bool:
         return False
     if isinstance(value, Argument):
         return value.function is fn
-    return isinstance(value, I.Instruction) and value.parent is fn.entry
+    # (an invoke ending the entry block defines its result only where it returns)
+    return isinstance(value, I.Instruction) and value.parent is fn.entry \
+        and not value.is_terminator
 
 
 def _moved(pointer: Value) -> tuple:
