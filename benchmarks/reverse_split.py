@@ -28,6 +28,7 @@ from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import const_float, const_int
 from pyzyme.rules import default_rules
 from pyzyme.runtime import compile_module
+from pyzyme.settings import Options
 
 from kernels import taylor  # after pyzyme, whose capture hook must be in place first
 
@@ -47,7 +48,8 @@ def build(x_n_types=(numba.float64, numba.int64)):
     cap = capture(taylor, x_n_types)
     module = ir.parse_module(cap.text)
     native = module.get_function(cap.symbol)
-    pre_ad.ready(module, native, cap.abi, distinct=False, interchange_loops=False)  # as autodiff
+    pre_ad.ready(module, native, cap.abi, distinct=False,
+                 options=Options(interchange_loops=False))  # as autodiff
     acts = (Activity.DUPLICATED, Activity.CONST, Activity.ACTIVE, Activity.CONST)
     gen = ReverseGenerator(module, default_rules())
     combined = gen.derivative(native, ReverseSignature(acts, status_return=True))

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 
 __all__ = ["symbol_name", "linked_original", "forward_function", "tangent", "shadow_param", "partial", "reverse_function",
            "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
-           "distributed_part", "distributed_reset", "fused_block", "capacity_hint", "sum_base",
+           "distributed_part", "distributed_reset", "fused_block",
+           "stride_version", "stride_test", "capacity_hint", "sum_base",
            "repeated", "repeat_base", "moved", "parallel_body",
            "PARALLEL_BODY", "PARALLEL_CONSTANT", "PARALLEL_DISCARD", "CHECKPOINT_FOR",
            "CHECKPOINT_WHILE",
@@ -136,6 +138,35 @@ def index_split(block: str, part: str) -> str:
     ``after`` (blocks around the copies), or ``first`` / ``second`` (the copies of the
     loop's block ``block``)."""
     return f"{block or 'loop'}.skip.{part}"
+
+
+def stride_version(block: str, columns: Sequence[int] | None) -> str:
+    """A block of a function versioned on its arrays' row strides before differentiation
+    (:mod:`pyzyme.transforms.stride_versions`): block ``block``'s copy in the version where
+    the strides are the constants ``columns``; with None, the block holding what followed the
+    test in the entry block ``block``, where the original version starts. With ``block``
+    empty, the suffix that names the copies.
+
+    >>> stride_version("loop", [3]), stride_version("loop", [3, 4])
+    ('loop.stride3', 'loop.stride3x4')
+    >>> stride_version("entry", None), stride_version("", [3])
+    ('entry.rest', '.stride3')
+    """
+    if columns is None:
+        return f"{block}.rest"
+    return f"{block}.stride{'x'.join(map(str, columns))}"
+
+
+def stride_test(columns: Sequence[int]) -> str:
+    """The test that row strides are the constants ``columns`` (one compare per stride, and
+    the ``and`` of several), the last of which chooses the version of a function
+    (:mod:`pyzyme.transforms.stride_versions`); a function whose entry block ends in a branch
+    on one is versioned already. Every such name starts with ``stride_test([])``.
+
+    >>> stride_test([3]), stride_test([3, 4]), stride_test([])
+    ('stride.is3', 'stride.is3x4', 'stride.is')
+    """
+    return f"stride.is{'x'.join(map(str, columns))}"
 
 
 def capacity_hint(function: str, header: str) -> str:

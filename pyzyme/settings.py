@@ -13,8 +13,8 @@ False
 >>> pyzyme.set_runtime_activity(True)
 >>> current()
 Options(runtime_activity=True, distribute_loops=True, interchange_loops=True, \
-split_loops=True, reassociate_adjoints=True, strong_zero=True, recursion_stack=268435456, tape_budget=None, \
-flush_subnormals=False)
+split_loops=True, version_strides=True, reassociate_adjoints=True, strong_zero=True, \
+recursion_stack=268435456, tape_budget=None, flush_subnormals=False)
 >>> pyzyme.set_runtime_activity(False)
 """
 
@@ -64,6 +64,15 @@ class Options:
         (:mod:`pyzyme.transforms.index_split`): the same iterations in the same order (bitwise
         the same results), and bodies that vectorize without masks. On by default; off to
         compare.
+    version_strides
+        Before differentiating a function (either mode, a parallel loop's body too), give it a
+        second version for the row length its loops suggest of a 2-D array whose rows they
+        read a few columns at a time (``pos[j, 0]``, ``pos[j, 1]``, ``pos[j, 2]`` of an
+        ``(n, 3)`` array), run where the array's rows have that length
+        (:mod:`pyzyme.transforms.stride_versions`): with the row length a constant, LLVM can
+        vectorize the reverse loop that adds into those rows, which it cannot prove safe for a
+        length known only at run time. Bitwise the same results; the code to differentiate
+        and compile is twice as large. On by default; off to compare.
     reassociate_adjoints
         Let LLVM add up the contributions to one adjoint in any order (``reassoc`` on the sums
         that accumulate them, :func:`pyzyme.diff.reverse.adjoints.sum_flags`), as XLA's
@@ -113,6 +122,7 @@ class Options:
     distribute_loops: bool = True
     interchange_loops: bool = True
     split_loops: bool = True
+    version_strides: bool = True
     reassociate_adjoints: bool = True
     strong_zero: bool = True
     recursion_stack: int = 256 << 20
@@ -241,7 +251,8 @@ def set_options(**settings) -> None:
     ----------
     **settings
         ``strong_zero``, ``runtime_activity``, ``distribute_loops``, ``interchange_loops``,
-        ``split_loops``, ``reassociate_adjoints``, ``flush_subnormals``: True or False; ``recursion_stack``:
+        ``split_loops``, ``version_strides``, ``reassociate_adjoints``, ``flush_subnormals``:
+        True or False; ``recursion_stack``:
         bytes (a power of two); ``tape_budget``: bytes, or None for no limit.
 
     Examples

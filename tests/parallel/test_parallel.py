@@ -248,10 +248,13 @@ def test_gradient_inside_a_jitted_loop():
 
 # -- what the derivative code is -------------------------------------------------------------
 def _reverse_ir(name):
+    """The reverse's IR, its body in one version as to its row strides (each version made by
+    :mod:`pyzyme.transforms.stride_versions` has the same adds as the other)."""
     par, _, args = compiled(name)
     anns = [Duplicated(_copy(a), np.zeros_like(a)) if kind == "d" else Const(_copy(a))
             for kind, a in args]
-    return pyzyme.code_llvm(Reverse, par, Active, *anns)
+    with pyzyme.options(version_strides=False):
+        return pyzyme.code_llvm(Reverse, par, Active, *anns)
 
 
 def _atomics(ir: str) -> int:

@@ -59,6 +59,7 @@ from pyzyme.transforms.parallel_body import (
     slot_loads,
     split_arguments,
 )
+from pyzyme.transforms.stride_versions import version_strides
 
 __all__ = ["varied", "forward_mode", "augmented", "reverse"]
 
@@ -245,11 +246,15 @@ def _ready(cx, body) -> None:
     (:mod:`pyzyme.frontends.numba.pre_ad`), on the body pyzyme owns: its ``x ** 6`` a call
     with a rule rather than a loop of squarings whose every step the forward sweep would tape
     (the body is compiled apart from the function, so the function's own rewrite never saw
-    it), and its loops skipping one index split. Each is a no-op the second time (the copy is
+    it), its loops skipping one index split, and the whole versioned on its arrays' row
+    strides (:mod:`pyzyme.transforms.stride_versions`). Each is a no-op the second time (the copy is
     made once per body and set of slots)."""
     int_power.fold(cx.module, body)
     if cx.options.split_loops:
         index_split.split(body)
+    if cx.options.version_strides:
+        # The body reads its arrays' row lengths from ``dims``.
+        version_strides(body)
 
 
 def _reverse_facts(cx, inst: I.CallBase, row: spec.ParallelFor, split, stored: dict,

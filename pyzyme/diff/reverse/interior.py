@@ -31,11 +31,12 @@ from __future__ import annotations
 
 from pyzyme.analysis.cfg import dominators
 from pyzyme.analysis.overwrite import pure_call
-from pyzyme.diff.reverse.versions import copy_region, join_runs
+from pyzyme.diff.reverse.versions import join_runs
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.module import BasicBlock
+from pyzyme.ir.regions import copy_region
 from pyzyme.ir.values import const_int
 from pyzyme.transforms import distribute
 

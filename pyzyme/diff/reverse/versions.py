@@ -1,8 +1,8 @@
 """Versions of a reverse function, each a copy of its sweep chosen by one branch at its start:
 for strong zero at the cost of a check (the guarded version run only where the forward sweep
 saw a non-finite value), and for a parallel loop's body run by one task
-(:func:`one_thread_version`: plain adds, no test per add). :func:`copy_region` makes the copies
-(also those of :mod:`pyzyme.diff.reverse.interior`).
+(:func:`one_thread_version`: plain adds, no test per add).
+:func:`~pyzyme.ir.regions.copy_region` makes the copies.
 
 A strong-zero guard (:meth:`~pyzyme.diff.emit.Emitter.unless_zero`) keeps ``seed * partial``
 zero where the seed is zero and the partial infinite or NaN. It is a compare and a select on
@@ -50,13 +50,13 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.builder import resolve_later_operands
 from pyzyme.ir.module import BasicBlock
-from pyzyme.ir.values import Value, const_float, const_int
+from pyzyme.ir.regions import copy_region
+from pyzyme.ir.values import Value, const_float
 from pyzyme.rules import expr as E
 from pyzyme.rules.finite import may_be_nonfinite
 
-__all__ = ["FiniteWatch", "one_thread_version", "copy_region", "join_runs"]
+__all__ = ["FiniteWatch", "one_thread_version", "join_runs"]
 
 _FLAG = "nonfinite.seen"
 
@@ -264,51 +264,8 @@ def join_runs(fn, blocks) -> dict:
 def _copy_sweep(rev, entry, suffix: str, false_flag: Value | None = None):
     """Copy the blocks of ``rev`` the sweep reaches (not ``entry``, which holds the allocas
     and unpacks the tape: both versions share them, nor the discarded tape's cleanup)
-    (:func:`copy_region`; ``false_flag``, an ``i1`` parameter, false in the copy)."""
+    (:func:`~pyzyme.ir.regions.copy_region`; ``false_flag``, an ``i1`` parameter, false in
+    the copy)."""
     taken = {} if false_flag is None else {false_flag: False}
     return copy_region(rev, entry.terminator.operands[2], suffix, taken,
                        lambda blk: blk is not entry)
-
-
-def copy_region(fn, start, suffix: str, taken: dict, inside) -> tuple | None:
-    """Copy the blocks of ``fn`` reached from ``start`` through blocks ``inside(block)`` says
-    belong to the region, their names ending in ``suffix``; a branch leaving the region goes
-    to the same block from the copy. ``taken`` maps ``i1`` values to what they are in the
-    copy: a branch on one goes to the successor it selects (blocks only the other reaches are
-    not copied), and a parameter among them is that constant there. The copy's first block
-    and the map from each block and instruction to its copy; None (nothing changed) where a
-    phi of the copied blocks has an entry from a block not copied."""
-    def folded(blk):
-        t = blk.terminator
-        if isinstance(t, I.Branch) and t.is_conditional and t.operands[0] in taken:
-            return t.operands[1] if taken[t.operands[0]] else t.operands[2]
-        return None
-
-    reached, todo = {start}, [start]
-    while todo:
-        blk = todo.pop()
-        only = folded(blk)
-        for nxt in blk.successors if only is None else [only]:
-            if nxt not in reached and inside(nxt):
-                reached.add(nxt)
-                todo.append(nxt)
-    blocks = [blk for blk in fn.blocks if blk in reached]
-    if any(came not in reached for blk in blocks for phi in blk.phis for came in phi.blocks):
-        return None
-    mapping: dict = {v: const_int(T.i1, int(bool(k))) for v, k in taken.items()
-                     if not isinstance(v, I.Instruction)}
-    for blk in blocks:
-        mapping[blk] = fn.append_block(f"{blk.name}{suffix}")
-    copies = []
-    for blk in blocks:
-        b = IRBuilder(mapping[blk])
-        only = folded(blk)
-        for inst in blk.instructions:
-            if inst is blk.terminator and only is not None:
-                copy = b.br(mapping.get(only, only))
-            else:
-                copy = b.insert_copy(inst, mapping)
-            mapping[inst] = copy
-            copies.append(copy)
-    resolve_later_operands(copies, mapping)
-    return mapping[start], mapping
