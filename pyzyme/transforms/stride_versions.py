@@ -155,6 +155,7 @@ class Stride:
     value: Value
     columns: int
     accesses: int
+    writes: int = 0     # of the accesses, stores and atomic updates
 
     def __str__(self) -> str:
         return (f"stride {self.value.ref}: rows of {self.columns} read one by one "
@@ -182,10 +183,11 @@ def find_strides(fn) -> list[Stride]:
                     and gep.pointer is not inst:
                 root, start = _moved(gep.pointer)
                 size = sizeof(gep.source_type)
-                for offset in _accesses(gep, gep.source_type, start):
+                for offset, write in _accesses(gep, gep.source_type, start):
                     if size and offset % size == 0:
-                        rows[root, gep.source_type].append(offset // size)
-        for columns in rows.values():
+                        rows[root, gep.source_type].append((offset // size, write))
+        for row in rows.values():
+            columns = [c for c, _ in row]
             k = max(columns) + 1
             if len(set(columns)) < 2 or min(columns) < 0 or not 2 <= k <= MAX_COLUMNS:
                 continue
@@ -193,6 +195,7 @@ def find_strides(fn) -> list[Stride]:
                 got = found.setdefault(value, Stride(value, k, 0))
                 got.columns = max(got.columns, k)
                 got.accesses += len(columns)
+                got.writes += sum(write for _, write in row)
     # most accesses first; among equals, the first found (not the order of a set)
     return sorted(found.values(), key=lambda st: -st.accesses)
 
@@ -221,9 +224,10 @@ def _moved(pointer: Value) -> tuple:
     return pointer, offset
 
 
-def _accesses(pointer: Value, element, offset: int) -> list[int]:
+def _accesses(pointer: Value, element, offset: int) -> list[tuple[int, bool]]:
     """The byte offsets (``offset`` plus constant moves from ``pointer``) at which loads,
-    stores and atomic updates of ``element`` through ``pointer`` reach."""
+    stores and atomic updates of ``element`` through ``pointer`` reach, each with whether it
+    writes."""
     found = []
     for user in pointer.users:
         if isinstance(user, I.GetElementPtr) and user.pointer is pointer \
@@ -232,13 +236,13 @@ def _accesses(pointer: Value, element, offset: int) -> list[int]:
             if not variable and all(isinstance(i, ConstantInt) for i in user.indices):
                 found += _accesses(user, element, offset + at)
         elif isinstance(user, I.Load) and user.type == element:
-            found.append(offset)
+            found.append((offset, False))
         elif isinstance(user, I.Store) and user.pointer is pointer \
                 and user.value is not pointer and user.value.type == element:
-            found.append(offset)
+            found.append((offset, True))
         elif isinstance(user, I.AtomicRMW) and user.operands[0] is pointer \
                 and user.operands[1] is not pointer and user.type == element:
-            found.append(offset)
+            found.append((offset, True))
     return found
 
 
@@ -251,9 +255,12 @@ def versioned(fn) -> bool:
         and term.operands[0].name.startswith(naming.stride_test([]))
 
 
-def version_strides(fn) -> int:
+def version_strides(fn, *, reverse: bool = True) -> int:
     """Version ``fn`` on the row strides :func:`find_strides` finds (see the module
-    docstring); how many versions were made (0 or 1)."""
+    docstring); how many versions were made (0 or 1). For a forward-mode derivative
+    (``reverse`` false), only where the function writes rows: its tangents read rows as the
+    primal does, which vectorizes with a stride known at run time, and only the reverse
+    sweep turns reads into adds."""
     if fn.is_declaration or versioned(fn) or \
             sum(len(blk.instructions) for blk in fn.blocks) > MAX_INSTRUCTIONS:
         return 0
@@ -262,7 +269,7 @@ def version_strides(fn) -> int:
     if not _phis_from_reached(fn):
         return 0
     strides = find_strides(fn)
-    if not strides:
+    if not strides or not (reverse or any(st.writes for st in strides)):
         return 0
     columns = [st.columns for st in strides]
     constants = {st.value: const_int(st.value.type, st.columns) for st in strides}

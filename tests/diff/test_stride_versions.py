@@ -304,6 +304,25 @@ def test_serial_function_is_versioned():
     assert naming.stride_test([]) not in text
 
 
+@numba.njit
+def row_energy(pos):
+    """Rows read, never written."""
+    e = 0.0
+    for j in range(pos.shape[0]):
+        e += pos[j, 0] * pos[j, 1] - pos[j, 2] ** 2
+    return e
+
+
+def test_rows_only_read_are_versioned_for_the_reverse_sweep_alone():
+    # reverse mode adds into the rows' shadows: a version; forward mode reads tangents as the
+    # primal reads rows: none (the copy would double the code for nothing)
+    pos = np.random.default_rng(1).standard_normal((5, 3))
+    text = pyzyme.code_llvm(Reverse, row_energy, Active, Duplicated(pos, pos * 0))
+    assert f"%{naming.stride_test([3])} = icmp eq i64" in text
+    text = pyzyme.code_llvm(Forward, row_energy, Duplicated, Duplicated(pos, pos * 0))
+    assert naming.stride_test([]) not in text
+
+
 @numba.njit(parallel=True)
 def pair_energy(pos, s2):
     """benchmarks/parallel.py's Lennard-Jones kernel (P2)."""

@@ -200,7 +200,8 @@ _BODY_ACTIVITIES = (Activity.DUPLICATED, Activity.CONST, Activity.CONST, Activit
                     Activity.CONST, Activity.CONST)
 
 
-def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
+def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout",
+                reverse: bool = True):
     """The body, reading the slots of ``args`` that carry no derivative from a parameter of
     their own (:func:`~pyzyme.transforms.parallel_body.split_arguments`); what the caller
     stores into each slot (``{k: [values]}``, those reaching the launch), and the slots that
@@ -237,24 +238,25 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout"):
     everything = frozenset(range(layout.count))
     split = split_arguments(cx.module, body, everything - active,
                             everything - {row.schedule})
-    _ready(cx, split)
+    _ready(cx, split, reverse)
     return split, stored, active
 
 
-def _ready(cx, body) -> None:
+def _ready(cx, body, reverse: bool) -> None:
     """The rewrites a captured function gets before differentiation
     (:mod:`pyzyme.frontends.numba.pre_ad`), on the body pyzyme owns: its ``x ** 6`` a call
     with a rule rather than a loop of squarings whose every step the forward sweep would tape
     (the body is compiled apart from the function, so the function's own rewrite never saw
     it), its loops skipping one index split, and the whole versioned on its arrays' row
-    strides (:mod:`pyzyme.transforms.stride_versions`). Each is a no-op the second time (the copy is
+    strides (:mod:`pyzyme.transforms.stride_versions`; in forward mode, where not
+    ``reverse``, only those of rows it writes). Each is a no-op the second time (the copy is
     made once per body and set of slots)."""
     int_power.fold(cx.module, body)
     if cx.options.split_loops:
         index_split.split(body)
     if cx.options.version_strides:
         # The body reads its arrays' row lengths from ``dims``.
-        version_strides(body)
+        version_strides(body, reverse=reverse)
 
 
 def _reverse_facts(cx, inst: I.CallBase, row: spec.ParallelFor, split, stored: dict,
@@ -603,7 +605,7 @@ def forward_mode(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     data = inst.args[row.data]
     data_varied = data in cx.activity.varied
     layout = _layout(cx, inst, row, cx.width, cx.width if data_varied else 0)
-    body, _, _ = _split_body(cx, inst, row, layout)
+    body, _, _ = _split_body(cx, inst, row, layout, reverse=False)
     acts = list(_BODY_ACTIVITIES)
     acts[3] = Activity.DUPLICATED if data_varied else Activity.CONST
     dfn = cx.callee_derivative(body, ForwardSignature.standard(body, acts, cx.width))

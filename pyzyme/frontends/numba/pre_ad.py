@@ -32,11 +32,11 @@ from pyzyme.frontends.numba.wraparound import fold_wraparound, shape_params
 __all__ = ["ready"]
 
 
-def ready(module, native, abi, distinct: bool, options) -> None:
+def ready(module, native, abi, distinct: bool, options, *, reverse: bool = True) -> None:
     """Rewrite ``native`` (of ``module``, described by ``abi``) in place for differentiation
-    under ``options`` (:class:`~pyzyme.settings.Options`: ``split_loops``,
-    ``interchange_loops``, ``version_strides``); ``distinct``: the arrays of the call do not
-    overlap."""
+    (in reverse mode, or forward mode where not ``reverse``) under ``options``
+    (:class:`~pyzyme.settings.Options`: ``split_loops``, ``interchange_loops``,
+    ``version_strides``); ``distinct``: the arrays of the call do not overlap."""
     fold_wraparound(native, shape_params(native, abi))
     int_power.fold(module, native)
     if options.split_loops:
@@ -51,4 +51,4 @@ def ready(module, native, abi, distinct: bool, options) -> None:
         if options.interchange_loops:
             interchange(native)
     if options.version_strides:
-        version_strides(native)
+        version_strides(native, reverse=reverse)

@@ -129,7 +129,7 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     native = module.get_function(cap.symbol)
     written = written_arguments(abi, lambda i: native.args[i].attrs)
     opts = settings.current()
-    pre_ad.ready(module, native, abi, distinct, opts)
+    pre_ad.ready(module, native, abi, distinct, opts, reverse=False)
     restype = abi.signature.return_type
     drop_primal = not need_primal and ret_differentiated and isinstance(restype, types.Float)
     symbol = symbol_name("fwd", cap.text, repr(sig) + opts.tag + ("-" if drop_primal else "")
