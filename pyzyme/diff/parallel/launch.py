@@ -51,7 +51,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir.module import Function
 from pyzyme.ir.values import ConstantInt, Value, const_int, const_null
 from pyzyme.rules import spec
-from pyzyme.transforms import index_split, int_power
+from pyzyme.transforms.loop_rewrites import rewrite_loops
 from pyzyme.transforms.parallel_body import (
     CARGS,
     SHARED,
@@ -59,7 +59,6 @@ from pyzyme.transforms.parallel_body import (
     slot_loads,
     split_arguments,
 )
-from pyzyme.transforms.stride_versions import version_strides
 
 __all__ = ["varied", "forward_mode", "augmented", "reverse"]
 
@@ -238,25 +237,8 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout",
     everything = frozenset(range(layout.count))
     split = split_arguments(cx.module, body, everything - active,
                             everything - {row.schedule})
-    _ready(cx, split, reverse)
+    rewrite_loops(cx.module, split, cx.options, reverse=reverse, interchange_ok=False)
     return split, stored, active
-
-
-def _ready(cx, body, reverse: bool) -> None:
-    """The rewrites a captured function gets before differentiation
-    (:mod:`pyzyme.frontends.numba.pre_ad`), on the body pyzyme owns: its ``x ** 6`` a call
-    with a rule rather than a loop of squarings whose every step the forward sweep would tape
-    (the body is compiled apart from the function, so the function's own rewrite never saw
-    it), its loops skipping one index split, and the whole versioned on its arrays' row
-    strides (:mod:`pyzyme.transforms.stride_versions`; in forward mode, where not
-    ``reverse``, only those of rows it writes). Each is a no-op the second time (the copy is
-    made once per body and set of slots)."""
-    int_power.fold(cx.module, body)
-    if cx.options.split_loops:
-        index_split.split(body)
-    if cx.options.version_strides:
-        # The body reads its arrays' row lengths from ``dims``.
-        version_strides(body, reverse=reverse)
 
 
 def _reverse_facts(cx, inst: I.CallBase, row: spec.ParallelFor, split, stored: dict,
