@@ -75,3 +75,15 @@ def check_gradient(f, w, x, dw, fd_atol: float = 1e-7) -> None:
         down[k] -= e
         assert dw[k] == pytest.approx((f(up, x) - f(down, x)) / (2 * e), rel=1e-6,
                                       abs=fd_atol)
+
+
+def central_gradient(f, x, *rest, h: float = 1e-6):
+    """The gradient of ``f(x, *rest)`` in the array ``x`` by central differences, entry by
+    entry."""
+    g = np.zeros_like(x)
+    for k in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[k] += h
+        down[k] -= h
+        g[k] = (f(up, *rest) - f(down, *rest)) / (2 * h)
+    return g

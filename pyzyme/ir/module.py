@@ -160,6 +160,19 @@ class Function(Linked, GlobalValue):
             block.instructions.clear()
             self.blocks.remove(block)
 
+    def join_blocks(self, head: BasicBlock, tail: BasicBlock) -> None:
+        """Move ``tail``'s instructions to the end of ``head`` (which has no terminator
+        left), make the phis of ``tail``'s successors come from ``head``, and remove
+        ``tail``, which nothing else may branch to."""
+        for inst in tail.instructions:
+            inst.parent = head
+        head.instructions.extend(tail.instructions)
+        tail.instructions = []
+        for after in head.successors:
+            for phi in after.phis:
+                phi.blocks = [head if came is tail else came for came in phi.blocks]
+        self.blocks.remove(tail)
+
     def unique_name(self, base: str) -> str:
         """``base``, or ``base.N`` with the smallest N not yet naming a local of this function.
 

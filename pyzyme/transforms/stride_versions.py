@@ -333,11 +333,4 @@ def _split(fn, strides) -> BasicBlock:
 
 def _join(entry: BasicBlock, rest: BasicBlock) -> None:
     """Undo :func:`_split`: ``rest``'s instructions back at the end of ``entry``."""
-    for inst in rest.instructions:
-        inst.parent = entry
-    entry.instructions.extend(rest.instructions)
-    rest.instructions = []
-    for after in entry.successors:
-        for phi in after.phis:
-            phi.blocks = [entry if came is rest else came for came in phi.blocks]
-    entry.parent.blocks.remove(rest)
+    entry.parent.join_blocks(entry, rest)

@@ -18,6 +18,7 @@ from pyzyme.naming import index_split, symbol_name
 from pyzyme.runtime import compile_module
 from pyzyme.settings import Options, using
 from pyzyme.transforms.index_split import plan, split
+from tests.kernels import central_gradient
 
 # s = sum of x[j] * j over j in [j0, n) but p, out[j] = s along the way; returns s, and
 # writes the counter's last step to *last.
@@ -126,6 +127,15 @@ def _run(text: str, rewrite: bool, j0: int, n: int, p: int):
     return s, out, last[0]
 
 
+def _assert_alike(text: str, cases) -> None:
+    """The loop of ``text`` split and not, run for each ``(j0, n, p)``: bitwise the same."""
+    for j0, n, p in cases:
+        before = _run(text, False, j0, n, p)
+        after = _run(text, True, j0, n, p)
+        assert before[0] == after[0] and before[2] == after[2], (j0, n, p)
+        np.testing.assert_array_equal(before[1], after[1])
+
+
 @pytest.mark.parametrize("kind", ["ne", "eq", "float"])
 @pytest.mark.parametrize("exit", ["eq", "sge"], ids=["ne-bound", "slt-bound"])
 def test_split_loops_run_like_the_original(kind, exit):
@@ -137,11 +147,7 @@ def test_split_loops_run_like_the_original(kind, exit):
                               -(2 ** 62)})]
     if exit == "sge":
         cases += [(7, 3, 5), (7, 7, 7), (4, 4, 2)]   # a do-while loop entered past its bound
-    for j0, n, p in cases:
-        before = _run(text, False, j0, n, p)
-        after = _run(text, True, j0, n, p)
-        assert before[0] == after[0] and before[2] == after[2], (j0, n, p)
-        np.testing.assert_array_equal(before[1], after[1])
+    _assert_alike(text, cases)
 
 
 def test_a_loop_left_early_from_its_body_runs_like_the_original():
@@ -157,11 +163,7 @@ def test_a_loop_left_early_from_its_body_runs_like_the_original():
     text = text.replace("[ %s1, %body ]", "[ %s1, %go ]")
     (s,) = plan(parse_module(text).get_function("loop"))
     assert "split around" in str(s)
-    for j0, n, p in [(0, 16, 3), (0, 16, 14), (0, 9, 4), (2, 16, 2)]:
-        before = _run(text, False, j0, n, p)
-        after = _run(text, True, j0, n, p)
-        assert before[0] == after[0] and before[2] == after[2], (j0, n, p)
-        np.testing.assert_array_equal(before[1], after[1])
+    _assert_alike(text, [(0, 16, 3), (0, 16, 14), (0, 9, 4), (2, 16, 2)])
 
 
 def test_float_compare_beyond_the_mantissa_runs_the_original():
@@ -173,11 +175,7 @@ def test_float_compare_beyond_the_mantissa_runs_the_original():
     text = text.replace("%px =", "%jx = and i64 %j, 15\n  %px =").replace(
         "getelementptr double, ptr %out, i64 %j", "getelementptr double, ptr %out, i64 %jx")
     base = 2 ** 53 - 2
-    for p in (base + 2, base + 3):
-        before = _run(text, False, base, base + 6, p)
-        after = _run(text, True, base, base + 6, p)
-        assert before[0] == after[0]
-        np.testing.assert_array_equal(before[1], after[1])
+    _assert_alike(text, [(base, base + 6, base + 2), (base, base + 6, base + 3)])
 
 
 # ------------------------------------------------------------------------ through Numba
@@ -225,16 +223,6 @@ def _grad(f, pos, split_loops=True):
     return d
 
 
-def _central(f, pos, e=1e-6):
-    g = np.zeros_like(pos)
-    for k in np.ndindex(pos.shape):
-        up, down = pos.copy(), pos.copy()
-        up[k] += e
-        down[k] -= e
-        g[k] = (f(up, 0.3) - f(down, 0.3)) / (2 * e)
-    return g
-
-
 def test_a_pair_loops_derivative_is_split():
     pos = _positions()
     text = pyzyme.code_llvm(Reverse, serial, Active, Duplicated(pos, np.zeros_like(pos)),
@@ -250,7 +238,7 @@ def test_a_pair_loops_derivative_is_split():
 def test_pair_loop_gradients(f):
     pos = _positions()
     d = _grad(f, pos)
-    np.testing.assert_allclose(d, _central(f, pos), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(d, central_gradient(f, pos, 0.3), rtol=1e-6, atol=1e-7)
     # the rewrite keeps the iterations and their order: the same sums, exactly (adjoints not
     # reassociated, so that LLVM vectorizes neither differently)
     np.testing.assert_array_equal(d, _grad(f, pos, split_loops=False))

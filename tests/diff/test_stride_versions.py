@@ -21,7 +21,7 @@ from pyzyme.runtime import compile_module
 from pyzyme.runtime.modules import parse
 from pyzyme.transforms import stride_versions
 from pyzyme.transforms.stride_versions import find_strides, version_strides
-from tests.kernels import on_and_off
+from tests.kernels import central_gradient, on_and_off
 
 # out[j, c] += x[j, c] * w for the columns c, over rows of {stride} elements (out's rows: {orow}).
 ROWS = """
@@ -248,16 +248,6 @@ def _reverse(pos, out, cot):
     return dpos
 
 
-def _differences(f, x, h=1e-6):
-    g = np.zeros_like(x)
-    for at in np.ndindex(x.shape):
-        up, down = x.copy(), x.copy()
-        up[at] += h
-        down[at] -= h
-        g[at] = (f(up) - f(down)) / (2 * h)
-    return g
-
-
 def _arrays(cols, rng, view=False):
     n = 6
     if view:   # columns 0..2 of an (n, 5) array: rows 5 apart, Numba's layout 'A'
@@ -274,7 +264,7 @@ def test_serial_gradients(cols, view):
     rng = np.random.default_rng(cols)
     pos, out, cot = _arrays(cols, rng, view)
     got = _reverse(pos, out, cot)
-    fd = _differences(lambda p: _loss(p, out, cot), np.ascontiguousarray(pos))
+    fd = central_gradient(lambda p: _loss(p, out, cot), np.ascontiguousarray(pos))
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-7)
     # forward mode: the tangent of the result and of out along a direction
     tpos = rng.standard_normal(pos.shape)
@@ -347,7 +337,7 @@ def test_parallel_gradient():
     rng = np.random.default_rng(5)
     grid = np.array([(a, b, c) for a in range(2) for b in range(2) for c in range(2)], float)
     pos = 1.5 * grid + 0.1 * rng.standard_normal(grid.shape)
-    fd = _differences(lambda p: pair_energy(p, 1.0), pos)
+    fd = central_gradient(lambda p: pair_energy(p, 1.0), pos)
     direction = rng.standard_normal(pos.shape)
     text = pyzyme.code_llvm(Reverse, pair_energy, Active, Duplicated(pos, pos * 0), Const(1.0))
     assert f"%{naming.stride_test([3])} = icmp eq i64" in text    # the body's, from dims

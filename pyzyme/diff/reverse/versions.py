@@ -249,14 +249,7 @@ def join_runs(fn, blocks) -> dict:
                     or nxt.predecessors != [head]:
                 break
             term.erase()
-            for inst in nxt.instructions:
-                inst.parent = head
-            head.instructions.extend(nxt.instructions)
-            nxt.instructions = []
-            for after in head.successors:
-                for phi in after.phis:
-                    phi.blocks = [head if came is nxt else came for came in phi.blocks]
-            fn.blocks.remove(nxt)
+            fn.join_blocks(head, nxt)
             joined[nxt] = head
     return joined
 
