@@ -1,4 +1,4 @@
-"""Folding Numba's negative-index wrap-around (pyzyme.frontends.numba.wraparound): folded only
+"""Folding Numba's negative-index wrap-around (pyzyme.transforms.wraparound): folded only
 where the index is provably non-negative, and derivatives still wrap where Python would."""
 
 import numba
@@ -7,7 +7,7 @@ import pytest
 
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Forward, Reverse
-from pyzyme.frontends.numba.wraparound import fold_wraparound
+from pyzyme.transforms.wraparound import fold_wraparound
 from pyzyme.ir import parse_module
 
 LOOP = """

@@ -3,6 +3,9 @@ function (:mod:`pyzyme.frontends.numba.pre_ad`, which adds Numba's own around th
 body of each parallel loop, which Numba compiles apart from the function that launches it
 (:mod:`pyzyme.diff.parallel.launch`), so that the function's own rewrites never see it.
 
+0. Numba's wrap-around of negative indices (``a[j + (n if j < 0 else 0)]``) folded where the
+   index cannot be negative, given values known non-negative (``nonnegative``: shapes, sizes)
+   (:mod:`pyzyme.transforms.wraparound`);
 1. integer powers: Numba's binary-exponentiation loops for ``x ** i`` become calls of a
    function with a derivative rule, which the reverse sweep recomputes instead of taping every
    squaring (:mod:`pyzyme.transforms.int_power`);
@@ -23,16 +26,19 @@ once per launch that reaches it).
 from __future__ import annotations
 
 from pyzyme.transforms import index_split, int_power
+from pyzyme.transforms.wraparound import fold_wraparound
 from pyzyme.transforms.interchange import interchange
 from pyzyme.transforms.stride_versions import version_strides
 
 __all__ = ["rewrite_loops"]
 
 
-def rewrite_loops(module, fn, options, *, reverse: bool, interchange_ok: bool) -> None:
+def rewrite_loops(module, fn, options, *, reverse: bool, interchange_ok: bool,
+                  nonnegative=()) -> None:
     """Apply the rewrites above to ``fn`` (of ``module``) in place, as ``options``
     (:class:`~pyzyme.settings.Options`) asks, for a derivative in reverse mode (or forward
     mode, where not ``reverse``: stride versions only for rows ``fn`` writes)."""
+    fold_wraparound(fn, nonnegative)
     int_power.fold(module, fn)
     if options.split_loops:
         index_split.split(fn)

@@ -237,7 +237,10 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout",
     everything = frozenset(range(layout.count))
     split = split_arguments(cx.module, body, everything - active,
                             everything - {row.schedule})
-    rewrite_loops(cx.module, split, cx.options, reverse=reverse, interchange_ok=False)
+    sizes = [u for uses in (argument_slots(split.args[1], word=True) or {}).values()
+             for u in uses if isinstance(u, I.Load)]   # ``dims``: a row count, core sizes
+    rewrite_loops(cx.module, split, cx.options, reverse=reverse, interchange_ok=False,
+                  nonnegative=sizes)
     return split, stored, active
 
 

@@ -1,12 +1,12 @@
 """The captured function made ready for differentiation, the same way in either mode.
 
-Numba's wrap-around of negative indices is folded where the index cannot be negative
-(:mod:`pyzyme.frontends.numba.wraparound`); when the caller found that no two arrays passed
-share memory, the data pointers of the array arguments are marked ``noalias`` (what LLVM needs
-to keep values in registers and vectorize; jitclass data is left alone, it may be reached
-through its instance too); then the loop rewrites every function gets
-(:mod:`pyzyme.transforms.loop_rewrites`: integer powers, loops skipping one index, nests
-interchanged where the arrays are apart, row strides versioned).
+When the caller found that no two arrays passed share memory, the data pointers of the array
+arguments are marked ``noalias`` (what LLVM needs to keep values in registers and vectorize;
+jitclass data is left alone, it may be reached through its instance too); then the function
+gets the loop rewrites every function gets (:mod:`pyzyme.transforms.loop_rewrites`: negative
+indices' wrap-around folded, given the array shapes the ABI says the parameters carry; integer
+powers; loops skipping one index; nests interchanged where the arrays are apart; row strides
+versioned).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 from numba.core import types
 
 from pyzyme.transforms.loop_rewrites import rewrite_loops
-from pyzyme.frontends.numba.wraparound import fold_wraparound, shape_params
 
 __all__ = ["ready"]
 
@@ -24,7 +23,6 @@ def ready(module, native, abi, distinct: bool, options, *, reverse: bool = True)
     (in reverse mode, or forward mode where not ``reverse``) under ``options``
     (:class:`~pyzyme.settings.Options`: ``split_loops``, ``interchange_loops``,
     ``version_strides``); ``distinct``: the arrays of the call do not overlap."""
-    fold_wraparound(native, shape_params(native, abi))
     if distinct:
         for arg in abi.args:
             for p in arg.params:
@@ -32,4 +30,7 @@ def ready(module, native, abi, distinct: bool, options, *, reverse: bool = True)
                         and not isinstance(p.numba_type.dtype, types.ClassDataType):
                     a = native.args[p.index]
                     a.attrs = " ".join([*a.attrs.split(), "noalias"])
-    rewrite_loops(module, native, options, reverse=reverse, interchange_ok=distinct)
+    shapes = [native.args[p.index] for arg in abi.args for p in arg.params
+              if ".shape[" in p.field]
+    rewrite_loops(module, native, options, reverse=reverse, interchange_ok=distinct,
+                  nonnegative=shapes)

@@ -8,8 +8,9 @@ runs it, and the reverse sweep recomputes the index from its loop counter and ru
 (where LLVM knows even less). :func:`fold_wraparound` proves such indices non-negative before
 differentiation and replaces the select by its no-wrap operand.
 
-An integer is known non-negative when it is a constant ``>= 0``; an array's shape (from the
-ABI); ``zext``, ``lshr`` by a positive amount, ``and`` with a non-negative constant, ``urem``
+An integer is known non-negative when it is a constant ``>= 0``; a value the caller says is
+(an array's shape, from the ABI of a captured function; a size a parallel loop's body reads
+from its ``dims``); ``zext``, ``lshr`` by a positive amount, ``and`` with a non-negative constant, ``urem``
 by a positive constant; ``add``/``mul`` with ``nsw`` of non-negative values; ``sext`` or a
 ``select`` of non-negative values; a phi whose incoming values are all non-negative (assuming
 the phi itself is while its back edges are looked at: an induction over these rules); or the
@@ -60,16 +61,10 @@ from pyzyme.analysis.loops import analyze_loops
 from pyzyme.ir import instructions as I
 from pyzyme.ir.values import ConstantInt
 
-__all__ = ["fold_wraparound", "shape_params"]
+__all__ = ["fold_wraparound"]
 
 # (predicate, constant): comparisons that are true exactly when x < 0.
 _NEGATIVE = {("slt", 0): True, ("sle", -1): True, ("sgt", -1): False, ("sge", 0): False}
-
-
-def shape_params(native, abi) -> list:
-    """The parameters of ``native`` that carry array shapes (never negative)."""
-    return [native.args[p.index] for arg in abi.args for p in arg.params
-            if ".shape[" in p.field]
 
 
 def fold_wraparound(fn, nonnegative: Iterable = ()) -> int:
