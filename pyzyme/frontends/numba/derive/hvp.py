@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from numba.core import types
-
 from pyzyme import ir, pipeline, settings
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.layout import sizeof
@@ -22,8 +20,8 @@ from pyzyme.frontends.numba.derive.forward import differentiable
 from pyzyme.frontends.numba.derive.reverse import reverse_module, value_type
 from pyzyme.frontends.numba.source_lines import where_defined
 from pyzyme.errors import UnsupportedError
-from pyzyme.ir import instructions as I
-from pyzyme.naming import PARALLEL_BODY, symbol_name
+from pyzyme.naming import symbol_name
+from pyzyme.transforms.parallel_body import constant_float_slots
 
 __all__ = ["HvpPlan", "build_hvp"]
 
@@ -47,8 +45,7 @@ def build_hvp(f, xtype, rules, where: str | None = None, const_types=()) -> HvpP
                         [Activity.DUPLICATED] + [Activity.CONST] * len(const_types),
                         Activity.ACTIVE, True, rules, where=where, tangents=1)
     module, abi = rm.module, rm.abi
-    _refuse_constants_in_parallel_loops(module, module.get_function(rm.native), abi,
-                                        const_types, where)
+    _refuse_constants_in_parallel_loops(module, where)
     if hasattr(rules, "with_rule_bodies"):  # user rules: differentiate through their bodies
         module = rules.with_rule_bodies(module)
     grad_fn = module.get_function(rm.symbol)
@@ -85,41 +82,19 @@ def build_hvp(f, xtype, rules, where: str | None = None, const_types=()) -> HvpP
     return HvpPlan(built.wrapped, built.text)
 
 
-def _refuse_constants_in_parallel_loops(module, native, abi, const_types, where: str) -> None:
+def _refuse_constants_in_parallel_loops(module, where: str) -> None:
     """Forward mode over a gradient's parallel launch reads each argument of the loop body
     from the launch's block, whose shadow holds a null pointer for an argument with no
-    derivative: where the body reads floats through one (a float or an array held constant
-    and handed to the loop), the Hessian-vector product would read through null (it
-    crashed). Refused until such slots get shadows of their own; integers carry no tangent,
-    and constants the loops are not handed are never stored in a launch's block."""
-    if not any(fn.name.startswith(PARALLEL_BODY) for fn in module.functions):
-        return
-    handed = [t for t, arg in zip(const_types, abi.args[1:])
-              if _carries_floats(t) and any(_stored(native.args[p.index], set())
-                                            for p in arg.params)]
-    if handed:
+    derivative: where the body reads floats through one (a float or an array held constant,
+    handed to the loop by ``f`` or by a function it calls), the Hessian-vector product
+    would read through null (it crashed). Refused until such slots get shadows of their own;
+    integers and the loop's schedule carry no tangent and pass."""
+    slots = constant_float_slots(module)
+    if slots:
         raise UnsupportedError(
-            f"hvp of {where}: the function hands floating-point arguments held constant "
-            f"({', '.join(map(str, handed))}) to a prange / parallel=True loop, which pyzyme "
-            f"cannot yet carry through the loop in forward mode over reverse mode",
+            f"hvp of {where}: a prange / parallel=True loop it runs is handed "
+            f"{len(slots)} floating-point argument(s) held constant (a float or a float array "
+            f"with no derivative), which pyzyme cannot yet carry through the loop in forward "
+            f"mode over reverse mode",
             hint="fold them into the function (a global or a closure variable), or compute "
                  "the Hessian-vector product of the function without parallel=True")
-
-
-def _carries_floats(t) -> bool:
-    dtype = getattr(t, "dtype", t)
-    return isinstance(dtype, (types.Float, types.Complex))
-
-
-def _stored(value, seen: set) -> bool:
-    """Whether ``value``, or a value made from it by address arithmetic, casts or merges, is
-    stored into memory (as a parallel launch's arguments are)."""
-    for user in value.users:
-        if isinstance(user, I.Store) and user.value is value:
-            return True
-        if user not in seen and isinstance(user, (I.GetElementPtr, I.Cast, I.InsertValue,
-                                                  I.Select, I.Phi)):
-            seen.add(user)
-            if _stored(user, seen):
-                return True
-    return False

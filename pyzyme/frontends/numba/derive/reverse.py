@@ -130,7 +130,6 @@ class ReverseModule:
     abi: object
     tape: str
     writes_arrays: bool
-    native: str = ""     # the captured function the derivative is of
 
 
 def build_reverse(f, primal_types: Sequence[types.Type], kinds: Sequence,
@@ -383,7 +382,7 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence,
              symbol, need_primal)
     args = list(primal_types) + shadow_types + ([restype] if seeded else [])
     return ReverseModule(module, symbol, args, entry_restype, restype, seeded, abi,
-                         str(gen.tapes[rev]), _writes_arrays(abi, native), native.name)
+                         str(gen.tapes[rev]), _writes_arrays(abi, native))
 
 
 def _writes_arrays(abi, native) -> bool:
