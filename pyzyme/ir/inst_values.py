@@ -23,6 +23,7 @@ from pyzyme.ir.values import (
     ConstantAggregate,
     ConstantInt,
     ConstantSplat,
+    NamedValue,
     Poison,
     Undef,
     Value,
@@ -184,6 +185,15 @@ class Phi(Instruction):
                  f"incoming {value.type} value in a phi of {self.type}")
         self.blocks.append(block)
         self._append_operands((value,))
+
+    def remove_incoming(self, block) -> None:
+        """Drop the entry from ``block`` (an edge that no longer exists)."""
+        k = self.blocks.index(block)
+        value = self.operands[k]
+        if isinstance(value, NamedValue) and self.parent is not None:
+            value.users.remove(self)
+        del self.operands[k]
+        del self.blocks[k]
 
     def copy_with(self, operands: Sequence[Value], *, keep_metadata: bool = False) -> Phi:
         clone = super().copy_with(operands, keep_metadata=keep_metadata)

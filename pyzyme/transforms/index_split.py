@@ -77,7 +77,7 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir.builder import resolve_later_operands
 from pyzyme.ir.module import BasicBlock
 from pyzyme.ir.opcodes import PURE
-from pyzyme.ir.values import NamedValue, const_int
+from pyzyme.ir.values import const_int
 
 __all__ = ["Split", "plan", "split"]
 
@@ -244,20 +244,16 @@ def _rewrite(s: Split) -> None:
     ty, n, p, j0 = iv.phi.type, count.bound, s.skipped, iv.start
     name = header.name
 
-    def block(part):
-        return BasicBlock(fn, fn.unique_name(naming.index_split(name, part)))
+    def named(part):
+        return naming.index_split(name, part)
 
-    check, enter, between, after = (block(part) for part in
-                                    ("check", "enter", "between", "after"))
+    check, enter, between, after = (BasicBlock(fn, fn.unique_name(named(part)))
+                                    for part in ("check", "enter", "between", "after"))
     pre.terminator.replace_uses_of(header, check)
     for phi in header.phis:
         phi.blocks = [check if b is pre else b for b in phi.blocks]
 
     b = IRBuilder(check)
-
-    def named(part):
-        return naming.index_split(name, part)
-
     ok = b.icmp("slt", j0, n, name=named("runs"))
     if s.converted:
         # Converted integers compare like the integers where all are exact in the type.
@@ -359,7 +355,7 @@ def _copy(loop: Loop, s: Split, part: str, check, enter: BasicBlock, starts: dic
         k = copy.blocks.index(enter)
         copy.set_operand(k, starts.get(phi, phi.operands[k]))
     for phi in latch.phis:
-        _drop_incoming(mapping[phi], new_header)
+        mapping[phi].remove_incoming(new_header)
     members = set(loop.blocks)
     for phi in (phi for blk in s.early for phi in blk.phis):
         for value, came in phi.incoming:
@@ -371,15 +367,6 @@ def _copy(loop: Loop, s: Split, part: str, check, enter: BasicBlock, starts: dic
     b.cbranch(done, leave, new_header)
     _sweep(blocks)
     return _Copy(blocks, new_header, new_latch, mapping)
-
-
-def _drop_incoming(phi: I.Phi, block) -> None:
-    k = phi.blocks.index(block)
-    value = phi.operands[k]
-    if isinstance(value, NamedValue):
-        value.users.remove(phi)
-    del phi.operands[k]
-    del phi.blocks[k]
 
 
 def _sweep(blocks) -> None:

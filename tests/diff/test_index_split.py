@@ -180,16 +180,21 @@ def test_float_compare_beyond_the_mantissa_runs_the_original():
 
 # ------------------------------------------------------------------------ through Numba
 
+@numba.njit(inline="always")
+def _pair(pos, i, j, sigma):
+    dx = pos[i, 0] - pos[j, 0]
+    dy = pos[i, 1] - pos[j, 1]
+    r2 = dx * dx + dy * dy + sigma
+    return 1.0 / r2 + np.sqrt(r2)
+
+
 def pair_energy(pos, sigma):
     n = pos.shape[0]
     e = 0.0
     for i in range(n):
         for j in range(n):
             if j != i:
-                dx = pos[i, 0] - pos[j, 0]
-                dy = pos[i, 1] - pos[j, 1]
-                r2 = dx * dx + dy * dy + sigma
-                e += 1.0 / r2 + np.sqrt(r2)
+                e += _pair(pos, i, j, sigma)
     return e
 
 
@@ -200,10 +205,7 @@ def pair_energy_prange(pos, sigma):
         ei = 0.0
         for j in range(n):
             if j != i:
-                dx = pos[i, 0] - pos[j, 0]
-                dy = pos[i, 1] - pos[j, 1]
-                r2 = dx * dx + dy * dy + sigma
-                ei += 1.0 / r2 + np.sqrt(r2)
+                ei += _pair(pos, i, j, sigma)
         e += ei
     return e
 
@@ -301,10 +303,7 @@ def _fixed(sigma):
             ei = 0.0
             for j in range(n):
                 if j != i:
-                    dx = pos[i, 0] - pos[j, 0]
-                    dy = pos[i, 1] - pos[j, 1]
-                    r2 = dx * dx + dy * dy + sigma
-                    ei += 1.0 / r2 + np.sqrt(r2)
+                    ei += _pair(pos, i, j, sigma)
             e += ei
         return e
     return energy
