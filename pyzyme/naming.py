@@ -214,6 +214,11 @@ def moved(primal: str, part: str) -> str:
     return f"{tangent(primal or 'block', 0, 1)}.{part}"
 
 
+#: The metadata kind marking a reverse sweep's read of a value its forward sweep kept (from
+#: the tape or a loop cache) that no active input changes: forward mode over the derivative
+#: (hvp) gives it no tangent, though the tape it comes from has a shadow.
+CONSTANT_RELOAD = "pyzyme.constant"
+
 PARALLEL_BODY = "pyzyme.parfor."
 #: The identity through which a parallel loop's derivative passes the arrays that carry no
 #: derivative (an inactive rule row in pyzyme.rules.runtime says so).

@@ -40,6 +40,7 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pyzyme import naming
 from pyzyme.analysis.cfg import reverse_post_order
 from pyzyme.analysis.int_address import ADDRESS_ARITHMETIC, address_source
 from pyzyme.analysis.overwrite import written_pointers
@@ -132,7 +133,8 @@ def analyze_activity(fn, params: Sequence[Activity],
                      allocation_policy: Callable[[I.Instruction], bool] | None = None,
                      *, return_active: bool | None = None,
                      may_allocate: Callable[[I.CallBase], bool] | None = None,
-                     skip_blocks: frozenset = frozenset()) -> ActivityResult:
+                     skip_blocks: frozenset = frozenset(),
+                     constant_reloads: bool = False) -> ActivityResult:
     """Which values of ``fn`` carry derivatives, given the activity of each parameter.
 
     Parameters
@@ -160,6 +162,10 @@ def analyze_activity(fn, params: Sequence[Activity],
     skip_blocks
         Blocks whose instructions carry no derivative and whose uses of values count for
         nothing (reverse mode's error-only blocks: no reverse sweep runs after them).
+    constant_reloads
+        ``fn`` is a reverse-mode derivative's part whose constants are constant here too:
+        its loads marked :data:`~pyzyme.naming.CONSTANT_RELOAD` (a value the forward sweep
+        kept that no active input changed) are not varied, though the tape they read is.
     """
     result = ActivityResult(fn)
     varied = result.varied
@@ -180,7 +186,7 @@ def analyze_activity(fn, params: Sequence[Activity],
             if inst in varied or not can_carry_derivative(inst.type):
                 continue
             if _is_varied(inst, is_varied, call_policy, allocation_policy, may_allocate,
-                          skip_blocks):
+                          skip_blocks, constant_reloads):
                 varied.add(inst)
                 changed = True
     if return_active is not None:
@@ -380,12 +386,14 @@ def _stores_only_constants(call: I.CallBase, address: Value) -> bool:
 
 
 def _is_varied(inst: I.Instruction, is_varied, call_policy, allocation_policy,
-               may_allocate=None, skip_blocks: frozenset = frozenset()) -> bool:
+               may_allocate=None, skip_blocks: frozenset = frozenset(),
+               constant_reloads: bool = False) -> bool:
     op = inst.opcode
     if op in _FLOWS:
         return any(is_varied(v) for v in inst.operands)
     if op == "load":
-        return is_varied(inst.operands[0])
+        return is_varied(inst.operands[0]) and not (constant_reloads and any(
+            kind == naming.CONSTANT_RELOAD for kind, _ in inst.metadata))
     if op == "alloca":
         if allocation_policy is not None:
             return allocation_policy(inst)

@@ -202,6 +202,16 @@ class TypeTree:
         for path, ct in (entries or {}).items():
             self.insert(tuple(path), ct)
 
+    @classmethod
+    def _of_canonical(cls, entries: dict) -> TypeTree:
+        """A tree holding ``entries``, already canonical (a canonical tree's entries kept
+        whole below some top-level offsets, or one pointer level of them): no
+        :meth:`insert`, whose check against every wildcard entry makes building a large
+        tree entry by entry quadratic."""
+        out = cls()
+        out._map = entries
+        return out
+
     # ------------------------------------------------------------------ reading
     def __iter__(self) -> Iterator[tuple[Path, ConcreteType]]:
         return iter(sorted(self._map.items()))
@@ -375,6 +385,11 @@ class TypeTree:
         >>> print(TypeTree({(-1,): POINTER, (-1, 8): INTEGER}).data0())
         {[8]:Integer}
         """
+        firsts = {path[0] for path in self._map if len(path) > 1 and path[0] in (-1, 0)}
+        if len(firsts) == 1:  # one pointer level of a canonical tree: canonical
+            first = firsts.pop()
+            return TypeTree._of_canonical({path[1:]: ct for path, ct in self._map.items()
+                                           if len(path) > 1 and path[0] == first})
         out = TypeTree()
         for path, ct in self:
             if len(path) > 1 and path[0] in (-1, 0):
@@ -396,6 +411,18 @@ class TypeTree:
         >>> print(s.shift(8, 8), s.shift(0, 8, 16))
         {[0]:Float@double} {[16]:Pointer, [16,-1]:Float@double}
         """
+        if (size == -1 and not add) or not any(p[0] == -1 for p in self._map):
+            # No wildcard to spell out: a canonical tree's entries, some dropped whole with
+            # what is under them and the rest moved alike, stay canonical.
+            kept = {}
+            for path, ct in self._map.items():
+                first = path[0]
+                if first == -1:
+                    kept[path] = ct
+                elif offset <= first and (size == -1 or first < offset + size) \
+                        and first - offset + add < MAX_OFFSET:
+                    kept[(first - offset + add, *path[1:])] = ct
+            return TypeTree._of_canonical(kept)
         out = TypeTree()
         for path, ct in self:
             first, rest = path[0], path[1:]
@@ -436,9 +463,9 @@ class TypeTree:
         >>> print(t, t.keep_minus_one())
         {[-1]:Integer, [0]:Pointer, [0,8]:Float@double} {[-1]:Integer}
         """
-        return TypeTree({p: ct for p, ct in self._map.items() if p[0] == -1})
+        return TypeTree._of_canonical({p: ct for p, ct in self._map.items() if p[0] == -1})
 
     def without(self, offset: int, size: int) -> TypeTree:
         """This tree with the top-level entries in ``[offset, offset + size)`` removed."""
-        return TypeTree({p: ct for p, ct in self._map.items()
-                         if not (offset <= p[0] < offset + size)})
+        return TypeTree._of_canonical({p: ct for p, ct in self._map.items()
+                                       if not (offset <= p[0] < offset + size)})

@@ -279,6 +279,16 @@ class ReverseContext(_Generated):
     slot_loads: dict | None = None                     # a parallel body's slot reads, lazily
     unread_stores: frozenset | None = None             # stores the forward sweep leaves out
     edge_tests: list = field(default_factory=list)     # shared_add's row-edge tests (i1)
+    primals: dict = field(default_factory=dict)        # fwd value -> primal (see primal_of)
+    primals_at: int = -1                               # len(values) when primals was made
+
+    def primal_of(self, fv: Value) -> Value | None:
+        """The primal value forward-sweep value ``fv`` stands for (None: a shadow, or
+        something only the derivative computes)."""
+        if self.primals_at != len(self.values):   # the forward sweep mapped more since
+            self.primals = {v: p for p, v in self.values.items()}
+            self.primals_at = len(self.values)
+        return self.primals.get(fv)
 
     @property
     def sum_flags(self) -> tuple[str, ...]:

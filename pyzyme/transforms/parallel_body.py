@@ -41,7 +41,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import Value, const_int
 
 __all__ = ["split_arguments", "argument_slots", "slot_loads", "apart_slots",
-           "constant_float_slots", "CARGS", "SHARED"]
+           "CARGS", "SHARED"]
 
 _WORD = 8
 #: The split body's parameters after the body's own four (args, dims, steps, data).
@@ -149,36 +149,6 @@ def apart_slots(body, distinct: bool):
             return other in launcher or fresh_object(other)
         return False
     return apart
-
-
-def constant_float_slots(module) -> list[tuple[str, int]]:
-    """``(body, slot)`` for each slot of a body :func:`split_arguments` made in ``module``
-    that it reads from ``cargs`` (no derivative) and through which it loads floating-point
-    values: a float or a float array a parallel loop is handed and holds constant (not its
-    schedule, not an integer)."""
-    found = []
-    for fn in module.functions:
-        if fn.is_declaration or len(fn.args) <= SHARED or fn.args[CARGS].name != "cargs":
-            continue
-        for k, loads in sorted((argument_slots(fn.args[CARGS]) or {}).items()):
-            if any(_reads_floats(load, set()) for load in loads):
-                found.append((fn.name, k))
-    return found
-
-
-def _reads_floats(pointer: Value, seen: set) -> bool:
-    """Whether floating-point values are loaded through ``pointer`` or addresses made from
-    it."""
-    for user in pointer.users:
-        if isinstance(user, I.Load) and user.pointer is pointer:
-            if user.type.is_float:   # a vector's too
-                return True
-        elif isinstance(user, (I.GetElementPtr, I.Cast, I.Select, I.Phi)) \
-                and user not in seen:
-            seen.add(user)
-            if _reads_floats(user, seen):
-                return True
-    return False
 
 
 def _constant_offset(gep: I.GetElementPtr) -> int | None:

@@ -127,3 +127,35 @@ def test_a_slot_holding_a_pointer_a_callee_reads_stays_active():
     printed = str(analyze_activity(fn, [C, D]))
     lines = dict(line.rsplit(": ", 1) for line in printed.splitlines()[1:])
     assert lines["  %blocking = alloca ptr"] == "active"
+
+
+RELOADS = """
+define double @rev(ptr %tape, ptr %x) {
+entry:
+  %kept = load ptr, ptr %tape, !pyzyme.constant !{}
+  %c = load double, ptr %kept
+  %p = getelementptr i8, ptr %tape, i64 8
+  %y = load double, ptr %p
+  %v = load double, ptr %x
+  %m = fmul double %c, %v
+  %r = fadd double %m, %y
+  ret double %r
+}
+"""
+
+
+def test_a_marked_reload_is_constant_only_where_the_caller_says_so():
+    """A reverse sweep's read of a pointer its forward sweep kept, marked as one no active
+    input changes: forward mode over the derivative (hvp) holds it, and what is read through
+    it, constant though the tape is active memory; the unmarked read beside it stays varied.
+    Without ``constant_reloads`` (a mixed second derivative may vary what reverse mode held
+    constant) the mark is not trusted."""
+    fn = ir.parse_module(RELOADS).get_function("rev")
+    lines = dict(line.rsplit(": ", 1) for line in
+                 str(analyze_activity(fn, [D, D], constant_reloads=True)).splitlines()[1:])
+    assert lines["  %kept = load ptr, ptr %tape, !pyzyme.constant !{}"] == "const"
+    assert lines["  %c = load double, ptr %kept"] == "const"
+    assert lines["  %y = load double, ptr %p"] == "active"
+    assert lines["  %m = fmul double %c, %v"] == "active"
+    distrust = str(analyze_activity(fn, [D, D]))
+    assert "  %c = load double, ptr %kept: active" in distrust

@@ -1,8 +1,11 @@
 """hvp (forward over reverse) of functions with prange loops given arguments held constant: an
-integer, or a float the loops are not handed, works (checked against differences of the
-gradient); a float or a float array handed to a loop, by the function or a function it calls,
-is refused naming prange and the function (forward mode over the launch would read its tangent through a null shadow: it
-crashed)."""
+integer, a float or a float array, handed to the loop by the function or by a function it
+calls (a literal too), or a tuple of arrays the loop picks from, each checked against
+differences of the gradient and the exact Hessian at 1, 2 and 4 threads. Such a constant's
+pointer reaches the body's reverse through its tape, whose shadow holds null there: forward
+mode read its tangent through null (a segfault); the reverse now marks what it reads back
+from the tape that no active input changed, and forward mode over it (hvp) holds that
+constant."""
 
 import numba
 import numpy as np
@@ -11,7 +14,6 @@ from numba import prange
 
 import pyzyme
 from pyzyme import Active, Const, Duplicated, Reverse
-from pyzyme.errors import UnsupportedError
 
 
 @numba.njit(parallel=True)
@@ -46,6 +48,15 @@ def times_count(x, k):
     return e
 
 
+@numba.njit(parallel=True)
+def picked_from_a_tuple(x, ws):
+    e = 0.0
+    for i in prange(x.shape[0]):
+        w = ws[0] if i % 2 else ws[1]
+        e += x[i] * x[i] * x[i] * w[i]
+    return e
+
+
 @numba.njit
 def through_a_callee(x, sigma):
     return scaled_in_loop(x, sigma + 0.0)
@@ -74,14 +85,31 @@ def test_constants_the_loop_can_carry(f, c):
     np.testing.assert_allclose(hv, 6.0 * x * v * (0.3 if f is scaled_after else 3), rtol=1e-12)
 
 
-@pytest.mark.parametrize("f, c", [(scaled_in_loop, (0.3,)),
-                                  (weighted, (np.linspace(0.5, 1.5, 7),)),
-                                  (through_a_callee, (0.3,)), (literal_through_a_callee, ())],
-                         ids=["float", "array", "float through a callee",
-                              "literal through a callee"])
-def test_floats_handed_to_a_loop_are_refused(f, c):
-    # a constant handed on by a callee, even a literal, reaches the loop's slots the same way
+W = np.linspace(0.5, 1.5, 7)
+TUPLE = (np.linspace(0.1, 0.7, 7), np.linspace(1.0, 2.0, 7))
+THREADS = tuple(t for t in (1, 2, 4) if t <= numba.config.NUMBA_NUM_THREADS)
+
+
+@pytest.mark.parametrize("f, c, weight", [
+    (scaled_in_loop, (0.3,), 0.3), (weighted, (W,), None),
+    (through_a_callee, (0.3,), 0.3), (literal_through_a_callee, (), 0.3),
+    (picked_from_a_tuple, (TUPLE,), np.where(np.arange(7) % 2, TUPLE[0], TUPLE[1]))],
+    ids=["float", "array", "float through a callee", "literal through a callee",
+         "tuple of arrays"])
+def test_floats_handed_to_a_loop(f, c, weight):
     x = np.linspace(-1.0, 2.0, 7)
-    with pytest.raises(UnsupportedError, match=r"prange / parallel=True loop") as err:
-        pyzyme.hvp(f, x, np.ones(7), *c)
-    assert f.__name__ in str(err.value) and "without parallel=True" in str(err.value)
+    v = np.random.default_rng(3).standard_normal(7)
+    # weighted: e = sum x^2 w, so H = diag(2 w); the others: sum x^3 w, H = diag(6 x w)
+    exact = 2.0 * W * v if f is weighted else 6.0 * x * v * weight
+    try:
+        for threads in THREADS:
+            numba.set_num_threads(threads)
+            for _ in range(3 if threads > 1 else 1):
+                np.testing.assert_allclose(pyzyme.hvp(f, x, v, *c), exact, rtol=1e-12,
+                                           atol=1e-14)
+    finally:
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    if c and not isinstance(c[0], tuple):
+        e = 1e-6
+        fd = (_gradient(f, x + e * v, c[0]) - _gradient(f, x - e * v, c[0])) / (2 * e)
+        np.testing.assert_allclose(exact, fd, rtol=1e-6, atol=1e-8)

@@ -58,12 +58,20 @@ class ForwardGenerator:
         The rule table (:func:`pyzyme.rules.default_rules`).
     options
         What the derivatives are generated under (:class:`~pyzyme.settings.Options`).
+    over_reverse
+        The functions differentiated are reverse-mode derivatives in ``module`` whose
+        arguments held constant are held constant here too (a Hessian-vector product): their
+        reads of kept values marked :data:`~pyzyme.naming.CONSTANT_RELOAD` carry no tangent.
+        Not so where this forward mode varies what the reverse mode held constant (a mixed
+        second derivative: C's nested ``__enzyme_fwddiff`` of a gradient).
     """
 
-    def __init__(self, module, rules: RuleTable, options: Options | None = None) -> None:
+    def __init__(self, module, rules: RuleTable, options: Options | None = None, *,
+                 over_reverse: bool = False) -> None:
         self.module = module
         self.rules = rules
         self.options = options if options is not None else Options()
+        self.over_reverse = over_reverse
         self._done: dict[tuple, object] = {}
         self._types: dict = {}            # function -> its type analysis, None where it failed
         self._float_pointers: dict = {}   # function -> float_moves.float_pointers(function)
@@ -113,7 +121,8 @@ class ForwardGenerator:
             # Floats copied through integers become float copies, whose tangents are copied.
             float_moves.floats_as_floats(fn, types, loads)
         activity = analyze_activity(fn, sig.activities, self._call_policy, None,
-                                    may_allocate=lambda call: calls.may_allocate(self.rules, call))
+                                    may_allocate=lambda call: calls.may_allocate(self.rules, call),
+                                    constant_reloads=self.over_reverse)
         float_moves.refuse_punned_reads(fn, activity.varied)
         st = ForwardContext(self, fn, new, activity, sig.width)
         if self.options.strong_zero:

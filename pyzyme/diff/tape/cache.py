@@ -78,6 +78,7 @@ class Slot:
     type: T.Type
     fwd: I.Alloca
     rev: I.Alloca
+    constant: bool = False    # holds a value no active input changes (see :meth:`cache`)
 
 
 @dataclass(eq=False)
@@ -93,6 +94,7 @@ class Cache:
     slot: Slot                # the value itself (no loop) or the array's pointer
     outer: object = None
     base: Cache | None = None
+    constant: bool = False
 
 
 @dataclass
@@ -189,21 +191,28 @@ class TapeCache:
         return state.counter
 
     # -- caches ------------------------------------------------------------------------
-    def cache(self, ty: T.Type, loop, name: str) -> Cache:
-        """Room for one value of type ``ty`` per iteration of ``loop`` (None: just one)."""
+    def cache(self, ty: T.Type, loop, name: str, constant: bool = False) -> Cache:
+        """Room for one value of type ``ty`` per iteration of ``loop`` (None: just one).
+        A ``constant`` one holds values no active input changes: the reverse sweep's reads
+        of it are marked so (:data:`~pyzyme.naming.CONSTANT_RELOAD`), for forward mode over
+        the derivative, to which the tape they come from is active memory (a pointer kept
+        there with a null shadow would be read as varied, its tangent through null)."""
         if loop is None:
-            c = Cache(name, ty, None, self.slot(ty, f"{name}.cache"))
+            slot = self.slot(ty, f"{name}.cache")
+            slot.constant = constant
+            c = Cache(name, ty, None, slot, constant=constant)
             self.top_caches.append(c)
             return c
         self.counter(loop)
         state = self.loops[loop]
         if state.capacity is None:
             state.capacity = self.slot(T.i64, f"{block_label(loop.header).lstrip('%')}.capacity")
-        c = Cache(name, ty, loop, self.slot(T.ptr, f"{name}.cache"))
+        c = Cache(name, ty, loop, self.slot(T.ptr, f"{name}.cache"), constant=constant)
         state.caches.append(c)
         return c
 
-    def repeated(self, ty: T.Type, loop, outer, base: Cache, name: str) -> Cache:
+    def repeated(self, ty: T.Type, loop, outer, base: Cache, name: str,
+                 constant: bool = False) -> Cache:
         """Room for one value of type ``ty`` per iteration of ``loop`` within one iteration
         of ``outer``, an outermost loop each of whose iterations runs ``loop``'s in the same
         order with the value the same on each (parameters read by a loop over data points).
@@ -216,7 +225,7 @@ class TapeCache:
             state = _RepeatState(loop, outer, base, None)
             state.capacity = self.slot(T.i64, f"{state.label}.capacity")
             self.repeats[(loop, outer)] = state
-        c = Cache(name, ty, loop, self.slot(T.ptr, f"{name}.cache"), outer, base)
+        c = Cache(name, ty, loop, self.slot(T.ptr, f"{name}.cache"), outer, base, constant)
         state.caches.append(c)
         return c
 
@@ -235,10 +244,11 @@ class TapeCache:
         align = _heap_align(cache.type)
         slot = cache.slot.fwd if forward else cache.slot.rev
         if cache.loop is None:
-            return b.load(cache.type, slot, align, name=name)
+            return _constant_if(b.load(cache.type, slot, align, name=name), cache.constant)
         base = b.load(T.ptr, slot)
-        return self._mark(b.load(cache.type, b.gep(cache.type, base, [index], ("inbounds",)),
-                                 align, name=name))
+        return _constant_if(self._mark(b.load(
+            cache.type, b.gep(cache.type, base, [index], ("inbounds",)), align, name=name)),
+            cache.constant)
 
     def _mark(self, inst):
         """Tape memory is touched only through the tape: its accesses form an alias scope
@@ -501,7 +511,7 @@ class TapeCache:
         ty = self.layout()
         for i, s in enumerate(self.slots):
             field_ptr = b.gep(ty, tape, [const_int(T.i64, 0), const_int(T.i32, self._field(i))])
-            b.store(b.load(s.type, field_ptr), s.rev)
+            b.store(_constant_if(b.load(s.type, field_ptr), s.constant), s.rev)
         if self.block is None:
             free_memory(self.module, b, tape)
 
@@ -522,6 +532,12 @@ class TapeCache:
         for stack in self.stacks:
             lines.append(f"  stack %{stack.name}: i64")
         return "\n".join(lines)
+
+
+def _constant_if(load: I.Load, constant: bool) -> I.Load:
+    if constant:
+        load.metadata.append((naming.CONSTANT_RELOAD, "!{}"))
+    return load
 
 
 def append_function(module, name: str, fields: Sequence[T.Type]):

@@ -19,9 +19,7 @@ from pyzyme.frontends.numba import njit_callable
 from pyzyme.frontends.numba.derive.forward import differentiable
 from pyzyme.frontends.numba.derive.reverse import reverse_module, value_type
 from pyzyme.frontends.numba.source_lines import where_defined
-from pyzyme.errors import UnsupportedError
 from pyzyme.naming import symbol_name
-from pyzyme.transforms.parallel_body import constant_float_slots
 
 __all__ = ["HvpPlan", "build_hvp"]
 
@@ -45,7 +43,6 @@ def build_hvp(f, xtype, rules, where: str | None = None, const_types=()) -> HvpP
                         [Activity.DUPLICATED] + [Activity.CONST] * len(const_types),
                         Activity.ACTIVE, True, rules, where=where, tangents=1)
     module, abi = rm.module, rm.abi
-    _refuse_constants_in_parallel_loops(module, where)
     if hasattr(rules, "with_rule_bodies"):  # user rules: differentiate through their bodies
         module = rules.with_rule_bodies(module)
     grad_fn = module.get_function(rm.symbol)
@@ -69,7 +66,8 @@ def build_hvp(f, xtype, rules, where: str | None = None, const_types=()) -> HvpP
     symbol = symbol_name("hvp", rm.symbol, repr(sig))
 
     def generate():
-        ForwardGenerator(module, rules, settings.current()).derivative(grad_fn, sig, name=symbol)
+        ForwardGenerator(module, rules, settings.current(), over_reverse=True).derivative(
+            grad_fn, sig, name=symbol)
         return [symbol]
 
     nsig = rm.restype(*rm.args, xtype, xtype)
@@ -80,21 +78,3 @@ def build_hvp(f, xtype, rules, where: str | None = None, const_types=()) -> HvpP
         wrap=lambda compiled: njit_callable(compiled, symbol, nsig,
                                             arg_names=["x", *consts, "dx", "seed", "v", "hv"]))
     return HvpPlan(built.wrapped, built.text)
-
-
-def _refuse_constants_in_parallel_loops(module, where: str) -> None:
-    """Forward mode over a gradient's parallel launch reads each argument of the loop body
-    from the launch's block, whose shadow holds a null pointer for an argument with no
-    derivative: where the body reads floats through one (a float or an array held constant,
-    handed to the loop by ``f`` or by a function it calls), the Hessian-vector product
-    would read through null (it crashed). Refused until such slots get shadows of their own;
-    integers and the loop's schedule carry no tangent and pass."""
-    slots = constant_float_slots(module)
-    if slots:
-        raise UnsupportedError(
-            f"hvp of {where}: a prange / parallel=True loop it runs is handed "
-            f"{len(slots)} floating-point argument(s) held constant (a float or a float array "
-            f"with no derivative), which pyzyme cannot yet carry through the loop in forward "
-            f"mode over reverse mode",
-            hint="fold them into the function (a global or a closure variable), or compute "
-                 "the Hessian-vector product of the function without parallel=True")
