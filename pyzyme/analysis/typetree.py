@@ -328,10 +328,18 @@ class TypeTree:
         >>> print(t)
         {[0]:Float@double, [8]:Float@double}
         """
-        items = other._map.items() if isinstance(other, TypeTree) else other.items()
+        if isinstance(other, TypeTree):
+            if not self._map:  # into nothing: a canonical tree as it is
+                self._map = dict(other._map)
+                return bool(self._map)
+            items = other._map.items()
+        else:
+            items = other.items()
+        mapping = self._map
         changed = False
         for path, ct in items:
-            changed |= self.insert(path, ct)
+            if mapping.get(path) is not ct:   # the same entry (types are shared): nothing new
+                changed |= self.insert(path, ct)
         return changed
 
     def __or__(self, other: TypeTree | Mapping[Path, ConcreteType]) -> TypeTree:
