@@ -307,11 +307,25 @@ class TypeTree:
             return changed  # a -1 entry already says it
         covered = []
         if -1 in path:  # entries this one covers must agree, and the same-typed go
-            n = len(path)  # _covers, inlined: the scan is the hottest loop of type analysis
-            for key, kct in mapping.items():
-                if len(key) == n and key != path and all(
-                        g == -1 or g == k for g, k in zip(path, key)):
-                    kct.join(ct)
+            # _covers, inlined and unrolled by path length (at most MAX_DEPTH): the scan is
+            # the hottest loop of type analysis, a generator per entry most of its cost.
+            n = len(path)
+            fixed = [(i, g) for i, g in enumerate(path) if g != -1]
+            if len(fixed) == 1:
+                (i0, g0), = fixed
+                found = [key for key in mapping if len(key) == n and key[i0] == g0]
+            elif len(fixed) == 2:
+                (i0, g0), (i1, g1) = fixed
+                found = [key for key in mapping
+                         if len(key) == n and key[i0] == g0 and key[i1] == g1]
+            elif not fixed:
+                found = [key for key in mapping if len(key) == n]
+            else:
+                found = [key for key in mapping if len(key) == n
+                         and all(key[i] == g for i, g in fixed)]
+            for key in found:
+                if key != path:
+                    mapping[key].join(ct)
                     covered.append(key)
         mapping[path] = new
         for key in covered:
