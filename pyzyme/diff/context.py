@@ -290,6 +290,14 @@ class ReverseContext(_Generated):
             self.primals_at = len(self.values)
         return self.primals.get(fv)
 
+    def unvaried(self, fv: Value) -> bool:
+        """Whether forward-sweep value ``fv`` is a primal value no active input changes (not
+        a shadow): the tape keeps such a value marked so
+        (:meth:`~pyzyme.diff.tape.cache.TapeCache.cache`)."""
+        primal = self.primal_of(fv)
+        return primal is not None and not self.activity.is_varied(primal) \
+            and primal not in self.runtime
+
     @property
     def sum_flags(self) -> tuple[str, ...]:
         """The fast-math flags of sums that accumulate adjoints

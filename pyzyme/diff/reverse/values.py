@@ -103,7 +103,7 @@ class ReverseValues:
             # that repeats on every iteration of an outer loop, once per iteration of that.
             loop = self._varies_in(st, fv, loop)
             outer = self._repeats_in(st, fv, loop) if loop is not None else None
-            constant = _constant(st, fv)
+            constant = st.unvaried(fv)
             if outer is None:
                 cache = st.tape.cache(fv.type, loop, fv.name or "value", constant)
             else:
@@ -417,7 +417,7 @@ class ReverseValues:
                 outer = outer.parent
             outer = self._varies_in(st, fv, outer)
             cache = st.caches[("exit", fv)] = st.tape.cache(
-                fv.type, outer, f"{fv.name or 'value'}.exit", _constant(st, fv))
+                fv.type, outer, f"{fv.name or 'value'}.exit", st.unvaried(fv))
             self._keep(st, fv, cache)
         return st.tape.load(st.rb, cache, self.iteration(st, cache.loop), name=fv.name)
 
@@ -615,15 +615,6 @@ class ReverseValues:
         st.recomputable[fv] = ok
         return ok
 
-
-
-def _constant(st: ReverseContext, fv: Value) -> bool:
-    """Whether forward-sweep value ``fv`` is a primal value no active input changes (the
-    tape keeps it for the reverse sweep marked so: see
-    :meth:`~pyzyme.diff.tape.cache.TapeCache.cache`); not a shadow."""
-    primal = st.primal_of(fv)
-    return primal is not None and not st.activity.is_varied(primal) \
-        and primal not in st.runtime
 
 
 @dataclass(frozen=True)
