@@ -50,6 +50,9 @@ CALLS = {
     "K3 GMM": [
         ("reverse", "autodiff(Reverse, K.gmm_objective, Active, Duplicated(al, dal), "
                     "Duplicated(me, dme), Duplicated(ic, dic), Const(x), Const(g), Const(m))"),
+        # forward over reverse, in alphas: the other five arguments held constant
+        ("hvp", "pyzyme.hvp(K.gmm_objective, al, np.linspace(-1.0, 1.0, al.size), me, ic, x, "
+                "g, m)"),
     ],
     "K4 RK4": [
         ("reverse", "autodiff(Reverse, K.lotka_volterra, Active, Duplicated(p, dp), Const(1.0), "
