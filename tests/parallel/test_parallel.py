@@ -343,6 +343,24 @@ def test_hvp_matches_the_serial_functions(name):
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
 
+@pytest.mark.parametrize("name", ["pair_energy", "gather_reduce", "array_methods"])
+def test_hvp_with_the_other_arguments_held_constant(name):
+    """The other arguments passed as hvp's constants (a float the loop is handed, an index
+    array, a float array the loop reads), not folded into a closure: against the serial
+    function's hvp."""
+    par, ser, args = compiled(name)
+    x, rest = args[0][1].copy(), [_copy(a) for _, a in args[1:]]
+    v = RNG.standard_normal(x.shape)
+    expect = pyzyme.hvp(ser, x, v, *rest)
+    try:
+        for threads in THREADS:
+            numba.set_num_threads(threads)
+            np.testing.assert_allclose(pyzyme.hvp(par, x, v, *rest), expect, rtol=1e-9,
+                                       atol=1e-12)
+    finally:
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
 # -- shapes found on other people's code -------------------------------------------------------
 @numba.njit(parallel=True)
 def slice_then_prange(u):
