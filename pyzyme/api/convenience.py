@@ -41,6 +41,7 @@ from pyzyme.api.dispatchers import (
 from pyzyme.api.modes import Forward, Mode, Reverse, ReverseWithPrimal
 from pyzyme.api.plans import CACHE
 from pyzyme.api.wrappers import flat_wrapper, row_wrapper
+from pyzyme.api.workspaces import with_workspaces, with_zero_shadows
 from pyzyme.errors import (
     ArgumentName,
     ArgumentTypeError,
@@ -332,9 +333,12 @@ def _tuple_jacobian(dispatcher, args, argnum: int, n: int, x, is_array: bool) ->
 
 def _sweep_rows(args, argnum: int, x, is_array: bool, n: int, sweep) -> np.ndarray:
     """An ``n``-row Jacobian in ``args[argnum]``: row k from ``sweep(annotations, k)``, one
-    reverse sweep whose derivatives land in a zeroed shadow (arrays) or come back (floats)."""
+    reverse sweep whose derivatives land in a zeroed shadow (arrays) or come back (floats).
+    Arrays the function writes get zero shadows of their own, fresh for each row
+    (:mod:`pyzyme.api.workspaces`)."""
     jac = np.empty((n, x.size if is_array else 1))
     shadow = np.zeros_like(x) if is_array else None
+    scratch: tuple[int, ...] = ()
     for k in range(n):
         anns = [A.Const(a) for a in args]
         if is_array:
@@ -342,7 +346,9 @@ def _sweep_rows(args, argnum: int, x, is_array: bool, n: int, sweep) -> np.ndarr
             anns[argnum] = A.Duplicated(x, shadow)
         else:
             anns[argnum] = A.Active(x)
-        derivs = sweep(anns, k)
+        anns = with_zero_shadows(anns, scratch)
+        derivs, found = with_workspaces(anns, lambda anns: sweep(anns, k))
+        scratch = scratch or found
         jac[k] = shadow.reshape(-1) if is_array else derivs[argnum]
     return jac
 
@@ -419,11 +425,14 @@ def reverse_call(f, args: Sequence, argnums: Sequence[int], *, seed=None, name="
             readers[i].append((len(anns) - 1, reader))
     target = flat_wrapper(dispatcher, trees) if containers else dispatcher
     mode = ReverseWithPrimal if need_value else Reverse
-    try:
+
+    def attempt(anns):
         if seed is None:   # autodiff: a call of plain arguments goes straight to its derivative
-            swept = autodiff(mode, target, A.Active, *anns)
-        else:
-            swept = reverse_sweep(mode, target, A.Active, anns, seed=float(seed))
+            return autodiff(mode, target, A.Active, *anns)
+        return reverse_sweep(mode, target, A.Active, anns, seed=float(seed))
+    try:
+        swept, _ = with_workspaces(anns, attempt, (target, mode, tuple(
+            (type(a), _numba_type(a)) for a in anns)))
     except UnsupportedError as err:
         check_float_result(target, [_numba_type(a) for a in anns], name, err)
         raise
@@ -481,10 +490,12 @@ def plain_call(dispatcher, args, argnums: tuple, name: str, need_value: bool):
     anns = [(A.Duplicated(v, np.zeros_like(v)) if type(v) is _NDARRAY else A.Active(v))
             if i in argnums else A.Const(v) for i, v in enumerate(args)]
     try:
-        swept = autodiff(mode, dispatcher, A.Active, *anns)
+        swept, found = with_workspaces(anns, lambda anns: autodiff(mode, dispatcher, A.Active,
+                                                                    *anns))
     except UnsupportedError as err:
         check_float_result(dispatcher, [_numba_type(a) for a in anns], name, err)
         raise
+    anns = with_zero_shadows(anns, found)  # the marshal allocates their shadows each call
     _remember_plain(key, mode, dispatcher, anns, argnums)
     derivs = swept[0]
     return (swept[1] if need_value else None,

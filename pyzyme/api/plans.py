@@ -163,14 +163,15 @@ def split_plan(dispatcher, primal_types: tuple, kinds: tuple, ret_activity):
         where(dispatcher))))
 
 
-def hvp_plan(dispatcher, xtype, const_types=()):
+def hvp_plan(dispatcher, xtype, const_types=(), workspaces=()):
     """The compiled Hessian-vector product of ``dispatcher`` (an array argument of type
-    ``xtype``, then constant arguments of ``const_types``; a float result)."""
-    const_types = tuple(const_types)
-    key = ("hvp", dispatcher, xtype, const_types)
+    ``xtype``, then constant arguments of ``const_types``, those at ``workspaces`` arrays it
+    writes; a float result)."""
+    const_types, workspaces = tuple(const_types), tuple(workspaces)
+    key = ("hvp", dispatcher, xtype, const_types) + ((workspaces,) if workspaces else ())
     return CACHE.get(key, lambda: _persisted(
         dispatcher, (xtype, *const_types), key, lambda: build_hvp(
-            dispatcher, xtype, current_rules(), where(dispatcher), const_types)))
+            dispatcher, xtype, current_rules(), where(dispatcher), const_types, workspaces)))
 
 
 def _persisted(dispatcher, primal_types, key: tuple, build):

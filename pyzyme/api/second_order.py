@@ -24,6 +24,7 @@ import numpy as np
 from pyzyme.api.args.typeof import argument_type
 from pyzyme.api.dispatchers import dispatcher_of
 from pyzyme.api.plans import hvp_plan
+from pyzyme.api.workspaces import build_with_workspaces
 from pyzyme.errors import ArgumentTypeError, ArgumentValueError, UnsupportedError
 
 __all__ = ["hvp", "hvp_and_gradient", "hessian"]
@@ -34,7 +35,13 @@ def _plan(f, x: np.ndarray, args=()):
     ``args`` (:mod:`pyzyme.frontends.numba.derive.hvp`). Types by :func:`argument_type`:
     ``numba.typeof`` of two arrays was most of a call's 40 us on small inputs (GradBench's
     kmeans calls :func:`hvp_and_gradient` each run)."""
-    return hvp_plan(dispatcher_of(f), argument_type(x), tuple(map(argument_type, args)))
+    dispatcher, xtype = dispatcher_of(f), argument_type(x)
+    consts = tuple(map(argument_type, args))
+    # arrays among args that f writes get shadows and tangents (pyzyme.api.workspaces);
+    # the build names them as positions among f's arguments, x first
+    return build_with_workspaces(
+        lambda found: hvp_plan(dispatcher, xtype, consts, [k - 1 for k in found]),
+        ("hvp", dispatcher, xtype, consts))[0]
 
 
 def _as_input(x) -> np.ndarray:
@@ -106,7 +113,9 @@ def hvp_and_gradient(f, x: np.ndarray, v: np.ndarray, *args) -> tuple[np.ndarray
         raise ArgumentValueError(f"v has shape {v.shape}; x has shape {x.shape}")
     plan = _plan(f, x, args)
     hv, dx = np.zeros_like(x), np.zeros_like(x)
-    plan.function(x, *args, dx, 1.0, v, hv)
+    shadows = [np.zeros_like(args[k]) for k in plan.workspaces]
+    tangents = [np.zeros_like(args[k]) for k in plan.workspaces for _ in range(2)]
+    plan.function(x, *args, dx, *shadows, 1.0, v, hv, *tangents)
     return hv, dx
 
 

@@ -29,8 +29,10 @@ from pyzyme.api.njit.overload import NjitObject, overloaded_njit
 from pyzyme.api.njit.zeros import zeros_like, zeros_rows
 from pyzyme.api.plans import reverse_plan
 from pyzyme.api.wrappers import loss_wrapper, row_wrapper
+from pyzyme.api.workspaces import workspaces_of
 from pyzyme.frontends.numba.bridge import njit_target
-from pyzyme.errors import ArgumentTypeError, PyzymeError, UnsupportedError, argument_name
+from pyzyme.errors import (ActivityError, ArgumentTypeError, PyzymeError, UnsupportedError,
+                           argument_name)
 
 __all__ = ["ReverseFunction"]
 
@@ -206,6 +208,20 @@ def _plans(target, primal_types, kinds, need_primal: bool = False):
     return distinct, general, arrays
 
 
+def _plans_with_workspaces(target, primal_types, kinds, need_primal: bool = False):
+    """:func:`_plans`, and ``kinds`` with the C-contiguous constant float arrays the function
+    writes made Duplicated where their build needs shadows (:mod:`pyzyme.api.workspaces`:
+    the implementation gives them zeros)."""
+    try:
+        return (*_plans(target, primal_types, kinds, need_primal), kinds)
+    except ActivityError as err:
+        found = [k for k in workspaces_of(err) if primal_types[k].layout == "C"]
+        if not found:
+            raise
+    kinds = [Activity.DUPLICATED if k in found else kind for k, kind in enumerate(kinds)]
+    return (*_plans(target, primal_types, kinds, need_primal), kinds)
+
+
 def _call_lines(args: str, arrays: Sequence[str], indent: str) -> list[str]:
     """Lines binding ``r`` to the derivative's result, checking overlap when needed."""
     if len(arrays) < 2:
@@ -232,8 +248,8 @@ def _grad_implementation(dispatcher, argtypes, argnums, single: bool, with_value
     elif not isinstance(restype, types.Float):
         raise UnsupportedError(f"{name} needs a function returning a float; "
                                f"{dispatcher.py_func.__qualname__} returns {restype}")
-    rev_d, rev_n, arrays = _plans(target, primal_types, kinds,
-                                  need_primal=with_value and not has_aux)
+    rev_d, rev_n, arrays, kinds = _plans_with_workspaces(target, primal_types, kinds,
+                                                         with_value and not has_aux)
     lines = [f"def impl({', '.join(names)}):"]
     primals = []
     for i, (t, kind) in enumerate(zip(argtypes, kinds)):
@@ -288,33 +304,40 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         lines.append(f"    {x}f = np.float64({x})")
         primals[argnum] = f"{x}f"
     array = kinds[argnum] is Activity.DUPLICATED
+
+    def shadows(of_x: str | None) -> list[str]:
+        # the derivative's shadows in argument order: x's, and fresh zeros for each array
+        # the function writes (pyzyme.api.workspaces)
+        return [of_x if i == argnum else f"zeros_like({names[i]})"
+                for i, kind in enumerate(kinds) if kind is Activity.DUPLICATED]
     # JAX's shape, out.shape + x.shape. An array argument's Jacobian rows are its shadows:
     # zeroed, each one sweep adds into in place (no copies, no reshape where out is 1-D:
     # Numba's first compile of a slice assignment or a reshape costs a process 0.1-0.2 s).
     if isinstance(restype, types.Float):
-        rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds)
+        rev_d, rev_n, arrays, kinds = _plans_with_workspaces(dispatcher, primal_types, kinds)
         if array:
             lines += [f"    s = zeros_like({x})"]
-            lines += _call_lines(", ".join(primals + ["s", "1.0"]),
+            lines += _call_lines(", ".join(primals + shadows("s") + ["1.0"]),
                                  [names[i] for i in arrays], "    ")
             lines += ["    return s"]
         else:
-            lines += _call_lines(", ".join(primals + ["1.0"]), [names[i] for i in arrays],
-                                 "    ")
+            lines += _call_lines(", ".join(primals + shadows(None) + ["1.0"]),
+                                 [names[i] for i in arrays], "    ")
             lines += ["    J = np.empty((1, 1))", "    J[0, 0] = r[1]", "    return J.reshape(())"]
     elif isinstance(restype, types.Array) and isinstance(restype.dtype, types.Float):
         row = row_wrapper(dispatcher, len(argtypes), restype.ndim)
         row_types = list(primal_types) + [types.intp]
-        rev_d, rev_n, arrays = _plans(row, row_types, kinds + [Activity.CONST])
+        rev_d, rev_n, arrays, kinds = _plans_with_workspaces(row, row_types,
+                                                             kinds + [Activity.CONST])
         lines += [f"    y = f({', '.join(primals)})", "    n = y.size"]
         if array:
             lines += [f"    J = zeros_rows(n, {x})", "    for k in range(n):"]
-            lines += _call_lines(", ".join(primals + ["k", "J[k]", "1.0"]),
+            lines += _call_lines(", ".join(primals + ["k"] + shadows("J[k]") + ["1.0"]),
                                  [names[i] for i in arrays], "        ")
             shape = "J" if restype.ndim == 1 else f"J.reshape(y.shape + {x}.shape)"
         else:
             lines += ["    J = np.empty((n, 1))", "    for k in range(n):"]
-            lines += _call_lines(", ".join(primals + ["k", "1.0"]),
+            lines += _call_lines(", ".join(primals + ["k"] + shadows(None) + ["1.0"]),
                                  [names[i] for i in arrays], "        ")
             lines += ["        J[k, 0] = r[1]"]
             shape = "J.reshape(y.shape)"
@@ -323,11 +346,12 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
             isinstance(t, types.Float) for t in restype):
         # one sweep per element of the tuple, seeded one-hot: the same compiled derivative
         m = len(restype)
-        rev_d, rev_n, arrays = _plans(dispatcher, primal_types, kinds)
+        rev_d, rev_n, arrays, kinds = _plans_with_workspaces(dispatcher, primal_types, kinds)
         lines += [f"    J = zeros_rows({m}, {x})" if array else f"    J = np.empty(({m}, 1))"]
         for k in range(m):
             seed = "(" + "".join("1.0, " if i == k else "0.0, " for i in range(m)) + ")"
-            lines += _call_lines(", ".join(primals + ([f"J[{k}]"] if array else []) + [seed]),
+            lines += _call_lines(", ".join(primals + shadows(f"J[{k}]" if array else None)
+                                           + [seed]),
                                  [names[i] for i in arrays], "    ")
             if not array:
                 lines += [f"    J[{k}, 0] = r[1]"]

@@ -26,39 +26,52 @@ __all__ = ["HvpPlan", "build_hvp"]
 
 @dataclass(frozen=True)
 class HvpPlan:
-    """``function(x, *consts, dx, seed, v, hv)``: accumulates ``H v`` into ``hv`` (and the
-    gradient into ``dx``); ``consts`` are the function's other arguments, not differentiated."""
+    """``function(x, *consts, dx, *ws_shadows, seed, v, hv, *ws_tangents)``: accumulates
+    ``H v`` into ``hv`` (and the gradient into ``dx``); ``consts`` are the function's other
+    arguments, not differentiated. Those at ``workspaces`` (positions among them) are arrays
+    the function writes: each takes a zero shadow in ``ws_shadows`` and two zero arrays in
+    ``ws_tangents`` (the tangents of the array and of its shadow), all like it."""
 
     function: object
     ir_text: str
+    workspaces: tuple[int, ...] = ()
 
 
-def build_hvp(f, xtype, rules, where: str | None = None, const_types=()) -> HvpPlan:
+def build_hvp(f, xtype, rules, where: str | None = None, const_types=(),
+              workspaces=()) -> HvpPlan:
     """Compile the Hessian-vector product of ``f`` (an array argument of type ``xtype``, then
     arguments of ``const_types`` held constant; a float result) with respect to its first
-    argument; ``where`` names the user's function in errors."""
+    argument; ``where`` names the user's function in errors. The constant arrays at
+    ``workspaces`` (positions among ``const_types``), which ``f`` writes, carry shadows and
+    tangents of their own (:class:`HvpPlan`)."""
     where = where or where_defined(f)
     const_types = tuple(const_types)
-    rm = reverse_module(f, (xtype, *const_types),
-                        [Activity.DUPLICATED] + [Activity.CONST] * len(const_types),
+    written = [1 + k for k in sorted(workspaces)]  # positions among f's arguments: x is 0
+    kinds = [Activity.DUPLICATED] + [Activity.DUPLICATED if 1 + k in written
+                                     else Activity.CONST for k in range(len(const_types))]
+    rm = reverse_module(f, (xtype, *const_types), kinds,
                         Activity.ACTIVE, True, rules, where=where, tangents=1)
     module, abi = rm.module, rm.abi
     if hasattr(rules, "with_rule_bodies"):  # user rules: differentiate through their bodies
         module = rules.with_rule_bodies(module)
     grad_fn = module.get_function(rm.symbol)
-    x_params = abi.args[0].params
-    # The gradient's entry takes f's parameters (x's, then the constants'), then dx's.
+    # The gradient's entry takes f's parameters (x's, then the constants'), then the
+    # shadows' (dx's, then each workspace's), each shadow n parameters after its array's.
     n = sum(len(arg.params) for arg in abi.args)
-    diff = set(differentiable(abi.args[0]))
     acts = [Activity.CONST] * len(grad_fn.args)
     extra = []
-    for offset in (0, n):  # x, then its gradient's shadow dx: both move along v
-        for p in x_params:
-            index = p.index + offset
-            if p.index in diff:
-                acts[index] = Activity.DUPLICATED
-            extra.append(ExtraParam(ir.parse_type(p.llvm_type),
-                                    index if p.index in diff else None))
+    first, taken = abi.args[0].params[0].index, 0  # f's first parameter; shadows placed
+    for position in [0, *written]:  # x and dx, each workspace and its shadow: along v
+        params = abi.args[position].params
+        diff = set(differentiable(abi.args[position]))
+        for offset in (0, first + n + taken - params[0].index):
+            for p in params:
+                index = p.index + offset
+                if p.index in diff:
+                    acts[index] = Activity.DUPLICATED
+                extra.append(ExtraParam(ir.parse_type(p.llvm_type),
+                                        index if p.index in diff else None))
+        taken += len(params)
     acts[0] = Activity.DUPLICATED  # the result slot: its tangent goes to a scratch buffer
     scratch = ((0, max(8, sizeof(value_type(rm.restype)))),)
     # The gradient is a Numba-convention function: parameter 1 is where errors are reported.
@@ -70,11 +83,16 @@ def build_hvp(f, xtype, rules, where: str | None = None, const_types=()) -> HvpP
             grad_fn, sig, name=symbol)
         return [symbol]
 
-    nsig = rm.restype(*rm.args, xtype, xtype)
+    # each workspace's tangent and its shadow's tangent
+    nsig = rm.restype(*rm.args, xtype, xtype,
+                      *[const_types[k - 1] for k in written for _ in range(2)])
     consts = [f"c{i}" for i in range(len(const_types))]
+    shadows = [f"dc{k - 1}" for k in written]
+    tangents = [f"{t}c{k - 1}" for k in written for t in ("t", "dt")]
     built = pipeline.build(
         module, generate, what=f"{where} in forward mode over reverse mode (hvp)",
         rules=rules, name=f"pyzyme_hvp_{abi.function}",
         wrap=lambda compiled: njit_callable(compiled, symbol, nsig,
-                                            arg_names=["x", *consts, "dx", "seed", "v", "hv"]))
-    return HvpPlan(built.wrapped, built.text)
+                                            arg_names=["x", *consts, "dx", *shadows, "seed",
+                                                       "v", "hv", *tangents]))
+    return HvpPlan(built.wrapped, built.text, tuple(sorted(workspaces)))

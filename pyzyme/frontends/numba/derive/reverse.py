@@ -26,7 +26,7 @@ from pyzyme import ir, pipeline, settings
 from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.layout import field_offset, sizeof
 from pyzyme.diff.reverse.generator import ReverseGenerator, ReverseSignature
-from pyzyme.errors import UnsupportedError
+from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.frontends.numba import capture, njit_callable, pre_ad
 from pyzyme.frontends.numba.abi import llvm_str
 from pyzyme.frontends.numba.derive.forward import differentiable
@@ -370,8 +370,13 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence,
                                                 activity_name(ret_activity), need_primal,
                                                 tangents))
                          + settings.current().tag)
-    gen, rev = generate(cap, module, native, sig, rules, primal_types,
-                        f"{where or where_defined(f)} in reverse mode")
+    try:
+        gen, rev = generate(cap, module, native, sig, rules, primal_types,
+                            f"{where or where_defined(f)} in reverse mode")
+    except ActivityError as err:
+        # What the JAX-style layer may retry with zero shadows (pyzyme.api.workspaces)
+        err.workspaces = written_constant_arrays(abi, native, kinds)
+        raise
     restype = abi.signature.return_type
     adj_types = adjoint_types(abi, kinds)
     elements = ([restype] if restype != types.none else []) + adj_types
@@ -383,6 +388,18 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence,
     args = list(primal_types) + shadow_types + ([restype] if seeded else [])
     return ReverseModule(module, symbol, args, entry_restype, restype, seeded, abi,
                          str(gen.tapes[rev]), _writes_arrays(abi, native))
+
+
+def written_constant_arrays(abi, native, kinds) -> tuple[int, ...]:
+    """The positions of the float arrays held constant (``kinds``) whose data ``native`` may
+    write (LLVM's inferred ``readonly``, as :func:`_writes_arrays`): where an active value
+    stored without a shadow can have gone."""
+    return tuple(
+        k for k, (arg, kind) in enumerate(zip(abi.args, kinds))
+        if kind == CONST and isinstance(arg.numba_type, types.Array)
+        and isinstance(arg.numba_type.dtype, (types.Float, types.Complex))
+        and any(not {"readonly", "readnone"} & set(native.args[p.index].attrs.split())
+                for p in arg.params if p.field.endswith(".data")))
 
 
 def _writes_arrays(abi, native) -> bool:
