@@ -162,3 +162,69 @@ def test_hvp_of_a_prange_loop_writing_its_output(threads):
             np.testing.assert_allclose(got, expect, rtol=1e-12, atol=1e-12)
     finally:
         numba.set_num_threads(before)
+
+
+@numba.njit
+def accumulate(x, acc):
+    """Reads what acc held on entry: each of jacrev's sweeps must start from it."""
+    for i in range(x.shape[0]):
+        acc[i] += x[i] * x[i]
+    return acc[0] * x[1], acc[1] * x[2]
+
+
+@numba.njit
+def accumulate_rows(x, acc):
+    for i in range(x.shape[0]):
+        acc[i] += x[i] * x[i]
+    return acc * x[0]
+
+
+def _expected_accumulated(x, acc0):
+    acc = acc0 + x ** 2
+    pair = np.zeros((2, x.size))
+    pair[0, :2] = 2 * x[0] * x[1], acc[0]
+    pair[1, 1:3] = 2 * x[1] * x[2], acc[1]
+    rows = np.diag(2 * x * x[0])
+    rows[:, 0] += acc
+    return pair, rows
+
+
+def test_jacrev_sweeps_start_from_the_written_arrays_on_entry():
+    x, acc0 = X[:3].copy(), np.array([1.0, 2.0, 3.0])
+    pair, rows = _expected_accumulated(x, acc0)
+    acc = acc0.copy()
+    np.testing.assert_allclose(pyzyme.jacrev(accumulate)(x, acc), pair, rtol=1e-14)
+    np.testing.assert_allclose(acc, acc0 + x ** 2)       # as one call of the function leaves it
+    acc = acc0.copy()
+    np.testing.assert_allclose(pyzyme.jacrev(accumulate_rows)(x, acc), rows, rtol=1e-14)
+    np.testing.assert_allclose(acc, acc0 + x ** 2)
+    jp, jr = pyzyme.jacrev(accumulate), pyzyme.jacrev(accumulate_rows)
+
+    @numba.njit
+    def caller(x, a, b):
+        return jp(x, a), jr(x, b)
+
+    a, b = acc0.copy(), acc0.copy()
+    got_pair, got_rows = caller(x, a, b)
+    np.testing.assert_allclose(got_pair, pair, rtol=1e-14)
+    np.testing.assert_allclose(got_rows, rows, rtol=1e-14)
+    np.testing.assert_allclose(a, acc0 + x ** 2)
+    np.testing.assert_allclose(b, acc0 + x ** 2)
+
+
+def test_jacfwd_gives_written_arrays_tangents_and_starts_each_chunk_from_their_entry():
+    # 6 inputs: two chunks of forward lanes (pyzyme.api.njit.jacobian.CHUNK = 4), each a
+    # call of the function that must see acc as it was on entry
+    x, acc0 = np.linspace(-1.0, 1.5, 6), np.linspace(1.0, 3.0, 6)
+    expect_pair, rows = _expected_accumulated(x, acc0)
+    acc = acc0.copy()
+    np.testing.assert_allclose(pyzyme.jacfwd(accumulate)(x, acc), expect_pair, rtol=1e-14)
+    np.testing.assert_allclose(acc, acc0 + x ** 2)
+    acc = acc0.copy()
+    np.testing.assert_allclose(pyzyme.jacfwd(accumulate_rows)(x, acc), rows, rtol=1e-14)
+    np.testing.assert_allclose(acc, acc0 + x ** 2)
+    np.testing.assert_allclose(pyzyme.jacfwd(pair)(X[:3].copy(), np.zeros(3)),
+                               pyzyme.jacrev(pair)(X[:3].copy(), np.zeros(3)), rtol=1e-14)
+    with pytest.raises(pyzyme.ActivityError, match="argument 'out'"):
+        pyzyme.autodiff(pyzyme.Forward, cubes, pyzyme.Duplicated(X.copy(), np.ones(4)),
+                        Const(np.zeros(4)))

@@ -41,7 +41,7 @@ from pyzyme.api.dispatchers import (
 from pyzyme.api.modes import Forward, Mode, Reverse, ReverseWithPrimal
 from pyzyme.api.plans import CACHE
 from pyzyme.api.wrappers import flat_wrapper, row_wrapper
-from pyzyme.api.workspaces import with_workspaces, with_zero_shadows
+from pyzyme.api.workspaces import build_with_workspaces, with_workspaces, with_zero_shadows
 from pyzyme.errors import (
     ArgumentName,
     ArgumentTypeError,
@@ -311,6 +311,7 @@ def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndar
         raise UnsupportedError(f"jacobian needs a function returning a float, a tuple of "
                                f"floats or a float array; {dispatcher.py_func.__qualname__} "
                                f"returns {restype}")
+    entry = _entry_state(args, argnum)   # before the call below may write an array
     if n_outs is None or restype.ndim != 1:
         out_shape = np.shape(dispatcher(*args))
         n = int(np.prod(out_shape))
@@ -321,7 +322,7 @@ def reverse_jacobian(f, args, argnum: int, n_outs: int | None = None) -> np.ndar
         out_shape = (n,)
     row = row_wrapper(dispatcher, len(args), restype.ndim)
     return _sweep_rows(args, argnum, x, is_array, n, lambda anns, k: autodiff(
-        Reverse, row, A.Active, *anns, A.Const(k))[0]).reshape(out_shape + in_shape)
+        Reverse, row, A.Active, *anns, A.Const(k))[0], entry).reshape(out_shape + in_shape)
 def _tuple_jacobian(dispatcher, args, argnum: int, n: int, x, is_array: bool) -> np.ndarray:
     """The Jacobian of a function returning ``n`` floats: one reverse sweep of the same
     compiled derivative per output, seeded with a one-hot tuple."""
@@ -331,14 +332,24 @@ def _tuple_jacobian(dispatcher, args, argnum: int, n: int, x, is_array: bool) ->
     return _sweep_rows(args, argnum, x, is_array, n, sweep)
 
 
-def _sweep_rows(args, argnum: int, x, is_array: bool, n: int, sweep) -> np.ndarray:
+def _entry_state(args, argnum: int) -> dict:
+    """Copies of the float arrays among ``args`` held constant: the state each of a Jacobian's
+    sweeps starts from, where the function writes one (:mod:`pyzyme.api.workspaces`)."""
+    return {i: a.copy() for i, a in enumerate(args) if i != argnum and type(a) is _NDARRAY
+            and a.dtype.kind in "fc" and a.flags.writeable}
+
+
+def _sweep_rows(args, argnum: int, x, is_array: bool, n: int, sweep,
+                entry: dict | None = None) -> np.ndarray:
     """An ``n``-row Jacobian in ``args[argnum]``: row k from ``sweep(annotations, k)``, one
     reverse sweep whose derivatives land in a zeroed shadow (arrays) or come back (floats).
-    Arrays the function writes get zero shadows of their own, fresh for each row
-    (:mod:`pyzyme.api.workspaces`)."""
+    Arrays the function writes get zero shadows of their own, fresh for each row, and each
+    sweep starts from their contents in ``entry`` (by default, as now): every row is the
+    derivative of one call of the function (:mod:`pyzyme.api.workspaces`)."""
+    entry = _entry_state(args, argnum) if entry is None else entry
     jac = np.empty((n, x.size if is_array else 1))
     shadow = np.zeros_like(x) if is_array else None
-    scratch: tuple[int, ...] = ()
+    scratch = None
     for k in range(n):
         anns = [A.Const(a) for a in args]
         if is_array:
@@ -346,9 +357,15 @@ def _sweep_rows(args, argnum: int, x, is_array: bool, n: int, sweep) -> np.ndarr
             anns[argnum] = A.Duplicated(x, shadow)
         else:
             anns[argnum] = A.Active(x)
-        anns = with_zero_shadows(anns, scratch)
-        derivs, found = with_workspaces(anns, lambda anns: sweep(anns, k))
-        scratch = scratch or found
+
+        def row(found, anns=anns, k=k):
+            for i in found:
+                args[i][...] = entry[i]
+            return sweep(with_zero_shadows(anns, found), k)
+        if scratch is None:
+            derivs, scratch = build_with_workspaces(row)
+        else:
+            derivs = row(scratch)
         jac[k] = shadow.reshape(-1) if is_array else derivs[argnum]
     return jac
 

@@ -1,7 +1,7 @@
 """Arrays the JAX-style layer holds constant that the function writes: zero shadows of their own.
 
-``grad``, ``value_and_grad``, ``jacrev`` and ``hvp`` differentiate with respect to some
-arguments and hold the others constant. A float array among the others that the function writes
+``grad``, ``value_and_grad``, ``jacrev``, ``jacfwd`` and ``hvp`` differentiate with respect
+to some arguments and hold the others constant. A float array among the others that the function writes
 with values computed from the differentiated ones (an output or scratch array: ``f(x, out)``
 filling ``out`` and returning a sum of it) needs a shadow for their derivatives to pass
 through; without one the derivative's build raises :class:`~pyzyme.ActivityError`. Through
@@ -9,9 +9,11 @@ through; without one the derivative's build raises :class:`~pyzyme.ActivityError
 layers have no annotation for it, so on that error they build once more with a zero shadow for
 each constant float array the function may write (the build names them:
 :func:`pyzyme.frontends.numba.derive.reverse.written_constant_arrays`) and drop those shadows
-after the call. The derivatives asked for are then those of ``f`` with the arrays' contents on
-entry held constant, as JAX users expect of a scratch argument. Functions that build without
-the error are built exactly as before.
+after the call. The derivatives asked for are then those of one call of ``f`` with the
+arrays' contents on entry held constant, as JAX users expect of a scratch argument: where a
+Jacobian calls the derivative several times (a reverse sweep per row, a forward call per chunk
+of columns), each call starts from those contents again. Functions that build without the
+error are built exactly as before.
 
 Examples
 --------

@@ -16,10 +16,11 @@ from numba.core import types
 
 from pyzyme.api import annotations as A
 from pyzyme.api.njit.overload import NjitObject, overloaded_njit
-from pyzyme.api.njit.zeros import zeros_like
+from pyzyme.api.njit.zeros import copy_into, zeros_like
 from pyzyme.api.plans import forward_plan
+from pyzyme.api.workspaces import workspaces_of
 from pyzyme.frontends.numba.bridge import njit_target, signature_of
-from pyzyme.errors import ArgumentValueError, UnsupportedError
+from pyzyme.errors import ActivityError, ArgumentValueError, UnsupportedError
 
 __all__ = ["njit_jacobian", "ForwardJacobian", "CHUNK"]
 
@@ -74,8 +75,18 @@ def _implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         raise UnsupportedError(f"jacfwd differentiates with respect to a float or a float "
                                f"array, not {x}")
     shadowed = [i == argnum for i in range(len(argtypes))]
-    plan = forward_plan(dispatcher, list(argtypes), shadowed, A.BatchDuplicatedNoNeed, width,
-                        need_primal=False)
+    try:
+        plan = forward_plan(dispatcher, list(argtypes), shadowed, A.BatchDuplicatedNoNeed,
+                            width, need_primal=False)
+    except ActivityError as err:   # arrays the function writes: shadows of their own
+        found = [k for k in workspaces_of(err) if argtypes[k].layout == "C"]
+        if not found:
+            raise
+        shadowed = [has or i in found for i, has in enumerate(shadowed)]
+        plan = forward_plan(dispatcher, list(argtypes), shadowed, A.BatchDuplicatedNoNeed,
+                            width, need_primal=False)
+    lanes = _Calls(names, argnum, width, [i for i, has in enumerate(shadowed)
+                                          if has and i != argnum])
     if not plan.returns_tangent:
         raise UnsupportedError(f"{dispatcher.py_func.__qualname__} returns nothing to "
                                f"differentiate")
@@ -86,15 +97,41 @@ def _implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         raise UnsupportedError(f"jacfwd needs a function returning floats, a tuple of floats "
                                f"or a float array; {dispatcher.py_func.__qualname__} returns "
                                f"{restype[0]}")
-    source = (_tuple_source(names, argnum, width, array, outs) if outs else
-              _source(names, argnum, width, array, vector))
-    scope = {"np": np, "zeros_like": zeros_like, "fwd": njit_target(plan.function),
-             "f": dispatcher}
+    source = (_tuple_source(names, argnum, width, array, outs, lanes) if outs else
+              _source(names, argnum, width, array, vector, lanes))
+    scope = {"np": np, "zeros_like": zeros_like, "copy_into": copy_into,
+             "fwd": njit_target(plan.function), "f": dispatcher}
     exec(source, scope)
     return scope["impl"]
 
 
-def _source(names: list[str], argnum: int, width: int, array: bool, vector: int) -> str:
+class _Calls:
+    """The shadows of a call of the forward derivative, in argument order: ``x``'s lanes, and
+    ``width`` fresh zeros for each array the function writes (``written``:
+    :mod:`pyzyme.api.workspaces`), which every call starts from as it was on entry (each
+    call runs the function again)."""
+
+    def __init__(self, names: list[str], argnum: int, width: int, written: list[int]) -> None:
+        self.names, self.argnum, self.width, self.written = names, argnum, width, written
+
+    def call(self, of_x: list[str]) -> str:
+        args = ", ".join(self.names)
+        shadows = []
+        for i in sorted([self.argnum, *self.written]):
+            shadows += of_x if i == self.argnum else \
+                [f"zeros_like({self.names[i]})"] * self.width
+        return f"fwd({args}, {', '.join(shadows)})"
+
+    def keep(self) -> list[str]:
+        return [f"    e{i} = zeros_like({self.names[i]})\n    copy_into(e{i}, {self.names[i]})"
+                for i in self.written]
+
+    def restore(self, indent: str) -> list[str]:
+        return [f"{indent}copy_into({self.names[i]}, e{i})" for i in self.written]
+
+
+def _source(names: list[str], argnum: int, width: int, array: bool, vector: int,
+            calls: _Calls) -> str:
     """The ``@njit`` Jacobian of a function returning a float (``vector`` 0) or a float array
     of ``vector`` dimensions: an array of shape ``out.shape + x.shape``, built as the
     ``(n_out, n_in)`` matrix and reshaped."""
@@ -103,23 +140,24 @@ def _source(names: list[str], argnum: int, width: int, array: bool, vector: int)
     lanes = range(width)
     lines = [f"def impl({args}):"]
     if not array:
-        lines += [f"    r = fwd({args}, 1.0)",
+        lines += [f"    r = {calls.call(['1.0'])}",
                   "    t = r[1]"]
         if vector:
             lines += ["    return t.copy()", ""]
         else:
             lines += ["    J = np.empty((1, 1))", "    J[0, 0] = t", "    return J.reshape(())", ""]
         return "\n".join(lines)
-    shadows = ", ".join(f"s{k}" for k in lanes)
+    shadows = [f"s{k}" for k in lanes]
     lines += [f"    n = {x}.size"]
     if vector:   # an empty input: no tangent to read the result's shape from
         lines += ["    if n == 0:", f"        return np.empty(f({args}).shape + {x}.shape)"]
     lines += [f"    s{k} = zeros_like({x})\n    v{k} = s{k}.reshape(-1)" for k in lanes]
+    lines += calls.keep()
     lines += ["    J = np.empty((1, n))" if not vector else
               f"    J = np.empty((0, n))\n    shape = {(0,) * vector}",
               f"    for start in range(0, n, {width}):"]
     lines += [f"        if start + {k} < n:\n            v{k}[start + {k}] = 1.0" for k in lanes]
-    lines += [f"        r = fwd({args}, {shadows})"]
+    lines += calls.restore("        ") + [f"        r = {calls.call(shadows)}"]
     if vector:
         lines += ["        if start == 0:", "            J = np.empty((r[1].size, n))",
                   "            shape = r[1].shape"]
@@ -137,7 +175,8 @@ def _source(names: list[str], argnum: int, width: int, array: bool, vector: int)
     return "\n".join(lines + [""])
 
 
-def _tuple_source(names: list[str], argnum: int, width: int, array: bool, outs: int) -> str:
+def _tuple_source(names: list[str], argnum: int, width: int, array: bool, outs: int,
+                  calls: _Calls) -> str:
     """As :func:`_source`, for a function returning a tuple of ``outs`` floats: row ``i`` of
     the Jacobian is read from element ``i`` of each lane's tangent tuple; shape
     ``(outs,) + x.shape``."""
@@ -145,16 +184,17 @@ def _tuple_source(names: list[str], argnum: int, width: int, array: bool, outs: 
     x = names[argnum]
     lines = [f"def impl({args}):"]
     if not array:
-        lines += [f"    r = fwd({args}, 1.0)", f"    J = np.empty({outs})"]
+        lines += [f"    r = {calls.call(['1.0'])}", f"    J = np.empty({outs})"]
         lines += [f"    J[{i}] = r[1][{i}]" for i in range(outs)]
         return "\n".join(lines + ["    return J", ""])
     lanes = range(width)
-    shadows = ", ".join(f"s{k}" for k in lanes)
+    shadows = [f"s{k}" for k in lanes]
     lines += [f"    n = {x}.size", f"    J = np.empty(({outs}, n))"]
     lines += [f"    s{k} = zeros_like({x})\n    v{k} = s{k}.reshape(-1)" for k in lanes]
+    lines += calls.keep()
     lines += [f"    for start in range(0, n, {width}):"]
     lines += [f"        if start + {k} < n:\n            v{k}[start + {k}] = 1.0" for k in lanes]
-    lines += [f"        r = fwd({args}, {shadows})"]
+    lines += calls.restore("        ") + [f"        r = {calls.call(shadows)}"]
     for k in lanes:
         lines += [f"        if start + {k} < n:"]
         lines += [f"            J[{i}, start + {k}] = r[{k + 1}][{i}]" for i in range(outs)]

@@ -26,7 +26,7 @@ from pyzyme.api.convenience import plain_call, reverse_call, reverse_jacobian
 from pyzyme.api.dispatchers import dispatcher_of, result_type
 from pyzyme.api.njit.overlap import overlap
 from pyzyme.api.njit.overload import NjitObject, overloaded_njit
-from pyzyme.api.njit.zeros import zeros_like, zeros_rows
+from pyzyme.api.njit.zeros import copy_into, zeros_like, zeros_rows
 from pyzyme.api.plans import reverse_plan
 from pyzyme.api.wrappers import loss_wrapper, row_wrapper
 from pyzyme.api.workspaces import workspaces_of
@@ -310,6 +310,18 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         # the function writes (pyzyme.api.workspaces)
         return [of_x if i == argnum else f"zeros_like({names[i]})"
                 for i, kind in enumerate(kinds) if kind is Activity.DUPLICATED]
+
+    def written() -> list[int]:
+        return [i for i, kind in enumerate(kinds[:len(names)])
+                if kind is Activity.DUPLICATED and i != argnum]
+
+    def keep() -> list[str]:
+        # each sweep starts from the arrays the function writes as they were on entry
+        return [f"    e{i} = zeros_like({names[i]})\n    copy_into(e{i}, {names[i]})"
+                for i in written()]
+
+    def restore(indent: str) -> list[str]:
+        return [f"{indent}copy_into({names[i]}, e{i})" for i in written()]
     # JAX's shape, out.shape + x.shape. An array argument's Jacobian rows are its shadows:
     # zeroed, each one sweep adds into in place (no copies, no reshape where out is 1-D:
     # Numba's first compile of a slice assignment or a reshape costs a process 0.1-0.2 s).
@@ -329,14 +341,15 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         row_types = list(primal_types) + [types.intp]
         rev_d, rev_n, arrays, kinds = _plans_with_workspaces(row, row_types,
                                                              kinds + [Activity.CONST])
+        lines += keep()   # before f's call below writes them
         lines += [f"    y = f({', '.join(primals)})", "    n = y.size"]
         if array:
-            lines += [f"    J = zeros_rows(n, {x})", "    for k in range(n):"]
+            lines += [f"    J = zeros_rows(n, {x})", "    for k in range(n):", *restore("        ")]
             lines += _call_lines(", ".join(primals + ["k"] + shadows("J[k]") + ["1.0"]),
                                  [names[i] for i in arrays], "        ")
             shape = "J" if restype.ndim == 1 else f"J.reshape(y.shape + {x}.shape)"
         else:
-            lines += ["    J = np.empty((n, 1))", "    for k in range(n):"]
+            lines += ["    J = np.empty((n, 1))", "    for k in range(n):", *restore("        ")]
             lines += _call_lines(", ".join(primals + ["k"] + shadows(None) + ["1.0"]),
                                  [names[i] for i in arrays], "        ")
             lines += ["        J[k, 0] = r[1]"]
@@ -348,7 +361,9 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
         m = len(restype)
         rev_d, rev_n, arrays, kinds = _plans_with_workspaces(dispatcher, primal_types, kinds)
         lines += [f"    J = zeros_rows({m}, {x})" if array else f"    J = np.empty(({m}, 1))"]
+        lines += keep()
         for k in range(m):
+            lines += restore("    ") if k else []
             seed = "(" + "".join("1.0, " if i == k else "0.0, " for i in range(m)) + ")"
             lines += _call_lines(", ".join(primals + shadows(f"J[{k}]" if array else None)
                                            + [seed]),
@@ -361,6 +376,7 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
                                f"or a float array; {dispatcher.py_func.__qualname__} returns "
                                f"{restype}")
     scope = {"np": np, "zeros_like": zeros_like, "zeros_rows": zeros_rows, "f": dispatcher,
+             "copy_into": copy_into,
              "rev_d": njit_target(rev_d.function), "_overlap": overlap,
              "rev_n": njit_target(rev_n.function) if rev_n is not None else None}
     exec("\n".join(lines) + "\n", scope)

@@ -7,7 +7,8 @@ sweep adds into in place (a Jacobian built without copies or a reshape).
 allocator and the zero fill it calls, Numba compiles the first time a process uses it for an
 array type: about 0.15 s of CPU, most of the first call of ``grad`` on a small kernel. The glue
 only needs a zeroed shadow, which this intrinsic emits in the caller without compiling
-anything.
+anything. ``copy_into(dst, src)`` copies a C-contiguous array's data into another of the same
+shape and dtype (one ``memcpy``), for glue that puts an array back as it was between sweeps.
 
 Examples
 --------
@@ -25,6 +26,13 @@ array([[0., 0.],
 array([[0., 0.],
        [0., 0.],
        [0., 0.]])
+>>> @numba.njit
+... def copied(x):
+...     y = zeros_like(x)
+...     copy_into(y, x)
+...     return y
+>>> copied(np.arange(3.0))
+array([0., 1., 2.])
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 from numba.np import arrayobj
 
-__all__ = ["zeros_like", "zeros_rows"]
+__all__ = ["zeros_like", "zeros_rows", "copy_into"]
 
 
 @intrinsic
@@ -66,3 +74,17 @@ def zeros_rows(typingctx, n, x):
         return _zeroed(context, builder, result,
                        [count, *cgutils.unpack_tuple(builder, given.shape)])
     return result(n, x), codegen
+
+
+@intrinsic
+def copy_into(typingctx, dst, src):
+    if not (isinstance(dst, types.Array) and isinstance(src, types.Array)
+            and dst.layout == src.layout == "C" and dst.dtype == src.dtype):
+        return None
+
+    def codegen(context, builder, sig, args):
+        to = context.make_array(sig.args[0])(context, builder, args[0])
+        given = context.make_array(sig.args[1])(context, builder, args[1])
+        cgutils.raw_memcpy(builder, to.data, given.data, given.nitems, given.itemsize)
+        return context.get_dummy_value()
+    return types.none(dst, src), codegen

@@ -1,11 +1,14 @@
 """Which arguments a compiled ``@njit`` function may write: the data of its arrays, its records.
 
 LLVM marks a pointer parameter ``readonly`` (or ``readnone``) where its function-attribute
-inference proves that nothing is written through it; everything else *may* be written. Both
+inference proves that nothing is written through it; everything else *may* be written. The
 users of this take the conservative side: forward mode gives the shadows of such arguments
-output tangents (:mod:`pyzyme.frontends.numba.derive.forward`), and the JAX bridge copies such
+output tangents (:mod:`pyzyme.frontends.numba.derive.forward`), the JAX bridge copies such
 arguments before the kernel runs, as JAX's buffers must never change
-(:mod:`pyzyme.jax.kernels`).
+(:mod:`pyzyme.jax.kernels`), and a derivative whose build finds an active value stored where
+no shadow is names the float arrays held constant that may be written
+(:func:`written_constant_arrays`), to which the JAX-style layer gives shadows
+(:mod:`pyzyme.api.workspaces`).
 
 Examples
 --------
@@ -22,13 +25,13 @@ Examples
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from numba.core import types
 
 from pyzyme.frontends.numba.abi import AbiMap, ArgAbi
 
-__all__ = ["written_arguments", "compiled_writes"]
+__all__ = ["written_arguments", "written_constant_arrays", "compiled_writes"]
 
 
 def written_arguments(abi: AbiMap, attrs: Callable[[int], str]) -> tuple[bool, ...]:
@@ -45,6 +48,17 @@ def written_arguments(abi: AbiMap, attrs: Callable[[int], str]) -> tuple[bool, .
                    if p.llvm_type == "ptr" and isinstance(p.numba_type,
                                                           (types.CPointer, types.Record)))
     return tuple(written(arg) for arg in abi.args)
+
+
+def written_constant_arrays(abi: AbiMap, attrs: Callable[[int], str],
+                            held: Sequence[bool]) -> tuple[int, ...]:
+    """The positions of the float (or complex) arrays among the arguments ``held`` constant
+    that the function may write (:func:`written_arguments`)."""
+    return tuple(
+        k for k, (arg, constant, wrote) in enumerate(zip(abi.args, held,
+                                                         written_arguments(abi, attrs)))
+        if constant and wrote and isinstance(arg.numba_type, types.Array)
+        and isinstance(arg.numba_type.dtype, (types.Float, types.Complex)))
 
 
 def compiled_writes(dispatcher, argtypes: tuple) -> tuple[bool, ...]:

@@ -21,11 +21,11 @@ from numba.core import types
 from pyzyme import ir, pipeline, settings
 from pyzyme.analysis.activity import Activity
 from pyzyme.diff.forward.generator import ExtraParam, ForwardGenerator, ForwardSignature
-from pyzyme.errors import UnsupportedError
+from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.frontends.numba import capture, njit_callable, pre_ad
 from pyzyme.frontends.numba.abi import AbiMap, ArgAbi
 from pyzyme.frontends.numba.source_lines import add_source_line, where_defined
-from pyzyme.frontends.numba.written import written_arguments
+from pyzyme.frontends.numba.written import written_arguments, written_constant_arrays
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import const_int
 from pyzyme.naming import symbol_name
@@ -148,11 +148,17 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
     shadow_types = [t for t, has in zip(primal_types, shadowed) if has for _ in range(width)]
     nsig = restype(*primal_types, *shadow_types)
     names = [f"a{i}" for i in range(len(primal_types) + len(shadow_types))]
-    built = pipeline.build(
-        module, generate, what=f"{where or where_defined(f)} in forward mode", rules=rules,
-        name=f"pyzyme_fwd_{abi.function}",
-        wrap=lambda compiled: njit_callable(compiled, symbol, nsig, arg_names=names),
-        on_error=lambda err: add_source_line(err, cap.dispatcher, primal_types))
+    try:
+        built = pipeline.build(
+            module, generate, what=f"{where or where_defined(f)} in forward mode",
+            rules=rules, name=f"pyzyme_fwd_{abi.function}",
+            wrap=lambda compiled: njit_callable(compiled, symbol, nsig, arg_names=names),
+            on_error=lambda err: add_source_line(err, cap.dispatcher, primal_types))
+    except ActivityError as err:
+        # What the JAX-style layer may retry with zero shadows (pyzyme.api.workspaces)
+        err.workspaces = written_constant_arrays(abi, lambda i: native.args[i].attrs,
+                                                 [not has for has in shadowed])
+        raise
     return ForwardPlan(built.wrapped, width, ret_differentiated, symbol, built.text, written)
 
 

@@ -34,6 +34,7 @@ from pyzyme.frontends.numba.source_lines import (add_source_line, outer_loop_lin
                                                  where_defined)
 from pyzyme.frontends.numba.typeseeds import (extents_from_abi, seed_from_abi,
                                               shape_extents_from_abi)
+from pyzyme.frontends.numba.written import written_constant_arrays
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int, const_null
 from pyzyme import naming
@@ -375,7 +376,8 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence,
                             f"{where or where_defined(f)} in reverse mode")
     except ActivityError as err:
         # What the JAX-style layer may retry with zero shadows (pyzyme.api.workspaces)
-        err.workspaces = written_constant_arrays(abi, native, kinds)
+        err.workspaces = written_constant_arrays(abi, lambda i: native.args[i].attrs,
+                                                 [k == CONST for k in kinds])
         raise
     restype = abi.signature.return_type
     adj_types = adjoint_types(abi, kinds)
@@ -388,18 +390,6 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence,
     args = list(primal_types) + shadow_types + ([restype] if seeded else [])
     return ReverseModule(module, symbol, args, entry_restype, restype, seeded, abi,
                          str(gen.tapes[rev]), _writes_arrays(abi, native))
-
-
-def written_constant_arrays(abi, native, kinds) -> tuple[int, ...]:
-    """The positions of the float arrays held constant (``kinds``) whose data ``native`` may
-    write (LLVM's inferred ``readonly``, as :func:`_writes_arrays`): where an active value
-    stored without a shadow can have gone."""
-    return tuple(
-        k for k, (arg, kind) in enumerate(zip(abi.args, kinds))
-        if kind == CONST and isinstance(arg.numba_type, types.Array)
-        and isinstance(arg.numba_type.dtype, (types.Float, types.Complex))
-        and any(not {"readonly", "readnone"} & set(native.args[p.index].attrs.split())
-                for p in arg.params if p.field.endswith(".data")))
 
 
 def _writes_arrays(abi, native) -> bool:
