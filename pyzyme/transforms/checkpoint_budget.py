@@ -26,7 +26,8 @@ from pyzyme.ir.values import const_c_string, const_int
 from pyzyme.runtime.target import TAPE_BUDGET_ERROR_SYMBOL
 from pyzyme.transforms import revolve
 
-__all__ = ["free_counter", "check_fits", "take_share", "give_back_unused", "iteration_need"]
+__all__ = ["free_counter", "check_fits", "take_share", "give_back_unused", "iteration_need",
+           "need_parts"]
 
 
 def _i64(n: int):
@@ -45,12 +46,30 @@ def free_counter(fn, budget: int):
     return slot
 
 
-def iteration_need(b: IRBuilder, total, copies: int, reserve: int):
+def iteration_need(b: IRBuilder, total, copies: int, reserve: int, tape=None):
     """The bytes one iteration of a checkpointed loop needs, its state ``total`` bytes: the
     driver's two copies, one snapshot and ``reserve`` for the tape of the step's own
-    derivative, each of the state and its tangents (``copies``), and the scheme's words."""
-    return b.add(b.mul(total, _i64((3 + reserve) * copies)),
-                 _i64(revolve.STATE_WORDS * 8 + revolve.SNAPSHOT_OVERHEAD), name="ckpt.need")
+    derivative, each of the state and its tangents (``copies``), and the scheme's words.
+    ``tape``: the bytes that tape takes (its tangents' too), where known at run time; then
+    the need holds it, at least ``reserve`` states."""
+    words = _i64(revolve.STATE_WORDS * 8 + revolve.SNAPSHOT_OVERHEAD)
+    if tape is None:
+        return b.add(b.mul(total, _i64((3 + reserve) * copies)), words, name="ckpt.need")
+    kept = b.mul(total, _i64(reserve * copies))
+    kept = b.select(b.icmp("sgt", tape, kept), tape, kept)
+    return b.add(b.add(b.mul(total, _i64(3 * copies)), kept), words, name="ckpt.need")
+
+
+def need_parts(copies: int, reserve: int, taped: bool) -> str:
+    """What :func:`iteration_need` is made of, for TapeBudgetError; ``taped``: with the tape
+    of the step's derivative known at run time."""
+    state = "its state" if copies == 1 else (
+        "its state and its tangent" if copies == 2 else f"its state and its {copies - 1} tangents")
+    if taped:
+        return (f"{state}, 3 times: the driver's two copies and one snapshot; and what one "
+                f"iteration's derivative tapes, at least {reserve} times {state}")
+    return (f"{state}, {3 + reserve} times: the driver's two copies, one snapshot, and "
+            f"{reserve} for the tape of the step's own derivative")
 
 
 def check_fits(module, fn, b: IRBuilder, need, free, where: str, parts: str,

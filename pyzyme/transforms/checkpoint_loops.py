@@ -44,9 +44,10 @@ from pyzyme.ir import types as T
 from pyzyme.rules import default_rules, spec
 from pyzyme.ir.values import Argument, Constant, ConstantInt, GlobalVariable, const_int
 from pyzyme.transforms import revolve
-from pyzyme.transforms.checkpoint_chunks import chunk_ir, chunk_range, trip_count
+from pyzyme.transforms.checkpoint_chunks import (chunk_ir, chunk_range, iteration_tape,
+                                                tape_states, trip_count)
 from pyzyme.transforms.checkpoint_budget import (check_fits, free_counter, give_back_unused,
-                                                 iteration_need, take_share)
+                                                 iteration_need, need_parts, take_share)
 from pyzyme.transforms.checkpoint_merges import (allocated_extent, merge_operands,
                                                  merged_size, roots)
 from pyzyme.transforms.checkpoint_state import CarriedLayout
@@ -57,7 +58,10 @@ __all__ = ["checkpoint_loops", "Checkpointed", "RESERVE"]
 #: States of memory reserved for what one step's derivative keeps (its own tape: the values
 #: of an iteration that its reverse pass needs; a stencil overwriting its 1-double state in
 #: place keeps 1 double a cell, where it kept 3 before only the sum its coefficient's adjoint
-#: reads was taped: 3 stays as a margin for bodies that keep more).
+#: reads was taped: 3 stays as a margin for bodies that keep more). At least that: a loop nest
+#: whose inner loops' trip counts are known before it reserves what an iteration tapes
+#: (checkpoint_chunks.iteration_tape); a body calling functions with tapes of their own keeps
+#: an amount this does not bound.
 RESERVE = 3
 
 
@@ -107,22 +111,25 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
              if _worth(lp) and not runs_at_most_twice(lp, doms)]
     plans = []
     for k, loop in enumerate(loops):
-        own, nested = (growth or {}).get(loop.header.name, (0, False)) if growth is not None \
-            else (None, True)
-        nested = nested or _keeps_more(loop)
-        if own == 0 and not nested:
+        own, nested, inner = (growth or {}).get(loop.header.name, (0, False, ())) \
+            if growth is not None else (None, True, None)
+        more = _keeps_more(loop)
+        if own == 0 and not (nested or more):
             continue  # the unbudgeted tape does not grow with this loop
-        plans.append((k, loop, None if nested else own))
+        # a loop nest: what an iteration tapes, from its inner loops' trip counts at run time
+        inside = (own, inner) if nested and not more and inner is not None else None
+        plans.append((k, loop, None if nested or more else own, inside))
     done = []
     # Their snapshots are all held at once: each takes its share at run time.
     counter = free_counter(fn, budget) if plans else None
-    for j, (k, loop, own) in enumerate(plans):
+    for j, (k, loop, own, inside) in enumerate(plans):
         rewrite = _Rewrite(module, fn, loop, extents, where(k, len(loops)))
         rewrite.stable, rewrite.copies = stable, 1 + tangents
         rewrite.counter, rewrite.first = counter, j == 0
-        later = [own for *_, own in plans[j + 1:]]
+        later = [plan[2] for plan in plans[j + 1:]]
         rewrite.left = 1 + len(later)
         rewrite.after = (sum(own is None for own in later), sum(own is not None for own in later))
+        rewrite.nest = inside
         done.append(rewrite.run(budget, own))
     return done
 
@@ -180,6 +187,7 @@ class _Rewrite:
         self.counter = None        # the budget still free in this call (checkpoint_budget)
         self.left, self.first = 1, True  # loops still to come, this one too; the first?
         self.after = (0, 0)        # later loops always checkpointed, and that may run plain
+        self.nest = None           # a nest's (own bytes, inner loops' bytes): iteration_tape
 
     def refuse(self, why: str, hint: str) -> UnsupportedError:
         return UnsupportedError(f"{self.where}: this loop cannot be checkpointed under "
@@ -532,16 +540,23 @@ class _Rewrite:
         total = _i64(0)
         for size in sizes:
             total = b.add(total, size)
-        need = iteration_need(b, total, self.copies, RESERVE)
+        # what one iteration's derivative tapes (its tangents' too), where known
+        per = _i64((taped or 0) * self.copies)
+        nest = iteration_tape(b, self.loop, *self.nest) if self.nest is not None else None
+        if nest is not None:
+            per = b.mul(nest, _i64(self.copies), name="ckpt.iteration.tape")
+        need = iteration_need(b, total, self.copies, RESERVE, per if nest is not None else None)
         counter = self.counter  # None: a checkpointed call's (checkpoint_calls)
         free = _i64(budget) if counter is None else b.load(T.i64, counter)
-        b = check_fits(self.module, fn, b, need, free, self.where, self.parts(), self.first)
+        b = check_fits(self.module, fn, b, need, free, self.where,
+                       need_parts(self.copies, RESERVE, nest is not None), self.first)
         share = free if counter is None else take_share(b, counter, need, *self.after)
         state = b.mul(total, _i64(self.copies))
         chunk, reserve, steps = _i64(1), _i64(RESERVE), n
         if self.chunked:  # the scheme's steps are chunks of iterations (checkpoint_chunks)
-            chunk, reserve, steps = chunk_ir(b, share, state, _i64((taped or 0) * self.copies),
-                                             n, RESERVE)
+            chunk, reserve, steps = chunk_ir(b, share, state, per, n, RESERVE)
+        elif nest is not None:  # steps of one iteration: the states its tape takes
+            reserve = tape_states(b, state, per, RESERVE)
         data = IRBuilder()
         data.position_before(counter or fn.blocks[0].instructions[0])
         data = data.alloca(T.ArrayType(3, T.i64), name="ckpt.data")
@@ -659,14 +674,6 @@ class _Rewrite:
 
     def trip_count(self, b: IRBuilder):
         return trip_count(b, self.count, self.refuse)
-
-    def parts(self) -> str:
-        """What one iteration's need is made of (for TapeBudgetError)."""
-        state = "its state" if self.copies == 1 else (
-            "its state and its tangent" if self.copies == 2 else
-            f"its state and its {self.copies - 1} tangents")
-        return (f"{state}, {3 + RESERVE} times: the driver's two copies, one snapshot, and "
-                f"{RESERVE} for the tape of the step's own derivative")
 
     def step(self, layout, inputs_ty, pointers: list, values: list, outs: list):
         """``void step(i64 k, ptr carried, ptr inputs, pointers...)``: one iteration, or

@@ -235,30 +235,51 @@ def _tape_growth(cap, abi, distinct: bool, acts, rules) -> tuple:
     for other in gen.tapes.values():
         if other is tape:
             continue
-        for header, (size, nested) in _loop_growth(other).items():
+        for header, (size, nested, inner) in _loop_growth(other).items():
             mine = callees.setdefault(header.parent.name, {})
-            old = mine.get(header.name, (0, False))
-            mine[header.name] = (max(old[0], size), old[1] or nested)
+            old = mine.get(header.name, (0, False, ()))
+            mine[header.name] = (max(old[0], size), old[1] or nested,
+                                 _most(old[2], inner))
     return ({header.name: v for header, v in _loop_growth(tape).items()}, own, calls,
             callees)
 
 
 def _loop_growth(tape) -> dict:
-    """``{loop header: (bytes an iteration caches, whether loops inside it cache too)}`` of
-    the loops of one derivative's ``tape``."""
+    """``{loop header: (bytes an iteration caches, whether loops inside it cache too, those
+    loops)}`` of the loops of one derivative's ``tape``: the loops inside as ``((header name,
+    bytes an iteration of it caches), ...)``, None where some of what an iteration keeps is
+    kept otherwise (a value repeated over an inner loop's iterations)."""
     growth: dict = {}
     for loop, state in tape.loops.items():
-        growth[loop.header] = [sum(sizeof(c.type) for c in state.caches), False]
+        growth[loop.header] = [sum(sizeof(c.type) for c in state.caches), False, {}]
+    for loop in tape.loops:
+        size = growth.get(loop.header, [0])[0]
+        parent = loop.parent
+        while parent is not None and size:
+            entry = growth.setdefault(parent.header, [0, False, {}])
+            entry[1] = True
+            entry[2][loop.header.name] = size
+            parent = parent.parent
     for (inner, outer), rep in tape.repeats.items():
         if rep.caches:
-            growth.setdefault(outer.header, [0, False])[1] = True
-    for loop in tape.loops:
-        parent = loop.parent
-        while parent is not None:
-            if growth.get(loop.header, [0])[0]:
-                growth.setdefault(parent.header, [0, False])[1] = True
-            parent = parent.parent
-    return {header: tuple(v) for header, v in growth.items()}
+            growth.setdefault(outer.header, [0, False, {}])[1] = True
+            while outer is not None:
+                if outer.header in growth:
+                    growth[outer.header][2] = None
+                outer = outer.parent
+    return {header: (v[0], v[1], None if v[2] is None else tuple(sorted(v[2].items())))
+            for header, v in growth.items()}
+
+
+def _most(one, other):
+    """The inner loops' bytes of two derivatives of a function, by loop, the most of each
+    (None where either is None)."""
+    if one is None or other is None:
+        return None
+    most = dict(one)
+    for name, size in other:
+        most[name] = max(size, most.get(name, 0))
+    return tuple(sorted(most.items()))
 
 
 def _growing_functions(module, tapes) -> tuple[set, dict]:
