@@ -228,3 +228,12 @@ def test_jacfwd_gives_written_arrays_tangents_and_starts_each_chunk_from_their_e
     with pytest.raises(pyzyme.ActivityError, match="argument 'out'"):
         pyzyme.autodiff(pyzyme.Forward, cubes, pyzyme.Duplicated(X.copy(), np.ones(4)),
                         Const(np.zeros(4)))
+
+
+def test_value_and_grad_with_aux_and_a_written_array():
+    def f(x, out):
+        return cubes(x, out), out[0]
+    (value, aux), grad = pyzyme.value_and_grad(f, has_aux=True)(X, np.zeros(4))
+    assert value == pytest.approx(np.sum(X ** 3), rel=1e-14)
+    assert aux == pytest.approx(X[0] ** 2, rel=1e-14)
+    np.testing.assert_allclose(grad, 3 * X ** 2, rtol=1e-14)
