@@ -409,37 +409,52 @@ def _peak_of(grad, budget, steps: int) -> int:
         return _kib("VmHWM") - base
 
 
-@pytest.fixture
-def mmapped_blocks():
-    """Blocks of 64 KiB and more come from (and go back to) mmap, so the resident peak
-    follows what is allocated (glibc's defaults are restored afterwards)."""
+_MEASURE = """
+import ctypes, sys
+sys.path.insert(0, {here!r})
+libc = ctypes.CDLL(None)
+libc.mallopt(-3, 64 << 10)   # M_MMAP_THRESHOLD
+libc.mallopt(-1, 64 << 10)   # M_TRIM_THRESHOLD
+import test_checkpoint_budget as T
+print({expr})
+"""
+
+
+def _measured(expr: str) -> int:
+    """The peak in KiB that ``expr`` (over this module's names, as ``T.name``) measures, in a
+    process of its own. There glibc maps blocks of 64 KiB and more on their own (and gives
+    them back), so the resident peak follows what is allocated; and no derivative has run
+    before, so no tape pool holds blocks an earlier test's longer run left, which a tape over
+    the budget would reuse unseen (a test here once passed that way on code that ran 4x over
+    its budget)."""
+    import os
+    import subprocess
     import sys
     if not sys.platform.startswith("linux"):
         pytest.skip("measures /proc/self/status")
-    libc = ctypes.CDLL(None)
-    if not hasattr(libc, "mallopt"):
+    if not hasattr(ctypes.CDLL(None), "mallopt"):
         pytest.skip("not glibc")
-    libc.mallopt(-3, 64 << 10)   # M_MMAP_THRESHOLD
-    libc.mallopt(-1, 64 << 10)   # M_TRIM_THRESHOLD
-    yield
-    libc.mallopt(-3, 128 << 10)
-    libc.mallopt(-1, 128 << 10)
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, "-c", _MEASURE.format(here=here, expr=expr)],
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return int(out.stdout.split()[-1])
 
 
-def test_measured_peak_keeps_within_the_budget(mmapped_blocks):
+def test_measured_peak_keeps_within_the_budget():
     """1,000 cells for 3,000 steps: the unbudgeted gradient's tape takes tens of MiB (the
     measure sees it), the gradient under 1 MiB no more than that."""
-    assert _peak_kib(None, 3000) > 16 << 10
-    assert _peak_kib(1 << 20, 3000) <= (1 << 10) + 64
+    assert _measured("T._peak_kib(None, 3000)") > 16 << 10
+    assert _measured("T._peak_kib(1 << 20, 3000)") <= (1 << 10) + 64
 
 
-def test_measured_peak_of_snapshots_kept_to_the_cache(mmapped_blocks):
+def test_measured_peak_of_snapshots_kept_to_the_cache():
     """Under 16 MiB the 8 KB states of 1,000 cells for 3,000 steps run in 35 chunks of 87
     steps: 35 snapshots and one chunk's tape (87 states: 0.7 MiB) are all the call touches
     (1.2 MiB measured; with a snapshot a step, it touched 16 MiB)."""
     assert str(Schedule.under(16 << 20, 8008, 3000, 3)).startswith(
         "binomial checkpointing (Revolve): 3000 steps in 35 chunks of 87 ")
-    assert _peak_kib(16 << 20, 3000) <= (3 << 10) // 2
+    assert _measured("T._peak_kib(16 << 20, 3000)") <= (3 << 10) // 2
 
 
 @njit
@@ -465,35 +480,14 @@ def _sweeps_gradient(budget, n, sweeps, cells=1000):
     return np.append(du, dc)
 
 
-_SWEEPS_PEAK = """
-import ctypes, sys
-sys.path.insert(0, {here!r})
-libc = ctypes.CDLL(None)
-libc.mallopt(-3, 64 << 10)   # M_MMAP_THRESHOLD
-libc.mallopt(-1, 64 << 10)   # M_TRIM_THRESHOLD
-from test_checkpoint_budget import _peak_of, _sweeps_gradient
-print(_peak_of(lambda n: _sweeps_gradient(1 << 20, n, 50), 1 << 20, 400))
-"""
-
-
 def test_a_step_that_tapes_many_states_keeps_within_the_budget():
     """50 sweeps a step tape 50 states of 8 KB: chunks sized for 3 states a step (the
     reserve, before the inner loops' trip counts were read at run time) kept 4.2 MB under
-    a budget of 1 MiB. Now a chunk is one step, and the gradient keeps within the budget
-    (measured in a process of its own: the tape pool of this one may hold blocks that
-    earlier tests' tapes left, which a tape over the budget would reuse unseen)."""
-    import os
-    import subprocess
-    import sys
-    if not sys.platform.startswith("linux"):
-        pytest.skip("measures /proc/self/status")
+    a budget of 1 MiB. Now a chunk is one step, and the gradient keeps within the budget."""
     np.testing.assert_allclose(_sweeps_gradient(1 << 20, 60, 50), _sweeps_gradient(None, 60, 50),
                                rtol=1e-12, atol=1e-300)
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = subprocess.run([sys.executable, "-c", _SWEEPS_PEAK.format(here=here)],
-                         capture_output=True, text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert int(out.stdout.split()[-1]) <= (1 << 10) + 64
+    assert _measured("T._peak_of(lambda n: T._sweeps_gradient(1 << 20, n, 50), 1 << 20, "
+                     "400)") <= (1 << 10) + 64
     got = _sweeps_gradient(2000, 6, 4, cells=12)
     fd = central(lambda x: sweeps_a_step.py_func(x[:12].copy(), x[12], 6, 4),
                  np.append(np.sin(np.linspace(0.0, 3.0, 12)), 0.2))
@@ -531,7 +525,7 @@ def _two_stencils_gradient(budget, n, cells):
     return du
 
 
-def test_loops_share_the_budget(mmapped_blocks):
+def test_loops_share_the_budget():
     """Each of the two loops took the whole budget: 1.9 MiB at its peak under 1 MiB. Each
     now takes at run time its share of what the loops before it left."""
     ref = _two_stencils_gradient(None, 40, 16)
@@ -539,13 +533,8 @@ def test_loops_share_the_budget(mmapped_blocks):
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
     fd = central(lambda x: two_stencils.py_func(x.copy(), 40), np.sin(np.linspace(0, 3, 16)))
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-9)
-    _two_stencils_gradient(1 << 20, 2, 1000)  # built, warmed up
-    ctypes.CDLL(None).malloc_trim(0)
-    with open("/proc/self/clear_refs", "w") as refs:
-        refs.write("5")  # VmHWM := VmRSS
-    base = _kib("VmRSS")
-    _two_stencils_gradient(1 << 20, 3000, 1000)
-    assert _kib("VmHWM") - base <= (1 << 10) + 64
+    assert _measured("T._peak_of(lambda n: T._two_stencils_gradient(1 << 20, n, 1000), "
+                     "1 << 20, 3000)") <= (1 << 10) + 64
 
 
 @njit
@@ -560,21 +549,14 @@ def _heat(x, n):
 def _hvp_peak_kib(budget, steps: int, cells: int = 1000) -> int:
     """As _peak_kib, for the Hessian-vector product of _heat."""
     x, v = 0.1 * np.sin(np.linspace(0.0, 3.0, cells)), np.ones(cells)
-    with pyzyme.options(tape_budget=budget):
-        pyzyme.hvp(_heat, x, v.copy(), 2)
-        ctypes.CDLL(None).malloc_trim(0)
-        with open("/proc/self/clear_refs", "w") as refs:
-            refs.write("5")
-        base = _kib("VmRSS")
-        pyzyme.hvp(_heat, x, v.copy(), steps)
-        return _kib("VmHWM") - base
+    return _peak_of(lambda n: pyzyme.hvp(_heat, x, v.copy(), n), budget, steps)
 
 
-def test_measured_peak_of_hvp_keeps_within_the_budget(mmapped_blocks):
+def test_measured_peak_of_hvp_keeps_within_the_budget():
     """Forward over the checkpointed gradient: its snapshots hold tangents too, and the
     budget counts them (600 steps unbudgeted take about 27 MiB; 3000 take 137 MiB)."""
-    assert _hvp_peak_kib(None, 600) > 16 << 10
-    assert _hvp_peak_kib(1 << 20, 3000) <= (1 << 10) + 64
+    assert _measured("T._hvp_peak_kib(None, 600)") > 16 << 10
+    assert _measured("T._hvp_peak_kib(1 << 20, 3000)") <= (1 << 10) + 64
 
 
 @njit
