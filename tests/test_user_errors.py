@@ -364,3 +364,16 @@ def test_read_only_tangents_and_points_of_functions_that_only_read_them():
     assert expected == pytest.approx(fd, rel=1e-7)
     for point in (x, np.array(x)):  # the direction read-only, the point either way
         np.testing.assert_allclose(pyzyme.hvp(cubes, point, v), 6 * x * v, rtol=1e-12)
+
+
+def test_loops_go_unnamed_where_the_functions_file_holds_other_text(tmp_path):
+    """Code compiled under the name of a file whose lines are other text (a README's block
+    run by its tests, a file edited since): the loops that errors name go unnamed, where
+    Python 3.12's inspect raised tokenize.TokenError out of the build."""
+    from pyzyme.frontends.numba.source_lines import outer_loop_lines
+    other = tmp_path / "other.py"
+    other.write_text('x = 1\ns = "unterminated\n' + "y = 2\n" * 5)
+    scope: dict = {}
+    exec(compile("def f(a):\n    for i in range(3):\n        a += i\n    return a\n",  # noqa: S102
+                 str(other), "exec"), scope)
+    assert outer_loop_lines(scope["f"]) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import numpy as np
@@ -268,21 +269,28 @@ def _numba_loops(f, args) -> str:
     cap = capture(f, args)
     fn = ir.parse_module(cap.text).get_function(cap.symbol)
     # The first line names the mangled symbol, which depends on what else was compiled.
-    return str(analyze_loops(fn)).split("\n", 1)[1]
+    return _unnumbered(str(analyze_loops(fn)).split("\n", 1)[1])
+
+
+def _unnumbered(text: str) -> str:
+    """``text`` with the numbers in Numba's block labels (``B46``: bytecode offsets) and its
+    value names (``%.1014143``) hidden: they change with the Python version's bytecode (3.12
+    labels the Taylor loop's block B40 where 3.11 labels it B46); the loops' shape does not."""
+    return re.sub(r"%\.\d+", "%.#", re.sub(r"\bB\d+", "B#", text))
 
 
 def test_numba_taylor_loop():
-    assert _numba_loops(_taylor_exp, (1.0, 10)) == _expect("""
+    assert _numba_loops(_taylor_exp, (1.0, 10)) == _unnumbered(_expect("""
         loop %B46.endif (depth 1): blocks %B46.endif; latch %B46.endif; exits %common.ret
           preheader %B0.endif; exiting %B46.endif
-          induction %.1014143 = 1 + 1*k; trip count %arg.terms - 1 (known before the loop)""")
+          induction %.1014143 = 1 + 1*k; trip count %arg.terms - 1 (known before the loop)"""))
 
 
 def test_numba_matmul_triple_loop():
     ones = np.ones((2, 2))
     text = _numba_loops(_matmul, (ones, ones, ones.copy()))
     # Loop unswitching made a copy of the outer loop for m == 0 (which only zeroes c).
-    assert text == _expect("""
+    assert text == _unnumbered(_expect("""
         loop %B82.endif.us.us (depth 1): blocks %B82.endif.us.us, %B116.endif.us.us.us, %B154.us.us.us, %B152.B206_crit_edge.us.us.us, %B114.B80.loopexit_crit_edge.split.us.us.us; latch %B114.B80.loopexit_crit_edge.split.us.us.us; exits %B224
           preheader %B82.endif.lr.ph.split.us; exiting %B114.B80.loopexit_crit_edge.split.us.us.us
           induction %.192267277.us.us = 0 + 1*k; trip count %arg.a.5.0 (known before the loop)
@@ -294,14 +302,14 @@ def test_numba_matmul_triple_loop():
               induction %.437241243.us.us.us = 0 + 1*k; trip count %arg.a.5.1 (known before the loop)
         loop %B82.endif.us (depth 1): blocks %B82.endif.us; latch %B82.endif.us; exits %B224
           preheader %B82.endif.us.preheader; exiting %B82.endif.us
-          induction %.192267277.us = 0 + 1*k; trip count %arg.a.5.0 (known before the loop)""")  # noqa: E501
+          induction %.192267277.us = 0 + 1*k; trip count %arg.a.5.0 (known before the loop)"""))  # noqa: E501
 
 
 def test_numba_while_loop():
-    assert _numba_loops(_newton_sqrt, (2.0,)) == _expect("""
+    assert _numba_loops(_newton_sqrt, (2.0,)) == _unnumbered(_expect("""
         loop %B58 (depth 1): blocks %B58, %B58.endif; latch %B58.endif; exits %B130, %B58.if
           preheader %B0; exiting %B58, %B58.endif
-          no induction variable; trip count unknown until exit""")
+          no induction variable; trip count unknown until exit"""))
 
 
 # LLVM's form of a loop over two items whose exit it threaded (Numba's loop over a 2-D

@@ -19,6 +19,7 @@ from pyzyme.runtime import compile_module
 from pyzyme.settings import Options, using
 from pyzyme.transforms.index_split import plan, split
 from tests.kernels import central_gradient
+from tests.known_bugs import numba_compiles
 
 # s = sum of x[j] * j over j in [j0, n) but p, out[j] = s along the way; returns s, and
 # writes the counter's last step to *last.
@@ -239,6 +240,7 @@ def test_a_pair_loops_derivative_is_split():
 @pytest.mark.parametrize("f", [serial, parallel], ids=["serial", "prange"])
 def test_pair_loop_gradients(f):
     pos = _positions()
+    numba_compiles(f, pos, 0.3)
     d = _grad(f, pos)
     np.testing.assert_allclose(d, central_gradient(f, pos, 0.3), rtol=1e-6, atol=1e-7)
     # the rewrite keeps the iterations and their order: the same sums, exactly (adjoints not
@@ -255,6 +257,7 @@ def test_pair_loop_gradients(f):
 @pytest.mark.parametrize("threads", [1, 2, 4])
 def test_prange_pair_loop_at_thread_counts(threads):
     pos = _positions(11)
+    numba_compiles(parallel, pos, 0.3)
     reference = _grad(serial, pos)
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     try:
@@ -276,6 +279,7 @@ def test_a_split_loop_raises_where_the_original_does():
 
 @pytest.mark.parametrize("f", [serial, parallel], ids=["serial", "prange"])
 def test_split_pair_loops_in_split_mode_and_hvp(f):
+    numba_compiles(f, _positions(), 0.3)
     pos = _positions()
     reference = _grad(f, pos, split_loops=False)
     d = np.zeros_like(pos)

@@ -22,6 +22,7 @@ from pyzyme.runtime.modules import parse
 from pyzyme.transforms import stride_versions
 from pyzyme.transforms.stride_versions import find_strides, version_strides
 from tests.kernels import central_gradient, on_and_off
+from tests.known_bugs import numba_compiles
 
 # out[j, c] += x[j, c] * w for the columns c, over rows of {stride} elements (out's rows: {orow}).
 ROWS = """
@@ -337,6 +338,7 @@ def test_parallel_gradient():
     rng = np.random.default_rng(5)
     grid = np.array([(a, b, c) for a in range(2) for b in range(2) for c in range(2)], float)
     pos = 1.5 * grid + 0.1 * rng.standard_normal(grid.shape)
+    numba_compiles(pair_energy, pos, 1.0)
     fd = central_gradient(lambda p: pair_energy(p, 1.0), pos)
     direction = rng.standard_normal(pos.shape)
     text = pyzyme.code_llvm(Reverse, pair_energy, Active, Duplicated(pos, pos * 0), Const(1.0))

@@ -21,6 +21,7 @@ from pyzyme.analysis.finite import nonfinite_values
 from pyzyme.analysis.overwrite import analyze_overwrites
 from pyzyme.rules import default_rules
 from pyzyme.transforms.parallel_body import apart_slots
+from tests.known_bugs import numba_compiles
 
 THREADS = tuple(t for t in (1, 2, 4) if t <= numba.config.NUMBA_NUM_THREADS)
 
@@ -137,6 +138,13 @@ PAR = numba.njit(parallel=True)(gmm_like)
 SER = numba.njit(gmm_like)
 
 
+@pytest.fixture
+def par():
+    """PAR, where Numba can compile it (known_bugs)."""
+    numba_compiles(PAR, np.zeros(4), np.zeros((4, 3)), np.zeros((9, 3)))
+    return PAR
+
+
 def _gradient(f, args):
     shadows = [np.zeros_like(a) for a in args[:2]]
     autodiff(Reverse, f, Active, *[Duplicated(a, s) for a, s in zip(args, shadows)],
@@ -144,7 +152,7 @@ def _gradient(f, args):
     return shadows
 
 
-def test_gmm_like_body_matches_the_serial_gradient():
+def test_gmm_like_body_matches_the_serial_gradient(par):
     """The gradient in alphas and means against the serial function's and central
     differences, at 1, 2 and 4 threads (repeated where threads share)."""
     rng = np.random.default_rng(7)
@@ -169,7 +177,7 @@ def test_gmm_like_body_matches_the_serial_gradient():
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
 
-def test_gmm_like_hvp_with_the_other_arrays_held_constant():
+def test_gmm_like_hvp_with_the_other_arrays_held_constant(par):
     """Forward over reverse of the same body in ``means``, ``alphas`` and the points held
     constant (handed to the loop: what the body's reverse reads of them comes back from its
     tape, marked constant), against the serial function's hvp and differences of the
@@ -214,7 +222,7 @@ def _scope_lists(module_text: str) -> dict:
     return lists
 
 
-def test_the_bodys_reverse_tells_llvm_launch_arrays_are_not_its_allocations():
+def test_the_bodys_reverse_tells_llvm_launch_arrays_are_not_its_allocations(par):
     """In the split pair the reverse function reads the addresses of the body's scratch
     arrays (and their shadows) from the tape, where LLVM no longer sees them fresh: the
     accesses of the launch's arrays (no scope of their own) are declared not to alias those
@@ -259,7 +267,7 @@ def _sides(text: str) -> dict:
     return found
 
 
-def test_the_bodys_reverse_tells_llvm_adds_into_shadows_leave_the_arrays_alone():
+def test_the_bodys_reverse_tells_llvm_adds_into_shadows_leave_the_arrays_alone(par):
     """No shadow the launch hands the body is memory of an array it hands it: the body's
     reverse puts reads of the arrays and adds into their shadows in two scopes, each declared
     apart from the other, so that LLVM keeps loads of the arrays that do not change in a loop

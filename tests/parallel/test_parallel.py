@@ -18,6 +18,8 @@ from pyzyme import (
     autodiff, autodiff_thunk,
 )
 
+from tests.known_bugs import numba_compiles
+
 from . import kernels as K
 
 THREADS = tuple(t for t in (1, 2, 4) if t <= numba.config.NUMBA_NUM_THREADS)
@@ -95,6 +97,7 @@ def compiled(name):
         else:
             fn = getattr(K, name)
             _COMPILED[name] = (numba.njit(parallel=True)(fn), numba.njit(fn), INPUTS[name])
+    numba_compiles(_COMPILED[name][0], *[v for _, v in _COMPILED[name][2]])
     return _COMPILED[name]
 
 

@@ -82,7 +82,10 @@ def test_counts_of_argument_arrays_are_not_deferred():
 
     q, feat = np.array([0.3, 0.7, 1.3, 2.1]), np.array([1.5, -0.5])
     text = code_llvm(Reverse, outer, Active, Duplicated(q, np.zeros(4)), Const(feat))
-    assert re.search(r"call [^@\n]*@NRT_decref\(ptr %\"arg\.q\.0'\"\)", text), "the shadow's"
+    # Python 3.11's bytecode leaves q's count to a decref Numba's pruning cannot pair; with
+    # 3.12's the pruning removes every count here, and there is nothing to mirror.
+    if re.search(r"@NRT_decref\(ptr %arg\.q\.0\)", text):
+        assert re.search(r"call [^@\n]*@NRT_decref\(ptr %\"arg\.q\.0'\"\)", text), "the shadow's"
     assert not re.search(r"@pyzyme\.defer_release\([^\n]*%\"?arg\.q\.0", text)
     dq = np.zeros(4)
     autodiff(Reverse, outer, Active, Duplicated(q, dq), Const(feat))

@@ -174,12 +174,15 @@ def outer_loop_lines(f) -> list[str]:
     import ast
     import inspect
     import textwrap
+    import tokenize
 
     py = getattr(f, "py_func", f)
     try:
         lines, first = inspect.getsourcelines(py)
         tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
+    except (OSError, TypeError, SyntaxError, tokenize.TokenError):
+        # TokenError: Python 3.12's inspect, where the function's file holds other text at
+        # its line (code compiled under another file's name, a file edited since)
         return []
     found: list[int] = []
 
