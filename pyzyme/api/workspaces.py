@@ -36,7 +36,8 @@ import numpy as np
 from pyzyme.api import annotations as A
 from pyzyme.errors import ActivityError
 
-__all__ = ["workspaces_of", "with_zero_shadows", "build_with_workspaces", "with_workspaces"]
+__all__ = ["workspaces_of", "with_zero_shadows", "build_with_workspaces", "with_workspaces",
+           "kept_lines", "restored_lines"]
 
 #: Per call signature of the general paths (a key the caller makes: function, annotation
 #: kinds and types), the positions a first build found needing shadows, so that later calls
@@ -55,15 +56,17 @@ def with_zero_shadows(anns: Sequence, positions: Sequence[int]) -> list:
             if k in positions and isinstance(a, A.Const) else a for k, a in enumerate(anns)]
 
 
-def build_with_workspaces(attempt: Callable, key: Hashable | None = None):
+def build_with_workspaces(attempt: Callable, key: Hashable | None = None,
+                          eligible: Callable[[int], bool] | None = None):
     """``(attempt(()), ())``, or, where its build raises ActivityError naming constant float
-    arrays the function writes, ``(attempt(positions), positions)`` with their positions.
-    ``key`` remembers the positions, so that later calls build with them at once."""
+    arrays the function writes, ``(attempt(positions), positions)`` with their positions
+    (those ``eligible`` allows: the rest keep the error). ``key`` remembers the positions, so
+    that later calls build with them at once."""
     known = _KNOWN.get(key, ()) if key is not None else ()
     try:
         return attempt(known), known
     except ActivityError as err:
-        found = workspaces_of(err)
+        found = tuple(k for k in workspaces_of(err) if eligible is None or eligible(k))
         if known or not found:
             raise
     result = attempt(found)
@@ -76,3 +79,17 @@ def with_workspaces(anns: Sequence, attempt: Callable, key: Hashable | None = No
     """:func:`build_with_workspaces` for ``attempt(annotations)``: ``(result, positions)``,
     the annotations at ``positions`` given zero shadows."""
     return build_with_workspaces(lambda found: attempt(with_zero_shadows(anns, found)), key)
+
+
+def kept_lines(names: Sequence[str], written: Sequence[int]) -> list[str]:
+    """Lines of generated ``@njit`` glue (names ``zeros_like`` and ``copy_into`` from
+    :mod:`pyzyme.api.njit.zeros`) keeping a copy ``e<i>`` of each argument ``names[i]`` at
+    ``written`` as it is on entry: a Jacobian calls the derivative once per sweep, and each
+    call must start from them (:func:`restored_lines`)."""
+    return [f"    e{i} = zeros_like({names[i]})\n    copy_into(e{i}, {names[i]})"
+            for i in written]
+
+
+def restored_lines(names: Sequence[str], written: Sequence[int], indent: str) -> list[str]:
+    """Lines putting back each argument at ``written`` from its copy (:func:`kept_lines`)."""
+    return [f"{indent}copy_into({names[i]}, e{i})" for i in written]

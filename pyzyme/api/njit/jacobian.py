@@ -18,9 +18,9 @@ from pyzyme.api import annotations as A
 from pyzyme.api.njit.overload import NjitObject, overloaded_njit
 from pyzyme.api.njit.zeros import copy_into, zeros_like
 from pyzyme.api.plans import forward_plan
-from pyzyme.api.workspaces import workspaces_of
+from pyzyme.api.workspaces import build_with_workspaces, kept_lines, restored_lines
 from pyzyme.frontends.numba.bridge import njit_target, signature_of
-from pyzyme.errors import ActivityError, ArgumentValueError, UnsupportedError
+from pyzyme.errors import ArgumentValueError, UnsupportedError
 
 __all__ = ["njit_jacobian", "ForwardJacobian", "CHUNK"]
 
@@ -74,19 +74,13 @@ def _implementation(dispatcher, argtypes, argnum: int, names: list[str]):
     else:
         raise UnsupportedError(f"jacfwd differentiates with respect to a float or a float "
                                f"array, not {x}")
-    shadowed = [i == argnum for i in range(len(argtypes))]
-    try:
-        plan = forward_plan(dispatcher, list(argtypes), shadowed, A.BatchDuplicatedNoNeed,
-                            width, need_primal=False)
-    except ActivityError as err:   # arrays the function writes: shadows of their own
-        found = [k for k in workspaces_of(err) if argtypes[k].layout == "C"]
-        if not found:
-            raise
-        shadowed = [has or i in found for i, has in enumerate(shadowed)]
-        plan = forward_plan(dispatcher, list(argtypes), shadowed, A.BatchDuplicatedNoNeed,
-                            width, need_primal=False)
-    lanes = _Calls(names, argnum, width, [i for i, has in enumerate(shadowed)
-                                          if has and i != argnum])
+    # arrays the function writes get shadows of their own (pyzyme.api.workspaces)
+    plan, written = build_with_workspaces(
+        lambda found: forward_plan(dispatcher, list(argtypes),
+                                   [i == argnum or i in found for i in range(len(argtypes))],
+                                   A.BatchDuplicatedNoNeed, width, need_primal=False),
+        eligible=lambda k: argtypes[k].layout == "C")
+    lanes = _Calls(names, argnum, width, sorted(written))
     if not plan.returns_tangent:
         raise UnsupportedError(f"{dispatcher.py_func.__qualname__} returns nothing to "
                                f"differentiate")
@@ -123,11 +117,10 @@ class _Calls:
         return f"fwd({args}, {', '.join(shadows)})"
 
     def keep(self) -> list[str]:
-        return [f"    e{i} = zeros_like({self.names[i]})\n    copy_into(e{i}, {self.names[i]})"
-                for i in self.written]
+        return kept_lines(self.names, self.written)
 
     def restore(self, indent: str) -> list[str]:
-        return [f"{indent}copy_into({self.names[i]}, e{i})" for i in self.written]
+        return restored_lines(self.names, self.written, indent)
 
 
 def _source(names: list[str], argnum: int, width: int, array: bool, vector: int,

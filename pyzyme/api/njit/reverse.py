@@ -29,10 +29,9 @@ from pyzyme.api.njit.overload import NjitObject, overloaded_njit
 from pyzyme.api.njit.zeros import copy_into, zeros_like, zeros_rows
 from pyzyme.api.plans import reverse_plan
 from pyzyme.api.wrappers import loss_wrapper, row_wrapper
-from pyzyme.api.workspaces import workspaces_of
+from pyzyme.api.workspaces import build_with_workspaces, kept_lines, restored_lines
 from pyzyme.frontends.numba.bridge import njit_target
-from pyzyme.errors import (ActivityError, ArgumentTypeError, PyzymeError, UnsupportedError,
-                           argument_name)
+from pyzyme.errors import ArgumentTypeError, PyzymeError, UnsupportedError, argument_name
 
 __all__ = ["ReverseFunction"]
 
@@ -212,14 +211,12 @@ def _plans_with_workspaces(target, primal_types, kinds, need_primal: bool = Fals
     """:func:`_plans`, and ``kinds`` with the C-contiguous constant float arrays the function
     writes made Duplicated where their build needs shadows (:mod:`pyzyme.api.workspaces`:
     the implementation gives them zeros)."""
-    try:
-        return (*_plans(target, primal_types, kinds, need_primal), kinds)
-    except ActivityError as err:
-        found = [k for k in workspaces_of(err) if primal_types[k].layout == "C"]
-        if not found:
-            raise
-    kinds = [Activity.DUPLICATED if k in found else kind for k, kind in enumerate(kinds)]
-    return (*_plans(target, primal_types, kinds, need_primal), kinds)
+    def duplicated(found) -> list:
+        return [Activity.DUPLICATED if k in found else kind for k, kind in enumerate(kinds)]
+    plans, found = build_with_workspaces(
+        lambda found: _plans(target, primal_types, duplicated(found), need_primal),
+        eligible=lambda k: primal_types[k].layout == "C")
+    return (*plans, duplicated(found))
 
 
 def _call_lines(args: str, arrays: Sequence[str], indent: str) -> list[str]:
@@ -317,11 +314,10 @@ def _jacrev_implementation(dispatcher, argtypes, argnum: int, names: list[str]):
 
     def keep() -> list[str]:
         # each sweep starts from the arrays the function writes as they were on entry
-        return [f"    e{i} = zeros_like({names[i]})\n    copy_into(e{i}, {names[i]})"
-                for i in written()]
+        return kept_lines(names, written())
 
     def restore(indent: str) -> list[str]:
-        return [f"{indent}copy_into({names[i]}, e{i})" for i in written()]
+        return restored_lines(names, written(), indent)
     # JAX's shape, out.shape + x.shape. An array argument's Jacobian rows are its shadows:
     # zeroed, each one sweep adds into in place (no copies, no reshape where out is 1-D:
     # Numba's first compile of a slice assignment or a reshape costs a process 0.1-0.2 s).

@@ -50,13 +50,12 @@ def written_arguments(abi: AbiMap, attrs: Callable[[int], str]) -> tuple[bool, .
     return tuple(written(arg) for arg in abi.args)
 
 
-def written_constant_arrays(abi: AbiMap, attrs: Callable[[int], str],
+def written_constant_arrays(abi: AbiMap, written: Sequence[bool],
                             held: Sequence[bool]) -> tuple[int, ...]:
     """The positions of the float (or complex) arrays among the arguments ``held`` constant
-    that the function may write (:func:`written_arguments`)."""
+    that the function may write (``written``: :func:`written_arguments`)."""
     return tuple(
-        k for k, (arg, constant, wrote) in enumerate(zip(abi.args, held,
-                                                         written_arguments(abi, attrs)))
+        k for k, (arg, constant, wrote) in enumerate(zip(abi.args, held, written))
         if constant and wrote and isinstance(arg.numba_type, types.Array)
         and isinstance(arg.numba_type.dtype, (types.Float, types.Complex)))
 

@@ -156,8 +156,7 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
             on_error=lambda err: add_source_line(err, cap.dispatcher, primal_types))
     except ActivityError as err:
         # What the JAX-style layer may retry with zero shadows (pyzyme.api.workspaces)
-        err.workspaces = written_constant_arrays(abi, lambda i: native.args[i].attrs,
-                                                 [not has for has in shadowed])
+        err.workspaces = written_constant_arrays(abi, written, [not has for has in shadowed])
         raise
     return ForwardPlan(built.wrapped, width, ret_differentiated, symbol, built.text, written)
 

@@ -34,7 +34,7 @@ from pyzyme.frontends.numba.source_lines import (add_source_line, outer_loop_lin
                                                  where_defined)
 from pyzyme.frontends.numba.typeseeds import (extents_from_abi, seed_from_abi,
                                               shape_extents_from_abi)
-from pyzyme.frontends.numba.written import written_constant_arrays
+from pyzyme.frontends.numba.written import written_arguments, written_constant_arrays
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int, const_null
 from pyzyme import naming
@@ -397,8 +397,8 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence,
                             f"{where or where_defined(f)} in reverse mode")
     except ActivityError as err:
         # What the JAX-style layer may retry with zero shadows (pyzyme.api.workspaces)
-        err.workspaces = written_constant_arrays(abi, lambda i: native.args[i].attrs,
-                                                 [k == CONST for k in kinds])
+        written = written_arguments(abi, lambda i: native.args[i].attrs)
+        err.workspaces = written_constant_arrays(abi, written, [k == CONST for k in kinds])
         raise
     restype = abi.signature.return_type
     adj_types = adjoint_types(abi, kinds)
