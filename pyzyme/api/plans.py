@@ -154,13 +154,16 @@ def reverse_plan(dispatcher, primal_types, kinds, ret_activity, distinct: bool,
                               distinct, current_rules(), need_primal, where(dispatcher))))
 
 
-def split_plan(dispatcher, primal_types: tuple, kinds: tuple, ret_activity):
+def split_plan(dispatcher, primal_types: tuple, kinds: tuple, ret_activity,
+               distinct: bool = False):
     """The compiled split reverse-mode derivative of ``dispatcher`` (its augmented primal and
-    reverse sweep) for these types and activities."""
-    key = ("split", dispatcher, primal_types, kinds, ret_activity)
+    reverse sweep) for these types and activities (``distinct``: no two arrays of either
+    call share memory)."""
+    key = ("split", dispatcher, primal_types, kinds, ret_activity) + \
+        (("distinct",) if distinct else ())
     return CACHE.get(key, lambda: _persisted(dispatcher, primal_types, key, lambda: build_split(
         dispatcher, primal_types, kinds, _result_activity(ret_activity), current_rules(),
-        where(dispatcher))))
+        where(dispatcher), distinct)))
 
 
 def hvp_plan(dispatcher, xtype, const_types=(), workspaces=()):

@@ -91,7 +91,7 @@ def code_llvm(mode: Mode, f, *args, optimized: bool = False) -> str:
         text = _forward_text(f, ret_activity, anns)
     elif mode.split:
         forward, _ = autodiff_thunk(mode, f, *([ret_activity] if ret_activity else []), *anns)
-        text = forward.plan.ir_text
+        text = forward.plans.first.ir_text   # the build a call with these arguments runs
     elif mode.holomorphic:
         raise UnsupportedError(f"{mode} mode is not implemented yet; use Reverse or "
                                f"ReverseWithPrimal")

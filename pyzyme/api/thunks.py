@@ -7,6 +7,10 @@ reverse mode it is a pair: ``forward(*args)`` runs the function and returns a
 arguments' memory may change (that is what split mode is for); the tape holds everything the
 reverse sweep needs.
 
+Like :func:`~pyzyme.autodiff`, the pair runs one build for calls whose arrays share no memory
+(their data ``noalias``) and another for calls whose arrays may overlap (:class:`SplitPlans`);
+the tape remembers which build made it, and the reverse thunk runs that build's sweep.
+
 The thunks are also callable from inside ``@njit`` code, with the same annotated arguments
 (:mod:`pyzyme.api.njit.thunks`); there the tape is a Numba-managed object.
 
@@ -32,9 +36,10 @@ import inspect
 from functools import partial
 from typing import Any
 
+from pyzyme import settings
 from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
-from pyzyme.api.args.marshal import ReverseArg
+from pyzyme.api.args.marshal import ReverseArg, distinct
 from pyzyme.api.autodiff import autodiff
 from pyzyme.api.dispatchers import dispatcher_of, parameter_names
 from pyzyme.api.modes import Mode
@@ -42,6 +47,7 @@ from pyzyme.api.njit import annotations as njit_annotations  # noqa: F401  annot
 from pyzyme.api.njit.overload import NjitObject, overloaded_njit
 from pyzyme.api.njit.tape import Tape, TapeType
 from pyzyme.api.njit.thunks import (
+    SHARED_AFTER_APART,
     forward_implementation,
     split_forward_implementation,
     split_reverse_implementation,
@@ -49,7 +55,8 @@ from pyzyme.api.njit.thunks import (
 from pyzyme.api.plans import split_plan
 from pyzyme.errors import ArgumentTypeError, UnsupportedError
 
-__all__ = ["autodiff_thunk", "Tape", "ForwardThunk", "SplitForward", "SplitReverse"]
+__all__ = ["autodiff_thunk", "Tape", "ForwardThunk", "SplitPlans", "SplitForward",
+           "SplitReverse"]
 
 
 def autodiff_thunk(mode: Mode, f, *args) -> Any:
@@ -121,16 +128,53 @@ def _convert(plan, call_args) -> list:
     return calls
 
 
+class SplitPlans:
+    """The split derivative of one function for one set of argument types and activities, in
+    two builds: for calls whose arrays may share memory (``general``: the one ``@njit`` code
+    calls) and for calls whose arrays share none (array data ``noalias``, as :func:`autodiff`
+    builds it for such calls: a parallel loop's reverse then adds shared adjoints into a copy
+    per thread instead of atomically). Each is built when first needed, under the options in
+    force when the thunks were made."""
+
+    def __init__(self, dispatcher, primal_types: tuple, kinds: tuple, ret_activity,
+                 apart: bool) -> None:
+        self._key = (dispatcher, primal_types, kinds, ret_activity)
+        self._options = settings.current()
+        self._built: dict = {}
+        self.first = self.plan(apart)
+
+    def plan(self, apart: bool):
+        """The build for calls whose arrays share no memory (``apart``) or may."""
+        plan = self._built.get(apart)
+        if plan is None:
+            with settings.using(self._options):
+                plan = self._built[apart] = split_plan(*self._key, distinct=apart)
+        return plan
+
+    @property
+    def general(self):
+        return self.plan(False)
+
+    def made(self, plan) -> bool:
+        """Whether ``plan`` is one of these builds (a tape's, say)."""
+        return any(p is plan for p in self._built.values())
+
+    @property
+    def apart(self):
+        """The build for arrays apart, where it was made; else None."""
+        return self._built.get(True)
+
+
 class SplitForward(NjitObject):
     """The forward thunk of split reverse mode: ``(tape, primal or None, None)``."""
 
-    def __init__(self, mode: Mode, plan, dispatcher) -> None:
+    def __init__(self, mode: Mode, plans: SplitPlans, dispatcher) -> None:
         super().__init__()
-        self.mode, self.plan, self._dispatcher = mode, plan, dispatcher
+        self.mode, self.plans, self._dispatcher = mode, plans, dispatcher
 
     def __call__(self, *call_args):
-        plan = self.plan
-        calls = _convert(plan, call_args)
+        calls = _convert(self.plans.first, call_args)
+        plan = self.plans.plan(distinct(calls))
         out = plan.augmented(*[c.primal for c in calls], *[s for c in calls for s in c.shadows])
         for c in calls:
             c.copy_back()
@@ -142,30 +186,32 @@ class SplitForward(NjitObject):
         return f"<pyzyme {self.mode} forward thunk of {self._dispatcher.py_func.__name__}>"
 
     def _make_njit(self):
-        tape = TapeType(self.plan)
+        plan = self.plans.general
+        tape = TapeType(plan)
 
         def typer(*argtypes):
-            return split_forward_implementation(self.plan, tape, self.mode.with_primal,
-                                                argtypes)
+            return split_forward_implementation(plan, tape, self.mode.with_primal, argtypes)
 
-        names = [f"a{i}" for i in range(len(self.plan.kinds))]
+        names = [f"a{i}" for i in range(len(plan.kinds))]
         return overloaded_njit("forward_thunk", names, typer)
 
 
 class SplitReverse(NjitObject):
-    """The reverse thunk of split reverse mode: ``reverse(*args, [seed], tape)``."""
+    """The reverse thunk of split reverse mode: ``reverse(*args, [seed], tape)``, with the
+    build of the forward thunk that made the tape."""
 
-    def __init__(self, mode: Mode, plan, dispatcher) -> None:
+    def __init__(self, mode: Mode, plans: SplitPlans, dispatcher) -> None:
         super().__init__()
-        self.mode, self.plan, self._dispatcher = mode, plan, dispatcher
+        self.mode, self.plans, self._dispatcher = mode, plans, dispatcher
 
     def __call__(self, *call_args):
-        plan = self.plan
+        plans = self.plans
         if not call_args or not isinstance(call_args[-1], Tape):
             raise ArgumentTypeError("the reverse thunk takes the arguments, then the seed of an "
                                     "Active result, then the tape from the forward thunk")
         tape = call_args[-1]
         rest = call_args[:-1]
+        plan = tape.plan if plans.made(tape.plan) else plans.first
         seeds = ()
         if plan.seeded:
             if len(rest) != len(plan.kinds) + 1:
@@ -176,6 +222,8 @@ class SplitReverse(NjitObject):
             raise ArgumentTypeError(f"expected {len(plan.kinds)} arguments and the tape; got "
                                     f"{len(rest)} arguments")
         calls = _convert(plan, rest)
+        if plan is plans.apart and not distinct(calls):
+            raise ArgumentTypeError(SHARED_AFTER_APART)
         address = tape.take(plan)
         out = plan.reverse(*[c.primal for c in calls], *[s for c in calls for s in c.shadows],
                            *seeds, address)
@@ -188,13 +236,18 @@ class SplitReverse(NjitObject):
         return f"<pyzyme {self.mode} reverse thunk of {self._dispatcher.py_func.__name__}>"
 
     def _make_njit(self):
-        tape = TapeType(self.plan)
+        plans = self.plans
 
         def typer(*argtypes):
-            return split_reverse_implementation(self.plan, tape, argtypes)
+            last = argtypes[-1] if argtypes else None
+            plan = last.plan if isinstance(last, TapeType) and plans.made(last.plan) \
+                else plans.general
+            return split_reverse_implementation(plan, TapeType(plan), argtypes,
+                                                apart=plan is plans.apart)
 
-        names = [f"a{i}" for i in range(len(self.plan.kinds))]
-        names += ["seed", "tape"] if self.plan.seeded else ["tape"]
+        general = plans.general
+        names = [f"a{i}" for i in range(len(general.kinds))]
+        names += ["seed", "tape"] if general.seeded else ["tape"]
         return overloaded_njit("reverse_thunk", names, typer)
 
 
@@ -207,5 +260,5 @@ def _split(mode: Mode, f, ret_activity, examples) -> tuple:
     probe = [ReverseArg(a, {}, i, names) for i, a in enumerate(examples)]
     types_ = tuple(c.numba_type for c in probe)
     kinds = tuple(c.kind for c in probe)
-    plan = split_plan(dispatcher, types_, kinds, ret_activity)
-    return SplitForward(mode, plan, dispatcher), SplitReverse(mode, plan, dispatcher)
+    plans = SplitPlans(dispatcher, types_, kinds, ret_activity, distinct(probe))
+    return SplitForward(mode, plans, dispatcher), SplitReverse(mode, plans, dispatcher)

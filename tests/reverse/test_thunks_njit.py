@@ -193,6 +193,34 @@ def test_a_tape_moves_between_python_and_njit():
         reverse_only(A, dA, 3.3, tape)
 
 
+def test_a_tape_made_apart_checks_the_arrays_of_its_njit_reverse_call():
+    """A tape the forward thunk made from Python on arrays apart is for the build that takes
+    them as noalias; its reverse sweep inside @njit code checks that no two arrays of the
+    call overlap."""
+    def dot(x, y):
+        s = 0.0
+        for i in range(x.shape[0]):
+            s += x[i] * y[i]
+        return s
+
+    x, y = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    fwd, rev = autodiff_thunk(ReverseSplitWithPrimal, dot, Active, Duplicated(x, x * 0),
+                              Duplicated(y, y * 0))
+
+    @numba.njit
+    def reverse_only(x, dx, y, dy, tape):
+        return rev(Duplicated(x, dx), Duplicated(y, dy), 1.0, tape)
+
+    tape, _, _ = fwd(Duplicated(x, x * 0), Duplicated(y, y * 0))
+    dx, dy = np.zeros(2), np.zeros(2)
+    reverse_only(x, dx, y, dy, tape)
+    np.testing.assert_array_equal(dx, y)
+    np.testing.assert_array_equal(dy, x)
+    tape, _, _ = fwd(Duplicated(x, x * 0), Duplicated(y, y * 0))
+    with pytest.raises(PyzymeError, match="share no memory"):
+        reverse_only(x, dx, x, dy, tape)
+
+
 @pytest.fixture
 def nrt_stats():
     was_enabled = _nrt_python.memsys_stats_enabled()

@@ -57,6 +57,11 @@ class Tape:
         self.nbytes = int(plan.nbytes(address)) if address else 0
 
     @property
+    def plan(self):
+        """The split plan whose forward thunk made this tape."""
+        return self._plan
+
+    @property
     def consumed(self) -> bool:
         return self._address is None
 

@@ -60,7 +60,7 @@ from pyzyme.frontends.numba.abi import argument_refusal
 from pyzyme.frontends.numba.bridge import njit_target
 
 __all__ = ["forward_implementation", "split_forward_implementation",
-           "split_reverse_implementation"]
+           "split_reverse_implementation", "SHARED_AFTER_APART"]
 
 
 @numba.njit
@@ -200,9 +200,17 @@ def split_forward_implementation(plan, tape: TapeType, with_primal: bool, argtyp
     return _compile(lines, {"aug": njit_target(plan.augmented), "new_tape": new})
 
 
-def split_reverse_implementation(plan, tape: TapeType, argtypes):
+#: A tape the forward thunk made on arrays apart (its build takes array data as ``noalias``),
+#: handed to a reverse call whose arrays overlap.
+SHARED_AFTER_APART = ("the forward thunk ran on arrays that share no memory, and its tape is "
+                      "for such arrays; two arrays of this reverse call share memory: pass the "
+                      "reverse thunk the arrays (and shadows) the forward thunk got")
+
+
+def split_reverse_implementation(plan, tape: TapeType, argtypes, apart: bool = False):
     """The reverse thunk's implementation: ``((adjoint of each Active argument, None for the
-    others),)``, consuming the tape."""
+    others),)``, consuming the tape. ``apart``: ``plan`` takes array data as ``noalias`` (a
+    tape made from Python on arrays apart): the call checks that no two arrays overlap."""
     n = len(plan.kinds)
     last = argtypes[-1]
     if not isinstance(last, TapeType):
@@ -219,7 +227,10 @@ def split_reverse_implementation(plan, tape: TapeType, argtypes):
     _, live, take = tape_intrinsics(tape)
     call = [a.primal for a in args] + [a.shadow for a in args if a.shadow]
     call += ["seed"] if plan.seeded else []
-    lines = _header(args, ["seed", "tape"] if plan.seeded else ["tape"]) + [
+    lines = _header(args, ["seed", "tape"] if plan.seeded else ["tape"])
+    if apart:
+        lines += _apart_lines(args)
+    lines += [
         "    if not live(tape):",
         "        raise PyzymeError('this tape was already used by a reverse pass; run the "
         "forward thunk again for a new one')",
@@ -232,4 +243,27 @@ def split_reverse_implementation(plan, tape: TapeType, argtypes):
         else:
             adjoints.append("None")
     lines.append(f"    return (({''.join(x + ', ' for x in adjoints)}),)")
-    return _compile(lines, {"rev": njit_target(plan.reverse), "live": live, "take": take})
+    return _compile(lines, {"rev": njit_target(plan.reverse), "live": live, "take": take,
+                            "overlap": overlap})
+
+
+def _apart_lines(args: list[_Arg]) -> list[str]:
+    """Lines raising where two arrays of the call overlap, for a derivative that takes array
+    data as ``noalias`` (arrays inside tuples or records cannot be checked here: refused)."""
+    arrays = []
+    for k, a in enumerate(args):
+        if isinstance(a.type, types.Array):
+            arrays += [a.primal] + ([a.shadow] if a.shadow else [])
+        elif not isinstance(a.type, (types.Number, types.BaseTuple)) or \
+                isinstance(a.type, types.BaseTuple) and any(
+                    not isinstance(t, types.Number) for t in a.type):
+            raise PyzymeError(
+                f"this tape was made by the forward thunk called from Python on arrays that "
+                f"share no memory; inside @njit code its reverse sweep can check that only "
+                f"for array arguments, and argument {k} is {a.type}: call the reverse thunk "
+                f"from Python, or the forward thunk inside @njit code too")
+    if len(arrays) < 2:
+        return []
+    checks = " or ".join(f"overlap({x}, {y})" for i, x in enumerate(arrays)
+                         for y in arrays[i + 1:])
+    return [f"    if {checks}:", f"        raise PyzymeError({SHARED_AFTER_APART!r})"]

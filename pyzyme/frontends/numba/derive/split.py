@@ -63,12 +63,15 @@ class SplitPlan:
 
 
 def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence,
-                ret_activity: Activity | None, rules, where: str | None = None) -> SplitPlan:
-    """Capture ``f`` and compile its split reverse-mode derivative (``kinds`` and
-    ``ret_activity`` as for :func:`~pyzyme.frontends.numba.derive.reverse.build_reverse`)."""
+                ret_activity: Activity | None, rules, where: str | None = None,
+                distinct: bool = False) -> SplitPlan:
+    """Capture ``f`` and compile its split reverse-mode derivative (``kinds``,
+    ``ret_activity`` and ``distinct`` as for
+    :func:`~pyzyme.frontends.numba.derive.reverse.build_reverse`; ``distinct`` holds for the
+    augmented primal's call and the reverse sweep's alike)."""
     primal_types, kinds = tuple(primal_types), roles(kinds)
     cap, abi, module, native, acts, ret_activity = prepare(f, primal_types, kinds,
-                                                           ret_activity, False, rules,
+                                                           ret_activity, distinct, rules,
                                                            split=True)
     sig = ReverseSignature(tuple(acts), status_return=True, memory_stable=False, split=True)
     gen, pair = generate(cap, module, native, sig, rules, primal_types,
@@ -76,7 +79,8 @@ def build_split(f, primal_types: Sequence[types.Type], kinds: Sequence,
     restype = abi.signature.return_type
     seeded = ret_activity is Activity.ACTIVE
     base = symbol_name("split", cap.text,
-                       repr((sig, tuple(k.value for k in kinds), activity_name(ret_activity)))
+                       repr((sig, tuple(k.value for k in kinds), activity_name(ret_activity),
+                             distinct))
                        + settings.current().tag)
     names = {"aug": f"{base}_aug", "rev": f"{base}_rev", "discard": f"{base}_discard",
              "bytes": f"{base}_bytes"}
