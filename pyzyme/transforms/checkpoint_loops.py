@@ -45,7 +45,7 @@ from pyzyme.rules import default_rules, spec
 from pyzyme.ir.values import Argument, Constant, ConstantInt, GlobalVariable, const_int
 from pyzyme.transforms import revolve
 from pyzyme.transforms.checkpoint_chunks import (chunk_ir, chunk_range, iteration_tape,
-                                                tape_states, trip_count)
+                                                kept_beside, tape_states, trip_count)
 from pyzyme.transforms.checkpoint_budget import (check_fits, free_counter, give_back_unused,
                                                  iteration_need, need_parts, take_share)
 from pyzyme.transforms.checkpoint_merges import (allocated_extent, merge_operands,
@@ -59,9 +59,9 @@ __all__ = ["checkpoint_loops", "Checkpointed", "RESERVE"]
 #: of an iteration that its reverse pass needs; a stencil overwriting its 1-double state in
 #: place keeps 1 double a cell, where it kept 3 before only the sum its coefficient's adjoint
 #: reads was taped: 3 stays as a margin for bodies that keep more). At least that: a loop nest
-#: whose inner loops' trip counts are known before it reserves what an iteration tapes
-#: (checkpoint_chunks.iteration_tape); a body calling functions with tapes of their own keeps
-#: an amount this does not bound.
+#: whose inner loops' trip counts are known before it, or a loop allocating blocks whose
+#: sizes are, reserves what an iteration keeps (checkpoint_chunks.iteration_tape); a body
+#: calling functions with tapes of their own keeps an amount this does not bound.
 RESERVE = 3
 
 
@@ -113,12 +113,15 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
     for k, loop in enumerate(loops):
         own, nested, inner = (growth or {}).get(loop.header.name, (0, False, ())) \
             if growth is not None else (None, True, None)
-        more = _keeps_more(loop)
-        if own == 0 and not (nested or more):
+        allocations, calls = kept_beside(loop)
+        if own == 0 and not (nested or allocations or calls):
             continue  # the unbudgeted tape does not grow with this loop
-        # a loop nest: what an iteration tapes, from its inner loops' trip counts at run time
-        inside = (own, inner) if nested and not more and inner is not None else None
-        plans.append((k, loop, None if nested or more else own, inside))
+        # a loop nest, or one that allocates: what an iteration keeps, from its inner loops'
+        # trip counts and its allocations' sizes at run time
+        inside = (own, inner if nested else (), allocations) \
+            if (nested or allocations) and not calls and own is not None \
+            and (inner is not None or not nested) else None
+        plans.append((k, loop, None if nested or allocations or calls else own, inside))
     done = []
     # Their snapshots are all held at once: each takes its share at run time.
     counter = free_counter(fn, budget) if plans else None
@@ -132,22 +135,6 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
         rewrite.nest = inside
         done.append(rewrite.run(budget, own))
     return done
-
-
-def _keeps_more(loop) -> bool:
-    """Whether an iteration may keep memory its loop's tape does not show: a call of a
-    function with a body (its derivative's tape, kept per iteration) or an allocation (its
-    shadow, kept until the reverse sweep)."""
-    for block in loop.blocks:
-        for inst in block.instructions:
-            callee = inst.called_function if isinstance(inst, I.CallBase) else None
-            if callee is None or callee.name.startswith("llvm."):
-                continue
-            if not callee.is_declaration or isinstance(
-                    default_rules().lookup(callee.name, "call"),
-                    (spec.Allocation, spec.ParallelFor)):
-                return True  # a parallel loop's derivative keeps each row's tape
-    return False
 
 
 def _launch_row(inst):
@@ -187,7 +174,7 @@ class _Rewrite:
         self.counter = None        # the budget still free in this call (checkpoint_budget)
         self.left, self.first = 1, True  # loops still to come, this one too; the first?
         self.after = (0, 0)        # later loops always checkpointed, and that may run plain
-        self.nest = None           # a nest's (own bytes, inner loops' bytes): iteration_tape
+        self.nest = None           # (own bytes, inner loops', allocations): iteration_tape
 
     def refuse(self, why: str, hint: str) -> UnsupportedError:
         return UnsupportedError(f"{self.where}: this loop cannot be checkpointed under "
