@@ -40,7 +40,13 @@ Targets (issue 22): gradient <= 3x the primal at each thread count; the gradient
 from 1 to 2 threads at least 90% of the primal's.
 
     python benchmarks/parallel.py [--small] [--repeat 5] [--kernels P1,P3] [--serial-only]
-                                  [--threads 1,2,4,8]
+                                  [--threads 1,2,4,8] [--split]
+
+``--split``: also split mode, the forward and the reverse thunk of
+``autodiff_thunk(ReverseSplitWithPrimal, ...)`` timed apart (the best of ``--repeat`` each),
+their sum over the primal, and its speedup from 1 thread next to the primal's. Split mode
+keeps on its tape every value read from argument memory (the caller may change it between
+the thunks): more than combined mode.
 
 ``--threads``: the thread counts timed (default 1,2; each speedup is over one thread), for a
 machine with more cores than this one's two (``NUMBA_NUM_THREADS`` at least the largest).
@@ -346,6 +352,28 @@ def measure(f, args, active, repeat, threads_list=THREADS, budget_s=30.0):
     return out, first, atomics(f, annotated)
 
 
+def measure_split(f, args, active, repeat, threads_list=THREADS):
+    """Split mode (``autodiff_thunk(ReverseSplitWithPrimal, ...)``), per thread count: (primal
+    s, forward thunk s, reverse thunk s), each the best of ``repeat`` calls; and the atomic
+    adds in the pair's optimized IR."""
+    _, _, annotated = gradient_call(f, args, active)
+    fwd, rev = pyzyme.autodiff_thunk(pyzyme.ReverseSplitWithPrimal, f, Active, *annotated)
+    out = {}
+    for threads in threads_list:
+        numba.set_num_threads(threads)
+        rev(*annotated, 1.0, fwd(*annotated)[0])
+        primal, forward, reverse = math.inf, math.inf, math.inf
+        for _ in range(max(3, repeat)):
+            primal = min(primal, _time(lambda: f(*args)))
+            t = time.perf_counter()
+            tape = fwd(*annotated)[0]
+            forward = min(forward, time.perf_counter() - t)
+            reverse = min(reverse, _time(lambda: rev(*annotated, 1.0, tape)))
+        out[threads] = (primal, forward, reverse)
+    ir = pyzyme.code_llvm(pyzyme.ReverseSplitWithPrimal, f, Active, *annotated, optimized=True)
+    return out, len(re.findall(r"\batomicrmw\s+(?:volatile\s+)?fadd\b", ir))
+
+
 def _ms(s: float) -> str:
     return f"{s * 1e3:.1f}" if s >= 0.01 else f"{s * 1e3:.2f}"
 
@@ -357,6 +385,8 @@ def main(argv=None) -> int:
     parser.add_argument("--kernels", help="comma-separated keys, e.g. P1,P3")
     parser.add_argument("--threads", default="1,2",
                         help="comma-separated thread counts, 1 first (default 1,2)")
+    parser.add_argument("--split", action="store_true",
+                        help="also time split mode: the forward and reverse thunks")
     parser.add_argument("--serial-only", action="store_true",
                         help="only the serial functions (runs on a pyzyme without prange "
                         "support too: the figures before it)")
@@ -395,6 +425,24 @@ def main(argv=None) -> int:
                          f"{sg:.2f}x | {sg / sp:.0%} |")
             extra = (f" {first:.2f} | {n_atomic} |" if threads == 1 else " | |") + f" {busy:.2f} |"
             print("| " + cells + extra, flush=True)
+
+    if opts.split and kernels:
+        print()
+        print("| kernel, split mode | threads | primal (ms) | forward thunk (ms) | "
+              "reverse thunk (ms) | both / primal | primal speedup over 1 | "
+              "both speedup over 1 | atomics |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for kern in kernels if opts.split else ():
+        args = kern.make(opts.small)
+        times, n_atomic = measure_split(kern.f, args, kern.active, opts.repeat, threads_list)
+        p1, f1, r1 = times[1]
+        for threads in threads_list:
+            p, fw, rv = times[threads]
+            speed = "| |" if threads == 1 else f"| {p1 / p:.2f}x | {(f1 + r1) / (fw + rv):.2f}x |"
+            name = kern.label(args) if threads == 1 else ""
+            print(f"| {name} | {threads} | {_ms(p)} | {_ms(fw)} | {_ms(rv)} | "
+                  f"{(fw + rv) / p:.2f}x {speed} {n_atomic if threads == 1 else ''} |",
+                  flush=True)
 
     # Serial code: plain @njit (one thread whatever the setting); no atomics may appear.
     print()

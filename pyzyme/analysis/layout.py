@@ -26,6 +26,13 @@ _FLOAT_ALIGN = {"half": 2, "bfloat": 2, "float": 4, "double": 8, "x86_fp80": 16,
                 "ppc_fp128": 16}
 
 
+#: Layouts of literal structs that name no other struct: their text says all of it. (A tape's
+#: struct has a field per cached value; type analysis asks for its layout at every GEP into
+#: it, and a Hessian-vector product of a prange loop spent seconds computing them again.)
+_LAYOUTS: dict[str, tuple[tuple[int, ...], int]] = {}
+_ALIGNS: dict[str, int] = {}
+
+
 def _store_bytes(ty: T.Type) -> int:
     if isinstance(ty, T.IntType):
         return (ty.width + 7) // 8
@@ -55,9 +62,15 @@ def alignof(ty: T.Type) -> int:
     if isinstance(ty, T.ArrayType):
         return alignof(ty.element)
     if isinstance(ty, (T.StructType, T.IdentifiedStructType)):
+        known = _ALIGNS.get(ty._text) if type(ty) is T.StructType else None
+        if known is not None:
+            return known
         if ty.elements is None:
             raise TypeAnalysisError(f"the opaque struct {ty} has no layout")
-        return 1 if ty.packed else max((alignof(e) for e in ty.elements), default=1)
+        a = 1 if ty.packed else max((alignof(e) for e in ty.elements), default=1)
+        if type(ty) is T.StructType and "%" not in ty._text:
+            _ALIGNS[ty._text] = a
+        return a
     raise TypeAnalysisError(f"{ty} has no size")
 
 
@@ -83,7 +96,13 @@ def sizeof(ty: T.Type) -> int:
     raise TypeAnalysisError(f"{ty} has no size")
 
 
-def struct_layout(ty) -> tuple[list[int], int]:
+
+
+def struct_layout(ty) -> tuple[Sequence[int], int]:
+    """The byte offset of each field of struct ``ty``, and the end of its last field."""
+    known = _LAYOUTS.get(ty._text) if type(ty) is T.StructType else None
+    if known is not None:
+        return known
     if ty.elements is None:
         raise TypeAnalysisError(f"the opaque struct {ty} has no layout")
     offsets, at = [], 0
@@ -93,6 +112,8 @@ def struct_layout(ty) -> tuple[list[int], int]:
             at = -(-at // a) * a
         offsets.append(at)
         at += sizeof(e)
+    if type(ty) is T.StructType and "%" not in ty._text:
+        _LAYOUTS[ty._text] = (tuple(offsets), at)
     return offsets, at
 
 

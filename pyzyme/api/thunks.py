@@ -130,11 +130,13 @@ def _convert(plan, call_args) -> list:
 
 class SplitPlans:
     """The split derivative of one function for one set of argument types and activities, in
-    two builds: for calls whose arrays may share memory (``general``: the one ``@njit`` code
-    calls) and for calls whose arrays share none (array data ``noalias``, as :func:`autodiff`
-    builds it for such calls: a parallel loop's reverse then adds shared adjoints into a copy
-    per thread instead of atomically). Each is built when first needed, under the options in
-    force when the thunks were made."""
+    two builds: for calls whose arrays may share memory and for calls whose arrays share none
+    (array data ``noalias``, as :func:`autodiff` builds it for such calls: a parallel loop's
+    reverse then adds shared adjoints into a copy per thread instead of atomically). ``first``
+    is the one the example arguments asked for, made with the thunks, and the one ``@njit``
+    code calls (checking at run time that arrays are apart, where it is that build); the other
+    is built when a call from Python first needs it, under the options in force when the
+    thunks were made."""
 
     def __init__(self, dispatcher, primal_types: tuple, kinds: tuple, ret_activity,
                  apart: bool) -> None:
@@ -150,10 +152,6 @@ class SplitPlans:
             with settings.using(self._options):
                 plan = self._built[apart] = split_plan(*self._key, distinct=apart)
         return plan
-
-    @property
-    def general(self):
-        return self.plan(False)
 
     def made(self, plan) -> bool:
         """Whether ``plan`` is one of these builds (a tape's, say)."""
@@ -186,11 +184,14 @@ class SplitForward(NjitObject):
         return f"<pyzyme {self.mode} forward thunk of {self._dispatcher.py_func.__name__}>"
 
     def _make_njit(self):
-        plan = self.plans.general
+        # The build the thunks were made with: one for arrays apart checks them at run time.
+        plans = self.plans
+        plan = plans.first
         tape = TapeType(plan)
 
         def typer(*argtypes):
-            return split_forward_implementation(plan, tape, self.mode.with_primal, argtypes)
+            return split_forward_implementation(plan, tape, self.mode.with_primal, argtypes,
+                                                apart=plan is plans.apart)
 
         names = [f"a{i}" for i in range(len(plan.kinds))]
         return overloaded_njit("forward_thunk", names, typer)
@@ -241,13 +242,13 @@ class SplitReverse(NjitObject):
         def typer(*argtypes):
             last = argtypes[-1] if argtypes else None
             plan = last.plan if isinstance(last, TapeType) and plans.made(last.plan) \
-                else plans.general
+                else plans.first
             return split_reverse_implementation(plan, TapeType(plan), argtypes,
                                                 apart=plan is plans.apart)
 
-        general = plans.general
-        names = [f"a{i}" for i in range(len(general.kinds))]
-        names += ["seed", "tape"] if general.seeded else ["tape"]
+        first = plans.first
+        names = [f"a{i}" for i in range(len(first.kinds))]
+        names += ["seed", "tape"] if first.seeded else ["tape"]
         return overloaded_njit("reverse_thunk", names, typer)
 
 

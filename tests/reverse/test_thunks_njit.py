@@ -196,7 +196,8 @@ def test_a_tape_moves_between_python_and_njit():
 def test_a_tape_made_apart_checks_the_arrays_of_its_njit_reverse_call():
     """A tape the forward thunk made from Python on arrays apart is for the build that takes
     them as noalias; its reverse sweep inside @njit code checks that no two arrays of the
-    call overlap."""
+    call overlap. Inside @njit code the thunks run the build they were made with (one build,
+    not two), checking the same."""
     def dot(x, y):
         s = 0.0
         for i in range(x.shape[0]):
@@ -219,6 +220,18 @@ def test_a_tape_made_apart_checks_the_arrays_of_its_njit_reverse_call():
     tape, _, _ = fwd(Duplicated(x, x * 0), Duplicated(y, y * 0))
     with pytest.raises(PyzymeError, match="share no memory"):
         reverse_only(x, dx, x, dy, tape)
+
+    @numba.njit
+    def both(x, dx, y, dy):
+        tape, _, _ = fwd(Duplicated(x, dx), Duplicated(y, dy))
+        return rev(Duplicated(x, dx), Duplicated(y, dy), 1.0, tape)
+
+    dx, dy = np.zeros(2), np.zeros(2)
+    both(x, dx, y, dy)      # the build the thunks were made with, arrays apart
+    np.testing.assert_array_equal(dx, y)
+    np.testing.assert_array_equal(dy, x)
+    with pytest.raises(PyzymeError, match="example arrays that share memory"):
+        both(x, dx, x, dy)
 
 
 @pytest.fixture

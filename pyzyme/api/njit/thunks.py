@@ -187,17 +187,21 @@ def _split_arguments(plan, argtypes) -> list[_Arg]:
     return args
 
 
-def split_forward_implementation(plan, tape: TapeType, with_primal: bool, argtypes):
-    """The forward thunk's implementation: ``(tape, primal or None, None)``."""
+def split_forward_implementation(plan, tape: TapeType, with_primal: bool, argtypes,
+                                 apart: bool = False):
+    """The forward thunk's implementation: ``(tape, primal or None, None)``. ``apart``:
+    ``plan`` takes array data as ``noalias`` (thunks made on arrays apart): the call checks
+    that no two arrays overlap."""
     args = _split_arguments(plan, argtypes)
     new, _, _ = tape_intrinsics(tape)
     call = ", ".join([a.primal for a in args] + [a.shadow for a in args if a.shadow])
     returns_primal = plan.restype != types.none
     primal = "r[0]" if with_primal and returns_primal else "None"
-    lines = _header(args) + [
+    lines = _header(args) + (_apart_lines(args, APART_IN_NJIT) if apart else []) + [
         f"    r = aug({call})",
         f"    return (new_tape(r[{1 if returns_primal else 0}]), {primal}, None)"]
-    return _compile(lines, {"aug": njit_target(plan.augmented), "new_tape": new})
+    return _compile(lines, {"aug": njit_target(plan.augmented), "new_tape": new,
+                            "overlap": overlap})
 
 
 #: A tape the forward thunk made on arrays apart (its build takes array data as ``noalias``),
@@ -205,6 +209,13 @@ def split_forward_implementation(plan, tape: TapeType, with_primal: bool, argtyp
 SHARED_AFTER_APART = ("the forward thunk ran on arrays that share no memory, and its tape is "
                       "for such arrays; two arrays of this reverse call share memory: pass the "
                       "reverse thunk the arrays (and shadows) the forward thunk got")
+
+
+#: Thunks made on example arrays apart, called inside ``@njit`` code on arrays that overlap.
+APART_IN_NJIT = ("these thunks were made on example arrays that share no memory, and inside "
+                 "@njit code they run the build for such arrays; two arrays of this call "
+                 "share memory: make the thunks with example arrays that share memory as these "
+                 "do")
 
 
 def split_reverse_implementation(plan, tape: TapeType, argtypes, apart: bool = False):
@@ -229,7 +240,7 @@ def split_reverse_implementation(plan, tape: TapeType, argtypes, apart: bool = F
     call += ["seed"] if plan.seeded else []
     lines = _header(args, ["seed", "tape"] if plan.seeded else ["tape"])
     if apart:
-        lines += _apart_lines(args)
+        lines += _apart_lines(args, SHARED_AFTER_APART)
     lines += [
         "    if not live(tape):",
         "        raise PyzymeError('this tape was already used by a reverse pass; run the "
@@ -247,9 +258,10 @@ def split_reverse_implementation(plan, tape: TapeType, argtypes, apart: bool = F
                             "overlap": overlap})
 
 
-def _apart_lines(args: list[_Arg]) -> list[str]:
-    """Lines raising where two arrays of the call overlap, for a derivative that takes array
-    data as ``noalias`` (arrays inside tuples or records cannot be checked here: refused)."""
+def _apart_lines(args: list[_Arg], message: str) -> list[str]:
+    """Lines raising ``message`` where two arrays of the call overlap, for a derivative that
+    takes array data as ``noalias`` (arrays inside tuples or records cannot be checked here:
+    refused)."""
     arrays = []
     for k, a in enumerate(args):
         if isinstance(a.type, types.Array):
@@ -258,12 +270,12 @@ def _apart_lines(args: list[_Arg]) -> list[str]:
                 isinstance(a.type, types.BaseTuple) and any(
                     not isinstance(t, types.Number) for t in a.type):
             raise PyzymeError(
-                f"this tape was made by the forward thunk called from Python on arrays that "
-                f"share no memory; inside @njit code its reverse sweep can check that only "
-                f"for array arguments, and argument {k} is {a.type}: call the reverse thunk "
-                f"from Python, or the forward thunk inside @njit code too")
+                f"these thunks were made on example arrays that share no memory, a build "
+                f"that needs arrays apart; inside @njit code that can be checked only for "
+                f"array arguments, and argument {k} is {a.type}: call the thunks from Python, "
+                f"or make them with arrays that share memory")
     if len(arrays) < 2:
         return []
     checks = " or ".join(f"overlap({x}, {y})" for i, x in enumerate(arrays)
                          for y in arrays[i + 1:])
-    return [f"    if {checks}:", f"        raise PyzymeError({SHARED_AFTER_APART!r})"]
+    return [f"    if {checks}:", f"        raise PyzymeError({message!r})"]
