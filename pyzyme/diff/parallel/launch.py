@@ -63,6 +63,7 @@ from pyzyme.transforms.parallel_body import (
 __all__ = ["varied", "forward_mode", "augmented", "reverse"]
 
 _W = 8  # bytes per word of the launch block
+_LINE = 64  # bytes of a cache line (x86-64)
 _NROWS, _NSLOTS, _DATA, _TARGS, _TDIMS, _TSTEPS, _REVERSE, _TAPES, _ARGS = range(9)
 
 
@@ -536,8 +537,8 @@ class _Trampoline:
                 if k in private:
                     words = layout.privates + 2 * private[k]
                     copies = _load(b, T.ptr, self.block, words)
-                    mine = b.gep(T.i8, copies, [b.mul(task, _load(b, T.i64, self.block,
-                                                                   words + 1))])
+                    stride = _copy_stride(b, _load(b, T.i64, self.block, words + 1))
+                    mine = b.gep(T.i8, copies, [b.mul(task, stride)])
                     base = b.select(b.icmp("eq", copies, const_null(T.ptr)), base, mine)
                 b.store(b.gep(T.i8, base, [offset]), b.gep(T.ptr, buf, [_i64(k)]), 8)
         return [self.args, self.dims, self.steps, self.data, self.constant, self.shared]
@@ -749,11 +750,19 @@ def _private_copies(cx, layout: _Layout, block: Value) -> None:
     free = free_function(cx.module)
     for p in range(len(layout.private)):
         size = _load(b, T.i64, block, layout.privates + 2 * p + 1)
-        copies = b.call(calloc, [slots, size], name="private")
+        copies = b.call(calloc, [slots, _copy_stride(b, size)], name="private")
         used = b.select(b.icmp("ugt", slots, _i64(1)), copies, const_null(T.ptr))
         _store(b, used, block, layout.privates + 2 * p)
         cx.release_later(I.Call(free, [copies], free.function_type), copies,
                          const_null(T.ptr))
+
+
+def _copy_stride(b: IRBuilder, size: Value) -> Value:
+    """Bytes from one task's private copy of ``size`` bytes to the next: a whole cache line
+    at least between them, so no two tasks write the same line (the GMM's parameter adjoints
+    were a few hundred bytes a task: the line where one task's copy ended and the next began
+    went back and forth between the cores at every point's reverse)."""
+    return b.and_(b.add(size, _i64(2 * _LINE - 1)), _i64(-_LINE))
 
 
 def _sum_private_copies(cx, layout: _Layout, block: Value) -> None:
@@ -768,6 +777,7 @@ def _sum_private_copies(cx, layout: _Layout, block: Value) -> None:
         size = _load(b, T.i64, block, layout.privates + 2 * p + 1)
         shadow = _load(b, T.ptr, block, layout.shadows + k)
         count = b.udiv(size, _i64(4 if ty == T.float else 8))
+        stride = b.udiv(_copy_stride(b, size), _i64(4 if ty == T.float else 8))
         check, loop, inner, stored, done = (fn.append_block(n) for n in (
             "private.check", "private.sum", "private.sum.task", "private.sum.next",
             "private.done"))
@@ -783,7 +793,7 @@ def _sum_private_copies(cx, layout: _Layout, block: Value) -> None:
         b.position_at_end(inner)
         task = b.phi(T.i64, name="task")
         acc = b.phi(ty, name="acc")
-        part = b.load(ty, b.gep(ty, copies, [b.add(b.mul(task, count), e)]))
+        part = b.load(ty, b.gep(ty, copies, [b.add(b.mul(task, stride), e)]))
         total = b.fadd(acc, part)
         nxt_task = b.add(task, _i64(1))
         task.add_incoming(_i64(0), loop)
