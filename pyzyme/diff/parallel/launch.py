@@ -15,14 +15,16 @@ derivative keeps that shape:
   read and written in the reverse by one task only, whichever threading layer ran the rows and
   however its scheduler assigned them. Adjoints of memory several iterations read go into
   shadow memory atomically (:attr:`~pyzyme.diff.signature.ReverseSignature.shared_adjoints`),
-  except where the memory is the body's own.
+  except where the memory is the body's own, or where every iteration reads it: then into a
+  copy per task (:mod:`pyzyme.diff.parallel.private`).
 
 The launch block (malloc'ed, one per launch, freed when the reverse sweep is done) holds, in
 8-byte words: the number of rows, of thread ids, ``data``, the derivative launch's own
 ``args``/``dims``/``steps`` (one item each), the address of the body's reverse function and
 the word where the tapes start (reverse mode), the primal's ``args``, their shadows (per lane),
 ``dims`` and ``steps``; then a tape and a thread id per row, and one byte per launched item
-(the derivative launch's ``args[0]`` walks these bytes, so an item's index is its offset).
+(the derivative launch's ``args[0]`` walks these bytes, so an item's index is its offset):
+:mod:`pyzyme.diff.parallel.block`.
 The reverse launch takes each row's tape (null once its reverse has freed it); a tape dropped
 unused (split mode) has its rows' tapes discarded, by their reverse functions, before the
 block is freed (:func:`_discard_function`).
@@ -30,7 +32,7 @@ block is freed (:func:`_discard_function`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import wraps
 from itertools import combinations
 
@@ -39,10 +41,12 @@ from pyzyme.analysis.activity import Activity
 from pyzyme.analysis.cfg import dominators
 from pyzyme.analysis.overwrite import (identified_object, may_alias, swapped_apart,
                                        underlying_object, underlying_objects)
-from pyzyme.analysis.parallel_access import dense_reads, owned_arrays
 from pyzyme.analysis.typetree import TypeTree
 from pyzyme.analysis.unread_slots import unread_after_launch
 from pyzyme.diff.memory_calls import free_function, malloc
+from pyzyme.diff.parallel import block as B
+from pyzyme.diff.parallel.private import (copy_stride, private_copies, privatized,
+                                          sum_private_copies)
 from pyzyme.diff.signature import ForwardSignature, ParallelBody, ReverseSignature
 from pyzyme.errors import TypeAnalysisError, UnsupportedError
 from pyzyme.ir import IRBuilder
@@ -56,74 +60,10 @@ from pyzyme.transforms.parallel_body import (
     CARGS,
     SHARED,
     argument_slots,
-    slot_loads,
     split_arguments,
 )
 
 __all__ = ["varied", "forward_mode", "augmented", "reverse"]
-
-_W = 8  # bytes per word of the launch block
-_LINE = 64  # bytes of a cache line (x86-64)
-_NROWS, _NSLOTS, _DATA, _TARGS, _TDIMS, _TSTEPS, _REVERSE, _TAPES, _ARGS = range(9)
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """Word offsets of a launch block for ``count`` arguments, ``ndim`` core dimensions,
-    ``lanes`` shadows per argument and ``data_lanes`` shadows of ``data`` (forward mode of a
-    derivative's own launch, whose ``data`` is a launch block holding shadows: ``hvp``)."""
-
-    count: int
-    ndim: int
-    nsteps: int
-    lanes: int
-    data_lanes: int = 0
-    #: The slots whose adjoints each reverse task adds into a private copy (see
-    #: :func:`_privatized`), and each one's element type: two words each, the copies (null:
-    #: none, one task) and the bytes of one.
-    private: tuple = ()
-
-    @property
-    def shadows(self) -> int:
-        return _ARGS + self.count
-
-    @property
-    def dims(self) -> int:
-        return self.shadows + self.count * self.lanes
-
-    @property
-    def steps(self) -> int:
-        return self.dims + self.ndim + 1
-
-    @property
-    def data_shadows(self) -> int:
-        return self.steps + self.nsteps
-
-    @property
-    def privates(self) -> int:
-        return self.data_shadows + self.data_lanes
-
-    @property
-    def fixed(self) -> int:
-        """Words before the per-row part."""
-        return self.privates + 2 * len(self.private)
-
-
-def _i64(n: int) -> Value:
-    return const_int(T.i64, n)
-
-
-def _word(b: IRBuilder, block: Value, k, name: str = "") -> Value:
-    return b.gep(T.i64, block, [_i64(k) if isinstance(k, int) else k], name=name)
-
-
-def _store(b: IRBuilder, value: Value, block: Value, k) -> None:
-    b.store(value, _word(b, block, k), 8)
-
-
-def _load(b: IRBuilder, ty: T.Type, block: Value, k, name: str = "") -> Value:
-    return b.load(ty, _word(b, block, k), 8, name=name)
-
 
 # -- the call and its parts ----------------------------------------------------------------
 def _launch_handler(handler):
@@ -165,7 +105,7 @@ def _body(cx, inst: I.CallBase, row: spec.ParallelFor) -> Function:
 
 
 def _layout(cx, inst: I.CallBase, row: spec.ParallelFor, lanes: int,
-            data_lanes: int = 0) -> _Layout:
+            data_lanes: int = 0) -> B.Layout:
     count, ndim = inst.args[row.array_count], inst.args[row.inner_ndim]
     if not (isinstance(getattr(count, "value", None), int)
             and isinstance(getattr(ndim, "value", None), int)):
@@ -177,7 +117,7 @@ def _layout(cx, inst: I.CallBase, row: spec.ParallelFor, lanes: int,
     # argument (a 2-D array has two, where ``dims`` may list a size once for several):
     # its length is that of the array the caller filled.
     if inst.args[row.body].name.startswith(naming.PARALLEL_BODY):
-        return _Layout(count.value, ndim.value, 1, lanes, data_lanes)  # see _launch
+        return B.Layout(count.value, ndim.value, 1, lanes, data_lanes)  # see _launch
     steps = underlying_object(inst.args[row.steps])
     if isinstance(steps, I.Alloca) and isinstance(steps.allocated_type, T.ArrayType) \
             and steps.count is None and steps is inst.args[row.steps]:
@@ -191,7 +131,7 @@ def _layout(cx, inst: I.CallBase, row: spec.ParallelFor, lanes: int,
                 f"steps array pyzyme cannot follow: {inst}",
                 hint="write the loop with range instead of numba.prange")
         nsteps = max(read, default=-1) + 1
-    return _Layout(count.value, ndim.value, nsteps, lanes, data_lanes)
+    return B.Layout(count.value, ndim.value, nsteps, lanes, data_lanes)
 
 
 #: The split body's parameters (see :func:`_split_body`): ``args`` (its slots that carry
@@ -200,7 +140,7 @@ _BODY_ACTIVITIES = (Activity.DUPLICATED, Activity.CONST, Activity.CONST, Activit
                     Activity.CONST, Activity.CONST)
 
 
-def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout",
+def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "B.Layout",
                 reverse: bool = True):
     """The body, reading the slots of ``args`` that carry no derivative from a parameter of
     their own (:func:`~pyzyme.transforms.parallel_body.split_arguments`); what the caller
@@ -248,14 +188,14 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "_Layout",
 def _reverse_facts(cx, inst: I.CallBase, row: spec.ParallelFor, split, stored: dict,
                    active: frozenset):
     """What the body's reverse may rely on (a :class:`ParallelBody`), and the privatized
-    slots (:func:`_privatized`)."""
+    slots (:func:`~pyzyme.diff.parallel.private.privatized`)."""
     stable = frozenset(k for k, values in stored.items()
                        if values and all(_kept(cx, inst, v) for v in values))
     known = ParallelBody(SHARED, _distinct([v for k in sorted(active) for v in stored[k]]),
                          row.schedule, _first_index(row, stored.get(row.schedule, ())),
                          stable, unread=_unread(cx, inst, row, stored, active),
                          apart=not cx.runtime)
-    private = _privatized(cx, split, known, {k: stored[k] for k in active})
+    private = privatized(cx, split, known, {k: stored[k] for k in active})
     if private:
         known = replace(known, private=frozenset(k for k, _, _ in private))
     return known, private
@@ -273,43 +213,6 @@ def _unread(cx, inst: I.CallBase, row: spec.ParallelFor, stored: dict,
     return frozenset(k for k in active if len(stored.get(k, ())) == 1
                      and unread_after_launch(cx.old, inst, stored[k][0], args,
                                              cx.activity.is_active, result))
-
-
-def _privatized(cx, split, known: ParallelBody, stored: dict) -> tuple:
-    """The slots (with their element type and extent) whose adjoints each reverse task adds
-    into a private copy, summed into the shadow after the launch, instead of an atomic add
-    per element: arrays the body reads densely and never writes (a Lennard-Jones kernel's
-    positions, a model's parameters), other iterations read too (not owned by one), whose
-    bytes are known (contiguous arguments, allocations of this function) and hold floats,
-    where the launch's arrays are distinct."""
-    if not known.distinct:
-        # A slot read here may be another slot's memory written here (a fused parfor passes
-        # one array twice): the copy's adds, made after the launch, would come after that
-        # write's reverse has taken the adjoint.
-        return ()
-    reads = slot_loads(split)
-    schedule = [load for load, k in reads.items() if k == known.schedule]
-    owned = owned_arrays(split, schedule, known.first_index)
-    try:
-        types = cx.types()
-    except TypeAnalysisError:
-        return ()
-    found = []
-    for k, values in sorted(stored.items()):
-        roots = [load for load, slot in reads.items() if slot == k]
-        if len(values) != 1 or not roots or not all(dense_reads(r) for r in roots):
-            continue
-        if any(r in owned.roots and (owned.roots[r][2] == 0 or owned.roots[r][0] in owned.bounds)
-               for r in roots):
-            # Each iteration owns its elements (plain adds already), or shares them with its
-            # neighbours only (atomic near its row's ends): cheaper than a copy per task.
-            continue
-        extent = cx.array_extent(values[0])
-        element = types.tree(values[0]).data0()[(-1,)]
-        if extent is None or not element.is_float or element.size not in (4, 8):
-            continue
-        found.append((k, T.double if element.size == 8 else T.float, extent))
-    return tuple(found)
 
 
 def _kept(cx, launch: I.CallBase, pointer: Value) -> bool:
@@ -356,7 +259,7 @@ def _seed_argument_types(cx, body, stored: dict) -> None:
             continue
         for path, ct in types.tree(values[0]):
             if path[0] in (-1, 0):
-                pointee.insert((_W * k, *path[1:]), ct)
+                pointee.insert((B.W * k, *path[1:]), ct)
     if pointee:
         tree = TypeTree.pointer_to(pointee)
         cx.seed_types(body, {0: tree, CARGS: tree})  # args and cargs
@@ -420,7 +323,7 @@ def _distinct(pointers) -> bool:
                 for a, b in combinations(pointers, 2))
 
 
-def _fill(cx, b: IRBuilder, inst, row, layout: _Layout, value, shadows,
+def _fill(cx, b: IRBuilder, inst, row, layout: B.Layout, value, shadows,
           data_shadows=()) -> Value:
     """In the derivative, before the launch: the launch block, filled. ``value`` maps the
     primal's operands; ``shadows`` are the shadows of its ``args`` array, one per lane, and
@@ -428,47 +331,48 @@ def _fill(cx, b: IRBuilder, inst, row, layout: _Layout, value, shadows,
     dims = value(inst.args[row.dims])
     nrows = b.load(T.i64, dims, 8, name="parfor.rows")
     threads = value(inst.args[row.threads])
-    words = b.add(_i64(layout.fixed), b.mul(nrows, _i64(2)))
-    size = b.add(b.mul(words, _i64(_W)), b.add(nrows, threads))
+    words = b.add(B.i64(layout.fixed), b.mul(nrows, B.i64(2)))
+    size = b.add(b.mul(words, B.i64(B.W)), b.add(nrows, threads))
     block = malloc(cx.module, b, size, "parfor.block")
-    _store(b, nrows, block, _NROWS)
-    _store(b, _i64(0), block, _REVERSE)
-    _store(b, _i64(layout.fixed), block, _TAPES)
-    _store(b, threads, block, _NSLOTS)
-    _store(b, value(inst.args[row.data]), block, _DATA)
+    B.store(b, nrows, block, B.NROWS)
+    B.store(b, B.i64(0), block, B.REVERSE)
+    B.store(b, B.i64(layout.fixed), block, B.TAPES)
+    B.store(b, threads, block, B.NSLOTS)
+    B.store(b, value(inst.args[row.data]), block, B.DATA)
     args = value(inst.args[row.args])
     for k in range(layout.count):
-        _store(b, b.load(T.ptr, b.gep(T.ptr, args, [_i64(k)]), 8), block, _ARGS + k)
+        B.store(b, b.load(T.ptr, b.gep(T.ptr, args, [B.i64(k)]), 8), block, B.ARGS + k)
     for lane, shadow in enumerate(shadows):
         for k in range(layout.count):
             # The split body reads no shadow of an argument without one (the schedule,
             # Const arrays): its slot may hold anything.
-            s = b.load(T.ptr, b.gep(T.ptr, shadow, [_i64(k)]), 8)
-            _store(b, s, block, layout.shadows + lane * layout.count + k)
+            s = b.load(T.ptr, b.gep(T.ptr, shadow, [B.i64(k)]), 8)
+            B.store(b, s, block, layout.shadows + lane * layout.count + k)
     for k in range(layout.ndim + 1):
-        _store(b, b.load(T.i64, b.gep(T.i64, dims, [_i64(k)]), 8), block, layout.dims + k)
+        B.store(b, b.load(T.i64, b.gep(T.i64, dims, [B.i64(k)]), 8), block, layout.dims + k)
     steps = value(inst.args[row.steps])
     for k in range(layout.nsteps):
-        _store(b, b.load(T.i64, b.gep(T.i64, steps, [_i64(k)]), 8), block, layout.steps + k)
+        B.store(b, b.load(T.i64, b.gep(T.i64, steps, [B.i64(k)]), 8), block, layout.steps + k)
     for lane, shadow in enumerate(data_shadows):
-        _store(b, shadow, block, layout.data_shadows + lane)
+        B.store(b, shadow, block, layout.data_shadows + lane)
     return block
 
 
-def _launch(b: IRBuilder, inst: I.CallBase, row, layout: _Layout, block: Value, tramp,
+def _launch(b: IRBuilder, inst: I.CallBase, row, layout: B.Layout, block: Value, tramp,
             items: Value, threads: Value) -> None:
     """``launch(tramp, ...)`` over ``items`` items, one byte each of the block's index
     region, with the primal's launcher and thread count."""
-    nrows = _load(b, T.i64, block, _NROWS)
-    index = b.gep(T.i8, block, [b.add(_i64(layout.fixed * _W), b.mul(nrows, _i64(2 * _W)))])
-    _store(b, index, block, _TARGS)
-    _store(b, items, block, _TDIMS)
-    _store(b, _i64(1), block, _TSTEPS)
+    nrows = B.load(b, T.i64, block, B.NROWS)
+    index = b.gep(T.i8, block, [b.add(B.i64(layout.fixed * B.W),
+                                      b.mul(nrows, B.i64(2 * B.W)))])
+    B.store(b, index, block, B.TARGS)
+    B.store(b, items, block, B.TDIMS)
+    B.store(b, B.i64(1), block, B.TSTEPS)
     args = [None] * len(inst.args)
     args[row.body] = tramp
-    args[row.args] = _word(b, block, _TARGS)
-    args[row.dims] = _word(b, block, _TDIMS)
-    args[row.steps] = _word(b, block, _TSTEPS)
+    args[row.args] = B.word(b, block, B.TARGS)
+    args[row.dims] = B.word(b, block, B.TDIMS)
+    args[row.steps] = B.word(b, block, B.TSTEPS)
     args[row.data] = block
     args[row.inner_ndim] = const_int(inst.args[row.inner_ndim].type, 0)
     args[row.array_count] = const_int(inst.args[row.array_count].type, 1)
@@ -482,7 +386,7 @@ class _Trampoline:
     Its items are the bytes of the block's index region from ``args[0]``, ``dims[0]`` of
     them; each is a row or a thread id, as the sweep says."""
 
-    def __init__(self, module, name: str, layout: _Layout) -> None:
+    def __init__(self, module, name: str, layout: B.Layout) -> None:
         self.module, self.layout = module, layout
         self.fn = module.add_function(module.unique_global_name(name),
                                       T.FunctionType(T.void, [T.ptr] * 4), prefix="internal")
@@ -492,12 +396,12 @@ class _Trampoline:
         entry = self.fn.append_block("entry")
         b = self.b = IRBuilder(entry)
         n = layout.count
-        self.nrows = _load(b, T.i64, block, _NROWS, "rows")
-        self.nslots = _load(b, T.i64, block, _NSLOTS, "slots")
-        self.data = _load(b, T.ptr, block, _DATA, "data")
-        self.steps = _word(b, block, layout.steps, "steps")
-        index = b.gep(T.i8, block, [b.add(_i64(layout.fixed * _W),
-                                          b.mul(self.nrows, _i64(2 * _W)))])
+        self.nrows = B.load(b, T.i64, block, B.NROWS, "rows")
+        self.nslots = B.load(b, T.i64, block, B.NSLOTS, "slots")
+        self.data = B.load(b, T.ptr, block, B.DATA, "data")
+        self.steps = B.word(b, block, layout.steps, "steps")
+        index = b.gep(T.i8, block, [b.add(B.i64(layout.fixed * B.W),
+                                          b.mul(self.nrows, B.i64(2 * B.W)))])
         start = b.load(T.ptr, targs, 8)
         self.first = b.sub(b.ptrtoint(start, T.i64), b.ptrtoint(index, T.i64), name="first")
         self.count = b.load(T.i64, tdims, 8, name="n")
@@ -508,18 +412,18 @@ class _Trampoline:
         # forward mode over this derivative (hvp) sees as inactive.
         self.constant = b.call(_constant_function(module), [self.args], name="row.cargs")
         # One thread id, one task: no other thread adds into the same adjoints.
-        self.shared = b.icmp("ugt", self.nslots, _i64(1), name="shared")
+        self.shared = b.icmp("ugt", self.nslots, B.i64(1), name="shared")
         self.dims = b.alloca(T.ArrayType(layout.ndim + 1, T.i64), name="row.dims")
-        b.store(_i64(1), self.dims, 8)
+        b.store(B.i64(1), self.dims, 8)
         for k in range(1, layout.ndim + 1):
-            b.store(_load(b, T.i64, block, layout.dims + k),
-                    b.gep(T.i64, self.dims, [_i64(k)]), 8)
+            b.store(B.load(b, T.i64, block, layout.dims + k),
+                    b.gep(T.i64, self.dims, [B.i64(k)]), 8)
 
     def tapes(self, b: IRBuilder, r: Value) -> Value:
-        return _word(b, self.block, b.add(_i64(self.layout.fixed), r))
+        return B.word(b, self.block, b.add(B.i64(self.layout.fixed), r))
 
     def thread_ids(self, b: IRBuilder, r: Value) -> Value:
-        return _word(b, self.block, b.add(b.add(_i64(self.layout.fixed), self.nrows), r))
+        return B.word(b, self.block, b.add(b.add(B.i64(self.layout.fixed), self.nrows), r))
 
     def row(self, b: IRBuilder, r: Value, task: Value | None = None) -> list[Value]:
         """Set the row buffers to row ``r`` of the primal launch (arguments and shadows
@@ -529,18 +433,18 @@ class _Trampoline:
         private = {k: p for p, (k, _) in enumerate(layout.private)} if task is not None \
             else {}
         for k in range(layout.count):
-            offset = b.mul(r, _load(b, T.i64, self.block, layout.steps + k))
-            b.store(b.gep(T.i8, _load(b, T.ptr, self.block, _ARGS + k), [offset]),
-                    b.gep(T.ptr, self.args, [_i64(k)]), 8)
+            offset = b.mul(r, B.load(b, T.i64, self.block, layout.steps + k))
+            b.store(b.gep(T.i8, B.load(b, T.ptr, self.block, B.ARGS + k), [offset]),
+                    b.gep(T.ptr, self.args, [B.i64(k)]), 8)
             for lane, buf in enumerate(self.shadows):
-                base = _load(b, T.ptr, self.block, layout.shadows + lane * layout.count + k)
+                base = B.load(b, T.ptr, self.block, layout.shadows + lane * layout.count + k)
                 if k in private:
                     words = layout.privates + 2 * private[k]
-                    copies = _load(b, T.ptr, self.block, words)
-                    stride = _copy_stride(b, _load(b, T.i64, self.block, words + 1))
+                    copies = B.load(b, T.ptr, self.block, words)
+                    stride = copy_stride(b, B.load(b, T.i64, self.block, words + 1))
                     mine = b.gep(T.i8, copies, [b.mul(task, stride)])
                     base = b.select(b.icmp("eq", copies, const_null(T.ptr)), base, mine)
-                b.store(b.gep(T.i8, base, [offset]), b.gep(T.ptr, buf, [_i64(k)]), 8)
+                b.store(b.gep(T.i8, base, [offset]), b.gep(T.ptr, buf, [B.i64(k)]), 8)
         return [self.args, self.dims, self.steps, self.data, self.constant, self.shared]
 
     def loop(self, first: Value, count: Value, body, down: bool = False) -> None:
@@ -549,13 +453,13 @@ class _Trampoline:
         b, fn = self.b, self.fn
         head = b.block
         loop, done = fn.append_block("item"), fn.append_block("done")
-        b.cbranch(b.icmp("eq", count, _i64(0)), done, loop)
+        b.cbranch(b.icmp("eq", count, B.i64(0)), done, loop)
         b.position_at_end(loop)
         i = b.phi(T.i64, name="i")
-        i.add_incoming(_i64(0), head)
-        j = b.add(first, b.sub(b.sub(count, _i64(1)), i) if down else i, name="j")
+        i.add_incoming(B.i64(0), head)
+        j = b.add(first, b.sub(b.sub(count, B.i64(1)), i) if down else i, name="j")
         body(b, j)
-        nxt = b.add(i, _i64(1))
+        nxt = b.add(i, B.i64(1))
         i.add_incoming(nxt, b.block)
         b.cbranch(b.icmp("ult", nxt, count), loop, done)
         b.position_at_end(done)
@@ -577,7 +481,7 @@ def _constant_function(module):
 
 def _thread_id(module, row: spec.ParallelFor, b: IRBuilder) -> Value:
     if not row.thread_id:
-        return _i64(0)
+        return B.i64(0)
     return b.call(module.declare(row.thread_id, T.FunctionType(T.i64, [])), [], name="tid")
 
 
@@ -598,7 +502,7 @@ def forward_mode(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     t = _Trampoline(cx.module, naming.parallel_body(body.name, "fwd"), layout)
 
     def run(b, r):
-        data_shadows = [_load(b, T.ptr, t.block, layout.data_shadows + lane)
+        data_shadows = [B.load(b, T.ptr, t.block, layout.data_shadows + lane)
                         for lane in range(layout.data_lanes)]
         b.call(dfn, t.row(b, r) + t.shadows + data_shadows)
     t.loop(t.first, t.count, run)
@@ -607,7 +511,7 @@ def forward_mode(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     shadows = [cx.derivs[inst.args[row.args]][k] for k in range(cx.width)]
     block = _fill(cx, b, inst, row, layout, cx.value, shadows,
                   [cx.derivs[data][k] for k in range(layout.data_lanes)])
-    _launch(b, inst, row, layout, block, tramp, _load(b, T.i64, block, _NROWS),
+    _launch(b, inst, row, layout, block, tramp, B.load(b, T.i64, block, B.NROWS),
             cx.value(inst.args[row.threads]))
     b.call(free_function(cx.module), [block])
 
@@ -649,15 +553,15 @@ def augmented(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
         size = cx.fwd_value(extent[0])
         for factor in extent[1:]:
             size = b.mul(size, cx.fwd_value(factor))
-        _store(b, size, block, layout.privates + 2 * p + 1)
-    _private_copies(cx, layout, block)
+        B.store(b, size, block, layout.privates + 2 * p + 1)
+    private_copies(cx, layout, block)
     # Each row's tape, null until its forward sweep makes it and once its reverse frees it.
-    nrows = _load(b, T.i64, block, _NROWS)
+    nrows = B.load(b, T.i64, block, B.NROWS)
     zero = cx.module.declare("llvm.memset.p0.i64",
                              T.FunctionType(T.void, [T.ptr, T.i8, T.i64, T.i1]))
-    b.call(zero, [_word(b, block, layout.fixed), const_int(T.i8, 0), b.mul(nrows, _i64(_W)),
+    b.call(zero, [B.word(b, block, layout.fixed), const_int(T.i8, 0), b.mul(nrows, B.i64(B.W)),
                   const_int(T.i1, 0)])
-    _store(b, b.ptrtoint(pair.reverse, T.i64), block, _REVERSE)
+    B.store(b, b.ptrtoint(pair.reverse, T.i64), block, B.REVERSE)
     _launch(b, inst, row, layout, block, tramp, nrows, cx.fwd_value(inst.args[row.threads]))
     discard = _discard_function(cx.module)
     cx.release_later(I.Call(discard, [block], discard.function_type), block, const_null(T.ptr))
@@ -688,14 +592,14 @@ def reverse(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
             b.store(const_null(T.ptr), t.tapes(b, r), 8)
             b.br(skip)
             b.position_at_end(skip)
-        t.loop(_i64(0), t.nrows, run, down=True)
+        t.loop(B.i64(0), t.nrows, run, down=True)
     t.loop(t.first, t.count, task)
     tramp = t.finish()
     b = cx.rb
     block = cx.avail(block)
-    _launch(b, inst, row, layout, block, tramp, _load(b, T.i64, block, _NSLOTS),
+    _launch(b, inst, row, layout, block, tramp, B.load(b, T.i64, block, B.NSLOTS),
             cx.primal(inst.args[row.threads]))
-    _sum_private_copies(cx, layout, block)
+    sum_private_copies(cx, layout, block)
 
 
 def _discard_function(module):
@@ -714,14 +618,14 @@ def _discard_function(module):
     entry, loop, live, nxt, done = (fn.append_block(n) for n in (
         "entry", "row", "discard", "next", "done"))
     b = IRBuilder(entry)
-    reverse = _load(b, T.i64, block, _REVERSE, "reverse")
-    first = _load(b, T.i64, block, _TAPES, "tapes")
-    rows = _load(b, T.i64, block, _NROWS, "rows")
-    b.cbranch(b.or_(b.icmp("eq", reverse, _i64(0)), b.icmp("eq", rows, _i64(0))), done, loop)
+    reverse = B.load(b, T.i64, block, B.REVERSE, "reverse")
+    first = B.load(b, T.i64, block, B.TAPES, "tapes")
+    rows = B.load(b, T.i64, block, B.NROWS, "rows")
+    b.cbranch(b.or_(b.icmp("eq", reverse, B.i64(0)), b.icmp("eq", rows, B.i64(0))), done, loop)
     b.position_at_end(loop)
     r = b.phi(T.i64, name="r")
-    r.add_incoming(_i64(0), entry)
-    tape = _load(b, T.ptr, block, b.add(first, r), "tape")
+    r.add_incoming(B.i64(0), entry)
+    tape = B.load(b, T.ptr, block, b.add(first, r), "tape")
     b.cbranch(b.icmp("eq", tape, const_null(T.ptr)), nxt, live)
     b.position_at_end(live)
     # the body's reverse: (args, dims, steps, data, cargs, shared, args' , discard, tape)
@@ -730,81 +634,9 @@ def _discard_function(module):
         const_int(T.i1, 0), const_null(T.ptr), const_int(T.i1, 1), tape], function_type=fnty)
     b.br(nxt)
     b.position_at_end(nxt)
-    after = b.add(r, _i64(1))
+    after = b.add(r, B.i64(1))
     r.add_incoming(after, nxt)
     b.cbranch(b.icmp("ult", after, rows), loop, done)
     b.position_at_end(done)
     b.ret_void()
     return fn
-
-
-def _private_copies(cx, layout: _Layout, block: Value) -> None:
-    """In the forward sweep, before the launch: zeroed copies of each privatized slot's
-    shadow, one per reverse task (the forward sweep hands each row the copy of the task that
-    will reverse it: the body's reverse uses the shadow pointers its forward sweep kept),
-    freed when the reverse sweep is done. With one task there are none: it adds into the
-    shadow itself."""
-    b = cx.fb
-    slots = _load(b, T.i64, block, _NSLOTS)
-    calloc = cx.module.declare("calloc", T.FunctionType(T.ptr, [T.i64, T.i64]))
-    free = free_function(cx.module)
-    for p in range(len(layout.private)):
-        size = _load(b, T.i64, block, layout.privates + 2 * p + 1)
-        copies = b.call(calloc, [slots, _copy_stride(b, size)], name="private")
-        used = b.select(b.icmp("ugt", slots, _i64(1)), copies, const_null(T.ptr))
-        _store(b, used, block, layout.privates + 2 * p)
-        cx.release_later(I.Call(free, [copies], free.function_type), copies,
-                         const_null(T.ptr))
-
-
-def _copy_stride(b: IRBuilder, size: Value) -> Value:
-    """Bytes from one task's private copy of ``size`` bytes to the next: a whole cache line
-    at least between them, so no two tasks write the same line (the GMM's parameter adjoints
-    were a few hundred bytes a task: the line where one task's copy ended and the next began
-    went back and forth between the cores at every point's reverse)."""
-    return b.and_(b.add(size, _i64(2 * _LINE - 1)), _i64(-_LINE))
-
-
-def _sum_private_copies(cx, layout: _Layout, block: Value) -> None:
-    """After the reverse launch: each privatized slot's copies summed into its shadow (in
-    task order: the same sum at every run)."""
-    if not layout.private:
-        return
-    b, fn = cx.rb, cx.rev
-    slots = _load(b, T.i64, block, _NSLOTS)
-    for p, (k, ty) in enumerate(layout.private):
-        copies = _load(b, T.ptr, block, layout.privates + 2 * p)
-        size = _load(b, T.i64, block, layout.privates + 2 * p + 1)
-        shadow = _load(b, T.ptr, block, layout.shadows + k)
-        count = b.udiv(size, _i64(4 if ty == T.float else 8))
-        stride = b.udiv(_copy_stride(b, size), _i64(4 if ty == T.float else 8))
-        check, loop, inner, stored, done = (fn.append_block(n) for n in (
-            "private.check", "private.sum", "private.sum.task", "private.sum.next",
-            "private.done"))
-        b.cbranch(b.icmp("eq", copies, const_null(T.ptr)), done, check)
-        b.position_at_end(check)
-        b.cbranch(b.icmp("eq", count, _i64(0)), done, loop)
-        # for e in [0, count): shadow[e] += the sum over tasks t of copies[t * count + e]
-        b.position_at_end(loop)
-        e = b.phi(T.i64, name="e")
-        out = b.gep(ty, shadow, [e])
-        first = b.load(ty, out)
-        b.br(inner)
-        b.position_at_end(inner)
-        task = b.phi(T.i64, name="task")
-        acc = b.phi(ty, name="acc")
-        part = b.load(ty, b.gep(ty, copies, [b.add(b.mul(task, stride), e)]))
-        total = b.fadd(acc, part)
-        nxt_task = b.add(task, _i64(1))
-        task.add_incoming(_i64(0), loop)
-        task.add_incoming(nxt_task, inner)
-        acc.add_incoming(first, loop)
-        acc.add_incoming(total, inner)
-        b.cbranch(b.icmp("ult", nxt_task, slots), inner, stored)
-        b.position_at_end(stored)
-        b.store(total, out)
-        nxt = b.add(e, _i64(1))
-        e.add_incoming(_i64(0), check)
-        e.add_incoming(nxt, stored)
-        b.cbranch(b.icmp("ult", nxt, count), loop, done)
-        b.position_at_end(done)
