@@ -472,10 +472,11 @@ def sweeps_a_step(u, c, n, sweeps):
     return np.sum(u * u)
 
 
-def _sweeps_gradient(budget, n, sweeps, cells=1000):
+def _sweeps_gradient(budget, n, sweeps, cells=1000, f=None):
     u, du = np.sin(np.linspace(0.0, 3.0, cells)), np.zeros(cells)
     with pyzyme.options(tape_budget=budget):
-        (_, dc, _, _), = pyzyme.autodiff(pyzyme.Reverse, sweeps_a_step, pyzyme.Duplicated(u, du),
+        (_, dc, _, _), = pyzyme.autodiff(pyzyme.Reverse, f or sweeps_a_step,
+                                         pyzyme.Duplicated(u, du),
                                          pyzyme.Active(0.2), pyzyme.Const(n), pyzyme.Const(sweeps))
     return np.append(du, dc)
 
@@ -510,24 +511,17 @@ def sweeps_a_copy(u, c, n, sweeps):
     return np.sum(u * u)
 
 
-def _copy_sweeps_gradient(budget, n, sweeps, cells=1000):
-    u, du = np.sin(np.linspace(0.0, 3.0, cells)), np.zeros(cells)
-    with pyzyme.options(tape_budget=budget):
-        (_, dc, _, _), = pyzyme.autodiff(pyzyme.Reverse, sweeps_a_copy, pyzyme.Duplicated(u, du),
-                                         pyzyme.Active(0.2), pyzyme.Const(n), pyzyme.Const(sweeps))
-    return np.append(du, dc)
-
-
 def test_a_step_that_allocates_keeps_within_the_budget():
     """A step that allocates (and frees) its own copy of the state was reserved three states
     whatever its inner loops taped: 50 sweeps of the copy, 3.5 MB under a budget of 1 MiB.
     Its allocations' sizes and its inner loops' trip counts are known when the loop starts:
     what an iteration keeps is read off them there."""
-    np.testing.assert_allclose(_copy_sweeps_gradient(1 << 20, 40, 50),
-                               _copy_sweeps_gradient(None, 40, 50), rtol=1e-12, atol=1e-300)
-    assert _measured("T._peak_of(lambda n: T._copy_sweeps_gradient(1 << 20, n, 50), 1 << 20, "
-                     "400)") <= (1 << 10) + 64
-    got = _copy_sweeps_gradient(2000, 6, 4, cells=12)
+    np.testing.assert_allclose(_sweeps_gradient(1 << 20, 40, 50, f=sweeps_a_copy),
+                               _sweeps_gradient(None, 40, 50, f=sweeps_a_copy),
+                               rtol=1e-12, atol=1e-300)
+    assert _measured("T._peak_of(lambda n: T._sweeps_gradient(1 << 20, n, 50, "
+                     "f=T.sweeps_a_copy), 1 << 20, 400)") <= (1 << 10) + 64
+    got = _sweeps_gradient(2000, 6, 4, cells=12, f=sweeps_a_copy)
     fd = central(lambda x: sweeps_a_copy.py_func(x[:12].copy(), x[12], 6, 4),
                  np.append(np.sin(np.linspace(0.0, 3.0, 12)), 0.2))
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-9)
