@@ -48,6 +48,7 @@ from pyzyme.api.njit.overload import NjitObject, overloaded_njit
 from pyzyme.api.njit.tape import Tape, TapeType
 from pyzyme.api.njit.thunks import (
     SHARED_AFTER_APART,
+    checks_apart,
     forward_implementation,
     split_forward_implementation,
     split_reverse_implementation,
@@ -134,9 +135,9 @@ class SplitPlans:
     (array data ``noalias``, as :func:`autodiff` builds it for such calls: a parallel loop's
     reverse then adds shared adjoints into a copy per thread instead of atomically). ``first``
     is the one the example arguments asked for, made with the thunks, and the one ``@njit``
-    code calls (checking at run time that arrays are apart, where it is that build); the other
-    is built when a call from Python first needs it, under the options in force when the
-    thunks were made."""
+    code calls (checking at run time that arrays are apart, where it is that build, unless an
+    argument holds arrays inside a container: then the other); the other is built when a call
+    first needs it, under the options in force when the thunks were made."""
 
     def __init__(self, dispatcher, primal_types: tuple, kinds: tuple, ret_activity,
                  apart: bool) -> None:
@@ -184,16 +185,19 @@ class SplitForward(NjitObject):
         return f"<pyzyme {self.mode} forward thunk of {self._dispatcher.py_func.__name__}>"
 
     def _make_njit(self):
-        # The build the thunks were made with: one for arrays apart checks them at run time.
+        # The build the thunks were made with: one for arrays apart checks them at run time,
+        # where it can (an array inside a tuple or record: the build for any arrays).
         plans = self.plans
-        plan = plans.first
-        tape = TapeType(plan)
 
         def typer(*argtypes):
-            return split_forward_implementation(plan, tape, self.mode.with_primal, argtypes,
-                                                apart=plan is plans.apart)
+            plan = plans.first
+            apart = plan is plans.apart
+            if apart and not checks_apart(plan, argtypes):
+                plan, apart = plans.plan(False), False
+            return split_forward_implementation(plan, TapeType(plan), self.mode.with_primal,
+                                                argtypes, apart=apart)
 
-        names = [f"a{i}" for i in range(len(plan.kinds))]
+        names = [f"a{i}" for i in range(len(plans.first.kinds))]
         return overloaded_njit("forward_thunk", names, typer)
 
 

@@ -234,6 +234,34 @@ def test_a_tape_made_apart_checks_the_arrays_of_its_njit_reverse_call():
         both(x, dx, x, dy)
 
 
+def test_thunks_made_apart_take_arrays_inside_a_tuple_inside_njit():
+    """Arrays inside a tuple cannot be checked for overlap inside @njit code: there the
+    thunks made on arrays apart run the build for arrays that may overlap."""
+    def weighted(x, pair):
+        a, b = pair
+        s = 0.0
+        for i in range(x.shape[0]):
+            s += x[i] * a[i] * b[i]
+        return s
+
+    x, a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.array([5.0, 6.0])
+    fwd, rev = autodiff_thunk(ReverseSplitWithPrimal, weighted, Active, Duplicated(x, x * 0),
+                              Const((a, b)))
+
+    @numba.njit
+    def both(x, dx, pair):
+        tape, v, _ = fwd(Duplicated(x, dx), Const(pair))
+        rev(Duplicated(x, dx), Const(pair), 1.0, tape)
+        return v
+
+    dx = np.zeros(2)
+    assert both(x, dx, (a, b)) == 63.0
+    np.testing.assert_array_equal(dx, a * b)
+    dx = np.zeros(2)
+    both(x, dx, (a, a))                     # the same array twice
+    np.testing.assert_array_equal(dx, a * a)
+
+
 @pytest.fixture
 def nrt_stats():
     was_enabled = _nrt_python.memsys_stats_enabled()

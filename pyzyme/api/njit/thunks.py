@@ -60,7 +60,7 @@ from pyzyme.frontends.numba.abi import argument_refusal
 from pyzyme.frontends.numba.bridge import njit_target
 
 __all__ = ["forward_implementation", "split_forward_implementation",
-           "split_reverse_implementation", "SHARED_AFTER_APART"]
+           "split_reverse_implementation", "checks_apart", "SHARED_AFTER_APART"]
 
 
 @numba.njit
@@ -258,6 +258,21 @@ def split_reverse_implementation(plan, tape: TapeType, argtypes, apart: bool = F
                             "overlap": overlap})
 
 
+def _checkable(a: _Arg) -> bool:
+    """Whether the arrays argument ``a`` passes can be checked for overlap here: an array, or
+    no array at all (a number, a tuple of numbers)."""
+    t = a.type
+    return isinstance(t, (types.Array, types.Number)) or isinstance(t, types.BaseTuple) and all(
+        isinstance(e, types.Number) for e in t)
+
+
+def checks_apart(plan, argtypes) -> bool:
+    """Whether a call with ``argtypes`` can check at run time that its arrays are apart (none
+    inside a tuple, record or other container), as the build of ``plan`` for arrays apart
+    needs."""
+    return all(_checkable(a) for a in _split_arguments(plan, argtypes[:len(plan.kinds)]))
+
+
 def _apart_lines(args: list[_Arg], message: str) -> list[str]:
     """Lines raising ``message`` where two arrays of the call overlap, for a derivative that
     takes array data as ``noalias`` (arrays inside tuples or records cannot be checked here:
@@ -266,9 +281,7 @@ def _apart_lines(args: list[_Arg], message: str) -> list[str]:
     for k, a in enumerate(args):
         if isinstance(a.type, types.Array):
             arrays += [a.primal] + ([a.shadow] if a.shadow else [])
-        elif not isinstance(a.type, (types.Number, types.BaseTuple)) or \
-                isinstance(a.type, types.BaseTuple) and any(
-                    not isinstance(t, types.Number) for t in a.type):
+        elif not _checkable(a):
             raise PyzymeError(
                 f"these thunks were made on example arrays that share no memory, a build "
                 f"that needs arrays apart; inside @njit code that can be checked only for "
