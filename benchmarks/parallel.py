@@ -269,10 +269,10 @@ def gradient_call(f, args, active):
     return zero, run, annotated
 
 
-def atomics(f, annotated) -> int:
-    """``atomicrmw fadd`` instructions in ``f``'s optimized reverse derivative (Numba's own
-    reference counts are atomic integer adds: not counted)."""
-    ir = pyzyme.code_llvm(Reverse, f, Active, *annotated, optimized=True)
+def atomics(f, annotated, mode=Reverse) -> int:
+    """``atomicrmw fadd`` instructions in ``f``'s optimized reverse derivative (``mode``: or
+    its split pair; Numba's own reference counts are atomic integer adds: not counted)."""
+    ir = pyzyme.code_llvm(mode, f, Active, *annotated, optimized=True)
     return len(re.findall(r"\batomicrmw\s+(?:volatile\s+)?fadd\b", ir))
 
 
@@ -370,8 +370,7 @@ def measure_split(f, args, active, repeat, threads_list=THREADS):
             forward = min(forward, time.perf_counter() - t)
             reverse = min(reverse, _time(lambda: rev(*annotated, 1.0, tape)))
         out[threads] = (primal, forward, reverse)
-    ir = pyzyme.code_llvm(pyzyme.ReverseSplitWithPrimal, f, Active, *annotated, optimized=True)
-    return out, len(re.findall(r"\batomicrmw\s+(?:volatile\s+)?fadd\b", ir))
+    return out, atomics(f, annotated, pyzyme.ReverseSplitWithPrimal)
 
 
 def _ms(s: float) -> str:

@@ -33,6 +33,15 @@ _LAYOUTS: dict[str, tuple[tuple[int, ...], int]] = {}
 _ALIGNS: dict[str, int] = {}
 
 
+def _cache_key(ty: T.Type) -> str | None:
+    """The key ``ty``'s layout is kept under: its text, where it is a literal struct naming
+    no other struct (a named one's body may differ between modules); else None."""
+    if type(ty) is not T.StructType:
+        return None
+    text = str(ty)
+    return None if "%" in text else text
+
+
 def _store_bytes(ty: T.Type) -> int:
     if isinstance(ty, T.IntType):
         return (ty.width + 7) // 8
@@ -62,14 +71,14 @@ def alignof(ty: T.Type) -> int:
     if isinstance(ty, T.ArrayType):
         return alignof(ty.element)
     if isinstance(ty, (T.StructType, T.IdentifiedStructType)):
-        known = _ALIGNS.get(ty._text) if type(ty) is T.StructType else None
-        if known is not None:
-            return known
+        key = _cache_key(ty)
+        if key in _ALIGNS:
+            return _ALIGNS[key]
         if ty.elements is None:
             raise TypeAnalysisError(f"the opaque struct {ty} has no layout")
         a = 1 if ty.packed else max((alignof(e) for e in ty.elements), default=1)
-        if type(ty) is T.StructType and "%" not in ty._text:
-            _ALIGNS[ty._text] = a
+        if key is not None:
+            _ALIGNS[key] = a
         return a
     raise TypeAnalysisError(f"{ty} has no size")
 
@@ -96,13 +105,11 @@ def sizeof(ty: T.Type) -> int:
     raise TypeAnalysisError(f"{ty} has no size")
 
 
-
-
 def struct_layout(ty) -> tuple[Sequence[int], int]:
     """The byte offset of each field of struct ``ty``, and the end of its last field."""
-    known = _LAYOUTS.get(ty._text) if type(ty) is T.StructType else None
-    if known is not None:
-        return known
+    key = _cache_key(ty)
+    if key in _LAYOUTS:
+        return _LAYOUTS[key]
     if ty.elements is None:
         raise TypeAnalysisError(f"the opaque struct {ty} has no layout")
     offsets, at = [], 0
@@ -112,8 +119,8 @@ def struct_layout(ty) -> tuple[Sequence[int], int]:
             at = -(-at // a) * a
         offsets.append(at)
         at += sizeof(e)
-    if type(ty) is T.StructType and "%" not in ty._text:
-        _LAYOUTS[ty._text] = (tuple(offsets), at)
+    if key is not None:
+        _LAYOUTS[key] = (tuple(offsets), at)
     return offsets, at
 
 

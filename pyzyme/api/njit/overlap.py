@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numba
 
-__all__ = ["overlap"]
+__all__ = ["overlap", "any_overlap"]
 
 
 @numba.njit
@@ -29,3 +29,13 @@ def overlap(a, b):
     alo, ahi = _span(a)
     blo, bhi = _span(b)
     return alo < bhi and blo < ahi
+
+
+def any_overlap(names, call: str = "overlap") -> str:
+    """Source for generated ``@njit`` code: true where two of the arrays named in ``names``
+    overlap (``call``: the name :func:`overlap` is bound to there).
+
+    >>> any_overlap(["x", "y", "z"])
+    'overlap(x, y) or overlap(x, z) or overlap(y, z)'
+    """
+    return " or ".join(f"{call}({a}, {b})" for k, a in enumerate(names) for b in names[k + 1:])

@@ -24,7 +24,7 @@ from pyzyme.api.args.complex import has_complex
 from pyzyme.api.args.structured import is_real
 from pyzyme.api.convenience import plain_call, reverse_call, reverse_jacobian
 from pyzyme.api.dispatchers import dispatcher_of, result_type
-from pyzyme.api.njit.overlap import overlap
+from pyzyme.api.njit.overlap import any_overlap, overlap
 from pyzyme.api.njit.overload import NjitObject, overloaded_njit
 from pyzyme.api.njit.zeros import copy_into, zeros_like, zeros_rows
 from pyzyme.api.plans import reverse_plan
@@ -223,8 +223,7 @@ def _call_lines(args: str, arrays: Sequence[str], indent: str) -> list[str]:
     """Lines binding ``r`` to the derivative's result, checking overlap when needed."""
     if len(arrays) < 2:
         return [f"{indent}r = rev_d({args})"]
-    checks = " or ".join(f"_overlap({a}, {b})" for k, a in enumerate(arrays)
-                         for b in arrays[k + 1:])
+    checks = any_overlap(arrays, "_overlap")
     return [f"{indent}if {checks}:", f"{indent}    r = rev_n({args})",
             f"{indent}else:", f"{indent}    r = rev_d({args})"]
 

@@ -52,7 +52,7 @@ from pyzyme.analysis.activity import Activity
 from pyzyme.api import annotations as A
 from pyzyme.api.args import refusals as R
 from pyzyme.api.njit.annotations import AnnotationType, annotation_of
-from pyzyme.api.njit.overlap import overlap
+from pyzyme.api.njit.overlap import any_overlap, overlap
 from pyzyme.api.njit.tape import TapeType, tape_intrinsics
 from pyzyme.api.plans import forward_plan
 from pyzyme.errors import PyzymeError, UnsupportedError
@@ -289,6 +289,4 @@ def _apart_lines(args: list[_Arg], message: str) -> list[str]:
                 f"or make them with arrays that share memory")
     if len(arrays) < 2:
         return []
-    checks = " or ".join(f"overlap({x}, {y})" for i, x in enumerate(arrays)
-                         for y in arrays[i + 1:])
-    return [f"    if {checks}:", f"        raise PyzymeError({message!r})"]
+    return [f"    if {any_overlap(arrays)}:", f"        raise PyzymeError({message!r})"]
