@@ -140,7 +140,7 @@ _BODY_ACTIVITIES = (Activity.DUPLICATED, Activity.CONST, Activity.CONST, Activit
                     Activity.CONST, Activity.CONST)
 
 
-def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: "B.Layout",
+def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: B.Layout,
                 reverse: bool = True):
     """The body, reading the slots of ``args`` that carry no derivative from a parameter of
     their own (:func:`~pyzyme.transforms.parallel_body.split_arguments`); what the caller
