@@ -417,3 +417,32 @@ def test_a_kernel_writing_its_argument_leaves_the_jax_array_as_it_was():
     close(gx, 8.0 * x * y)
     close(gy, 4.0 * x ** 2)
     np.testing.assert_array_equal(np.asarray(x), [1.0, 2.0, 3.0])
+
+
+@numba.njit(parallel=True)
+def _shifted_products(a, b):
+    s = 0.0
+    for i in numba.prange(a.shape[0]):
+        s += a[i] * b[(i + 1) % a.shape[0]] ** 2
+    return s
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_prange_kernel_given_one_buffer_twice_under_grad(threads):
+    """The bridge's reverse kernels are built for arrays apart (it makes every array they
+    write), so one JAX buffer passed as both arguments is two read-only views: the gradient
+    of ``sum_i a_i b_{i+1}^2`` at ``a = b = x`` is ``x_{i+1}^2 + 2 x_{i-1} x_i``, each
+    argument's cotangent its own, at one thread and with tasks sharing the adjoints."""
+    w = pyzyme.jax.wrap(_shifted_products, jax.ShapeDtypeStruct((), jnp.float64))
+    x = jnp.asarray(np.random.default_rng(3).random(1000))
+    xn = np.asarray(x)
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        close(jax.jit(jax.grad(lambda v: w(v, v)))(x),
+              np.roll(xn, -1) ** 2 + 2.0 * np.roll(xn, 1) * xn)
+        ga, gb = jax.grad(w, argnums=(0, 1))(x, x)
+    finally:
+        numba.set_num_threads(before)
+    close(ga, np.roll(xn, -1) ** 2)
+    close(gb, 2.0 * np.roll(xn, 1) * xn)

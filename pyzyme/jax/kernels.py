@@ -261,8 +261,12 @@ def _reverse_store(k: Kernel, mask: tuple):
     kinds = [(Activity.ACTIVE if not s.shape else Activity.DUPLICATED) if m else
              Activity.DUPLICATED if z else Activity.CONST
              for s, m, z in zip(k.ins, mask, shadowed)]
+    # Built for arrays apart: the outputs, their cotangents and the shadows are made here,
+    # and the inputs that stay JAX's are only read (store copies any f may write), so no
+    # two arrays the derivative writes share memory; a parallel loop's reverse sweep then
+    # gives each task a copy of a shared adjoint instead of adding atomically.
     plan = reverse_plan(k.store, k.signature(), [*kinds, *[Activity.DUPLICATED] * len(k.outs)],
-                        A.Const, False, need_primal=False)
+                        A.Const, True, need_primal=False)
     a, o, c = _names("a", len(k.ins)), _names("o", len(k.outs)), _names("c", len(k.outs))
     g = [f"g{i}" for i, m in enumerate(mask) if m]
     lines = [f"def rev({', '.join(a + c + g)}):"]
