@@ -372,6 +372,10 @@ def framework_op(function: str, part: str, *inputs: str) -> str:
 TAPE_POOL, TAPE_POOL_BYTES = "pyzyme.tape_pool", "pyzyme.tape_pool_bytes"
 TAPE_REALLOC, TAPE_CAPACITY, TAPE_FREE = ("pyzyme.tape_realloc", "pyzyme.tape_capacity",
                                           "pyzyme.tape_free")
+#: The tape arena (pyzyme.diff.tape.arena): an allocation from the side stack's arena, its
+#: fast path and a new chunk.
+TAPE_ARENA, TAPE_ARENA_TAKE, TAPE_ARENA_REFILL = ("pyzyme.tape_arena", "pyzyme.tape_arena.take",
+                                                  "pyzyme.tape_arena.refill")
 #: Shadows of temporaries from the tape pool, and the destructor giving them back
 #: (pyzyme.diff.tape.pooled_shadows).
 SHADOW_ALLOC, POOLED_SHADOW_RELEASE = "pyzyme.shadow_alloc", "pyzyme.pooled_shadow_release"
@@ -399,7 +403,8 @@ DIGAMMA, POW_LESS1, INT_POWER = "pyzyme.digamma", "pyzyme.pow_less1", "pyzyme.in
 MATH_HELPERS = tuple(name + suffix for name in (DIGAMMA, POW_LESS1, INT_POWER)
                      for suffix in ("", "f"))
 
-HELPERS = (TAPE_POOL, TAPE_POOL_BYTES, TAPE_REALLOC, TAPE_CAPACITY, TAPE_FREE, SHADOW_ALLOC,
+HELPERS = (TAPE_POOL, TAPE_POOL_BYTES, TAPE_REALLOC, TAPE_CAPACITY, TAPE_FREE, TAPE_ARENA,
+           TAPE_ARENA_TAKE, TAPE_ARENA_REFILL, SHADOW_ALLOC,
            POOLED_SHADOW_RELEASE, SHADOW_REGROW, SHADOW_RELEASE, TAPE_PUSH, DEFER_RELEASE,
            INDIRECT_PAIR, SIDE_STACK, SIDE_STACK_TEXT, SIDE_STACK_RUN, SIDE_STACK_ENTER,
            SIDE_STACK_LEAVE, SIDE_STACK_RESERVE, SIDE_STACK_OVERFLOW, EXPECT_CALLEE, CALLEE_TEXT,

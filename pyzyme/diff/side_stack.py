@@ -34,6 +34,11 @@ the stack pointer alone, without thread-local storage (which MCJIT cannot alloca
 function running on none of this module's stacks (a parallel region's worker thread) skips
 the check.
 
+Each stack's header also holds a tape arena (:mod:`pyzyme.diff.tape.arena`): the generated
+functions in a cycle take the tape blocks they make (``pyzyme.tape_realloc(null, n)``) from the
+arena of the stack they run on, which outlives the wrapper's run (the next run on the stack
+cuts from the chunk it left, from its start again once the chunk's blocks are all freed).
+
 The cost: a call of a wrapper pays three signal-mask system calls (``getcontext``,
 ``swapcontext`` and the switch back; 1.3 us a call measured in a virtual machine, where system
 calls are slow); a recursive call pays a few instructions and no stack. Modules without
@@ -44,10 +49,13 @@ as they are.
 from __future__ import annotations
 
 from pyzyme import naming
+from pyzyme.analysis.call_graph import call_graph, on_cycles
+from pyzyme.diff.tape import arena as tape_arena
+from pyzyme.diff.tape.pool import REALLOC_NAME, tape_realloc
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.names import readable
-from pyzyme.ir.values import (ConstantInt, ZeroInitializer, const_c_string, const_int,
-                              const_null)
+from pyzyme.ir.values import (ConstantInt, Null, ZeroInitializer, const_c_string,
+                              const_int, const_null)
 from pyzyme.runtime.target import RECURSION_ERROR_SYMBOL, side_stacks
 
 __all__ = ["install", "SLOTS", "GUARD", "MARGIN"]
@@ -64,8 +72,12 @@ HEADER = 32 << 10
 _CONTEXT = 8 << 10           # glibc's ucontext_t: 968 bytes on x86-64, 4560 on AArch64
 _BACK, _SIDE = 64, 64 + _CONTEXT  # where the two contexts start in the header
 _LINK, _SS_SP, _SS_SIZE = 8, 16, 32  # uc_link, uc_stack.ss_sp, uc_stack.ss_size
-# The header's first fields: depth (i64), the guarded function's name (ptr), overflowed (i64).
+# The header's first fields: depth (i64), the guarded function's name (ptr), overflowed (i64);
+# each run of a wrapper sets them afresh. After them, the stack's tape arena, which outlives
+# the runs (pyzyme.diff.tape.arena: its chunk is kept for the next derivative run here).
 _HEAD = T.StructType([T.i64, T.ptr, T.i64])
+_ARENA_STATE = 24
+assert _ARENA_STATE + tape_arena.STATE_BYTES <= _BACK
 _STATE = T.StructType([T.ptr, T.ArrayType(SLOTS, T.i32)])  # arena, slot taken
 _ARENA, _TEXT = naming.SIDE_STACK, naming.SIDE_STACK_TEXT
 _RUN, _ENTER, _LEAVE = naming.SIDE_STACK_RUN, naming.SIDE_STACK_ENTER, naming.SIDE_STACK_LEAVE
@@ -89,8 +101,8 @@ def install(module, stack_bytes: int) -> list:
     ``discard``, which frees a tape) gives no sign of it: its work is abandoned. One returning
     anything else would have no way to tell, and is left on the thread's stack.
     """
-    callees = _callees(module)
-    cyclic = _on_cycles(callees)
+    callees = call_graph(module)
+    cyclic = on_cycles(callees)
     if not cyclic or not side_stacks():
         return []
     reaching = _reaching(callees, cyclic)
@@ -105,6 +117,7 @@ def install(module, stack_bytes: int) -> list:
         # (not the wrappers, which kept the entries' names)
         if fn in cyclic and fn not in entries and _may_guard(fn):
             _guard(module, fn, stack_bytes)
+            _tapes_from_the_arena(module, fn, stack_bytes)
     return entries
 
 
@@ -119,60 +132,6 @@ def _may_guard(fn) -> bool:
 
 
 # -- the call graph --------------------------------------------------------------------------
-def _callees(module) -> dict:
-    """Each defined function -> the defined functions it calls directly."""
-    graph = {}
-    for fn in module.functions:
-        if fn.is_declaration:
-            continue
-        out = set()
-        for inst in fn.instructions():
-            if isinstance(inst, I.CallBase):
-                callee = inst.called_function
-                if callee is not None and not callee.is_declaration:
-                    out.add(callee)
-        graph[fn] = out
-    return graph
-
-
-def _on_cycles(graph: dict) -> set:
-    """The nodes of ``graph`` (node -> successors) that lie on a cycle: Tarjan's strongly
-    connected components, iteratively (a deep call graph or CFG cannot exhaust Python's
-    stack)."""
-    index, low, stack, on_stack, found = {}, {}, [], set(), set()
-    for root in graph:
-        if root in index:
-            continue
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        work = [(root, iter(graph[root]))]
-        while work:
-            node, successors = work[-1]
-            child = next(successors, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(graph[child])))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                component = []
-                while not component or component[-1] is not node:
-                    component.append(stack.pop())
-                    on_stack.discard(component[-1])
-                if len(component) > 1 or node in graph[node]:
-                    found.update(component)
-    return found
-
-
 def _reaching(graph: dict, targets: set) -> set:
     """The functions from which one of ``targets`` can be called (``targets`` included)."""
     callers: dict = {}
@@ -268,6 +227,45 @@ def _guard(module, fn, stack_bytes: int) -> None:
             b.call(leave, [])
 
 
+def _tapes_from_the_arena(module, fn, stack_bytes: int) -> None:
+    """Take ``fn``'s new tape blocks (``pyzyme.tape_realloc(null, n)``) from its stack's tape
+    arena: a recursion allocates one or two at every call, all alive until the reverse sweep
+    (:mod:`pyzyme.diff.tape.arena`)."""
+    b = IRBuilder()
+    for inst in [i for i in fn.instructions() if isinstance(i, I.CallBase)]:
+        callee = inst.called_function
+        if callee is None or callee.name != REALLOC_NAME or \
+                not isinstance(inst.args[0], Null):
+            continue
+        b.position_before(inst)
+        block = b.call(_arena_alloc(module, stack_bytes), [inst.args[1]])
+        inst.replace_all_uses_with(block)
+        name = inst.name
+        inst.erase()
+        block.name = name
+
+
+def _arena_alloc(module, stack_bytes: int):
+    """``ptr pyzyme.tape_arena(i64 bytes)``: ``bytes`` from the tape arena of the side stack
+    it runs on, or from the tape pool on none (a parallel region's worker thread)."""
+    fn = module.get_function(naming.TAPE_ARENA)
+    if fn is not None:
+        return fn
+    fn = module.add_function(naming.TAPE_ARENA, T.FunctionType(T.ptr, [T.i64]),
+                             prefix="internal")
+    nbytes = fn.args[0]
+    nbytes.name = "bytes"
+    entry, found, elsewhere = (fn.append_block(n) for n in ("entry", "found", "elsewhere"))
+    b = IRBuilder(entry)
+    header, _ = _stack_header(b, module, stack_bytes, found, elsewhere)
+    b.position_at_end(found)
+    state = b.gep(T.i8, header, [const_int(T.i64, _ARENA_STATE)], name="state")
+    b.ret(b.call(tape_arena.take(module), [state, nbytes], name="block"))
+    b.position_at_end(elsewhere)
+    b.ret(b.call(tape_realloc(module), [const_null(T.ptr), nbytes], name="block"))
+    return fn
+
+
 def _hoist_allocas(fn):
     """Move ``fn``'s fixed-size stack slots that are made once a call (in no loop) to the top
     of its entry block, and return that block.
@@ -277,7 +275,7 @@ def _hoist_allocas(fn):
     keep them apart, and a slot outside the entry block is allocated at run time (a frame
     pointer and a stack adjustment): the augmented sweep's frame measured 145 bytes, not 80."""
     entry = fn.blocks[0]
-    cyclic = _on_cycles({block: block.successors for block in fn.blocks})
+    cyclic = on_cycles({block: block.successors for block in fn.blocks})
     at = 0
     for block in fn.blocks[1:]:
         if block in cyclic:
@@ -512,6 +510,7 @@ def _run(module, stack_bytes: int):
     base = b.gep(T.i8, arena, [b.mul(k, const_int(T.i64, stack_bytes))], name="base")
     header = b.gep(T.i8, base, [const_int(T.i64, stack_bytes - HEADER)], name="header")
     b.store(ZeroInitializer(_HEAD), header, 8)
+    tape_arena.rewind(b, b.gep(T.i8, header, [const_int(T.i64, _ARENA_STATE)]))
     back = b.gep(T.i8, header, [const_int(T.i64, _BACK)], name="back")
     side = b.gep(T.i8, header, [const_int(T.i64, _SIDE)], name="side")
     getcontext = module.declare("getcontext", T.FunctionType(T.i32, [T.ptr]))

@@ -35,6 +35,7 @@ the call handlers use.
 from __future__ import annotations
 
 from pyzyme.analysis.activity import Activity, analyze_activity, receives_varied
+from pyzyme.analysis.call_graph import call_graph, on_cycles
 from pyzyme.analysis.cfg import dominators, error_only_blocks, reverse_post_order
 from pyzyme.analysis.finite import nonfinite_values
 from pyzyme.analysis.loops import analyze_loops
@@ -109,6 +110,14 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         self.gradient_log = next((r.names[0] for r in rules.rows()
                                   if isinstance(r, spec.GradientLog)), None)
         self.log_texts: dict = {}
+        self._recursive: set | None = None  # the module's functions on call cycles, once
+
+    def recursive(self, fn) -> bool:
+        """Whether ``fn`` is on a call cycle of the module (as it was when first asked: the
+        primal's cycles; the derivatives added since only repeat them)."""
+        if self._recursive is None:
+            self._recursive = on_cycles(call_graph(self.module))
+        return fn in self._recursive
 
     # -- entry point -------------------------------------------------------------------
     def derivative(self, fn, sig: ReverseSignature, name: str | None = None):
@@ -212,7 +221,7 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         fwd_entry = fwd.append_block("allocas")
         rev_entry = rev.append_block("allocas") if sig.split else fwd_entry
         tape = TapeCache(fwd_entry, rev_entry, self.module, self.scopes,
-                         shared_blocks=not self.later_round)
+                         shared_blocks=not self.later_round, recursive=self.recursive(fn))
         # A nested pair defers into its caller's list, the augmented primal's last parameter.
         releases = Releases(tape, self.module, rev.name, fwd.args[-1] if sig.nested else None,
                             self.released_by_address)

@@ -135,10 +135,16 @@ class TapeCache:
     shared_blocks
         Whether the caches of one loop share a block (:meth:`_regroup`); not in code a later
         round differentiates (:func:`_groups`).
+    recursive
+        Whether the function is on a call cycle: then its tape's own block (split mode) comes
+        from the tape allocator, as its caches do, which the side stack it runs on turns
+        into cuts from an arena (:mod:`pyzyme.diff.tape.arena`), not from ``malloc``.
     """
 
-    def __init__(self, fwd_entry, rev_entry, module, scopes, shared_blocks: bool = True) -> None:
+    def __init__(self, fwd_entry, rev_entry, module, scopes, shared_blocks: bool = True,
+                 recursive: bool = False) -> None:
         self.shared_blocks = shared_blocks
+        self.recursive = recursive
         self.fwd_entry = fwd_entry
         self.rev_entry = rev_entry
         self.module = module
@@ -380,7 +386,7 @@ class TapeCache:
         if self.block is not None:
             # The tape's own block (see shadow_room): the reverse function's last parameter.
             tape = self.block if forward else self.rev_entry.parent.args[-1]
-            free_memory(self.module, b, tape)
+            self._free_block(b, tape)
 
     # -- stacks --------------------------------------------------------------------------
     def stack(self, name: str) -> Slot:
@@ -434,7 +440,7 @@ class TapeCache:
             at = IRBuilder()
             at.position_before(self.fwd_entry.terminator)
             # Its size is set once every slot is known (pack).
-            self.block = malloc(self.module, at, const_int(T.i64, 0), "tape")
+            self.block = self._new_block(at, const_int(T.i64, 0))
         offset = self.shadow_bytes
         self.shadow_bytes += -(-max(1, size) // _BLOCK_ALIGN) * _BLOCK_ALIGN
         at = const_int(T.i64, offset)
@@ -466,10 +472,10 @@ class TapeCache:
             return const_null(T.ptr)
         size = const_int(T.i64, self.size())
         if self.block is not None:
-            self.block.set_operand(1, size)  # operands: callee, then the size
+            self.block.set_operand(self.block.nargs, size)  # its last argument (after the callee)
             tape = self.block
         else:
-            tape = malloc(self.module, b, size, "tape")
+            tape = self._new_block(b, size)
         ty = self.layout()
         for i, s in enumerate(self.slots):
             field_ptr = b.gep(ty, tape, [const_int(T.i64, 0), const_int(T.i32, self._field(i))])
@@ -513,6 +519,18 @@ class TapeCache:
             field_ptr = b.gep(ty, tape, [const_int(T.i64, 0), const_int(T.i32, self._field(i))])
             b.store(_constant_if(b.load(s.type, field_ptr), s.constant), s.rev)
         if self.block is None:
+            self._free_block(b, tape)
+
+    def _new_block(self, b: IRBuilder, size: Value) -> Value:
+        """A block of ``size`` bytes for the tape itself (see ``recursive``)."""
+        if self.recursive:
+            return b.call(tape_realloc(self.module), [const_null(T.ptr), size], name="tape")
+        return malloc(self.module, b, size, "tape")
+
+    def _free_block(self, b: IRBuilder, tape: Value) -> None:
+        if self.recursive:
+            b.call(tape_free(self.module), [tape])
+        else:
             free_memory(self.module, b, tape)
 
     # -- printing ----------------------------------------------------------------------

@@ -15,6 +15,10 @@ per class and :data:`RETAINED_BYTES` in all (a counter of the large blocks kept,
 the slots), past which a freed block goes back to the C library.
 
 A block carries a 16-byte header holding its size; the pointer handed out is just past it.
+A block of the tape arena (:mod:`pyzyme.diff.tape.arena`, for recursive functions' tapes)
+holds minus its size there instead, and the address of its chunk in the next 8 bytes: both
+functions below take either kind, so code that frees or grows a block need not know which
+it has.
 
 ``pyzyme.tape_realloc(old, bytes)`` grows (or allocates, from null) and
 ``pyzyme.tape_free(p)`` returns a block to the pool. ``pyzyme.tape_capacity(hint, capacity)``
@@ -31,15 +35,17 @@ from pyzyme import naming
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.values import ZeroInitializer, const_int, const_null
 
-__all__ = ["tape_realloc", "tape_free", "tape_capacity", "SLOTS", "RETAINED_BYTES", "COUNTED_BYTES",
-           "FIRST_CAPACITY", "REALLOC_NAME", "FREE_NAME", "CAPACITY_NAME"]
+__all__ = ["tape_realloc", "tape_free", "tape_capacity", "release_arena_block", "release_chunk",
+           "SLOTS", "RETAINED_BYTES", "COUNTED_BYTES", "FIRST_CAPACITY", "REALLOC_NAME",
+           "FREE_NAME", "CAPACITY_NAME", "HEADER_BYTES"]
 
 _POOL, _HELD = naming.TAPE_POOL, naming.TAPE_POOL_BYTES
 #: The symbols of the three functions (code differentiated again meets them as calls).
 REALLOC_NAME = _REALLOC = naming.TAPE_REALLOC
 CAPACITY_NAME = _CAPACITY = naming.TAPE_CAPACITY
 FREE_NAME = _FREE = naming.TAPE_FREE
-_HEADER = 16
+#: The bytes of a block's header, before the pointer handed out.
+HEADER_BYTES = _HEADER = 16
 _MIN_CLASS = 6  # 64-byte blocks at least
 #: Freed blocks kept per size class. Enough for the arrays one call has in use at once: the
 #: ode eval's gradient at n=100000, s=1 holds ten blocks of the 1 MiB class (six of them
@@ -108,6 +114,35 @@ def _holds_a_block(b: IRBuilder, slot):
     return b.icmp("ne", held, const_null(T.ptr))
 
 
+def _capacity(b: IRBuilder, raw, name: str):
+    """The bytes of a block, header included, from the first word of its header (an arena
+    block's holds minus them)."""
+    negative = b.icmp("slt", raw, const_int(T.i64, 0))
+    return b.select(negative, b.sub(const_int(T.i64, 0), raw), raw, name=name)
+
+
+def release_arena_block(b: IRBuilder, module, header) -> None:
+    """At ``b``: the arena block at ``header`` freed, one fewer in its chunk
+    (:func:`release_chunk`)."""
+    release_chunk(b, module, b.load(T.ptr, b.gep(T.i8, header, [const_int(T.i64, 8)]),
+                                    name="chunk"))
+
+
+def release_chunk(b: IRBuilder, module, chunk) -> None:
+    """At ``b``: one user fewer of the arena's ``chunk`` (a pool block whose first word counts
+    the blocks cut from it that are still in use, and one more while an arena cuts from it);
+    the last one frees it. Atomic: a tape may be freed on another thread than the one whose
+    arena it came from (split mode's reverse thunk, a parallel loop's tasks)."""
+    fn = b.block.parent
+    left = b.atomicrmw("sub", chunk, const_int(T.i64, 1), "acq_rel", name="chunk.left")
+    last, done = fn.append_block("chunk.last"), fn.append_block("chunk.kept")
+    b.cbranch(b.icmp("eq", left, const_int(T.i64, 1)), last, done)
+    b.position_at_end(last)
+    b.call(tape_free(module), [chunk])
+    b.br(done)
+    b.position_at_end(done)
+
+
 def tape_free(module):
     """``void pyzyme.tape_free(ptr p)``: keep the block in a free slot of its class (or, all
     taken, in the first, freeing the block it displaces); a block that would take the pool
@@ -125,8 +160,28 @@ def tape_free(module):
     b = IRBuilder(entry)
     b.cbranch(b.icmp("eq", p, const_null(T.ptr)), done, keep)
     b.position_at_end(keep)
-    header = b.gep(T.i8, p, [const_int(T.i64, -_HEADER)], name="header")
-    size = b.load(T.i64, header, name="size")
+    own = b.gep(T.i8, p, [const_int(T.i64, -_HEADER)], name="own")
+    own_size = b.load(T.i64, own, name="own.size")
+    pooled, arena, last = (fn.append_block(n) for n in ("pooled", "arena", "chunk.last"))
+    b.cbranch(b.icmp("slt", own_size, const_int(T.i64, 0)), arena, pooled)
+    # An arena block: one fewer in its chunk (release_chunk, written out here: a call would
+    # make this function recursive, and recursive functions run on a side stack); the last
+    # one out frees the chunk, a pool block, as below.
+    b.position_at_end(arena)
+    chunk = b.load(T.ptr, b.gep(T.i8, own, [const_int(T.i64, 8)]), name="chunk")
+    left = b.atomicrmw("sub", chunk, const_int(T.i64, 1), "acq_rel", name="chunk.left")
+    b.cbranch(b.icmp("eq", left, const_int(T.i64, 1)), last, done)
+    b.position_at_end(last)
+    chunk_header = b.gep(T.i8, chunk, [const_int(T.i64, -_HEADER)], name="chunk.header")
+    chunk_size = b.load(T.i64, chunk_header, name="chunk.size")
+    b.br(pooled)
+    b.position_at_end(pooled)
+    header = b.phi(T.ptr, name="header")
+    header.add_incoming(own, keep)
+    header.add_incoming(chunk_header, last)
+    size = b.phi(T.i64, name="size")
+    size.add_incoming(own_size, keep)
+    size.add_incoming(chunk_size, last)
     cttz = module.declare("llvm.cttz.i64", T.FunctionType(T.i64, [T.i64, T.i1]))
     cls = b.call(cttz, [size, const_int(T.i1, 1)], name="class")
     count = fn.append_block("count")
@@ -178,7 +233,7 @@ def tape_realloc(module):
 
     b.position_at_end(check)
     old_header = b.gep(T.i8, old, [const_int(T.i64, -_HEADER)])
-    old_size = b.load(T.i64, old_header, name="old.size")
+    old_size = _capacity(b, b.load(T.i64, old_header), "old.size")
     b.cbranch(b.icmp("uge", old_size, need), done, fresh)
 
     b.position_at_end(fresh)
@@ -225,10 +280,18 @@ def tape_realloc(module):
     memcpy = module.declare("llvm.memcpy.p0.p0.i64",
                    T.FunctionType(T.void, [T.ptr, T.ptr, T.i64, T.i1]))
     outgrown = b.gep(T.i8, old, [const_int(T.i64, -_HEADER)], name="outgrown")
-    old_bytes = b.sub(b.load(T.i64, outgrown), const_int(T.i64, _HEADER))
+    raw = b.load(T.i64, outgrown, name="outgrown.size")
+    old_bytes = b.sub(_capacity(b, raw, "outgrown.bytes"), const_int(T.i64, _HEADER))
     b.call(memcpy, [data, old, old_bytes, const_int(T.i1, 0)])
     # An outgrown block goes back to the C library, not to the pool: the next call starts at
     # the capacity this one reaches (pyzyme.diff.tape.cache), so it would never ask for it again.
+    libc, arena = fn.append_block("outgrown.libc"), fn.append_block("outgrown.arena")
+    b.cbranch(b.icmp("slt", raw, const_int(T.i64, 0)), arena, libc)
+    b.position_at_end(arena)
+    release_arena_block(b, module, outgrown)
+    released = b.block
+    b.br(done)
+    b.position_at_end(libc)
     b.call(_libc_free(module), [outgrown])
     b.br(done)
 
@@ -236,7 +299,8 @@ def tape_realloc(module):
     result = b.phi(T.ptr, name="result")
     result.add_incoming(old, check)
     result.add_incoming(data, got)
-    result.add_incoming(data, copy)
+    result.add_incoming(data, libc)
+    result.add_incoming(data, released)
     b.ret(result)
     return fn
 
