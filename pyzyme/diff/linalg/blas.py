@@ -34,7 +34,7 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import const_float, const_int
+from pyzyme.ir.values import ConstantFP, const_float, const_int
 
 __all__ = ["forward_mode", "augmented", "reverse"]
 
@@ -76,8 +76,10 @@ def forward_mode(cx, inst: I.Call, row) -> None:
             continue
         ialpha, ibeta = (4, 8) if op == "gemv" else (6, 11)
         if tangent(inst.args[ibeta], lane) is not None:
-            raise UnsupportedError(f"{cx.where}: the beta of {inst.called_function.ref} "
-                                   f"carries a derivative: {inst}")
+            raise UnsupportedError(
+                f"{cx.where}: np.dot or @ (Numba's {inst.called_function.ref}) is passed a "
+                f"beta, the factor it scales its output by, that carries a derivative; "
+                f"forward mode differentiates it only as Numba calls it, with beta = 0: {inst}")
         terms = []
         da, db = tangent(inst.args[ia], lane), tangent(inst.args[ib], lane)
         if da is not None:
@@ -138,9 +140,40 @@ def augmented(cx, inst: I.Call, row) -> None:
     scalars = {}
     if op != "dot":
         ialpha, ibeta = (4, 8) if op == "gemv" else (6, 11)
-        scalars = {i: b.load(ty, new.args[i], name=f"blas.{n}")
+        scalars = {i: _slot_constant(inst.args[i]) or b.load(ty, new.args[i], name=f"blas.{n}")
                    for i, n in ((ialpha, "alpha"), (ibeta, "beta"))}
     cx.rule_calls[inst] = ("blas", kept, scalars)
+
+
+def _slot_constant(pointer):
+    """The constant in stack slot ``pointer`` where every store to it stores that constant
+    and nothing else writes it (Numba's ``np.dot`` passes ``alpha = 1`` and ``beta = 0`` so):
+    the reverse sweep then needs no tape for it, and forward mode over that sweep sees a
+    constant, not a load from a tape that holds derivatives as well. None otherwise."""
+    if not isinstance(pointer, I.Alloca):
+        return None
+    found = None
+    for user in pointer.users:
+        if isinstance(user, I.Store):
+            if user.pointer is not pointer or not isinstance(user.value, ConstantFP) or \
+                    (found is not None and user.value.value != found.value):
+                return None
+            found = user.value
+        elif not _reads_only(user, pointer):
+            return None
+    return found
+
+
+def _reads_only(user, pointer) -> bool:
+    """Whether ``user`` only reads the slot: a BLAS helper's scalar argument, a load, or the
+    slot's lifetime markers."""
+    if isinstance(user, I.Load):
+        return True
+    if isinstance(user, I.CallBase):
+        callee = user.called_function
+        name = callee.name if callee is not None else ""
+        return name.startswith(("numba_xxgemv", "numba_xxgemm", "llvm.lifetime."))
+    return False
 
 
 def _operand_elements(b: IRBuilder, call, op: str, index: int):
