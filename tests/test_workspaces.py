@@ -1,6 +1,7 @@
-"""Arrays the JAX-style layer holds constant that the function writes (pyzyme.api.workspaces):
-grad, value_and_grad, jacrev and hvp give them zero shadows of their own, from Python and from
-@njit code; autodiff still refuses them as Const (API.md)."""
+"""Arrays the JAX-style layer holds constant that the function writes, or whose memory it
+merges with memory that has a shadow (pyzyme.api.workspaces): grad, value_and_grad, jacrev,
+jacfwd and hvp give them zero shadows of their own, from Python and from @njit code; autodiff
+still refuses them as Const (API.md)."""
 
 import numba
 import numpy as np
@@ -56,6 +57,16 @@ def smoothed_energy(x, out):
     for i in prange(n):
         s += out[i] ** 3
     return s
+
+
+@numba.njit
+def relaxed(x, init, steps):
+    """c starts as init, which nothing writes, then each step makes a new array of c and x:
+    c is init's memory or a new array's, known only at run time."""
+    c = init
+    for _ in range(steps):
+        c = 0.5 * (c + x * x)
+    return np.sum(c * c)
 
 
 X = np.array([0.5, -1.2, 2.0, 0.3])
@@ -228,3 +239,20 @@ def test_value_and_grad_with_aux_and_a_written_array():
     assert value == pytest.approx(np.sum(X ** 3), rel=1e-14)
     assert aux == pytest.approx(X[0] ** 2, rel=1e-14)
     np.testing.assert_allclose(grad, 3 * X ** 2, rtol=1e-14)
+
+
+def test_an_array_merged_with_new_ones_gets_a_shadow_too():
+    # autodiff refuses init as Const (its memory meets memory with a shadow); grad, jacfwd and
+    # hvp give it a zero shadow. c_k = a init + (1 - a) x^2 with a = 2^-k, f = |c_k|^2.
+    init, k, v = np.array([1.0, 2.0, -1.0, 0.5]), 3, np.array([1.0, -2.0, 0.5, 3.0])
+    with pytest.raises(pyzyme.ActivityError, match="init"):
+        pyzyme.autodiff(Reverse, relaxed, Active, pyzyme.Duplicated(X, np.zeros(4)),
+                        Const(init), Const(k))
+    a = 0.5 ** k
+    c = a * init + (1 - a) * X * X
+    np.testing.assert_allclose(pyzyme.grad(relaxed)(X, init, k), 4 * (1 - a) * c * X,
+                               rtol=1e-14)
+    np.testing.assert_allclose(pyzyme.jacfwd(relaxed)(X, init, k), 4 * (1 - a) * c * X,
+                               rtol=1e-14)
+    np.testing.assert_allclose(pyzyme.hvp(relaxed, X, v, init, k),
+                               4 * (1 - a) * (c + 2 * (1 - a) * X * X) * v, rtol=1e-13)

@@ -4,11 +4,15 @@
 to some arguments and hold the others constant. A float array among the others that the function writes
 with values computed from the differentiated ones (an output or scratch array: ``f(x, out)``
 filling ``out`` and returning a sum of it) needs a shadow for their derivatives to pass
-through; without one the derivative's build raises :class:`~pyzyme.ActivityError`. Through
+through; without one the derivative's build raises :class:`~pyzyme.ActivityError`. So does
+one it only reads but whose memory it merges with memory that has a shadow (``c = init``
+before a loop that makes ``c`` new arrays): whether ``c``'s reads carry derivatives is then
+known only at run time. Through
 :func:`~pyzyme.autodiff` the caller passes ``Duplicated`` (API.md's temporary storage); these
 layers have no annotation for it, so on that error they build once more with a zero shadow for
-each constant float array the function may write (the build names them:
-:func:`pyzyme.frontends.numba.derive.reverse.written_constant_arrays`) and drop those shadows
+each constant float array the function may write, or the one it merged (the build names
+them: :func:`pyzyme.frontends.numba.written.written_constant_arrays`,
+:func:`~pyzyme.frontends.numba.written.merged_constant_array`) and drop those shadows
 after the call. The derivatives asked for are then those of one call of ``f`` with the
 arrays' contents on entry held constant, as JAX users expect of a scratch argument: where a
 Jacobian calls the derivative several times (a reverse sweep per row, a forward call per chunk

@@ -48,13 +48,17 @@ def _error(where: str, ra) -> ActivityError:
     use = ra.needs[0]
     merge = ra.origin[next(op for op in use.operands if op in ra.values)]
     source = ra.sources[merge]
-    return ActivityError(
+    err = ActivityError(
         f"{where} merges memory that has no shadow{_whose(source)} with memory that has one, "
         f"then reads or writes derivatives through the merged pointer, so whether it is active "
         f"is known only at run time: {_show(merge)}; {_show(use)}",
         hint="call pyzyme.set_runtime_activity(True), so loads and stores check at run time "
              "whether a pointer's shadow is its primal (a little slower), or pass that "
              "argument as Duplicated", docs="sharp-bits.html#runtime-activity")
+    # The memory without a shadow (a parameter, where it is one): the JAX-style layer, which
+    # has no annotation for it, gives that argument a zero shadow (pyzyme.api.workspaces).
+    err.merged = source
+    return err
 
 
 def _show(inst) -> str:

@@ -31,7 +31,8 @@ from numba.core import types
 
 from pyzyme.frontends.numba.abi import AbiMap, ArgAbi
 
-__all__ = ["written_arguments", "written_constant_arrays", "compiled_writes"]
+__all__ = ["written_arguments", "written_constant_arrays", "merged_constant_array",
+           "compiled_writes"]
 
 
 def written_arguments(abi: AbiMap, attrs: Callable[[int], str]) -> tuple[bool, ...]:
@@ -57,6 +58,22 @@ def written_constant_arrays(abi: AbiMap, written: Sequence[bool],
     return tuple(
         k for k, (arg, constant, wrote) in enumerate(zip(abi.args, held, written))
         if constant and wrote and isinstance(arg.numba_type, types.Array)
+        and isinstance(arg.numba_type.dtype, (types.Float, types.Complex)))
+
+
+def merged_constant_array(abi: AbiMap, native, merged,
+                          held: Sequence[bool]) -> tuple[int, ...]:
+    """The position (a tuple of one, or none) of the float array among the arguments ``held``
+    constant whose memory ``merged`` is, a parameter of the native function ``native``: an
+    :class:`~pyzyme.ActivityError` found it merged with memory that has a shadow (``c =
+    init`` before a loop that makes ``c`` new arrays), which a zero shadow of its own settles
+    as passing it ``Duplicated`` does."""
+    if getattr(merged, "function", None) is not native:
+        return ()
+    return tuple(
+        k for k, (arg, constant) in enumerate(zip(abi.args, held))
+        if constant and any(p.index == merged.index for p in arg.params)
+        and isinstance(arg.numba_type, types.Array)
         and isinstance(arg.numba_type.dtype, (types.Float, types.Complex)))
 
 
