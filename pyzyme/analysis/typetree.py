@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import itemgetter
 
 from pyzyme.errors import TypeAnalysisError
 
@@ -320,9 +321,10 @@ class TypeTree:
                          if len(key) == n and key[i0] == g0 and key[i1] == g1]
             elif not fixed:
                 found = [key for key in mapping if len(key) == n]
-            else:
-                found = [key for key in mapping if len(key) == n
-                         and all(key[i] == g for i, g in fixed)]
+            else:  # (an itemgetter compares the fixed offsets in C: no generator per key)
+                pick = itemgetter(*(i for i, _ in fixed))
+                want = tuple(g for _, g in fixed)
+                found = [key for key in mapping if len(key) == n and pick(key) == want]
             for key in found:
                 if key != path:
                     mapping[key].join(ct)
