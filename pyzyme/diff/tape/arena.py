@@ -40,6 +40,18 @@ LARGEST = CHUNK_BYTES // 8
 _STATE = T.StructType([T.ptr, T.ptr, T.ptr])
 
 
+def _helper(module, name: str, suffix: str, size: str):
+    """``(function, made)``: the module's ``ptr name(ptr state, i64 size)``, ``made`` when
+    it is new here (an empty body to fill)."""
+    fn = module.get_function(name)
+    if fn is not None:
+        return fn, False
+    fn = module.add_function(name, T.FunctionType(T.ptr, [T.ptr, T.i64]), prefix="internal",
+                             suffix=suffix)
+    fn.args[0].name, fn.args[1].name = "state", size
+    return fn, True
+
+
 def _field(b: IRBuilder, state, k: int):
     return b.gep(_STATE, state, [const_int(T.i32, 0), const_int(T.i32, k)])
 
@@ -53,13 +65,10 @@ def _label(b: IRBuilder, block, chunk, need) -> None:
 def take(module):
     """``ptr pyzyme.tape_arena.take(ptr state, i64 bytes)``: ``bytes`` from the arena whose
     state is at ``state`` (16-byte aligned, as the pool's blocks)."""
-    fn = module.get_function(naming.TAPE_ARENA_TAKE)
-    if fn is not None:
+    fn, made = _helper(module, naming.TAPE_ARENA_TAKE, "alwaysinline", "bytes")
+    if not made:
         return fn
-    fn = module.add_function(naming.TAPE_ARENA_TAKE, T.FunctionType(T.ptr, [T.ptr, T.i64]),
-                             prefix="internal", suffix="alwaysinline")
     state, nbytes = fn.args
-    state.name, nbytes.name = "state", "bytes"
     entry, bump, refill = (fn.append_block(n) for n in ("entry", "bump", "refill"))
     b = IRBuilder(entry)
     need = b.add(b.and_(b.add(nbytes, const_int(T.i64, 15)), const_int(T.i64, -16)),
@@ -103,13 +112,10 @@ def _refill(module):
     """``ptr pyzyme.tape_arena.refill(ptr state, i64 need)``: a block of ``need`` bytes
     (header included) from a new chunk, which the arena cuts from from now on (the old one
     freed once its blocks are); a pool block when ``need`` is over :data:`LARGEST`."""
-    fn = module.get_function(naming.TAPE_ARENA_REFILL)
-    if fn is not None:
+    fn, made = _helper(module, naming.TAPE_ARENA_REFILL, "noinline", "need")
+    if not made:
         return fn
-    fn = module.add_function(naming.TAPE_ARENA_REFILL, T.FunctionType(T.ptr, [T.ptr, T.i64]),
-                             prefix="internal", suffix="noinline")
     state, need = fn.args
-    state.name, need.name = "state", "need"
     entry, large, cut, drop, done = (fn.append_block(n) for n in (
         "entry", "large", "cut", "drop", "done"))
     b = IRBuilder(entry)
