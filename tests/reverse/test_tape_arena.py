@@ -121,3 +121,34 @@ def _plain(x, n):
     for _ in range(n):
         s += x * x * x
     return s * 2.0 / n
+
+
+@numba.njit
+def _damped(a, n):
+    if n == 0:
+        return a
+    return math.sin(_damped(a, n - 1)) * 0.9 + a
+
+
+@numba.njit(parallel=True)
+def _damped_sum(x):
+    s = 0.0
+    for i in numba.prange(x.shape[0]):
+        s += _damped(x[i], 6)
+    return s
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_recursion_in_a_prange_body(threads):
+    # The tasks run on the pool's threads, on no side stack: their blocks come from the tape
+    # pool instead of an arena.
+    x = np.linspace(0.1, 1.0, 200)
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        g = grad(_damped_sum)(x)
+    finally:
+        numba.set_num_threads(before)
+    h = 1e-6
+    want = [(_damped(v + h, 6) - _damped(v - h, 6)) / (2 * h) for v in x]
+    np.testing.assert_allclose(g, want, rtol=1e-7, atol=1e-9)
