@@ -60,6 +60,7 @@ type analysis of @f
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -367,6 +368,31 @@ def analyze_types(fn, arg_trees: Mapping[int, TypeTree] | Sequence[TypeTree | No
         seeds, return_tree)
 
 
+class _Worklist:
+    """Instructions to visit, first in first out, each held once. (A dict used so, its first
+    key taken and deleted again and again, walks the deleted entries before it on every take:
+    quadratic, most of the analysis of a large function.)"""
+
+    __slots__ = ("_queue", "_held")
+
+    def __init__(self, items) -> None:
+        self._queue = deque(dict.fromkeys(items))
+        self._held = set(self._queue)
+
+    def __bool__(self) -> bool:
+        return bool(self._queue)
+
+    def add(self, item) -> None:
+        if item not in self._held:
+            self._held.add(item)
+            self._queue.append(item)
+
+    def pop(self):
+        item = self._queue.popleft()
+        self._held.discard(item)
+        return item
+
+
 class _Restart(Exception):
     """A phi or select met values that disagree: analyse again with it merging by meet."""
 
@@ -386,7 +412,7 @@ class _Analyzer:
         self.memo = memo
         self.active = active
         self.results = TypeResults(fn)
-        self.pending: dict = {}
+        self.pending = _Worklist(())
         self.rets: list = []
         self.meet_merges: set = set()  # phis and selects of pointers to different things
         self.meet_stores: set = set()  # stores of pointers to different things into one slot
@@ -444,10 +470,9 @@ class _Analyzer:
         # instruction (backward rules) are visited again.
         insts = list(self.fn.instructions())
         self.rets = [i for i in insts if i.opcode == "ret"]
-        self.pending = dict.fromkeys(insts)
+        self.pending = _Worklist(insts)
         while self.pending:
-            inst = next(iter(self.pending))
-            del self.pending[inst]
+            inst = self.pending.pop()
             self.current = inst
             self.visit(inst)
         self.current = None
@@ -479,9 +504,9 @@ class _Analyzer:
         pending = self.pending
         for user in value.users:
             if isinstance(user, I.Instruction) and user.function is self.fn:
-                pending[user] = None
+                pending.add(user)
         if isinstance(value, I.Instruction):
-            pending[value] = None
+            pending.add(value)
 
     def update_ct(self, value: V.Value, ct: ConcreteType) -> None:
         self.update(value, TypeTree({(-1,): ct}))
@@ -656,7 +681,8 @@ class _Analyzer:
         v = inst.value
         if v is not None:
             if self.results.return_tree.merge(self.tree(v)):
-                self.pending.update(dict.fromkeys(self.rets))
+                for ret in self.rets:
+                    self.pending.add(ret)
             self.update(v, self.results.return_tree)
 
     def visit_call(self, inst: I.CallBase) -> None:
