@@ -159,12 +159,12 @@ def _slot_constant(pointer):
                     (found is not None and user.value.value != found.value):
                 return None
             found = user.value
-        elif not _reads_only(user, pointer):
+        elif not _reads_only(user):
             return None
     return found
 
 
-def _reads_only(user, pointer) -> bool:
+def _reads_only(user) -> bool:
     """Whether ``user`` only reads the slot: a BLAS helper's scalar argument, a load, or the
     slot's lifetime markers."""
     if isinstance(user, I.Load):

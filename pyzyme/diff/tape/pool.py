@@ -35,7 +35,7 @@ from pyzyme import naming
 from pyzyme.ir import IRBuilder, instructions as I, types as T
 from pyzyme.ir.values import ZeroInitializer, const_int, const_null
 
-__all__ = ["tape_realloc", "tape_free", "tape_capacity", "release_arena_block", "release_chunk",
+__all__ = ["tape_realloc", "tape_free", "tape_capacity", "release_chunk",
            "SLOTS", "RETAINED_BYTES", "COUNTED_BYTES", "FIRST_CAPACITY", "REALLOC_NAME",
            "FREE_NAME", "CAPACITY_NAME", "HEADER_BYTES"]
 
@@ -121,22 +121,22 @@ def _capacity(b: IRBuilder, raw, name: str):
     return b.select(negative, b.sub(const_int(T.i64, 0), raw), raw, name=name)
 
 
-def release_arena_block(b: IRBuilder, module, header) -> None:
-    """At ``b``: the arena block at ``header`` freed, one fewer in its chunk
-    (:func:`release_chunk`)."""
-    release_chunk(b, module, b.load(T.ptr, b.gep(T.i8, header, [const_int(T.i64, 8)]),
-                                    name="chunk"))
+def _drop_user(b: IRBuilder, chunk, last, kept) -> None:
+    """At ``b``: one user fewer of the arena's ``chunk`` (a pool block whose first word counts
+    the blocks cut from it that are still in use, and one more while an arena cuts from it);
+    on to ``last`` where that was the last one, which frees the chunk, else to ``kept``.
+    Atomic: a tape may be freed on another thread than the one whose arena it came from
+    (split mode's reverse thunk, a parallel loop's tasks)."""
+    left = b.atomicrmw("sub", chunk, const_int(T.i64, 1), "acq_rel", name="chunk.left")
+    b.cbranch(b.icmp("eq", left, const_int(T.i64, 1)), last, kept)
 
 
 def release_chunk(b: IRBuilder, module, chunk) -> None:
-    """At ``b``: one user fewer of the arena's ``chunk`` (a pool block whose first word counts
-    the blocks cut from it that are still in use, and one more while an arena cuts from it);
-    the last one frees it. Atomic: a tape may be freed on another thread than the one whose
-    arena it came from (split mode's reverse thunk, a parallel loop's tasks)."""
+    """At ``b``: the arena's own hold on ``chunk`` dropped (:func:`_drop_user`), the chunk
+    freed if no block of it is left."""
     fn = b.block.parent
-    left = b.atomicrmw("sub", chunk, const_int(T.i64, 1), "acq_rel", name="chunk.left")
     last, done = fn.append_block("chunk.last"), fn.append_block("chunk.kept")
-    b.cbranch(b.icmp("eq", left, const_int(T.i64, 1)), last, done)
+    _drop_user(b, chunk, last, done)
     b.position_at_end(last)
     b.call(tape_free(module), [chunk])
     b.br(done)
@@ -164,13 +164,12 @@ def tape_free(module):
     own_size = b.load(T.i64, own, name="own.size")
     pooled, arena, last = (fn.append_block(n) for n in ("pooled", "arena", "chunk.last"))
     b.cbranch(b.icmp("slt", own_size, const_int(T.i64, 0)), arena, pooled)
-    # An arena block: one fewer in its chunk (release_chunk, written out here: a call would
-    # make this function recursive, and recursive functions run on a side stack); the last
-    # one out frees the chunk, a pool block, as below.
+    # An arena block: one fewer in its chunk; the last one out frees the chunk, a pool block,
+    # as below (by branching there: a call of this function would make it recursive, and
+    # recursive functions run on a side stack).
     b.position_at_end(arena)
     chunk = b.load(T.ptr, b.gep(T.i8, own, [const_int(T.i64, 8)]), name="chunk")
-    left = b.atomicrmw("sub", chunk, const_int(T.i64, 1), "acq_rel", name="chunk.left")
-    b.cbranch(b.icmp("eq", left, const_int(T.i64, 1)), last, done)
+    _drop_user(b, chunk, last, done)
     b.position_at_end(last)
     chunk_header = b.gep(T.i8, chunk, [const_int(T.i64, -_HEADER)], name="chunk.header")
     chunk_size = b.load(T.i64, chunk_header, name="chunk.size")
@@ -285,11 +284,11 @@ def tape_realloc(module):
     b.call(memcpy, [data, old, old_bytes, const_int(T.i1, 0)])
     # An outgrown block goes back to the C library, not to the pool: the next call starts at
     # the capacity this one reaches (pyzyme.diff.tape.cache), so it would never ask for it again.
+    # (An arena block goes back as any: one fewer in its chunk.)
     libc, arena = fn.append_block("outgrown.libc"), fn.append_block("outgrown.arena")
     b.cbranch(b.icmp("slt", raw, const_int(T.i64, 0)), arena, libc)
     b.position_at_end(arena)
-    release_arena_block(b, module, outgrown)
-    released = b.block
+    b.call(tape_free(module), [old])
     b.br(done)
     b.position_at_end(libc)
     b.call(_libc_free(module), [outgrown])
@@ -300,7 +299,7 @@ def tape_realloc(module):
     result.add_incoming(old, check)
     result.add_incoming(data, got)
     result.add_incoming(data, libc)
-    result.add_incoming(data, released)
+    result.add_incoming(data, arena)
     b.ret(result)
     return fn
 
