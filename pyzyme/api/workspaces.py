@@ -11,8 +11,7 @@ known only at run time. Through
 :func:`~pyzyme.autodiff` the caller passes ``Duplicated`` (API.md's temporary storage); these
 layers have no annotation for it, so on that error they build once more with a zero shadow for
 each constant float array the function may write, or the one it merged (the build names
-them: :func:`pyzyme.frontends.numba.written.written_constant_arrays`,
-:func:`~pyzyme.frontends.numba.written.merged_constant_array`) and drop those shadows
+them: :func:`pyzyme.frontends.numba.written.arrays_needing_shadows`) and drop those shadows
 after the call. The derivatives asked for are then those of one call of ``f`` with the
 arrays' contents on entry held constant, as JAX users expect of a scratch argument: where a
 Jacobian calls the derivative several times (a reverse sweep per row, a forward call per chunk

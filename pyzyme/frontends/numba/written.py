@@ -31,7 +31,7 @@ from numba.core import types
 
 from pyzyme.frontends.numba.abi import AbiMap, ArgAbi
 
-__all__ = ["written_arguments", "written_constant_arrays", "merged_constant_array",
+__all__ = ["written_arguments", "written_constant_arrays", "arrays_needing_shadows",
            "compiled_writes"]
 
 
@@ -55,26 +55,29 @@ def written_constant_arrays(abi: AbiMap, written: Sequence[bool],
                             held: Sequence[bool]) -> tuple[int, ...]:
     """The positions of the float (or complex) arrays among the arguments ``held`` constant
     that the function may write (``written``: :func:`written_arguments`)."""
-    return tuple(
-        k for k, (arg, constant, wrote) in enumerate(zip(abi.args, held, written))
-        if constant and wrote and isinstance(arg.numba_type, types.Array)
-        and isinstance(arg.numba_type.dtype, (types.Float, types.Complex)))
+    return tuple(k for k, (arg, constant, wrote) in enumerate(zip(abi.args, held, written))
+                 if constant and wrote and _float_array(arg))
 
 
-def merged_constant_array(abi: AbiMap, native, merged,
-                          held: Sequence[bool]) -> tuple[int, ...]:
-    """The position (a tuple of one, or none) of the float array among the arguments ``held``
-    constant whose memory ``merged`` is, a parameter of the native function ``native``: an
-    :class:`~pyzyme.ActivityError` found it merged with memory that has a shadow (``c =
-    init`` before a loop that makes ``c`` new arrays), which a zero shadow of its own settles
-    as passing it ``Duplicated`` does."""
-    if getattr(merged, "function", None) is not native:
-        return ()
-    return tuple(
-        k for k, (arg, constant) in enumerate(zip(abi.args, held))
-        if constant and any(p.index == merged.index for p in arg.params)
-        and isinstance(arg.numba_type, types.Array)
-        and isinstance(arg.numba_type.dtype, (types.Float, types.Complex)))
+def arrays_needing_shadows(abi: AbiMap, native, written: Sequence[bool],
+                           held: Sequence[bool], merged) -> tuple[int, ...]:
+    """The float arrays among the arguments ``held`` constant that a build refused with
+    :class:`~pyzyme.ActivityError` needs shadows of: those it may write
+    (:func:`written_constant_arrays`), and the one whose memory it merged with memory that
+    has a shadow (``merged``, the error's parameter of the native function ``native``: ``c =
+    init`` before a loop that makes ``c`` new arrays), which a zero shadow settles as passing
+    it ``Duplicated`` does."""
+    found = set(written_constant_arrays(abi, written, held))
+    if getattr(merged, "function", None) is native:
+        found.update(k for k, (arg, constant) in enumerate(zip(abi.args, held))
+                     if constant and _float_array(arg)
+                     and any(p.index == merged.index for p in arg.params))
+    return tuple(sorted(found))
+
+
+def _float_array(arg) -> bool:
+    return isinstance(arg.numba_type, types.Array) and isinstance(
+        arg.numba_type.dtype, (types.Float, types.Complex))
 
 
 def compiled_writes(dispatcher, argtypes: tuple) -> tuple[bool, ...]:

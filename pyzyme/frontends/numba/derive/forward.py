@@ -25,8 +25,7 @@ from pyzyme.errors import ActivityError, UnsupportedError
 from pyzyme.frontends.numba import capture, njit_callable, pre_ad
 from pyzyme.frontends.numba.abi import AbiMap, ArgAbi
 from pyzyme.frontends.numba.source_lines import add_source_line, where_defined
-from pyzyme.frontends.numba.written import (merged_constant_array, written_arguments,
-                                            written_constant_arrays)
+from pyzyme.frontends.numba.written import arrays_needing_shadows, written_arguments
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import const_int
 from pyzyme.naming import symbol_name
@@ -157,9 +156,8 @@ def build_forward(f, primal_types: Sequence[types.Type], shadowed: Sequence[bool
             on_error=lambda err: add_source_line(err, cap.dispatcher, primal_types))
     except ActivityError as err:
         # What the JAX-style layer may retry with zero shadows (pyzyme.api.workspaces)
-        held = [not has for has in shadowed]
-        err.workspaces = tuple(sorted(set(written_constant_arrays(abi, written, held)) | set(
-            merged_constant_array(abi, native, getattr(err, "merged", None), held))))
+        err.workspaces = arrays_needing_shadows(
+            abi, native, written, [not has for has in shadowed], getattr(err, "merged", None))
         raise
     return ForwardPlan(built.wrapped, width, ret_differentiated, symbol, built.text, written)
 

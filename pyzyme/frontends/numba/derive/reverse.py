@@ -34,8 +34,7 @@ from pyzyme.frontends.numba.source_lines import (add_source_line, outer_loop_lin
                                                  where_defined)
 from pyzyme.frontends.numba.typeseeds import (extents_from_abi, seed_from_abi,
                                               shape_extents_from_abi)
-from pyzyme.frontends.numba.written import (merged_constant_array, written_arguments,
-                                            written_constant_arrays)
+from pyzyme.frontends.numba.written import arrays_needing_shadows, written_arguments
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int, const_null
 from pyzyme import naming
@@ -399,9 +398,8 @@ def reverse_module(f, primal_types: Sequence[types.Type], kinds: Sequence,
     except ActivityError as err:
         # What the JAX-style layer may retry with zero shadows (pyzyme.api.workspaces)
         written = written_arguments(abi, lambda i: native.args[i].attrs)
-        held = [k == CONST for k in kinds]
-        err.workspaces = tuple(sorted(set(written_constant_arrays(abi, written, held)) | set(
-            merged_constant_array(abi, native, getattr(err, "merged", None), held))))
+        err.workspaces = arrays_needing_shadows(
+            abi, native, written, [k == CONST for k in kinds], getattr(err, "merged", None))
         raise
     restype = abi.signature.return_type
     adj_types = adjoint_types(abi, kinds)
