@@ -170,6 +170,7 @@ def capture(f: Callable | Dispatcher, args: Any, *, pipeline: str = "ad",
         if pipeline == "ad":
             module, stale = _linked_prelink_module(cres.library)
             _restore_names(module, symbol)
+            module = _debug_inlining_restored(module)
             link_helper_bodies(module)  # C helpers differentiated by an IR body (complex power)
             kept = _kept_calls(module, keep_calls, symbol)
             if kept:
@@ -251,6 +252,41 @@ def _inline_launch_wrappers(module: llvm.ModuleRef) -> None:
     for fn in module.functions:
         if fn.name.startswith(".kernel.") and not fn.is_declaration:
             fn.add_function_attribute("alwaysinline")
+
+
+def _debug_inlining_restored(module: llvm.ModuleRef) -> llvm.ModuleRef:
+    """``module`` with the ``noinline`` and ``optnone`` that Numba's full debug info puts on
+    every function it lowers taken off again (``debug=True``, ``NUMBA_DEBUGINFO=1``,
+    ``NUMBA_ENABLE_PROFILING=1``; numba/core/lowering.py), so they inline as without it.
+
+    They are there for a debugger's sake; kept, a parallel loop's body stays a call, and its
+    exception path reads the error it raised back through memory that the call wrote, which
+    activity analysis cannot tell from the loop's floats. A function with a debug subprogram
+    (``!dbg`` on its definition) is one Numba lowered; the runtime's own ``noinline`` helpers
+    (``NRT_decref``) have none and keep theirs."""
+    text = str(module)
+    groups = dict(re.findall(r"^attributes #(\d+) = \{ (.*) \}$", text, flags=re.M))
+    debug_only = re.compile(r'(?<![\w"-])(?:noinline|optnone)(?![\w"-]) ?')
+    freed: dict[str, str] = {}  # group -> what a definition carries instead
+    extra: list[str] = []
+    number = max(map(int, groups), default=0)
+
+    def free(match: re.Match) -> str:
+        group = match.group(2)
+        if not debug_only.search(groups.get(group, "")):
+            return match.group(0)
+        if group not in freed:
+            rest = debug_only.sub("", groups[group]).strip()
+            freed[group] = f" #{number + len(extra) + 1}" if rest else ""
+            if rest:
+                extra.append(f"attributes{freed[group]} = {{ {rest} }}")
+        return f"{match.group(1)}{freed[group]}{match.group(3)}"
+
+    text = re.sub(r"^(define [^\n]*?) #(\d+)( [^\n]*!dbg [^\n]*\{)$", free, text, flags=re.M)
+    if not freed:
+        return module
+    return modules.parse(text + "\n" + "\n".join(extra) + "\n",
+                         what="module with debug-only noinline taken off")
 
 
 def _no_inline(module: llvm.ModuleRef, names: list[str]) -> llvm.ModuleRef:
