@@ -144,9 +144,12 @@ def release_chunk(b: IRBuilder, module, chunk) -> None:
 
 
 def tape_free(module):
-    """``void pyzyme.tape_free(ptr p)``: keep the block in a free slot of its class (or, all
-    taken, in the first, freeing the block it displaces); a block that would take the pool
-    past :data:`RETAINED_BYTES` goes back to the C library; nothing for null."""
+    """``void pyzyme.tape_free(ptr p)``: keep the block in a free slot of its class; with all
+    taken, or past :data:`RETAINED_BYTES`, it goes back to the C library; nothing for null.
+
+    A full class gives back the block at hand, not one it displaces: a parallel loop's tasks
+    free a block a row in their reverse sweeps, and displacing exchanged the same slot on
+    every thread, then freed a block that another thread's heap had served."""
     fn = module.get_function(_FREE)
     if fn is not None:
         return fn
@@ -156,7 +159,7 @@ def tape_free(module):
     p.name = "p"
     entry, keep, room = fn.append_block("entry"), fn.append_block("keep"), fn.append_block("room")
     tries = [fn.append_block(f"try.{k}") for k in range(1, SLOTS)]
-    full, drop, over, done = (fn.append_block(n) for n in ("full", "drop", "over", "done"))
+    drop, done = fn.append_block("drop"), fn.append_block("done")
     b = IRBuilder(entry)
     b.cbranch(b.icmp("eq", p, const_null(T.ptr)), done, keep)
     b.position_at_end(keep)
@@ -187,13 +190,9 @@ def tape_free(module):
     b.cbranch(b.icmp("uge", size, const_int(T.i64, COUNTED_BYTES)), count, room)
     b.position_at_end(count)
     held = b.atomicrmw("add", _held(module), size, "monotonic", name="held")
-    b.cbranch(b.icmp("ugt", b.add(held, size), const_int(T.i64, RETAINED_BYTES)), over, room)
-    b.position_at_end(over)
-    b.atomicrmw("sub", _held(module), size, "monotonic")
-    b.call(_libc_free(module), [header])
-    b.br(done)
+    b.cbranch(b.icmp("ugt", b.add(held, size), const_int(T.i64, RETAINED_BYTES)), drop, room)
     b.position_at_end(room)
-    for k, fail in enumerate([*tries, full]):
+    for k, fail in enumerate([*tries, drop]):
         slot = _slot(b, module, cls, k)
         swap = fn.append_block(f"swap.{k}")
         b.cbranch(_holds_a_block(b, slot), fail, swap)
@@ -201,11 +200,8 @@ def tape_free(module):
         pair = b.cmpxchg(slot, const_null(T.ptr), header, "seq_cst", "seq_cst")
         b.cbranch(b.extractvalue(pair, 1, name=f"kept.{k}"), done, fail)
         b.position_at_end(fail)
-    old = b.atomicrmw("xchg", _slot(b, module, cls, 0), header, "seq_cst", name="displaced")
-    b.cbranch(b.icmp("eq", old, const_null(T.ptr)), done, drop)
-    b.position_at_end(drop)
-    _uncount(b, module, old, "displaced")
-    b.call(_libc_free(module), [old])
+    _uncount(b, module, header, "unkept")  # counted on the way in, if large
+    b.call(_libc_free(module), [header])
     b.br(done)
     b.position_at_end(done)
     b.ret_void()
@@ -323,7 +319,7 @@ def tape_capacity(module):
     b = IRBuilder(entry)
     b.cbranch(b.icmp("eq", cap, const_int(T.i64, 0)), first, double)
     b.position_at_end(first)
-    reached = b.atomicrmw("add", hint, const_int(T.i64, 0), "monotonic", name="reached")
+    reached = b.insert(I.Load(T.i64, hint, 8, ordering="monotonic", name="reached"))
     least = const_int(T.i64, FIRST_CAPACITY)
     start = b.select(b.icmp("ugt", reached, least), reached, least, name="start")
     b.br(done)
@@ -334,6 +330,14 @@ def tape_capacity(module):
     new = b.phi(T.i64, name="new")
     new.add_incoming(start, first)
     new.add_incoming(doubled, double)
+    # Raised only past what it holds: every task of a parallel loop asks at each of its
+    # rows, and a write, even of the same value, takes the line from the other threads.
+    raise_, keep = fn.append_block("raise"), fn.append_block("keep")
+    held = b.insert(I.Load(T.i64, hint, 8, ordering="monotonic", name="held"))
+    b.cbranch(b.icmp("ugt", new, held), raise_, keep)
+    b.position_at_end(raise_)
     b.atomicrmw("umax", hint, new, "monotonic")
+    b.br(keep)
+    b.position_at_end(keep)
     b.ret(new)
     return fn
