@@ -41,7 +41,7 @@ from pyzyme.ir.opcodes import EXITS  # terminators that leave the function
 from pyzyme.progress import timed
 
 __all__ = ["DominatorTree", "block_label", "dominators", "post_dominators", "error_only_blocks",
-           "reverse_post_order", "exit_blocks"]
+           "reverse_post_order", "reachable_from", "exit_blocks"]
 
 
 def block_label(block) -> str:
@@ -60,6 +60,12 @@ def reverse_post_order(fn) -> list:
     if not fn.blocks:
         return []
     return _rpo(fn.blocks[0], lambda b: b.successors)
+
+
+def reachable_from(block) -> set:
+    """The blocks a path of one edge or more leads to from ``block`` (``block`` itself only
+    where it is on a cycle)."""
+    return {b for succ in block.successors for b in _rpo(succ, lambda b: b.successors)}
 
 
 def _rpo(root: Hashable, succs: Callable[[Hashable], Iterable]) -> list:

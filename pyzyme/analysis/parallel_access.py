@@ -88,7 +88,7 @@ which the reverse sweep checks where it adds (``near_edges`` gives the column ``
 >>> print(owned)
 owned by one iteration of @rows: %x (8*%m*%i, shared within 1 of its row's ends)
 >>> read = fn.blocks[2].instructions[3]   # the load of x[i - 1, j]
->>> index, reach, first, last, (column, const, length) = owned.near_edges(read.pointer)
+>>> index, reach, first, last, (column, const, length), _ = owned.near_edges(read.pointer)
 >>> index.ref, reach, [(atom.ref, k) for atom, k in column], const, length.ref
 ('%i', 1, [('%j', 1)], 0, '%m')
 """
@@ -132,10 +132,14 @@ def _order(atom) -> tuple:
 @dataclass(frozen=True)
 class _Row:
     """The stride of an array owned by rows: ``scale`` bytes times the run-time row length
-    ``length`` (a value known on entry)."""
+    ``length`` (a value known on entry). Under a schedule of boxes, ``column`` is the other
+    index, the one that picks the cell within the row, and ``reach`` the most two
+    iterations' columns may differ by and still touch one cell."""
 
     length: Value
     scale: int
+    column: Value | None = None
+    reach: int = 0
 
 
 @dataclass(frozen=True)
@@ -164,25 +168,32 @@ class OwnedArrays:
 
     def near_edges(self, pointer: Value):
         """For ``pointer`` into an array iterations share only with their neighbours (a
-        stencil's): ``(index, reach, first, last, column)``, the index and the bounds of its
-        row (the schedule's, inclusive), so that only an index within ``reach`` of either
-        bound shares bytes with another row's iterations; None for any other pointer.
+        stencil's): ``(index, reach, first, last, column, across)``, the index and the bounds
+        of its row (the schedule's, inclusive), so that only an index within ``reach`` of
+        either bound shares bytes with another row's iterations; None for any other pointer.
         ``column`` is None, or for an array owned by rows of a run-time length ``m``
         ``(terms, const, m)``: the access stays in its row where ``0 <= sum(k * atom) +
-        const < m`` (``terms`` the ``(atom, k)`` pairs); elsewhere it is shared."""
+        const < m`` (``terms`` the ``(atom, k)`` pairs); elsewhere it is shared. ``across``
+        is None, or under a schedule of boxes ``(column index, reach, first, last)``: the
+        same test in the box's other dimension."""
         address = _address(pointer, self.wraps)
         found = None if address is None else self.roots.get(address.root)
         if found is None or found[0] not in self.bounds:
             return None
         index, stride, reach = found
         if not isinstance(stride, _Row):
-            return None if reach == 0 else (index, reach, *self.bounds[index], None)
+            return None if reach == 0 else (index, reach, *self.bounds[index], None, None)
         terms = dict(address.terms)
         terms.pop(_Product(index, stride.length), None)
         terms.pop(stride.length, None)
         column = (tuple((atom, coef // stride.scale) for atom, coef in terms.items()),
                   address.const // stride.scale, stride.length)
-        return (index, reach, *self.bounds[index], column)
+        across = None
+        if stride.column is not None:
+            if stride.column not in self.bounds:
+                return None
+            across = (stride.column, stride.reach, *self.bounds[stride.column])
+        return (index, reach, *self.bounds[index], column, across)
 
     def _root(self, pointer: Value):
         address = _address(pointer, self.wraps)
@@ -192,9 +203,14 @@ class OwnedArrays:
         parts = []
         for root, (phi, stride, reach) in self.roots.items():
             near = f", shared within {reach} of its row's ends" if reach else ""
+            column = ""
             if isinstance(stride, _Row):
+                if stride.column is not None:
+                    column = f" + {stride.scale}*{_ref(stride.column)}"
+                    near = (f", shared within {reach} of its box's ends in {_ref(phi)}, "
+                            f"{stride.reach} in {_ref(stride.column)}")
                 stride = f"{stride.scale}*{_ref(stride.length)}"
-            parts.append(f"{_ref(root)} ({stride}*{_ref(phi)}{near})")
+            parts.append(f"{_ref(root)} ({stride}*{_ref(phi)}{column}{near})")
         return (f"owned by one iteration of {self.function.ref}: "
                 + (", ".join(parts) if parts else "nothing"))
 
@@ -211,11 +227,13 @@ def owned_arrays(fn, schedule: Iterable[Value], first_index: int | None = None) 
     ``d >= -first_index``."""
     result = OwnedArrays(fn)
     indices = _schedule_indices(fn, set(schedule))
-    if not indices or _dimensions(fn, indices) > 1:
+    boxes = bool(indices) and _dimensions(fn, indices) == 2
+    if not indices or (_dimensions(fn, indices) > 1 and not boxes):
         # An n-dimensional schedule's rows split the index space in boxes (Numba's
         # scheduler may cut any of its dimensions): iterations apart in one index meet in
         # another, and an address of one index (a bias ``b[j]`` added to each row ``i`` of
-        # ``x``) is reached from every row.
+        # ``x``) is reached from every row. Of two dimensions, a C-ordered 2-D array
+        # indexed by both is owned cell by cell (:func:`_box_owner`).
         return result
     result.wraps = _no_wrap(indices, first_index) if first_index is not None else None
     entry = fn.blocks[0] if fn.blocks else None
@@ -235,7 +253,7 @@ def owned_arrays(fn, schedule: Iterable[Value], first_index: int | None = None) 
     for root, found in accesses.items():
         if root in escaped:
             continue
-        owner = _owner(found, indices, entry)
+        owner = _box_owner(found, indices, entry) if boxes else _owner(found, indices, entry)
         if owner is not None:
             result.roots[root] = owner
     result.bounds = _row_bounds(fn, indices)
@@ -379,6 +397,39 @@ def _row_owner(found: list, indices: set, entry):
             return None
         offsets.append(shift // scale)
     return index, _Row(length, scale), max(offsets) - min(offsets)
+
+
+def _box_owner(found: list, indices: set, entry):
+    """Under a schedule of two dimensions (rows are boxes ``[a0, b0] x [a1, b1]``):
+    ``(i, _Row(m, s, j, reach_j), reach_i)`` where every address of ``found`` is
+    ``s*((i + d)*m + j + e)`` (``i``, ``j`` the two indices, ``m`` known on entry, ``d`` and
+    ``e`` constants, the access at most ``s`` bytes): a C-ordered 2-D array's cell ``[i + d,
+    j + e]``, the same cell for no two iterations while ``0 <= j + e < m``. An iteration at
+    least ``reach_i`` from its box's ends in ``i`` and ``reach_j`` in ``j`` touches no cell
+    another box's iterations touch: one that does differs from it by more than the reach in
+    the dimension where it is outside the box."""
+    if len(indices) != 2:
+        return None
+    rows = [(atom, coef) for atom, coef in found[0][0].terms
+            if isinstance(atom, _Product) and atom.a in indices]
+    if len(rows) != 1 or rows[0][1] <= 0 or not _invariant(rows[0][0].b, entry):
+        return None
+    product, scale = rows[0]
+    index, length = product.a, product.b
+    (column,) = indices - {index}
+    row_offsets, column_offsets = [], []
+    for address, size in found:
+        terms = dict(address.terms)
+        if terms.pop(product, None) != scale or terms.pop(column, None) != scale \
+                or size > scale:
+            return None
+        shift = terms.pop(length, 0)
+        if terms or shift % scale or address.const % scale:
+            return None
+        row_offsets.append(shift // scale)
+        column_offsets.append(address.const // scale)
+    return (index, _Row(length, scale, column, max(column_offsets) - min(column_offsets)),
+            max(row_offsets) - min(row_offsets))
 
 
 def _invariant(value, entry) -> bool:

@@ -489,8 +489,10 @@ class ReverseContext(_Generated):
             # The primal values first, here, where they dominate what follows (a value made
             # in the test's block would not); the test itself only where other threads run,
             # so one thread pays a branch an add, as without it.
-            index, reach, first, last, column = edge
+            index, reach, first, last, column, across = edge
             i, lo, hi = self.primal(index), self.primal(first), self.primal(last)
+            if across is not None and across[1]:
+                j, lo_j, hi_j = (self.primal(v) for v in (across[0], *across[2:]))
             if column is not None:
                 terms, const, length = column
                 terms = [(self._as_i64(self.primal(atom)), k) for atom, k in terms]
@@ -508,6 +510,11 @@ class ReverseContext(_Generated):
                 for v, k in terms:
                     at = b.add(at, v if k == 1 else b.mul(v, const_int(T.i64, k)))
                 near = b.or_(near, b.icmp("uge", at, length), name="row.outside")
+            if across is not None and across[1]:
+                # a box's other dimension: its cells near the box's ends are shared too
+                r = const_int(j.type, across[1])
+                near = b.or_(near, b.or_(b.icmp("ult", b.sub(j, lo_j), r),
+                                         b.icmp("ult", b.sub(hi_j, j), r)), name="box.edge")
             self.edge_tests.append(near)   # for the interior version of its loop
             shared = near
         b.cbranch(shared, atomic, own)

@@ -99,3 +99,106 @@ def test_no_array_is_owned_by_one_index_of_a_2d_schedule():
     assert b not in owned.roots
     pointer = next(i for blk in fn.blocks for i in blk.instructions if i.name == "pb")
     assert not owned.owns(pointer) and owned.near_edges(pointer) is None
+    # x[i, j]: one iteration's cell, wherever 0 <= j < m (checked where adjoints are added)
+    assert str(owned) == ("owned by one iteration of @body: %x (8*%m*%i + 8*%j, shared within "
+                          "0 of its box's ends in %i, 0 in %j)")
+    px = next(i for blk in fn.blocks for i in blk.instructions if i.name == "px")
+    index, reach, first, last, (terms, const, length), across = owned.near_edges(px)
+    assert (index.ref, reach, first.ref, last.ref, length.ref) == ("%i", 0, "%i0", "%i1", "%m")
+    assert [(atom.ref, k) for atom, k in terms] == [("%j", 1)] and const == 0
+    assert [getattr(v, "ref", v) for v in across] == ["%j", 0, "%j0", "%j1"]
+
+
+def _stencil_body(reads: str) -> str:
+    """``_BODY_2D`` with ``x[i, j]`` written from ``reads`` (IR defining ``%vb``)."""
+    old = ("  %pb = getelementptr double, ptr %b, i64 %j\n"
+           "  %vb = load double, ptr %pb\n")
+    assert old in _BODY_2D
+    return _BODY_2D.replace(old, reads)
+
+
+def test_a_stencil_over_boxes_is_shared_near_their_ends_in_both_dimensions():
+    """``b[i - 1, j - 1]`` alone: each iteration its own cell; with ``b[i, j + 1]`` too,
+    iterations one row and two columns apart touch one cell."""
+    one = _stencil_body("  %up = sub i64 %r, %m\n  %left = add i64 %up, %j\n"
+                        "  %a2 = add i64 %left, -1\n"
+                        "  %pb = getelementptr double, ptr %b, i64 %a2\n"
+                        "  %vb = load double, ptr %pb\n")
+    two = one.replace("  %vb = load double, ptr %pb\n",
+                      "  %vb0 = load double, ptr %pb\n  %a3 = add i64 %r, %j\n"
+                      "  %pc = getelementptr double, ptr %b, i64 %a3\n"
+                      "  %pd = getelementptr i8, ptr %pc, i64 8\n"
+                      "  %vd = load double, ptr %pd\n  %vb = fadd double %vb0, %vd\n")
+    for text, reach in ((one, "0 of its box's ends in %i, 0 in %j"),
+                        (two, "1 of its box's ends in %i, 2 in %j")):
+        fn = parse_module(text).get_function("body")
+        assert f"%b (8*%m*%i + 8*%j, shared within {reach})" in \
+            str(owned_arrays(fn, [fn.args[2]], 1))
+
+
+@numba.njit(parallel=True)
+def exp_times(a, b):
+    return np.sum(np.exp(a) * b)
+
+
+@numba.njit(parallel=True)
+def squared_product(a, b):
+    c = np.empty_like(a)
+    c[:] = np.sin(a) * b
+    return np.sum(c * c)
+
+
+@numba.njit(parallel=True)
+def with_transpose(a):
+    return np.sum(a * a.T)
+
+
+def test_2d_array_expressions_against_closed_forms():
+    a, b = RNG.uniform(0.1, 1.0, (61, 67)), RNG.uniform(0.1, 1.0, (61, 67))
+    s = RNG.uniform(0.1, 1.0, (53, 53))
+    cases = [(exp_times, (a, b), (np.exp(a) * b, np.exp(a))),
+             (squared_product, (a, b), (2 * np.sin(a) * np.cos(a) * b * b,
+                                        2 * np.sin(a) ** 2 * b)),
+             (with_transpose, (s,), (2 * s.T,))]
+    for threads in THREADS:
+        numba.set_num_threads(threads)
+        for f, args, want in cases:
+            for _ in range(10):
+                got = pyzyme.gradient(Reverse, f, *args)
+                got = got if isinstance(got, tuple) else (got,)
+                for g, e in zip(got, want):
+                    np.testing.assert_allclose(g, e, rtol=1e-12,
+                                               err_msg=f"{f.__name__}, {threads} threads")
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+@numba.stencil
+def _smooth(a):
+    return (0.1 * a[-1, -1] + 0.2 * a[-1, 0] + 0.05 * a[-1, 1] + 0.15 * a[0, -1] + 0.3 * a[0, 0]
+            + 0.02 * a[0, 1] + 0.08 * a[1, -1] + 0.04 * a[1, 0] + 0.06 * a[1, 1]
+            + 0.01 * a[-1, 2])
+
+
+def _smoothing(parallel):
+    @numba.njit(parallel=parallel)
+    def run(u, steps):
+        v = u.copy()
+        w = u.copy()
+        for _ in range(steps):
+            _smooth(v, out=w)
+            v, w = w, v
+        return np.sum(v * v)
+    return run
+
+
+def test_a_stencil_in_a_time_loop_against_the_serial_function():
+    u = RNG.uniform(0.0, 1.0, (40, 47))
+    want = pyzyme.gradient(Reverse, _smoothing(False), u, 3)[0]
+    parallel = _smoothing(True)
+    for threads in THREADS:
+        numba.set_num_threads(threads)
+        for _ in range(10):
+            got = pyzyme.gradient(Reverse, parallel, u, 3)[0]
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15,
+                                       err_msg=f"{threads} threads")
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)

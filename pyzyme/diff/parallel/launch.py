@@ -38,7 +38,7 @@ from itertools import combinations
 
 from pyzyme import naming
 from pyzyme.analysis.activity import Activity
-from pyzyme.analysis.cfg import dominators
+from pyzyme.analysis.cfg import dominators, reachable_from
 from pyzyme.analysis.overwrite import (identified_object, may_alias, swapped_apart,
                                        underlying_object, underlying_objects)
 from pyzyme.analysis.typetree import TypeTree
@@ -291,20 +291,26 @@ def _carries(cx, pointer: Value) -> bool:
 def _reaching(launch: I.CallBase, stores: list) -> list:
     """The values of ``stores`` (into one slot of the argument array) that ``launch`` may
     read: the last one before it in its block, where there is one; else the one in a block
-    that dominates the launch where every other is in the entry block (which runs once,
-    first: a loop that sets the slot again before each launch); else all of them (an array
-    several launches share, filled elsewhere)."""
+    that dominates the launch after which no other can run (the others before it in its
+    block, or in blocks it cannot reach: a loop that sets the slot again before each launch,
+    after the slot was zeroed once where it was made); else all of them (an array several
+    launches share, filled elsewhere)."""
     block = launch.parent.instructions
     before = [s for s in stores if s.parent is launch.parent
               and block.index(s) < block.index(launch)]
     if before:
         return [max(before, key=block.index).operands[0]]
     fn = launch.parent.parent
-    entry = fn.blocks[0]
-    later = [s for s in stores if s.parent is not entry]
-    if len(later) == 1 and later[0].parent is not launch.parent and \
-            dominators(fn).dominates(later[0].parent, launch.parent):
-        return [later[0].operands[0]]
+    dom = dominators(fn)
+    for last in stores:
+        if last.parent is launch.parent or not dom.dominates(last.parent, launch.parent):
+            continue
+        after = reachable_from(last.parent)
+        order = last.parent.instructions
+        if all(other is last or (other.parent not in after and (
+                other.parent is not last.parent or order.index(other) < order.index(last)))
+               for other in stores):
+            return [last.operands[0]]
     return [s.operands[0] for s in stores]
 
 
