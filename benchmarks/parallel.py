@@ -1,7 +1,7 @@
 """Parallel loops (issue 22): gradient time over primal time for ``@njit(parallel=True)``
 kernels, at 1 and 2 threads, in one process.
 
-Three kernels written as a Numba user writes them, each ``@njit(parallel=True, fastmath=False)``:
+Five kernels written as a Numba user writes them, each ``@njit(parallel=True, fastmath=False)``:
 
 - P1 2-D explicit diffusion (5-point stencil, fixed edges) on a 2000 x 2000 grid, 50 steps: a
   prange over rows inside the serial time loop, the two grids swapped after each step; loss =
@@ -13,6 +13,11 @@ Three kernels written as a Numba user writes them, each ``@njit(parallel=True, f
   reduction (each point's log-sum-exp; its scratch arrays allocated in the body, private to the
   iteration), on d=10 K=25 n=10000 drawn from ADBench's distributions (``generate_gmm``);
   gradient in alphas, means and icf.
+- P4 2-D array expressions, ``sum((tanh(a) * b + exp(-a * a)) ** 2)`` on 2000 x 2000 arrays:
+  parfors over two dimensions, whose schedule cuts the index space in boxes; gradient in a, b.
+- P5 a 3x3 ``@numba.stencil`` (a binomial blur) applied 20 times to a 2000 x 2000 grid, the
+  grids swapped after each step: a 2-D parfor whose adjoint scatters into the neighbours of
+  each cell; loss = sum of squares; gradient in the initial grid.
 
 For each kernel and thread count (``numba.set_num_threads``): the primal's time and the time of
 pyzyme's reverse gradient (``autodiff(Reverse, f, Active, Duplicated(...), ...)`` called from
@@ -192,6 +197,28 @@ def gmm_parallel(alphas, means, icf, x, wishart_gamma, wishart_m):
     return constant + slse - n * lse_alphas + prior
 
 
+@numba.njit(parallel=True, fastmath=False)
+def array_expressions(a, b):
+    c = np.tanh(a) * b + np.exp(-a * a)
+    return np.sum(c * c)
+
+
+@numba.stencil
+def _blur(a):
+    return (0.0625 * (a[-1, -1] + a[-1, 1] + a[1, -1] + a[1, 1])
+            + 0.125 * (a[-1, 0] + a[1, 0] + a[0, -1] + a[0, 1]) + 0.25 * a[0, 0])
+
+
+@numba.njit(parallel=True, fastmath=False)
+def stencil_blur(u, steps):
+    v = u.copy()
+    w = u.copy()
+    for _ in range(steps):
+        _blur(v, out=w)
+        v, w = w, v
+    return np.sum(v * v)
+
+
 def serial(f):
     """``f``'s Python function compiled by plain ``@njit`` (prange runs as range)."""
     return numba.njit(fastmath=False)(f.py_func)
@@ -227,6 +254,15 @@ def gmm_args(d, k, n, seed=0):
     return list(K.generate_gmm(d, k, n, seed))
 
 
+def expression_args(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((n, n)), rng.standard_normal((n, n))]
+
+
+def blur_args(n, steps, seed=0):
+    return [np.random.default_rng(seed).standard_normal((n, n)), steps]
+
+
 @dataclass
 class Kernel:
     key: str
@@ -247,6 +283,12 @@ KERNELS = [
     Kernel("P3", lambda a: (f"P3 GMM d={a[1].shape[1]} K={a[1].shape[0]} n={a[3].shape[0]}"),
            gmm_parallel, lambda small: gmm_args(10, 25, 2000) if small
            else gmm_args(10, 25, 10000), lambda: gmm_args(3, 4, 30, seed=1), (0, 1, 2)),
+    Kernel("P4", lambda a: f"P4 2-D array expressions {a[0].shape[0]}x{a[0].shape[1]}",
+           array_expressions, lambda small: expression_args(500) if small
+           else expression_args(2000), lambda: expression_args(9, seed=1), (0, 1)),
+    Kernel("P5", lambda a: f"P5 @stencil 3x3 {a[0].shape[0]}x{a[0].shape[1]}, {a[1]} steps",
+           stencil_blur, lambda small: blur_args(500, 10) if small else blur_args(2000, 20),
+           lambda: blur_args(11, 3, seed=1), (0,)),
 ]
 
 

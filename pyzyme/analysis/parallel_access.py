@@ -372,6 +372,17 @@ def _owner(found: list, indices: set, entry):
     return index, stride, -(-(high - low) // abs(stride)) - 1
 
 
+def _row_term(found: list, indices: set, entry):
+    """``(index * m, s)``: the one term of the first address of ``found`` that is an index
+    times a value known on entry (a row length), and its coefficient ``s > 0``; None where
+    there is not one such term."""
+    rows = [(atom, coef) for atom, coef in found[0][0].terms
+            if isinstance(atom, _Product) and atom.a in indices]
+    if len(rows) != 1 or rows[0][1] <= 0 or not _invariant(rows[0][0].b, entry):
+        return None
+    return rows[0]
+
+
 def _row_owner(found: list, indices: set, entry):
     """``(index, _Row(m, s), reach)`` where every address of ``found`` is ``s*(index + d)*m``
     plus a column offset ``s*k`` (``m`` known on entry, ``d`` a constant, ``k`` anything, the
@@ -379,11 +390,10 @@ def _row_owner(found: list, indices: set, entry):
     ``i`` keeps to rows ``i + d`` wherever ``0 <= k < m``, which the reverse sweep checks at run
     time (:meth:`OwnedArrays.near_edges`); ``reach`` is the most two iterations' indices may
     differ by and still touch one row."""
-    rows = [(atom, coef) for atom, coef in found[0][0].terms
-            if isinstance(atom, _Product) and atom.a in indices]
-    if len(rows) != 1 or rows[0][1] <= 0 or not _invariant(rows[0][0].b, entry):
+    row = _row_term(found, indices, entry)
+    if row is None:
         return None
-    product, scale = rows[0]
+    product, scale = row
     index, length = product.a, product.b
     offsets = []
     for address, size in found:
@@ -408,13 +418,10 @@ def _box_owner(found: list, indices: set, entry):
     least ``reach_i`` from its box's ends in ``i`` and ``reach_j`` in ``j`` touches no cell
     another box's iterations touch: one that does differs from it by more than the reach in
     the dimension where it is outside the box."""
-    if len(indices) != 2:
+    row = _row_term(found, indices, entry) if len(indices) == 2 else None
+    if row is None:
         return None
-    rows = [(atom, coef) for atom, coef in found[0][0].terms
-            if isinstance(atom, _Product) and atom.a in indices]
-    if len(rows) != 1 or rows[0][1] <= 0 or not _invariant(rows[0][0].b, entry):
-        return None
-    product, scale = rows[0]
+    product, scale = row
     index, length = product.a, product.b
     (column,) = indices - {index}
     row_offsets, column_offsets = [], []

@@ -515,11 +515,7 @@ class ReverseContext(_Generated):
                 r = const_int(j.type, across[1])
                 near = b.or_(near, b.or_(b.icmp("ult", b.sub(j, lo_j), r),
                                          b.icmp("ult", b.sub(hi_j, j), r)), name="box.edge")
-            if not (reach and across is not None and across[1]):
-                # For the interior version of its loop: it runs where the tests are false
-                # at the loop's first and last iterations, which a stencil's box never
-                # gives, its innermost loop running from one end of the box to the other.
-                self.edge_tests.append(near)
+            self.edge_tests.append(near)   # for the interior version of its loop
             shared = near
         b.cbranch(shared, atomic, own)
         b.position_at_end(atomic)

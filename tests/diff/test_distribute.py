@@ -211,6 +211,9 @@ def test_rewritten_ir():
     cells = [p for p in stores if not p.name.startswith(("t.slot", "count"))]
     assert [p.name.split(".")[0] for p in cells] == ["lo", "lo", "lo", "pw"]
     assert cells[0] is cells[1] is cells[2]
+    # Each copy computes what its statement needs: the two scalings once each (every copy
+    # of the whole body made 8, which LLVM then deleted).
+    assert [i.opcode for i in fused.instructions].count("fmul") == 2
     m, fn, block, counter = _loop(WIDE)
     assert distribute.distribute(distribute.plan(block, counter))
     verify(m)

@@ -5,11 +5,14 @@ an array addressed by one of the indices only, a bias ``b[j]`` added to every ro
 the gradient came out short by up to half, at random. At 1, 2 and 4 threads, repeated, against
 closed forms; and the analysis itself on a 2-D schedule's body."""
 
+import re
+
 import numba
 import numpy as np
+import pytest
 
 import pyzyme
-from pyzyme import Reverse
+from pyzyme import Active, Const, Duplicated, Reverse
 from pyzyme.analysis.parallel_access import owned_arrays
 from pyzyme.ir import parse_module
 
@@ -191,14 +194,31 @@ def _smoothing(parallel):
     return run
 
 
-def test_a_stencil_in_a_time_loop_against_the_serial_function():
-    u = RNG.uniform(0.0, 1.0, (40, 47))
-    want = pyzyme.gradient(Reverse, _smoothing(False), u, 3)[0]
-    parallel = _smoothing(True)
+SMOOTHING = _smoothing(True), _smoothing(False)
+
+
+@pytest.mark.parametrize("shape", [(40, 47), (6, 61), (61, 6), (5, 5)])
+def test_a_stencil_in_a_time_loop_against_the_serial_function(shape):
+    """Boxes whose interior, between the columns near their ends, is wide, narrow or
+    empty: the reverse loop runs its iterations with tests, without, and with again."""
+    u = RNG.uniform(0.0, 1.0, shape)
+    parallel, serial = SMOOTHING
+    want = pyzyme.gradient(Reverse, serial, u, 3)[0]
     for threads in THREADS:
         numba.set_num_threads(threads)
-        for _ in range(10):
+        for _ in range(6):
             got = pyzyme.gradient(Reverse, parallel, u, 3)[0]
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15,
                                        err_msg=f"{threads} threads")
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+def test_a_box_runs_its_interior_columns_without_tests():
+    """The reverse loop over a box's columns: a copy without the edge tests between the
+    columns the tests hold for (found by binary searches before the loop)."""
+    u = RNG.uniform(0.0, 1.0, (12, 13))
+    text = pyzyme.code_llvm(Reverse, SMOOTHING[0], Active, Duplicated(u, np.zeros_like(u)),
+                            Const(3), optimized=False)
+    labels = set(re.findall(r"^([\w.]+):", text, flags=re.M))
+    for part in ("top.step", "bottom.step", "choose", "interior", "after.copy"):
+        assert any(label.endswith("." + part) for label in labels), part

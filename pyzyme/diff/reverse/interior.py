@@ -85,7 +85,8 @@ def _natural_loop(head, doms):
     latches = [p for p in head.predecessors if doms.dominates(head, p)]
     if len(latches) != 1:
         raise _Refuse("not one back edge")
-    blocks, todo = {head, latches[0]}, [latches[0]]
+    # a loop of one block is its own latch: nothing before it belongs to it
+    blocks, todo = {head, latches[0]}, [] if latches[0] is head else [latches[0]]
     while todo:
         for pred in todo.pop().predecessors:
             if pred not in blocks:
@@ -145,19 +146,105 @@ def _version(fn, doms, head, counter, tests: set, shared, tape_scope):
     for pred in head.predecessors:
         if pred not in blocks:
             pred.terminator.replace_uses_of(head, check)
-    b = IRBuilder(check)
-    first = b.load(T.i64, counter)
-    hoisted: dict = {}
-    final = b.add(ends.at(b, last, None, hoisted, {}), const_int(T.i64, 1))
-    ok = None
-    for count in (first, final):
-        memo: dict = {}
-        for t in mine:
-            clear = b.xor(ends.at(b, t, count, hoisted, memo), const_int(T.i1, 1))
-            ok = clear if ok is None else b.and_(ok, clear)
-    b.cbranch(ok, start, head)
+    _split_ranges(fn, check, head, term, exit_target, mapping, counter, last, ends, mine,
+                  start)
     start = joined.get(start, start)
     return start if start.successors.count(start) == 1 else None
+
+
+def _split_ranges(fn, check, head, term, exit_target, mapping, counter, last, ends, mine,
+                  start) -> None:
+    """At ``check``, before the loop at ``head``: run the copy (at ``start``) on the
+    counter's values where every test of ``mine`` is false, the loop as it was on the others.
+
+    Those values are an interval (each test is false on one, :meth:`_Ends.monotone`). Where
+    it holds the first and last values, the copy runs alone. Otherwise, where it holds the
+    middle value, a binary search on either side finds its ends (the tests evaluated at a
+    counter value before the loop, as the first and last are), and the loop runs the
+    iterations above it, the copy those in it, the loop those below: the innermost loop of a
+    box of a 2-D schedule, whose tests are true near the box's ends only. The loop ends
+    where a stack slot says (the interval's top, then the end), the copy at the interval's
+    bottom."""
+    i64, one = T.i64, const_int(T.i64, 1)
+    b = IRBuilder(check)
+    first = b.load(i64, counter, name="first")
+    hoisted: dict = {}
+    end = ends.at(b, last, None, hoisted, {})
+    final = b.add(end, one, name="final")
+
+    def clear(count):
+        memo: dict = {}
+        ok = None
+        for t in mine:
+            c = b.xor(ends.at(b, t, count, hoisted, memo), const_int(T.i1, 1))
+            ok = c if ok is None else b.and_(ok, c)
+        return ok
+
+    names = ("probe", "top", "top.step", "bottom", "bottom.step", "split", "choose",
+             "after", "after.copy")
+    probe, top, top_step, bottom, bottom_step, split, choose, after, after_copy = (
+        BasicBlock(fn, fn.unique_name(f"{head.name}.{n}")) for n in names)
+    at = fn.blocks.index(head)
+    fn.blocks[at:at] = [probe, top, top_step, bottom, bottom_step, split, choose]
+    fn.blocks[fn.blocks.index(exit_target):fn.blocks.index(exit_target)] = [after, after_copy]
+    b.cbranch(b.and_(clear(first), clear(final), name="interior"), choose, probe)
+
+    b.position_at_end(probe)
+    middle = b.add(final, b.lshr(b.sub(first, final), one), name="middle")
+    above, below = b.add(first, one), b.sub(final, one)   # past the range: not clear
+    b.cbranch(clear(middle), top, choose)
+
+    # Each search keeps ``inside`` clear and ``outside`` not, halving the gap between them.
+    found = []
+    for loop, step, came, outside_at, done in ((top, top_step, probe, above, bottom),
+                                               (bottom, bottom_step, top, below, split)):
+        b.position_at_end(loop)
+        inside, outside = b.phi(i64, name="inside"), b.phi(i64, name="outside")
+        inside.add_incoming(middle, came)
+        outside.add_incoming(outside_at, came)
+        upward = loop is top
+        gap = b.sub(outside, inside) if upward else b.sub(inside, outside)
+        b.cbranch(b.icmp("ugt", gap, one), step, done)
+        b.position_at_end(step)
+        half = b.add(inside if upward else outside, b.lshr(gap, one), name="half")
+        ok = clear(half)
+        inside.add_incoming(b.select(ok, half, inside), step)
+        outside.add_incoming(b.select(ok, outside, half), step)
+        b.br(loop)
+        found.append(inside)
+    high, low = found
+    b.position_at_end(split)
+    bottom_end = b.sub(low, one)
+    starts_inside = b.icmp("eq", high, first)
+    b.br(choose)
+
+    b.position_at_end(choose)
+    copy_end, stop, go = b.phi(i64, name="copy.end"), b.phi(i64, name="stop"), b.phi(T.i1)
+    for block, values in ((check, (end, end, const_int(T.i1, 1))),
+                          (probe, (end, end, const_int(T.i1, 0))),
+                          (split, (bottom_end, high, starts_inside))):
+        for phi, value in zip((copy_end, stop, go), values):
+            phi.add_incoming(value, block)
+    entry = IRBuilder(fn.blocks[0])
+    entry.position_at_start(fn.blocks[0])
+    slot = entry.alloca(i64, name=f"{head.name}.stop")
+    b.store(stop, slot)
+    b.cbranch(go, start, head)
+
+    # The loop ends where the slot says; past the interval's top, the copy follows.
+    cond = term.operands[0]
+    b.position_before(cond)
+    cond.replace_uses_of(last, b.load(i64, slot))
+    term.replace_uses_of(exit_target, after)
+    b.position_at_end(after)
+    b.cbranch(b.icmp("eq", b.load(i64, slot), end), exit_target, start)
+    # The copy ends at the interval's bottom; below it, the loop takes the rest.
+    copied = mapping[term]
+    mapping[cond].replace_uses_of(mapping.get(last, last), copy_end)
+    copied.replace_uses_of(exit_target, after_copy)
+    b.position_at_end(after_copy)
+    b.store(end, slot)
+    b.cbranch(b.icmp("eq", copy_end, end), exit_target, head)
 
 
 class _Ends:
