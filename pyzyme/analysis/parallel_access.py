@@ -6,7 +6,8 @@ other iteration can reach the same address. This analysis proves that for the co
 array every access of which goes to ``base + a*i + c``, where ``i`` is the loop's index (an
 induction variable stepping by one from a start the schedule gives: the schedule's rows split
 the iteration space, so each ``i`` runs once; a schedule of several dimensions, whose rows are
-boxes, runs each ``i`` once per box: nothing is owned there), ``base`` and ``a`` (a constant)
+boxes, runs each ``i`` once per box: there only a 2-D array indexed by both of two indices is
+owned, cell by cell, :func:`_box_owner`), ``base`` and ``a`` (a constant)
 are the same for all the accesses, and the bytes ``[c, c + size)`` they touch fit in one stride
 ``|a|``: then iteration ``i`` owns ``[base + a*i + min c, base + a*i + |a|)``. Other terms of an
 address must be invariant (defined in the body's entry block: its arguments, sizes and
@@ -227,8 +228,8 @@ def owned_arrays(fn, schedule: Iterable[Value], first_index: int | None = None) 
     ``d >= -first_index``."""
     result = OwnedArrays(fn)
     indices = _schedule_indices(fn, set(schedule))
-    boxes = bool(indices) and _dimensions(fn, indices) == 2
-    if not indices or (_dimensions(fn, indices) > 1 and not boxes):
+    dimensions = _dimensions(fn, indices) if indices else 0
+    if dimensions not in (1, 2):
         # An n-dimensional schedule's rows split the index space in boxes (Numba's
         # scheduler may cut any of its dimensions): iterations apart in one index meet in
         # another, and an address of one index (a bias ``b[j]`` added to each row ``i`` of
@@ -253,7 +254,7 @@ def owned_arrays(fn, schedule: Iterable[Value], first_index: int | None = None) 
     for root, found in accesses.items():
         if root in escaped:
             continue
-        owner = _box_owner(found, indices, entry) if boxes else _owner(found, indices, entry)
+        owner = (_box_owner if dimensions == 2 else _owner)(found, indices, entry)
         if owner is not None:
             result.roots[root] = owner
     result.bounds = _row_bounds(fn, indices)

@@ -491,7 +491,8 @@ class ReverseContext(_Generated):
             # so one thread pays a branch an add, as without it.
             index, reach, first, last, column, across = edge
             i, lo, hi = self.primal(index), self.primal(first), self.primal(last)
-            if across is not None and across[1]:
+            box = across is not None and across[1] > 0   # cells shared near the box's ends
+            if box:
                 j, lo_j, hi_j = (self.primal(v) for v in (across[0], *across[2:]))
             if column is not None:
                 terms, const, length = column
@@ -510,8 +511,7 @@ class ReverseContext(_Generated):
                 for v, k in terms:
                     at = b.add(at, v if k == 1 else b.mul(v, const_int(T.i64, k)))
                 near = b.or_(near, b.icmp("uge", at, length), name="row.outside")
-            if across is not None and across[1]:
-                # a box's other dimension: its cells near the box's ends are shared too
+            if box:   # in the box's other dimension too
                 r = const_int(j.type, across[1])
                 near = b.or_(near, b.or_(b.icmp("ult", b.sub(j, lo_j), r),
                                          b.icmp("ult", b.sub(hi_j, j), r)), name="box.edge")

@@ -245,7 +245,8 @@ def _fuse(p: Plan, b: IRBuilder, start, saved, ok, hoisted: dict, scoped: dict) 
         return got
 
     skips = [(stores - own[k]) | stepping for k in range(len(p.shifts))]
-    needed = [_needed(block, skip, set(by_inst)) for skip in skips]
+    planned = {a.inst.pointer for a in p.accesses}
+    unneeded = [_unneeded(block, skip, planned) for skip in skips]
 
     def instances(ib: IRBuilder, base, delta_of, active) -> None:
         for k, shift in enumerate(p.shifts):
@@ -256,7 +257,7 @@ def _fuse(p: Plan, b: IRBuilder, start, saved, ok, hoisted: dict, scoped: dict) 
             if base is start and delta == 0:   # a partition's first iteration: the slots
                 for slot, value in saved:      # as the loop found them
                     ib.store(value, slot)
-            _clone(ib, block, skips[k] | needed[k], dict.fromkeys(reads, count),
+            _clone(ib, block, skips[k] | unneeded[k], dict.fromkeys(reads, count),
                    scoped, lambda inst: pointer(ib, by_inst[inst], base, delta)
                    if inst in by_inst else None)
 
@@ -281,20 +282,20 @@ def _fuse(p: Plan, b: IRBuilder, start, saved, ok, hoisted: dict, scoped: dict) 
     b.cbranch(go, first, block)   # last: the blocks above hoisted values into ``check``
 
 
-def _needed(block, skip: set, accessed: set) -> set:
+def _unneeded(block, skip: set, planned: set) -> set:
     """The instructions of ``block`` outside ``skip`` that one partition's copy need not
     make: pure values (the loop holds nothing else but stores, its counter and its branch)
-    that neither a store of ``accessed`` (the plan's: memory and the slots carrying sums)
-    needs, nor a per-iteration slot such a value is read from. A per-iteration slot is zero
-    after each iteration, so a copy that makes none of its loads and stores leaves it as
-    one that makes them all. A 5x5 stencil's reverse copied its whole body, 590
-    instructions, for each of its 26 partitions at each of 9 iterations."""
+    that no store kept in the copy needs, to memory or to a slot of ``planned`` (the plan's
+    pointers: memory and the slots carrying sums), nor a per-iteration slot such a value is
+    read from. A per-iteration slot is zero after each iteration, so a copy that makes none
+    of its loads and stores leaves it as one that makes them all. A 5x5 stencil's reverse
+    copied its whole body, 590 instructions, for each of its 26 partitions at each of 9
+    iterations."""
     insts = [i for i in block.instructions if i not in skip]
-    planned = {i.pointer for i in accessed if isinstance(i, (I.Load, I.Store))}
     by_slot: dict = {}
-    for inst in block.instructions:
+    for inst in insts:
         if isinstance(inst, (I.Load, I.Store)) and isinstance(inst.pointer, I.Alloca) \
-                and inst.pointer not in planned and inst not in skip:
+                and inst.pointer not in planned:
             by_slot.setdefault(inst.pointer, []).append(inst)
     used: set = set()
     todo = [i for i in insts if isinstance(i, I.Store) and i.pointer not in by_slot]
