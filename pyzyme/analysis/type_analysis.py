@@ -337,7 +337,7 @@ def _constant_tree(value: V.Value) -> TypeTree:
 def analyze_types(fn, arg_trees: Mapping[int, TypeTree] | Sequence[TypeTree | None] = (), *,
                   return_tree: TypeTree | None = None,
                   known_calls: Mapping[str, KnownCall] | None = None,
-                  rules: RuleTable | None = None) -> TypeResults:
+                  rules: RuleTable | None = None, memo: dict | None = None) -> TypeResults:
     """Deduce a tree for every argument and instruction of ``fn``, to a fixed point.
 
     Parameters
@@ -356,6 +356,12 @@ def analyze_types(fn, arg_trees: Mapping[int, TypeTree] | Sequence[TypeTree | No
         The rule table whose Allocation and Mirror rows say which calls allocate (the C
         frontend's adds the allocators a module registers); :func:`pyzyme.rules.default_rules`
         by default.
+    memo
+        What runs found, to share between calls: a dict the caller keeps for one ``rules``
+        and ``known_calls``, over functions that do not change in between. A callee met again
+        with the same argument and return trees is not analysed again, and a function met
+        with trees that say more than an earlier run's starts from that run's fixed point
+        (:class:`_Finished`).
 
     Raises
     ------
@@ -364,8 +370,8 @@ def analyze_types(fn, arg_trees: Mapping[int, TypeTree] | Sequence[TypeTree | No
         the instruction.
     """
     seeds = dict(arg_trees) if isinstance(arg_trees, Mapping) else dict(enumerate(arg_trees))
-    return _Analyzer(fn, known_calls or {}, rules or default_rules(), {}, set()).run(
-        seeds, return_tree)
+    return _Analyzer(fn, known_calls or {}, rules or default_rules(),
+                     {} if memo is None else memo, set()).run(seeds, return_tree)
 
 
 class _Worklist:
@@ -393,6 +399,63 @@ class _Worklist:
         return item
 
 
+# The memo's keys besides callees': (_FINISHED, function) -> its runs to start from, and
+# _PARTIAL -> the callee keys whose runs skipped a recursive call.
+_FINISHED, _PARTIAL = "finished", "partial"
+
+
+@dataclass(frozen=True)
+class _Finished:
+    """A run's fixed point, kept in a shared memo for later runs of the same function. The
+    analysis is monotone: trees only grow, and a merge that conflicts under some seeds
+    conflicts under larger ones too. So the fixed point of seeds and a return tree below
+    another run's (each of their trees contained in the other's) is a start from which
+    visiting what the larger seeds change reaches that run's fixed point: a function called
+    from several places, each knowing more of its arguments (the reverse of a parallel
+    loop's body, tens of thousands of instructions, analysed for its launch, the launch's
+    caller and itself), is not analysed from nothing each time."""
+
+    seeds: dict
+    return_tree: TypeTree | None
+    results: TypeResults
+    meet_merges: frozenset
+
+    @staticmethod
+    def below(memo: dict, fn, seeds: Mapping[int, TypeTree | None],
+              return_tree: TypeTree | None) -> _Finished | None:
+        """The latest run of ``fn`` in ``memo`` whose seeds and return tree are below these."""
+        for done in reversed(memo.get((_FINISHED, fn), ())):
+            if all(_within(t, seeds.get(i)) for i, t in done.seeds.items()) \
+                    and _within(done.return_tree, return_tree):
+                return done
+        return None
+
+    @staticmethod
+    def record(memo: dict, fn, seeds: Mapping[int, TypeTree | None],
+               return_tree: TypeTree | None, results: TypeResults, merges: set) -> None:
+        kept = memo.setdefault((_FINISHED, fn), [])
+        kept.append(_Finished({i: t.copy() for i, t in seeds.items() if t is not None},
+                              None if return_tree is None else return_tree.copy(), results,
+                              frozenset(merges)))
+        del kept[:-_FINISHED_KEPT]
+
+
+#: The runs of one function a memo keeps to start from.
+_FINISHED_KEPT = 4
+
+
+def _within(small: TypeTree | None, large: TypeTree | None) -> bool:
+    """Whether ``large`` says everything ``small`` says (None: nothing)."""
+    if small is None or not small:
+        return True
+    if large is None:
+        return False
+    try:
+        return not large.copy().merge(small)
+    except TypeAnalysisError:
+        return False
+
+
 class _Restart(Exception):
     """A phi or select met values that disagree: analyse again with it merging by meet."""
 
@@ -417,15 +480,22 @@ class _Analyzer:
         self.meet_merges: set = set()  # phis and selects of pointers to different things
         self.meet_stores: set = set()  # stores of pointers to different things into one slot
         self.current: I.Instruction | None = None
+        # A call skipped as recursion (or a callee's run that skipped one): not a fixed point
+        # another run may start from.
+        self.partial = False
 
     def run(self, seeds: Mapping[int, TypeTree | None], return_tree: TypeTree | None
             ) -> TypeResults:
         conflict: TypeAnalysisError | None = None
+        start = _Finished.below(self.memo, self.fn, seeds, return_tree)
+        if start is not None:
+            self.meet_merges = set(start.meet_merges)
         while True:
             try:
-                res = self._run_once(seeds, return_tree)
+                res = self._run_once(seeds, return_tree, start)
             except _Restart as restart:
                 self.meet_merges.add(restart.inst)
+                start = None
                 continue
             except TypeAnalysisError as err:
                 # A conflict in this function's own values (not one a callee raised): retry
@@ -437,9 +507,13 @@ class _Analyzer:
                 if not self.meet_stores:
                     raise
                 conflict = err
+                start = None
                 continue
             if conflict is not None:
                 self._check_meet_stores(conflict)
+            elif not self.partial:
+                _Finished.record(self.memo, self.fn, seeds, return_tree, res,
+                                 self.meet_merges)
             return res
 
     def _check_meet_stores(self, conflict: TypeAnalysisError) -> None:
@@ -454,23 +528,33 @@ class _Analyzer:
             except TypeAnalysisError:
                 raise conflict from None
 
-    def _run_once(self, seeds: Mapping[int, TypeTree | None], return_tree: TypeTree | None
-                  ) -> TypeResults:
+    def _run_once(self, seeds: Mapping[int, TypeTree | None], return_tree: TypeTree | None,
+                  start: _Finished | None = None) -> TypeResults:
+        """One run to the fixed point: from the LLVM types, or from ``start``, the fixed
+        point of seeds and a return tree below these (:class:`_Finished`)."""
         res = self.results = TypeResults(self.fn)
-        for arg in self.fn.args:
-            res.trees[arg] = _scalar_tree(arg.type)
-            if seeds.get(arg.index) is not None:
-                self.update(arg, seeds[arg.index])
-        for inst in self.fn.instructions():
-            if inst.has_result:
-                res.trees[inst] = _scalar_tree(inst.type)
-        if return_tree is not None:
-            res.return_tree.merge(return_tree)
-        # A worklist: when a value's tree grows, its users (forward rules) and its defining
-        # instruction (backward rules) are visited again.
         insts = list(self.fn.instructions())
         self.rets = [i for i in insts if i.opcode == "ret"]
-        self.pending = _Worklist(insts)
+        # A worklist: when a value's tree grows, its users (forward rules) and its defining
+        # instruction (backward rules) are visited again.
+        if start is None:
+            for arg in self.fn.args:
+                res.trees[arg] = _scalar_tree(arg.type)
+            for inst in insts:
+                if inst.has_result:
+                    res.trees[inst] = _scalar_tree(inst.type)
+            self.pending = _Worklist(insts)
+        else:
+            # Every rule holds there already: only what the new seeds change is visited.
+            res.trees = {v: t.copy() for v, t in start.results.trees.items()}
+            res.return_tree = start.results.return_tree.copy()
+            self.pending = _Worklist(())
+        for arg in self.fn.args:
+            if seeds.get(arg.index) is not None:
+                self.update(arg, seeds[arg.index])
+        if return_tree is not None and res.return_tree.merge(return_tree):
+            for ret in self.rets:
+                self.pending.add(ret)
         while self.pending:
             inst = self.pending.pop()
             self.current = inst
@@ -730,16 +814,20 @@ class _Analyzer:
         ret = self.tree(inst) if inst.has_result else None
         key = (fn, tuple(str(seeds[i]) for i in range(len(args))), str(ret))
         if key in self.active:
+            self.partial = True
             return  # recursion: the outer run will come back with what it learns
         res = self.memo.get(key)
         if res is None:
             self.active.add(key)
+            callee = _Analyzer(fn, self.known_calls, self.rules, self.memo, self.active)
             try:
-                res = _Analyzer(fn, self.known_calls, self.rules, self.memo,
-                                self.active).run(seeds, ret)
+                res = callee.run(seeds, ret)
             finally:
                 self.active.discard(key)
             self.memo[key] = res
+            if callee.partial:
+                self.memo.setdefault(_PARTIAL, set()).add(key)
+        self.partial |= key in self.memo.get(_PARTIAL, ())
         if inst.has_result:
             self.update(inst, res.return_tree)
         for a, param in zip(args, fn.args):

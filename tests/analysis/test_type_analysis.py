@@ -681,3 +681,109 @@ entry:
     assert got["arg %a"] == "{[-1]:Pointer, [-1,0]:Float@double, [-1,8]:Float@double}"
     assert got["arg %b"] == "{[-1]:Pointer, [-1,-1]:Integer}"
     assert got["arg %n"] == "{[-1]:Integer}"
+
+
+# -- a memo shared between runs: a function met again starts from its earlier fixed point ----
+
+_CALLER_AND_CALLEE = """
+define double @g(ptr %p, ptr %q, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %j, %loop ]
+  %s = phi double [ 0.0, %entry ], [ %t, %loop ]
+  %a = getelementptr double, ptr %p, i64 %i
+  %x = load double, ptr %a
+  %b = getelementptr i8, ptr %q, i64 8
+  %c = load ptr, ptr %b
+  %y = load i64, ptr %c
+  %t = fadd double %s, %x
+  %j = add i64 %i, 1
+  %done = icmp eq i64 %j, %n
+  br i1 %done, label %out, label %loop
+out:
+  ret double %t
+}
+
+define double @f(ptr %p, ptr %q, i64 %n) {
+entry:
+  %r = call double @g(ptr %p, ptr %q, i64 %n)
+  ret double %r
+}
+"""
+
+
+def _counting_visits(monkeypatch):
+    from pyzyme.analysis import type_analysis
+
+    visits: dict = {}
+    plain = type_analysis._Analyzer.visit
+
+    def visit(self, inst):
+        visits[self.fn.name] = visits.get(self.fn.name, 0) + 1
+        plain(self, inst)
+
+    monkeypatch.setattr(type_analysis._Analyzer, "visit", visit)
+    return visits
+
+
+def test_a_run_with_trees_that_say_more_starts_from_the_earlier_fixed_point(monkeypatch):
+    m = ir.parse_module(_CALLER_AND_CALLEE)
+    g, f = m.get_function("g"), m.get_function("f")
+    ints = TypeTree({(-1,): POINTER, (-1, 8): POINTER, (-1, 8, -1): INTEGER})
+    cold = analyze_types(g, {0: PTR_TO_DOUBLES, 1: ints})   # what a caller knowing both says
+    visits = _counting_visits(monkeypatch)
+    memo: dict = {}
+    plain = analyze_types(g, {}, memo=memo)
+    first = visits.pop("g")
+    # f passes g what f is told: more than nothing, so g's run starts from the one above
+    warm = analyze_types(f, {0: PTR_TO_DOUBLES, 1: ints}, memo=memo)
+    assert str(warm).count("Float@double") > 0
+    assert 0 < visits["g"] < first / 2
+    # and it ends where a run from nothing ends: g's trees for these seeds
+    monkeypatch.undo()
+    memo_g = [v for k, v in memo.items() if isinstance(k, tuple) and k[0] is g]
+    (seeded,) = memo_g
+    assert lines(seeded) == lines(cold)
+    assert lines(plain) != lines(cold)  # the start said less
+
+
+def test_a_run_with_trees_that_say_less_starts_from_nothing(monkeypatch):
+    m = ir.parse_module(_CALLER_AND_CALLEE)
+    g = m.get_function("g")
+    ints = TypeTree({(-1,): POINTER, (-1, 8): POINTER, (-1, 8, -1): INTEGER})
+    less = TypeTree({(-1,): POINTER, (-1, 8): POINTER})
+    memo: dict = {}
+    analyze_types(g, {1: ints}, memo=memo)
+    visits = _counting_visits(monkeypatch)
+    other = analyze_types(g, {1: less}, memo=memo)
+    from_memo = visits.pop("g")
+    fresh = analyze_types(g, {1: less})
+    assert from_memo == visits["g"] > 0     # as many visits as a run from nothing
+    assert lines(other) == lines(fresh)
+    assert "Integer" not in lines(other)["%c = load ptr, ptr %b"]
+
+
+def test_a_run_that_skipped_a_recursive_call_is_not_a_start():
+    m = ir.parse_module("""
+define double @r(ptr %p, i64 %n) {
+entry:
+  %z = icmp eq i64 %n, 0
+  br i1 %z, label %base, label %rec
+base:
+  %x = load double, ptr %p
+  ret double %x
+rec:
+  %m = sub i64 %n, 1
+  %y = call double @r(ptr %p, i64 %m)
+  ret double %y
+}
+""")
+    r = m.get_function("r")
+    memo: dict = {}
+    analyze_types(r, {}, memo=memo)
+    # r's run analysed its call of r, whose run met that call again while under way and
+    # skipped it (the outer run comes back to it): neither is a fixed point to start from
+    (inner_key,) = memo["partial"]
+    assert inner_key[0] is r
+    assert ("finished", r) not in memo

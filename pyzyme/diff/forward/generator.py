@@ -74,6 +74,7 @@ class ForwardGenerator:
         self.over_reverse = over_reverse
         self._done: dict[tuple, object] = {}
         self._types: dict = {}            # function -> its type analysis, None where it failed
+        self._type_memo: dict = {}        # what those analyses found, shared among them
         self._float_pointers: dict = {}   # function -> float_moves.float_pointers(function)
 
     # -- entry point -------------------------------------------------------------------
@@ -189,8 +190,17 @@ class ForwardGenerator:
 
     def _types_of(self, fn):
         if fn not in self._types:
+            self._types[fn] = None  # a call back into fn (recursion) finds no analysis yet
+            # Callees first, each from nothing, as their own derivatives will ask: fn's run
+            # then meets them with trees that say more, and starts from those runs
+            # (type_analysis._Finished) instead of from nothing.
+            for inst in fn.instructions():
+                callee = inst.called_function if isinstance(inst, I.CallBase) else None
+                if callee is not None and not callee.is_declaration:
+                    self._types_of(callee)
             try:
-                self._types[fn] = analyze_types(fn, {}, rules=self.rules)
+                self._types[fn] = analyze_types(fn, {}, rules=self.rules,
+                                                memo=self._type_memo)
             except TypeAnalysisError:
                 self._types[fn] = None
         return self._types[fn]
