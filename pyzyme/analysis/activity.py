@@ -78,7 +78,15 @@ def contains_type(ty: T.Type, leaf: Callable[[T.Type], bool]) -> bool:
 
 def can_carry_derivative(ty: T.Type) -> bool:
     """Floats, pointers, and vectors or aggregates containing them; never integers."""
-    return contains_type(ty, lambda t: t.is_float or t.is_pointer)
+    if ty.is_float or ty.is_pointer:
+        return True
+    if not ty.is_aggregate:  # an integer or vector of them, void, a label: asked a million
+        return False         # times over a large reverse module's activity analyses
+    return contains_type(ty, _float_or_pointer)
+
+
+def _float_or_pointer(ty: T.Type) -> bool:
+    return ty.is_float or ty.is_pointer
 
 
 def _is_bytes(ty: T.Type) -> bool:

@@ -11,7 +11,6 @@ printer passes one that knows the slot numbers of unnamed values).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 
 from pyzyme.errors import IRTypeError
@@ -92,7 +91,7 @@ class Instruction(NamedValue):
     def copy_with(self, operands: Sequence[Value], *, keep_metadata: bool = False) -> Instruction:
         """A detached, unnamed copy of this instruction on ``operands`` (same opcode, flags and
         syntax fields; metadata and debug records only when ``keep_metadata``)."""
-        clone = copy.copy(self)
+        clone = _shallow_copy(self)
         clone.operands = list(operands)
         clone.users = []
         clone.parent = None
@@ -147,3 +146,30 @@ def _tref(ref: Ref, value: Value) -> str:
     return f"{value.type} {ref(value)}"
 
 
+_SLOTS: dict = {}   # instruction class -> the names of the slots it and its bases declare
+
+
+def _slot_names(cls) -> tuple:
+    names: list = []
+    for k in cls.__mro__:
+        declared = k.__dict__.get("__slots__", ())
+        names += [declared] if isinstance(declared, str) else list(declared)
+    return tuple(n for n in names if n not in ("__dict__", "__weakref__"))
+
+
+def _shallow_copy(inst: Instruction) -> Instruction:
+    """``copy.copy(inst)``, slot by slot: the copy module's generic protocol took a third of
+    the time forward mode spends copying a large reverse module's instructions."""
+    cls = type(inst)
+    names = _SLOTS.get(cls)
+    if names is None:
+        names = _SLOTS[cls] = _slot_names(cls)
+    clone = cls.__new__(cls)
+    for name in names:
+        try:
+            setattr(clone, name, getattr(inst, name))
+        except AttributeError:  # a slot never set
+            pass
+    if hasattr(inst, "__dict__"):
+        clone.__dict__.update(inst.__dict__)
+    return clone

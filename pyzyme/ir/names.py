@@ -18,6 +18,9 @@ import re
 
 _PLAIN = re.compile(r"[-a-zA-Z$._][-a-zA-Z$._0-9]*\Z")
 _ESCAPE = re.compile(r'\\([0-9A-Fa-f]{2}|\\)')
+#: A character :func:`escape` writes as ``\XX``: a quote, a backslash, a control character or
+#: any beyond ASCII.
+_ESCAPED = re.compile(r'["\\\x00-\x1f\x7f-\U0010ffff]')
 
 
 def quote(name: str) -> str:
@@ -29,6 +32,8 @@ def quote(name: str) -> str:
 
 def escape(text: str) -> str:
     """Escape a string the way LLVM prints quoted names and ``c"..."`` strings."""
+    if not _ESCAPED.search(text):
+        return text  # the common case: Numba's long mangled names, printed again and again
     out = []
     for ch in text:
         code = ord(ch)
