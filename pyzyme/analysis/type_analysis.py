@@ -74,6 +74,7 @@ from pyzyme.ir import values as V
 from pyzyme.ir.opcodes import FROM_INTEGER, INT_BINOPS, SAME_BITS
 from pyzyme.analysis.layout import field_offset, gep_offset, sizeof, struct_layout
 from pyzyme.analysis.tbaa import pointee_kind
+from pyzyme.analysis.type_runs import PARTIAL, Finished, finished_below, record_finished
 from pyzyme.ir.printer import _slots  # the printer's numbering of unnamed values
 from pyzyme.rules import default_rules, spec
 from pyzyme.rules.runtime import MEMINFO_LAYOUT
@@ -361,7 +362,7 @@ def analyze_types(fn, arg_trees: Mapping[int, TypeTree] | Sequence[TypeTree | No
         and ``known_calls``, over functions that do not change in between. A callee met again
         with the same argument and return trees is not analysed again, and a function met
         with trees that say more than an earlier run's starts from that run's fixed point
-        (:class:`_Finished`).
+        (:mod:`~pyzyme.analysis.type_runs`).
 
     Raises
     ------
@@ -399,63 +400,6 @@ class _Worklist:
         return item
 
 
-# The memo's keys besides callees': (_FINISHED, function) -> its runs to start from, and
-# _PARTIAL -> the callee keys whose runs skipped a recursive call.
-_FINISHED, _PARTIAL = "finished", "partial"
-
-
-@dataclass(frozen=True)
-class _Finished:
-    """A run's fixed point, kept in a shared memo for later runs of the same function. The
-    analysis is monotone: trees only grow, and a merge that conflicts under some seeds
-    conflicts under larger ones too. So the fixed point of seeds and a return tree below
-    another run's (each of their trees contained in the other's) is a start from which
-    visiting what the larger seeds change reaches that run's fixed point: a function called
-    from several places, each knowing more of its arguments (the reverse of a parallel
-    loop's body, tens of thousands of instructions, analysed for its launch, the launch's
-    caller and itself), is not analysed from nothing each time."""
-
-    seeds: dict
-    return_tree: TypeTree | None
-    results: TypeResults
-    meet_merges: frozenset
-
-    @staticmethod
-    def below(memo: dict, fn, seeds: Mapping[int, TypeTree | None],
-              return_tree: TypeTree | None) -> _Finished | None:
-        """The latest run of ``fn`` in ``memo`` whose seeds and return tree are below these."""
-        for done in reversed(memo.get((_FINISHED, fn), ())):
-            if all(_within(t, seeds.get(i)) for i, t in done.seeds.items()) \
-                    and _within(done.return_tree, return_tree):
-                return done
-        return None
-
-    @staticmethod
-    def record(memo: dict, fn, seeds: Mapping[int, TypeTree | None],
-               return_tree: TypeTree | None, results: TypeResults, merges: set) -> None:
-        kept = memo.setdefault((_FINISHED, fn), [])
-        kept.append(_Finished({i: t.copy() for i, t in seeds.items() if t is not None},
-                              None if return_tree is None else return_tree.copy(), results,
-                              frozenset(merges)))
-        del kept[:-_FINISHED_KEPT]
-
-
-#: The runs of one function a memo keeps to start from.
-_FINISHED_KEPT = 4
-
-
-def _within(small: TypeTree | None, large: TypeTree | None) -> bool:
-    """Whether ``large`` says everything ``small`` says (None: nothing)."""
-    if small is None or not small:
-        return True
-    if large is None:
-        return False
-    try:
-        return not large.copy().merge(small)
-    except TypeAnalysisError:
-        return False
-
-
 class _Restart(Exception):
     """A phi or select met values that disagree: analyse again with it merging by meet."""
 
@@ -487,7 +431,7 @@ class _Analyzer:
     def run(self, seeds: Mapping[int, TypeTree | None], return_tree: TypeTree | None
             ) -> TypeResults:
         conflict: TypeAnalysisError | None = None
-        start = _Finished.below(self.memo, self.fn, seeds, return_tree)
+        start = finished_below(self.memo, self.fn, seeds, return_tree)
         if start is not None:
             self.meet_merges = set(start.meet_merges)
         while True:
@@ -512,7 +456,7 @@ class _Analyzer:
             if conflict is not None:
                 self._check_meet_stores(conflict)
             elif not self.partial:
-                _Finished.record(self.memo, self.fn, seeds, return_tree, res,
+                record_finished(self.memo, self.fn, seeds, return_tree, res,
                                  self.meet_merges)
             return res
 
@@ -529,9 +473,9 @@ class _Analyzer:
                 raise conflict from None
 
     def _run_once(self, seeds: Mapping[int, TypeTree | None], return_tree: TypeTree | None,
-                  start: _Finished | None = None) -> TypeResults:
+                  start: Finished | None = None) -> TypeResults:
         """One run to the fixed point: from the LLVM types, or from ``start``, the fixed
-        point of seeds and a return tree below these (:class:`_Finished`)."""
+        point of seeds and a return tree below these (:mod:`~pyzyme.analysis.type_runs`)."""
         res = self.results = TypeResults(self.fn)
         insts = list(self.fn.instructions())
         self.rets = [i for i in insts if i.opcode == "ret"]
@@ -826,8 +770,8 @@ class _Analyzer:
                 self.active.discard(key)
             self.memo[key] = res
             if callee.partial:
-                self.memo.setdefault(_PARTIAL, set()).add(key)
-        self.partial |= key in self.memo.get(_PARTIAL, ())
+                self.memo.setdefault(PARTIAL, set()).add(key)
+        self.partial |= key in self.memo.get(PARTIAL, ())
         if inst.has_result:
             self.update(inst, res.return_tree)
         for a, param in zip(args, fn.args):

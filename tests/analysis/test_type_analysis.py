@@ -9,6 +9,7 @@ import pytest
 from pyzyme import ir
 from pyzyme.analysis.layout import alignof, field_offset, sizeof
 from pyzyme.frontends.numba.typeseeds import seed_from_abi
+from pyzyme.analysis import type_runs
 from pyzyme.analysis.type_analysis import KnownCall, analyze_types
 from pyzyme.analysis.typetree import FLOAT64, INTEGER, MAX_DEPTH, POINTER, TypeTree
 from pyzyme.errors import TypeAnalysisError
@@ -784,6 +785,6 @@ rec:
     analyze_types(r, {}, memo=memo)
     # r's run analysed its call of r, whose run met that call again while under way and
     # skipped it (the outer run comes back to it): neither is a fixed point to start from
-    (inner_key,) = memo["partial"]
+    (inner_key,) = memo[type_runs.PARTIAL]
     assert inner_key[0] is r
-    assert ("finished", r) not in memo
+    assert (type_runs.FINISHED, r) not in memo

@@ -3,7 +3,7 @@ functions it calls, knowing more of their arguments than they know alone. Over a
 module (hvp: forward mode over the gradient) that is the reverse of a parallel loop's body,
 met by its launch, the launch's caller and itself: forward mode analyses the callees first,
 from nothing, and the runs that follow start from those fixed points
-(``type_analysis._Finished``), where each was a run from nothing, some of tens of thousands
+(:mod:`pyzyme.analysis.type_runs`), where each was a run from nothing, some of tens of thousands
 of instructions. The Hessian-vector products are checked against the exact ones."""
 
 import numba

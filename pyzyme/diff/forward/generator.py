@@ -193,7 +193,7 @@ class ForwardGenerator:
             self._types[fn] = None  # a call back into fn (recursion) finds no analysis yet
             # Callees first, each from nothing, as their own derivatives will ask: fn's run
             # then meets them with trees that say more, and starts from those runs
-            # (type_analysis._Finished) instead of from nothing.
+            # (pyzyme.analysis.type_runs) instead of from nothing.
             for inst in fn.instructions():
                 callee = inst.called_function if isinstance(inst, I.CallBase) else None
                 if callee is not None and not callee.is_declaration:
