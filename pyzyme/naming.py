@@ -28,7 +28,8 @@ __all__ = ["symbol_name", "linked_original", "forward_function", "tangent", "sha
            "CHECKPOINT_BUDGET_ERROR",
            "checkpoint_driver", "is_checkpoint_sweep", "checkpoint_step", "FIXED_POINT",
            "fixed_point_driver", "fixed_point_step", "framework_op", "HELPERS",
-           "DIGAMMA", "POW_LESS1", "INT_POWER", "MATH_HELPERS"]
+           "DIGAMMA", "POW_LESS1", "INT_POWER", "ZERO_REMAINDER", "MATH_HELPERS",
+           "zero_remainder", "STATUS_PARAMS"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -192,6 +193,12 @@ def repeated(inner: str, outer: str) -> str:
 def repeat_base(inner: str, outer: str) -> str:
     """The counter of loop ``inner`` as each iteration of loop ``outer`` began."""
     return f"{inner or 'loop'}.count.each.{outer or 'loop'}"
+
+
+def zero_remainder(remainder: str) -> str:
+    """The signed zero of Python's ``x % y`` where the remainder ``remainder`` is zero, given
+    the remainder's derivative (:mod:`pyzyme.transforms.zero_remainder`)."""
+    return f"{remainder or 'remainder'}.zero"
 
 
 def int_power(block: str) -> str:
@@ -396,11 +403,17 @@ SIDE_STACK_RESERVE, SIDE_STACK_OVERFLOW = ("pyzyme.side_stack.reserve",
 #: The check that a global still holds the callee it was differentiated with, and its
 #: messages (pyzyme.frontends.global_callees).
 EXPECT_CALLEE, CALLEE_TEXT = "pyzyme.expect_callee", "pyzyme.callee_text"
+#: The first two parameters of a function in Numba's calling convention, as Numba names them:
+#: the memory its result goes to, and its exception record (pyzyme.frontends.numba.abi).
+STATUS_PARAMS = ("retptr", "excinfo")
 #: pyzyme's own maths, defined in IR where a module calls it (pyzyme.rules.mathlib): the
-#: digamma function, pow(x, y - 1) from pow(x, y), Numba's x ** n; each one's float variant
-#: is its name with "f" after it.
+#: digamma function, pow(x, y - 1) from pow(x, y), Numba's x ** n, the signed zero Python's
+#: x % y gives where the remainder is zero (pyzyme.transforms.zero_remainder); each one's
+#: float variant is its name with "f" after it.
 DIGAMMA, POW_LESS1, INT_POWER = "pyzyme.digamma", "pyzyme.pow_less1", "pyzyme.int_power"
-MATH_HELPERS = tuple(name + suffix for name in (DIGAMMA, POW_LESS1, INT_POWER)
+ZERO_REMAINDER = "pyzyme.zero_remainder"
+MATH_HELPERS = tuple(name + suffix
+                     for name in (DIGAMMA, POW_LESS1, INT_POWER, ZERO_REMAINDER)
                      for suffix in ("", "f"))
 
 HELPERS = (TAPE_POOL, TAPE_POOL_BYTES, TAPE_REALLOC, TAPE_CAPACITY, TAPE_FREE, TAPE_ARENA,

@@ -108,6 +108,9 @@ CASES = {
     "powi": (lambda a, n: a ** n, lambda rng: nonzero(1, 0.2, 3.0)(rng) + (rng.randint(-4, 5),)),
     "pyzyme.int_power": (mathlib.int_power,
                          lambda rng: (rng.uniform(-3.0, 3.0), rng.choice((0, 1, 2, 5, 9)))),
+    # the zero Python's x % y gives for a zero remainder m stands for m: its value moves as m's
+    "pyzyme.zero_remainder": (lambda m, zero: m + zero,
+                              lambda rng: (rng.uniform(-1e-3, 1e-3), rng.choice((0.0, -0.0)))),
     "sqrt": (math.sqrt, reals(1, 0.01, 10)),
     "cbrt": (math.cbrt, nonzero(1, 0.01, 10)),
     "hypot": (math.hypot, nonzero(2)),

@@ -144,4 +144,9 @@ ROWS = LIBM + (
         _where_zero(to_float(y), _ZERO, to_float(y) * call("int_power", x, int_add(y, -1))),
         None,
     ), note="d/dx = 0 at n = 0 (also at x = 0); n is an integer"),
+    # The signed zero that Python's x % y gives where the remainder m is zero, standing for m
+    # there (mathlib.zero_remainder): its derivative is m's; the constant carries none.
+    Partials((naming.ZERO_REMAINDER, naming.ZERO_REMAINDER + "f"), "libm", (_ONE, None),
+             note="d/dm = 1: x % y is x - y floor(x / y), slope 1 in x on both sides of a "
+                  "multiple of y"),
 )

@@ -13,6 +13,11 @@ bitwise the same (:mod:`pyzyme.transforms.int_power`); its derivative is then a 
 ``n * int_power(x, n - 1)``, not a differentiated loop with a tape of its squares.
 ``pyzyme.int_power``/``pyzyme.int_powerf`` take the exponent as an ``i64``.
 
+``zero_remainder(m, zero)`` is ``zero``: the signed zero Python's ``x % y`` gives where the
+remainder ``m`` is zero (``y``'s sign), standing for ``m`` there, so that its derivative is
+``m``'s (:mod:`pyzyme.transforms.zero_remainder`). ``pyzyme.zero_remainder``/
+``pyzyme.zero_remainderf``.
+
 ``lgamma' = digamma`` and ``tgamma' = tgamma * digamma``, and C has no digamma. Rule expressions
 call it as ``call("digamma", x)``; its :class:`~pyzyme.rules.expr.MathFunction` has the symbol
 ``pyzyme.digamma``. This module owns both of its implementations, which follow one algorithm
@@ -164,8 +169,9 @@ def define(module: ir.Module, symbol: str) -> ir.Function:
     module
         The module to define it in.
     symbol
-        ``"pyzyme.digamma"`` (double) or ``"pyzyme.digammaf"`` (float: fpext, the double
-        version, fptrunc).
+        One of :data:`SYMBOLS`: ``"pyzyme.digamma"`` (double) or ``"pyzyme.digammaf"``
+        (float: fpext, the double version, fptrunc), and likewise for ``pow_less1``,
+        ``int_power`` and ``zero_remainder``.
 
     Returns
     -------
@@ -184,13 +190,17 @@ def define(module: ir.Module, symbol: str) -> ir.Function:
         return fn
     ty = ir.float if symbol.endswith("f") else ir.double
     power, less1 = symbol.startswith(naming.INT_POWER), symbol.startswith(naming.POW_LESS1)
-    params = [ty, ir.i64] if power else [ty] * 3 if less1 else [ty]
+    zero = symbol.startswith(naming.ZERO_REMAINDER)
+    params = [ty, ir.i64] if power else [ty] * 3 if less1 else [ty] * 2 if zero else [ty]
     if fn is None:
         fn = module.add_function(symbol, ir.FunctionType(ty, params))
     fn.prefix = "internal"
     fn.suffix = "nounwind willreturn memory(none)"
     if power:
         _build_int_power(fn, ty)
+    elif zero:
+        fn.args[0].name, fn.args[1].name = "remainder", "zero"
+        ir.IRBuilder(fn.append_block("entry")).ret(fn.args[1])
     elif less1:
         _build_pow_less1(module, fn, ty)
     elif ty is ir.double:

@@ -6,13 +6,16 @@ jitclass data is left alone, it may be reached through its instance too); then t
 gets the loop rewrites every function gets (:mod:`pyzyme.transforms.loop_rewrites`: negative
 indices' wrap-around folded, given the array shapes the ABI says the parameters carry; integer
 powers; loops skipping one index; nests interchanged where the arrays are apart; row strides
-versioned).
+versioned). Every function of the module, callees too, has the signed zero Python's ``x % y``
+gives for a zero remainder passed through ``@pyzyme.zero_remainder``, which gives it the
+remainder's derivative (:mod:`pyzyme.transforms.zero_remainder`).
 """
 
 from __future__ import annotations
 
 from numba.core import types
 
+from pyzyme.transforms import zero_remainder
 from pyzyme.transforms.loop_rewrites import rewrite_loops
 
 __all__ = ["ready"]
@@ -30,6 +33,9 @@ def ready(module, native, abi, distinct: bool, options, *, reverse: bool = True)
                         and not isinstance(p.numba_type.dtype, types.ClassDataType):
                     a = native.args[p.index]
                     a.attrs = " ".join([*a.attrs.split(), "noalias"])
+    for fn in list(module.functions):
+        if not fn.is_declaration:
+            zero_remainder.fold(module, fn)
     shapes = [native.args[p.index] for arg in abi.args for p in arg.params
               if ".shape[" in p.field]
     rewrite_loops(module, native, options, reverse=reverse, interchange_ok=distinct,
