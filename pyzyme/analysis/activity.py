@@ -343,6 +343,8 @@ def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
                     continue
                 if _stores_only_constants(user, address):
                     continue
+                if _exception_record(user, address):
+                    continue
                 if any(carries(a) for a in user.args):
                     return True
                 # A callee may put a fresh allocation (which has a shadow) in a slot that
@@ -358,6 +360,28 @@ def _receives_varied(slot: I.Instruction, is_varied, may_allocate=None,
 
 
 _PLAIN_CONSTANTS = (ConstantInt, ConstantFP, Null, Undef, Poison, ZeroInitializer)
+
+
+def _exception_record(call: I.CallBase, address: Value) -> bool:
+    """Whether ``call`` gets ``address`` only as a Numba function's exception record (its
+    second parameter, ``excinfo``, of a function returning a status): what it stores there
+    is the exception's information, read only on the way to raising it, never a derivative
+    (a parallel loop's body reads it back when a function it calls raises, and merges it
+    with Numba's constant records: with a shadow, that merge was refused as runtime
+    activity)."""
+    callee = call.called_function
+    if callee is None or len(callee.args) < 2 or not callee.return_type.is_int \
+            or len(call.args) != len(callee.args):
+        return False
+    # Numba's names, perhaps numbered apart when modules were linked (excinfo.2)
+    if tuple(_unnumbered(a.name) for a in callee.args[:2]) != naming.STATUS_PARAMS:
+        return False
+    return [k for k, a in enumerate(call.args) if a is address] == [1]
+
+
+def _unnumbered(name: str) -> str:
+    stem, dot, number = name.rpartition(".")
+    return stem if dot and number.isdigit() else name
 
 
 def _stores_only_constants(call: I.CallBase, address: Value) -> bool:

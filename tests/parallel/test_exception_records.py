@@ -1,0 +1,55 @@
+"""A prange loop whose body calls a function that can raise, and that LLVM does not inline (a
+recursive one here; poliastro's ``coe2rv_many`` calls one of matrix products): the body hands
+the callee a stack slot for its exception record (Numba's ``excinfo``) and, when the callee
+fails, reads the record back and merges it with Numba's constant records on its way to raising
+it. The slot was given a shadow (a call handed it with an active argument might store a
+derivative there), so the merge mixed memory with and without shadows, and both modes refused
+the loop as "runtime activity". What a callee stores in its exception record is never a
+derivative. Checked against the exact derivative at 1, 2 and 4 threads."""
+
+import math
+
+import numba
+import numpy as np
+import pytest
+from numba import prange
+
+from pyzyme import Active, Const, Duplicated, Forward, Reverse, autodiff
+
+THREADS = tuple(t for t in (1, 2, 4) if t <= numba.config.NUMBA_NUM_THREADS)
+
+
+@numba.njit
+def powers(x, n):
+    if n < 0:
+        raise ValueError("negative power")
+    if n == 0:
+        return np.ones(3)
+    return powers(x, n - 1) * np.array([x, 2.0 * x, math.sin(x)])
+
+
+@numba.njit(parallel=True)
+def rows_of_powers(a, n):
+    rr = np.zeros((a.shape[0], 3))
+    for i in prange(a.shape[0]):
+        rr[i, :] = powers(a[i], n)
+    return np.sum(rr)
+
+
+def _exact(a):      # d/da of a^2 + 4 a^2 + sin(a)^2
+    return 2.0 * a + 8.0 * a + 2.0 * np.sin(a) * np.cos(a)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_a_callee_that_can_raise_in_a_prange_body(threads):
+    numba.set_num_threads(threads)
+    try:
+        a = np.linspace(-1.2, 1.3, 11)
+        da = np.zeros_like(a)
+        autodiff(Reverse, rows_of_powers, Active, Duplicated(a, da), Const(2))
+        np.testing.assert_allclose(da, _exact(a), rtol=1e-13)
+        t = np.cos(np.arange(11.0))
+        _, tangent = autodiff(Forward, rows_of_powers, Duplicated, Duplicated(a, t), Const(2))
+        assert tangent == pytest.approx(float(_exact(a) @ t), rel=1e-13)
+    finally:
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
