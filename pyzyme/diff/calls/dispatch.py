@@ -192,11 +192,13 @@ _SERIAL_ONLY = (spec.Blas, spec.Custom, spec.Registered, spec.Masked, spec.Mpi)
 
 
 def _private_operands(cx, inst: I.CallBase, row) -> bool:
-    """Whether a BLAS call in a parallel loop's body works on memory of its iteration only
+    """Whether a BLAS call in a parallel loop's body adds into memory of its iteration only
     (its own temporaries, elements it owns): then no other thread adds into its adjoints
-    (``A[i] @ x[cols[i]]``: a row the iteration owns and a gathered copy)."""
+    (``A[i] @ x[cols[i]]``: a row the iteration owns and a gathered copy). An operand that
+    carries no derivative has no adjoint to add into (``P @ B.T`` with ``B`` a constant all
+    iterations share)."""
     return isinstance(row, spec.Blas) and all(
-        cx.private(a) for a in inst.args if a.type.is_pointer)
+        cx.private(a) or a not in cx.activity.varied for a in inst.args if a.type.is_pointer)
 
 
 def _not_in_parallel(cx, inst: I.CallBase, row) -> UnsupportedError:
