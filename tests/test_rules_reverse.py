@@ -142,6 +142,9 @@ UNREACHABLE = {
     "llvm.canonicalize": _NOT_EMITTED,
     "pyzyme.int_power": "not in Numba's IR: the loop Numba inlines for x ** i is folded into "
                         "it before differentiation (tests/diff/test_int_power.py)",
+    "pyzyme.zero_remainder": "not in Numba's IR: the zero of x % y where the remainder is zero "
+                             "goes through it before differentiation "
+                             "(tests/reverse/test_python_remainder.py)",
 }
 
 POINTS = [(c, p) for c in CASES for p in c.points]
