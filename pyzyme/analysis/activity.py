@@ -374,14 +374,9 @@ def _exception_record(call: I.CallBase, address: Value) -> bool:
             or len(call.args) != len(callee.args):
         return False
     # Numba's names, perhaps numbered apart when modules were linked (excinfo.2)
-    if tuple(_unnumbered(a.name) for a in callee.args[:2]) != naming.STATUS_PARAMS:
+    if tuple(naming.linked_original(a.name) for a in callee.args[:2]) != naming.STATUS_PARAMS:
         return False
     return [k for k, a in enumerate(call.args) if a is address] == [1]
-
-
-def _unnumbered(name: str) -> str:
-    stem, dot, number = name.rpartition(".")
-    return stem if dot and number.isdigit() else name
 
 
 def _stores_only_constants(call: I.CallBase, address: Value) -> bool:

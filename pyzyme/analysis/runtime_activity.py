@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyzyme.analysis.activity import ActivityResult, contains_type
+from pyzyme.analysis.activity import ActivityResult, can_carry_derivative, contains_type
 from pyzyme.ir.opcodes import MERGES, READ_MODIFY_WRITE, STRUCTURAL
 from pyzyme.ir.values import Null, Poison, Undef, Value, ZeroInitializer
 from pyzyme.progress import timed
@@ -124,13 +124,9 @@ def _needs(user, value) -> bool:
     """
     op = user.opcode
     if op == "load":
-        return user.operands[0] is value and _carries(user.type)
+        return user.operands[0] is value and can_carry_derivative(user.type)
     if op == "store":
-        return user.operands[1] is value and _carries(user.operands[0].type)
+        return user.operands[1] is value and can_carry_derivative(user.operands[0].type)
     if op in READ_MODIFY_WRITE:
-        return user.operands[0] is value and _carries(user.operands[-1].type)
+        return user.operands[0] is value and can_carry_derivative(user.operands[-1].type)
     return False
-
-
-def _carries(ty) -> bool:
-    return contains_type(ty, lambda t: t.is_float or t.is_pointer)

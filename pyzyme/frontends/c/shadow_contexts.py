@@ -37,7 +37,7 @@ import hashlib
 from pathlib import Path
 
 from pyzyme import ir
-from pyzyme.analysis.activity import contains_type
+from pyzyme.analysis.activity import can_carry_derivative, contains_type
 from pyzyme.analysis.layout import sizeof, struct_layout
 from pyzyme.errors import FrontendError, TypeAnalysisError
 from pyzyme.frontends.c.clang import compile_to_ir
@@ -106,7 +106,7 @@ def carries_derivatives(gv) -> bool:
         sizeof(ty)
     except TypeAnalysisError:
         return False
-    return contains_type(ty, lambda t: t.is_float or t.is_pointer)
+    return can_carry_derivative(ty)
 
 
 # ---------------------------------------------------------------------------- preparing
