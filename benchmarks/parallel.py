@@ -1,7 +1,7 @@
 """Parallel loops (issue 22): gradient time over primal time for ``@njit(parallel=True)``
 kernels, at 1 and 2 threads, in one process.
 
-Five kernels written as a Numba user writes them, each ``@njit(parallel=True, fastmath=False)``:
+Six kernels written as a Numba user writes them, each ``@njit(parallel=True, fastmath=False)``:
 
 - P1 2-D explicit diffusion (5-point stencil, fixed edges) on a 2000 x 2000 grid, 50 steps: a
   prange over rows inside the serial time loop, the two grids swapped after each step; loss =
@@ -18,6 +18,9 @@ Five kernels written as a Numba user writes them, each ``@njit(parallel=True, fa
 - P5 a 3x3 ``@numba.stencil`` (a binomial blur) applied 20 times to a 2000 x 2000 grid, the
   grids swapped after each step: a 2-D parfor whose adjoint scatters into the neighbours of
   each cell; loss = sum of squares; gradient in the initial grid.
+- P6 P1 written with NumPy slices (``w[1:-1, 1:-1] = v[1:-1, 1:-1] + c * (v[:-2, 1:-1] +
+  ...)``): a 2-D parfor whose body gets five views of ``v``, which pyzyme reads as one array
+  (:mod:`pyzyme.transforms.view_bases`).
 
 For each kernel and thread count (``numba.set_num_threads``): the primal's time and the time of
 pyzyme's reverse gradient (``autodiff(Reverse, f, Active, Duplicated(...), ...)`` called from
@@ -219,6 +222,17 @@ def stencil_blur(u, steps):
     return np.sum(v * v)
 
 
+@numba.njit(parallel=True, fastmath=False)
+def diffusion_slices(u, c, steps):
+    v = u.copy()
+    w = u.copy()
+    for _ in range(steps):
+        w[1:-1, 1:-1] = v[1:-1, 1:-1] + c * (v[:-2, 1:-1] + v[2:, 1:-1] + v[1:-1, :-2]
+                                             + v[1:-1, 2:] - 4.0 * v[1:-1, 1:-1])
+        v, w = w, v
+    return np.sum(v * v)
+
+
 def serial(f):
     """``f``'s Python function compiled by plain ``@njit`` (prange runs as range)."""
     return numba.njit(fastmath=False)(f.py_func)
@@ -289,6 +303,9 @@ KERNELS = [
     Kernel("P5", lambda a: f"P5 @stencil 3x3 {a[0].shape[0]}x{a[0].shape[1]}, {a[1]} steps",
            stencil_blur, lambda small: blur_args(500, 10) if small else blur_args(2000, 20),
            lambda: blur_args(11, 3, seed=1), (0,)),
+    Kernel("P6", lambda a: f"P6 diffusion with slices {a[0].shape[0]}x{a[0].shape[1]}, "
+           f"{a[2]} steps", diffusion_slices, lambda small: diffusion_args(500, 20) if small
+           else diffusion_args(2000, 50), lambda: diffusion_args(12, 4, seed=1), (0,)),
 ]
 
 

@@ -21,7 +21,7 @@ __all__ = ["symbol_name", "linked_original", "forward_function", "tangent", "sha
            "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
            "distributed_part", "distributed_reset", "fused_block",
-           "stride_version", "stride_test", "capacity_hint", "sum_base",
+           "stride_version", "stride_test", "views_rebased", "views", "capacity_hint", "sum_base",
            "repeated", "repeat_base", "moved", "parallel_body",
            "PARALLEL_BODY", "PARALLEL_CONSTANT", "PARALLEL_DISCARD", "CHECKPOINT_FOR",
            "CHECKPOINT_WHILE",
@@ -156,6 +156,28 @@ def stride_version(block: str, columns: Sequence[int] | None) -> str:
     if columns is None:
         return f"{block}.rest"
     return f"{block}.stride{'x'.join(map(str, columns))}"
+
+
+def views_rebased(function: str) -> str:
+    """The copy of parallel loop body ``function`` in which the views of one array are moved
+    from one pointer (:mod:`pyzyme.transforms.view_bases`).
+
+    >>> views_rebased("__gufunc__.f")
+    '__gufunc__.f.views'
+    """
+    return f"{function}.views"
+
+
+def views(part: str) -> str:
+    """A value or block :mod:`pyzyme.transforms.view_bases` makes: ``apart`` (the test that
+    the views are where the copy puts them), ``rebased`` and ``as.written`` (the blocks
+    launching the copy and the body), ``rows`` and ``stride`` (a row's length in elements and
+    in bytes, in the copy), ``slotK`` (slot ``K``'s view moved from its group's first).
+
+    >>> views("apart"), views("slot3")
+    ('views.apart', 'views.slot3')
+    """
+    return f"views.{part}"
 
 
 def stride_test(columns: Sequence[int]) -> str:

@@ -13,8 +13,8 @@ False
 >>> pyzyme.set_runtime_activity(True)
 >>> current()
 Options(runtime_activity=True, distribute_loops=True, interchange_loops=True, \
-split_loops=True, version_strides=True, reassociate_adjoints=True, strong_zero=True, \
-recursion_stack=268435456, tape_budget=None, flush_subnormals=False)
+split_loops=True, version_strides=True, rebase_views=True, reassociate_adjoints=True, \
+strong_zero=True, recursion_stack=268435456, tape_budget=None, flush_subnormals=False)
 >>> pyzyme.set_runtime_activity(False)
 """
 
@@ -73,6 +73,13 @@ class Options:
         vectorize the reverse loop that adds into those rows, which it cannot prove safe for a
         length known only at run time. Bitwise the same results; the code to differentiate
         and compile is twice as large. On by default; off to compare.
+    rebase_views
+        Before a reverse-mode derivative, give a parallel loop whose body reads several
+        slices of one array (``w[:-2, 1:-1] + w[2:, 1:-1] + ...``) a copy of its body that
+        reads them as one array at constant offsets, launched where a test before the launch
+        finds them so (:mod:`pyzyme.transforms.view_bases`): the reverse sweep then adds into
+        the cells each iteration owns without atomics. The same results; twice the code for
+        such a loop. On by default; off to compare.
     reassociate_adjoints
         Let LLVM add up the contributions to one adjoint in any order (``reassoc`` on the sums
         that accumulate them, :func:`pyzyme.diff.reverse.adjoints.sum_flags`), as XLA's
@@ -123,6 +130,7 @@ class Options:
     interchange_loops: bool = True
     split_loops: bool = True
     version_strides: bool = True
+    rebase_views: bool = True
     reassociate_adjoints: bool = True
     strong_zero: bool = True
     recursion_stack: int = 256 << 20
@@ -251,8 +259,8 @@ def set_options(**settings) -> None:
     ----------
     **settings
         ``strong_zero``, ``runtime_activity``, ``distribute_loops``, ``interchange_loops``,
-        ``split_loops``, ``version_strides``, ``reassociate_adjoints``, ``flush_subnormals``:
-        True or False; ``recursion_stack``:
+        ``split_loops``, ``version_strides``, ``rebase_views``, ``reassociate_adjoints``,
+        ``flush_subnormals``: True or False; ``recursion_stack``:
         bytes (a power of two); ``tape_budget``: bytes, or None for no limit.
 
     Examples

@@ -105,7 +105,7 @@ from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import ConstantInt, Value
 
-__all__ = ["OwnedArrays", "owned_arrays", "dense_reads"]
+__all__ = ["OwnedArrays", "owned_arrays", "dense_reads", "linear_address"]
 
 _W = 8  # bytes per word of a schedule's row
 
@@ -473,11 +473,42 @@ def _no_wrap(indices: set, low: int):
     return always_zero
 
 
-def _address(pointer: Value, wraps=None, depth: int = 16) -> _Address | None:
+def linear_address(pointer: Value, pick=None) -> tuple | None:
+    """``(root, const, {atom: coef})`` with ``pointer == root + const + sum(coef * atom)`` in
+    bytes, ``root`` what its chain of ``getelementptr`` starts from; None where an index is
+    not a linear form. ``pick(phi)``, where given, says which of a phi's incoming values to
+    take for it (None: the phi is an atom), and of a select's two or a minimum's: a guess, as
+    of the path a program usually takes.
+
+    >>> from pyzyme.ir import parse_module
+    >>> m = parse_module('''
+    ... define ptr @f(ptr %x, i64 %n) {
+    ... entry:
+    ...   %i = add i64 %n, 2
+    ...   %p = getelementptr double, ptr %x, i64 %i
+    ...   ret ptr %p
+    ... }''')
+    >>> root, const, terms = linear_address(m.get_function("f").blocks[0].instructions[1])
+    >>> root.ref, const, [(atom.ref, coef) for atom, coef in terms.items()]
+    ('%x', 16, [('%n', 8)])
+    """
+    address = _address(pointer, pick=pick)
+    return None if address is None else (address.root, address.const, dict(address.terms))
+
+
+def _address(pointer: Value, wraps=None, depth: int = 16, pick=None) -> _Address | None:
     terms: dict = {}
     const = 0
-    while isinstance(pointer, I.GetElementPtr) and depth > 0:
+    while depth > 0:
         depth -= 1
+        if pick is not None and isinstance(pointer, (I.Phi, I.Select)):
+            chosen = pick(pointer)
+            if chosen is None:
+                break
+            pointer = chosen
+            continue
+        if not isinstance(pointer, I.GetElementPtr):
+            break
         base, *indices = pointer.operands
         ty = pointer.source_type
         for k, index in enumerate(indices):
@@ -492,7 +523,7 @@ def _address(pointer: Value, wraps=None, depth: int = 16) -> _Address | None:
                 offset, ty = field_offset(ty, [index.value])
                 const += offset
                 continue
-            form = _linear(index, wraps=wraps)
+            form = _linear(index, wraps=wraps, pick=pick)
             if form is None:
                 return None
             c, ts = form
@@ -504,20 +535,25 @@ def _address(pointer: Value, wraps=None, depth: int = 16) -> _Address | None:
     return _Address(pointer, const, tuple(sorted(terms.items(), key=lambda t: _order(t[0]))))
 
 
-def _linear(value: Value, depth: int = 12, wraps=None):
+def _linear(value: Value, depth: int = 12, wraps=None, pick=None):
     """``(const, {atom: coef})`` with ``value == const + sum(coef * atom)`` (a product of two
-    unknowns is an atom of its own); a select ``wraps`` says is always 0 is 0."""
+    unknowns is an atom of its own); a select ``wraps`` says is always 0 is 0; a phi, a
+    select or a minimum ``pick`` takes one value of is that value."""
     if isinstance(value, ConstantInt):
         return value.signed, {}
     if wraps is not None and isinstance(value, I.Select) and wraps(value):
         return 0, {}
+    if pick is not None and _choice(value) and depth > 0:
+        chosen = pick(value)
+        if chosen is not None:
+            return _linear(chosen, depth - 1, wraps, pick)
     if depth == 0 or not isinstance(value, I.Instruction):
         return 0, {value: 1}
     op = value.opcode
     if op in ("sext", "zext", "trunc"):
-        return _linear(value.operands[0], depth - 1, wraps)
+        return _linear(value.operands[0], depth - 1, wraps, pick)
     if op in ("add", "sub"):
-        a, b = (_linear(v, depth - 1, wraps) for v in value.operands)
+        a, b = (_linear(v, depth - 1, wraps, pick) for v in value.operands)
         sign = 1 if op == "add" else -1
         terms = dict(a[1])
         for atom, coef in b[1].items():
@@ -529,7 +565,7 @@ def _linear(value: Value, depth: int = 12, wraps=None):
             x, y = y, x
         if isinstance(y, ConstantInt):
             factor = y.value if op == "mul" else 1 << y.value
-            c, ts = _linear(x, depth - 1, wraps)
+            c, ts = _linear(x, depth - 1, wraps, pick)
             return c * factor, {atom: coef * factor for atom, coef in ts.items()}
         if op == "mul":
             # (i + d) * m with m known on entry (a C-ordered array's row length):
@@ -537,13 +573,35 @@ def _linear(value: Value, depth: int = 12, wraps=None):
             if not _on_entry(y) and _on_entry(x):
                 x, y = y, x
             if _on_entry(y):
-                c, ts = _linear(x, depth - 1, wraps)
+                c, ts = _linear(x, depth - 1, wraps, pick)
                 if all(isinstance(atom, Value) for atom in ts):
-                    terms = {_Product(atom, y): coef for atom, coef in ts.items()}
+                    y, factor = _scaled(y)
+                    terms = {_Product(atom, y): coef * factor for atom, coef in ts.items()}
                     if c:
-                        terms[y] = c
+                        terms[y] = c * factor
                     return 0, terms
     return 0, {value: 1}
+
+
+def _choice(value: Value) -> bool:
+    """Whether ``value`` is one of several values: a phi, a select, a minimum or maximum
+    (``llvm.smin``: how LLVM writes NumPy's clipping of a slice's start)."""
+    if isinstance(value, (I.Phi, I.Select)):
+        return True
+    callee = value.called_function if isinstance(value, I.CallBase) else None
+    return callee is not None and callee.name.startswith(("llvm.smin.", "llvm.smax.",
+                                                          "llvm.umin.", "llvm.umax."))
+
+
+def _scaled(length: Value) -> tuple:
+    """``(m, k)`` with ``length == k * m``: a row length in bytes made on entry from one in
+    elements (``shl m, 3``, as a body whose views were rebased has it:
+    :mod:`pyzyme.transforms.view_bases`), so that its rows are ``m`` elements long."""
+    if isinstance(length, I.BinaryOp) and length.opcode in ("shl", "mul"):
+        m, k = length.operands
+        if isinstance(k, ConstantInt) and k.signed >= 0 and _on_entry(m):
+            return m, (1 << k.value if length.opcode == "shl" else k.signed)
+    return length, 1
 
 
 def _on_entry(value: Value) -> bool:

@@ -41,7 +41,6 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir.builder import resolve_later_operands
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.rules import default_rules, spec
 from pyzyme.ir.values import Argument, Constant, ConstantInt, GlobalVariable, const_int
 from pyzyme.transforms import revolve
 from pyzyme.transforms.checkpoint_chunks import (chunk_ir, chunk_range, iteration_tape,
@@ -51,7 +50,7 @@ from pyzyme.transforms.checkpoint_budget import (check_fits, free_counter, give_
 from pyzyme.transforms.checkpoint_merges import (allocated_extent, merge_operands,
                                                  merged_size, roots)
 from pyzyme.transforms.checkpoint_state import CarriedLayout
-from pyzyme.transforms.parallel_body import argument_slots
+from pyzyme.transforms.parallel_body import argument_slots, launch_row
 
 __all__ = ["checkpoint_loops", "Checkpointed", "RESERVE"]
 
@@ -135,14 +134,6 @@ def checkpoint_loops(module, fn, budget: int, extents: dict, where,
         rewrite.nest = inside
         done.append(rewrite.run(budget, own))
     return done
-
-
-def _launch_row(inst):
-    """The :class:`~pyzyme.rules.spec.ParallelFor` row of ``inst``, a launch of a parallel
-    loop; else None."""
-    callee = inst.called_function if isinstance(inst, I.CallBase) else None
-    row = default_rules().lookup(callee.name, "call") if callee is not None else None
-    return row if isinstance(row, spec.ParallelFor) else None
 
 
 def _worth(loop) -> bool:
@@ -317,7 +308,7 @@ class _Rewrite:
         """The pointers ``inst`` may write through: a parallel loop's launch, those its body
         is handed in its argument array (the arrays of a ``prange``), and the arrays it
         hands over; None where those cannot be told."""
-        row = _launch_row(inst)
+        row = launch_row(inst)
         if row is None:
             return written_pointers(inst)
         args = inst.args[row.args]
@@ -336,7 +327,7 @@ class _Rewrite:
         own: list = []
         for block in self.loop.blocks:
             for inst in block.instructions:
-                row = _launch_row(inst)
+                row = launch_row(inst)
                 callee = inst.called_function if isinstance(inst, I.CallBase) else None
                 if callee is not None and callee.name.startswith("llvm.lifetime.start"):
                     found = [inst.args[-1]]

@@ -39,14 +39,23 @@ from pyzyme.ir.builder import resolve_later_operands
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Value, const_int
+from pyzyme.rules import default_rules, spec
 
-__all__ = ["split_arguments", "argument_slots", "slot_loads", "apart_slots",
+__all__ = ["split_arguments", "argument_slots", "slot_loads", "apart_slots", "launch_row",
            "CARGS", "SHARED"]
 
 _WORD = 8
 #: The split body's parameters after the body's own four (args, dims, steps, data).
 CARGS = 4    # the argument array again, for the slots carrying no derivative
 SHARED = 5   # i1: whether other threads run other rows at the same time
+
+
+def launch_row(inst):
+    """The :class:`~pyzyme.rules.spec.ParallelFor` row of ``inst``, a launch of a parallel
+    loop; else None."""
+    callee = inst.called_function if isinstance(inst, I.CallBase) else None
+    row = default_rules().lookup(callee.name, "call") if callee is not None else None
+    return row if isinstance(row, spec.ParallelFor) else None
 
 
 def argument_slots(args: Value, launch=None, word: bool = False) -> dict | None:

@@ -160,8 +160,12 @@ def _split_body(cx, inst: I.CallBase, row: spec.ParallelFor, layout: B.Layout,
             hint="write the loop with range instead of numba.prange")
     stored = {k: _reaching(inst, [u for u in uses if isinstance(u, I.Store)])
               for k, uses in slots.items()}
+    # A slot the body never reads carries nothing into it (the views a rebased copy moves
+    # from another's pointer: :mod:`pyzyme.transforms.view_bases`).
+    read = {k for k, uses in (argument_slots(body.args[0]) or {}).items()
+            if any(isinstance(u, I.Load) for u in uses)}
     active = frozenset(k for k, values in stored.items()
-                       if any(_carries(cx, v) for v in values))
+                       if k in read and any(_carries(cx, v) for v in values))
     # Under runtime activity the shadow of such an array is the array itself where it
     # turns out inactive: the body would add adjoints into the caller's array (and read
     # its values as tangents), where serial code tests each access.

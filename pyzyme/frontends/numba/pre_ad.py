@@ -16,6 +16,7 @@ from __future__ import annotations
 from numba.core import types
 
 from pyzyme.transforms import zero_remainder
+from pyzyme.transforms.view_bases import rebase_views
 from pyzyme.transforms.loop_rewrites import rewrite_loops
 
 __all__ = ["ready"]
@@ -36,6 +37,8 @@ def ready(module, native, abi, distinct: bool, options, *, reverse: bool = True)
     for fn in list(module.functions):
         if not fn.is_declaration:
             zero_remainder.fold(module, fn)
+            if reverse and options.rebase_views:
+                rebase_views(module, fn)
     shapes = [native.args[p.index] for arg in abi.args for p in arg.params
               if ".shape[" in p.field]
     rewrite_loops(module, native, options, reverse=reverse, interchange_ok=distinct,
