@@ -5,7 +5,9 @@ body of each parallel loop, which Numba compiles apart from the function that la
 
 0. Numba's wrap-around of negative indices (``a[j + (n if j < 0 else 0)]``) folded where the
    index cannot be negative, given values known non-negative (``nonnegative``: shapes, sizes)
-   (:mod:`pyzyme.transforms.wraparound`);
+   (:mod:`pyzyme.transforms.wraparound`), and its broadcasting indices in array expressions
+   (``k = i if shape > 1 else k``) made values of the loop index the reverse sweep recomputes
+   (:mod:`pyzyme.transforms.broadcast_index`);
 1. integer powers: Numba's binary-exponentiation loops for ``x ** i`` become calls of a
    function with a derivative rule, which the reverse sweep recomputes instead of taping every
    squaring (:mod:`pyzyme.transforms.int_power`);
@@ -26,6 +28,7 @@ once per launch that reaches it).
 from __future__ import annotations
 
 from pyzyme.transforms import index_split, int_power
+from pyzyme.transforms.broadcast_index import fold_broadcast_indices
 from pyzyme.transforms.wraparound import fold_wraparound
 from pyzyme.transforms.interchange import interchange
 from pyzyme.transforms.stride_versions import version_strides
@@ -39,6 +42,7 @@ def rewrite_loops(module, fn, options, *, reverse: bool, interchange_ok: bool,
     (:class:`~pyzyme.settings.Options`) asks, for a derivative in reverse mode (or forward
     mode, where not ``reverse``: stride versions only for rows ``fn`` writes)."""
     fold_wraparound(fn, nonnegative)
+    fold_broadcast_indices(fn)
     int_power.fold(module, fn)
     if options.split_loops:
         index_split.split(fn)
