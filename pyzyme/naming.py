@@ -401,6 +401,8 @@ def framework_op(function: str, part: str, *inputs: str) -> str:
 TAPE_POOL, TAPE_POOL_BYTES = "pyzyme.tape_pool", "pyzyme.tape_pool_bytes"
 TAPE_REALLOC, TAPE_CAPACITY, TAPE_FREE = ("pyzyme.tape_realloc", "pyzyme.tape_capacity",
                                           "pyzyme.tape_free")
+#: What the pool says on standard error before it aborts, where the C library has no block.
+OUT_OF_MEMORY_TEXT = "pyzyme.tape_pool.out_of_memory"
 #: The tape arena (pyzyme.diff.tape.arena): an allocation from the side stack's arena, its
 #: fast path and a new chunk.
 TAPE_ARENA, TAPE_ARENA_TAKE, TAPE_ARENA_REFILL = ("pyzyme.tape_arena", "pyzyme.tape_arena.take",
@@ -438,7 +440,8 @@ MATH_HELPERS = tuple(name + suffix
                      for name in (DIGAMMA, POW_LESS1, INT_POWER, ZERO_REMAINDER)
                      for suffix in ("", "f"))
 
-HELPERS = (TAPE_POOL, TAPE_POOL_BYTES, TAPE_REALLOC, TAPE_CAPACITY, TAPE_FREE, TAPE_ARENA,
+HELPERS = (TAPE_POOL, TAPE_POOL_BYTES, TAPE_REALLOC, TAPE_CAPACITY, TAPE_FREE,
+           OUT_OF_MEMORY_TEXT, TAPE_ARENA,
            TAPE_ARENA_TAKE, TAPE_ARENA_REFILL, SHADOW_ALLOC,
            POOLED_SHADOW_RELEASE, SHADOW_REGROW, SHADOW_RELEASE, TAPE_PUSH, DEFER_RELEASE,
            INDIRECT_PAIR, SIDE_STACK, SIDE_STACK_TEXT, SIDE_STACK_RUN, SIDE_STACK_ENTER,

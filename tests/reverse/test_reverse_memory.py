@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent("""
     import numba
     import numpy as np
@@ -92,3 +94,36 @@ def test_counts_of_argument_arrays_are_not_deferred():
     h = 1e-6
     fd = [(outer(q + h * e, feat) - outer(q - h * e, feat)) / (2 * h) for e in np.eye(4)]
     np.testing.assert_allclose(dq, fd, rtol=1e-7)
+
+
+OUT_OF_MEMORY = textwrap.dedent("""
+    import resource
+    import numba
+    import numpy as np
+    import pyzyme
+    from pyzyme import Active, Const, Reverse
+
+    @numba.njit
+    def f(x, n):
+        s = x
+        for i in range(n):
+            s = np.sin(s) + 0.5 * s      # s taped each iteration: its cosine is needed
+        return s
+
+    pyzyme.autodiff(Reverse, f, Active, Active(0.3), Const(10))
+    with open("/proc/self/status") as status:
+        size = next(int(line.split()[1]) for line in status if line.startswith("VmSize"))
+    resource.setrlimit(resource.RLIMIT_AS, ((size << 10) + (256 << 20), resource.RLIM_INFINITY))
+    pyzyme.autodiff(Reverse, f, Active, Active(0.3), Const(200_000_000))   # a 1.6 GB tape
+""")
+
+
+def test_a_tape_beyond_memory_says_so():
+    """Where the C library has no block for a tape, the derivative says why on standard error
+    and aborts (it wrote through the null block: a segmentation fault, nothing said)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("limits the address space with RLIMIT_AS and reads /proc/self/status")
+    out = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY], capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == -6, (out.returncode, out.stderr[-2000:])    # SIGABRT
+    assert "out of memory" in out.stderr and "tape_budget" in out.stderr, out.stderr[-2000:]

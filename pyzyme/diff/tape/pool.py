@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from pyzyme import naming
 from pyzyme.ir import IRBuilder, instructions as I, types as T
-from pyzyme.ir.values import ZeroInitializer, const_int, const_null
+from pyzyme.ir.values import ZeroInitializer, const_c_string, const_int, const_null
 
 __all__ = ["tape_realloc", "tape_free", "tape_capacity", "release_chunk",
            "SLOTS", "RETAINED_BYTES", "COUNTED_BYTES", "FIRST_CAPACITY", "REALLOC_NAME",
@@ -261,13 +261,19 @@ def tape_realloc(module):
     size = b.shl(const_int(T.i64, 1), cls, name="size")
     malloc = module.declare("malloc", T.FunctionType(T.ptr, [T.i64]))
     block = b.call(malloc, [size], name="block")
+    made, failed = fn.append_block("made"), fn.append_block("failed")
+    b.cbranch(b.icmp("eq", block, const_null(T.ptr)), failed, made)
+    b.position_at_end(failed)
+    _out_of_memory(module, b, size)
+    b.position_at_end(made)
     b.store(size, block)
+    made_block = b.block
     b.br(got)
 
     b.position_at_end(got)
     header = b.phi(T.ptr, name="header")
     header.add_incoming(spare, taken)
-    header.add_incoming(block, make)
+    header.add_incoming(block, made_block)
     data = b.gep(T.i8, header, [const_int(T.i64, _HEADER)], name="data")
     b.cbranch(is_null, done, copy)
 
@@ -298,6 +304,25 @@ def tape_realloc(module):
     result.add_incoming(data, arena)
     b.ret(result)
     return fn
+
+
+def _out_of_memory(module, b: IRBuilder, size) -> None:
+    """Where the C library has no block of ``size`` bytes for a tape: say so on standard
+    error and abort. The derivative cannot go on without it, and has no way to hand an
+    exception back from the middle of a sweep; writing through the null block instead was a
+    segmentation fault that said nothing (a stencil's tape grown past the machine's memory)."""
+    text = module.get_global(naming.OUT_OF_MEMORY_TEXT)
+    if text is None:
+        message = const_c_string(
+            "pyzyme: out of memory: a reverse-mode derivative's tape needs a block of %lld "
+            "bytes more. Set a memory budget, pyzyme.options(tape_budget=...), to checkpoint "
+            "its loops.\n")
+        text = module.add_global(naming.OUT_OF_MEMORY_TEXT, message.type, message,
+                                 is_constant=True, prefix="private unnamed_addr")
+    dprintf = module.declare("dprintf", T.FunctionType(T.i32, [T.i32, T.ptr], var_arg=True))
+    b.call(dprintf, [const_int(T.i32, 2), text, size])
+    b.call(module.declare("abort", T.FunctionType(T.void, [])), [])
+    b.unreachable()
 
 
 def tape_capacity(module):
