@@ -59,17 +59,22 @@ def _heat(u, c, steps):
     return np.sum(u * u)
 
 
+def _scale_interior(v, w, c):
+    # views of two arrays, none of one array twice: only their strides are made constant
+    v[1:-1, 1:-1] = c * np.tanh(w[1:-1, 1:-1])
+
+
 def _compile(parallel):
     step = numba.njit(parallel=parallel)(_step)
     glb = dict(_diffuse.__globals__, _step=step)
     diffuse = numba.njit(parallel=parallel)(
         type(_diffuse)(_diffuse.__code__, glb, "_diffuse"))
     return (step, diffuse, numba.njit(parallel=parallel)(_sharpen),
-            numba.njit(parallel=parallel)(_heat))
+            numba.njit(parallel=parallel)(_heat), numba.njit(parallel=parallel)(_scale_interior))
 
 
-STEP, DIFFUSE, SHARPEN, HEAT = _compile(True)
-STEP_SERIAL, DIFFUSE_SERIAL, SHARPEN_SERIAL, HEAT_SERIAL = _compile(False)
+STEP, DIFFUSE, SHARPEN, HEAT, SCALE = _compile(True)
+STEP_SERIAL, DIFFUSE_SERIAL, SHARPEN_SERIAL, HEAT_SERIAL, SCALE_SERIAL = _compile(False)
 
 
 def _step_gradient(step, w, c, dv):
@@ -243,3 +248,22 @@ def test_contiguous_views_are_owned_by_element():
                            result=Active)
     owned = [text for text in found[True] if "shared within 2" in text]
     assert len(owned) == 1 and "8*" in owned[0], found[True]
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_views_of_different_arrays(threads):
+    """Views of two arrays: the copy only makes their strides the element size, and owns
+    each cell of both (the body as written owns neither: its strides are run-time values)."""
+    w, dv = RNG.standard_normal((40, 30)), RNG.standard_normal((40, 30))
+    want = _step_gradient(SCALE_SERIAL, w, 0.7, dv)
+    _repeated(threads, 5, lambda: [np.testing.assert_allclose(a, e, rtol=1e-13, atol=1e-14)
+                                   for a, e in zip(_step_gradient(SCALE, w, 0.7, dv), want)])
+    inner = w[1:-1, 1:-1]
+    np.testing.assert_allclose(want[1], np.sum(dv[1:-1, 1:-1] * np.tanh(inner)), rtol=1e-12)
+    if threads == THREADS[0]:
+        args = (Duplicated(w.copy(), np.zeros_like(w)), Duplicated(w, np.zeros_like(w)),
+                Active(0.7))
+        found = _body_analyses(SCALE, *args)
+        assert found[False] == [found[False][0]] and found[False][0].endswith(": nothing")
+        (copy,) = found[True]
+        assert copy.count("shared within 0 of its box's ends") == 2, copy
