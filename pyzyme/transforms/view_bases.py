@@ -130,7 +130,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyzyme import naming
-from pyzyme.analysis.cfg import dominators
+from pyzyme.analysis.overwrite import underlying_object
 from pyzyme.analysis.layout import sizeof
 from pyzyme.analysis.parallel_access import linear_address
 from pyzyme.ir import IRBuilder
@@ -213,14 +213,14 @@ def _views(launch: I.CallBase, row: spec.ParallelFor) -> Views | None:
         return None
     read = argument_slots(body.args[0])
     words = argument_slots(body.args[2], word=True)
-    stored = argument_slots(launch.args[row.args], launch=launch)
-    steps = argument_slots(launch.args[row.steps], launch=launch, word=True)
+    args_array, steps_array = launch.args[row.args], launch.args[row.steps]
+    stored = argument_slots(args_array, launch=launch)
+    steps = argument_slots(steps_array, launch=launch, word=True)
     if not read or words is None or stored is None or steps is None:
         return None
     entry = body.blocks[0]
     word_of = {load: w for w, uses in words.items() for load in uses
                if isinstance(load, I.Load) and load.parent is entry}
-    dom = dominators(launch.parent.parent)
     views = []
     for k, uses in sorted(read.items()):
         if k == row.schedule or len(uses) != 1 or not isinstance(uses[0], I.Load) \
@@ -230,8 +230,8 @@ def _views(launch: I.CallBase, row: spec.ParallelFor) -> Views | None:
         if found is None:
             continue
         strides, size = found
-        pointer = _stored(stored.get(k, ()), launch, dom)
-        values = [_stored(steps.get(w, ()), launch, dom) for w in strides]
+        pointer = _stored(stored.get(k, ()), launch, args_array)
+        values = [_stored(steps.get(w, ()), launch, steps_array) for w in strides]
         # the copy divides a row stride by the element size with a shift
         if pointer is not None and all(v is not None for v in values) and \
                 len(strides) <= 2 and not size & (size - 1) and \
@@ -280,20 +280,20 @@ def _stride_words(data: I.Load, word_of: dict, count: int) -> tuple | None:
     return words, size
 
 
-def _stored(stores, launch: I.CallBase, dom) -> Value | None:
-    """The one value stores put in a slot that the launch reads (it dominates the launch)."""
+def _stored(stores, launch: I.CallBase, array: Value) -> Value | None:
+    """The value the launch reads from a slot of ``array`` that ``stores`` write: the one
+    store, in the launch's block before it, with no call that may write ``array`` between
+    them (the test before the launch compares what it stored)."""
     stores = [s for s in stores if isinstance(s, I.Store)]
-    if len(stores) != 1:
+    if len(stores) != 1 or stores[0].parent is not launch.parent:
         return None
-    value = stores[0].operands[0]
-    if isinstance(value, I.Instruction):
-        block = value.parent
-        if block is launch.parent:
-            if block.instructions.index(value) > block.instructions.index(launch):
-                return None
-        elif not dom.dominates(block, launch.parent):
-            return None
-    return value
+    order = launch.parent.instructions
+    at, end = order.index(stores[0]), order.index(launch)
+    if at > end or any(isinstance(inst, I.CallBase) and any(
+            underlying_object(arg) is array for arg in inst.args if arg.type.is_pointer)
+            for inst in order[at + 1:end]):
+        return None
+    return stores[0].operands[0]
 
 
 def _groups(views: list) -> list:
