@@ -14,8 +14,9 @@ five offsets, cell ``[i + d, j + e]`` of ``w`` for iteration ``[i, j]``, which
 
 :func:`rebase_views` makes it say so, where it can check at run time that it holds. For each
 launch in a function, it finds the arrays the body indexes with strides from ``steps`` (two
-for a 2-D array, one for a 1-D one) or by elements (a contiguous view: Numba's 1-D slice of a
-C-ordered array), all elements of one size ``s``; groups those whose data pointers the
+for a 2-D array, one for a 1-D one) or by elements (a contiguous view: Numba's slice of a
+C-ordered array in its first dimension, ``u[2:]``, whose rows, where it has them, are as long
+as a ``dims`` word says), all elements of one size ``s``; groups those whose data pointers the
 launching function computes from one root; and guesses each one's offset from the group's
 first in rows and elements (:func:`_guess`: the offsets of slices with constant starts, ``d *
 shape[1] + e`` elements, read on the path where the shapes are not so small that NumPy clips
@@ -23,7 +24,8 @@ the slice). It then copies the body (:func:`_copy`), in which each view of a gro
 group's first moved by ``d`` rows of ``m`` elements and ``e`` elements, its strides ``s * m``
 and ``s`` (``m``: the row length the first view's stride gives, in elements); and before the
 launch it tests that this is so (each view's inner stride is ``s``, its row stride the
-first's, a multiple of ``s``, and its data pointer where the guess puts it) and launches the
+first's, a multiple of ``s``, and its data pointer where the guess puts it, rows of the length
+the launch stores in ``dims`` for contiguous views) and launches the
 copy if it is, the body as it was if not. In the copy a group is one array read at constant
 offsets in rows and elements; the slots of the views moved from another are no longer read,
 and a slot the copy does not read carries nothing into it
@@ -162,6 +164,9 @@ class _View:
     size: int
     rows: int = 0
     elements: int = 0
+    #: A contiguous view of rows: the ``dims`` word its rows' length is read from, and the
+    #: value stored there
+    length: tuple = ()
 
     def __str__(self) -> str:
         at = f"{self.elements}" if len(self.words) < 2 else f"[{self.rows}, {self.elements}]"
@@ -213,42 +218,55 @@ def _views(launch: I.CallBase, row: spec.ParallelFor) -> Views | None:
         return None
     read = argument_slots(body.args[0])
     words = argument_slots(body.args[2], word=True)
+    dims = argument_slots(body.args[1], word=True) or {}
     args_array, steps_array = launch.args[row.args], launch.args[row.steps]
+    dims_array = launch.args[row.dims]
     stored = argument_slots(args_array, launch=launch)
     steps = argument_slots(steps_array, launch=launch, word=True)
+    shapes = (argument_slots(dims_array, launch=launch, word=True) or {}) \
+        if isinstance(dims_array, I.Instruction) else {}
     if not read or words is None or stored is None or steps is None:
         return None
     entry = body.blocks[0]
     word_of = {load: w for w, uses in words.items() for load in uses
                if isinstance(load, I.Load) and load.parent is entry}
+    length_of = {load: w for w, uses in dims.items() for load in uses
+                 if isinstance(load, I.Load) and load.parent is entry}
     views = []
     for k, uses in sorted(read.items()):
         if k == row.schedule or len(uses) != 1 or not isinstance(uses[0], I.Load) \
                 or uses[0].parent is not entry:
             continue
-        found = _stride_words(uses[0], word_of, count.value)
+        found = _stride_words(uses[0], word_of, count.value, length_of)
         if found is None:
             continue
-        strides, size = found
+        strides, size, lengths = found
         pointer = _stored(stored.get(k, ()), launch, args_array)
         values = [_stored(steps.get(w, ()), launch, steps_array) for w in strides]
+        length = ()
+        if len(lengths) == 1 and not strides:
+            (w,) = lengths
+            value = _stored(shapes.get(w, ()), launch, dims_array)
+            length = () if value is None or len(dims[w]) != 1 else (w, value)
         # the copy divides a row stride by the element size with a shift
         if pointer is not None and all(v is not None for v in values) and \
                 len(strides) <= 2 and not size & (size - 1) and \
                 all(len([u for u in words[w] if isinstance(u, I.Load)]) == 1 for w in strides):
-            views.append(_View(k, pointer, strides, tuple(values), size))
+            views.append(_View(k, pointer, strides, tuple(values), size, length=length))
     groups = _groups(views)
     return Views(launch, body, groups) if groups else None
 
 
-def _stride_words(data: I.Load, word_of: dict, count: int) -> tuple | None:
-    """``(words, size)``: the ``steps`` words whose loads (in the body's entry) multiply
-    indices into addresses made from ``data``, outer first (the words below ``count`` are
-    the rows' outer steps: not strides), and the size of the elements accessed there; no
-    words for a contiguous array, indexed by elements of that size (Numba's 1-D slice of a
-    C-ordered array). None where the sizes differ, or the body does anything else with
-    those addresses than load, store and move them."""
+def _stride_words(data: I.Load, word_of: dict, count: int, length_of: dict) -> tuple | None:
+    """``(words, size, lengths)``: the ``steps`` words whose loads (in the body's entry)
+    multiply indices into addresses made from ``data``, outer first (the words below
+    ``count`` are the rows' outer steps: not strides), and the size of the elements
+    accessed there; no words for a contiguous array, indexed by elements of that size
+    (Numba's slice of a C-ordered array in its first dimension), whose rows' length, where
+    it has rows, is read from the ``dims`` words ``lengths``. None where the sizes differ,
+    or the body does anything else with those addresses than load, store and move them."""
     found, sizes, work, seen, elements = set(), set(), [data], set(), set()
+    lengths = set()
     while work:
         pointer = work.pop()
         if pointer in seen:
@@ -262,6 +280,9 @@ def _stride_words(data: I.Load, word_of: dict, count: int) -> tuple | None:
                     if isinstance(index, I.BinaryOp) and index.opcode == "mul":
                         found.update(w for w in map(word_of.get, index.operands)
                                      if w is not None and w >= count)
+                        if user.source_type != T.i8:
+                            lengths.update(w for w in map(length_of.get, index.operands)
+                                           if w is not None)
                 work.append(user)
             elif isinstance(user, I.Load) and user.pointer is pointer:
                 sizes.add(sizeof(user.type))
@@ -277,7 +298,7 @@ def _stride_words(data: I.Load, word_of: dict, count: int) -> tuple | None:
     size = sizes.pop()
     if not words and elements != {size}:
         return None     # neither strided nor indexed by its elements
-    return words, size
+    return words, size, lengths
 
 
 def _stored(stores, launch: I.CallBase, array: Value) -> Value | None:
@@ -320,7 +341,12 @@ def _groups(views: list) -> list:
                 groups.append([view])
                 continue
             unit = atom if atom is not None else unit
-            if len(view.words) < 2 and rows:
+            # rows apart: of a strided 2-D view, or of contiguous ones whose rows' length
+            # is read from one dims word
+            same_rows = len(view.words) == 2 or (
+                not view.words and view.length and first.length
+                and view.length[0] == first.length[0])
+            if rows and not same_rows:
                 groups.append([view])
                 continue
             view.rows, view.elements = rows, elements
@@ -415,6 +441,7 @@ def _copy(module, views: Views):
         mapping[block] = new.append_block(block.name)
     slots = argument_slots(body.args[0])
     words = argument_slots(body.args[2], word=True)
+    dims = argument_slots(body.args[1], word=True) or {}
     copies = []
     for block in body.blocks:
         b = IRBuilder(mapping[block])
@@ -452,9 +479,11 @@ def _copy(module, views: Views):
                     for user in list(load.users):
                         if user is not length:
                             user.replace_uses_of(load, stride)
-            for d in sorted({v.rows for v in group} - {0}):
-                rows[d] = b.gep(T.i8, data, [b.mul(length, const_int(T.i64, first.size * d))],
-                                name=naming.views(f"row{d}"))
+        elif first.length:      # contiguous rows, their length read from dims
+            length = next(mapping[u] for u in dims[first.length[0]] if isinstance(u, I.Load))
+        for d in sorted({v.rows for v in group} - {0}):
+            rows[d] = b.gep(T.i8, data, [b.mul(length, const_int(T.i64, first.size * d))],
+                            name=naming.views(f"row{d}"))
         for v in group[1:]:
             pointer = mapping[slots[v.slot][0]]
             column = const_int(T.i64, v.size * v.elements)
@@ -564,6 +593,11 @@ def _test(b: IRBuilder, views: Views) -> Value:
             moved = const_int(T.i64, v.size * v.elements)
             if len(v.words) == 2 and v.rows:
                 moved = b.add(b.mul(outer, const_int(T.i64, v.rows)), moved)
+            elif v.rows:     # contiguous rows of the length the body reads from dims
+                if v.length[1] is not first.length[1]:
+                    checks.append(b.icmp("eq", v.length[1], first.length[1]))
+                moved = b.add(b.mul(first.length[1], const_int(T.i64, v.size * v.rows)),
+                              moved)
             there = b.gep(T.i8, first.pointer, [moved])
             checks.append(b.icmp("eq", v.pointer, there))
     test = checks[0]

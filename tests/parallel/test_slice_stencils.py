@@ -64,17 +64,25 @@ def _scale_interior(v, w, c):
     v[1:-1, 1:-1] = c * np.tanh(w[1:-1, 1:-1])
 
 
+def _second_difference(u):
+    # slices of rows of a C-ordered array: contiguous views, their rows' length from dims
+    d = u[2:] - 2.0 * u[1:-1] + u[:-2]
+    return np.sum(d * d)
+
+
 def _compile(parallel):
     step = numba.njit(parallel=parallel)(_step)
     glb = dict(_diffuse.__globals__, _step=step)
     diffuse = numba.njit(parallel=parallel)(
         type(_diffuse)(_diffuse.__code__, glb, "_diffuse"))
     return (step, diffuse, numba.njit(parallel=parallel)(_sharpen),
-            numba.njit(parallel=parallel)(_heat), numba.njit(parallel=parallel)(_scale_interior))
+            numba.njit(parallel=parallel)(_heat), numba.njit(parallel=parallel)(_scale_interior),
+            numba.njit(parallel=parallel)(_second_difference))
 
 
-STEP, DIFFUSE, SHARPEN, HEAT, SCALE = _compile(True)
-STEP_SERIAL, DIFFUSE_SERIAL, SHARPEN_SERIAL, HEAT_SERIAL, SCALE_SERIAL = _compile(False)
+STEP, DIFFUSE, SHARPEN, HEAT, SCALE, SECOND = _compile(True)
+STEP_SERIAL, DIFFUSE_SERIAL, SHARPEN_SERIAL, HEAT_SERIAL, SCALE_SERIAL, SECOND_SERIAL = \
+    _compile(False)
 
 
 def _step_gradient(step, w, c, dv):
@@ -267,3 +275,23 @@ def test_views_of_different_arrays(threads):
         assert found[False] == [found[False][0]] and found[False][0].endswith(": nothing")
         (copy,) = found[True]
         assert copy.count("shared within 0 of its box's ends") == 2, copy
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_contiguous_views_of_rows(threads):
+    """``u[2:]``, ``u[1:-1]``, ``u[:-2]`` of a C-ordered 2-D array: contiguous views whose
+    rows the body indexes by a length read from ``dims``; the copy reads them as ``u`` two
+    rows apart and owns its cells (reach 2 in rows, none in columns)."""
+    u = RNG.standard_normal((37, 23))
+    d = u[2:] - 2.0 * u[1:-1] + u[:-2]
+    want = np.zeros_like(u)     # d/du of sum(d^2): 2d scattered back through the stencil
+    want[2:] += 2 * d
+    want[1:-1] -= 4 * d
+    want[:-2] += 2 * d
+    np.testing.assert_allclose(pyzyme.gradient(Reverse, SECOND_SERIAL, u), want, rtol=1e-12)
+    _repeated(threads, 5, lambda: np.testing.assert_allclose(
+        pyzyme.gradient(Reverse, SECOND, u), want, rtol=1e-12, atol=1e-12))
+    if threads == THREADS[0]:
+        found = _body_analyses(SECOND, Duplicated(u, np.zeros_like(u)), result=Active)
+        (copy,) = found[True]
+        assert "shared within 2 of its box's ends" in copy and ", 0 in" in copy, copy
