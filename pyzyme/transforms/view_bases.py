@@ -292,9 +292,8 @@ def _stride_words(data: I.Load, word_of: dict, count: int, length_of: dict) -> t
             else:
                 return None
     words = tuple(sorted(found))
-    if len(sizes) != 1 or words != tuple(range(words[0] if words else 0,
-                                               (words[0] if words else 0) + len(words))):
-        return None
+    if len(sizes) != 1 or (words and words != tuple(range(words[0], words[0] + len(words)))):
+        return None     # elements of several sizes, or strides not one array's words
     size = sizes.pop()
     if not words and elements != {size}:
         return None     # neither strided nor indexed by its elements
