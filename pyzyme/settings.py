@@ -13,8 +13,9 @@ False
 >>> pyzyme.set_runtime_activity(True)
 >>> current()
 Options(runtime_activity=True, distribute_loops=True, interchange_loops=True, \
-split_loops=True, version_strides=True, rebase_views=True, reassociate_adjoints=True, \
-strong_zero=True, recursion_stack=268435456, tape_budget=None, flush_subnormals=False)
+split_loops=True, version_strides=True, rebase_views=True, mirror_lanes=True, \
+reassociate_adjoints=True, strong_zero=True, recursion_stack=268435456, tape_budget=None, \
+flush_subnormals=False)
 >>> pyzyme.set_runtime_activity(False)
 """
 
@@ -80,6 +81,12 @@ class Options:
         finds them so (:mod:`pyzyme.transforms.view_bases`): the reverse sweep then adds into
         the cells each iteration owns without atomics. The same results; twice the code for
         such a loop. On by default; off to compare.
+    mirror_lanes
+        After LLVM's optimization, rewrite a vector loop that walks memory downwards (a reverse
+        sweep's loops run backwards) with its lanes kept in memory order, where that takes fewer
+        permutations (:mod:`pyzyme.runtime.mirrored_lanes`): the reversal LLVM puts after each
+        load and before each store vanishes. The same values, lane for lane. On by default;
+        off to compare.
     reassociate_adjoints
         Let LLVM add up the contributions to one adjoint in any order (``reassoc`` on the sums
         that accumulate them, :func:`pyzyme.diff.reverse.adjoints.sum_flags`), as XLA's
@@ -131,6 +138,7 @@ class Options:
     split_loops: bool = True
     version_strides: bool = True
     rebase_views: bool = True
+    mirror_lanes: bool = True
     reassociate_adjoints: bool = True
     strong_zero: bool = True
     recursion_stack: int = 256 << 20
@@ -259,8 +267,8 @@ def set_options(**settings) -> None:
     ----------
     **settings
         ``strong_zero``, ``runtime_activity``, ``distribute_loops``, ``interchange_loops``,
-        ``split_loops``, ``version_strides``, ``rebase_views``, ``reassociate_adjoints``,
-        ``flush_subnormals``: True or False; ``recursion_stack``:
+        ``split_loops``, ``version_strides``, ``rebase_views``, ``mirror_lanes``,
+        ``reassociate_adjoints``, ``flush_subnormals``: True or False; ``recursion_stack``:
         bytes (a power of two); ``tape_budget``: bytes, or None for no limit.
 
     Examples

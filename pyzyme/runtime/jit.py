@@ -21,6 +21,7 @@ from numba.core import codegen as numba_codegen
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.runtime import rtsys
 
+from pyzyme import settings
 from pyzyme.errors import PyzymeError, VerifyError, error_context
 from pyzyme.progress import stage
 from pyzyme.runtime import modules, passes, target
@@ -89,9 +90,11 @@ class _PyzymeLibrary(numba_codegen.JITCodeLibrary):
     :func:`_rename_locals`).
     """
 
-    def __init__(self, codegen: numba_codegen.JITCPUCodegen, name: str, *, opt: int, tag: str):
+    def __init__(self, codegen: numba_codegen.JITCPUCodegen, name: str, *, opt: int, tag: str,
+                 mirror_lanes: bool):
         super().__init__(codegen, name)
         self._pyzyme_opt = opt
+        self._pyzyme_mirror_lanes = mirror_lanes
         self._pyzyme_tag = tag
 
     def _optimize_functions(self, ll_module: llvm.ModuleRef) -> None:
@@ -105,6 +108,8 @@ class _PyzymeLibrary(numba_codegen.JITCodeLibrary):
             super()._optimize_final_module()
         else:
             passes.optimize(self._final_module, self._pyzyme_opt)
+        if self._pyzyme_mirror_lanes:
+            self._final_module = passes.lanes_in_memory_order(self._final_module)
         _rename_locals(self._final_module, self._pyzyme_tag)
         self._shared_module = modules.module_for_linking(self._final_module)
 
@@ -198,15 +203,16 @@ def load_serialized(state: tuple, key: str | None = None) -> CompiledModule:
         return compiled
 
 
-def compile_key(text: str, opt: int = 3) -> str:
+def compile_key(text: str, opt: int = 3, mirror_lanes: bool = True) -> str:
     """The key under which :func:`compile_module` remembers the module ``text`` at ``opt``.
 
     Examples
     --------
-    >>> compile_key("x") != compile_key("x", opt=2)
+    >>> compile_key("x") != compile_key("x", opt=2) != compile_key("x", mirror_lanes=False)
     True
     """
-    return hashlib.sha256(f"{opt}\n{text}".encode()).hexdigest()
+    lanes = "" if mirror_lanes else " lanes as vectorized"
+    return hashlib.sha256(f"{opt}{lanes}\n{text}".encode()).hexdigest()
 
 
 def check_resolvable(module: llvm.ModuleRef) -> None:
@@ -261,7 +267,8 @@ class _CompiledRegistry:
 _COMPILED = _CompiledRegistry(by_key={})
 
 
-def compile_module(module, opt: int = 3, *, name: str = "pyzyme") -> CompiledModule:
+def compile_module(module, opt: int = 3, *, name: str = "pyzyme",
+                   mirror_lanes: bool | None = None) -> CompiledModule:
     """Verify, optimize and JIT-compile an LLVM module into Numba's engine.
 
     Parameters
@@ -273,6 +280,10 @@ def compile_module(module, opt: int = 3, *, name: str = "pyzyme") -> CompiledMod
         Optimization level, 0-3. Level 3 is Numba's own pipeline.
     name
         Name of the code library (shown in Numba's diagnostics).
+    mirror_lanes
+        Rewrite vector loops that walk memory downwards with their lanes in memory order after
+        optimizing (:func:`pyzyme.runtime.passes.lanes_in_memory_order`); None (default): as
+        the options in force say (``mirror_lanes`` of :class:`pyzyme.settings.Options`).
 
     Raises
     ------
@@ -291,17 +302,19 @@ def compile_module(module, opt: int = 3, *, name: str = "pyzyme") -> CompiledMod
     if opt not in (0, 1, 2, 3):
         raise ValueError(f"optimization level must be 0, 1, 2 or 3; got {opt!r}")
     text = str(module)
-    key = compile_key(text, opt)
+    if mirror_lanes is None:
+        mirror_lanes = settings.current().mirror_lanes
+    key = compile_key(text, opt, mirror_lanes)
     with global_compiler_lock:
         if key in _COMPILED.by_key:
             return _COMPILED.by_key[key]
         with error_context("compiling module", name):
-            compiled = _compile(text, opt, name, tag=key[:16])
+            compiled = _compile(text, opt, name, tag=key[:16], mirror_lanes=mirror_lanes)
         _COMPILED.by_key[key] = compiled
         return compiled
 
 
-def _compile(text: str, opt: int, name: str, *, tag: str) -> CompiledModule:
+def _compile(text: str, opt: int, name: str, *, tag: str, mirror_lanes: bool) -> CompiledModule:
     ll_module = modules.parse(text)
     codegen = target.numba_codegen_instance()
     _check_new_definitions(ll_module, codegen)
@@ -317,7 +330,7 @@ def _compile(text: str, opt: int, name: str, *, tag: str) -> CompiledModule:
             hint="give the entry points external linkage (no 'internal'/'linkonce_odr')",
         )
     defined = modules.defined_names(ll_module)
-    library = _PyzymeLibrary(codegen, name, opt=opt, tag=tag)
+    library = _PyzymeLibrary(codegen, name, opt=opt, tag=tag, mirror_lanes=mirror_lanes)
     # Numba links its runtime into every library so NRT_incref/NRT_decref can be inlined.
     library.add_linking_library(rtsys.library)
     library.add_llvm_module(ll_module)

@@ -20,7 +20,8 @@ from collections.abc import Iterable
 import llvmlite.binding as llvm
 from numba.core import config as numba_config
 
-from pyzyme.runtime import target
+from pyzyme.ir import parse_module
+from pyzyme.runtime import mirrored_lanes, target
 from pyzyme.runtime.modules import internalize_all_but, parse
 from pyzyme.runtime.raising_blocks import mark_raising_stores
 from pyzyme.runtime.sunk_refcounts import unsink_refcounts
@@ -193,6 +194,31 @@ def optimize(module: llvm.ModuleRef, level: int = 3) -> None:
     pto.loop_vectorization = bool(numba_config.LOOP_VECTORIZE) and level > 1
     pto.slp_vectorization = bool(numba_config.SLP_VECTORIZE) and level > 1
     _run(module, pto)
+
+
+def lanes_in_memory_order(module: llvm.ModuleRef) -> llvm.ModuleRef:
+    """``module`` (optimized) with its vector loops that walk memory downwards rewritten to keep
+    their lanes in memory order (:mod:`~pyzyme.runtime.mirrored_lanes`), then instcombine
+    folding the reversals left at their entries and exits; ``module`` itself where it has none.
+
+    Examples
+    --------
+    >>> from pyzyme.runtime.modules import parse
+    >>> m = parse("define double @f(double %x) {\\n  ret double %x\\n}")
+    >>> lanes_in_memory_order(m) is m
+    True
+    """
+    text = str(module)
+    if not mirrored_lanes.loops_reverse_lanes(text):
+        return module
+    ir = parse_module(text)
+    if not mirrored_lanes.mirror_loops(ir):
+        return module
+    out = parse(str(ir), what="module with its lanes mirrored")
+    fold = llvm.create_new_module_pass_manager()
+    fold.add_instruction_combine_pass()
+    fold.run(out, _plain_pass_builder())
+    return out
 
 
 def clang_pipeline(module: llvm.ModuleRef, level: int, *,
