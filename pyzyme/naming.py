@@ -29,7 +29,7 @@ __all__ = ["symbol_name", "linked_original", "forward_function", "tangent", "sha
            "checkpoint_driver", "is_checkpoint_sweep", "checkpoint_step", "FIXED_POINT",
            "fixed_point_driver", "fixed_point_step", "framework_op", "HELPERS",
            "DIGAMMA", "POW_LESS1", "INT_POWER", "ZERO_REMAINDER", "MATH_HELPERS",
-           "zero_remainder", "STATUS_PARAMS"]
+           "zero_remainder", "STATUS_PARAMS", "takes_status_params"]
 
 
 def forward_function(primal: str, width: int) -> str:
@@ -340,6 +340,17 @@ def linked_original(name: str) -> str:
     """
     base, dot, suffix = name.rpartition(".")
     return base if dot and suffix.isdigit() else name
+
+
+def takes_status_params(function) -> bool:
+    """Whether ``function`` (anything with ``args`` that have names) starts with Numba's
+    :data:`STATUS_PARAMS`, its exception record second (names as a linker may number them).
+
+    >>> from types import SimpleNamespace as N
+    >>> takes_status_params(N(args=[N(name="retptr.1"), N(name="excinfo.2"), N(name="x")]))
+    True
+    """
+    return tuple(linked_original(a.name) for a in function.args[:2]) == STATUS_PARAMS
 
 
 def symbol_name(kind: str, *inputs: str) -> str:

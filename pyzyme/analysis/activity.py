@@ -364,17 +364,19 @@ _PLAIN_CONSTANTS = (ConstantInt, ConstantFP, Null, Undef, Poison, ZeroInitialize
 
 def _exception_record(call: I.CallBase, address: Value) -> bool:
     """Whether ``call`` gets ``address`` only as a Numba function's exception record (its
-    second parameter, ``excinfo``, of a function returning a status): what it stores there
-    is the exception's information, read only on the way to raising it, never a derivative
-    (a parallel loop's body reads it back when a function it calls raises, and merges it
-    with Numba's constant records: with a shadow, that merge was refused as runtime
-    activity)."""
+    second parameter, ``excinfo``, of a function returning a status, alone or with the tape
+    of an augmented primal): what it stores there is the exception's information, read only
+    on the way to raising it, never a derivative (a parallel loop's body reads it back when a
+    function it calls raises, and merges it with Numba's constant records: with a shadow,
+    that merge was refused as runtime activity, in reverse mode and in forward mode over the
+    augmented body, a Hessian-vector product)."""
     callee = call.called_function
-    if callee is None or len(callee.args) < 2 or not callee.return_type.is_int \
-            or len(call.args) != len(callee.args):
+    if callee is None or len(callee.args) < 2 or len(call.args) != len(callee.args):
         return False
-    # Numba's names, perhaps numbered apart when modules were linked (excinfo.2)
-    if tuple(naming.linked_original(a.name) for a in callee.args[:2]) != naming.STATUS_PARAMS:
+    status = callee.return_type
+    if isinstance(status, T.StructType) and status.elements:
+        status = status.elements[0]
+    if not status.is_int or not naming.takes_status_params(callee):
         return False
     return [k for k, a in enumerate(call.args) if a is address] == [1]
 

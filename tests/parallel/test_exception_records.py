@@ -5,7 +5,11 @@ fails, reads the record back and merges it with Numba's constant records on its 
 it. The slot was given a shadow (a call handed it with an active argument might store a
 derivative there), so the merge mixed memory with and without shadows, and both modes refused
 the loop as "runtime activity". What a callee stores in its exception record is never a
-derivative. Checked against the exact derivative at 1, 2 and 4 threads."""
+derivative. Checked against the exact derivative at 1, 2 and 4 threads.
+
+The Hessian-vector product (forward mode over the reverse sweep's forward half) met the slot
+again: the forward half kept its address for the callee's reverse function, and forward mode
+saw memory whose address was stored away. The reverse function gets a slot of its own now."""
 
 import math
 
@@ -14,6 +18,7 @@ import numpy as np
 import pytest
 from numba import prange
 
+import pyzyme
 from pyzyme import Active, Const, Duplicated, Forward, Reverse, autodiff
 
 THREADS = tuple(t for t in (1, 2, 4) if t <= numba.config.NUMBA_NUM_THREADS)
@@ -53,3 +58,53 @@ def test_a_callee_that_can_raise_in_a_prange_body(threads):
         assert tangent == pytest.approx(float(_exact(a) @ t), rel=1e-13)
     finally:
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+# Numba's debugging flag keeps the callee a call (optnone, noinline): a callee LLVM leaves
+# alone without recursion, whose recursive tapes make forward mode's type analysis slow.
+@numba.njit(_dbg_optnone=True)
+def turned(x, k):
+    if k < 0:
+        raise ValueError("negative count")
+    m = np.array([[math.cos(x), -math.sin(x), 0.0], [math.sin(x), math.cos(x), 0.0],
+                  [0.0, 0.0, 1.0]])
+    v = np.array([x, x * x, 1.0])
+    for _ in range(k):
+        w = np.empty(3)
+        for r in range(3):
+            w[r] = m[r, 0] * v[0] + m[r, 1] * v[1] + m[r, 2] * v[2]
+        v = w
+    return v
+
+
+@numba.njit(parallel=True)
+def turned_rows(a, k):
+    out = np.zeros((a.shape[0], 3))
+    for i in prange(a.shape[0]):
+        out[i, :] = turned(a[i], k)
+    return np.sum(out * out)
+
+
+@numba.njit
+def _turned_sum(a, k):
+    s = 0.0
+    for i in range(a.shape[0]):
+        v = turned(a[i], k)
+        s += v[0] * v[0] + v[1] * v[1] + v[2] * v[2]
+    return s
+
+
+def test_hvp_of_a_prange_body_calling_a_function_that_can_raise():
+    a = np.linspace(-1.2, 1.3, 7)
+    t = np.cos(np.arange(7.0))
+    want = pyzyme.hvp(_turned_sum, a, t, 3)      # the same sum, serial
+    eps = 1e-6
+    grad = lambda x: pyzyme.gradient(Reverse, _turned_sum, x, 3)[0]  # noqa: E731
+    np.testing.assert_allclose(want, (grad(a + eps * t) - grad(a - eps * t)) / (2 * eps),
+                               rtol=1e-7, atol=1e-8)
+    for threads in THREADS:
+        numba.set_num_threads(threads)
+        try:
+            np.testing.assert_allclose(pyzyme.hvp(turned_rows, a, t, 3), want, rtol=1e-12)
+        finally:
+            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)

@@ -290,11 +290,24 @@ def reverse(cx, inst: I.CallBase, row=None) -> None:
         indirect.reverse(cx, inst)
 
 
+def _reverse_args(cx, inst: I.Call) -> list:
+    """The primal arguments the reverse function gets: the call's, but for a Numba
+    function's exception record a slot of the reverse sweep's own. The reverse sweep runs
+    after the forward sweep returned without an exception, and its function returns no
+    status to report one: the record is never read, and keeping the slot the forward sweep
+    passed for it would put that slot's address on the tape (forward mode over the forward
+    sweep, a Hessian-vector product, then saw it as memory written with varied values)."""
+    callee = inst.called_function
+    unread = callee is not None and len(inst.args) >= 2 and naming.takes_status_params(callee)
+    return [cx.rb.entry_alloca(T.ptr, name="excinfo.unread") if unread and k == 1
+            else cx.primal(a) for k, a in enumerate(inst.args)]
+
+
 def reverse_call(cx, inst: I.Call) -> None:
     """The reverse sweep: a call of the callee's reverse function, with the tape
     :func:`augmented_call` kept, its adjoints accumulated."""
     pair, csig, tape, acts, shadows = cx.callee_tapes[inst]
-    args = [cx.primal(a) for a in inst.args] + [cx.avail(s) for s in shadows]
+    args = _reverse_args(cx, inst) + [cx.avail(s) for s in shadows]
     if csig.return_active:
         args.append(cx.consume(inst))
     args += [const_int(T.i1, 0), cx.avail(tape)]
