@@ -236,26 +236,36 @@ def _kind(inst: I.Instruction) -> str | None:
     return None
 
 
+class _Sets(dict):
+    """Disjoint sets (union-find) over the keys added with :meth:`add`."""
+
+    def add(self, x) -> None:
+        self[x] = x
+
+    def find(self, x):
+        while self[x] is not x:
+            self[x] = self[self[x]]
+            x = self[x]
+        return x
+
+    def union(self, a, b) -> None:
+        self[self.find(a)] = self.find(b)
+
+
 class _Plan:
     """The vector values of one loop, their groups and the forms chosen for them."""
 
     def __init__(self, block: BasicBlock) -> None:
         self.block = block
         self.kinds: dict = {}
-        self.parent: dict = {}     # union-find over the loop's vector values
+        self.parent = _Sets()      # the loop's vector values, grouped
         self.form: dict = {}       # group root -> _ORIGINAL / _MIRRORED
 
     def inside(self, value: Value) -> bool:
         return isinstance(value, I.Instruction) and value.parent is self.block
 
     def find(self, v):
-        while self.parent[v] is not v:
-            self.parent[v] = self.parent[self.parent[v]]
-            v = self.parent[v]
-        return v
-
-    def union(self, a, b) -> None:
-        self.parent[self.find(a)] = self.find(b)
+        return self.parent.find(v)
 
     def of(self, value: Value) -> bool | None:
         """The form of a loop value; None for a value from outside (free in either)."""
@@ -272,7 +282,7 @@ def _plan(block: BasicBlock) -> _Plan | None:
             return None
         plan.kinds[inst] = kind
         if _lanes(inst) is not None:
-            plan.parent[inst] = inst
+            plan.parent.add(inst)
             if any(isinstance(u, I.Phi) and not plan.inside(u) for u in inst.users):
                 return None
     if not any(k == "shuffle" and _runs_down(inst.mask_lanes)
@@ -282,7 +292,7 @@ def _plan(block: BasicBlock) -> _Plan | None:
         if kind == "elementwise":
             for op in inst.operands:
                 if plan.inside(op) and _lanes(op) is not None:
-                    plan.union(inst, op)
+                    plan.parent.union(inst, op)
     groups = sorted({plan.find(v) for v in plan.parent}, key=block.instructions.index)
     plan.form = dict.fromkeys(groups, _ORIGINAL)
     return plan if _choose(plan, groups) else None
@@ -315,27 +325,23 @@ def _choose(plan: _Plan, groups: list) -> bool:
             table = {}
             for forms in itertools.product((_ORIGINAL, _MIRRORED), repeat=len(members)):
                 plan.form.update(zip(members, forms))
-                table[forms] = min(_shuffle_cost(_mask(inst, plan.of(inst), a, b))
+                table[forms] = min(_shuffle_cost(inst, _mask(inst, plan.of(inst), a, b))
                                    for a, b in _operand_forms(plan, inst))
             terms.append((members, table))
     plan.form = dict.fromkeys(groups, _ORIGINAL)
-    sets = {g: g for g in groups}
-
-    def root(g):
-        while sets[g] is not g:
-            g = sets[g]
-        return g
-
+    tied = _Sets()
+    for g in groups:
+        tied.add(g)
     for members, _ in terms:
         for g in members[1:]:
-            if root(g) is not root(members[0]):
-                sets[root(g)] = root(members[0])
+            tied.union(g, members[0])
     changed = False
-    for top in {root(g) for g in groups}:
-        mine = [g for g in groups if root(g) is top]
+    for top in {tied.find(g) for g in groups}:
+        mine = [g for g in groups if tied.find(g) is top]
         if len(mine) > MAX_GROUPS:
             continue
-        mine_terms = [(members, table) for members, table in terms if root(members[0]) is top]
+        mine_terms = [(members, table) for members, table in terms
+                      if tied.find(members[0]) is top]
 
         def cost(forms: dict, mine=mine, mine_terms=mine_terms) -> int:
             return (sum(unary[g] for g in mine if forms[g] is _MIRRORED)
@@ -390,8 +396,10 @@ def _identity_of(mask: list[int | None], n: int) -> int | None:
     return None
 
 
-def _shuffle_cost(mask: list[int | None]) -> int:
-    n = len(mask)
+def _shuffle_cost(inst: I.ShuffleVector, mask: list[int | None]) -> int:
+    """Permutations ``inst`` rewritten with ``mask`` costs: none where it is the identity of
+    an operand (the rewrite drops it), one for lanes of one operand or a splice, else two."""
+    n = _lanes(inst.operands[0])
     known = [m for m in mask if m is not None]
     if _identity_of(mask, n) is not None or not known:
         return 0
@@ -415,13 +423,12 @@ class _Rewriter:
         after ``value`` (for a loop value: after its rewritten definition)."""
         if value in self.flipped:
             return self.flipped[value]
-        n = _lanes(value)
         if isinstance(value, (ZeroInitializer, Poison, Undef, ConstantSplat)):
             return value
         if isinstance(value, ConstantAggregate):
             out = ConstantAggregate(value.type, list(reversed(value.elements)))
         else:
-            out = I.ShuffleVector(value, Poison(value.type), _mask_constant(list(range(n))[::-1]))
+            out = _reversed(value)
             if isinstance(value, Argument):
                 entry = self.fn.blocks[0]
                 entry.insert(_first_insertion(entry), out)
@@ -469,7 +476,7 @@ def _rewrite(fn: Function, block: BasicBlock, plan: _Plan) -> None:
             continue
         if kind == "shuffle":
             a, b = min(_operand_forms(plan, inst),
-                       key=lambda ab: _shuffle_cost(_mask(inst, form, *ab)))
+                       key=lambda ab: _shuffle_cost(inst, _mask(inst, form, *ab)))
             mask = _mask(inst, form, a, b)
             ops = [r.operand(inst.operands[0], a), r.operand(inst.operands[1], b)]
             which = _identity_of(mask, _lanes(inst.operands[0]))
@@ -511,8 +518,7 @@ def _rewrite(fn: Function, block: BasicBlock, plan: _Plan) -> None:
         for user in [u for u in inst.users if u.parent not in (block, None)]:
             value = r.new[inst]
             if plan.of(inst) is _MIRRORED:
-                value = I.ShuffleVector(value, Poison(value.type),
-                                        _mask_constant(list(range(_lanes(value)))[::-1]))
+                value = _reversed(value)
                 user.parent.insert(user.parent.instructions.index(user), value)
             user.replace_uses_of(inst, value)
     for inst, clone in replaced.items():
@@ -534,10 +540,15 @@ def _entering(r: _Rewriter, value: Value, form: bool, pred: BasicBlock) -> Value
         return value
     if isinstance(value, Constant):
         return r.reversal(value)
-    flip = I.ShuffleVector(value, Poison(value.type),
-                           _mask_constant(list(range(_lanes(value)))[::-1]))
+    flip = _reversed(value)
     pred.insert(pred.instructions.index(pred.terminator), flip)
     return flip
+
+
+def _reversed(value: Value) -> I.ShuffleVector:
+    """A shuffle (not yet placed) reversing the lanes of ``value``."""
+    return I.ShuffleVector(value, Poison(value.type),
+                           _mask_constant(list(range(_lanes(value)))[::-1]))
 
 
 def _first_insertion(block: BasicBlock) -> int:
