@@ -91,8 +91,8 @@ def shared_vector_dots(a, b):
     s = np.dot(b, b)  # under parallel=True a loop of Numba's own (numba/parfors/parfor.py)
     for i in numba.prange(b.shape[0]):
         s += b[i] * b[i]
-    for i in numba.prange(a.shape[0]):  # every iteration adds into b's adjoint
-        s += a[i] @ b
+    for i in numba.prange(a.shape[0]):  # a user's rule adds into a's adjoint
+        s += norm2(a[i]) + a[i] @ b
     return s
 
 
@@ -102,18 +102,36 @@ def twice_shared_vector_dots(a, b):
 
 
 def test_a_refused_prange_loop_is_named_by_its_own_line_and_function():
-    # npbench's spmv and symm: `@` of two vectors in a prange body. The message names that
-    # loop (not Numba's loop for np.dot, not the function's other prange), the @njit
-    # function it is in, and `@` among the ways to write a BLAS dot.
+    # The message names the loop whose body is refused (not Numba's loop for np.dot, not the
+    # function's other prange) and the @njit function it is in.
     a, b = np.ones((3, 2)), np.ones(2)
     with pytest.raises(UnsupportedError) as info:
         autodiff(Reverse, twice_shared_vector_dots, Active, Duplicated(a, np.zeros_like(a)),
                  Duplicated(b, np.zeros_like(b)))
     message = str(info.value)
-    assert "BLAS dot (np.dot, np.vdot, the @ operator)" in message
-    loop = where(shared_vector_dots, "adds into b's adjoint")
+    assert "norm2" in message
+    loop = where(shared_vector_dots, "a user's rule adds into")
     assert f"in Python source: {loop}, in shared_vector_dots\n" in message
     assert "numba/parfors" not in message
+
+
+@numba.njit(parallel=True)
+def shared_vector_products(a, b):
+    s = 0.0
+    for i in numba.prange(a.shape[0]):  # npbench's spmv and symm: every iteration reads b
+        s += (a[i] @ b) ** 2
+    return s
+
+
+def test_a_dot_with_a_shared_operand_in_a_prange_loop_differentiates():
+    # Each reverse task adds b's adjoint into a copy of its own (tests/parallel has more).
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((9, 4)), rng.standard_normal(4)
+    da, db = np.zeros_like(a), np.zeros_like(b)
+    autodiff(Reverse, shared_vector_products, Active, Duplicated(a, da), Duplicated(b, db))
+    r = a @ b
+    np.testing.assert_allclose(da, 2 * r[:, None] * b[None, :], rtol=1e-12)
+    np.testing.assert_allclose(db, 2 * a.T @ r, rtol=1e-12)
 
 @numba.njit
 def singular_value_sum(a):

@@ -612,12 +612,14 @@ def _on_entry(value: Value) -> bool:
     return block is not None and block.parent is not None and block is block.parent.blocks[0]
 
 
-def dense_reads(root: Value) -> bool:
+def dense_reads(root: Value, reads_whole=None) -> bool:
     """Whether the body only reads memory at ``root`` (loads through it and addresses made
     from it; nothing stored, passed on or merged) at addresses of loop indices and values
     known on entry: densely, every iteration touching much of it (a gather through an index
     read from memory is sparse). Such an array's adjoints are worth a private copy per
-    thread rather than an atomic add each."""
+    thread rather than an atomic add each. ``reads_whole(call, pointer)``, where given, says
+    whether ``call`` only reads the array at ``pointer`` (a matrix product's operand): such
+    a call reads it densely too."""
     entry = root.parent.parent.blocks[0] if isinstance(root, I.Instruction) else None
     work, seen = [root], set()
     while work:
@@ -632,7 +634,8 @@ def dense_reads(root: Value) -> bool:
                 address = _address(pointer)
                 if address is None or not all(_dense_atom(a, entry) for a, _ in address.terms):
                     return False
-            else:
+            elif not (isinstance(user, I.CallBase) and reads_whole is not None
+                      and reads_whole(user, pointer)):
                 return False
     return True
 

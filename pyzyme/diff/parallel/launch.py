@@ -612,9 +612,38 @@ def reverse(cx, inst: I.CallBase, row: spec.ParallelFor) -> None:
     tramp = t.finish()
     b = cx.rb
     block = cx.avail(block)
+    state = _release_gil(cx.module, b)
     _launch(b, inst, row, layout, block, tramp, B.load(b, T.i64, block, B.NSLOTS),
             cx.primal(inst.args[row.threads]))
+    _restore_gil(cx.module, b, state)
     sum_private_copies(cx, layout, block)
+
+
+#: Numba's calls around a launch (numba/parfors/parfor_lowering.py): the GIL taken if the
+#: caller lacks it, then released while the workers run, then both undone.
+_GIL_ENSURE, _GIL_RELEASE = "numba_gil_ensure", "numba_gil_release"
+_SAVE_THREAD, _RESTORE_THREAD = "PyEval_SaveThread", "PyEval_RestoreThread"
+
+
+def _release_gil(module, b: IRBuilder) -> tuple:
+    """Release the GIL before the reverse launch, as the primal's launch does (the forward
+    sweep keeps the primal's calls around it; the reverse sweep has none of its own): a
+    worker that takes the GIL (Numba's BLAS helpers look their routine up under it on first
+    use) would otherwise wait for the thread that holds it, itself waiting for the workers.
+    Returns what :func:`_restore_gil` needs."""
+    entry = IRBuilder(b.function.blocks[0])
+    entry.position_at_start(b.function.blocks[0])
+    state = entry.alloca(T.i32, name="gil.state")
+    b.call(module.declare(_GIL_ENSURE, T.FunctionType(T.void, [T.ptr])), [state])
+    thread = b.call(module.declare(_SAVE_THREAD, T.FunctionType(T.ptr, [])), [],
+                    name="gil.thread")
+    return state, thread
+
+
+def _restore_gil(module, b: IRBuilder, saved: tuple) -> None:
+    state, thread = saved
+    b.call(module.declare(_RESTORE_THREAD, T.FunctionType(T.void, [T.ptr])), [thread])
+    b.call(module.declare(_GIL_RELEASE, T.FunctionType(T.void, [T.ptr])), [state])
 
 
 def _discard_function(module):

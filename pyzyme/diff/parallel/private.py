@@ -10,6 +10,8 @@ a cache line apart (:func:`copy_stride`), so no two tasks write the same line.
 
 from __future__ import annotations
 
+from functools import partial
+
 from pyzyme.analysis.parallel_access import dense_reads, owned_arrays
 from pyzyme.diff.memory_calls import free_function
 from pyzyme.diff.parallel import block as B
@@ -19,11 +21,13 @@ from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import Value, const_null
+from pyzyme.rules import spec
 from pyzyme.transforms.parallel_body import slot_loads
 
 __all__ = ["privatized", "private_copies", "copy_stride", "sum_private_copies"]
 
 _LINE = 64  # bytes of a cache line (x86-64)
+_PRODUCTS = ("dot", "gemv", "gemm")
 
 
 def privatized(cx, split, known: ParallelBody, stored: dict) -> tuple:
@@ -48,7 +52,8 @@ def privatized(cx, split, known: ParallelBody, stored: dict) -> tuple:
     found = []
     for k, values in sorted(stored.items()):
         roots = [load for load, slot in reads.items() if slot == k]
-        if len(values) != 1 or not roots or not all(dense_reads(r) for r in roots):
+        if len(values) != 1 or not roots or \
+                not all(dense_reads(r, partial(_product_reads, cx)) for r in roots):
             continue
         if any(r in owned.roots and (owned.roots[r][2] == 0 or owned.roots[r][0] in owned.bounds)
                for r in roots):
@@ -61,6 +66,18 @@ def privatized(cx, split, known: ParallelBody, stored: dict) -> tuple:
             continue
         found.append((k, T.double if element.size == 8 else T.float, extent))
     return tuple(found)
+
+
+def _product_reads(cx, call: I.CallBase, pointer: Value) -> bool:
+    """Whether ``call`` is one of Numba's BLAS helpers for a matrix product (``np.dot``,
+    ``@``) that takes ``pointer`` as an operand it only reads: its reverse adds the
+    operand's adjoint by a BLAS call of its own, into the private copy as into the shadow."""
+    callee = call.called_function
+    row = cx.rules.lookup(callee.name, "call") if callee is not None else None
+    if not isinstance(row, spec.Blas) or row.op not in _PRODUCTS:
+        return False
+    places = [i for i, a in enumerate(call.args) if a is pointer]
+    return bool(places) and all(i in row.operands and i not in row.writes for i in places)
 
 
 def private_copies(cx, layout: B.Layout, block: Value) -> None:
