@@ -172,6 +172,49 @@ def _generalisations(path: Path) -> tuple[Path, ...]:
     return tuple(out)
 
 
+#: Trees of more entries than this index their keys for wildcard inserts (:class:`_Index`).
+_INDEXED = 64
+
+
+_NONE: frozenset = frozenset()
+
+
+class _Index:
+    """A tree's keys by length and by each fixed offset: the keys a wildcard path may cover
+    share its length and its first fixed offset, so an insert reads that bucket only. Kept
+    by :meth:`TypeTree.insert`, the one place that adds and deletes keys in place."""
+
+    __slots__ = ("_buckets",)
+
+    def __init__(self, keys) -> None:
+        self._buckets: dict[tuple, set] = {}
+        for key in keys:
+            self.add(key)
+
+    def _places(self, key: Path):
+        n = len(key)
+        yield (n,)
+        for i, offset in enumerate(key):
+            if offset != -1:
+                yield (n, i, offset)
+
+    def add(self, key: Path) -> None:
+        for place in self._places(key):
+            self._buckets.setdefault(place, set()).add(key)
+
+    def discard(self, key: Path) -> None:
+        for place in self._places(key):
+            self._buckets[place].discard(key)
+
+    def bucket(self, n: int, fixed: list) -> set:
+        """The fewest keys of length ``n`` that hold one of ``fixed``'s ``(position,
+        offset)`` pairs at its place; all keys of length ``n`` when nothing is fixed."""
+        if not fixed:
+            return self._buckets.get((n,), _NONE)
+        get = self._buckets.get
+        return min((get((n, i, offset), _NONE) for i, offset in fixed), key=len)
+
+
 def _covers(general: Path, specific: Path) -> bool:
     """Whether ``general`` (with ``-1`` wildcards) names every byte ``specific`` names."""
     return len(general) == len(specific) and all(
@@ -196,10 +239,11 @@ class TypeTree:
     {[0]:Pointer, [0,-1]:Integer}
     """
 
-    __slots__ = ("_map",)
+    __slots__ = ("_map", "_index")
 
     def __init__(self, entries: Mapping[Path, ConcreteType] | None = None) -> None:
         self._map: dict[Path, ConcreteType] = {}
+        self._index: _Index | None = None   # made by a wildcard insert into a large tree
         for path, ct in (entries or {}).items():
             self.insert(tuple(path), ct)
 
@@ -307,32 +351,44 @@ class TypeTree:
         if covering is not UNKNOWN and covering.join(new) == covering:
             return changed  # a -1 entry already says it
         covered = []
+        index = self._index
         if -1 in path:  # entries this one covers must agree, and the same-typed go
             # _covers, inlined and unrolled by path length (at most MAX_DEPTH): the scan is
             # the hottest loop of type analysis, a generator per entry most of its cost.
             n = len(path)
             fixed = [(i, g) for i, g in enumerate(path) if g != -1]
+            keys = mapping
+            if len(mapping) > _INDEXED:
+                # Only the keys sharing one of its fixed offsets (a tape tree's paths differ
+                # deep down): merging large trees scanned every key at every insert.
+                if index is None:
+                    index = self._index = _Index(mapping)
+                keys = index.bucket(n, fixed)
             if len(fixed) == 1:
                 (i0, g0), = fixed
-                found = [key for key in mapping if len(key) == n and key[i0] == g0]
+                found = [key for key in keys if len(key) == n and key[i0] == g0]
             elif len(fixed) == 2:
                 (i0, g0), (i1, g1) = fixed
-                found = [key for key in mapping
+                found = [key for key in keys
                          if len(key) == n and key[i0] == g0 and key[i1] == g1]
             elif not fixed:
-                found = [key for key in mapping if len(key) == n]
+                found = [key for key in keys if len(key) == n]
             else:  # (an itemgetter compares the fixed offsets in C: no generator per key)
                 pick = itemgetter(*(i for i, _ in fixed))
                 want = tuple(g for _, g in fixed)
-                found = [key for key in mapping if len(key) == n and pick(key) == want]
+                found = [key for key in keys if len(key) == n and pick(key) == want]
             for key in found:
                 if key != path:
                     mapping[key].join(ct)
                     covered.append(key)
+        if index is not None and path not in mapping:
+            index.add(path)
         mapping[path] = new
         for key in covered:
             if mapping[key].join(new) == new:
                 del mapping[key]
+                if index is not None:
+                    index.discard(key)
         return True
 
     def merge(self, other: TypeTree | Mapping[Path, ConcreteType]) -> bool:
@@ -347,6 +403,7 @@ class TypeTree:
         if isinstance(other, TypeTree):
             if not self._map:  # into nothing: a canonical tree as it is
                 self._map = dict(other._map)
+                self._index = None
                 return bool(self._map)
             items = other._map.items()
         else:

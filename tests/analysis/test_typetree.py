@@ -203,3 +203,38 @@ def test_only_equals_inserting_each_path():
             assert t.only(offset) == inserted, (t, offset)
             checked += bool(len(inserted))
     assert checked > 5000  # most cases were trees with entries, not empty ones
+
+
+def _tape_like_paths(seed: int, count: int):
+    """Paths as a recursion's tape trees have them: a wildcard first, then fixed offsets and
+    wildcards down to a depth of four, pointers and integers at random."""
+    import random
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        depth = rng.randint(1, 4)
+        path = tuple(-1 if rng.random() < 0.08 else 8 * rng.randint(0, 40) for _ in range(depth))
+        out.append((path, INTEGER if rng.random() < 0.5 else POINTER))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_large_tree_inserts_as_a_small_one_does(seed, monkeypatch):
+    # Trees past 64 entries look a wildcard path's covered keys up in an index of their keys
+    # by fixed offsets: the same tree, entry for entry, as the scan of every key builds.
+    import pyzyme.analysis.typetree as typetree
+    paths = _tape_like_paths(seed, 600)
+
+    def build():
+        tree, changes = TypeTree(), []
+        for path, ct in paths:
+            try:
+                changes.append(tree.insert(path, ct))
+            except TypeAnalysisError:
+                changes.append(None)   # a conflict: the tree is left as it was checked
+        return tree, changes
+    indexed, changed = build()
+    monkeypatch.setattr(typetree, "_INDEXED", 10 ** 9)
+    scanned, changed_scanned = build()
+    assert len(indexed) > 64 and indexed._index is not None
+    assert str(indexed) == str(scanned) and changed == changed_scanned
