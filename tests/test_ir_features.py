@@ -85,3 +85,29 @@ def test_replace_all_uses_and_erase(feature_text):
     insts["s"].replace_all_uses_with(a)
     assert len(a.users) == n_a + 1
     ir.verify(m)
+
+
+def test_a_list_broken_over_lines_parses_as_one_line():
+    # LLVM allows a line break wherever a space may go; clang and hand-written IR break long
+    # parameter and argument lists. Inside parentheses and brackets a line break ends nothing.
+    broken = (
+        "define double @f(double %x,\n"
+        "                 double %y) {\n"
+        "entry:\n"
+        "  %z = call double @g(double %x,   ; a comment between\n"
+        "\n"
+        "                      double %y)\n"
+        "  %v = insertvalue [2 x double] [double 0.0,\n"
+        "                                 double 1.0], double %z, 1\n"
+        "  ret double %z\n"
+        "}\n"
+        "declare double @g(double, double)\n")
+    flat = ("define double @f(double %x, double %y) {\n"
+            "entry:\n"
+            "  %z = call double @g(double %x, double %y)\n"
+            "  %v = insertvalue [2 x double] [double 0.0, double 1.0], double %z, 1\n"
+            "  ret double %z\n"
+            "}\n"
+            "declare double @g(double, double)\n")
+    assert str(ir.parse_module(broken)) == str(ir.parse_module(flat))
+    assert_same_text(llvm_normalize(str(ir.parse_module(broken))), llvm_normalize(broken))

@@ -1,7 +1,8 @@
 """Tokens of LLVM IR text.
 
 One regular expression splits the whole text; whitespace and comments are skipped inside it,
-and a run of line breaks (with blank or comment-only lines between) is one ``nl`` token. The
+and a run of line breaks (with blank or comment-only lines between) is one ``nl`` token, none
+inside parentheses or brackets (a parameter list broken over lines, as LLVM allows). The
 parser works on three parallel lists (kinds, texts, offsets), which is the fastest shape for
 CPython to index.
 
@@ -52,12 +53,22 @@ def tokenize(text: str) -> tuple[list[str], list[str], list[int]]:
     texts: list[str] = []
     offsets: list[int] = []
     add_kind, add_text, add_offset = kinds.append, texts.append, offsets.append
+    depth = 0   # of open parentheses and brackets: a statement does not end inside them
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
         start, end = m.span(kind)
-        if kind == "end":
+        if kind == "punct":
+            c = text[start]
+            if c in "([":
+                depth += 1
+            elif c in ")]" and depth:
+                depth -= 1
+        elif kind == "nl":
+            if depth:
+                continue
+        elif kind == "end":
             break
-        if kind == "error":
+        elif kind == "error":
             raise ParseError(f"unexpected character {text[start]!r}", text, start)
         add_kind(kind)
         add_text(text[start:end])
