@@ -619,7 +619,8 @@ def dense_reads(root: Value, reads_whole=None) -> bool:
     read from memory is sparse). Such an array's adjoints are worth a private copy per
     thread rather than an atomic add each. ``reads_whole(call, pointer)``, where given, says
     whether ``call`` only reads the array at ``pointer`` (a matrix product's operand): such
-    a call reads it densely too."""
+    a call reads it densely too, also through a phi or select (Numba hands BLAS the array or
+    a contiguous copy of it)."""
     entry = root.parent.parent.blocks[0] if isinstance(root, I.Instruction) else None
     work, seen = [root], set()
     while work:
@@ -630,6 +631,10 @@ def dense_reads(root: Value, reads_whole=None) -> bool:
         for user in pointer.users:
             if isinstance(user, I.GetElementPtr) and user.operands[0] is pointer:
                 work.append(user)
+            elif reads_whole is not None and (
+                    isinstance(user, I.Phi) or isinstance(user, I.Select)
+                    and user.operands[0] is not pointer):
+                work.append(user)   # Numba's copy-if-strided before BLAS: what it reads too
             elif isinstance(user, I.Load) and user.pointer is pointer:
                 address = _address(pointer)
                 if address is None or not all(_dense_atom(a, entry) for a, _ in address.terms):

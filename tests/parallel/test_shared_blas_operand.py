@@ -1,6 +1,7 @@
 """Matrix products in a prange body with an operand all iterations share: ``P @ B.T`` with
-``P`` the iteration's own and ``B`` the caller's, ``A[i] @ B`` (gemv) and ``A[i] @ B`` with
-``A[i]`` a matrix (gemm). The reverse of a BLAS call adds into its operands' adjoints by a BLAS
+``P`` the iteration's own and ``B`` the caller's, ``A[i] @ B`` (gemv), ``A[i] @ B`` with
+``A[i]`` a matrix (gemm), and a dot of a strided column, which Numba copies, with a shared row
+(npbench's symm). The reverse of a BLAS call adds into its operands' adjoints by a BLAS
 call of its own, so in a parallel loop's body every operand it adds into must belong to the
 iteration. A shared operand that carries no derivative has no adjoint to add into; a shared
 one that does is read whole by every iteration, so each reverse task adds into a private copy
@@ -53,6 +54,15 @@ def blocks_times_matrix(a, b):
     return s
 
 
+def column_dots(a, b, c0, out):
+    c = c0.copy()
+    for i in range(1, a.shape[0]):          # a serial loop around the prange, as symm's
+        for j in prange(b.shape[1]):
+            c[:i, j] += b[i, j] * a[i, :i]
+            out[i, j] = b[:i, j] @ a[i, :i]  # dot: a strided column (Numba copies it) and a row
+    return np.sum(out * out) + np.sum(c * c)  # of a every iteration reads
+
+
 def gathered_rows(a, idx, b):
     s = 0.0
     for i in prange(idx.shape[0]):
@@ -100,6 +110,9 @@ def _cases():
                                          rng.standard_normal((4, 5)), np.zeros(13))),
         "tanh(A[i]) @ B": (blocks_times_matrix, (rng.standard_normal((7, 3, 4)),
                                                  rng.standard_normal((4, 5)))),
+        "B[:i, j] @ A[i, :i]": (column_dots, (rng.standard_normal((6, 6)),
+                                              rng.standard_normal((6, 5)),
+                                              rng.standard_normal((6, 5)), np.zeros((6, 5)))),
         "A[idx[i]] @ B": (gathered_rows, (rng.standard_normal((6, 4)),
                                           np.array([0, 2, 2, 5, 1, 0, 3]),
                                           rng.standard_normal((4, 3)))),
@@ -127,7 +140,7 @@ def test_a_shared_operand_without_a_derivative(threads):
 def test_a_shared_operand_with_a_derivative(name):
     f, args = CASES[name]
     args = [x.copy() for x in args]
-    active = (0, 2) if f is gathered_rows else (0, 1)   # every float input, not an output
+    active = {gathered_rows: (0, 2), column_dots: (0, 1, 2)}.get(f, (0, 1))  # not outputs
     serial, parallel = _serial(f), _parallel(f)
     expected = _gradient(serial, args, active)
     for k, g in zip(active, expected):
