@@ -101,6 +101,7 @@ from dataclasses import dataclass, field
 
 from pyzyme.analysis.layout import field_offset, sizeof
 from pyzyme.analysis.loops import analyze_loops
+from pyzyme.analysis.overwrite import meminfo_of, underlying_objects
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.values import ConstantInt, Value
@@ -633,7 +634,7 @@ def dense_reads(root: Value, reads_whole=None) -> bool:
                 work.append(user)
             elif reads_whole is not None and (
                     isinstance(user, I.Phi) or isinstance(user, I.Select)
-                    and user.operands[0] is not pointer):
+                    and user.operands[0] is not pointer) and _root_or_copies(user, root):
                 work.append(user)   # Numba's copy-if-strided before BLAS: what it reads too
             elif isinstance(user, I.Load) and user.pointer is pointer:
                 address = _address(pointer)
@@ -643,6 +644,15 @@ def dense_reads(root: Value, reads_whole=None) -> bool:
                       and reads_whole(user, pointer)):
                 return False
     return True
+
+
+def _root_or_copies(merge: Value, root: Value) -> bool:
+    """Whether a phi or select of pointers into ``root`` merges nothing but them and memory
+    the function allocates (Numba's contiguous copy of a strided operand): no other array
+    reaches what is read through it."""
+    objects = underlying_objects(merge)
+    return objects is not None and all(
+        o is root or isinstance(o, I.Alloca) or meminfo_of(o) is not None for o in objects)
 
 
 def _dense_atom(atom: Value, entry) -> bool:

@@ -7,7 +7,9 @@ iteration. A shared operand that carries no derivative has no adjoint to add int
 one that does is read whole by every iteration, so each reverse task adds into a private copy
 of its adjoint (:mod:`pyzyme.diff.parallel.private`), summed after the launch. Checked against
 the serial function's gradient and differences at 1, 2 and 4 threads, with rows chosen by
-an index read from memory too (a repeated row's adjoint gets both iterations' adds).
+an index read from memory too (a repeated row's adjoint gets both iterations' adds). An
+operand that is one of two shared arrays, chosen per iteration, has no one copy to add into:
+refused, naming the loop.
 
 The reverse launch releases the GIL while its workers run, as Numba's launch does: a worker's
 first BLAS call of a kind looks the routine up under the GIL (numba/_lapack.c), and before
@@ -23,6 +25,7 @@ import numpy as np
 import pytest
 from numba import prange
 
+import pyzyme
 from pyzyme import Active, Const, Duplicated, Reverse, autodiff
 
 THREADS = tuple(t for t in (1, 2, 4) if t <= numba.config.NUMBA_NUM_THREADS)
@@ -153,6 +156,28 @@ def test_a_shared_operand_with_a_derivative(name):
                     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
     finally:
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+def either_matrix(a, b, c, flags):
+    s = 0.0
+    for i in prange(a.shape[0]):
+        m = b if flags[i] > 0 else c        # each iteration picks one of two shared arrays
+        s += np.sum(a[i] @ m) ** 2
+    return s
+
+
+def test_an_operand_that_is_one_of_two_shared_arrays_is_refused():
+    # No copy per thread stands for "b or c": the BLAS call's reverse would add into a shared
+    # adjoint unguarded. The refusal names the loop.
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(s) for s in ((9, 4), (4, 3), (4, 3)))
+    flags = np.array([1, 0, 1, 1, 0, 0, 1, 0, 1])
+    line = either_matrix.__code__.co_firstlineno + 2  # the prange loop's
+    with pytest.raises(pyzyme.UnsupportedError, match="prange") as err:
+        autodiff(Reverse, _parallel(either_matrix), Active, Duplicated(a, np.zeros_like(a)),
+                 Duplicated(b, np.zeros_like(b)), Duplicated(c, np.zeros_like(c)), Const(flags))
+    assert "other threads add into" in str(err.value)
+    assert f"test_shared_blas_operand.py:{line}" in str(err.value)
 
 
 _FRESH = textwrap.dedent("""
