@@ -81,10 +81,10 @@ def _serial(f):
     return numba.njit(f)
 
 
-def _gradient(f, args, active):
-    """The adjoints of ``args[k]`` for ``k`` in ``active``; other float arrays (outputs) get
-    a shadow too, and are not compared."""
-    shadows = {k: np.zeros_like(x) for k, x in enumerate(args) if x.dtype.kind == "f"}
+def _gradient(f, args, active, outputs=()):
+    """The adjoints of ``args[k]`` for ``k`` in ``active``; ``outputs`` (arrays the function
+    writes its results into) get a shadow too, not compared; the rest are constants."""
+    shadows = {k: np.zeros_like(args[k]) for k in (*active, *outputs)}
     annotated = [Duplicated(x, shadows[k]) if k in shadows else Const(x)
                  for k, x in enumerate(args)]
     autodiff(Reverse, f, Active, *annotated)
@@ -143,16 +143,17 @@ def test_a_shared_operand_without_a_derivative(threads):
 def test_a_shared_operand_with_a_derivative(name):
     f, args = CASES[name]
     args = [x.copy() for x in args]
-    active = {gathered_rows: (0, 2), column_dots: (0, 1, 2)}.get(f, (0, 1))  # not outputs
+    active, outputs = {gathered_rows: ((0, 2), ()), column_dots: ((0, 1, 2), (3,)),
+                       rows_times_matrix: ((0, 1), (2,))}.get(f, ((0, 1), ()))
     serial, parallel = _serial(f), _parallel(f)
-    expected = _gradient(serial, args, active)
+    expected = _gradient(serial, args, active, outputs)
     for k, g in zip(active, expected):
         np.testing.assert_allclose(g, _differences(serial, args, k), rtol=1e-6, atol=1e-7)
     try:
         for threads in THREADS:
             numba.set_num_threads(threads)
             for _ in range(5 if threads == 4 else 1):    # 4 threads on 2 cores: races show
-                for got, want in zip(_gradient(parallel, args, active), expected):
+                for got, want in zip(_gradient(parallel, args, active, outputs), expected):
                     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
     finally:
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
