@@ -181,8 +181,9 @@ _NONE: frozenset = frozenset()
 
 class _Index:
     """A tree's keys by length and by each fixed offset: the keys a wildcard path may cover
-    share its length and its first fixed offset, so an insert reads that bucket only. Kept
-    by :meth:`TypeTree.insert`, the one place that adds and deletes keys in place."""
+    share its length and each of its fixed offsets, so an insert reads the smallest of those
+    buckets only. Kept by :meth:`TypeTree.insert`, the one place that adds and deletes keys
+    in place."""
 
     __slots__ = ("_buckets",)
 

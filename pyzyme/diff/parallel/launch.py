@@ -631,9 +631,7 @@ def _release_gil(module, b: IRBuilder) -> tuple:
     worker that takes the GIL (Numba's BLAS helpers look their routine up under it on first
     use) would otherwise wait for the thread that holds it, itself waiting for the workers.
     Returns what :func:`_restore_gil` needs."""
-    entry = IRBuilder(b.function.blocks[0])
-    entry.position_at_start(b.function.blocks[0])
-    state = entry.alloca(T.i32, name="gil.state")
+    state = b.entry_alloca(T.i32, name="gil.state")
     b.call(module.declare(_GIL_ENSURE, T.FunctionType(T.void, [T.ptr])), [state])
     thread = b.call(module.declare(_SAVE_THREAD, T.FunctionType(T.ptr, [])), [],
                     name="gil.thread")

@@ -50,10 +50,10 @@ def privatized(cx, split, known: ParallelBody, stored: dict) -> tuple:
     except TypeAnalysisError:
         return ()
     found = []
+    products = partial(_product_reads, cx)
     for k, values in sorted(stored.items()):
         roots = [load for load, slot in reads.items() if slot == k]
-        if len(values) != 1 or not roots or \
-                not all(dense_reads(r, partial(_product_reads, cx)) for r in roots):
+        if len(values) != 1 or not roots or not all(dense_reads(r, products) for r in roots):
             continue
         if any(r in owned.roots and (owned.roots[r][2] == 0 or owned.roots[r][0] in owned.bounds)
                for r in roots):

@@ -225,9 +225,7 @@ def _split_ranges(fn, check, head, term, exit_target, mapping, counter, last, en
                           (split, (bottom_end, high, starts_inside))):
         for phi, value in zip((copy_end, stop, go), values):
             phi.add_incoming(value, block)
-    entry = IRBuilder(fn.blocks[0])
-    entry.position_at_start(fn.blocks[0])
-    slot = entry.alloca(i64, name=f"{head.name}.stop")
+    slot = b.entry_alloca(i64, name=f"{head.name}.stop")
     b.store(stop, slot)
     b.cbranch(go, start, head)
 
