@@ -409,15 +409,21 @@ class ReverseValues:
         """``fv``, defined in ``loop``, where the reverse sweep is outside it: the value its last
         iteration left (a loop's result, such as a sum). Kept once per iteration of the loops
         around both, overwritten on each iteration of ``loop``: recomputing it here would keep
-        what it is computed from on every iteration instead."""
-        cache = st.caches.get(("exit", fv))
+        what it is computed from on every iteration instead.
+
+        One cache per loop around both: a value read both after the loop within an outer
+        loop (each time step's array, where jump threading split the time loop in two) and
+        after the outer loop (the last step's) needs one per outer iteration for the first
+        and once for the second; one slot for both left every step the last step's array."""
+        outer = loop.parent
+        while outer is not None and not outer.contains(st.current):
+            outer = outer.parent
+        exits = st.caches.setdefault(("exit", fv), {})
+        cache = exits.get(outer)
         if cache is None:
-            outer = loop.parent
-            while outer is not None and not outer.contains(st.current):
-                outer = outer.parent
-            outer = self._varies_in(st, fv, outer)
-            cache = st.caches[("exit", fv)] = st.tape.cache(
-                fv.type, outer, f"{fv.name or 'value'}.exit", st.unvaried(fv))
+            cache = exits[outer] = st.tape.cache(
+                fv.type, self._varies_in(st, fv, outer), f"{fv.name or 'value'}.exit",
+                st.unvaried(fv))
             self._keep(st, fv, cache)
         return st.tape.load(st.rb, cache, self.iteration(st, cache.loop), name=fv.name)
 
