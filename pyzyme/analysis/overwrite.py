@@ -46,7 +46,7 @@ from pyzyme.progress import timed
 __all__ = ["OverwriteResult", "analyze_overwrites", "identified_object", "underlying_object",
            "underlying_objects", "may_alias", "objects_may_alias", "swapped_apart",
            "PURE_INTRINSICS", "pure_call", "list_block_of", "written_pointers", "fresh_object",
-           "link_time_object", "meminfo_of", "refcount_call"]
+           "link_time_object", "meminfo_of", "refcount_call", "rule_row"]
 
 # Intrinsics (by name, overload suffix left out) that read and write no memory and cannot
 # trap: the loop rewrites (distribute, interchange) may move and repeat their calls.
@@ -89,14 +89,15 @@ def _runtime_row(name: str):
     return default_rules().lookup(name, "call")
 
 
-def _row(call: Value):
+def rule_row(call: Value):
+    """The shipped rule row of the function ``call`` calls, or None (not a direct call)."""
     callee = call.called_function if isinstance(call, I.CallBase) else None
     return _runtime_row(callee.name) if callee is not None else None
 
 
 def _allocation(obj: Value) -> bool:
     """A call that allocates fresh memory: its result aliases nothing that existed before."""
-    return isinstance(_row(obj), spec.Allocation)
+    return isinstance(rule_row(obj), spec.Allocation)
 
 
 def _meminfo_data(obj: Value) -> bool:
@@ -108,7 +109,7 @@ def _meminfo_data(obj: Value) -> bool:
 def _meminfo_of(obj: Value) -> Value | None:
     """The MemInfo (allocated by this function) whose data ``obj`` is, else None."""
     if isinstance(obj, I.CallBase):
-        row = _row(obj)
+        row = rule_row(obj)
         if not (isinstance(row, spec.Mirror) and row.resizes):
             return None
         base, offset = obj.args[0], None   # the new data block of the handle
@@ -119,7 +120,7 @@ def _meminfo_of(obj: Value) -> Value | None:
             base, offset = base.pointer, base.indices[0].value
     else:
         return None
-    row = _row(base)
+    row = rule_row(base)
     if isinstance(row, spec.Allocation) and row.data_offset is not None and \
             offset in (None, row.data_offset):
         return base
@@ -135,7 +136,7 @@ def meminfo_of(obj: Value) -> Value | None:
 def refcount_call(inst: Value) -> bool:
     """Whether ``inst`` calls one of the runtime's reference counts (it writes only the
     count of the MemInfo it is handed)."""
-    row = _row(inst)
+    row = rule_row(inst)
     return isinstance(row, spec.Mirror) and bool(row.refcount)
 
 
@@ -143,7 +144,7 @@ def list_block_of(pointer: Value) -> Value | None:
     """The variable-size MemInfo this function allocated (Numba's list) into whose data block
     ``pointer`` points, else None."""
     owner = _meminfo_of(underlying_object(pointer))
-    return owner if owner is not None and _row(owner).resizable else None
+    return owner if owner is not None and rule_row(owner).resizable else None
 
 
 def identified_object(obj: Value) -> bool:

@@ -5,6 +5,7 @@ the error for an active value stored where no shadow is."""
 
 from __future__ import annotations
 
+from pyzyme.analysis.exception_records import raised_only
 from pyzyme.errors import ActivityError
 from pyzyme.ir import instructions as I
 from pyzyme.ir.values import Argument, GlobalVariable
@@ -34,8 +35,13 @@ def whose_memory(pointer) -> str:
 
 def inactive_memory(rules, pointer) -> bool:
     """Whether ``pointer`` points into a global variable the rules declare inactive (Enzyme's
-    ``__attribute__((enzyme_inactive))``): what is stored there carries no derivative."""
+    ``__attribute__((enzyme_inactive))``) or into an exception being raised
+    (:func:`~pyzyme.analysis.exception_records.raised_only`): what is stored there carries no
+    derivative."""
     base = base_pointer(pointer)
+    if isinstance(base, I.CallBase):
+        return isinstance(rules.lookup(base.called_function.name, "call"), spec.Allocation) \
+            and raised_only(base) if base.called_function is not None else False
     return isinstance(base, GlobalVariable) and isinstance(rules.lookup(base.name, "call"),
                                                            spec.Inactive)
 

@@ -108,3 +108,63 @@ def test_hvp_of_a_prange_body_calling_a_function_that_can_raise():
             np.testing.assert_allclose(pyzyme.hvp(turned_rows, a, t, 3), want, rtol=1e-12)
         finally:
             numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+# np.linalg.solve raises LinAlgError with the failing call's info, a record Numba allocates and
+# fills at run time (its arguments hold a copy of the matrix). In a prange body that record
+# joins Numba's constant records on the way to raising; given a shadow (an active matrix's copy
+# is stored into it), the merge was refused as runtime activity.
+@numba.njit(parallel=True)
+def solved_rows(A, b):
+    s = 0.0
+    for i in prange(A.shape[0]):
+        x = np.linalg.solve(A[i], b[i])
+        s += np.sum(x * x)
+    return s
+
+
+_serial_solved_rows = numba.njit(solved_rows.py_func)
+
+
+def _systems():
+    rng = np.random.default_rng(7)
+    return rng.standard_normal((6, 3, 3)) + 3.0 * np.eye(3), rng.standard_normal((6, 3))
+
+
+def test_solve_in_a_prange_body_reverse_mode():
+    A, b = _systems()
+    want = [np.zeros_like(A), np.zeros_like(b)]
+    autodiff(Reverse, _serial_solved_rows, Active, Duplicated(A, want[0]),
+             Duplicated(b, want[1]))
+    eps = 1e-6
+    for k in ((0, 1, 2), (5, 0, 0), (3, 2, 1)):
+        e = np.zeros_like(A)
+        e[k] = eps
+        fd = (_serial_solved_rows(A + e, b) - _serial_solved_rows(A - e, b)) / (2 * eps)
+        assert want[0][k] == pytest.approx(fd, rel=1e-6, abs=1e-9)
+    for threads in THREADS:
+        numba.set_num_threads(threads)
+        try:
+            for _ in range(3 if threads == 4 else 1):
+                dA, db = np.zeros_like(A), np.zeros_like(b)
+                autodiff(Reverse, solved_rows, Active, Duplicated(A, dA), Duplicated(b, db))
+                np.testing.assert_allclose(dA, want[0], rtol=1e-12, atol=1e-14)
+                np.testing.assert_allclose(db, want[1], rtol=1e-12, atol=1e-14)
+        finally:
+            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+def test_solve_in_a_prange_body_forward_mode():
+    A, b = _systems()
+    tA, tb = np.sin(np.arange(A.size)).reshape(A.shape), np.cos(np.arange(b.size)).reshape(b.shape)
+    dA, db = np.zeros_like(A), np.zeros_like(b)
+    autodiff(Reverse, _serial_solved_rows, Active, Duplicated(A, dA), Duplicated(b, db))
+    want = float(np.sum(dA * tA) + np.sum(db * tb))
+    for threads in THREADS:
+        numba.set_num_threads(threads)
+        try:
+            _, tangent = autodiff(Forward, solved_rows, Duplicated, Duplicated(A, tA),
+                                  Duplicated(b, tb))
+            assert tangent == pytest.approx(want, rel=1e-12)
+        finally:
+            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)

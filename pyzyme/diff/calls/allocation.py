@@ -15,6 +15,7 @@ from __future__ import annotations
 from functools import reduce
 
 from pyzyme import naming
+from pyzyme.analysis.exception_records import raised_only
 from pyzyme.diff.calls import resize
 from pyzyme.diff.memory_calls import memset_zero, with_args
 from pyzyme.diff.tape.pool import REALLOC_NAME
@@ -26,8 +27,14 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import Argument, Constant, GlobalValue, const_int, const_null
 from pyzyme.rules import spec
 
-__all__ = ["allocation_forward", "allocation_augmented", "mirror_varied", "mirror_forward",
+__all__ = ["allocation_varied", "allocation_forward", "allocation_augmented", "mirror_varied", "mirror_forward",
            "mirror_augmented", "mirror_reverse"]
+
+def allocation_varied(row: spec.Allocation, inst: I.CallBase, is_varied) -> bool:
+    """Activity analysis: memory a call allocates gets a shadow once anything is varied,
+    unless it only ever holds an exception being raised (:mod:`~pyzyme.analysis.exception_records`)."""
+    return not raised_only(inst)
+
 
 def mirror_varied(row: spec.Mirror, inst: I.CallBase, is_varied) -> bool:
     """Activity analysis: a pointer a call returns varies when the call allocates it, or when

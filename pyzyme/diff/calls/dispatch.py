@@ -249,10 +249,6 @@ def _never(row, inst: I.CallBase, is_varied) -> bool:
     return False
 
 
-def _always(row, inst: I.CallBase, is_varied) -> bool:
-    return True  # every allocation gets a shadow once anything is varied
-
-
 def _clone(cx, inst: I.CallBase, row) -> None:
     cx.clone(inst)
 
@@ -346,7 +342,7 @@ RULES: dict[type | None, CallRule] = {
     # No call has a Linear row (only casts do): reverse mode would need its transpose.
     spec.Linear: CallRule(_linear_varied, False, _linear_forward, None, None),
     spec.Memory: CallRule(_never, False, copies.forward_mode, copies.augmented, copies.reverse),
-    spec.Allocation: CallRule(_always, True, allocation.allocation_forward,
+    spec.Allocation: CallRule(allocation.allocation_varied, True, allocation.allocation_forward,
                               allocation.allocation_augmented, _nothing),
     spec.Mirror: CallRule(allocation.mirror_varied, False, allocation.mirror_forward,
                           allocation.mirror_augmented, allocation.mirror_reverse),
