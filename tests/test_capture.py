@@ -332,3 +332,26 @@ def test_eagerly_compiled_dispatcher():
         CaptureError, match=r"half was declared for \(float64\) only, not \(int64\)"
     ):
         capture(half, (types.int64,))
+
+
+@njit
+def shifted_exp_4d(x, m):
+    return np.sum(np.exp(x - m) / m)
+
+
+def test_ad_pipeline_does_not_unswitch_broadcast_tests():
+    """Numba's per-function passes run at O3, whose loop unswitching copies a 4-D array
+    expression's loop nest once per broadcast test (631 blocks here, 1,098 for npbench's
+    softmax, whose derivative then took 50 s to build). The captured module has them at O2."""
+    x = np.linspace(0.1, 1.0, 48).reshape(2, 2, 3, 4)
+    m = np.linspace(1.0, 2.0, 12).reshape(2, 2, 3, 1)
+    ad = capture(shifted_exp_4d, (x, m))
+    blocks = len(re.findall(r"^[\w.\"-]+:", native_body(ad.text, ad.symbol), re.M))
+    assert blocks < 100
+    # ... and its derivative is still right.
+    dx, dm = np.zeros_like(x), np.zeros_like(m)
+    pyzyme.autodiff(pyzyme.Reverse, shifted_exp_4d, pyzyme.Active, pyzyme.Duplicated(x, dx),
+                    pyzyme.Duplicated(m, dm))
+    np.testing.assert_allclose(dx, np.exp(x - m) / m, rtol=1e-13)
+    want = np.sum(-np.exp(x - m) / m - np.exp(x - m) / m**2, axis=3, keepdims=True)
+    np.testing.assert_allclose(dm, want, rtol=1e-13)

@@ -6,13 +6,22 @@ Numba optimizes each library's module and then hands it to MCJIT, whose code gen
 ``llvm.x86.atomic.*``) that are not meant to be read, let alone differentiated. Numba also links
 callee libraries into their callers from the callee's already-rewritten module.
 
-The hook wraps two methods of :class:`numba.core.codegen.CPUCodeLibrary`:
+The hook wraps three methods of :class:`numba.core.codegen.CPUCodeLibrary`:
 
+``_optimize_functions``
+    A clone of each module Numba adds to a library is kept while Numba's per-function passes
+    run on it (until the library is finalized).
 ``finalize``
     Before Numba links callees and optimizes, a clone of the library's own module (its functions
     after Numba's per-function passes) is kept. :mod:`pyzyme.frontends.numba.capture` links these
     clones together and optimizes them with an AD-friendly pipeline, so no part of the captured
-    call tree went through Numba's unrolling and vectorizing O3.
+    call tree went through Numba's unrolling and vectorizing O3. Numba's per-function passes are
+    its O3 function pipeline, though, whose non-trivial loop unswitching copies an array
+    expression's loop nest once per broadcast test: a 4-D softmax's function grew from 311
+    blocks to 1,197, its derivative to 3,600, which took 50 s to build. Where the passes
+    multiplied the blocks so (:data:`UNSWITCH_GROWTH`), the clones from before them are kept
+    instead, and get the same passes at O2, which does not unswitch, when first captured; the
+    derivative's own O3 then decides what to unswitch.
 ``_optimize_final_module``
     Right after Numba's module passes, and before MCJIT sees the module, a clone prepared for
     linking into callers (external definitions made ``linkonce_odr``, exactly what
@@ -38,6 +47,7 @@ from numba.core import codegen as numba_codegen
 
 from pyzyme._version import SUPPORTED
 from pyzyme.errors import CaptureError
+from pyzyme.progress import logger
 from pyzyme.runtime.modules import module_for_linking
 
 SUPPORTED_NUMBA = ".".join(map(str, SUPPORTED["numba"]))
@@ -53,6 +63,7 @@ _REQUIRED_METHODS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("numba.core.codegen.CPUCodeLibrary", "_get_module_for_linking", ("self",)),
     ("numba.core.codegen.CPUCodeLibrary", "add_linking_library", ("self", "library")),
     ("numba.core.codegen.CPUCodeLibrary", "add_llvm_module", ("self", "ll_module")),
+    ("numba.core.codegen.CPUCodegen", "_function_pass_manager", ("self",)),
     ("numba.core.codegen.JITCodeLibrary", "get_pointer_to_function", ("self", "name")),
     ("numba.core.codegen.JitEngine", "is_symbol_defined", ("self", "name")),
     ("numba.core.callconv.CPUCallConv", "get_function_type", ("self", "restype", "argtypes")),
@@ -97,10 +108,16 @@ class _CaptureRegistry:
     """Process-wide state of the hook: the one place pyzyme keeps mutable globals for Numba.
 
     ``prelink`` maps a live Numba library to a clone of its own module taken before linking and
-    module optimization; it is weak so a library's snapshot dies with the library.
+    module optimization; ``added`` holds, until the library is finalized, the clones of the
+    modules added to it taken before Numba's per-function passes; ``unsimplified`` maps a
+    library whose snapshot is such a clone, not yet through its function passes (run when
+    first captured), to its blocks before and after Numba's. All are weak so a library's
+    snapshot dies with the library.
     """
 
     prelink: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
+    added: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
+    unsimplified: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
     installed: bool = False
     install_error: CaptureError | None = None
 
@@ -178,6 +195,7 @@ def install() -> None:
     except CaptureError as err:
         _REGISTRY.install_error = err
         return
+    _wrap_optimize_functions(numba_codegen.CPUCodeLibrary)
     _wrap_finalize(numba_codegen.CPUCodeLibrary)
     _wrap_optimize_final_module(numba_codegen.CPUCodeLibrary)
     _REGISTRY.installed = True
@@ -199,7 +217,14 @@ def prelink_module(library: numba_codegen.CPUCodeLibrary) -> llvm.ModuleRef | No
     Numba's on-disk cache.
     """
     snapshot = _REGISTRY.prelink.get(library)
-    return None if snapshot is None else snapshot.clone()
+    if snapshot is None:
+        return None
+    blocks = _REGISTRY.unsimplified.pop(library, None)
+    if blocks is not None:
+        _simplify(library, snapshot)
+        logger.info("Numba's O3 function passes unswitched the loops of %s from %d "
+                    "blocks to %d; captured from before them, at O2", library.name, *blocks)
+    return snapshot.clone()
 
 
 def library_defining(symbol: str) -> numba_codegen.CPUCodeLibrary | None:
@@ -219,16 +244,70 @@ def has_prelink(library: numba_codegen.CPUCodeLibrary) -> bool:
     return library in _REGISTRY.prelink
 
 
+def _wrap_optimize_functions(cls: type) -> None:
+    original = cls._optimize_functions
+
+    def _optimize_functions(self, ll_module):
+        _REGISTRY.added.setdefault(self, []).append(ll_module.clone())
+        return original(self, ll_module)
+
+    _optimize_functions.__wrapped__ = original
+    cls._optimize_functions = _optimize_functions
+
+
 def _wrap_finalize(cls: type) -> None:
     original = cls.finalize
 
     def finalize(self):
         if not self._finalized:
-            _REGISTRY.prelink[self] = self._final_module.clone()
+            _REGISTRY.prelink[self] = _snapshot(self)
         return original(self)
 
     finalize.__wrapped__ = original
     cls.finalize = finalize
+
+
+def _snapshot(library: numba_codegen.CPUCodeLibrary) -> llvm.ModuleRef:
+    """The library's own module as capture links it: after Numba's per-function passes, or
+    from before them where their unswitching multiplied its blocks (see the module docstring).
+
+    A library that did not run those passes (pyzyme's derivative libraries below level 3) or
+    received modules before the hook was installed has no clones from before; its own module
+    stands in.
+    """
+    added = _REGISTRY.added.pop(library, None)
+    if not added:
+        return library._final_module.clone()
+    before, after = sum(_blocks(m) for m in added), _blocks(library._final_module)
+    if after <= UNSWITCH_GROWTH * before + UNSWITCH_SLACK:
+        return library._final_module.clone()
+    module = added[0]
+    for other in added[1:]:
+        module.link_in(other)
+    _REGISTRY.unsimplified[library] = (before, after)
+    return module
+
+
+#: Numba's per-function passes count as having unswitched a library apart when they leave more
+#: than this many times its blocks, and :data:`UNSWITCH_SLACK` more. They shrink most code
+#: (matmul's loops: 32 blocks to 11, an ``np.sum``: 60 to 36); a 4-D array expression grew
+#: from 56 blocks to 747, npbench's softmax from 311 to 1,197.
+UNSWITCH_GROWTH = 2
+UNSWITCH_SLACK = 100
+
+
+def _simplify(library: numba_codegen.CPUCodeLibrary, module: llvm.ModuleRef) -> None:
+    """Numba's per-function passes (and its reference-count pruning) over ``module``, as
+    ``_optimize_functions`` runs them, at O2 at most: without non-trivial unswitching."""
+    module.data_layout = library._codegen._data_layout
+    fpm, pb = library._codegen._function_pass_manager(opt=min(int(numba.config.OPT), 2))
+    for fn in module.functions:
+        if not fn.is_declaration:
+            fpm.run(fn, pb)
+
+
+def _blocks(module: llvm.ModuleRef) -> int:
+    return sum(len(list(fn.blocks)) for fn in module.functions)
 
 
 def _wrap_optimize_final_module(cls: type) -> None:
