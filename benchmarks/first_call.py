@@ -66,11 +66,15 @@ CALLS = {
         ("forward", "autodiff(Forward, K.diffusion, Duplicated, Duplicated(u, tu), Const(0.25), "
                     "Const(10))"),
     ],
+    "K6 softmax 4-D": [
+        ("reverse", "autodiff(Reverse, K.softmax_4d, Active, Duplicated(xs, dxs), Const(ws))"),
+    ],
 }
 PRIMAL = {"K1 taylor": ("taylor", "(0.5, 1000)"), "K2 matmul": ("matmul", "(A, B, C)"),
           "K3 GMM": ("gmm_objective", "(al, me, ic, x, g, m)"),
           "K4 RK4": ("lotka_volterra", "(p, 1.0, 1.0, 1e-3, 100)"),
-          "K5 diffusion": ("diffusion", "(u, 0.25, 10)")}
+          "K5 diffusion": ("diffusion", "(u, 0.25, 10)"),
+          "K6 softmax 4-D": ("softmax_4d", "(xs, ws)")}
 
 _CHILD = r'''
 import json, sys, time
@@ -89,6 +93,8 @@ al, me, ic, x, g, m = K.read_gmm(sys.argv[3])
 dal, dme, dic = np.zeros_like(al), np.zeros_like(me), np.zeros_like(ic)
 p, dp, tp = np.array([1.5, 1.0, 3.0, 1.0]), np.zeros(4), np.array([0.5, -0.25, 0.75, 1.0])
 u, du, tu = rng.standard_normal(50), np.zeros(50), rng.standard_normal(50)
+xs, ws = rng.standard_normal((2, 3, 4, 5)), rng.standard_normal((2, 3, 4, 5))
+dxs = np.zeros_like(xs)
 
 def flat(v):
     if isinstance(v, np.ndarray):
@@ -105,7 +111,7 @@ if sys.argv[1] == "cold":
 t = time.perf_counter()
 result = eval(sys.argv[2])
 out["call"] = time.perf_counter() - t
-out["result"] = flat(result) + flat([dA, dB, dal, dme, dic, dp, du])
+out["result"] = flat(result) + flat([dA, dB, dal, dme, dic, dp, du, dxs])
 out["disk"] = vars(CACHE.disk.stats)
 print("RESULT " + json.dumps(out))
 '''

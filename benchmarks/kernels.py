@@ -468,6 +468,25 @@ def diffusion_adjoint(u, c, steps, du):
         du[i] += v[i]
 
 
+# --- K6: a softmax over the last axis of 4-D arrays, written with array expressions ---------
+
+@numba.njit
+def softmax_4d(x, w):
+    """A softmax over the last axis of a 4-D array as NumPy code writes it (the maximum kept
+    with a trailing axis of 1 and broadcast back), weighted and summed: Numba's optimizer
+    copies each broadcast loop nest once per broadcast test, which makes the first call of
+    such code slow (the first-call benchmark's kernel for it)."""
+    shape = (x.shape[0], x.shape[1], x.shape[2], 1)
+    top = np.empty(shape)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            for k in range(x.shape[2]):
+                top[i, j, k, 0] = np.max(x[i, j, k])
+    e = np.exp(x - top)
+    total = np.sum(e, axis=3).reshape(shape)
+    return np.sum(e / total * w)
+
+
 # --- finite-difference checks --------------------------------------------------------------
 
 def _central(f, x, h=1e-6):
