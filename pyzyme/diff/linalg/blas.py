@@ -14,7 +14,15 @@ primal, twice (plus one with the tangent of ``alpha`` when that varies, as it do
 mode runs over a reverse sweep); the adjoint of a GEMM is two GEMMs with transposed operands,
 that of a GEMV a GEMV and a rank-one GEMM, that of a dot product two GEMVs. Results are
 accumulated with ``beta = 1``; the output's own adjoint is scaled by ``beta`` last, by the same
-call with ``alpha = 0`` (which BLAS defines as ``C = beta C``). Real kinds (``d``, ``s``) only.
+call with ``alpha = 0`` (which BLAS defines as ``C = beta C``).
+
+Complex kinds (``z``, ``c``) take the adjoint as pyzyme's complex derivatives are
+(``df/dRe + i df/dIm``, :mod:`pyzyme.api.args.complex`): that of ``y = M x`` is
+``x_bar += M^H y_bar``, so each adjoint call conjugates alpha and beta and takes its other
+operand conjugate-transposed (BLAS's ``c``) where the real call transposes it. Where the real
+call takes it as it is stored, it is conjugated in a copy (BLAS has no "conjugate only").
+``vdot`` (``conj = 1``) conjugates its first operand: ``x_bar += conj(r_bar) y``,
+``y_bar += r_bar x``.
 
 The reverse sweep reads the operands again where nothing writes them before it runs; otherwise
 the forward sweep copies them (into memory released with the deferred releases).
@@ -27,18 +35,23 @@ from pyzyme.diff.linalg.callsite import (
     copy_of,
     blas_element_type,
     blas_function,
+    conjugate,
+    element_bytes,
     extent,
     free_later,
+    is_complex,
 )
+from pyzyme.diff.linalg.kernels import Kernel
+from pyzyme.diff.memory_calls import free
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import ConstantFP, const_float, const_int
+from pyzyme.ir.values import ConstantFP, const_int, const_null
 
 __all__ = ["forward_mode", "augmented", "reverse"]
 
-_N, _T = ord("n"), ord("t")
+_N, _T, _C = ord("n"), ord("t"), ord("c")
 
 
 def _flip(trans: int) -> int:
@@ -54,7 +67,7 @@ def forward_mode(cx, inst: I.Call, row) -> None:
     """The call, then its tangent: the same call on (tangent, primal) and (primal, tangent)
     pairs, accumulated into the tangent of the output."""
     op = row.op
-    ty = blas_element_type(inst, cx.where)
+    ty = blas_element_type(inst, cx.where, complex_kinds=True)
     new = cx.clone(inst)
     (ia, ib), (io,) = row.operands, row.writes  # argument indices, from the row
     out = inst.args[io]
@@ -107,11 +120,20 @@ def _forward_dot(b, fn, args, ty, dx, dy, dout, scalars) -> None:
     for pair in ((dx, args[4]), (args[3], dy)):
         if pair[0] is None or pair[1] is None:
             continue
-        slot = scalars.holding(const_float(ty, 0.0))
+        slot = scalars.holding(const_null(ty))
         _call(b, fn, args[:3] + [pair[0], pair[1], slot])
         value = b.load(ty, slot)
-        total = value if total is None else b.fadd(total, value)
-    b.store(total if total is not None else const_float(ty, 0.0), dout)
+        total = value if total is None else _add(b, total, value)
+    b.store(total if total is not None else const_null(ty), dout)
+
+
+def _add(b: IRBuilder, x, y):
+    """``x + y``, real or complex."""
+    if not x.type.is_aggregate:
+        return b.fadd(x, y)
+    for part in (0, 1):
+        x = b.insertvalue(x, b.fadd(b.extractvalue(x, part), b.extractvalue(y, part)), part)
+    return x
 
 
 # -- reverse mode ------------------------------------------------------------------------------
@@ -119,7 +141,7 @@ def augmented(cx, inst: I.Call, row) -> None:
     """Forward sweep: the call; operands that may change before the reverse sweep are copied,
     and the scalars alpha and beta read."""
     op = row.op
-    ty = blas_element_type(inst, cx.where)
+    ty = blas_element_type(inst, cx.where, complex_kinds=True)
     new = cx.clone(inst)
     (ia, ib), (io,) = row.operands, row.writes  # argument indices, from the row
     if inst.args[io] not in cx.shadows:
@@ -132,8 +154,8 @@ def augmented(cx, inst: I.Call, row) -> None:
                   and cx.stable(pointer))
         if stable:
             continue
-        count = _operand_elements(b, new, op, index)
-        size = b.mul(count, const_int(T.i64, 8 if ty == T.double else 4))
+        count = _operand_elements(b, new.args, op, index)
+        size = b.mul(count, const_int(T.i64, element_bytes(ty)))
         copy = copy_of(cx.module, b, new.args[index], size)
         free_later(cx, copy)
         kept[index] = copy
@@ -176,9 +198,9 @@ def _reads_only(user) -> bool:
     return False
 
 
-def _operand_elements(b: IRBuilder, call, op: str, index: int):
-    """How many elements BLAS reads of operand ``index``: ``ld * (cols - 1) + rows``."""
-    a = call.args
+def _operand_elements(b: IRBuilder, a, op: str, index: int):
+    """How many elements BLAS reads of operand ``index`` of a call with arguments ``a``:
+    ``ld * (cols - 1) + rows``."""
     if op == "dot":
         return a[2]
     if op == "gemv":
@@ -200,7 +222,7 @@ def reverse(cx, inst: I.Call, row) -> None:
     by beta."""
     op = row.op
     _, kept, scalars = cx.rule_calls[inst]
-    ty = blas_element_type(inst, cx.where)
+    ty = blas_element_type(inst, cx.where, complex_kinds=True)
     (ia, ib), (io,) = row.operands, row.writes  # argument indices, from the row
     b = cx.rb
     fn = blas_function(cx.module, op)
@@ -211,62 +233,132 @@ def reverse(cx, inst: I.Call, row) -> None:
     shadow = {i: cx.shadow(inst.args[i]) for i in (ia, ib, io)
               if inst.args[i] in cx.shadows}
     box = Scalars(b, ty)
+    temporaries: list = []
+    other = _Other(cx, b, ty, op, args, temporaries)
     if op == "dot":
-        _reverse_dot(cx, b, args, ty, shadow, box)
-        return
-    alpha = box.holding(cx.avail(scalars[4 if op == "gemv" else 6]))  # as loaded then
-    beta = box.holding(cx.avail(scalars[8 if op == "gemv" else 11]))
-    one, zero = box.constant(1.0), box.constant(0.0)
-    if op == "gemv":
-        _reverse_gemv(cx, b, args, shadow, alpha, beta, one, zero)
+        _reverse_dot(cx, b, args, ty, shadow, box, other)
     else:
-        _reverse_gemm(b, fn, args, shadow, alpha, beta, one, zero)
+        alpha, beta = (other.scalar(cx.avail(scalars[i]))  # as loaded then
+                       for i in ((4, 8) if op == "gemv" else (6, 11)))
+        alpha, beta = box.holding(alpha), box.holding(beta)
+        one, zero = box.constant(1.0), box.constant(0.0)
+        if op == "gemv":
+            _reverse_gemv(cx, b, args, shadow, alpha, beta, one, zero, other)
+        else:
+            _reverse_gemm(b, fn, args, shadow, alpha, beta, one, zero, other)
+    for temporary in temporaries:
+        free(cx.module, b, temporary)
 
 
-def _reverse_dot(cx, b, args, ty, shadow, box) -> None:
-    """``r = x . y``: ``x_bar += r_bar y``, ``y_bar += r_bar x`` (GEMVs with one column)."""
+class _Other:
+    """The operand an adjoint call multiplies the output's adjoint by, as the call takes it:
+    for a real kind, as the primal call's transposition says; for a complex kind conjugated
+    too, by BLAS's ``c`` where that transposes it, by a conjugated copy where it does not
+    (freed after the calls)."""
+
+    def __init__(self, cx, b: IRBuilder, ty, op: str, args: list, temporaries: list) -> None:
+        self.cx, self.b, self.ty, self.op, self.args = cx, b, ty, op, args
+        self.complex, self.temporaries = is_complex(ty), temporaries
+
+    def scalar(self, value):
+        """alpha or beta as the adjoint calls take it: conjugated for a complex kind."""
+        return conjugate(self.b, value) if self.complex else value
+
+    def __call__(self, index: int, code: int):
+        """(pointer, transposition code) of operand ``index`` taken as ``code`` says."""
+        pointer = self.args[index]
+        if not self.complex:
+            return pointer, code
+        if code == _T:
+            return pointer, _C
+        return self._conjugated(pointer, _operand_elements(self.b, self.args, self.op,
+                                                           index)), code
+
+    def _conjugated(self, pointer, count):
+        b, module = self.b, self.cx.module
+        copy = copy_of(module, b, pointer, b.mul(count, const_int(T.i64,
+                                                                  element_bytes(self.ty))))
+        self.temporaries.append(copy)
+        b.call(_conjugate_function(module, self.ty.elements[0]), [count, copy])
+        return copy
+
+
+def _conjugate_function(module, part: T.Type):
+    """``void conj(i64 n, ptr z)``: negates the imaginary parts of the ``n`` complex numbers
+    at ``z`` (each two ``part`` floats), built once per module."""
+    fn = module.get_function(Kernel.name("conj", part))
+    if fn is not None:
+        return fn
+    k = Kernel(module, "conj", part, [("n", T.i64), ("z", T.ptr)])
+    b = k.b
+
+    def negate(i):
+        imag = b.gep(part, k.arg("z"), [b.add(b.mul(i, const_int(T.i64, 2)),
+                                             const_int(T.i64, 1))])
+        b.store(b.fneg(b.load(part, imag)), imag)
+    k.loop(k.n, negate)
+    return k.finish()
+
+
+def _reverse_dot(cx, b, args, ty, shadow, box, other) -> None:
+    """``r = x . y``: ``x_bar += r_bar y``, ``y_bar += r_bar x`` (GEMVs with one column);
+    complex: ``x_bar += r_bar conj(y)`` and ``y_bar += r_bar conj(x)``, or for ``vdot``
+    (``r = conj(x) . y``) ``x_bar += conj(r_bar) y`` and ``y_bar += r_bar x``."""
     if 5 not in shadow:
         return
     rbar = b.load(ty, shadow[5])
-    b.store(const_float(ty, 0.0), shadow[5])
+    b.store(const_null(ty), shadow[5])
     n = args[2]
-    alpha, one = box.holding(rbar), box.constant(1.0)
+    one = box.constant(1.0)
     gemv = blas_function(cx.module, "gemv")
     ld = _at_least_one(b, n)
-    for target, other in ((3, args[4]), (4, args[3])):
-        if target in shadow:
-            _call(b, gemv, [args[0], const_int(T.i8, _N), n, const_int(T.i64, 1), alpha, other,
-                            ld, one, one, shadow[target]])
+    vdot = is_complex(ty) and args[1].value != 0
+    for target, source in ((3, 4), (4, 3)):
+        if target not in shadow:
+            continue
+        if vdot:   # nothing conjugated but r_bar, for x
+            alpha = box.holding(conjugate(b, rbar) if target == 3 else rbar)
+            operand = args[source]
+        else:
+            alpha = box.holding(rbar)
+            operand, _ = other(source, _N)
+        _call(b, gemv, [args[0], const_int(T.i8, _N), n, const_int(T.i64, 1), alpha, operand,
+                        ld, one, one, shadow[target]])
 
 
 def _at_least_one(b: IRBuilder, v):
     return b.select(b.icmp("sgt", v, const_int(T.i64, 1)), v, const_int(T.i64, 1))
 
 
-def _reverse_gemv(cx, b, args, shadow, alpha, beta, one, zero) -> None:
+def _reverse_gemv(cx, b, args, shadow, alpha, beta, one, zero, other) -> None:
     """``y = alpha op(A) x + beta y``, ``A`` m x n: ``x_bar += alpha op(A)^T y_bar``,
-    ``A_bar += alpha y_bar x^T`` (or ``x y_bar^T`` for ``op(A) = A^T``), ``y_bar *= beta``."""
+    ``A_bar += alpha y_bar x^T`` (or ``x y_bar^T`` for ``op(A) = A^T``), ``y_bar *= beta``
+    (conjugated for a complex kind: see :class:`_Other`)."""
     if 9 not in shadow:
         return
     kind, trans, m, n = args[0], args[1].value, args[2], args[3]
     a, lda, x, ybar = args[5], args[6], args[7], shadow[9]
     gemv, gemm = blas_function(cx.module, "gemv"), blas_function(cx.module, "gemm")
     if 7 in shadow:
-        _call(b, gemv, [kind, const_int(T.i8, _flip(trans)), m, n, alpha, a, lda, ybar, one,
+        a_op, code = other(5, _flip(trans))
+        _call(b, gemv, [kind, const_int(T.i8, code), m, n, alpha, a_op, lda, ybar, one,
                         shadow[7]])
     if 5 in shadow:
         # A_bar (m x n) += alpha * u v^T: u, v are y_bar and x, in the order op(A) says.
-        u, v = (ybar, x) if trans == _N else (x, ybar)
-        _call(b, gemm, [kind, const_int(T.i8, _N), const_int(T.i8, _T), m, n,
+        if trans == _N:
+            (u, ucode), (v, vcode) = (ybar, _N), other(7, _T)
+        else:
+            (u, ucode), (v, vcode) = other(7, _N), (ybar, _T)
+        _call(b, gemm, [kind, const_int(T.i8, ucode), const_int(T.i8, vcode), m, n,
                         const_int(T.i64, 1), alpha, u, _at_least_one(b, m), v,
                         _at_least_one(b, n), one, shadow[5], lda])
     _call(b, gemv, [kind, args[1], m, n, zero, a, lda, x, beta, ybar])
 
 
-def _reverse_gemm(b, gemm, args, shadow, alpha, beta, one, zero) -> None:
+def _reverse_gemm(b, gemm, args, shadow, alpha, beta, one, zero, other) -> None:
     """``C = alpha op(A) op(B) + beta C``: ``op(A)_bar += alpha C_bar op(B)^T``,
     ``op(B)_bar += alpha op(A)^T C_bar``, each written for the way A and B are stored;
-    then ``C_bar *= beta``."""
+    then ``C_bar *= beta`` (conjugated for a complex kind: see :class:`_Other`)."""
     if 12 not in shadow:
         return
     kind, ta, tb = args[0], args[1].value, args[2].value
@@ -279,16 +371,20 @@ def _reverse_gemm(b, gemm, args, shadow, alpha, beta, one, zero) -> None:
 
     if 7 in shadow:
         if ta == _N:   # A m x k: A_bar += alpha C_bar op(B)^T
-            _call(b, gemm, [kind, t(_N), t(_flip(tb)), m, k, n, alpha, cbar, ldc, bm, ldb,
+            b_op, code = other(9, _flip(tb))
+            _call(b, gemm, [kind, t(_N), t(code), m, k, n, alpha, cbar, ldc, b_op, ldb,
                             one, shadow[7], lda])
         else:          # A k x m: A_bar += alpha op(B) C_bar^T
-            _call(b, gemm, [kind, t(tb), t(_T), k, m, n, alpha, bm, ldb, cbar, ldc, one,
+            b_op, code = other(9, tb)
+            _call(b, gemm, [kind, t(code), t(_T), k, m, n, alpha, b_op, ldb, cbar, ldc, one,
                             shadow[7], lda])
     if 9 in shadow:
         if tb == _N:   # B k x n: B_bar += alpha op(A)^T C_bar
-            _call(b, gemm, [kind, t(_flip(ta)), t(_N), k, n, m, alpha, a, lda, cbar, ldc, one,
+            a_op, code = other(7, _flip(ta))
+            _call(b, gemm, [kind, t(code), t(_N), k, n, m, alpha, a_op, lda, cbar, ldc, one,
                             shadow[9], ldb])
         else:          # B n x k: B_bar += alpha C_bar^T op(A)
-            _call(b, gemm, [kind, t(_T), t(ta), n, k, m, alpha, cbar, ldc, a, lda, one,
+            a_op, code = other(7, ta)
+            _call(b, gemm, [kind, t(_T), t(code), n, k, m, alpha, cbar, ldc, a_op, lda, one,
                             shadow[9], ldb])
     _call(b, gemm, [kind, args[1], args[2], m, n, k, zero, a, lda, bm, ldb, beta, cbar, ldc])

@@ -10,13 +10,17 @@ from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
-from pyzyme.ir.values import ConstantInt, Value, const_float, const_int, const_null
+from pyzyme.ir.values import (ConstantAggregate, ConstantInt, Value, const_float, const_int,
+                              const_null)
 from pyzyme.rules.constructs import linalg_functions
 
-__all__ = ["constant_arg", "blas_element_type", "extent", "Scalars", "blas_function",
-           "allocate", "copy_of", "free_later"]
+__all__ = ["constant_arg", "blas_element_type", "is_complex", "element_bytes", "conjugate",
+           "extent", "Scalars", "blas_function", "allocate", "copy_of", "free_later"]
 
 _KINDS = {ord("d"): T.double, ord("s"): T.float}
+# Numba's complex128 and complex64, as its helpers store them.
+_COMPLEX_KINDS = {ord("z"): T.StructType([T.double, T.double]),
+                  ord("c"): T.StructType([T.float, T.float])}
 # Numba's BLAS helpers (numba/_lapack.c), by the op of their rows.
 _SIGNATURES = {
     "dot": ("numba_xxdot", [T.i8, T.i8, T.i64, T.ptr, T.ptr, T.ptr]),
@@ -25,6 +29,9 @@ _SIGNATURES = {
     "gemm": ("numba_xxgemm", [T.i8, T.i8, T.i8, T.i64, T.i64, T.i64, T.ptr, T.ptr, T.i64,
                               T.ptr, T.i64, T.ptr, T.ptr, T.i64]),
 }
+
+# Numba's helpers that call BLAS (the rest call LAPACK), for error messages.
+_BLAS = {name for name, _ in _SIGNATURES.values()} | {"numba_xxnrm2"}
 
 
 def constant_arg(inst: I.CallBase, index: int, where: str, what: str) -> int:
@@ -37,23 +44,40 @@ def constant_arg(inst: I.CallBase, index: int, where: str, what: str) -> int:
     return v.value
 
 
-def blas_element_type(inst: I.CallBase, where: str) -> T.Type:
+def blas_element_type(inst: I.CallBase, where: str, complex_kinds: bool = False) -> T.Type:
     """The element type of a BLAS call; its kind and transpose flags must be constants, its
-    kind real (``d`` or ``s``)."""
+    kind real (``d`` or ``s``), or, with ``complex_kinds``, complex (``z``, ``c``: a struct of
+    two floats)."""
     for index in {"numba_xxgemv": (1,), "numba_xxgemm": (1, 2)}.get(
             inst.called_function.name, ()):
         constant_arg(inst, index, where, "transpose flag")
     kind = constant_arg(inst, 0, where, "kind")
-    ty = _KINDS.get(kind)
+    ty = _KINDS.get(kind) or (_COMPLEX_KINDS.get(kind) if complex_kinds else None)
     if ty is None:
         err = UnsupportedError(
             f"{where}: no derivative for {inst.called_function.ref} of kind {chr(kind)!r} "
-            f"(complex BLAS, from {linalg_functions(inst.called_function.name)}): {inst}",
+            f"(complex {'BLAS' if inst.called_function.name in _BLAS else 'LAPACK'}, from "
+            f"{linalg_functions(inst.called_function.name)}): {inst}",
             hint="differentiate a real formulation (real and imaginary parts as separate "
                  "float arrays)")
         err.callee = inst.called_function.name  # the Numba layer finds the Python line
         raise err
     return ty
+
+
+def is_complex(ty: T.Type) -> bool:
+    """Whether BLAS element type ``ty`` is complex (a struct of two floats)."""
+    return isinstance(ty, T.StructType)
+
+
+def element_bytes(ty: T.Type) -> int:
+    """The size of one element of BLAS element type ``ty``."""
+    return 2 * element_bytes(ty.elements[0]) if is_complex(ty) else ty.bits // 8
+
+
+def conjugate(b: IRBuilder, value: Value) -> Value:
+    """The complex conjugate of ``value`` (a struct of two floats)."""
+    return b.insertvalue(value, b.fneg(b.extractvalue(value, 1)), 1)
 
 
 def extent(b: IRBuilder, ld: Value, cols: Value, rows: Value) -> Value:
@@ -72,7 +96,11 @@ class Scalars:
         self.b, self.ty = b, ty
 
     def constant(self, value: float):
-        """A slot holding the constant ``value``."""
+        """A slot holding the constant ``value`` (real: its imaginary part zero)."""
+        if is_complex(self.ty):
+            part = self.ty.elements[0]
+            return self.holding(ConstantAggregate(self.ty, [const_float(part, value),
+                                                            const_float(part, 0.0)]))
         return self.holding(const_float(self.ty, value))
 
     def holding(self, value):
