@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pyzyme import naming
 from pyzyme.analysis.activity import ActivityResult, can_carry_derivative
 from pyzyme.analysis.layout import sizeof
-from pyzyme.analysis.overwrite import underlying_object
+from pyzyme.analysis.overwrite import underlying_object, underlying_objects
 from pyzyme.analysis.parallel_access import owned_arrays
 from pyzyme.analysis.type_analysis import analyze_types
 from pyzyme.analysis.unread_slots import unread_stores
@@ -389,13 +389,20 @@ class ReverseContext(_Generated):
         """Whether memory at ``pointer`` belongs to one run of this function: a stack slot,
         or a block allocated here (Numba's temporaries: a MemInfo and the data block it points
         to). In the body of a parallel loop, no other thread adds into its shadow."""
-        obj = underlying_object(pointer)
+        if self._owned(pointer):
+            return True
+        # Through phis and selects: Numba hands BLAS an operand or its contiguous copy, and a
+        # temporary of this iteration or of the one before on the same thread.
+        objects = underlying_objects(pointer) or [underlying_object(pointer)]
+        return all(self._private_object(obj) for obj in objects)
+
+    def _private_object(self, obj: Value) -> bool:
         if isinstance(obj, I.Load):  # the data block a MemInfo allocated here points to
             inner = underlying_object(obj.pointer)
             if self.allocation_row(inner) is not None:
                 obj = inner
         return isinstance(obj, I.Alloca) or self.allocation_row(obj) is not None \
-            or self._owned(pointer) or self._slot_in(obj, "private")
+            or self._slot_in(obj, "private")
 
     def _owned(self, pointer: Value) -> bool:
         """In the body of a parallel loop whose arrays do not overlap: whether ``pointer``

@@ -7,7 +7,10 @@ iteration. A shared operand that carries no derivative has no adjoint to add int
 one that does is read whole by every iteration, so each reverse task adds into a private copy
 of its adjoint (:mod:`pyzyme.diff.parallel.private`), summed after the launch. Checked against
 the serial function's gradient and differences at 1, 2 and 4 threads, with rows chosen by
-an index read from memory too (a repeated row's adjoint gets both iterations' adds). An
+an index read from memory too (a repeated row's adjoint gets both iterations' adds), and a
+product of two of the iteration's temporaries, one of which Numba passes through a phi of
+the temporary and its copy (npbench's scattering_self_energies: refused before, the phi not
+seen through). An
 operand that is one of two shared arrays, chosen per iteration, has no one copy to add into:
 refused, naming the loop.
 
@@ -73,6 +76,19 @@ def gathered_rows(a, idx, b):
     return s
 
 
+def products_of_temporaries(g, h, d):
+    s = 0.0
+    for k in prange(g.shape[0]):
+        acc = np.zeros((g.shape[1], d.shape[3]))
+        for i in range(h.shape[1]):
+            for a in range(h.shape[0]):
+                left = g[k] @ h[a, i]            # h shared, g[k] the iteration's own
+                right = h[a, i] * d[a, i]
+                acc += left @ right              # two temporaries: Numba passes one as a
+        s += np.sum(acc * acc)                   # phi of it and its copy of the last round
+    return s
+
+
 def _parallel(f):
     return numba.njit(parallel=True)(f)
 
@@ -119,6 +135,10 @@ def _cases():
         "A[idx[i]] @ B": (gathered_rows, (rng.standard_normal((6, 4)),
                                           np.array([0, 2, 2, 5, 1, 0, 3]),
                                           rng.standard_normal((4, 3)))),
+        "(G[k] @ H[a, i]) @ (H[a, i] * D[a, i])": (
+            products_of_temporaries, (rng.standard_normal((5, 2, 2)),
+                                      rng.standard_normal((3, 2, 2, 2)),
+                                      rng.standard_normal((3, 2, 2, 2)))),
     }
 
 
@@ -144,7 +164,8 @@ def test_a_shared_operand_with_a_derivative(name):
     f, args = CASES[name]
     args = [x.copy() for x in args]
     active, outputs = {gathered_rows: ((0, 2), ()), column_dots: ((0, 1, 2), (3,)),
-                       rows_times_matrix: ((0, 1), (2,))}.get(f, ((0, 1), ()))
+                       rows_times_matrix: ((0, 1), (2,)),
+                       products_of_temporaries: ((0, 1, 2), ())}.get(f, ((0, 1), ()))
     serial, parallel = _serial(f), _parallel(f)
     expected = _gradient(serial, args, active, outputs)
     for k, g in zip(active, expected):
