@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from numba.core import types
 
 from pyzyme.frontends.numba.abi import AbiMap, ArgAbi
+from pyzyme.ir.values import Argument
 
 __all__ = ["written_arguments", "written_constant_arrays", "arrays_needing_shadows",
            "compiled_writes"]
@@ -68,7 +69,7 @@ def arrays_needing_shadows(abi: AbiMap, native, written: Sequence[bool],
     init`` before a loop that makes ``c`` new arrays), which a zero shadow settles as passing
     it ``Duplicated`` does."""
     found = set(written_constant_arrays(abi, written, held))
-    if getattr(merged, "function", None) is native:
+    if isinstance(merged, Argument) and merged.function is native:
         found.update(k for k, (arg, constant) in enumerate(zip(abi.args, held))
                      if constant and _float_array(arg)
                      and any(p.index == merged.index for p in arg.params))
