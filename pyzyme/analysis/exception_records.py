@@ -33,7 +33,7 @@ Examples
 from __future__ import annotations
 
 from pyzyme import naming
-from pyzyme.analysis.overwrite import rule_row
+from pyzyme.analysis.overwrite import rule_row, underlying_object
 from pyzyme.ir import instructions as I
 from pyzyme.ir import types as T
 from pyzyme.ir.opcodes import ADDRESS_DERIVING, MERGES
@@ -94,8 +94,7 @@ def _raised_only(root: Value, skip_blocks: frozenset, visiting: set) -> bool:
 def _record_slot(address: Value, skip_blocks: frozenset, visiting: set) -> bool:
     """Whether a pointer stored at ``address`` becomes part of an exception: ``address`` is
     the function's ``excinfo``, or points into memory that is itself :func:`raised_only`."""
-    while isinstance(address, I.Instruction) and address.opcode in ADDRESS_DERIVING:
-        address = address.operands[0]
+    address = underlying_object(address)
     if isinstance(address, Argument):
         fn = address.function
         return naming.takes_status_params(fn) and address is fn.args[1]

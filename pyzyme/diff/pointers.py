@@ -40,8 +40,9 @@ def inactive_memory(rules, pointer) -> bool:
     derivative."""
     base = base_pointer(pointer)
     if isinstance(base, I.CallBase):
-        return isinstance(rules.lookup(base.called_function.name, "call"), spec.Allocation) \
-            and raised_only(base) if base.called_function is not None else False
+        callee = base.called_function
+        return callee is not None and isinstance(rules.lookup(callee.name, "call"),
+                                                 spec.Allocation) and raised_only(base)
     return isinstance(base, GlobalVariable) and isinstance(rules.lookup(base.name, "call"),
                                                            spec.Inactive)
 

@@ -27,12 +27,14 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import Argument, Constant, GlobalValue, const_int, const_null
 from pyzyme.rules import spec
 
-__all__ = ["allocation_varied", "allocation_forward", "allocation_augmented", "mirror_varied", "mirror_forward",
-           "mirror_augmented", "mirror_reverse"]
+__all__ = ["allocation_varied", "allocation_forward", "allocation_augmented", "mirror_varied",
+           "mirror_forward", "mirror_augmented", "mirror_reverse"]
+
 
 def allocation_varied(row: spec.Allocation, inst: I.CallBase, is_varied) -> bool:
     """Activity analysis: memory a call allocates gets a shadow once anything is varied,
-    unless it only ever holds an exception being raised (:mod:`~pyzyme.analysis.exception_records`)."""
+    unless it only ever holds an exception being raised
+    (:mod:`~pyzyme.analysis.exception_records`)."""
     return not raised_only(inst)
 
 

@@ -155,8 +155,7 @@ def augmented(cx, inst: I.Call, row) -> None:
         if stable:
             continue
         count = _operand_elements(b, new.args, op, index)
-        size = b.mul(count, const_int(T.i64, element_bytes(ty)))
-        copy = copy_of(cx.module, b, new.args[index], size)
+        copy = copy_of(cx.module, b, new.args[index], _bytes(b, count, ty))
         free_later(cx, copy)
         kept[index] = copy
     scalars = {}
@@ -198,6 +197,11 @@ def _reads_only(user) -> bool:
     return False
 
 
+def _bytes(b: IRBuilder, count, ty: T.Type):
+    """The size of ``count`` elements of BLAS element type ``ty``."""
+    return b.mul(count, const_int(T.i64, element_bytes(ty)))
+
+
 def _operand_elements(b: IRBuilder, a, op: str, index: int):
     """How many elements BLAS reads of operand ``index`` of a call with arguments ``a``:
     ``ld * (cols - 1) + rows``."""
@@ -233,8 +237,7 @@ def reverse(cx, inst: I.Call, row) -> None:
     shadow = {i: cx.shadow(inst.args[i]) for i in (ia, ib, io)
               if inst.args[i] in cx.shadows}
     box = Scalars(b, ty)
-    temporaries: list = []
-    other = _Other(cx, b, ty, op, args, temporaries)
+    other = _Other(cx.module, b, ty, op, args)
     if op == "dot":
         _reverse_dot(cx, b, args, ty, shadow, box, other)
     else:
@@ -246,8 +249,7 @@ def reverse(cx, inst: I.Call, row) -> None:
             _reverse_gemv(cx, b, args, shadow, alpha, beta, one, zero, other)
         else:
             _reverse_gemm(b, fn, args, shadow, alpha, beta, one, zero, other)
-    for temporary in temporaries:
-        free(cx.module, b, temporary)
+    other.free_copies()
 
 
 class _Other:
@@ -256,9 +258,9 @@ class _Other:
     too, by BLAS's ``c`` where that transposes it, by a conjugated copy where it does not
     (freed after the calls)."""
 
-    def __init__(self, cx, b: IRBuilder, ty, op: str, args: list, temporaries: list) -> None:
-        self.cx, self.b, self.ty, self.op, self.args = cx, b, ty, op, args
-        self.complex, self.temporaries = is_complex(ty), temporaries
+    def __init__(self, module, b: IRBuilder, ty, op: str, args: list) -> None:
+        self.module, self.b, self.ty, self.op, self.args = module, b, ty, op, args
+        self.complex, self.copies = is_complex(ty), []
 
     def scalar(self, value):
         """alpha or beta as the adjoint calls take it: conjugated for a complex kind."""
@@ -275,12 +277,15 @@ class _Other:
                                                            index)), code
 
     def _conjugated(self, pointer, count):
-        b, module = self.b, self.cx.module
-        copy = copy_of(module, b, pointer, b.mul(count, const_int(T.i64,
-                                                                  element_bytes(self.ty))))
-        self.temporaries.append(copy)
-        b.call(_conjugate_function(module, self.ty.elements[0]), [count, copy])
+        copy = copy_of(self.module, self.b, pointer, _bytes(self.b, count, self.ty))
+        self.copies.append(copy)
+        self.b.call(_conjugate_function(self.module, self.ty.elements[0]), [count, copy])
         return copy
+
+    def free_copies(self) -> None:
+        """Free the conjugated copies, after the adjoint calls that read them."""
+        for copy in self.copies:
+            free(self.module, self.b, copy)
 
 
 def _conjugate_function(module, part: T.Type):

@@ -276,16 +276,15 @@ def _snapshot(library: numba_codegen.CPUCodeLibrary) -> llvm.ModuleRef:
     stands in.
     """
     added = _REGISTRY.added.pop(library, None)
-    if not added:
-        return library._final_module.clone()
-    before, after = sum(_blocks(m) for m in added), _blocks(library._final_module)
-    if after <= UNSWITCH_GROWTH * before + UNSWITCH_SLACK:
-        return library._final_module.clone()
-    module = added[0]
-    for other in added[1:]:
-        module.link_in(other)
-    _REGISTRY.unsimplified[library] = (before, after)
-    return module
+    if added:
+        before, after = sum(_blocks(m) for m in added), _blocks(library._final_module)
+        if after > UNSWITCH_GROWTH * before + UNSWITCH_SLACK:
+            module = added[0]
+            for other in added[1:]:
+                module.link_in(other)
+            _REGISTRY.unsimplified[library] = (before, after)
+            return module
+    return library._final_module.clone()
 
 
 #: Numba's per-function passes count as having unswitched a library apart when they leave more
