@@ -5,7 +5,8 @@ Lennard-Jones kernel's positions, a model's parameters), each reverse task adds 
 into a zeroed copy of its own (:func:`privatized` says which slots; :func:`private_copies`
 makes the copies in the forward sweep), summed into the shadow after the reverse launch, in
 task order (:func:`sum_private_copies`), instead of an atomic add per element. The copies lie
-a cache line apart (:func:`copy_stride`), so no two tasks write the same line.
+a cache line apart (:func:`copy_stride`) from a line boundary on, so no two tasks write the same
+line, and no task writes a line that holds other data.
 """
 
 from __future__ import annotations
@@ -92,11 +93,22 @@ def private_copies(cx, layout: B.Layout, block: Value) -> None:
     free = free_function(cx.module)
     for p in range(len(layout.private)):
         size = B.load(b, T.i64, block, layout.privates + 2 * p + 1)
-        copies = b.call(calloc, [slots, copy_stride(b, size)], name="private")
+        raw = b.call(calloc, [b.add(b.mul(slots, copy_stride(b, size)), B.i64(_LINE)),
+                              B.i64(1)], name="private.raw")
+        copies = _line_aligned(b, raw)
         used = b.select(b.icmp("ugt", slots, B.i64(1)), copies, const_null(T.ptr))
         B.store(b, used, block, layout.privates + 2 * p)
-        cx.release_later(I.Call(free, [copies], free.function_type), copies,
-                         const_null(T.ptr))
+        cx.release_later(I.Call(free, [raw], free.function_type), raw, const_null(T.ptr))
+
+
+def _line_aligned(b: IRBuilder, raw: Value) -> Value:
+    """The first cache line boundary at or past ``raw``: the first task's copy starts on a
+    line of its own. At ``calloc``'s 16-byte alignment its first line may hold the end of the
+    block before it in the launching thread's heap (a temporary of the function, which every
+    task may read), and the task's adds would take that line from the other cores."""
+    address = b.ptrtoint(raw, T.i64)
+    skip = b.and_(b.sub(B.i64(0), address), B.i64(_LINE - 1))
+    return b.gep(T.i8, raw, [skip], name="private")
 
 
 def copy_stride(b: IRBuilder, size: Value) -> Value:
