@@ -200,7 +200,7 @@ def capacity_hint(function: str, header: str) -> str:
 
 def sum_base(inner: str, outer: str) -> str:
     """The counter of loop ``inner`` when a run of the loop ``outer`` around it began (a
-    :class:`pyzyme.diff.reverse.values.CountedSum` counts from there)."""
+    :class:`pyzyme.diff.reverse.inductions.CountedSum` counts from there)."""
     return f"{inner or 'loop'}.count.at.{outer or 'loop'}"
 
 

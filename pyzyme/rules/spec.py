@@ -77,11 +77,15 @@ class Partials(Row):
     (an integer exponent, a rounding mode). ``result_field`` is the index of the differentiable
     field when the result is a struct (``llvm.frexp`` returns ``{ double, i32 }``: field 0).
     ``note`` records the choice made where the derivative is not defined (ties, kinks, zeros).
+    ``costly``: the function is a library call (an exponential, a logarithm, a trigonometric
+    function), tens of instructions where a tape entry is a store and a load, so a reverse
+    sweep inside a loop keeps its result instead of calling it again.
     """
 
     partials: tuple[Expr | None, ...] = ()
     result_field: int | None = None
     note: str = ""
+    costly: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -1,6 +1,6 @@
 """A counter stepping through a packed triangle (``idx += 1`` in the inner loop of
 ``for i: for j in range(i + 1, d)``), recomputed in the reverse sweep from the inner loop's
-counter instead of cached per row (pyzyme.diff.reverse.values.CountedSum): which header phis
+counter instead of cached per row (pyzyme.diff.reverse.inductions.CountedSum): which header phis
 count an inner loop, by the tape each derivative prints; derivatives against finite
 differences and forward mode, where the counter is recomputed and where it is not."""
 

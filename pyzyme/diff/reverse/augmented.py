@@ -20,7 +20,7 @@ from pyzyme.diff.context import ReverseContext
 from pyzyme.diff.leaves import has_float, has_pointer, leaves
 from pyzyme.diff.memory_calls import free_function, malloc, memset_zero, zeroed_buffer
 from pyzyme.diff.pointers import inactive_memory, no_shadow_error
-from pyzyme.diff.reverse.values import counted_sum_of, shift_induction_of
+from pyzyme.diff.reverse.inductions import counted_sum_of, shift_induction_of
 from pyzyme.diff.runtime_checks import guarded_call_shadows, inactive_here, primal_as_shadow
 from pyzyme.errors import TypeAnalysisError, UnsupportedError, error_context
 from pyzyme.ir import instructions as I

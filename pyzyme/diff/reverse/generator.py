@@ -101,6 +101,9 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
         # fn -> {pointer param: (count param, size param)}: the bytes the memory a pointer
         # parameter points to spans, their product (a frontend's facts: Numba's arrays).
         self.array_extents: dict = {}
+        # fn -> the parameters holding an array's length along an axis (or its element
+        # count): a loop counting up to one runs at most that many times (Numba's shapes).
+        self.axis_extents: dict = {}
         # The functions nested callees defer releases to by address (Releases.by_address).
         self.released_by_address: set = set()
         self.types: dict = {}   # function -> its type analysis (or the error it raised)

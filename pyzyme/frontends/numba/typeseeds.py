@@ -13,7 +13,7 @@ from pyzyme.ir import types as T
 from pyzyme.ir.values import const_int
 from pyzyme.rules.runtime import MEMINFO_DATA
 
-__all__ = ["seed_from_abi", "extents_from_abi"]
+__all__ = ["seed_from_abi", "extents_from_abi", "axis_extents_from_abi"]
 
 
 def seed_from_abi(abi) -> dict[int, TypeTree]:
@@ -218,6 +218,34 @@ def extents_from_abi(abi) -> dict[int, tuple[int, int]]:
                 continue
             extents[data] = (nitems, itemsize)
     return extents
+
+
+def axis_extents_from_abi(abi) -> frozenset[int]:
+    """The parameters holding an array argument's length along an axis, or its element count
+    (any layout): a loop counting up to one of them runs at most that many times, so what its
+    reverse sweep keeps per iteration is no bigger than the array
+    (:meth:`pyzyme.diff.reverse.values.ReverseValues._keeps_library_result`).
+
+    >>> from numba.core import types
+    >>> from numba.core.registry import cpu_target
+    >>> from pyzyme.frontends.numba.abi import AbiMap
+    >>> abi = AbiMap.from_signature(cpu_target.target_context, "f", ("a", "n"),
+    ...                             types.float64(types.float64[:, ::1], types.int64))
+    >>> sorted(axis_extents_from_abi(abi))
+    [4, 7, 8]
+    """
+    from numba.core import types
+    found = set()
+    for arg in abi.args:
+        ty = arg.numba_type
+        if not isinstance(ty, types.Array):
+            continue
+        for field in ("nitems", *(f"shape[{k}]" for k in range(ty.ndim))):
+            try:
+                found.add(arg.param(f"{arg.name}.{field}").index)
+            except KeyError:
+                continue
+    return frozenset(found)
 
 
 def shape_extents_from_abi(abi) -> dict:

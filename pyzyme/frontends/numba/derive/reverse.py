@@ -32,8 +32,8 @@ from pyzyme.frontends.numba.abi import llvm_str
 from pyzyme.frontends.numba.derive.forward import differentiable
 from pyzyme.frontends.numba.source_lines import (add_source_line, outer_loop_lines,
                                                  where_defined)
-from pyzyme.frontends.numba.typeseeds import (extents_from_abi, seed_from_abi,
-                                              shape_extents_from_abi)
+from pyzyme.frontends.numba.typeseeds import (axis_extents_from_abi, extents_from_abi,
+                                              seed_from_abi, shape_extents_from_abi)
 from pyzyme.frontends.numba.written import arrays_needing_shadows, written_arguments
 from pyzyme.ir import IRBuilder, types as T
 from pyzyme.ir.values import Undef, const_int, const_null
@@ -226,6 +226,7 @@ def _tape_growth(cap, abi, distinct: bool, acts, rules) -> tuple:
     gen = ReverseGenerator(module, rules, settings.current())
     gen.type_seeds[native] = seed_from_abi(abi)
     gen.array_extents[native] = extents_from_abi(abi)
+    gen.axis_extents[native] = axis_extents_from_abi(abi)
     tape = gen.tapes[gen.derivative(native, ReverseSignature(tuple(acts), status_return=True))]
     own, calls = _growing_functions(module, gen.tapes.values())
     # The callees' loops the same way, by function (a callee's loops are checkpointed where
@@ -340,6 +341,7 @@ def generate(cap, module, native, sig: ReverseSignature, rules, primal_types, wh
     gen = ReverseGenerator(module, rules, settings.current())
     gen.type_seeds[native] = seed_from_abi(cap.abi)
     gen.array_extents[native] = extents_from_abi(cap.abi)
+    gen.axis_extents[native] = axis_extents_from_abi(cap.abi)
     derivative = pipeline.generate(lambda: gen.derivative(native, sig), what,
                                    lambda err: add_source_line(err, cap.dispatcher,
                                                                primal_types))
