@@ -83,12 +83,22 @@ def _raised_only(root: Value, skip_blocks: frozenset, visiting: set) -> bool:
             elif op == "icmp":
                 continue
             elif isinstance(user, I.CallBase):
-                row = rule_row(user)  # freed: nothing a derivative sees
-                if not (isinstance(row, spec.Mirror) and row.releases):
+                if not _releases(user):
                     return False
             else:
                 return False
     return True
+
+
+def _releases(call: I.CallBase) -> bool:
+    """Whether ``call`` frees what it is passed (nothing a derivative sees): a release by
+    rule, or a reverse-mode derivative's deferral of one to the end of its reverse sweep
+    (code forward mode differentiates again, as ``hvp`` does)."""
+    row = rule_row(call)
+    if isinstance(row, spec.Mirror) and row.releases:
+        return True
+    callee = call.called_function
+    return callee is not None and callee.name == naming.DEFER_RELEASE
 
 
 def _record_slot(address: Value, skip_blocks: frozenset, visiting: set) -> bool:

@@ -10,6 +10,7 @@ _HEAD = """
 declare ptr @NRT_Allocate(i64)
 declare void @NRT_Free(ptr)
 declare ptr @opaque(ptr)
+declare void @pyzyme.defer_release(ptr, ptr, ptr, ptr)
 @constant_record = external global { ptr, i32, ptr, ptr, i32 }
 """
 
@@ -43,6 +44,20 @@ raise:
   ret i32 1
 """)
     assert got == {"args": True, "record": True}
+
+
+def test_a_release_deferred_by_a_reverse_sweep_frees_it():
+    # The augmented body of a reverse-mode derivative defers the record's release to the end
+    # of its reverse sweep (code forward mode differentiates again: hvp): still only a
+    # record.
+    got = _allocations("""
+entry:
+  %record = call ptr @NRT_Allocate(i64 40)
+  %fields = load { ptr, i32, ptr, ptr, i32 }, ptr %record
+  call void @pyzyme.defer_release(ptr %x, ptr null, ptr %record, ptr null)
+  ret i32 1
+""")
+    assert got == {"record": True}
 
 
 @pytest.mark.parametrize("use, why", [
