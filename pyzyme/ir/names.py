@@ -73,6 +73,9 @@ def label_def(name: str) -> str:
 
 
 _MANGLED_PART = re.compile(r"(\d+)")
+# The prefixes pyzyme's derivatives of a function get (pyzyme.naming), in words.
+_DERIVED = {"": "", "augmented_": "the forward sweep of ", "reverse_": "the reverse sweep of ",
+            "diffe_": "the reverse derivative of ", "fwddiffe_": "the forward derivative of "}
 _NUMBA_ESCAPE = re.compile(r"_([0-9a-f]{2})")
 
 
@@ -88,9 +91,13 @@ def readable(name: str) -> str:
     'sqrt'
     >>> readable("__gufunc__._ZN13_3cdynamic_3e36__numba_parfor_gufunc_0x7f01B2v7E.split.0")
     'the body of a prange / parallel=True loop'
+    >>> readable("augmented___gufunc__._ZN13_3cdynamic_3e36__numba_parfor_gufunc_0x7f01B2v7E")
+    'the forward sweep of the body of a prange / parallel=True loop'
     """
-    if name.startswith("__gufunc__.") and "__numba_parfor_gufunc" in name:
-        return "the body of a prange / parallel=True loop"  # Numba's outlined parfor
+    head, gufunc, _ = name.partition("__gufunc__.")
+    if gufunc and "__numba_parfor_gufunc" in name and head in _DERIVED:
+        # Numba's outlined parfor, or a derivative pyzyme made of it (naming's prefixes)
+        return _DERIVED[head] + "the body of a prange / parallel=True loop"
     if not name.startswith("_ZN"):
         return name
     parts, pos = [], 3

@@ -168,3 +168,16 @@ def test_solve_in_a_prange_body_forward_mode():
             assert tangent == pytest.approx(want, rel=1e-12)
         finally:
             numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+def test_hvp_of_solve_in_a_prange_body_is_refused_naming_the_loop():
+    # Forward mode over the reverse sweep gets past the record merge (its release is deferred
+    # to the end of the reverse sweep, and still frees only a record), then meets the integer
+    # list of solve's error path filled from the loop's dims, which it cannot tell from
+    # floats: refused, in the user's terms, not a wrong Hessian-vector product.
+    A, b = _systems()
+    t = np.sin(np.arange(A.size)).reshape(A.shape)
+    with pytest.raises(pyzyme.UnsupportedError) as info:
+        pyzyme.hvp(solved_rows, A, t, b)
+    text = str(info.value)
+    assert "prange" in text and "solved_rows" in text and "hvp" in text
