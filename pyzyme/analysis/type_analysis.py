@@ -190,16 +190,11 @@ def _builtin_call(rules: RuleTable, name: str, nargs: int) -> KnownCall | None:
         result = meminfo_tree() if row.data_offset is not None else _PTR
         return KnownCall(result, tuple(_INT if i in row.size_args else None
                                        for i in range(nargs)))
-    if isinstance(row, spec.Mirror) and row.allocates:
-        # A reallocation (realloc, pyzyme.tape_realloc): a block, its new size the last operand.
-        return KnownCall(_PTR, (None,) * (nargs - 1) + (_INT,))
     if isinstance(row, spec.Mirror) and not (row.resizes or row.refcount):
-        # A release says nothing of what the memory holds. Not analysed through where it is
-        # defined: pyzyme.tape_free reads a block's header as integers whatever the block
-        # holds, so a gradient freeing tapes of floats (forward mode over it: hvp) conflicted
-        # there and lost its whole analysis. (Numba's reference counts, defined in its
-        # modules, are still read: they say where a MemInfo keeps its count.)
-        return KnownCall(None, (None,) * nargs)
+        # A reallocation (realloc, pyzyme.tape_realloc): a block, its new size the last operand;
+        # a release, nothing (not read where defined: tape_free reads any header as integers).
+        return (KnownCall(_PTR, (None,) * (nargs - 1) + (_INT,)) if row.allocates
+                else KnownCall(None, (None,) * nargs))
     out_ptr = {"frexp": (None, TypeTree.pointer_to(_INT)),
                "modf": (None, TypeTree.pointer_to(TypeTree({(-1,): FLOAT64}))),
                "modff": (None, TypeTree.pointer_to(TypeTree({(-1,): FLOAT32}))),

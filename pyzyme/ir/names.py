@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from pyzyme import naming
+
 _PLAIN = re.compile(r"[-a-zA-Z$._][-a-zA-Z$._0-9]*\Z")
 _ESCAPE = re.compile(r'\\([0-9A-Fa-f]{2}|\\)')
 #: A character :func:`escape` writes as ``\XX``: a quote, a backslash, a control character or
@@ -74,8 +76,10 @@ def label_def(name: str) -> str:
 
 _MANGLED_PART = re.compile(r"(\d+)")
 # The prefixes pyzyme's derivatives of a function get (pyzyme.naming), in words.
-_DERIVED = {"": "", "augmented_": "the forward sweep of ", "reverse_": "the reverse sweep of ",
-            "diffe_": "the reverse derivative of ", "fwddiffe_": "the forward derivative of "}
+_DERIVED = {"": "", naming.augmented_function(""): "the forward sweep of ",
+            naming.reverse_function("", split=True): "the reverse sweep of ",
+            naming.reverse_function(""): "the reverse derivative of ",
+            naming.forward_function("", 1): "the forward derivative of "}
 _NUMBA_ESCAPE = re.compile(r"_([0-9a-f]{2})")
 
 
