@@ -248,6 +248,11 @@ def moved(primal: str, part: str) -> str:
 #: (hvp) gives it no tangent, though the tape it comes from has a shadow.
 CONSTANT_RELOAD = "pyzyme.constant"
 
+#: The metadata kind marking a reverse sweep's test that a loop's adjoints are all zero, so
+#: that a run of its reverse is skipped (:mod:`pyzyme.diff.reverse.quiet`): forward mode over
+#: the derivative (hvp) skips only where their tangents are zero too.
+ZERO_ADJOINT_TEST = "pyzyme.zero_adjoint"
+
 PARALLEL_BODY = "pyzyme.parfor."
 #: The identity through which a parallel loop's derivative passes the arrays that carry no
 #: derivative (an inactive rule row in pyzyme.rules.runtime says so).

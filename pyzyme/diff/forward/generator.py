@@ -37,7 +37,7 @@ from pyzyme.ir.debug_info import located
 from pyzyme.ir.names import readable
 from pyzyme.ir.opcodes import OPCODES
 from pyzyme.settings import Options
-from pyzyme.ir.values import Undef, Value, const_int
+from pyzyme.ir.values import Undef, Value, const_int, const_null
 from pyzyme.rules import default_rules, spec
 from pyzyme.rules.expr import Const as ConstExpr
 from pyzyme.rules.expr import Op
@@ -291,6 +291,20 @@ class ForwardGenerator:
             cond, self._merged(st, inst, a, k), self._merged(st, inst, c, k),
             derivative_flags(inst.flags), name=name))
 
+    def _zero_test(self, st: ForwardContext, inst: I.Instruction, new: I.Instruction) -> None:
+        """A comparison carries no derivative, but a reverse sweep's test that an adjoint is
+        zero, whereupon it skips a loop's run (:mod:`pyzyme.diff.reverse.quiet`), holds here
+        only where the adjoint's tangent is zero too: the run adds the tangent times its
+        partials (forward mode over reverse, hvp)."""
+        value = inst.operands[0]
+        if value not in st.activity.varied or \
+                not any(kind == naming.ZERO_ADJOINT_TEST for kind, _ in inst.metadata):
+            return
+        b, test = st.builder, new
+        for k in range(st.width):
+            test = b.and_(test, b.fcmp("oeq", st.derivative(value, k), const_null(value.type)))
+        st.values[inst] = test
+
     def _same_op(self, st: ForwardContext, inst: I.Instruction, new: I.Instruction) -> None:
         """Derivative = the same instruction on the derivatives of its carrying operands
         (freeze, getelementptr, aggregates and vectors: all linear, or addressing)."""
@@ -457,6 +471,7 @@ _HANDLERS.update({
     "insertelement": ForwardGenerator._same_op,
     "shufflevector": ForwardGenerator._same_op,
     "inttoptr": ForwardGenerator._inttoptr,
+    "fcmp": ForwardGenerator._zero_test,
 })
 # Instructions that never carry derivatives and need nothing but their primal copy: those their
 # rule rows declare inactive (integer arithmetic and casts, comparisons), control flow and

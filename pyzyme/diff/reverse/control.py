@@ -13,6 +13,7 @@ from pyzyme.transforms.alias_scopes import annotate
 from pyzyme.diff.context import ReverseContext
 from pyzyme.diff.reverse import bulk
 from pyzyme.diff.reverse.launch_memory import launch_side
+from pyzyme.diff.reverse.quiet import quiet_exits
 from pyzyme.diff.reverse.values import incoming_value
 from pyzyme.errors import error_context
 from pyzyme.ir import IRBuilder
@@ -178,13 +179,38 @@ class ReverseControl:
         saved, memo = (st.rb.block, st.rb.index), st.memo
         st.rb.position_at_end(enter)
         st.memo = {}  # values made here do not dominate the rest of the reverse block
+        starts = {}
         for lp in loops:
-            st.rb.store(self._counted_start(st, lp), st.counted[lp])
+            starts[lp] = self._counted_start(st, lp)
+            st.rb.store(starts[lp], st.counted[lp])
         self.carried_enter(st, st.rb, carried)
+        inner = st.loops.loop_of(pred)
+        exits = quiet_exits(st, inner) if inner in starts else None
+        if exits:
+            target = self._unless_quiet(st, inner, exits, starts[inner], target)
         st.rb.br(target)
         st.rb.block, st.rb.index = saved
         st.memo = memo
         return enter
+
+    def _unless_quiet(self, st: ReverseContext, loop, exits, start, target):
+        """``target``, or where the reverse sweep goes on leaving ``loop`` when the adjoints
+        of ``exits`` (the values ``loop`` leaves) are all zero: its counter set back to the
+        run's ``start``, as the run's reverse would have left it (see
+        :mod:`pyzyme.diff.reverse.quiet`). Built at the end of the block entering it."""
+        b = st.rb
+        zero = None
+        for v in exits:
+            test = b.fcmp("oeq", b.load(v.type, self._slot(st, v)), const_null(v.type))
+            test.metadata.append((naming.ZERO_ADJOINT_TEST, "!{}"))
+            zero = test if zero is None else b.and_(zero, test)
+        skip = st.rev.append_block(f"{st.rblocks[loop.header].name}.quiet")
+        outside, = [p for p in loop.header.predecessors
+                    if p in st.last and not loop.contains(p)]
+        b.cbranch(zero, skip, target)
+        b.position_at_end(skip)
+        b.store(start, st.tape.counter(loop).rev)
+        return self._enter(st, loop.header, outside, st.rblocks[outside])
 
     def _counted_start(self, st: ReverseContext, loop) -> Value:
         """Where the last run of counted ``loop`` began, while the reverse sweep is after it:
