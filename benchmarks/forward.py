@@ -31,6 +31,15 @@ def taylor(x, n):
 
 
 @numba.njit
+def powers(x, n):
+    """K1's series, ``x ** i / i``: Numba's binary exponentiation a term."""
+    s = 0.0
+    for i in range(1, n):
+        s += x ** i / i
+    return s
+
+
+@numba.njit
 def matmul_sum(a, b):
     n, k = a.shape
     m = b.shape[1]
@@ -131,6 +140,7 @@ def main() -> None:
     du = rng.standard_normal(2000)
     cases = [
         ("taylor (n=1000)", taylor, (Duplicated(0.5, 1.0), 1000), 20000),
+        ("powers x**i/i (n=1000)", powers, (Duplicated(0.5, 1.0), 1000), 2000),
         ("matmul 40x40 (sum c^2)", matmul_sum, (Duplicated(a, da), b), 200),
         ("rk4 (1000 steps)", rk4, (Duplicated(0.3, 1.0), 2.0, 1000), 2000),
         ("diffusion 2000 x 50", diffusion, (Duplicated(u, du), 50), 50),

@@ -28,7 +28,8 @@ __all__ = ["symbol_name", "linked_original", "forward_function", "tangent", "sha
            "CHECKPOINT_BUDGET_ERROR",
            "checkpoint_driver", "is_checkpoint_sweep", "checkpoint_step", "FIXED_POINT",
            "fixed_point_driver", "fixed_point_step", "framework_op", "HELPERS",
-           "DIGAMMA", "POW_LESS1", "INT_POWER", "ZERO_REMAINDER", "MATH_HELPERS",
+           "DIGAMMA", "POW_LESS1", "INT_POWER", "INT_POWER_PAIR", "ZERO_REMAINDER",
+           "MATH_HELPERS",
            "zero_remainder", "STATUS_PARAMS", "takes_status_params"]
 
 
@@ -451,9 +452,12 @@ STATUS_PARAMS = ("retptr", "excinfo")
 #: x % y gives where the remainder is zero (pyzyme.transforms.zero_remainder); each one's
 #: float variant is its name with "f" after it.
 DIGAMMA, POW_LESS1, INT_POWER = "pyzyme.digamma", "pyzyme.pow_less1", "pyzyme.int_power"
+#: ``{x ** n, x ** (n - 1)}`` by one binary exponentiation (pyzyme.rules.mathlib).
+INT_POWER_PAIR = "pyzyme.int_power_pair"
 ZERO_REMAINDER = "pyzyme.zero_remainder"
 MATH_HELPERS = tuple(name + suffix
-                     for name in (DIGAMMA, POW_LESS1, INT_POWER, ZERO_REMAINDER)
+                     for name in (DIGAMMA, POW_LESS1, INT_POWER, INT_POWER_PAIR,
+                                  ZERO_REMAINDER)
                      for suffix in ("", "f"))
 
 HELPERS = (TAPE_POOL, TAPE_POOL_BYTES, TAPE_REALLOC, TAPE_CAPACITY, TAPE_FREE,

@@ -6,6 +6,8 @@
    out (Numba's frontend adds the Python line of the call);
 2. **release inlining**: functions that capture kept ``noinline`` only so that the generators
    would see their calls (those with user rules) may be inlined by the final optimization;
+   and the derivative's ``x ** n`` and ``x ** (n - 1)`` share one loop of squarings
+   (:func:`pyzyme.transforms.int_power.pair`);
 3. **internalize**: only the entry points stay visible outside the module, so LLVM may inline
    and delete everything else;
 4. **side stacks**: entry points that reach a call cycle run on stacks of their own
@@ -56,6 +58,7 @@ from pyzyme.diff import float_env, side_stack
 from pyzyme.progress import stage
 from pyzyme.errors import UnsupportedError, error_context
 from pyzyme.runtime import compile_module
+from pyzyme.transforms import int_power
 
 __all__ = ["Built", "build", "generate", "finish", "release_inlining", "internalize"]
 
@@ -94,6 +97,7 @@ def finish(module, entries: Iterable[str], *, rules, name: str,
     entries = set(entries)
     with stage("transform"):
         release_inlining(module, rules)
+        int_power.pair(module)
         internalize(module, entries)
         side_stack.install(module, settings.current().recursion_stack)
         if settings.current().flush_subnormals:

@@ -12,6 +12,10 @@ multiplications in Numba's order (``int_power_impl``: ``r *= a`` for each set bi
 bitwise the same (:mod:`pyzyme.transforms.int_power`); its derivative is then a rule,
 ``n * int_power(x, n - 1)``, not a differentiated loop with a tape of its squares.
 ``pyzyme.int_power``/``pyzyme.int_powerf`` take the exponent as an ``i64``.
+``int_power_pair(x, n)`` is ``{x ** n, x ** (n - 1)}`` from one loop of squarings, each power
+multiplied as ``int_power`` multiplies it (bitwise the same): a derivative needs both, and two
+loops cost twice one (:func:`pyzyme.transforms.int_power.pair`). ``pyzyme.int_power_pair``/
+``pyzyme.int_power_pairf``.
 
 ``zero_remainder(m, zero)`` is ``zero``: the signed zero Python's ``x % y`` gives where the
 remainder ``m`` is zero (``y``'s sign), standing for ``m`` there, so that its derivative is
@@ -190,13 +194,17 @@ def define(module: ir.Module, symbol: str) -> ir.Function:
         return fn
     ty = ir.float if symbol.endswith("f") else ir.double
     power, less1 = symbol.startswith(naming.INT_POWER), symbol.startswith(naming.POW_LESS1)
+    pair = symbol.startswith(naming.INT_POWER_PAIR)
     zero = symbol.startswith(naming.ZERO_REMAINDER)
     params = [ty, ir.i64] if power else [ty] * 3 if less1 else [ty] * 2 if zero else [ty]
     if fn is None:
-        fn = module.add_function(symbol, ir.FunctionType(ty, params))
+        result = ir.StructType([ty, ty]) if pair else ty
+        fn = module.add_function(symbol, ir.FunctionType(result, params))
     fn.prefix = "internal"
     fn.suffix = "nounwind willreturn memory(none)"
-    if power:
+    if pair:
+        _build_int_power_pair(fn, ty)
+    elif power:
         _build_int_power(fn, ty)
     elif zero:
         fn.args[0].name, fn.args[1].name = "remainder", "zero"
@@ -258,6 +266,41 @@ def _build_int_power(fn: ir.Function, ty) -> None:
     result.add_incoming(one, entry)
     result.add_incoming(r_next, loop)
     b.ret(result)
+
+
+def _build_int_power_pair(fn: ir.Function, ty) -> None:
+    """The body of ``@pyzyme.int_power_pair`` (``ty`` double) or ``int_power_pairf``: the loop
+    of :func:`_build_int_power` with a second product, for the exponent ``n - 1``, until both
+    exponents run out; each product meets the squares its own loop would."""
+    x, n = fn.args
+    x.name, n.name = "x", "n"
+    entry, loop, done = (fn.append_block(name) for name in ("entry", "loop", "done"))
+    b = ir.IRBuilder(entry)
+    one, zero = ir.const_float(ty, 1.0), ir.const_int(ir.i64, 0)
+    bit = ir.const_int(ir.i64, 1)
+    m = b.add(n, ir.const_int(ir.i64, -1), name="m")
+    b.cbranch(b.icmp("eq", b.or_(n, m), zero, name="none"), done, loop)
+    b.position_at_end(loop)
+    r, q, a = b.phi(ty, name="r"), b.phi(ty, name="q"), b.phi(ty, name="a")
+    e, f = b.phi(ir.i64, name="e"), b.phi(ir.i64, name="f")
+    r_next = b.select(b.icmp("ne", b.and_(e, bit), zero), b.fmul(r, a), r, name="r.next")
+    q_next = b.select(b.icmp("ne", b.and_(f, bit), zero), b.fmul(q, a), q, name="q.next")
+    e_next, f_next = b.lshr(e, bit, name="e.next"), b.lshr(f, bit, name="f.next")
+    a_next = b.fmul(a, a, name="a.next")
+    b.cbranch(b.icmp("eq", b.or_(e_next, f_next), zero, name="last"), done, loop)
+    for phi, start, step in ((r, one, r_next), (q, one, q_next), (a, x, a_next),
+                             (e, n, e_next), (f, m, f_next)):
+        phi.add_incoming(start, entry)
+        phi.add_incoming(step, loop)
+    b.position_at_end(done)
+    powers = []
+    for name, step in (("power", r_next), ("less1", q_next)):
+        phi = b.phi(ty, name=name)
+        phi.add_incoming(one, entry)
+        phi.add_incoming(step, loop)
+        powers.append(phi)
+    both = b.insertvalue(ir.Undef(fn.function_type.ret), powers[0], 0)
+    b.ret(b.insertvalue(both, powers[1], 1))
 
 
 def _intrinsic(module: ir.Module, name: str, nargs: int = 1, ty=ir.double) -> ir.Function:

@@ -74,7 +74,7 @@ from pyzyme.ir.module import BasicBlock
 from pyzyme.ir.values import ConstantFP, ConstantInt
 from pyzyme.rules import mathlib
 
-__all__ = ["Power", "find", "fold"]
+__all__ = ["Power", "find", "fold", "pair"]
 
 
 @dataclass
@@ -236,3 +236,71 @@ def _fold(module, fn, power: Power) -> None:
         phi.blocks = [new if blk is block else blk for blk in phi.blocks]
     power.result.replace_all_uses_with(value)
     fn.remove_blocks([block])
+
+
+def pair(module) -> int:
+    """Join each two calls ``@pyzyme.int_power(x, n)`` and ``@pyzyme.int_power(x, n - 1)`` of
+    one block of ``module`` into one call of ``@pyzyme.int_power_pair(x, n)``, which walks
+    the squares of ``x`` once for both (:mod:`pyzyme.rules.mathlib`; the results are bitwise
+    the same); how many pairs. A derivative computes ``x ** i`` and its partial
+    ``i * x ** (i - 1)`` side by side (forward mode, and forward mode over reverse), which two
+    loops of squarings make twice the primal's work in a Taylor series.
+
+    Examples
+    --------
+    >>> from pyzyme.ir import parse_module
+    >>> m = parse_module('''
+    ... declare double @pyzyme.int_power(double, i64)
+    ... define double @f(double %x, i64 %i) {
+    ... entry:
+    ...   %r = call double @pyzyme.int_power(double %x, i64 %i)
+    ...   %j = add i64 %i, -1
+    ...   %q = call double @pyzyme.int_power(double %x, i64 %j)
+    ...   %s = fadd double %r, %q
+    ...   ret double %s
+    ... }''')
+    >>> pair(m)
+    1
+    >>> print(m.get_function("f"))
+    define double @f(double %x, i64 %i) {
+    entry:
+      %r.pair = call { double, double } @pyzyme.int_power_pair(double %x, i64 %i)
+      %r.1 = extractvalue { double, double } %r.pair, 0
+      %q.1 = extractvalue { double, double } %r.pair, 1
+      %j = add i64 %i, -1
+      %s = fadd double %r.1, %q.1
+      ret double %s
+    }
+    """
+    done = 0
+    for suffix in ("", "f"):
+        callee = module.get_function(naming.INT_POWER + suffix)
+        if callee is None:
+            continue
+        calls = [u for u in callee.users if isinstance(u, I.Call) and u.called_function is callee]
+        by_operands = {(c.parent, c.args[0], c.args[1]): c for c in calls}
+        for less in calls:
+            m = less.args[1]
+            if not (isinstance(m, I.BinaryOp) and m.opcode == "add"
+                    and _same(m.operands[1], _int(-1))):
+                continue
+            power = by_operands.get((less.parent, less.args[0], m.operands[0]))
+            if power is None or less.parent is None or power.parent is None:
+                continue
+            _join(module, power, less, naming.INT_POWER_PAIR + suffix)
+            done += 1
+    return done
+
+
+def _join(module, power: I.Call, less: I.Call, symbol: str) -> None:
+    """``power`` (``x ** n``) and ``less`` (``x ** (n - 1)``) from one call, placed at the
+    first of them (``n`` is defined before both: ``less`` uses ``n - 1``)."""
+    block = less.parent
+    first = min(power, less, key=block.instructions.index)
+    b = IRBuilder()
+    b.position_before(first)
+    both = b.call(mathlib.define(module, symbol), [power.args[0], power.args[1]],
+                  name=f"{power.name or 'power'}.pair")
+    for k, call in enumerate((power, less)):
+        call.replace_all_uses_with(b.extractvalue(both, k, name=call.name))
+        call.erase()
