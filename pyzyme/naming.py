@@ -17,7 +17,8 @@ import hashlib
 import re
 from collections.abc import Sequence
 
-__all__ = ["symbol_name", "linked_original", "forward_function", "tangent", "shadow_param", "partial", "reverse_function",
+__all__ = ["symbol_name", "linked_original", "forward_function", "tangent", "tangent_loop",
+           "shadow_param", "partial", "reverse_function",
            "augmented_function", "shadow", "adjoint", "seed", "iteration", "reverse_block",
            "came_from", "loop_entry", "loop_start", "rule_value", "distributed_check",
            "distributed_part", "distributed_reset", "fused_block",
@@ -43,6 +44,12 @@ def tangent(primal: str, lane: int, width: int) -> str:
     if not primal:
         return ""
     return f"{primal}'" if width == 1 else f"{primal}'{lane}"
+
+
+def tangent_loop(block: str) -> str:
+    """The copy of one-block loop ``block`` of a forward derivative that runs its tangents
+    after it (:mod:`pyzyme.diff.forward.fission`)."""
+    return f"{block or 'loop'}.tangents"
 
 
 def shadow_param(primal: str, lane: int, width: int) -> str:

@@ -50,7 +50,10 @@ class Options:
         iteration to the next (a stencil's adjoint) into one loop per accumulation, behind a
         run-time check that the arrays do not overlap (:mod:`pyzyme.transforms.distribute`): the
         results are bitwise the same (with ``reassociate_adjoints`` off) and the loops
-        vectorize. On by default; off to compare.
+        vectorize. In forward mode, run the tangents of a one-block loop that need none of the
+        primal's values (a linear stencil's) in a copy of the loop after it
+        (:mod:`pyzyme.diff.forward.fission`): half the arrays streamed per loop. On by
+        default; off to compare.
     interchange_loops
         Before differentiating a function (either mode), turn a loop nest that keeps a sum in
         a register over its inner loop and strides through memory there (a triple-loop matrix

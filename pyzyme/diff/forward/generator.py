@@ -28,7 +28,7 @@ from pyzyme import naming
 from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ForwardContext
 from pyzyme.diff.emit import Emitter, derivative_flags, guarded
-from pyzyme.diff.forward import memory
+from pyzyme.diff.forward import fission, memory
 from pyzyme.diff.runtime_checks import guarded_call_shadows, primal_as_shadow, runtime_values
 from pyzyme.diff.signature import ExtraParam, ForwardSignature
 from pyzyme.errors import TypeAnalysisError, UnsupportedError, error_context
@@ -177,6 +177,9 @@ class ForwardGenerator:
                     b.position_before(came.instructions[-1])
                     for lane, dphi in enumerate(dphis):
                         dphi.add_incoming(self._merged(st, old_phi, value, lane), came)
+        if self.options.distribute_loops and not st.runtime:
+            fission.split_tangents(new, {v for v in st.values.values()
+                                         if isinstance(v, I.Instruction)})
 
     def reads_integers(self, fn, load: I.Load) -> bool:
         """Whether integer ``load`` of ``fn`` reads integers (a shadow mirrors them), not a
