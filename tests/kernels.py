@@ -28,6 +28,26 @@ def taylor(x, n):
     return s
 
 
+@numba.njit
+def double_buffered(u, c, steps):
+    """A 1-D diffusion stencil writing into a second array and swapping the two
+    (``v, w = w, v``), then the sum of squares of the last state: its loop carries pointers,
+    its step is linear."""
+    n = u.shape[0]
+    v = u.copy()
+    w = np.empty_like(u)
+    for _ in range(steps):
+        w[0] = v[0]
+        w[n - 1] = v[n - 1]
+        for i in range(1, n - 1):
+            w[i] = v[i] + c * (v[i - 1] - 2.0 * v[i] + v[i + 1])
+        v, w = w, v
+    s = 0.0
+    for i in range(n):
+        s += v[i] * v[i]
+    return s
+
+
 def njit_source(source: str, name: str = "f"):
     """``@njit`` of the function ``name`` that ``source`` defines (with ``np`` in scope): the
     property-based tests write their programs as text."""

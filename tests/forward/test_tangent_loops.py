@@ -12,23 +12,7 @@ import pytest
 
 import pyzyme
 from pyzyme import Const, Duplicated, Forward
-
-
-@numba.njit
-def stencil(u, c, steps):
-    n = u.shape[0]
-    v = u.copy()
-    w = np.empty_like(u)
-    for _ in range(steps):
-        w[0] = v[0]
-        w[n - 1] = v[n - 1]
-        for i in range(1, n - 1):
-            w[i] = v[i] + c * (v[i - 1] - 2.0 * v[i] + v[i + 1])
-        v, w = w, v
-    s = 0.0
-    for i in range(n):
-        s += v[i] * v[i]
-    return s
+from tests.kernels import double_buffered as stencil
 
 
 @numba.njit

@@ -12,6 +12,7 @@ from pyzyme import ir
 from pyzyme.runtime.jit import compile_module
 from pyzyme.transforms import revolve
 from pyzyme.transforms.revolve import Schedule
+from tests.kernels import double_buffered
 
 
 @njit
@@ -66,26 +67,6 @@ def euler(u, n, a, h):
         for i in range(u.shape[0]):
             u[i] += h * f[i]
     return np.sum(u * u)
-
-
-@njit
-def double_buffered(u, c, steps):
-    """A stencil writing into a second array and swapping the two (v, w = w, v): carried
-    pointers, both arrays regions of the snapshot, and the last step's array used after the
-    loop (a header phi used after it)."""
-    n = u.shape[0]
-    v = u.copy()
-    w = np.empty_like(u)
-    for _ in range(steps):
-        w[0] = v[0]
-        w[n - 1] = v[n - 1]
-        for i in range(1, n - 1):
-            w[i] = v[i] + c * (v[i - 1] - 2.0 * v[i] + v[i + 1])
-        v, w = w, v
-    s = 0.0
-    for i in range(n):
-        s += v[i] * v[i]
-    return s
 
 
 P = np.array([1.5, 1.0, 1.0, 3.0])
@@ -412,6 +393,7 @@ def _peak_of(grad, budget, steps: int) -> int:
 _MEASURE = """
 import ctypes, sys
 sys.path.insert(0, {here!r})
+sys.path.insert(0, {root!r})   # tests.kernels
 libc = ctypes.CDLL(None)
 libc.mallopt(-3, 64 << 10)   # M_MMAP_THRESHOLD
 libc.mallopt(-1, 64 << 10)   # M_TRIM_THRESHOLD
@@ -435,7 +417,8 @@ def _measured(expr: str) -> int:
     if not hasattr(ctypes.CDLL(None), "mallopt"):
         pytest.skip("not glibc")
     here = os.path.dirname(os.path.abspath(__file__))
-    out = subprocess.run([sys.executable, "-c", _MEASURE.format(here=here, expr=expr)],
+    root = os.path.dirname(os.path.dirname(here))
+    out = subprocess.run([sys.executable, "-c", _MEASURE.format(here=here, root=root, expr=expr)],
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
     return int(out.stdout.split()[-1])
