@@ -68,6 +68,14 @@ def written_rows(w, x):
     return total
 
 
+@numba.njit
+def hinge(w, x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += w[i] * x[i]
+    return max(1.0 - s, 0.0)
+
+
 def _quiet_runs(f, *args) -> int:
     """Loop runs the reverse sweep of ``f`` can skip, from the derivative as generated."""
     text = pyzyme.code_llvm(Reverse, f, Active, Duplicated(args[0], np.zeros_like(args[0])),
@@ -193,3 +201,17 @@ def test_split_mode(clusters):
     text = pyzyme.code_llvm(pyzyme.ReverseSplitWithPrimal, nearest, Active,
                             Duplicated(centres, np.zeros_like(centres)), pyzyme.Const(points))
     assert ".quiet:" in text
+
+
+def test_a_loop_in_no_other():
+    """A hinge loss past its margin: the whole reverse loop skipped (its counter at zero)."""
+    rng = np.random.default_rng(8)
+    w, x = rng.standard_normal(9), rng.standard_normal(9)
+    for scale in (-3.0, 3.0):   # one on each side of the margin (|w @ x| is 6.3)
+        ws = scale * w * np.sign(w @ x)
+        inside = 1.0 - ws @ x > 0
+        assert inside == (scale < 0)
+        np.testing.assert_allclose(pyzyme.grad(hinge)(ws, x), -x if inside else 0 * x,
+                                   rtol=1e-15)
+        check_grads(hinge, (ws, x), modes=("rev",))
+    assert _quiet_runs(hinge, w, x) == 1

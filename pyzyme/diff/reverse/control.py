@@ -173,7 +173,10 @@ class ReverseControl:
         leaving = [lp for lp in st.loops.loops if lp.contains(pred) and not lp.contains(block)]
         loops = [lp for lp in leaving if self._counted(st, lp)]
         carried = [lp for lp in leaving if self.carried_plan(st, lp) is not None]
-        if not loops and not carried:
+        inner = st.loops.loop_of(pred)
+        # an outermost loop runs once a call: its reverse ends at counter 0
+        once = inner in leaving and inner.parent is None and quiet_exits(st, inner)
+        if not loops and not carried and not once:
             return target
         enter = st.rev.append_block(f"{st.rblocks[block].name}.enter.{pred.name or 'pred'}")
         saved, memo = (st.rb.block, st.rb.index), st.memo
@@ -184,7 +187,8 @@ class ReverseControl:
             starts[lp] = self._counted_start(st, lp)
             st.rb.store(starts[lp], st.counted[lp])
         self.carried_enter(st, st.rb, carried)
-        inner = st.loops.loop_of(pred)
+        if once:
+            starts[inner] = const_int(T.i64, 0)
         exits = quiet_exits(st, inner) if inner in starts else None
         if exits:
             target = self._unless_quiet(st, inner, exits, starts[inner], target)

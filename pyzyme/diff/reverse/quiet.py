@@ -4,15 +4,16 @@ k-means' cost takes, for each point, the smallest of its distances to the centro
 sum of an inner loop over the coordinates. Only the closest centroid's distance gets an
 adjoint; the reverse runs of the other ``k - 1`` inner loops add zero times their partials
 into the centroids' shadows, which is most of the gradient's time (and all of it wasted). The
-same holds of a ReLU's dot products whose unit is off, or of any loop whose result a branch
-or a ``select`` leaves unused.
+same holds of a ReLU's dot products whose unit is off, of a hinge loss past its margin, or of
+any loop whose result a branch or a ``select`` leaves unused.
 
 A run of such a loop's reverse does nothing but pass the adjoints of the values it leaves
 (the values defined in it and used after it) back onto the values it read, when:
 
-- it is an innermost loop whose reverse sweep finds where each run began from its trip count
-  (:meth:`~pyzyme.diff.reverse.control.ReverseControl._counted`), so that a skipped run is
-  the counter set back to that start, and is entered from one block;
+- it is an innermost loop whose reverse sweep finds where each run began, from its trip count
+  (:meth:`~pyzyme.diff.reverse.control.ReverseControl._counted`) or, for a loop in no other,
+  which runs once a call, at zero; a skipped run is the counter set back to that start. It is
+  entered from one block;
 - it stores no floats (a store's reverse takes its adjoint from the shadow memory, not from the
   loop's values) and calls only maths (rule rows of partials, linear maps, reductions, and
   inactive calls), whose reverse is arithmetic on the adjoints;
@@ -53,7 +54,7 @@ def quiet_exits(st: ReverseContext, loop) -> list | None:
 
 
 def _exits(st: ReverseContext, loop) -> list | None:
-    if loop.children or loop.parent is None or st.generator.later_round or \
+    if loop.children or st.generator.later_round or \
             not st.generator.options.strong_zero:
         return None
     entering = [p for p in loop.header.predecessors if p in st.last and not loop.contains(p)]
