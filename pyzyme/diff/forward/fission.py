@@ -74,7 +74,7 @@ def _split(fn, block: BasicBlock, primal: set) -> bool:
                                                        if op not in tangent_set])
     if counting is None:
         return False
-    _copy_loop(fn, block, term, entering[0], counting, tangent_set)
+    _copy_loop(fn, block, term, counting, tangent_set)
     return True
 
 
@@ -86,8 +86,7 @@ def _counting(block, roots) -> set | None:
         inst = work.pop()
         if inst in found:
             continue
-        if inst.opcode not in _COUNTING or inst.type.is_float or \
-                (inst.opcode == "select" and inst.type.is_float):
+        if inst.opcode not in _COUNTING or inst.type.is_float:
             return None
         found.add(inst)
         work.extend(op for op in inst.operands
@@ -95,7 +94,7 @@ def _counting(block, roots) -> set | None:
     return found
 
 
-def _copy_loop(fn, block, term, entering, counting: set, tangents: set) -> None:
+def _copy_loop(fn, block, term, counting: set, tangents: set) -> None:
     """A copy of ``block`` holding ``counting`` and ``tangents`` (in their order), entered
     where ``block`` leaves, leaving where it left; the tangents then leave ``block``."""
     exit_block = next(s for s in term.successors if s is not block)

@@ -174,9 +174,11 @@ class ReverseControl:
         loops = [lp for lp in leaving if self._counted(st, lp)]
         carried = [lp for lp in leaving if self.carried_plan(st, lp) is not None]
         inner = st.loops.loop_of(pred)
-        # an outermost loop runs once a call: its reverse ends at counter 0
-        once = inner in leaving and inner.parent is None and quiet_exits(st, inner)
-        if not loops and not carried and not once:
+        # A skipped run sets the counter back to where the run began: a counted loop's start,
+        # or 0 for a loop in no other (it runs once a call).
+        quiet = inner in leaving and (inner in loops or inner.parent is None)
+        exits = quiet_exits(st, inner) if quiet else None
+        if not loops and not carried and not exits:
             return target
         enter = st.rev.append_block(f"{st.rblocks[block].name}.enter.{pred.name or 'pred'}")
         saved, memo = (st.rb.block, st.rb.index), st.memo
@@ -187,11 +189,9 @@ class ReverseControl:
             starts[lp] = self._counted_start(st, lp)
             st.rb.store(starts[lp], st.counted[lp])
         self.carried_enter(st, st.rb, carried)
-        if once:
-            starts[inner] = const_int(T.i64, 0)
-        exits = quiet_exits(st, inner) if inner in starts else None
         if exits:
-            target = self._unless_quiet(st, inner, exits, starts[inner], target)
+            start = starts[inner] if inner in starts else const_int(T.i64, 0)
+            target = self._unless_quiet(st, inner, exits, start, target)
         st.rb.br(target)
         st.rb.block, st.rb.index = saved
         st.memo = memo
