@@ -46,7 +46,7 @@ from pyzyme.progress import timed
 __all__ = ["OverwriteResult", "analyze_overwrites", "identified_object", "underlying_object",
            "underlying_objects", "may_alias", "objects_may_alias", "swapped_apart",
            "PURE_INTRINSICS", "pure_call", "list_block_of", "written_pointers", "fresh_object",
-           "link_time_object", "meminfo_of", "refcount_call", "rule_row"]
+           "link_time_object", "meminfo_of", "refcount_call", "rule_row", "released_in_loops"]
 
 # Intrinsics (by name, overload suffix left out) that read and write no memory and cannot
 # trap: the loop rewrites (distribute, interchange) may move and repeat their calls.
@@ -324,6 +324,49 @@ def written_pointers(inst: I.Instruction) -> list[Value]:
     return []
 
 
+def released_in_loops(fn, loops) -> frozenset:
+    """The reference counts of ``fn`` (``NRT_decref``) that reverse mode makes in the forward
+    sweep, where the primal makes them, instead of deferring them until the reverse sweep is
+    done: each may release a MemInfo allocated in the same iteration of the same loop (a time
+    step's NumPy temporary, ``tmp = v[1:-1] + c * v[2:]`` in a loop: ``loops`` is ``fn``'s
+    :class:`~pyzyme.analysis.loops.LoopInfo`). Deferred, every iteration's temporary stays
+    alive until the reverse sweep is done (50 steps of a 2000 x 2000 stencil kept 1.6 GB of
+    them). :func:`analyze_overwrites` counts each as a write of the memory it may free, so
+    the reverse sweep never loads from that memory again (its values are cached where it
+    needs them; a loop's temporary is written on every iteration, so they are already).
+
+    ``free`` and other releases stay deferred: pyzyme's own checkpoints keep their snapshots
+    in blocks a loop's iteration allocates and frees, and read them back in the reverse sweep
+    by copying, not by loads this analysis answers for."""
+    found = []
+    for block in fn.blocks:
+        loop = loops.loop_of(block)
+        if loop is None:
+            continue
+        for inst in block.instructions:
+            row = rule_row(inst)
+            if not (isinstance(row, spec.Mirror) and row.releases and row.refcount) or \
+                    row.resizes:
+                continue
+            obj = underlying_object(inst.args[row.pointer_args[0]])
+            if _allocation(obj) and loops.loop_of(obj.parent) is loop:
+                found.append(inst)
+    return frozenset(found)
+
+
+@dataclass
+class _Release:
+    """A release :func:`released_in_loops` chose, as a writer: of the allocation ``object``
+    and of the data of the MemInfo it is."""
+
+    object: Value
+
+    def covers(self, pointer: Value) -> bool:
+        objects = underlying_objects(pointer)
+        return objects is None or any(o is self.object or _meminfo_of(o) is self.object
+                                      for o in objects)
+
+
 @dataclass
 class OverwriteResult:
     """For each load of ``function``, the first instruction found that may overwrite what it
@@ -374,16 +417,17 @@ class OverwriteResult:
 
 
 @timed("analyses")
-def analyze_overwrites(fn, apart=None) -> OverwriteResult:
+def analyze_overwrites(fn, apart=None, released=frozenset()) -> OverwriteResult:
     """Find, for every load of ``fn``, whether memory it read may be written after it.
 
     The search follows the control-flow graph from the load: the rest of its block, then every
     block reachable from it (which, in a loop, includes the load's own block again, so a store
     earlier in the loop body that runs in the next iteration counts). ``apart(oa, ob)`` says
     of two objects that the caller knows them not to overlap (the arrays of a parallel loop's
-    body, where its launch passed distinct ones).
+    body, where its launch passed distinct ones). The calls in ``released`` (of
+    :func:`released_in_loops`) write the memory they release.
     """
-    search = _Search(fn, apart)
+    search = _Search(fn, apart, released)
     result = OverwriteResult(fn, search=search)
     for block in search.order:
         for inst in block.instructions:
@@ -395,22 +439,34 @@ def analyze_overwrites(fn, apart=None) -> OverwriteResult:
 class _Search:
     """Who writes what, per block, and which blocks follow which."""
 
-    def __init__(self, fn, apart=None) -> None:
+    def __init__(self, fn, apart=None, released=frozenset()) -> None:
         self.apart = apart
+        self.released = released
         self.order = reverse_post_order(fn)
-        self.writers = {block: [(i, w) for i in block.instructions for w in written_pointers(i)]
+        self.writers = {block: [(i, w) for i in block.instructions for w in self._writes(i)]
                         for block in self.order}
         self.reach = _reachable_from_successors(self.order)
+
+    def _writes(self, inst: I.Instruction) -> list:
+        if inst in self.released:
+            row = rule_row(inst)
+            return [_Release(underlying_object(inst.args[row.pointer_args[0]]))]
+        return written_pointers(inst)
+
+    def _may_write(self, pointer: Value, w) -> bool:
+        if isinstance(w, _Release):
+            return w.covers(pointer)
+        return may_alias(pointer, w, self.apart)
 
     def writer_after(self, inst: I.Instruction, pointer: Value) -> I.Instruction | None:
         block = inst.parent
         index = block.instructions.index(inst)
         for later in block.instructions[index + 1:]:
-            if any(may_alias(pointer, w, self.apart) for w in written_pointers(later)):
+            if any(self._may_write(pointer, w) for w in self._writes(later)):
                 return later
         for other in self.reach[block]:
-            found = next((i for i, w in self.writers[other]
-                          if may_alias(pointer, w, self.apart)), None)
+            found = next((i for i, w in self.writers[other] if self._may_write(pointer, w)),
+                         None)
             if found is not None:
                 return found
         return None

@@ -271,6 +271,7 @@ class ReverseContext(_Generated):
     error_exits: list = field(default_factory=list)    # fwd blocks returning an error status
     doms: object = None
     doomed: frozenset = frozenset()                    # blocks that can only end in an error
+    released_now: frozenset = frozenset()              # releases made in the forward sweep
     dret: object = None
     runtime: frozenset = frozenset()                   # shadows that may be primals at run time
     nonfinite: object = None                           # NonFinite values (strong zero), or None

@@ -1,7 +1,10 @@
 """Overwrite analysis (which loads must be cached for the reverse sweep), by printed form."""
 
 from pyzyme import ir
-from pyzyme.analysis.overwrite import analyze_overwrites, may_alias, underlying_object
+from pyzyme.analysis.loops import analyze_loops
+from pyzyme.analysis.overwrite import (
+    analyze_overwrites, may_alias, released_in_loops, underlying_object,
+)
 
 
 def _analyze(text: str, name: str = "f") -> str:
@@ -146,3 +149,57 @@ declare void @dtor(ptr, i64, ptr)""")
     lines = text.splitlines()
     assert lines[2] == "  %x = load double, ptr %a, align 8: not overwritten", text
     assert lines[3] == "  %y = load double, ptr %d, align 8: not overwritten", text
+
+
+_TEMPORARIES = """
+define double @f(i64 %n) {
+entry:
+  %kept = call ptr @NRT_MemInfo_alloc_aligned(i64 80, i32 32)
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %i1, %loop ]
+  %acc = phi double [ 0.0, %entry ], [ %acc1, %loop ]
+  %m = call ptr @NRT_MemInfo_alloc_aligned(i64 80, i32 32)
+  %pd = getelementptr i8, ptr %m, i64 24
+  %d = load ptr, ptr %pd, align 8
+  %x = load double, ptr %d, align 8
+  %c = call ptr @calloc(i64 10, i64 8)
+  %y = load double, ptr %c, align 8
+  call void @free(ptr %c)
+  call void @NRT_decref(ptr %m)
+  %acc1 = fadd double %acc, %x
+  %i1 = add i64 %i, 1
+  %more = icmp slt i64 %i1, %n
+  br i1 %more, label %loop, label %exit
+exit:
+  %kd.p = getelementptr i8, ptr %kept, i64 24
+  %kd = load ptr, ptr %kd.p, align 8
+  %z = load double, ptr %kd, align 8
+  call void @NRT_decref(ptr %kept)
+  %r = fadd double %acc1, %z
+  ret double %r
+}
+declare ptr @NRT_MemInfo_alloc_aligned(i64, i32)
+declare ptr @calloc(i64, i64)
+declare void @free(ptr)
+declare void @NRT_decref(ptr)"""
+
+
+def test_a_loops_temporaries_are_released_in_the_forward_sweep():
+    """A reference count that may release a MemInfo allocated in the same iteration of the
+    same loop (a NumPy temporary of a time step) is made where the primal makes it; one of
+    memory allocated outside the loop, and a C ``free`` (a checkpoint's snapshot may be such
+    a block), stay deferred. The released one writes the memory it may free (the MemInfo's
+    data too): loads from it are cached, never read again in the reverse sweep. A reference
+    count alone writes only the count: without it nothing writes %x's memory. (``free`` is a
+    write of what it frees either way.)"""
+    fn = ir.parse_module(_TEMPORARIES).get_function("f")
+    released = released_in_loops(fn, analyze_loops(fn))
+    assert [str(r) for r in released] == ["call void @NRT_decref(ptr %m)"]
+    lines = str(analyze_overwrites(fn, released=released)).splitlines()
+    assert "  %x = load double, ptr %d, align 8: overwritten by call void @NRT_decref(ptr %m)" \
+        in lines
+    assert "  %y = load double, ptr %c, align 8: overwritten by call void @free(ptr %c)" in lines
+    assert "  %z = load double, ptr %kd, align 8: not overwritten" in lines
+    before = str(analyze_overwrites(fn)).splitlines()
+    assert "  %x = load double, ptr %d, align 8: not overwritten" in before

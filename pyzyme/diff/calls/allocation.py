@@ -7,7 +7,10 @@ of shadowed memory happen to the shadow too. In reverse mode, releases are not m
 forward sweep (the reverse sweep may still read the memory, or accumulate into its shadow): they
 are deferred (:meth:`~pyzyme.diff.context.ReverseContext.release_later`) and made on primal and
 shadow when the reverse sweep is done. So are the old blocks of a shadow list that grew or
-shrank (:mod:`pyzyme.diff.calls.resize`).
+shrank (:mod:`pyzyme.diff.calls.resize`). A loop's temporary (a MemInfo released in the
+iteration that allocated it: :func:`~pyzyme.analysis.overwrite.released_in_loops`) is released
+where the primal releases it, only its shadow deferred: otherwise every iteration's temporary
+stays alive until the reverse sweep is done.
 """
 
 from __future__ import annotations
@@ -131,9 +134,20 @@ _POOLED_ALIGN = {"NRT_MemInfo_alloc_aligned": None, "NRT_MemInfo_alloc_safe_alig
 
 def mirror_augmented(cx, inst: I.Call, row: spec.Mirror) -> None:
     """Reverse mode's forward sweep: a release is deferred until the reverse sweep is done
-    (on the primal and its shadow); reference counts and resizes of shadowed memory happen
-    to the shadow too, a resize keeping the shadow's old block
-    (:mod:`pyzyme.diff.calls.resize`)."""
+    (on the primal and its shadow), but for a loop's temporaries, whose primal is released
+    where the primal releases it (:func:`~pyzyme.analysis.overwrite.released_in_loops`);
+    reference counts and resizes of shadowed memory happen to the shadow too, a resize
+    keeping the shadow's old block (:mod:`pyzyme.diff.calls.resize`)."""
+    if inst in cx.released_now:
+        # A loop's temporary, released in the iteration that allocated it: where the primal
+        # releases it (the reverse sweep reads none of it: analysis.overwrite.released_in_loops);
+        # its shadow, which the reverse sweep adds into, when the reverse sweep is done.
+        shadow = cx.shadows.get(inst.args[row.pointer_args[0]])
+        cx.clone(inst)
+        if shadow is not None:
+            cx.release_later(_one_pointer_release(cx, inst, row.pointer_args[0]), shadow,
+                             const_null(T.ptr))
+        return
     if row.releases and not (row.refcount and (not cx.sig.split or cx.sig.nested)
                              and _passed_handle(inst.args[row.pointer_args[0]])):
         # Deferred until the reverse sweep is done with the memory. Not a count of a handle

@@ -39,7 +39,7 @@ from pyzyme.analysis.call_graph import call_graph, on_cycles
 from pyzyme.analysis.cfg import dominators, error_only_blocks, reverse_post_order
 from pyzyme.analysis.finite import nonfinite_values
 from pyzyme.analysis.loops import analyze_loops
-from pyzyme.analysis.overwrite import analyze_overwrites
+from pyzyme.analysis.overwrite import analyze_overwrites, released_in_loops
 from pyzyme.transforms import distribute, float_moves
 from pyzyme import naming
 from pyzyme.transforms.alias_scopes import ScopeTable
@@ -230,8 +230,10 @@ class ReverseGenerator(ForwardSweep, ReverseControl, ReverseValues, ReverseAdjoi
                             self.released_by_address)
         body = sig.parallel_body
         apart = apart_slots(fn, body.distinct) if body is not None else None
+        released = released_in_loops(fn, loops)
         st = ReverseContext(self, fn, sig, fwd, rev, activity, loops,
-                            analyze_overwrites(fn, apart), tape, releases)
+                            analyze_overwrites(fn, apart, released), tape, releases)
+        st.released_now = released
         st.doms = dominators(fn)
         st.doomed = doomed
         if self.options.strong_zero:
