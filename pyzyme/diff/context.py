@@ -272,6 +272,8 @@ class ReverseContext(_Generated):
     doms: object = None
     doomed: frozenset = frozenset()                    # blocks that can only end in an error
     released_now: frozenset = frozenset()              # releases made in the forward sweep
+    increments: dict | None = None                     # reverse.increments, lazily
+    increment_parts: set = field(default_factory=set)  # loads and adds an increment took
     dret: object = None
     runtime: frozenset = frozenset()                   # shadows that may be primals at run time
     nonfinite: object = None                           # NonFinite values (strong zero), or None

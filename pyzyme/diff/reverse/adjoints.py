@@ -14,6 +14,7 @@ from pyzyme.diff.calls import dispatch as calls
 from pyzyme.diff.context import ReverseContext
 from pyzyme.diff.leaves import has_float
 from pyzyme.diff.memory_calls import add_leaves
+from pyzyme.diff.reverse.increments import increments
 from pyzyme.diff.runtime_checks import inactive_here
 from pyzyme.errors import UnsupportedError
 from pyzyme.ir import IRBuilder
@@ -72,7 +73,7 @@ class ReverseAdjoints:
         if op == "store":
             self._reverse_store(st, inst)
             return
-        if not st.active(inst):
+        if not st.active(inst) or inst in st.increment_parts:
             return
         handler = _ADJOINTS.get(op)
         if handler is None:
@@ -103,6 +104,8 @@ class ReverseAdjoints:
         value, pointer = inst.operands
         if pointer not in st.shadows or not has_float(value.type):
             return
+        if self._reverse_increment(st, inst):
+            return
         b = st.rb
         shadow = self.carried_pointer(st, inst) or st.shadow(pointer)
         if pointer in st.runtime:
@@ -113,6 +116,26 @@ class ReverseAdjoints:
             self.accumulate(st, value, d)
         else:
             b.store(const_null(value.type), shadow, inst.align)
+
+    def _reverse_increment(self, st: ReverseContext, inst: I.Store) -> bool:
+        """``a[k] += w`` (:mod:`pyzyme.diff.reverse.increments`): ``w_bar += a_bar[k]``,
+        which leaves ``a_bar[k]`` as it was; its load and add get no adjoint code. False
+        where the cell's shadow may be its primal, or a loop carries the cell in a register
+        (:mod:`pyzyme.diff.reverse.carried`): the three instructions' adjoints then."""
+        if st.increments is None:
+            st.increments = increments(st.old)
+        inc = st.increments.get(inst)
+        pointer = inst.pointer
+        if inc is None or pointer in st.runtime or self._carried(st, inst) or \
+                self._carried(st, inc.load):
+            return False
+        st.increment_parts.update((inc.load, inc.add))
+        if st.active(inc.addend):
+            b = st.rb
+            d = b.load(inst.value.type, st.shadow(pointer), inst.align,
+                       name=naming.adjoint(inc.add.name))
+            self.accumulate(st, inc.addend, d if inc.sign > 0 else b.fneg(d))
+        return True
 
     def _inactive_here(self, st: ReverseContext, pointer: Value) -> Value:
         """In the reverse sweep: whether ``pointer``'s shadow is its primal."""

@@ -72,6 +72,11 @@ class ReverseCarried:
             st.carried[loop] = _plan(st, loop)
         return st.carried[loop]
 
+    def _carried(self, st: ReverseContext, inst) -> bool:
+        """Whether a register slot is planned for ``inst``'s shadow cell."""
+        plan = self.carried_plan(st, st.loops.loop_of(inst.parent))
+        return plan is not None and inst in plan.first
+
     def carried_pointer(self, st: ReverseContext, inst) -> Value | None:
         """The register slot standing for ``inst``'s shadow cell, if planned."""
         plan = self.carried_plan(st, st.loops.loop_of(inst.parent))
