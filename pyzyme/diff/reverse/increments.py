@@ -40,15 +40,16 @@ def increments(fn) -> dict:
     docstring), each with its :class:`Increment`."""
     found = {}
     for block in fn.blocks:
-        for k, inst in enumerate(block.instructions):
+        place = {inst: k for k, inst in enumerate(block.instructions)}
+        for inst in block.instructions:
             if isinstance(inst, I.Store):
-                inc = _increment(block.instructions, k, inst)
+                inc = _increment(block.instructions, place, inst)
                 if inc is not None:
                     found[inst] = inc
     return found
 
 
-def _increment(insts: list, k: int, store: I.Store) -> Increment | None:
+def _increment(insts: list, place: dict, store: I.Store) -> Increment | None:
     value, pointer = store.operands
     if store.volatile or store.ordering or not isinstance(value, I.BinaryOp) or \
             value.opcode not in ("fadd", "fsub") or len(value.users) != 1:
@@ -63,7 +64,7 @@ def _increment(insts: list, k: int, store: I.Store) -> Increment | None:
     if load.volatile or load.ordering or load.type != value.type or len(load.users) != 1 or \
             load.parent is not store.parent or value.parent is not store.parent:
         return None
-    start = insts.index(load)
+    start, k = place[load], place[store]
     if start > k:
         return None
     for between in insts[start + 1:k]:
