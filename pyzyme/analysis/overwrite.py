@@ -344,9 +344,10 @@ def released_in_loops(fn, loops) -> frozenset:
         if loop is None:
             continue
         for inst in block.instructions:
+            if not refcount_call(inst):
+                continue
             row = rule_row(inst)
-            if not (isinstance(row, spec.Mirror) and row.releases and row.refcount) or \
-                    row.resizes:
+            if not row.releases or row.resizes:
                 continue
             obj = underlying_object(inst.args[row.pointer_args[0]])
             if _allocation(obj) and loops.loop_of(obj.parent) is loop:

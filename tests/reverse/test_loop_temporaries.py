@@ -17,7 +17,7 @@ import pyzyme
 from pyzyme import Active, Const, Duplicated, Reverse, ReverseSplitWithPrimal, autodiff, \
     autodiff_thunk
 
-from tests.kernels import double_buffered
+from tests.kernels import central_gradient, double_buffered
 
 
 @numba.njit
@@ -43,16 +43,6 @@ def nonlinear_steps(u, steps):
     return np.sum(v)
 
 
-def _central(f, x, *rest, h=1e-6):
-    g = np.zeros_like(x)
-    for i in range(x.size):
-        xp, xm = x.copy(), x.copy()
-        xp[i] += h
-        xm[i] -= h
-        g[i] = (f(xp, *rest) - f(xm, *rest)) / (2 * h)
-    return g
-
-
 def _gradient(f, x, *rest):
     dx = np.zeros_like(x)
     autodiff(Reverse, f, Active, Duplicated(x, dx), *[Const(r) for r in rest])
@@ -65,7 +55,7 @@ def test_slice_steps_against_differences_and_the_index_loop():
     g = _gradient(slice_steps, u, 0.2, 6)
     np.testing.assert_allclose(g, _gradient(double_buffered, u, 0.2, 6), rtol=1e-12,
                                atol=1e-12)
-    np.testing.assert_allclose(g, _central(slice_steps, u, 0.2, 6), rtol=1e-7, atol=1e-7)
+    np.testing.assert_allclose(g, central_gradient(slice_steps, u, 0.2, 6), rtol=1e-7, atol=1e-7)
 
 
 @pytest.mark.parametrize("steps", [1, 2, 9])
@@ -75,7 +65,7 @@ def test_a_temporary_the_reverse_sweep_reads(steps):
     last step's values."""
     u = np.random.default_rng(steps).standard_normal(13)
     g = _gradient(nonlinear_steps, u, steps)
-    np.testing.assert_allclose(g, _central(nonlinear_steps, u, steps), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(g, central_gradient(nonlinear_steps, u, steps), rtol=1e-6, atol=1e-7)
 
 
 def test_split_mode_and_hvp_through_released_temporaries():

@@ -126,8 +126,8 @@ class ReverseAdjoints:
             st.increments = increments(st.old)
         inc = st.increments.get(inst)
         pointer = inst.pointer
-        if inc is None or pointer in st.runtime or self._carried(st, inst) or \
-                self._carried(st, inc.load):
+        if inc is None or pointer in st.runtime or self._carrying(st, inst) or \
+                self._carrying(st, inc.load):
             return False
         st.increment_parts.update((inc.load, inc.add))
         if st.active(inc.addend):

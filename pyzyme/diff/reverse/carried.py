@@ -72,15 +72,15 @@ class ReverseCarried:
             st.carried[loop] = _plan(st, loop)
         return st.carried[loop]
 
-    def _carried(self, st: ReverseContext, inst) -> bool:
-        """Whether a register slot is planned for ``inst``'s shadow cell."""
+    def _carrying(self, st: ReverseContext, inst) -> CarriedCells | None:
+        """The plan of ``inst``'s loop if it carries ``inst``'s shadow cell in a register."""
         plan = self.carried_plan(st, st.loops.loop_of(inst.parent))
-        return plan is not None and inst in plan.first
+        return plan if plan is not None and inst in plan.first else None
 
     def carried_pointer(self, st: ReverseContext, inst) -> Value | None:
         """The register slot standing for ``inst``'s shadow cell, if planned."""
-        plan = self.carried_plan(st, st.loops.loop_of(inst.parent))
-        if plan is None or inst not in plan.first:
+        plan = self._carrying(st, inst)
+        if plan is None:
             return None
         self._carried_slots(st, plan)
         return plan.q if plan.first[inst] else plan.r
